@@ -1,0 +1,174 @@
+# batchfs — build, test, demo, bench, install.
+#
+#   make deps      install missing Debian packages (apt-get; root or sudo)
+#   make           build everything into build/
+#   make test      run every test (libcheck suites, CLI and mount scripts, fuzz smoke)
+#   make demo      the main job on a small generated dataset
+#   make bench     benchmarks (print ratios measured in one run; never asserted)
+#   make fuzz      run every fuzz target for FUZZ_SECONDS each (clang + libFuzzer)
+#   make install PREFIX=/usr/local   |   make clean   |   make format
+#
+#   SANITIZER=address|undefined|thread builds into build/san-$(SANITIZER)/.
+#   CI=true adds -Werror.
+#
+# Layout: every module directory (engine cache mountopts fs) contributes its *.c files
+# to one static library, except files named *_main.c, which are programs.
+
+PREFIX  ?= /usr/local
+CC      ?= cc
+CLANG   ?= clang
+FUZZ_SECONDS ?= 20
+
+ifeq ($(SANITIZER),)
+BUILD   ?= build
+else
+BUILD   ?= build/san-$(SANITIZER)
+endif
+
+PKGS    := fuse3 libturbojpeg liblz4 libjpeg
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
+CHECK_LIBS   := $(shell pkg-config --libs check 2>/dev/null)
+
+WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wpointer-arith \
+           -Wformat=2 -Wno-unused-parameter
+ifeq ($(CI),true)
+WARN    += -Werror
+endif
+OPT     ?= -O2
+CFLAGS  ?= $(OPT) -g
+ALL_CFLAGS := -std=c11 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -pthread -fPIC $(WARN) $(CFLAGS) \
+              -I. $(PKG_CFLAGS) -MMD -MP
+LDLIBS_ALL := -Wl,--as-needed $(PKG_LIBS) -lm -lpthread -ldl
+
+ifeq ($(SANITIZER),address)
+ALL_CFLAGS += -fsanitize=address -fno-omit-frame-pointer
+LDFLAGS    += -fsanitize=address
+else ifeq ($(SANITIZER),undefined)
+ALL_CFLAGS += -fsanitize=undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+LDFLAGS    += -fsanitize=undefined
+else ifeq ($(SANITIZER),thread)
+ALL_CFLAGS += -fsanitize=thread
+LDFLAGS    += -fsanitize=thread
+else ifneq ($(SANITIZER),)
+$(error SANITIZER must be address, undefined or thread, not '$(SANITIZER)')
+endif
+
+MODULES  := engine cache mountopts fs
+LIB_SRC  := $(filter-out %_main.c,$(foreach m,$(MODULES),$(wildcard $(m)/*.c)))
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
+LIB      := $(BUILD)/libbatchfs.a
+
+PROGS    := $(BUILD)/mkbatchfs
+TEST_SRC := $(wildcard tests/check_*.c)
+TESTS    := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+TESTUTIL_OBJ := $(BUILD)/obj/tests/testutil.o
+TOOLS    := $(patsubst tests/%_main.c,$(BUILD)/tests/%,$(wildcard tests/*_main.c))
+BENCHES  := $(patsubst tests/bench/%.c,$(BUILD)/bench/%,$(wildcard tests/bench/bench_*.c))
+FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
+FUZZERS  := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz/%)
+
+.PHONY: all deps test demo bench fuzz fuzz-build install uninstall clean format check-format
+
+all: $(PROGS) $(TOOLS)
+
+# ---- dependencies ------------------------------------------------------------------------
+# Debian packages: build (fuse3 headers, libjpeg-turbo both APIs, lz4, check, pkg-config),
+# run (fuse3 for fusermount3), test (clang + compiler-rt for libFuzzer, python3-venv for
+# test clients). Installed only when missing.
+DEB_PKGS := build-essential pkg-config libfuse3-dev fuse3 libjpeg62-turbo-dev libturbojpeg0-dev \
+            liblz4-dev check clang libclang-rt-dev python3 python3-venv
+deps:
+	@missing=""; for p in $(DEB_PKGS); do \
+	  dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' \
+	    || missing="$$missing $$p"; \
+	done; \
+	if [ -z "$$missing" ]; then echo "deps: all Debian packages present"; exit 0; fi; \
+	echo "deps: installing$$missing"; \
+	if [ "$$(id -u)" = 0 ]; then SUDO=; elif command -v sudo >/dev/null; then SUDO=sudo; \
+	else echo "deps: need root (or sudo) to run: apt-get install$$missing" >&2; exit 1; fi; \
+	export DEBIAN_FRONTEND=noninteractive; \
+	$$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq --no-install-recommends $$missing
+
+# ---- library and programs ----------------------------------------------------------------
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -c $< -o $@
+
+$(LIB): $(LIB_OBJ)
+	@mkdir -p $(@D)
+	rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/mkbatchfs: $(BUILD)/obj/engine/mkbatchfs_main.o $(LIB)
+	$(CC) $(LDFLAGS) $^ $(LDLIBS_ALL) -o $@
+
+# ---- tests -------------------------------------------------------------------------------
+$(BUILD)/obj/tests/%.o: tests/%.c
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) $(CHECK_CFLAGS) -c $< -o $@
+
+$(BUILD)/tests/check_%: $(BUILD)/obj/tests/check_%.o $(TESTUTIL_OBJ) $(LIB)
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) $^ $(CHECK_LIBS) $(LDLIBS_ALL) -o $@
+
+$(BUILD)/tests/%: $(BUILD)/obj/tests/%_main.o $(TESTUTIL_OBJ) $(LIB)
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) $^ $(LDLIBS_ALL) -o $@
+
+test: deps
+	$(MAKE) --no-print-directory all-tests
+	BUILD=$(BUILD) FUZZ_SECONDS=$${FUZZ_SECONDS:-5} bash tests/run.sh
+
+.PHONY: all-tests
+all-tests: all $(TESTS) $(TOOLS)
+
+# ---- fuzzing (clang, libFuzzer + ASan/UBSan; own object dir) -------------------------------
+FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -pthread -g -O1 -I. $(PKG_CFLAGS) \
+               -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined
+$(BUILD)/fuzz/obj/%.o: %.c
+	@mkdir -p $(@D)
+	$(CLANG) $(FUZZ_CFLAGS) -c $< -o $@
+
+$(BUILD)/fuzz/fuzz_%: $(BUILD)/fuzz/obj/tests/fuzz/fuzz_%.o $(LIB_SRC:%.c=$(BUILD)/fuzz/obj/%.o)
+	@mkdir -p $(@D)
+	$(CLANG) -fsanitize=fuzzer,address,undefined $^ $(LDLIBS_ALL) -o $@
+
+fuzz-build: $(FUZZERS)
+fuzz: deps
+	$(MAKE) --no-print-directory fuzz-build
+	@for f in $(FUZZERS); do FUZZ_SECONDS=$(FUZZ_SECONDS) bash tests/fuzz/run.sh $$f || exit 1; done
+
+# ---- demo and benchmarks -------------------------------------------------------------------
+DEMO_DIR ?= $(BUILD)/demo
+demo: deps
+	$(MAKE) --no-print-directory all
+	BUILD=$(BUILD) DEMO_DIR=$(DEMO_DIR) bash tests/demo.sh
+
+$(BUILD)/bench/%: tests/bench/%.c $(TESTUTIL_OBJ) $(LIB)
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) $^ $(LDLIBS_ALL) -o $@
+
+bench: deps
+	$(MAKE) --no-print-directory all $(BENCHES)
+	BUILD=$(BUILD) bash tests/bench/run.sh
+
+# ---- install -----------------------------------------------------------------------------
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/doc/batchfs
+	install -m 755 $(PROGS) $(DESTDIR)$(PREFIX)/bin/
+	install -m 644 README.md docs/*.md $(DESTDIR)$(PREFIX)/share/doc/batchfs/
+
+uninstall:
+	rm -f $(PROGS:$(BUILD)/%=$(DESTDIR)$(PREFIX)/bin/%)
+	rm -rf $(DESTDIR)$(PREFIX)/share/doc/batchfs
+
+clean:
+	rm -rf build
+
+format:
+	clang-format -i $$(git ls-files '*.c' '*.h')
+check-format:
+	clang-format --dry-run --Werror $$(git ls-files '*.c' '*.h')
+
+-include $(shell find $(BUILD)/obj $(BUILD)/fuzz/obj -name '*.d' 2>/dev/null)

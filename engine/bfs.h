@@ -1,0 +1,195 @@
+/*
+ * bfs.h — the .bfs dataset file: reader and writer.
+ *
+ * Neighbours: mkbatchfs (engine/pack.c) writes it; the engine's sources read it for
+ * planning (sample table only) and decoding (payloads). docs/format.md specifies every
+ * byte; the constants below are that specification.
+ *
+ * Invariants of the reader: bfs_open validates the header and the placement of every
+ * region against the file size, and nothing per sample, so it costs the same for ten
+ * samples as for ten million. Each sample entry is range-checked when it is read
+ * (bfs_sample), so a corrupt table can give an error but never an out-of-bounds access.
+ * Payload checksums (per page and per sample) are verified on demand.
+ *
+ * The reader maps the file read-only and shared; pointers it returns stay valid until
+ * bfs_close. Truncating the file while it is open is unsupported (SIGBUS, as for any
+ * mapped file). A reader is safe to use from many threads at once.
+ */
+#ifndef BATCHFS_ENGINE_BFS_H
+#define BATCHFS_ENGINE_BFS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define BFS_MAGIC             "\x89" "BFS\r\n\x1a\n" /* PNG-style: catches text-mode mangling */
+#define BFS_VERSION           1u
+#define BFS_HEADER_SIZE       128u
+#define BFS_SAMPLE_RECORD     32u
+#define BFS_HEAP_ALIGN        4096u         /* heap starts here: O_DIRECT / page aligned */
+#define BFS_PAGE_SIZE_DEFAULT (8u << 20)    /* 8 MiB: large sequential reads, ~0.6% padding */
+#define BFS_PAGE_SIZE_MIN     4096u
+#define BFS_PAGE_SIZE_MAX     (1u << 30)
+#define BFS_MAX_CLASSES       (1u << 24)
+#define BFS_MAX_CLASS_NAME    4096u
+
+/* Sample flags (bfs_sample.flags). */
+#define BFS_KIND_MASK         0x0003u
+#define BFS_KIND_JPEG         0x0000u /* payload: JPEG bytes */
+#define BFS_KIND_RAW          0x0001u /* payload: lz4 block of width*height*3 RGB bytes */
+#define BFS_F_PROGRESSIVE     0x0004u
+#define BFS_COLOR_MASK        0x0018u
+#define BFS_COLOR_YCC         0x0000u /* 3 components (YCbCr, or RGB when Adobe says so) */
+#define BFS_COLOR_GRAY        0x0008u
+#define BFS_COLOR_CMYK        0x0010u /* CMYK or YCCK */
+#define BFS_F_ODD_SAMPLING    0x0020u /* not 4:4:4/4:2:2/4:2:0/4:4:0: full-decode fallback */
+#define BFS_F_ARITHMETIC      0x0040u
+#define BFS_SAMP_H_SHIFT      8       /* bits 8-9: luma horizontal sampling factor - 1 */
+#define BFS_SAMP_V_SHIFT      10      /* bits 10-11: luma vertical sampling factor - 1 */
+#define BFS_FLAGS_KNOWN       0x0fffu
+
+/* Dataset flags (bfs_info.flags). */
+#define BFS_DS_HAS_JPEG       0x1u
+#define BFS_DS_HAS_RAW        0x2u
+
+/* Verification requests for bfs_sample_data. */
+#define BFS_VERIFY_NONE       0u
+#define BFS_VERIFY_SAMPLE     1u /* hash the sample's payload (cheap: ~10 GB/s) */
+#define BFS_VERIFY_PAGES      2u /* verify the page(s) holding it, once per page per reader */
+
+/* Header fields, decoded. */
+typedef struct bfs_info {
+    uint32_t version;
+    uint64_t sample_count;
+    uint32_t class_count;
+    uint32_t page_size;
+    uint64_t page_count;
+    uint64_t heap_offset, heap_size;
+    uint64_t sample_table_offset;
+    uint64_t class_table_offset, class_table_size;
+    uint64_t page_table_offset;
+    uint64_t file_size;
+    uint64_t tables_checksum;
+    uint32_t flags;
+    uint64_t header_checksum; /* identity of the dataset content (used by fingerprints) */
+} bfs_info;
+
+/* One sample table entry, decoded and range-checked. */
+typedef struct bfs_sample {
+    uint64_t offset; /* payload offset inside the heap */
+    uint32_t length; /* payload bytes */
+    uint32_t label;  /* class index, < class_count */
+    uint16_t width, height;
+    uint16_t flags;  /* BFS_KIND_*, BFS_F_*, BFS_COLOR_* */
+    uint32_t checksum; /* low 32 bits of XXH64(payload, seed 0) */
+    uint32_t raw_size; /* RAW: decoded bytes (width*height*3); JPEG: 0 */
+} bfs_sample;
+
+typedef struct bfs_reader bfs_reader;
+
+/*
+ * bfs_open - open and map a .bfs file, validating its header and layout (O(1)).
+ * On failure returns BFS_E_MAGIC, BFS_E_VERSION, BFS_E_HEADER_CHECKSUM, BFS_E_TRUNCATED,
+ * BFS_E_LAYOUT, BFS_E_COUNT or a negative errno, and writes a one-line explanation
+ * naming the file and the bad field into err (errlen bytes, may be 0).
+ * The caller owns *out; release it with bfs_close.
+ */
+int bfs_open(const char *path, bfs_reader **out, char *err, size_t errlen);
+
+/*
+ * bfs_open_mem - the same validation over a caller-owned memory image (tests, fuzzing).
+ * The memory must outlive the reader.
+ */
+int bfs_open_mem(const void *data, size_t len, bfs_reader **out, char *err, size_t errlen);
+
+/* bfs_close - unmap and free; accepts NULL. */
+void bfs_close(bfs_reader *r);
+
+/* bfs_get_info - the decoded header; valid until bfs_close. */
+const bfs_info *bfs_get_info(const bfs_reader *r);
+
+/*
+ * bfs_get_sample - decode and check sample i's table entry (O(1), no payload access).
+ * Returns 0, BFS_E_SAMPLE_INDEX (i out of range), BFS_E_SAMPLE_RANGE (payload outside
+ * the heap, unknown flags, bad raw size) or BFS_E_LABEL (label >= class count).
+ */
+int bfs_get_sample(const bfs_reader *r, uint64_t i, bfs_sample *s);
+
+/*
+ * bfs_sample_data - pointer to sample i's payload inside the mapping.
+ * verify: BFS_VERIFY_* bits. Returns bfs_get_sample's errors, BFS_E_SAMPLE_CHECKSUM or
+ * BFS_E_PAGE_CHECKSUM. *data stays valid until bfs_close. s may be NULL.
+ */
+int bfs_sample_data(bfs_reader *r, uint64_t i, unsigned verify, bfs_sample *s,
+                    const uint8_t **data, size_t *len);
+
+/*
+ * bfs_verify_page - check payload page p against the page table. Successful checks are
+ * remembered, so each page is hashed at most once per reader (thread-safe).
+ * Returns 0, BFS_E_PAGE_CHECKSUM, or BFS_E_SAMPLE_INDEX if p >= page_count.
+ */
+int bfs_verify_page(bfs_reader *r, uint64_t p);
+
+/* bfs_verify_tables - check the sample, class and page tables against tables_checksum.
+ * O(samples). Returns 0 or BFS_E_TABLE_CHECKSUM. */
+int bfs_verify_tables(const bfs_reader *r);
+
+/*
+ * bfs_class_name - class c's name (NUL-terminated, inside the mapping).
+ * Returns 0, BFS_E_SAMPLE_INDEX (c out of range) or BFS_E_CLASS_NAME (corrupt entry).
+ */
+int bfs_class_name(const bfs_reader *r, uint32_t c, const char **name, size_t *len);
+
+/* bfs_page_range - the heap byte range [*begin, *end) of page p (for messages). */
+void bfs_page_range(const bfs_reader *r, uint64_t p, uint64_t *begin, uint64_t *end);
+
+/* ---- writer ---------------------------------------------------------------------- */
+
+typedef struct bfs_writer bfs_writer;
+
+/* What the writer needs to know of one sample besides its payload. */
+typedef struct bfs_sample_in {
+    uint32_t label;
+    uint16_t width, height;
+    uint16_t flags;
+    uint32_t raw_size;
+} bfs_sample_in;
+
+/*
+ * bfs_writer_create - start writing path. Data goes to a temporary file next to it
+ * (path.tmp-XXXXXX, its header zeroed until bfs_writer_finish), so an interrupted write
+ * never leaves a file that looks complete. page_size: a power of two in
+ * [BFS_PAGE_SIZE_MIN, BFS_PAGE_SIZE_MAX], or 0 for the default.
+ * Returns 0, -EINVAL (bad page size) or a negative errno (message in err).
+ */
+int bfs_writer_create(const char *path, uint32_t page_size, bfs_writer **out, char *err,
+                      size_t errlen);
+
+/* bfs_writer_temp_path - the temporary file's path (for signal-time cleanup). */
+const char *bfs_writer_temp_path(const bfs_writer *w);
+
+/* bfs_writer_add_class - append a class name (labels are indices in call order).
+ * Returns 0, -EINVAL (empty, too long, or contains NUL) or -ENOMEM. */
+int bfs_writer_add_class(bfs_writer *w, const char *name);
+
+/*
+ * bfs_writer_add - append a sample. Payloads that fit in a page never straddle a page
+ * boundary (the writer pads to the next page); larger ones start on a boundary.
+ * Returns 0, -EINVAL (empty payload, over 4 GiB) or a negative errno from write.
+ */
+int bfs_writer_add(bfs_writer *w, const bfs_sample_in *s, const void *payload, size_t len);
+
+/* bfs_writer_count - samples added so far. */
+uint64_t bfs_writer_count(const bfs_writer *w);
+
+/*
+ * bfs_writer_finish - write the tables and the header, fsync (if do_fsync), rename the
+ * temporary file to its final path, and free w (also on failure, after removing the
+ * temporary file). Labels must be < the number of classes added.
+ * Returns 0, BFS_E_EMPTY (no samples or no classes), BFS_E_LABEL or a negative errno.
+ */
+int bfs_writer_finish(bfs_writer *w, int do_fsync, char *err, size_t errlen);
+
+/* bfs_writer_abort - remove the temporary file and free w; accepts NULL. */
+void bfs_writer_abort(bfs_writer *w);
+
+#endif

@@ -1,0 +1,368 @@
+/*
+ * bfs_read.c — .bfs reader (see bfs.h, docs/format.md).
+ *
+ * Open validates the 128-byte header and the placement of the four regions (heap, sample
+ * table, class table, page table) against the real file size; nothing per sample, so open
+ * is O(1). Entries are checked when read. The page-verified bitmap is the only mutable
+ * state; it is updated with atomic OR, so a reader is shared freely between threads.
+ */
+#include "engine/bfs.h"
+#include "engine/err.h"
+#include "engine/hash.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "batchfs reads its little-endian formats with plain loads: big-endian hosts unsupported"
+#endif
+
+struct bfs_reader {
+    const uint8_t *base; /* the whole file */
+    size_t len;
+    int mapped;          /* base came from mmap (unmap on close) */
+    bfs_info info;
+    _Atomic uint64_t *verified; /* bit per page: checksum already verified OK */
+};
+
+static inline uint64_t ld64(const uint8_t *p)
+{
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return v;
+}
+
+static inline uint32_t ld32(const uint8_t *p)
+{
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+static inline uint16_t ld16(const uint8_t *p)
+{
+    uint16_t v;
+    memcpy(&v, p, 2);
+    return v;
+}
+
+static int fail(int rc, char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int fail(int rc, char *err, size_t errlen, const char *fmt, ...)
+{
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return rc;
+}
+
+/* [off, off+size) inside [0, limit) without overflow */
+static int region_ok(uint64_t off, uint64_t size, uint64_t limit)
+{
+    return off <= limit && size <= limit - off;
+}
+
+static int parse_header(bfs_reader *r, char *err, size_t errlen)
+{
+    const uint8_t *h = r->base;
+    bfs_info *in = &r->info;
+    if (r->len == 0)
+        return fail(BFS_E_TRUNCATED, err, errlen, "empty file");
+    if (r->len < 8 && memcmp(h, BFS_MAGIC, r->len) == 0)
+        return fail(BFS_E_TRUNCATED, err, errlen, "file is %zu bytes, shorter than the %u-byte header",
+                    r->len, BFS_HEADER_SIZE);
+    if (r->len < 8 || memcmp(h, BFS_MAGIC, 8) != 0) {
+        if (r->len >= 8 && ld64(h) == 0)
+            return fail(BFS_E_MAGIC, err, errlen,
+                        "no magic number: the file starts with zeros (an interrupted "
+                        "mkbatchfs leaves its temporary file like this)");
+        return fail(BFS_E_MAGIC, err, errlen, "not a batchfs dataset (bad magic number)");
+    }
+    if (r->len < BFS_HEADER_SIZE)
+        return fail(BFS_E_TRUNCATED, err, errlen, "file is %zu bytes, shorter than the %u-byte header",
+                    r->len, BFS_HEADER_SIZE);
+    in->version = ld32(h + 8);
+    if (in->version != BFS_VERSION)
+        return fail(BFS_E_VERSION, err, errlen,
+                    "format version %u; this build reads version %u (repack with this mkbatchfs)",
+                    in->version, BFS_VERSION);
+    uint64_t want = bfs_xxh64(h, 120, 0);
+    in->header_checksum = ld64(h + 120);
+    if (want != in->header_checksum)
+        return fail(BFS_E_HEADER_CHECKSUM, err, errlen,
+                    "header checksum mismatch (stored %016llx, computed %016llx)",
+                    (unsigned long long)in->header_checksum, (unsigned long long)want);
+    if (ld32(h + 12) != BFS_HEADER_SIZE || ld32(h + 108) != BFS_SAMPLE_RECORD)
+        return fail(BFS_E_VERSION, err, errlen,
+                    "header size %u / sample record size %u not %u / %u", ld32(h + 12),
+                    ld32(h + 108), BFS_HEADER_SIZE, BFS_SAMPLE_RECORD);
+    in->sample_count = ld64(h + 16);
+    in->class_count = ld32(h + 24);
+    in->page_size = ld32(h + 28);
+    in->heap_offset = ld64(h + 32);
+    in->heap_size = ld64(h + 40);
+    in->page_count = ld64(h + 48);
+    in->sample_table_offset = ld64(h + 56);
+    in->class_table_offset = ld64(h + 64);
+    in->class_table_size = ld64(h + 72);
+    in->page_table_offset = ld64(h + 80);
+    in->file_size = ld64(h + 88);
+    in->tables_checksum = ld64(h + 96);
+    in->flags = ld32(h + 104);
+
+    if (in->file_size > r->len)
+        return fail(BFS_E_TRUNCATED, err, errlen,
+                    "file is truncated: %zu bytes, header says %llu (%.1f%% missing)", r->len,
+                    (unsigned long long)in->file_size,
+                    100.0 * (double)(in->file_size - r->len) / (double)in->file_size);
+    if (in->file_size < r->len)
+        return fail(BFS_E_LAYOUT, err, errlen, "file has %llu unexpected trailing bytes",
+                    (unsigned long long)(r->len - in->file_size));
+    uint64_t ps = in->page_size;
+    if (ps < BFS_PAGE_SIZE_MIN || ps > BFS_PAGE_SIZE_MAX || (ps & (ps - 1)))
+        return fail(BFS_E_COUNT, err, errlen, "page size %u is not a power of two in [%u, %u]",
+                    in->page_size, BFS_PAGE_SIZE_MIN, BFS_PAGE_SIZE_MAX);
+    if (in->sample_count == 0 || in->class_count == 0)
+        return fail(BFS_E_COUNT, err, errlen, "dataset has %llu samples in %u classes",
+                    (unsigned long long)in->sample_count, in->class_count);
+    if (in->class_count > BFS_MAX_CLASSES)
+        return fail(BFS_E_COUNT, err, errlen, "class count %u above the limit %u",
+                    in->class_count, BFS_MAX_CLASSES);
+    if (in->sample_count > r->len / BFS_SAMPLE_RECORD)
+        return fail(BFS_E_COUNT, err, errlen,
+                    "sample count %llu cannot fit in a %zu-byte file",
+                    (unsigned long long)in->sample_count, r->len);
+    if (in->page_count != (in->heap_size + ps - 1) / ps)
+        return fail(BFS_E_COUNT, err, errlen, "page count %llu does not match heap size %llu",
+                    (unsigned long long)in->page_count, (unsigned long long)in->heap_size);
+    if (in->flags & ~(uint32_t)(BFS_DS_HAS_JPEG | BFS_DS_HAS_RAW))
+        return fail(BFS_E_VERSION, err, errlen, "unknown dataset flags %#x", in->flags);
+
+    /* Regions: in file order heap, sample table, class table, page table; none may leave
+     * the file or overlap the next. */
+    struct {
+        const char *name;
+        uint64_t off, size;
+    } reg[] = {
+        {"payload heap", in->heap_offset, in->heap_size},
+        {"sample table", in->sample_table_offset, in->sample_count * BFS_SAMPLE_RECORD},
+        {"class table", in->class_table_offset, in->class_table_size},
+        {"page table", in->page_table_offset, in->page_count * 8},
+    };
+    uint64_t prev_end = BFS_HEADER_SIZE;
+    for (size_t k = 0; k < sizeof reg / sizeof reg[0]; k++) {
+        if (!region_ok(reg[k].off, reg[k].size, in->file_size) || reg[k].off < prev_end)
+            return fail(BFS_E_LAYOUT, err, errlen,
+                        "%s at offset %llu, %llu bytes, lies outside the file (%llu bytes) or "
+                        "overlaps the previous region",
+                        reg[k].name, (unsigned long long)reg[k].off,
+                        (unsigned long long)reg[k].size, (unsigned long long)in->file_size);
+        prev_end = reg[k].off + reg[k].size;
+    }
+    if (in->sample_table_offset % 8 || in->page_table_offset % 8)
+        return fail(BFS_E_LAYOUT, err, errlen, "tables are not 8-byte aligned");
+    if (in->class_table_size < (uint64_t)in->class_count * 8)
+        return fail(BFS_E_LAYOUT, err, errlen, "class table of %llu bytes cannot hold %u entries",
+                    (unsigned long long)in->class_table_size, in->class_count);
+    return 0;
+}
+
+static int open_common(bfs_reader *r, bfs_reader **out, char *err, size_t errlen)
+{
+    int rc = parse_header(r, err, errlen);
+    if (rc)
+        return rc;
+    size_t words = (size_t)((r->info.page_count + 63) / 64);
+    r->verified = calloc(words ? words : 1, sizeof *r->verified);
+    if (!r->verified)
+        return fail(-ENOMEM, err, errlen, "out of memory");
+    *out = r;
+    return 0;
+}
+
+int bfs_open_mem(const void *data, size_t len, bfs_reader **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    bfs_reader *r = calloc(1, sizeof *r);
+    if (!r)
+        return fail(-ENOMEM, err, errlen, "out of memory");
+    r->base = data;
+    r->len = len;
+    int rc = open_common(r, out, err, errlen);
+    if (rc)
+        bfs_close(r);
+    return rc;
+}
+
+int bfs_open(const char *path, bfs_reader **out, char *err, size_t errlen)
+{
+    char why[384] = "";
+    *out = NULL;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        int e = errno;
+        return fail(-e, err, errlen, "%s: %s", path, strerror(e));
+    }
+    struct stat st;
+    if (fstat(fd, &st) < 0) {
+        int e = errno;
+        close(fd);
+        return fail(-e, err, errlen, "%s: %s", path, strerror(e));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return fail(-EINVAL, err, errlen, "%s: not a regular file", path);
+    }
+    if (st.st_size == 0) { /* mmap cannot map nothing */
+        close(fd);
+        return fail(BFS_E_TRUNCATED, err, errlen, "%s: empty file", path);
+    }
+    void *map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+    int e = errno;
+    close(fd);
+    if (map == MAP_FAILED)
+        return fail(-e, err, errlen, "%s: mmap: %s", path, strerror(e));
+    bfs_reader *r = calloc(1, sizeof *r);
+    if (!r) {
+        munmap(map, (size_t)st.st_size);
+        return fail(-ENOMEM, err, errlen, "out of memory");
+    }
+    r->base = map;
+    r->len = (size_t)st.st_size;
+    r->mapped = 1;
+    int rc = open_common(r, out, why, sizeof why);
+    if (rc) {
+        bfs_close(r);
+        return fail(rc, err, errlen, "%s: %s", path, why);
+    }
+    /* The tables are read at random by planning: ask for them now, cheaply. */
+    madvise((void *)((uintptr_t)map & ~(uintptr_t)4095), 4096, MADV_WILLNEED);
+    return 0;
+}
+
+void bfs_close(bfs_reader *r)
+{
+    if (!r)
+        return;
+    if (r->mapped)
+        munmap((void *)r->base, r->len);
+    free(r->verified);
+    free(r);
+}
+
+const bfs_info *bfs_get_info(const bfs_reader *r)
+{
+    return &r->info;
+}
+
+int bfs_get_sample(const bfs_reader *r, uint64_t i, bfs_sample *s)
+{
+    if (i >= r->info.sample_count)
+        return BFS_E_SAMPLE_INDEX;
+    const uint8_t *e = r->base + r->info.sample_table_offset + i * BFS_SAMPLE_RECORD;
+    s->offset = ld64(e);
+    s->length = ld32(e + 8);
+    s->label = ld32(e + 12);
+    s->width = ld16(e + 16);
+    s->height = ld16(e + 18);
+    s->flags = ld16(e + 20);
+    s->checksum = ld32(e + 24);
+    s->raw_size = ld32(e + 28);
+    if (s->length == 0 || !region_ok(s->offset, s->length, r->info.heap_size))
+        return BFS_E_SAMPLE_RANGE;
+    if ((s->flags & ~BFS_FLAGS_KNOWN) || (s->flags & BFS_KIND_MASK) > BFS_KIND_RAW ||
+        s->width == 0 || s->height == 0 || ld16(e + 22) != 0)
+        return BFS_E_SAMPLE_RANGE;
+    if ((s->flags & BFS_KIND_MASK) == BFS_KIND_RAW &&
+        s->raw_size != (uint32_t)s->width * s->height * 3u)
+        return BFS_E_SAMPLE_RANGE;
+    if (s->label >= r->info.class_count)
+        return BFS_E_LABEL;
+    return 0;
+}
+
+void bfs_page_range(const bfs_reader *r, uint64_t p, uint64_t *begin, uint64_t *end)
+{
+    uint64_t ps = r->info.page_size;
+    *begin = p * ps;
+    *end = *begin + ps < r->info.heap_size ? *begin + ps : r->info.heap_size;
+}
+
+int bfs_verify_page(bfs_reader *r, uint64_t p)
+{
+    if (p >= r->info.page_count)
+        return BFS_E_SAMPLE_INDEX;
+    uint64_t bit = 1ULL << (p % 64);
+    if (atomic_load_explicit(&r->verified[p / 64], memory_order_acquire) & bit)
+        return 0;
+    uint64_t b, e;
+    bfs_page_range(r, p, &b, &e);
+    uint64_t want = ld64(r->base + r->info.page_table_offset + p * 8);
+    if (bfs_xxh64(r->base + r->info.heap_offset + b, (size_t)(e - b), 0) != want)
+        return BFS_E_PAGE_CHECKSUM;
+    atomic_fetch_or_explicit(&r->verified[p / 64], bit, memory_order_release);
+    return 0;
+}
+
+int bfs_sample_data(bfs_reader *r, uint64_t i, unsigned verify, bfs_sample *s,
+                    const uint8_t **data, size_t *len)
+{
+    bfs_sample tmp;
+    if (!s)
+        s = &tmp;
+    int rc = bfs_get_sample(r, i, s);
+    if (rc)
+        return rc;
+    const uint8_t *p = r->base + r->info.heap_offset + s->offset;
+    if (verify & BFS_VERIFY_PAGES) {
+        uint64_t ps = r->info.page_size;
+        for (uint64_t pg = s->offset / ps; pg <= (s->offset + s->length - 1) / ps; pg++)
+            if ((rc = bfs_verify_page(r, pg)))
+                return rc;
+    }
+    if ((verify & BFS_VERIFY_SAMPLE) && (uint32_t)bfs_xxh64(p, s->length, 0) != s->checksum)
+        return BFS_E_SAMPLE_CHECKSUM;
+    *data = p;
+    *len = s->length;
+    return 0;
+}
+
+int bfs_verify_tables(const bfs_reader *r)
+{
+    const bfs_info *in = &r->info;
+    bfs_xxh64_state st;
+    bfs_xxh64_init(&st, 0);
+    bfs_xxh64_update(&st, r->base + in->sample_table_offset, in->sample_count * BFS_SAMPLE_RECORD);
+    bfs_xxh64_update(&st, r->base + in->class_table_offset, in->class_table_size);
+    bfs_xxh64_update(&st, r->base + in->page_table_offset, in->page_count * 8);
+    return bfs_xxh64_digest(&st) == in->tables_checksum ? 0 : BFS_E_TABLE_CHECKSUM;
+}
+
+int bfs_class_name(const bfs_reader *r, uint32_t c, const char **name, size_t *len)
+{
+    if (c >= r->info.class_count)
+        return BFS_E_SAMPLE_INDEX;
+    const uint8_t *t = r->base + r->info.class_table_offset;
+    uint64_t size = r->info.class_table_size;
+    uint32_t off = ld32(t + (uint64_t)c * 8), n = ld32(t + (uint64_t)c * 8 + 4);
+    uint64_t names = (uint64_t)r->info.class_count * 8;
+    /* the name and its NUL inside the blob after the entries; no NUL inside the name */
+    if (off < names || n == 0 || n > BFS_MAX_CLASS_NAME || !region_ok(off, (uint64_t)n + 1, size) ||
+        t[off + n] != 0 || memchr(t + off, 0, n))
+        return BFS_E_CLASS_NAME;
+    *name = (const char *)t + off;
+    if (len)
+        *len = n;
+    return 0;
+}

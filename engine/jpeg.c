@@ -1,0 +1,182 @@
+/* jpeg.c — JPEG header walker and whole-image decode/encode (see jpeg.h). */
+#include "engine/jpeg.h"
+#include "engine/bfs.h"
+#include "engine/err.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <turbojpeg.h>
+
+static int be16(const uint8_t *p)
+{
+    return (p[0] << 8) | p[1];
+}
+
+static int parse_sof(const uint8_t *seg, size_t n, int marker, bfs_jpeg_header *h)
+{
+    /* SOF: P(1) Y(2) X(2) Nf(1) then Nf * (C, HV, Tq) */
+    if (n < 6)
+        return BFS_E_JPEG_HEADER;
+    int precision = seg[0];
+    h->height = be16(seg + 1);
+    h->width = be16(seg + 3);
+    h->components = seg[5];
+    if (n < 6 + 3 * (size_t)h->components)
+        return BFS_E_JPEG_HEADER;
+    if (marker == 0xC3 || (marker >= 0xC5 && marker <= 0xC7) || marker == 0xCB ||
+        marker >= 0xCD)
+        return BFS_E_JPEG_UNSUPPORTED; /* lossless or hierarchical */
+    if (precision != 8)
+        return BFS_E_JPEG_UNSUPPORTED;
+    if (h->width == 0 || h->height == 0) /* height 0 means a DNL marker: not supported */
+        return BFS_E_JPEG_HEADER;
+    if (h->components != 1 && h->components != 3 && h->components != 4)
+        return BFS_E_JPEG_HEADER;
+    for (int c = 0; c < h->components; c++) {
+        h->hs[c] = seg[6 + 3 * c + 1] >> 4;
+        h->vs[c] = seg[6 + 3 * c + 1] & 15;
+        if (h->hs[c] < 1 || h->hs[c] > 4 || h->vs[c] < 1 || h->vs[c] > 4)
+            return BFS_E_JPEG_HEADER;
+    }
+    h->progressive = marker == 0xC2 || marker == 0xCA;
+    h->arithmetic = marker >= 0xC9;
+    return 0;
+}
+
+int bfs_jpeg_parse_header(const uint8_t *d, size_t len, bfs_jpeg_header *h)
+{
+    memset(h, 0, sizeof *h);
+    h->adobe_transform = -1;
+    if (len < 4 || d[0] != 0xFF || d[1] != 0xD8)
+        return BFS_E_NOT_JPEG;
+    int have_sof = 0;
+    size_t pos = 2;
+    for (;;) {
+        /* a marker: 0xFF, optional fill 0xFF bytes, then the code */
+        if (pos >= len || d[pos] != 0xFF)
+            return BFS_E_JPEG_HEADER;
+        while (pos < len && d[pos] == 0xFF)
+            pos++;
+        if (pos >= len)
+            return BFS_E_JPEG_HEADER;
+        int m = d[pos++];
+        if (m == 0x01 || (m >= 0xD0 && m <= 0xD7))
+            continue; /* TEM, RSTn: no length */
+        if (m == 0xD8 || m == 0xD9 || m == 0x00)
+            return BFS_E_JPEG_HEADER; /* SOI again or EOI before SOS */
+        if (pos + 2 > len)
+            return BFS_E_JPEG_HEADER;
+        size_t seglen = (size_t)be16(d + pos);
+        if (seglen < 2 || pos + seglen > len)
+            return BFS_E_JPEG_HEADER;
+        const uint8_t *seg = d + pos + 2;
+        size_t n = seglen - 2;
+        if (m >= 0xC0 && m <= 0xCF && m != 0xC4 && m != 0xC8 && m != 0xCC) {
+            if (have_sof)
+                return BFS_E_JPEG_HEADER;
+            int rc = parse_sof(seg, n, m, h);
+            if (rc)
+                return rc;
+            have_sof = 1;
+        } else if (m == 0xEE && n >= 12 && memcmp(seg, "Adobe", 5) == 0) {
+            h->adobe_transform = seg[11];
+        } else if (m == 0xDA) {
+            return have_sof ? 0 : BFS_E_JPEG_HEADER;
+        }
+        pos += seglen;
+    }
+}
+
+uint16_t bfs_jpeg_sample_flags(const bfs_jpeg_header *h)
+{
+    uint16_t f = BFS_KIND_JPEG;
+    if (h->progressive)
+        f |= BFS_F_PROGRESSIVE;
+    if (h->arithmetic)
+        f |= BFS_F_ARITHMETIC;
+    if (h->components == 1)
+        f |= BFS_COLOR_GRAY;
+    else if (h->components == 4)
+        f |= BFS_COLOR_CMYK;
+    if (h->components == 3) {
+        /* croppable with plain chroma upsampling: luma 1x1, 2x1, 1x2 or 2x2, chroma 1x1 */
+        int ok = h->hs[0] <= 2 && h->vs[0] <= 2 && h->hs[1] == 1 && h->vs[1] == 1 &&
+                 h->hs[2] == 1 && h->vs[2] == 1;
+        if (!ok)
+            f |= BFS_F_ODD_SAMPLING;
+    }
+    int hs = h->hs[0] >= 1 && h->hs[0] <= 4 ? h->hs[0] : 1;
+    int vs = h->vs[0] >= 1 && h->vs[0] <= 4 ? h->vs[0] : 1;
+    f |= (uint16_t)((hs - 1) << BFS_SAMP_H_SHIFT);
+    f |= (uint16_t)((vs - 1) << BFS_SAMP_V_SHIFT);
+    return f;
+}
+
+int bfs_jpeg_decode_rgb(const uint8_t *data, size_t len, uint8_t **rgb, int *w, int *h)
+{
+    bfs_jpeg_header hd;
+    int rc = bfs_jpeg_parse_header(data, len, &hd);
+    if (rc)
+        return rc;
+    tjhandle tj = tjInitDecompress();
+    if (!tj)
+        return -ENOMEM;
+    int cmyk = hd.components == 4;
+    size_t px = (size_t)hd.width * hd.height;
+    uint8_t *buf = malloc(px * (cmyk ? 4 : 3));
+    if (!buf) {
+        tjDestroy(tj);
+        return -ENOMEM;
+    }
+    /* TJFLAG_STOPONWARNING: a truncated file is a warning to libjpeg; to us it is corrupt */
+    rc = tjDecompress2(tj, data, (unsigned long)len, buf, hd.width, 0, hd.height,
+                       cmyk ? TJPF_CMYK : TJPF_RGB, TJFLAG_STOPONWARNING);
+    tjDestroy(tj);
+    if (rc != 0) {
+        free(buf);
+        return BFS_E_JPEG_DATA;
+    }
+    if (cmyk) {
+        /* libjpeg delivers Adobe-style inverted CMYK (YCCK already converted to it):
+         * R = C * K / 255 on the stored (inverted) values. */
+        for (size_t i = 0; i < px; i++) {
+            unsigned k = buf[4 * i + 3];
+            for (int c = 0; c < 3; c++)
+                buf[3 * i + c] = (uint8_t)((buf[4 * i + c] * k + 127) / 255);
+        }
+        uint8_t *shrunk = realloc(buf, px * 3);
+        if (shrunk)
+            buf = shrunk;
+    }
+    *rgb = buf;
+    *w = hd.width;
+    *h = hd.height;
+    return 0;
+}
+
+int bfs_jpeg_encode_rgb(const uint8_t *rgb, int w, int h, int quality, int gray, uint8_t **out,
+                        size_t *len)
+{
+    tjhandle tj = tjInitCompress();
+    if (!tj)
+        return -ENOMEM;
+    unsigned char *buf = NULL;
+    unsigned long size = 0;
+    int rc = tjCompress2(tj, rgb, w, 0, h, TJPF_RGB, &buf, &size, gray ? TJSAMP_GRAY : TJSAMP_420,
+                         quality, 0);
+    tjDestroy(tj);
+    if (rc != 0) {
+        tjFree(buf);
+        return -EINVAL;
+    }
+    *out = malloc(size);
+    if (!*out) {
+        tjFree(buf);
+        return -ENOMEM;
+    }
+    memcpy(*out, buf, size);
+    *len = size;
+    tjFree(buf);
+    return 0;
+}

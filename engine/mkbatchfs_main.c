@@ -1,0 +1,426 @@
+/*
+ * mkbatchfs — pack an ImageFolder into a .bfs dataset file, and inspect one.
+ *
+ *   mkbatchfs [--jobs N] [--max-side PX] [--quality Q] [--raw] [--strict] SRC OUT.bfs
+ *   mkbatchfs --info F.bfs | --cat F.bfs I | --verify F.bfs
+ *
+ * Exit status: 0 success; 1 failure (message on stderr); 2 usage error; 130 interrupted.
+ */
+#include "engine/bfs.h"
+#include "engine/err.h"
+#include "engine/jpeg.h"
+#include "engine/pack.h"
+#include "engine/version.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <lz4.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static volatile int cancel_flag;
+
+static void on_signal(int sig)
+{
+    if (cancel_flag) { /* second signal: do not wait for a clean stop */
+        const char *t = bfs_pack_temp_path();
+        if (t)
+            unlink(t);
+        _exit(128 + sig);
+    }
+    cancel_flag = 1;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: mkbatchfs [OPTIONS] SRC OUT.bfs     pack an ImageFolder into a dataset file\n"
+            "       mkbatchfs --info F.bfs              describe a dataset file\n"
+            "       mkbatchfs --cat F.bfs I             write sample I's stored bytes to stdout\n"
+            "       mkbatchfs --verify F.bfs            check every checksum\n"
+            "\n"
+            "SRC is an ImageFolder: one sub-directory per class (labels 0..C-1 in sorted name\n"
+            "order), JPEG images inside (sorted; sub-directories walked). Files that are not\n"
+            "JPEG or cannot be read are skipped and listed at the end.\n"
+            "\n"
+            "options:\n"
+            "  -j, --jobs N         worker threads (default: online CPUs)\n"
+            "  -m, --max-side PX    re-encode images whose longer side exceeds PX (antialiased\n"
+            "                       bilinear shrink); others keep their bytes (default: off)\n"
+            "  -q, --quality Q      JPEG quality of re-encoded images, 1..100 (default 90)\n"
+            "  -r, --raw            store decoded RGB pixels, lz4-compressed, instead of JPEG\n"
+            "                       (for small images, e.g. CIFAR-size; combine with --max-side)\n"
+            "  -s, --strict         fail on the first file that would be skipped\n"
+            "  -p, --page-size B    payload page size, power of two, K/M suffix (default 8M)\n"
+            "      --no-fsync       do not fsync the result before renaming it into place\n"
+            "      --quiet          no progress bar or summary\n"
+            "  -h, --help           this help\n"
+            "  -V, --version        print the version\n");
+}
+
+static int parse_int(const char *s, const char *what, long lo, long hi, long *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi) {
+        fprintf(stderr, "mkbatchfs: %s: '%s' is not an integer in [%ld, %ld]\n", what, s, lo, hi);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static int parse_size(const char *s, uint32_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (!errno && end != s && (*end == 'K' || *end == 'k') && !end[1])
+        v <<= 10;
+    else if (!errno && end != s && (*end == 'M' || *end == 'm') && !end[1])
+        v <<= 20;
+    else if (errno || end == s || *end)
+        v = 0;
+    if (v < BFS_PAGE_SIZE_MIN || v > BFS_PAGE_SIZE_MAX || (v & (v - 1))) {
+        fprintf(stderr, "mkbatchfs: --page-size: '%s' is not a power of two between 4K and 1024M\n",
+                s);
+        return -1;
+    }
+    *out = (uint32_t)v;
+    return 0;
+}
+
+static int open_or_die(const char *path, bfs_reader **r)
+{
+    char err[512];
+    int rc = bfs_open(path, r, err, sizeof err);
+    if (rc)
+        fprintf(stderr, "mkbatchfs: %s\n", err);
+    return rc;
+}
+
+static int cmd_info(const char *path)
+{
+    bfs_reader *r;
+    if (open_or_die(path, &r))
+        return 1;
+    const bfs_info *in = bfs_get_info(r);
+    uint64_t kinds[2] = {0}, prog = 0, gray = 0, cmyk = 0, odd = 0, bad = 0;
+    uint64_t wsum = 0, hsum = 0, bytes = 0;
+    unsigned wmin = 65535, wmax = 0, hmin = 65535, hmax = 0;
+    uint64_t *per_class = calloc(in->class_count, sizeof *per_class);
+    if (!per_class) {
+        bfs_close(r);
+        fprintf(stderr, "mkbatchfs: out of memory\n");
+        return 1;
+    }
+    for (uint64_t i = 0; i < in->sample_count; i++) {
+        bfs_sample s;
+        if (bfs_get_sample(r, i, &s)) {
+            bad++;
+            continue;
+        }
+        kinds[(s.flags & BFS_KIND_MASK) == BFS_KIND_RAW]++;
+        prog += !!(s.flags & BFS_F_PROGRESSIVE);
+        gray += (s.flags & BFS_COLOR_MASK) == BFS_COLOR_GRAY;
+        cmyk += (s.flags & BFS_COLOR_MASK) == BFS_COLOR_CMYK;
+        odd += !!(s.flags & BFS_F_ODD_SAMPLING);
+        wsum += s.width, hsum += s.height, bytes += s.length;
+        wmin = s.width < wmin ? s.width : wmin, wmax = s.width > wmax ? s.width : wmax;
+        hmin = s.height < hmin ? s.height : hmin, hmax = s.height > hmax ? s.height : hmax;
+        per_class[s.label]++;
+    }
+    uint64_t good = in->sample_count - bad;
+    printf("file:          %s\n", path);
+    printf("format:        batchfs dataset, version %u\n", in->version);
+    printf("samples:       %llu (%llu jpeg, %llu raw)\n", (unsigned long long)in->sample_count,
+           (unsigned long long)kinds[0], (unsigned long long)kinds[1]);
+    printf("classes:       %u\n", in->class_count);
+    printf("jpeg kinds:    %llu progressive, %llu grayscale, %llu cmyk, %llu odd sampling\n",
+           (unsigned long long)prog, (unsigned long long)gray, (unsigned long long)cmyk,
+           (unsigned long long)odd);
+    if (good)
+        printf("image size:    width %u..%u (mean %.0f), height %u..%u (mean %.0f)\n", wmin, wmax,
+               (double)wsum / good, hmin, hmax, (double)hsum / good);
+    printf("payload:       %.1f MB (mean %.1f KB per sample) in %llu pages of %u KiB\n",
+           bytes / 1e6, good ? bytes / 1e3 / good : 0.0, (unsigned long long)in->page_count,
+           in->page_size >> 10);
+    printf("file size:     %llu bytes\n", (unsigned long long)in->file_size);
+    printf("checksum:      %016llx (header)\n", (unsigned long long)in->header_checksum);
+    if (bad)
+        printf("WARNING:       %llu sample entries are invalid (run --verify)\n",
+               (unsigned long long)bad);
+    printf("class  samples  name\n");
+    for (uint32_t c = 0; c < in->class_count; c++) {
+        const char *name;
+        if (bfs_class_name(r, c, &name, NULL))
+            name = "<invalid class-name entry>";
+        printf("%5u  %7llu  %s\n", c, (unsigned long long)per_class[c], name);
+    }
+    free(per_class);
+    bfs_close(r);
+    return bad ? 1 : 0;
+}
+
+static int cmd_cat(const char *path, const char *index)
+{
+    bfs_reader *r;
+    long i;
+    if (parse_int(index, "--cat index", 0, LONG_MAX, &i))
+        return 2;
+    if (open_or_die(path, &r))
+        return 1;
+    const uint8_t *data;
+    size_t len;
+    int rc = bfs_sample_data(r, (uint64_t)i, BFS_VERIFY_SAMPLE, NULL, &data, &len);
+    if (rc == BFS_E_SAMPLE_INDEX)
+        fprintf(stderr, "mkbatchfs: %s: sample %ld out of range (the file has %llu samples)\n",
+                path, i, (unsigned long long)bfs_get_info(r)->sample_count);
+    else if (rc)
+        fprintf(stderr, "mkbatchfs: %s: sample %ld: %s\n", path, i, bfs_strerror(rc));
+    while (!rc && len) {
+        ssize_t n = write(STDOUT_FILENO, data, len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            fprintf(stderr, "mkbatchfs: writing to stdout: %s\n", strerror(errno));
+            rc = -EIO;
+            break;
+        }
+        data += n, len -= (size_t)n;
+    }
+    bfs_close(r);
+    return rc ? 1 : 0;
+}
+
+/* Check one sample beyond its checksum: a JPEG header that agrees with the table, or a
+ * raw payload that decompresses to exactly width*height*3 bytes. */
+static int check_payload(const bfs_sample *s, const uint8_t *data, size_t len, uint8_t **raw_buf,
+                         size_t *raw_cap)
+{
+    if ((s->flags & BFS_KIND_MASK) == BFS_KIND_RAW) {
+        if (*raw_cap < s->raw_size) {
+            free(*raw_buf);
+            *raw_cap = 0;
+            if (!(*raw_buf = malloc(s->raw_size)))
+                return -ENOMEM;
+            *raw_cap = s->raw_size;
+        }
+        int n = LZ4_decompress_safe((const char *)data, (char *)*raw_buf, (int)len,
+                                    (int)s->raw_size);
+        return n == (int)s->raw_size ? 0 : BFS_E_RAW_DATA;
+    }
+    bfs_jpeg_header h;
+    int rc = bfs_jpeg_parse_header(data, len, &h);
+    if (rc)
+        return rc;
+    if (h.width != s->width || h.height != s->height)
+        return BFS_E_SAMPLE_RANGE;
+    return 0;
+}
+
+static int cmd_verify(const char *path)
+{
+    bfs_reader *r;
+    if (open_or_die(path, &r))
+        return 1;
+    const bfs_info *in = bfs_get_info(r);
+    uint64_t bad_pages = 0, bad_samples = 0;
+    int rc = bfs_verify_tables(r);
+    if (rc)
+        fprintf(stderr, "mkbatchfs: %s: %s\n", path, bfs_strerror(rc));
+    for (uint64_t p = 0; p < in->page_count; p++) {
+        if (bfs_verify_page(r, p) == 0)
+            continue;
+        uint64_t b, e;
+        bfs_page_range(r, p, &b, &e);
+        fprintf(stderr,
+                "mkbatchfs: %s: page %llu (file bytes %llu..%llu) checksum mismatch\n", path,
+                (unsigned long long)p, (unsigned long long)(in->heap_offset + b),
+                (unsigned long long)(in->heap_offset + e - 1));
+        bad_pages++;
+    }
+    uint8_t *raw_buf = NULL;
+    size_t raw_cap = 0;
+    for (uint64_t i = 0; i < in->sample_count; i++) {
+        bfs_sample s;
+        const uint8_t *data;
+        size_t len;
+        int src = bfs_sample_data(r, i, BFS_VERIFY_SAMPLE, &s, &data, &len);
+        if (!src)
+            src = check_payload(&s, data, len, &raw_buf, &raw_cap);
+        if (src) {
+            if (bad_samples < 20)
+                fprintf(stderr, "mkbatchfs: %s: sample %llu: %s\n", path, (unsigned long long)i,
+                        bfs_strerror(src));
+            bad_samples++;
+        }
+    }
+    free(raw_buf);
+    for (uint32_t c = 0; c < in->class_count; c++) {
+        const char *name;
+        if (bfs_class_name(r, c, &name, NULL)) {
+            fprintf(stderr, "mkbatchfs: %s: class %u: %s\n", path, c,
+                    bfs_strerror(BFS_E_CLASS_NAME));
+            rc = BFS_E_CLASS_NAME;
+        }
+    }
+    if (bad_samples > 20)
+        fprintf(stderr, "mkbatchfs: %s: ... %llu bad samples in all\n", path,
+                (unsigned long long)bad_samples);
+    int ok = !rc && !bad_pages && !bad_samples;
+    if (ok)
+        printf("%s: OK (%llu samples, %llu pages, all checksums match)\n", path,
+               (unsigned long long)in->sample_count, (unsigned long long)in->page_count);
+    else
+        fprintf(stderr, "%s: CORRUPT (%llu bad pages, %llu bad samples%s)\n", path,
+                (unsigned long long)bad_pages, (unsigned long long)bad_samples,
+                rc ? ", bad tables" : "");
+    bfs_close(r);
+    return ok ? 0 : 1;
+}
+
+static int cmd_pack(const char *src, const char *out, bfs_pack_opts *o, int quiet)
+{
+    struct sigaction sa = {.sa_handler = on_signal};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+    o->progress = !quiet && isatty(STDERR_FILENO);
+    o->progress_out = stderr;
+    bfs_pack_report rep;
+    char err[1024] = "";
+    int rc = bfs_pack(src, out, o, &rep, &cancel_flag, err, sizeof err);
+    if (rc == -ECANCELED) {
+        fprintf(stderr, "mkbatchfs: interrupted; %s not written\n", out);
+        bfs_pack_report_free(&rep);
+        return 130;
+    }
+    if (rep.nskipped && !quiet) {
+        fprintf(stderr, "skipped %llu of %llu files:\n", (unsigned long long)rep.nskipped,
+                (unsigned long long)rep.files);
+        for (uint64_t i = 0; i < rep.nskipped && i < 100; i++)
+            fprintf(stderr, "  %s: %s\n", rep.skipped[i].path, rep.skipped[i].reason);
+        if (rep.nskipped > 100)
+            fprintf(stderr, "  ... and %llu more\n", (unsigned long long)(rep.nskipped - 100));
+    }
+    if (rc) {
+        fprintf(stderr, "mkbatchfs: %s\n", err[0] ? err : bfs_strerror(rc));
+        bfs_pack_report_free(&rep);
+        return 1;
+    }
+    if (!quiet)
+        fprintf(stderr,
+                "packed %llu samples in %u classes (%.1f MB%s) into %s in %.2f s (%.1f MB/s)%s\n",
+                (unsigned long long)rep.packed, rep.classes, rep.bytes_out / 1e6,
+                o->raw ? ", raw lz4" : "", out, rep.seconds,
+                rep.seconds > 0 ? rep.bytes_in / rep.seconds / 1e6 : 0.0,
+                rep.nskipped ? "; some files skipped, see above" : "");
+    if (rep.reencoded && !quiet)
+        fprintf(stderr, "re-encoded %llu images to a longer side of at most %d px\n",
+                (unsigned long long)rep.reencoded, o->max_side);
+    bfs_pack_report_free(&rep);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    enum { OPT_NO_FSYNC = 256, OPT_QUIET, OPT_INFO, OPT_CAT, OPT_VERIFY };
+    static const struct option longopts[] = {
+        {"jobs", required_argument, NULL, 'j'},
+        {"max-side", required_argument, NULL, 'm'},
+        {"quality", required_argument, NULL, 'q'},
+        {"raw", no_argument, NULL, 'r'},
+        {"strict", no_argument, NULL, 's'},
+        {"page-size", required_argument, NULL, 'p'},
+        {"no-fsync", no_argument, NULL, OPT_NO_FSYNC},
+        {"quiet", no_argument, NULL, OPT_QUIET},
+        {"info", no_argument, NULL, OPT_INFO},
+        {"cat", no_argument, NULL, OPT_CAT},
+        {"verify", no_argument, NULL, OPT_VERIFY},
+        {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'},
+        {NULL, 0, NULL, 0},
+    };
+    bfs_pack_opts o = {.quality = 90, .fsync = 1};
+    int quiet = 0, mode = 0, c;
+    long v;
+    while ((c = getopt_long(argc, argv, "j:m:q:rsp:hV", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'j':
+            if (parse_int(optarg, "--jobs", 1, 256, &v))
+                return 2;
+            o.jobs = (int)v;
+            break;
+        case 'm':
+            if (parse_int(optarg, "--max-side", 1, 65535, &v))
+                return 2;
+            o.max_side = (int)v;
+            break;
+        case 'q':
+            if (parse_int(optarg, "--quality", 1, 100, &v))
+                return 2;
+            o.quality = (int)v;
+            break;
+        case 'r':
+            o.raw = 1;
+            break;
+        case 's':
+            o.strict = 1;
+            break;
+        case 'p':
+            if (parse_size(optarg, &o.page_size))
+                return 2;
+            break;
+        case OPT_NO_FSYNC:
+            o.fsync = 0;
+            break;
+        case OPT_QUIET:
+            quiet = 1;
+            break;
+        case OPT_INFO:
+        case OPT_CAT:
+        case OPT_VERIFY:
+            if (mode && mode != c) {
+                fprintf(stderr, "mkbatchfs: --info, --cat and --verify exclude each other\n");
+                return 2;
+            }
+            mode = c;
+            break;
+        case 'h':
+            usage(stdout);
+            return 0;
+        case 'V':
+            printf("mkbatchfs %s (.bfs format version %u)\n", BATCHFS_VERSION, BFS_VERSION);
+            return 0;
+        default:
+            usage(stderr);
+            return 2;
+        }
+    }
+    int nargs = argc - optind;
+    char **args = argv + optind;
+    int want = mode == OPT_CAT ? 2 : mode ? 1 : 2;
+    if (nargs != want) {
+        fprintf(stderr, "mkbatchfs: expected %d argument%s, got %d\n\n", want,
+                want == 1 ? "" : "s", nargs);
+        usage(stderr);
+        return 2;
+    }
+    switch (mode) {
+    case OPT_INFO:
+        return cmd_info(args[0]);
+    case OPT_CAT:
+        return cmd_cat(args[0], args[1]);
+    case OPT_VERIFY:
+        return cmd_verify(args[0]);
+    default:
+        return cmd_pack(args[0], args[1], &o, quiet);
+    }
+}

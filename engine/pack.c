@@ -1,0 +1,716 @@
+/*
+ * pack.c — ImageFolder -> .bfs (see pack.h).
+ *
+ * Three phases: scan (sorted class directories, sorted recursive file lists), a parallel
+ * transform (workers read each file, parse its JPEG header, optionally re-encode or
+ * decode to raw pixels), and an ordered append by the calling thread into a bfs_writer.
+ * Workers run at most WINDOW items ahead of the writer, which bounds memory to about
+ * WINDOW payloads whatever the dataset size.
+ */
+#include "engine/pack.h"
+#include "engine/bfs.h"
+#include "engine/err.h"
+#include "engine/jpeg.h"
+#include "engine/resize.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <lz4.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef struct item {
+    char *path;     /* full path */
+    uint32_t label;
+} item;
+
+typedef struct result {
+    int ready;      /* guarded by pack.lock */
+    int err;        /* 0, or why the file is skipped */
+    const char *reason;
+    uint8_t *data;  /* payload (owned) */
+    size_t len;
+    uint64_t in_bytes;
+    int reencoded;
+    bfs_sample_in s;
+} result;
+
+typedef struct pack {
+    const bfs_pack_opts *o;
+    item *items;
+    size_t n, cap;
+    char **classes;
+    uint32_t nclasses, class_cap;
+    /* work distribution */
+    pthread_mutex_t lock;
+    pthread_cond_t space, ready;
+    size_t next;    /* guarded by lock: next item to claim */
+    size_t written; /* guarded by lock: items consumed by the writer */
+    int stop;       /* guarded by lock */
+    result *slots;
+    size_t window;
+} pack;
+
+static char temp_path[4096]; /* for signal handlers: see bfs_pack_temp_path */
+
+const char *bfs_pack_temp_path(void)
+{
+    return temp_path[0] ? temp_path : NULL;
+}
+
+static int fail(int rc, char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int fail(int rc, char *err, size_t errlen, const char *fmt, ...)
+{
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return rc;
+}
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* ---- scan ------------------------------------------------------------------------- */
+
+/* Sorted names of the entries of dir (no "." / ".." / hidden), each malloc'ed. */
+static int list_dir(const char *dir, char ***names, size_t *count)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return -errno;
+    char **v = NULL;
+    size_t n = 0, cap = 0;
+    struct dirent *e;
+    int rc = 0;
+    errno = 0;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.') /* hidden files and dirs are never data */
+            continue;
+        if (n == cap) {
+            cap = cap ? cap * 2 : 64;
+            char **nv = realloc(v, cap * sizeof *nv);
+            if (!nv) {
+                rc = -ENOMEM;
+                break;
+            }
+            v = nv;
+        }
+        if (!(v[n] = strdup(e->d_name))) {
+            rc = -ENOMEM;
+            break;
+        }
+        n++;
+    }
+    if (!rc && errno)
+        rc = -errno;
+    closedir(d);
+    if (rc) {
+        for (size_t i = 0; i < n; i++)
+            free(v[i]);
+        free(v);
+        return rc;
+    }
+    qsort(v, n, sizeof *v, cmp_str);
+    *names = v;
+    *count = n;
+    return 0;
+}
+
+static void free_names(char **v, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(v[i]);
+    free(v);
+}
+
+static int add_item(pack *p, char *path, uint32_t label)
+{
+    if (p->n == p->cap) {
+        size_t cap = p->cap ? p->cap * 2 : 1024;
+        item *ni = realloc(p->items, cap * sizeof *ni);
+        if (!ni)
+            return -ENOMEM;
+        p->items = ni, p->cap = cap;
+    }
+    p->items[p->n++] = (item){path, label};
+    return 0;
+}
+
+/* Sorted recursive walk like sorted(os.walk(dir)): all files of a directory, then its
+ * sub-directories; directories ordered by full path. Breadth of recursion is bounded
+ * by the directory depth. */
+typedef struct dirlist {
+    char **v;
+    size_t n, cap;
+} dirlist;
+
+static int walk_collect(const char *dir, dirlist *dirs, int depth)
+{
+    if (depth > 64)
+        return -ELOOP;
+    if (dirs->n == dirs->cap) {
+        size_t cap = dirs->cap ? dirs->cap * 2 : 16;
+        char **nv = realloc(dirs->v, cap * sizeof *nv);
+        if (!nv)
+            return -ENOMEM;
+        dirs->v = nv, dirs->cap = cap;
+    }
+    if (!(dirs->v[dirs->n] = strdup(dir)))
+        return -ENOMEM;
+    dirs->n++;
+    char **names;
+    size_t n;
+    int rc = list_dir(dir, &names, &n);
+    if (rc)
+        return rc;
+    for (size_t i = 0; i < n && !rc; i++) {
+        char *sub;
+        struct stat st;
+        if (asprintf(&sub, "%s/%s", dir, names[i]) < 0) {
+            rc = -ENOMEM;
+            break;
+        }
+        if (stat(sub, &st) == 0 && S_ISDIR(st.st_mode))
+            rc = walk_collect(sub, dirs, depth + 1);
+        free(sub);
+    }
+    free_names(names, n);
+    return rc;
+}
+
+static int scan_class(pack *p, const char *cdir, uint32_t label, uint64_t *found, char *err,
+                      size_t errlen)
+{
+    dirlist dirs = {0};
+    int rc = walk_collect(cdir, &dirs, 0);
+    if (rc) {
+        rc = fail(rc, err, errlen, "%s: %s", cdir, bfs_strerror(rc));
+        goto out;
+    }
+    qsort(dirs.v, dirs.n, sizeof *dirs.v, cmp_str);
+    *found = 0;
+    for (size_t d = 0; d < dirs.n && !rc; d++) {
+        char **names;
+        size_t n;
+        if ((rc = list_dir(dirs.v[d], &names, &n))) {
+            rc = fail(rc, err, errlen, "%s: %s", dirs.v[d], bfs_strerror(rc));
+            break;
+        }
+        for (size_t i = 0; i < n && !rc; i++) {
+            char *path;
+            struct stat st;
+            if (asprintf(&path, "%s/%s", dirs.v[d], names[i]) < 0) {
+                rc = -ENOMEM;
+                break;
+            }
+            if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+                free(path);
+                continue;
+            }
+            /* unreadable entries are kept: the worker reports them as skipped */
+            if ((rc = add_item(p, path, label)))
+                free(path);
+            else
+                (*found)++;
+        }
+        free_names(names, n);
+    }
+out:
+    free_names(dirs.v, dirs.n);
+    return rc;
+}
+
+static int scan(pack *p, const char *src, bfs_pack_report *rep, char *err, size_t errlen)
+{
+    struct stat st;
+    if (stat(src, &st) < 0)
+        return fail(-errno, err, errlen, "%s: %s", src, strerror(errno));
+    if (!S_ISDIR(st.st_mode))
+        return fail(-ENOTDIR, err, errlen, "%s: not a directory (expected an ImageFolder: one "
+                    "sub-directory per class)", src);
+    char **names;
+    size_t n;
+    int rc = list_dir(src, &names, &n);
+    if (rc)
+        return fail(rc, err, errlen, "%s: %s", src, bfs_strerror(rc));
+    for (size_t i = 0; i < n && !rc; i++) {
+        char *cdir;
+        if (asprintf(&cdir, "%s/%s", src, names[i]) < 0) {
+            rc = -ENOMEM;
+            break;
+        }
+        if (stat(cdir, &st) < 0 || !S_ISDIR(st.st_mode)) {
+            /* files beside the class directories are not samples (torchvision ignores them) */
+            free(cdir);
+            continue;
+        }
+        if (p->nclasses == p->class_cap) {
+            uint32_t cap = p->class_cap ? p->class_cap * 2 : 64;
+            char **nc = realloc(p->classes, cap * sizeof *nc);
+            if (!nc) {
+                free(cdir);
+                rc = -ENOMEM;
+                break;
+            }
+            p->classes = nc, p->class_cap = cap;
+        }
+        if (p->nclasses >= BFS_MAX_CLASSES) {
+            free(cdir);
+            rc = fail(-E2BIG, err, errlen, "%s: more than %u classes", src, BFS_MAX_CLASSES);
+            break;
+        }
+        if (!(p->classes[p->nclasses] = strdup(names[i]))) {
+            free(cdir);
+            rc = -ENOMEM;
+            break;
+        }
+        uint64_t found = 0;
+        rc = scan_class(p, cdir, p->nclasses, &found, err, errlen);
+        if (!rc && found == 0)
+            rc = fail(BFS_E_EMPTY, err, errlen,
+                      "class directory %s is empty: every class needs at least one image "
+                      "(remove the directory or add images)", cdir);
+        p->nclasses++;
+        free(cdir);
+    }
+    free_names(names, n);
+    if (!rc && p->nclasses == 0)
+        rc = fail(BFS_E_EMPTY, err, errlen,
+                  "%s has no class sub-directories (expected SRC/<class>/<image>.jpg)", src);
+    if (rc == -ENOMEM)
+        fail(rc, err, errlen, "out of memory while scanning %s", src);
+    rep->files = p->n;
+    rep->classes = p->nclasses;
+    return rc;
+}
+
+/* ---- transform (workers) ---------------------------------------------------------- */
+
+static int read_whole(const char *path, uint8_t **data, size_t *len)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    struct stat st;
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+        int e = S_ISREG(st.st_mode) ? errno : EINVAL;
+        close(fd);
+        return -e;
+    }
+    if ((uint64_t)st.st_size > UINT32_MAX) {
+        close(fd);
+        return -EFBIG;
+    }
+    size_t size = (size_t)st.st_size;
+    uint8_t *buf = malloc(size ? size : 1);
+    if (!buf) {
+        close(fd);
+        return -ENOMEM;
+    }
+    size_t got = 0;
+    while (got < size) {
+        ssize_t r = read(fd, buf + got, size - got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0) {
+            int e = r < 0 ? errno : EIO; /* shrank while reading */
+            free(buf);
+            close(fd);
+            return -e;
+        }
+        got += (size_t)r;
+    }
+    close(fd);
+    *data = buf;
+    *len = size;
+    return 0;
+}
+
+typedef struct rowsink {
+    uint8_t *dst;
+    size_t stride;
+} rowsink;
+
+static void store_row(void *ctx, int row, const uint8_t *rgb, int width)
+{
+    rowsink *s = ctx;
+    memcpy(s->dst + (size_t)row * s->stride, rgb, (size_t)width * 3);
+}
+
+/* Shrink rgb (w x h) so its longer side is max_side, Pillow-bilinear antialiased. */
+static int shrink(uint8_t **rgb, int *w, int *h, int max_side, resize_scratch *scratch)
+{
+    int side = *w > *h ? *w : *h;
+    if (max_side <= 0 || side <= max_side)
+        return 0;
+    double f = (double)max_side / side;
+    int nw = (int)lround(*w * f), nh = (int)lround(*h * f);
+    nw = nw < 1 ? 1 : nw;
+    nh = nh < 1 ? 1 : nh;
+    uint8_t *out = malloc((size_t)nw * nh * 3);
+    if (!out)
+        return -ENOMEM;
+    resize_spec spec = {.in_w = *w, .in_h = *h, .box = {0, 0, *w, *h}, .out_w = nw, .out_h = nh,
+                        .win_w = nw, .win_h = nh};
+    resize_src src = {.pixels = *rgb, .stride = (size_t)*w * 3, .w = *w, .h = *h};
+    rowsink sink = {out, (size_t)nw * 3};
+    int rc = resize_rgb8(&spec, &src, store_row, &sink, scratch);
+    if (rc) {
+        free(out);
+        return rc;
+    }
+    free(*rgb);
+    *rgb = out, *w = nw, *h = nh;
+    return 0;
+}
+
+static void transform(const bfs_pack_opts *o, const item *it, result *r, resize_scratch *scratch)
+{
+    uint8_t *data = NULL, *rgb = NULL;
+    size_t len = 0;
+    int rc = read_whole(it->path, &data, &len);
+    if (rc) {
+        r->err = rc;
+        r->reason = rc == -EINVAL ? "not a regular file" : strerror(-rc);
+        return;
+    }
+    r->in_bytes = len;
+    bfs_jpeg_header hd;
+    if ((rc = bfs_jpeg_parse_header(data, len, &hd))) {
+        r->err = rc;
+        r->reason = rc == BFS_E_NOT_JPEG ? "not a JPEG" : bfs_strerror(rc);
+        free(data);
+        return;
+    }
+    r->s.label = it->label;
+    int side = hd.width > hd.height ? hd.width : hd.height;
+    if (!o->raw && (o->max_side <= 0 || side <= o->max_side)) {
+        r->s.width = (uint16_t)hd.width;
+        r->s.height = (uint16_t)hd.height;
+        r->s.flags = bfs_jpeg_sample_flags(&hd);
+        r->data = data, r->len = len; /* stored as is */
+        return;
+    }
+    int w, h;
+    rc = bfs_jpeg_decode_rgb(data, len, &rgb, &w, &h);
+    free(data);
+    data = NULL;
+    if (!rc)
+        rc = shrink(&rgb, &w, &h, o->max_side, scratch);
+    if (rc) {
+        r->err = rc;
+        r->reason = rc == BFS_E_JPEG_DATA ? "corrupt JPEG data" : bfs_strerror(rc);
+        free(rgb);
+        return;
+    }
+    r->s.width = (uint16_t)w;
+    r->s.height = (uint16_t)h;
+    if (o->raw) {
+        size_t raw = (size_t)w * h * 3;
+        if (raw > (size_t)LZ4_MAX_INPUT_SIZE || raw > UINT32_MAX) {
+            r->err = -EFBIG;
+            r->reason = "too large for --raw (use --max-side)";
+            free(rgb);
+            return;
+        }
+        int bound = LZ4_compressBound((int)raw);
+        uint8_t *z = malloc((size_t)bound);
+        int zn = z ? LZ4_compress_default((const char *)rgb, (char *)z, (int)raw, bound) : 0;
+        free(rgb);
+        if (zn <= 0) {
+            free(z);
+            r->err = -ENOMEM;
+            r->reason = "out of memory (lz4)";
+            return;
+        }
+        r->s.flags = BFS_KIND_RAW;
+        r->s.raw_size = (uint32_t)raw;
+        r->data = z, r->len = (size_t)zn;
+        return;
+    }
+    uint8_t *jpg;
+    size_t jlen;
+    rc = bfs_jpeg_encode_rgb(rgb, w, h, o->quality > 0 ? o->quality : 90, hd.components == 1, &jpg,
+                             &jlen);
+    free(rgb);
+    if (rc) {
+        r->err = rc;
+        r->reason = "re-encoding failed";
+        return;
+    }
+    bfs_jpeg_header nh;
+    if (bfs_jpeg_parse_header(jpg, jlen, &nh) != 0) {
+        free(jpg);
+        r->err = BFS_E_JPEG_HEADER;
+        r->reason = "re-encoded JPEG unreadable";
+        return;
+    }
+    r->s.flags = bfs_jpeg_sample_flags(&nh);
+    r->data = jpg, r->len = jlen;
+    r->reencoded = 1;
+}
+
+typedef struct worker_arg {
+    pack *p;
+    volatile int *cancel;
+} worker_arg;
+
+static void *worker(void *arg)
+{
+    worker_arg *a = arg;
+    pack *p = a->p;
+    resize_scratch scratch = {0};
+    for (;;) {
+        pthread_mutex_lock(&p->lock);
+        while (!p->stop && p->next < p->n && p->next >= p->written + p->window)
+            pthread_cond_wait(&p->space, &p->lock);
+        if (p->stop || p->next >= p->n || (a->cancel && *a->cancel)) {
+            pthread_mutex_unlock(&p->lock);
+            break;
+        }
+        size_t i = p->next++;
+        pthread_mutex_unlock(&p->lock);
+
+        result r = {0};
+        transform(p->o, &p->items[i], &r, &scratch);
+        pthread_mutex_lock(&p->lock);
+        r.ready = 1;
+        p->slots[i % p->window] = r;
+        pthread_cond_broadcast(&p->ready);
+        pthread_mutex_unlock(&p->lock);
+    }
+    resize_scratch_free(&scratch);
+    return NULL;
+}
+
+/* ---- progress --------------------------------------------------------------------- */
+
+static void progress(const bfs_pack_opts *o, const bfs_pack_report *rep, uint64_t done,
+                     double t0, int final)
+{
+    static double last;
+    double t = now();
+    if (!o->progress || !o->progress_out || (!final && t - last < 0.1))
+        return;
+    last = t;
+    double el = t - t0, frac = rep->files ? (double)done / rep->files : 1;
+    double mbs = el > 0 ? rep->bytes_in / el / 1e6 : 0;
+    double eta = frac > 0 ? el / frac - el : 0;
+    char bar[31];
+    int fill = (int)(frac * 30);
+    for (int i = 0; i < 30; i++)
+        bar[i] = i < fill ? '#' : '.';
+    bar[30] = 0;
+    fprintf(o->progress_out, "\r[%s] %3.0f%% %llu/%llu files  %.1f MB  %.1f MB/s  ETA %.0fs   %s",
+            bar, frac * 100, (unsigned long long)done, (unsigned long long)rep->files,
+            rep->bytes_in / 1e6, mbs, eta, final ? "\n" : "");
+    fflush(o->progress_out);
+}
+
+/* ---- driver ----------------------------------------------------------------------- */
+
+static int add_skip(bfs_pack_report *rep, const char *path, const char *reason)
+{
+    bfs_pack_skip *v = realloc(rep->skipped, (rep->nskipped + 1) * sizeof *v);
+    if (!v)
+        return -ENOMEM;
+    rep->skipped = v;
+    if (!(v[rep->nskipped].path = strdup(path)))
+        return -ENOMEM;
+    v[rep->nskipped++].reason = reason;
+    return 0;
+}
+
+void bfs_pack_report_free(bfs_pack_report *rep)
+{
+    if (!rep)
+        return;
+    for (uint64_t i = 0; i < rep->nskipped; i++)
+        free(rep->skipped[i].path);
+    free(rep->skipped);
+    rep->skipped = NULL;
+    rep->nskipped = 0;
+}
+
+static int write_all_items(pack *p, bfs_writer *w, bfs_pack_report *rep, uint64_t *per_class,
+                           volatile int *cancel, double t0, char *err, size_t errlen)
+{
+    const bfs_pack_opts *o = p->o;
+    int rc = 0;
+    for (size_t i = 0; i < p->n; i++) {
+        pthread_mutex_lock(&p->lock);
+        while (!p->slots[i % p->window].ready && !(cancel && *cancel))
+            pthread_cond_wait(&p->ready, &p->lock);
+        result r = p->slots[i % p->window];
+        pthread_mutex_unlock(&p->lock);
+        if (cancel && *cancel)
+            return fail(-ECANCELED, err, errlen, "interrupted");
+        if (r.err) {
+            if (o->strict)
+                rc = fail(r.err, err, errlen, "%s: %s (--strict)", p->items[i].path, r.reason);
+            else
+                rc = add_skip(rep, p->items[i].path, r.reason);
+        } else {
+            rc = bfs_writer_add(w, &r.s, r.data, r.len);
+            if (rc)
+                fail(rc, err, errlen, "writing %s: %s", bfs_writer_temp_path(w), bfs_strerror(rc));
+            rep->packed++;
+            rep->reencoded += (uint64_t)r.reencoded;
+            rep->bytes_out += r.len;
+            per_class[r.s.label]++;
+        }
+        rep->bytes_in += r.in_bytes;
+        free(r.data);
+        pthread_mutex_lock(&p->lock);
+        p->slots[i % p->window].ready = 0;
+        p->written = i + 1;
+        pthread_cond_broadcast(&p->space);
+        pthread_mutex_unlock(&p->lock);
+        if (rc)
+            return rc;
+        progress(o, rep, i + 1, t0, 0);
+    }
+    return 0;
+}
+
+/* A signal may set *cancel while the writer waits on a condition variable; this thread
+ * wakes it up periodically so the cancel is seen. */
+typedef struct waker {
+    pack *p;
+    volatile int *cancel;
+    int done; /* guarded by p->lock */
+} waker;
+
+static void *waker_main(void *arg)
+{
+    waker *k = arg;
+    for (;;) {
+        struct timespec ts = {0, 50 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+        pthread_mutex_lock(&k->p->lock);
+        int done = k->done;
+        if (*k->cancel) {
+            k->p->stop = 1;
+            pthread_cond_broadcast(&k->p->ready);
+            pthread_cond_broadcast(&k->p->space);
+        }
+        pthread_mutex_unlock(&k->p->lock);
+        if (done)
+            return NULL;
+    }
+}
+
+int bfs_pack(const char *src, const char *out, const bfs_pack_opts *o, bfs_pack_report *rep,
+             volatile int *cancel, char *err, size_t errlen)
+{
+    memset(rep, 0, sizeof *rep);
+    if (o->max_side < 0 || o->max_side > 65535 || o->quality < 0 || o->quality > 100)
+        return fail(-EINVAL, err, errlen, "bad options: max-side %d (0..65535), quality %d (1..100)",
+                    o->max_side, o->quality);
+    double t0 = now();
+    pack p = {.o = o};
+    pthread_mutex_init(&p.lock, NULL);
+    pthread_cond_init(&p.space, NULL);
+    pthread_cond_init(&p.ready, NULL);
+    bfs_writer *w = NULL;
+    uint64_t *per_class = NULL;
+    pthread_t *th = NULL;
+    int nth = 0, rc;
+    waker wk = {&p, cancel, 0};
+    pthread_t waker_th;
+    int have_waker = 0;
+
+    if ((rc = scan(&p, src, rep, err, errlen)))
+        goto out;
+    if ((rc = bfs_writer_create(out, o->page_size, &w, err, errlen)))
+        goto out;
+    snprintf(temp_path, sizeof temp_path, "%s", bfs_writer_temp_path(w));
+    for (uint32_t c = 0; c < p.nclasses; c++)
+        if ((rc = bfs_writer_add_class(w, p.classes[c]))) {
+            fail(rc, err, errlen, "class name '%s': %s", p.classes[c], bfs_strerror(rc));
+            goto out;
+        }
+    int jobs = o->jobs > 0 ? o->jobs : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    jobs = jobs < 1 ? 1 : jobs > 256 ? 256 : jobs;
+    p.window = (size_t)jobs * 4 + 16;
+    p.slots = calloc(p.window, sizeof *p.slots);
+    per_class = calloc(p.nclasses, sizeof *per_class);
+    th = calloc((size_t)jobs, sizeof *th);
+    if (!p.slots || !per_class || !th) {
+        rc = fail(-ENOMEM, err, errlen, "out of memory");
+        goto out;
+    }
+    worker_arg wa = {&p, cancel};
+    for (; nth < jobs; nth++)
+        if ((rc = -pthread_create(&th[nth], NULL, worker, &wa))) {
+            fail(rc, err, errlen, "cannot start worker threads: %s", strerror(-rc));
+            goto out;
+        }
+    if (cancel && pthread_create(&waker_th, NULL, waker_main, &wk) == 0)
+        have_waker = 1;
+    rc = write_all_items(&p, w, rep, per_class, cancel, t0, err, errlen);
+    progress(o, rep, rep->packed + rep->nskipped, t0, 1);
+    if (!rc)
+        for (uint32_t c = 0; c < p.nclasses; c++)
+            if (per_class[c] == 0) {
+                rc = fail(BFS_E_EMPTY, err, errlen,
+                          "class '%s' has no usable images (all its files were skipped)",
+                          p.classes[c]);
+                break;
+            }
+out:
+    pthread_mutex_lock(&p.lock);
+    p.stop = 1;
+    wk.done = 1;
+    pthread_cond_broadcast(&p.space);
+    pthread_mutex_unlock(&p.lock);
+    for (int i = 0; i < nth; i++)
+        pthread_join(th[i], NULL);
+    if (have_waker)
+        pthread_join(waker_th, NULL);
+    if (p.slots)
+        for (size_t i = 0; i < p.window; i++)
+            if (p.slots[i].ready)
+                free(p.slots[i].data);
+    if (!rc && w) {
+        rc = bfs_writer_finish(w, o->fsync, err, errlen);
+        w = NULL;
+    }
+    bfs_writer_abort(w); /* after a failure: removes the temporary file */
+    temp_path[0] = 0;
+    rep->seconds = now() - t0;
+    for (size_t i = 0; i < p.n; i++)
+        free(p.items[i].path);
+    free(p.items);
+    for (uint32_t c = 0; c < p.nclasses; c++)
+        free(p.classes[c]);
+    free(p.classes);
+    free(p.slots);
+    free(per_class);
+    free(th);
+    pthread_mutex_destroy(&p.lock);
+    pthread_cond_destroy(&p.space);
+    pthread_cond_destroy(&p.ready);
+    return rc;
+}

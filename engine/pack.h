@@ -1,0 +1,67 @@
+/*
+ * pack.h — pack an ImageFolder into a .bfs file (the engine of the mkbatchfs program).
+ *
+ * ImageFolder semantics follow torchvision.datasets.ImageFolder: class = each
+ * sub-directory of SRC, labels 0..C-1 in sorted (byte-wise) name order; samples = every
+ * file below a class directory, in the order of a sorted recursive walk (directory path,
+ * then file name). Files are recognised by content (a JPEG SOI and a decodable header),
+ * not by extension. Files that are not JPEG or cannot be read are skipped and listed
+ * (or, with strict, fail the pack).
+ *
+ * Workers (jobs) read, inspect and optionally re-encode files in parallel; one writer
+ * appends them in dataset order, so the output is byte-identical whatever jobs is.
+ */
+#ifndef BATCHFS_ENGINE_PACK_H
+#define BATCHFS_ENGINE_PACK_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+typedef struct bfs_pack_opts {
+    int jobs;           /* worker threads; <= 0: online CPUs */
+    int max_side;       /* 0: keep JPEG bytes; else re-encode images whose longer side is larger */
+    int quality;        /* re-encode quality, 1..100 (0: 90) */
+    int raw;            /* store lz4-compressed RGB pixels instead of JPEG bytes */
+    int strict;         /* fail on the first file that would be skipped */
+    int fsync;          /* fsync the output before renaming it into place */
+    uint32_t page_size; /* 0: BFS_PAGE_SIZE_DEFAULT */
+    int progress;       /* draw a progress bar on progress_out */
+    FILE *progress_out; /* usually stderr */
+} bfs_pack_opts;
+
+typedef struct bfs_pack_skip {
+    char *path;
+    const char *reason;
+} bfs_pack_skip;
+
+typedef struct bfs_pack_report {
+    uint64_t files;      /* files found */
+    uint64_t packed;     /* samples written */
+    uint64_t reencoded;  /* JPEGs re-encoded below max_side */
+    uint32_t classes;
+    uint64_t bytes_in, bytes_out; /* payload bytes read / stored */
+    double seconds;
+    bfs_pack_skip *skipped; /* in dataset order */
+    uint64_t nskipped;
+} bfs_pack_report;
+
+/*
+ * bfs_pack - pack src (an ImageFolder directory) into out.
+ * Returns 0, BFS_E_EMPTY (no class directories, an empty class, or a class whose files
+ * were all skipped), -EINVAL (bad options), a negative errno (I/O), or in strict mode
+ * the skip reason's code; err receives a message naming the directory or file.
+ * rep is filled either way; free it with bfs_pack_report_free.
+ * If *cancel becomes non-zero (a signal handler may set it) the pack stops, the
+ * temporary file is removed and -ECANCELED returned. cancel may be NULL.
+ */
+int bfs_pack(const char *src, const char *out, const bfs_pack_opts *o, bfs_pack_report *rep,
+             volatile int *cancel, char *err, size_t errlen);
+
+/* bfs_pack_temp_path - while bfs_pack runs, the temporary file it writes (or NULL);
+ * for a signal handler that must unlink it. Points to static storage. */
+const char *bfs_pack_temp_path(void);
+
+/* bfs_pack_report_free - free the report's lists; accepts a zeroed report. */
+void bfs_pack_report_free(bfs_pack_report *rep);
+
+#endif

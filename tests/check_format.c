@@ -1,0 +1,722 @@
+/*
+ * check_format.c — the .bfs format, its reader and writer, the JPEG header walker and
+ * the ImageFolder packer: round trips, random access, determinism across job counts,
+ * and every corruption we could think of, each with its own error code.
+ */
+#include "engine/bfs.h"
+#include "engine/err.h"
+#include "engine/hash.h"
+#include "engine/jpeg.h"
+#include "engine/pack.h"
+#include "tests/testutil.h"
+
+#include <check.h>
+#include <dirent.h>
+#include <errno.h>
+#include <lz4.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <turbojpeg.h>
+#include <unistd.h>
+
+static char *tmp;      /* per-test scratch directory */
+static char src[4096]; /* ImageFolder */
+static char out[4096]; /* packed file */
+
+static void setup(void)
+{
+    tmp = tu_mkdtemp("check_format");
+    ck_assert_ptr_nonnull(tmp);
+    snprintf(src, sizeof src, "%s/src", tmp);
+    snprintf(out, sizeof out, "%s/data.bfs", tmp);
+}
+
+static void teardown(void)
+{
+    tu_rmtree(tmp);
+    free(tmp);
+}
+
+static int pack_with(const char *from, const char *to, int jobs, uint32_t page_size,
+                     bfs_pack_report *rep)
+{
+    bfs_pack_opts o = {.jobs = jobs, .page_size = page_size};
+    char err[1024];
+    int rc = bfs_pack(from, to, &o, rep, NULL, err, sizeof err);
+    if (rc)
+        fprintf(stderr, "pack: %s\n", err);
+    return rc;
+}
+
+static int count_entries(const char *dir)
+{
+    DIR *d = opendir(dir);
+    int n = 0;
+    struct dirent *e;
+    while (d && (e = readdir(d)))
+        n += e->d_name[0] != '.';
+    if (d)
+        closedir(d);
+    return n;
+}
+
+/* ---- hash ------------------------------------------------------------------------ */
+
+START_TEST(xxh64_vectors)
+{
+    /* reference values of XXH64 with seed 0 (the xxhash package) */
+    ck_assert_uint_eq(bfs_xxh64("", 0, 0), 0xef46db3751d8e999ULL);
+    ck_assert_uint_eq(bfs_xxh64("a", 1, 0), 0xd24ec4f1a98c6e5bULL);
+    ck_assert_uint_eq(bfs_xxh64("abc", 3, 0), 0x44bc2cf5ad770999ULL);
+    const char *fox = "The quick brown fox jumps over the lazy dog";
+    ck_assert_uint_eq(bfs_xxh64(fox, strlen(fox), 0), 0x0b242d361fda71bcULL);
+    /* streaming in odd pieces equals one-shot */
+    uint8_t buf[1000];
+    uint64_t s = 7;
+    for (size_t i = 0; i < sizeof buf; i++)
+        buf[i] = (uint8_t)tu_rand(&s);
+    bfs_xxh64_state st;
+    bfs_xxh64_init(&st, 42);
+    for (size_t i = 0, step = 1; i < sizeof buf; i += step, step = step * 3 % 37 + 1)
+        bfs_xxh64_update(&st, buf + i, i + step > sizeof buf ? sizeof buf - i : step);
+    ck_assert_uint_eq(bfs_xxh64_digest(&st), bfs_xxh64(buf, sizeof buf, 42));
+}
+END_TEST
+
+/* ---- round trip ------------------------------------------------------------------- */
+
+START_TEST(round_trip)
+{
+    ck_assert_int_eq(tu_make_imagefolder(src, 3, 9, 40, 120, 5), 0);
+    bfs_pack_report rep;
+    ck_assert_int_eq(pack_with(src, out, 2, 0, &rep), 0);
+    ck_assert_uint_eq(rep.packed, 27);
+    ck_assert_uint_eq(rep.nskipped, 0);
+    bfs_pack_report_free(&rep);
+
+    bfs_reader *r;
+    char err[512];
+    ck_assert_int_eq(bfs_open(out, &r, err, sizeof err), 0);
+    const bfs_info *in = bfs_get_info(r);
+    ck_assert_uint_eq(in->sample_count, 27);
+    ck_assert_uint_eq(in->class_count, 3);
+    ck_assert_uint_eq(in->page_size, BFS_PAGE_SIZE_DEFAULT);
+    ck_assert_uint_eq(in->flags, BFS_DS_HAS_JPEG);
+    ck_assert_int_eq(bfs_verify_tables(r), 0);
+    for (uint32_t c = 0; c < 3; c++) {
+        const char *name;
+        char want[32];
+        snprintf(want, sizeof want, "class_%03u", c);
+        ck_assert_int_eq(bfs_class_name(r, c, &name, NULL), 0);
+        ck_assert_str_eq(name, want);
+    }
+    int progressive = 0, gray = 0;
+    for (uint64_t i = 0; i < 27; i++) {
+        char path[4200];
+        snprintf(path, sizeof path, "%s/class_%03u/img_%05u.jpg", src, (unsigned)(i / 9),
+                 (unsigned)(i % 9));
+        uint8_t *want;
+        size_t wlen;
+        ck_assert_int_eq(tu_read_file(path, &want, &wlen), 0);
+        bfs_sample s;
+        const uint8_t *got;
+        size_t glen;
+        ck_assert_int_eq(bfs_sample_data(r, i, BFS_VERIFY_SAMPLE | BFS_VERIFY_PAGES, &s, &got,
+                                         &glen),
+                         0);
+        ck_assert_uint_eq(s.label, i / 9);
+        ck_assert_uint_eq(glen, wlen);
+        ck_assert_mem_eq(got, want, wlen);
+        bfs_jpeg_header h;
+        ck_assert_int_eq(bfs_jpeg_parse_header(want, wlen, &h), 0);
+        ck_assert_int_eq(s.width, h.width);
+        ck_assert_int_eq(s.height, h.height);
+        progressive += !!(s.flags & BFS_F_PROGRESSIVE);
+        gray += (s.flags & BFS_COLOR_MASK) == BFS_COLOR_GRAY;
+        free(want);
+    }
+    /* the generator makes every 7th progressive and every 11th gray */
+    ck_assert_int_eq(progressive, 3);
+    ck_assert_int_eq(gray, 2);
+    bfs_close(r);
+    /* nothing but the output is left behind */
+    ck_assert_int_eq(count_entries(tmp), 2);
+}
+END_TEST
+
+START_TEST(random_access_and_pages)
+{
+    /* 4 KiB pages and 2..24 KB payloads: some payloads span pages */
+    ck_assert_int_eq(tu_make_imagefolder(src, 2, 20, 40, 160, 9), 0);
+    bfs_pack_report rep;
+    ck_assert_int_eq(pack_with(src, out, 1, 4096, &rep), 0);
+    bfs_pack_report_free(&rep);
+    bfs_reader *r;
+    ck_assert_int_eq(bfs_open(out, &r, NULL, 0), 0);
+    const bfs_info *in = bfs_get_info(r);
+    ck_assert_uint_eq(in->page_size, 4096);
+    ck_assert_uint_gt(in->page_count, 10);
+    int spanning = 0;
+    uint64_t state = 3;
+    for (int k = 0; k < 200; k++) {
+        uint64_t i = tu_rand(&state) % in->sample_count;
+        bfs_sample s;
+        const uint8_t *d;
+        size_t len;
+        ck_assert_int_eq(bfs_sample_data(r, i, BFS_VERIFY_PAGES | BFS_VERIFY_SAMPLE, &s, &d, &len),
+                         0);
+        ck_assert_uint_eq(d[0], 0xFF);
+        ck_assert_uint_eq(d[1], 0xD8);
+        uint64_t first = s.offset / 4096, last = (s.offset + s.length - 1) / 4096;
+        if (s.length <= 4096)
+            ck_assert_uint_eq(first, last); /* fits: never straddles */
+        else {
+            ck_assert_uint_eq(s.offset % 4096, 0); /* larger: starts on a boundary */
+            spanning++;
+        }
+    }
+    ck_assert_int_gt(spanning, 0);
+    ck_assert_int_eq(bfs_get_sample(r, in->sample_count, &(bfs_sample){0}), BFS_E_SAMPLE_INDEX);
+    ck_assert_int_eq(bfs_verify_page(r, in->page_count), BFS_E_SAMPLE_INDEX);
+    bfs_close(r);
+}
+END_TEST
+
+START_TEST(deterministic_across_jobs)
+{
+    ck_assert_int_eq(tu_make_imagefolder(src, 4, 12, 30, 90, 11), 0);
+    char out2[4200];
+    snprintf(out2, sizeof out2, "%s/b.bfs", tmp);
+    bfs_pack_report rep;
+    ck_assert_int_eq(pack_with(src, out, 1, 0, &rep), 0);
+    bfs_pack_report_free(&rep);
+    ck_assert_int_eq(pack_with(src, out2, 5, 0, &rep), 0);
+    bfs_pack_report_free(&rep);
+    uint8_t *a, *b;
+    size_t alen, blen;
+    ck_assert_int_eq(tu_read_file(out, &a, &alen), 0);
+    ck_assert_int_eq(tu_read_file(out2, &b, &blen), 0);
+    ck_assert_uint_eq(alen, blen);
+    ck_assert_mem_eq(a, b, alen);
+    free(a);
+    free(b);
+}
+END_TEST
+
+/* ---- corruptions ------------------------------------------------------------------ */
+
+static uint8_t *packed;
+static size_t packed_len;
+
+static void corrupt_setup(void)
+{
+    setup();
+    ck_assert_int_eq(tu_make_imagefolder(src, 2, 6, 30, 80, 21), 0);
+    bfs_pack_report rep;
+    ck_assert_int_eq(pack_with(src, out, 1, 4096, &rep), 0);
+    bfs_pack_report_free(&rep);
+    ck_assert_int_eq(tu_read_file(out, &packed, &packed_len), 0);
+}
+
+static void corrupt_teardown(void)
+{
+    free(packed);
+    teardown();
+}
+
+static uint64_t get64(const uint8_t *p)
+{
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return v;
+}
+
+static void put64(uint8_t *p, uint64_t v)
+{
+    memcpy(p, &v, 8);
+}
+
+static void put32(uint8_t *p, uint32_t v)
+{
+    memcpy(p, &v, 4);
+}
+
+static void fix_header_checksum(uint8_t *f)
+{
+    put64(f + 120, bfs_xxh64(f, 120, 0));
+}
+
+/* Open a modified copy (both from memory and through a file) and return the error. */
+static int open_copy(const uint8_t *data, size_t len, char *err, size_t errlen)
+{
+    bfs_reader *r;
+    int rc_mem = bfs_open_mem(data, len, &r, NULL, 0);
+    bfs_close(r);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/corrupt.bfs", tmp);
+    ck_assert_int_eq(tu_write_file(path, data, len), 0);
+    int rc = bfs_open(path, &r, err, errlen);
+    bfs_close(r);
+    ck_assert_int_eq(rc_mem, rc);
+    if (rc)
+        ck_assert_ptr_nonnull(strstr(err, "corrupt.bfs")); /* messages name the file */
+    return rc;
+}
+
+START_TEST(corrupt_header_cases)
+{
+    char err[512];
+    uint8_t *f = malloc(packed_len + 64);
+    ck_assert_int_eq(open_copy(packed, packed_len, err, sizeof err), 0);
+
+    ck_assert_int_eq(open_copy(packed, 0, err, sizeof err), BFS_E_TRUNCATED);
+    ck_assert_int_eq(open_copy(packed, 60, err, sizeof err), BFS_E_TRUNCATED);
+    ck_assert_int_eq(open_copy(packed, packed_len - 100, err, sizeof err), BFS_E_TRUNCATED);
+    ck_assert_ptr_nonnull(strstr(err, "truncated"));
+
+    memcpy(f, packed, packed_len);
+    f[1] = 'X';
+    ck_assert_int_eq(open_copy(f, packed_len, err, sizeof err), BFS_E_MAGIC);
+
+    memcpy(f, packed, packed_len);
+    memset(f, 0, 128); /* what an interrupted mkbatchfs leaves */
+    ck_assert_int_eq(open_copy(f, packed_len, err, sizeof err), BFS_E_MAGIC);
+    ck_assert_ptr_nonnull(strstr(err, "interrupted"));
+
+    memcpy(f, packed, packed_len);
+    put32(f + 8, 2);
+    fix_header_checksum(f);
+    ck_assert_int_eq(open_copy(f, packed_len, err, sizeof err), BFS_E_VERSION);
+
+    memcpy(f, packed, packed_len);
+    f[20] ^= 1; /* sample count bit, checksum not fixed */
+    ck_assert_int_eq(open_copy(f, packed_len, err, sizeof err), BFS_E_HEADER_CHECKSUM);
+
+    memcpy(f, packed, packed_len);
+    put64(f + 56, packed_len + 4096); /* sample table beyond the end */
+    fix_header_checksum(f);
+    ck_assert_int_eq(open_copy(f, packed_len, err, sizeof err), BFS_E_LAYOUT);
+    ck_assert_ptr_nonnull(strstr(err, "sample table"));
+
+    memcpy(f, packed, packed_len);
+    put64(f + 80, get64(f + 56)); /* page table overlapping the sample table */
+    fix_header_checksum(f);
+    ck_assert_int_eq(open_copy(f, packed_len, err, sizeof err), BFS_E_LAYOUT);
+
+    memcpy(f, packed, packed_len);
+    put64(f + 40, UINT64_MAX - 100); /* heap size overflowing */
+    fix_header_checksum(f);
+    int rc = open_copy(f, packed_len, err, sizeof err);
+    ck_assert(rc == BFS_E_COUNT || rc == BFS_E_LAYOUT);
+
+    memcpy(f, packed, packed_len);
+    put64(f + 16, 1ULL << 60); /* absurd sample count */
+    fix_header_checksum(f);
+    ck_assert_int_eq(open_copy(f, packed_len, err, sizeof err), BFS_E_COUNT);
+
+    memcpy(f, packed, packed_len);
+    put64(f + 16, 0);
+    fix_header_checksum(f);
+    ck_assert_int_eq(open_copy(f, packed_len, err, sizeof err), BFS_E_COUNT);
+
+    memcpy(f, packed, packed_len);
+    put32(f + 24, 0xFFFFFFFFu); /* absurd class count */
+    fix_header_checksum(f);
+    ck_assert_int_eq(open_copy(f, packed_len, err, sizeof err), BFS_E_COUNT);
+
+    memcpy(f, packed, packed_len);
+    put32(f + 28, 5000); /* page size not a power of two */
+    fix_header_checksum(f);
+    ck_assert_int_eq(open_copy(f, packed_len, err, sizeof err), BFS_E_COUNT);
+
+    memcpy(f, packed, packed_len);
+    put64(f + 48, get64(f + 48) + 1); /* page count disagrees with heap size */
+    fix_header_checksum(f);
+    ck_assert_int_eq(open_copy(f, packed_len, err, sizeof err), BFS_E_COUNT);
+
+    memcpy(f, packed, packed_len);
+    memset(f + packed_len, 0xAB, 64); /* trailing garbage */
+    ck_assert_int_eq(open_copy(f, packed_len + 64, err, sizeof err), BFS_E_LAYOUT);
+    free(f);
+
+    /* every error has its own message */
+    for (int e = BFS_E_FIRST; e < BFS_E_LAST; e++)
+        for (int e2 = e + 1; e2 < BFS_E_LAST; e2++)
+            ck_assert_str_ne(bfs_strerror(e), bfs_strerror(e2));
+}
+END_TEST
+
+START_TEST(corrupt_payload_and_tables)
+{
+    uint8_t *f = malloc(packed_len);
+    bfs_reader *r;
+    bfs_sample s;
+    const uint8_t *d;
+    size_t len;
+
+    /* a flipped payload byte: open succeeds (O(1)), verification catches it */
+    memcpy(f, packed, packed_len);
+    ck_assert_int_eq(bfs_open_mem(f, packed_len, &r, NULL, 0), 0);
+    ck_assert_int_eq(bfs_get_sample(r, 3, &s), 0);
+    const bfs_info *in = bfs_get_info(r);
+    f[in->heap_offset + s.offset + s.length / 2] ^= 0x40;
+    ck_assert_int_eq(bfs_sample_data(r, 3, BFS_VERIFY_NONE, NULL, &d, &len), 0);
+    ck_assert_int_eq(bfs_sample_data(r, 3, BFS_VERIFY_SAMPLE, NULL, &d, &len),
+                     BFS_E_SAMPLE_CHECKSUM);
+    ck_assert_int_eq(bfs_sample_data(r, 3, BFS_VERIFY_PAGES, NULL, &d, &len),
+                     BFS_E_PAGE_CHECKSUM);
+    ck_assert_int_eq(bfs_verify_page(r, s.offset / in->page_size), BFS_E_PAGE_CHECKSUM);
+    ck_assert_int_eq(bfs_sample_data(r, 0, BFS_VERIFY_PAGES | BFS_VERIFY_SAMPLE, NULL, &d, &len),
+                     0);
+    ck_assert_int_eq(bfs_verify_tables(r), 0);
+    uint64_t sto = in->sample_table_offset, cto = in->class_table_offset;
+    bfs_close(r);
+
+    /* a sample entry pointing outside the heap */
+    memcpy(f, packed, packed_len);
+    put64(f + sto + 2 * 32, 1ULL << 40);
+    ck_assert_int_eq(bfs_open_mem(f, packed_len, &r, NULL, 0), 0);
+    ck_assert_int_eq(bfs_get_sample(r, 2, &s), BFS_E_SAMPLE_RANGE);
+    ck_assert_int_eq(bfs_sample_data(r, 2, 0, NULL, &d, &len), BFS_E_SAMPLE_RANGE);
+    ck_assert_int_eq(bfs_get_sample(r, 1, &s), 0);
+    ck_assert_int_eq(bfs_verify_tables(r), BFS_E_TABLE_CHECKSUM);
+    bfs_close(r);
+
+    /* a length running past the heap end */
+    memcpy(f, packed, packed_len);
+    put32(f + sto + 2 * 32 + 8, 0xFFFFFFF0u);
+    ck_assert_int_eq(bfs_open_mem(f, packed_len, &r, NULL, 0), 0);
+    ck_assert_int_eq(bfs_get_sample(r, 2, &s), BFS_E_SAMPLE_RANGE);
+    bfs_close(r);
+
+    /* a label beyond the class count */
+    memcpy(f, packed, packed_len);
+    put32(f + sto + 4 * 32 + 12, 77);
+    ck_assert_int_eq(bfs_open_mem(f, packed_len, &r, NULL, 0), 0);
+    ck_assert_int_eq(bfs_get_sample(r, 4, &s), BFS_E_LABEL);
+    bfs_close(r);
+
+    /* unknown flag bits */
+    memcpy(f, packed, packed_len);
+    f[sto + 5 * 32 + 21] = 0xF0;
+    ck_assert_int_eq(bfs_open_mem(f, packed_len, &r, NULL, 0), 0);
+    ck_assert_int_eq(bfs_get_sample(r, 5, &s), BFS_E_SAMPLE_RANGE);
+    bfs_close(r);
+
+    /* a class name whose terminating NUL is gone, and one pointing outside the table */
+    memcpy(f, packed, packed_len);
+    uint32_t off, n;
+    memcpy(&off, f + cto, 4);
+    memcpy(&n, f + cto + 4, 4);
+    f[cto + off + n] = 'x';
+    put32(f + cto + 8, 1u << 30);
+    ck_assert_int_eq(bfs_open_mem(f, packed_len, &r, NULL, 0), 0);
+    const char *name;
+    ck_assert_int_eq(bfs_class_name(r, 0, &name, NULL), BFS_E_CLASS_NAME);
+    ck_assert_int_eq(bfs_class_name(r, 1, &name, NULL), BFS_E_CLASS_NAME);
+    ck_assert_int_eq(bfs_class_name(r, 2, &name, NULL), BFS_E_SAMPLE_INDEX);
+    bfs_close(r);
+    free(f);
+}
+END_TEST
+
+START_TEST(open_errors)
+{
+    bfs_reader *r;
+    char err[512];
+    char path[4200];
+    snprintf(path, sizeof path, "%s/missing.bfs", tmp);
+    ck_assert_int_eq(bfs_open(path, &r, err, sizeof err), -ENOENT);
+    ck_assert_ptr_null(r);
+    ck_assert_ptr_nonnull(strstr(err, "missing.bfs"));
+    ck_assert_int_eq(bfs_open(tmp, &r, err, sizeof err), -EINVAL); /* a directory */
+    snprintf(path, sizeof path, "%s/text.bfs", tmp);
+    ck_assert_int_eq(tu_write_file(path, "hello, world\n", 13), 0);
+    ck_assert_int_eq(bfs_open(path, &r, err, sizeof err), BFS_E_MAGIC);
+    bfs_close(NULL); /* accepted */
+}
+END_TEST
+
+/* ---- writer ----------------------------------------------------------------------- */
+
+START_TEST(writer_contract)
+{
+    bfs_writer *w;
+    char err[512];
+    ck_assert_int_eq(bfs_writer_create(out, 1000, &w, err, sizeof err), -EINVAL);
+    ck_assert_int_eq(bfs_writer_create(out, 0, &w, err, sizeof err), 0);
+    ck_assert_int_eq(bfs_writer_add_class(w, ""), -EINVAL);
+    ck_assert_int_eq(bfs_writer_add_class(w, "only"), 0);
+    bfs_sample_in s = {.label = 1, .width = 2, .height = 2};
+    ck_assert_int_eq(bfs_writer_add(w, &s, "xyz", 0), -EINVAL);
+    ck_assert_int_eq(bfs_writer_add(w, &s, "xyz", 3), 0);
+    ck_assert_int_eq(count_entries(tmp), 1); /* only the temporary file */
+    ck_assert_int_eq(bfs_writer_finish(w, 0, err, sizeof err), BFS_E_LABEL);
+    ck_assert_int_eq(count_entries(tmp), 0); /* removed on failure */
+
+    ck_assert_int_eq(bfs_writer_create(out, 0, &w, err, sizeof err), 0);
+    ck_assert_int_eq(bfs_writer_finish(w, 0, err, sizeof err), BFS_E_EMPTY);
+    ck_assert_int_eq(count_entries(tmp), 0);
+
+    ck_assert_int_eq(bfs_writer_create(out, 0, &w, err, sizeof err), 0);
+    bfs_writer_abort(w);
+    bfs_writer_abort(NULL);
+    ck_assert_int_eq(count_entries(tmp), 0);
+
+    char bad[4200];
+    snprintf(bad, sizeof bad, "%s/no/such/dir/x.bfs", tmp);
+    ck_assert_int_eq(bfs_writer_create(bad, 0, &w, err, sizeof err), -ENOENT);
+    ck_assert_ptr_nonnull(strstr(err, "no/such/dir"));
+}
+END_TEST
+
+/* ---- packer ----------------------------------------------------------------------- */
+
+START_TEST(pack_skips_and_strict)
+{
+    ck_assert_int_eq(tu_make_imagefolder(src, 2, 3, 30, 60, 2), 0);
+    char p[4200];
+    snprintf(p, sizeof p, "%s/class_000/notes.txt", src);
+    ck_assert_int_eq(tu_write_file(p, "not an image", 12), 0);
+    snprintf(p, sizeof p, "%s/class_001/broken.jpg", src);
+    ck_assert_int_eq(tu_write_file(p, "\xff\xd8\xff\xe0\x00\x10JFIF", 10), 0); /* header cut */
+    snprintf(p, sizeof p, "%s/class_001/.hidden.jpg", src);
+    ck_assert_int_eq(tu_write_file(p, "ignored", 7), 0);
+    snprintf(p, sizeof p, "%s/README", src); /* beside the classes: not a sample */
+    ck_assert_int_eq(tu_write_file(p, "hi", 2), 0);
+    snprintf(p, sizeof p, "%s/class_001/nested", src);
+    ck_assert_int_eq(mkdir(p, 0755), 0);
+    snprintf(p, sizeof p, "%s/class_001/nested/z.jpg", src);
+    uint8_t *jpg;
+    size_t jlen;
+    ck_assert_int_eq(
+        tu_make_jpeg(&(tu_jpeg_opts){.width = 33, .height = 17, .quality = 90, .seed = 4}, &jpg,
+                     &jlen),
+        0);
+    ck_assert_int_eq(tu_write_file(p, jpg, jlen), 0);
+    free(jpg);
+
+    bfs_pack_report rep;
+    ck_assert_int_eq(pack_with(src, out, 2, 0, &rep), 0);
+    ck_assert_uint_eq(rep.packed, 7); /* 6 + nested */
+    ck_assert_uint_eq(rep.nskipped, 2);
+    ck_assert_ptr_nonnull(strstr(rep.skipped[0].path, "notes.txt"));
+    ck_assert_str_eq(rep.skipped[0].reason, "not a JPEG");
+    ck_assert_ptr_nonnull(strstr(rep.skipped[1].path, "broken.jpg"));
+    bfs_pack_report_free(&rep);
+    /* the nested file sorts after the class's own files (sorted os.walk order) */
+    bfs_reader *r;
+    ck_assert_int_eq(bfs_open(out, &r, NULL, 0), 0);
+    bfs_sample s;
+    ck_assert_int_eq(bfs_get_sample(r, 6, &s), 0);
+    ck_assert_int_eq(s.width, 33);
+    ck_assert_int_eq(s.label, 1);
+    bfs_close(r);
+
+    bfs_pack_opts o = {.jobs = 1, .strict = 1};
+    char err[1024];
+    unlink(out);
+    ck_assert_int_eq(bfs_pack(src, out, &o, &rep, NULL, err, sizeof err), BFS_E_NOT_JPEG);
+    ck_assert_ptr_nonnull(strstr(err, "notes.txt"));
+    bfs_pack_report_free(&rep);
+    ck_assert_int_eq(access(out, F_OK), -1); /* nothing written */
+    ck_assert_int_eq(count_entries(tmp), 1); /* and no temporary left */
+}
+END_TEST
+
+START_TEST(pack_empty_inputs)
+{
+    bfs_pack_report rep;
+    char err[1024];
+    bfs_pack_opts o = {.jobs = 1};
+    ck_assert_int_eq(bfs_pack(src, out, &o, &rep, NULL, err, sizeof err), -ENOENT);
+    ck_assert_ptr_nonnull(strstr(err, "src"));
+    ck_assert_int_eq(mkdir(src, 0755), 0);
+    ck_assert_int_eq(bfs_pack(src, out, &o, &rep, NULL, err, sizeof err), BFS_E_EMPTY);
+    ck_assert_ptr_nonnull(strstr(err, "no class sub-directories"));
+    char p[4200];
+    snprintf(p, sizeof p, "%s/cats", src);
+    ck_assert_int_eq(mkdir(p, 0755), 0);
+    ck_assert_int_eq(bfs_pack(src, out, &o, &rep, NULL, err, sizeof err), BFS_E_EMPTY);
+    ck_assert_ptr_nonnull(strstr(err, "cats"));
+    ck_assert_ptr_nonnull(strstr(err, "empty"));
+    snprintf(p, sizeof p, "%s/cats/a.txt", src);
+    ck_assert_int_eq(tu_write_file(p, "text", 4), 0);
+    ck_assert_int_eq(bfs_pack(src, out, &o, &rep, NULL, err, sizeof err), BFS_E_EMPTY);
+    ck_assert_ptr_nonnull(strstr(err, "no usable images"));
+    bfs_pack_report_free(&rep);
+    ck_assert_int_eq(bfs_pack(p, out, &o, &rep, NULL, err, sizeof err), -ENOTDIR);
+    ck_assert_int_eq(access(out, F_OK), -1);
+    o.quality = 101;
+    ck_assert_int_eq(bfs_pack(src, out, &o, &rep, NULL, err, sizeof err), -EINVAL);
+    ck_assert_int_eq(count_entries(tmp), 1);
+}
+END_TEST
+
+START_TEST(pack_cancel)
+{
+    ck_assert_int_eq(tu_make_imagefolder(src, 2, 5, 30, 60, 2), 0);
+    volatile int cancel = 1;
+    bfs_pack_opts o = {.jobs = 2};
+    bfs_pack_report rep;
+    char err[256];
+    ck_assert_int_eq(bfs_pack(src, out, &o, &rep, &cancel, err, sizeof err), -ECANCELED);
+    bfs_pack_report_free(&rep);
+    ck_assert_int_eq(count_entries(tmp), 1); /* no output, no temporary */
+    ck_assert_ptr_null(bfs_pack_temp_path());
+}
+END_TEST
+
+START_TEST(pack_max_side_and_raw)
+{
+    ck_assert_int_eq(tu_make_imagefolder(src, 2, 4, 50, 200, 8), 0);
+    bfs_pack_opts o = {.jobs = 2, .max_side = 100, .quality = 85};
+    bfs_pack_report rep;
+    char err[1024];
+    ck_assert_int_eq(bfs_pack(src, out, &o, &rep, NULL, err, sizeof err), 0);
+    ck_assert_uint_gt(rep.reencoded, 0);
+    bfs_pack_report_free(&rep);
+    bfs_reader *r;
+    ck_assert_int_eq(bfs_open(out, &r, NULL, 0), 0);
+    for (uint64_t i = 0; i < 8; i++) {
+        bfs_sample s;
+        const uint8_t *d;
+        size_t len;
+        ck_assert_int_eq(bfs_sample_data(r, i, BFS_VERIFY_SAMPLE, &s, &d, &len), 0);
+        ck_assert_int_le(s.width, 100);
+        ck_assert_int_le(s.height, 100);
+        bfs_jpeg_header h;
+        ck_assert_int_eq(bfs_jpeg_parse_header(d, len, &h), 0);
+        ck_assert_int_eq(h.width, s.width);
+        ck_assert_int_eq(h.height, s.height);
+    }
+    bfs_close(r);
+
+    /* raw: lz4 pixels equal to the JPEG's full decode */
+    unlink(out);
+    o = (bfs_pack_opts){.jobs = 2, .raw = 1};
+    ck_assert_int_eq(bfs_pack(src, out, &o, &rep, NULL, err, sizeof err), 0);
+    bfs_pack_report_free(&rep);
+    ck_assert_int_eq(bfs_open(out, &r, NULL, 0), 0);
+    ck_assert_uint_eq(bfs_get_info(r)->flags, BFS_DS_HAS_RAW);
+    for (uint64_t i = 0; i < 8; i++) {
+        bfs_sample s;
+        const uint8_t *d;
+        size_t len;
+        ck_assert_int_eq(bfs_sample_data(r, i, BFS_VERIFY_SAMPLE, &s, &d, &len), 0);
+        ck_assert_uint_eq(s.flags & BFS_KIND_MASK, BFS_KIND_RAW);
+        ck_assert_uint_eq(s.raw_size, (uint32_t)s.width * s.height * 3);
+        uint8_t *px = malloc(s.raw_size);
+        ck_assert_int_eq(LZ4_decompress_safe((const char *)d, (char *)px, (int)len,
+                                             (int)s.raw_size),
+                         (int)s.raw_size);
+        char p[4200];
+        snprintf(p, sizeof p, "%s/class_%03u/img_%05u.jpg", src, (unsigned)(i / 4),
+                 (unsigned)(i % 4));
+        uint8_t *jpg, *ref;
+        size_t jlen;
+        int w, h;
+        ck_assert_int_eq(tu_read_file(p, &jpg, &jlen), 0);
+        ck_assert_int_eq(bfs_jpeg_decode_rgb(jpg, jlen, &ref, &w, &h), 0);
+        ck_assert_int_eq(w, s.width);
+        ck_assert_int_eq(h, s.height);
+        ck_assert_mem_eq(px, ref, s.raw_size);
+        free(px);
+        free(ref);
+        free(jpg);
+    }
+    bfs_close(r);
+}
+END_TEST
+
+/* ---- JPEG header walker ------------------------------------------------------------ */
+
+START_TEST(jpeg_header_cases)
+{
+    uint8_t *jpg;
+    size_t len;
+    bfs_jpeg_header h;
+    ck_assert_int_eq(tu_make_jpeg(&(tu_jpeg_opts){.width = 77, .height = 41, .quality = 90,
+                                                  .subsamp = TJSAMP_420, .seed = 1},
+                                  &jpg, &len),
+                     0);
+    ck_assert_int_eq(bfs_jpeg_parse_header(jpg, len, &h), 0);
+    ck_assert_int_eq(h.width, 77);
+    ck_assert_int_eq(h.height, 41);
+    ck_assert_int_eq(h.components, 3);
+    ck_assert_int_eq(h.hs[0], 2);
+    ck_assert_int_eq(h.vs[0], 2);
+    ck_assert_int_eq(h.progressive, 0);
+    uint16_t f = bfs_jpeg_sample_flags(&h);
+    ck_assert_uint_eq(f & (BFS_F_ODD_SAMPLING | BFS_COLOR_MASK | BFS_F_PROGRESSIVE), 0);
+    ck_assert_uint_eq((f >> BFS_SAMP_H_SHIFT) & 3, 1);
+    /* every prefix shorter than the header fails cleanly */
+    size_t sos = 0;
+    for (size_t i = 2; i + 1 < len; i++)
+        if (jpg[i] == 0xFF && jpg[i + 1] == 0xDA) {
+            sos = i;
+            break;
+        }
+    ck_assert_uint_gt(sos, 0);
+    for (size_t cut = 0; cut < sos + 4; cut++) {
+        int rc = bfs_jpeg_parse_header(jpg, cut, &h);
+        ck_assert_msg(rc == BFS_E_NOT_JPEG || rc == BFS_E_JPEG_HEADER, "cut %zu: %d", cut, rc);
+    }
+    /* a truncated body parses (header complete) but fails to decode */
+    uint8_t *rgb;
+    int w, hh;
+    ck_assert_int_eq(bfs_jpeg_decode_rgb(jpg, len * 2 / 3, &rgb, &w, &hh), BFS_E_JPEG_DATA);
+    ck_assert_int_eq(bfs_jpeg_decode_rgb(jpg, len, &rgb, &w, &hh), 0);
+    free(rgb);
+    /* 12-bit and lossless are refused as unsupported */
+    for (size_t i = 2; i + 4 < len; i++)
+        if (jpg[i] == 0xFF && jpg[i + 1] == 0xC0) {
+            jpg[i + 4] = 12;
+            ck_assert_int_eq(bfs_jpeg_parse_header(jpg, len, &h), BFS_E_JPEG_UNSUPPORTED);
+            jpg[i + 4] = 8;
+            jpg[i + 1] = 0xC3;
+            ck_assert_int_eq(bfs_jpeg_parse_header(jpg, len, &h), BFS_E_JPEG_UNSUPPORTED);
+            break;
+        }
+    free(jpg);
+    ck_assert_int_eq(bfs_jpeg_parse_header((const uint8_t *)"GIF89a", 6, &h), BFS_E_NOT_JPEG);
+}
+END_TEST
+
+static Suite *format_suite(void)
+{
+    Suite *s = suite_create("format");
+    TCase *tc = tcase_create("core");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, xxh64_vectors);
+    tcase_add_test(tc, round_trip);
+    tcase_add_test(tc, random_access_and_pages);
+    tcase_add_test(tc, deterministic_across_jobs);
+    tcase_add_test(tc, open_errors);
+    tcase_add_test(tc, writer_contract);
+    tcase_add_test(tc, pack_skips_and_strict);
+    tcase_add_test(tc, pack_empty_inputs);
+    tcase_add_test(tc, pack_cancel);
+    tcase_add_test(tc, pack_max_side_and_raw);
+    tcase_add_test(tc, jpeg_header_cases);
+    suite_add_tcase(s, tc);
+    TCase *tcc = tcase_create("corruption");
+    tcase_add_checked_fixture(tcc, corrupt_setup, corrupt_teardown);
+    tcase_set_timeout(tcc, 60);
+    tcase_add_test(tcc, corrupt_header_cases);
+    tcase_add_test(tcc, corrupt_payload_and_tables);
+    suite_add_tcase(s, tcc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(format_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}

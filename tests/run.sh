@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# tests/run.sh — run every test of batchfs and print one closing line
+# "N passed, N failed, N skipped". Called by `make test` (BUILD= the build directory).
+#
+# A test is: a libcheck suite ($BUILD/tests/check_*), a script tests/cli/*.sh or
+# tests/mount/*.sh (exit 0 pass, 77 skip, anything else fail), or a fuzz smoke run of each
+# $BUILD/fuzz/fuzz_* for FUZZ_SECONDS (skipped with a loud message when clang's libFuzzer
+# is unavailable, which `make deps` installs). Logs go to $BUILD/test-logs/.
+set -u
+cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build}
+export BUILD BFS_BUILD=$PWD/$BUILD
+logs=$BUILD/test-logs
+rm -rf "$logs" && mkdir -p "$logs"
+pass=0 fail=0 skip=0 failed=()
+
+run_one() { # name, command...
+    local name=$1; shift
+    local log=$logs/$(echo "$name" | tr '/' '_').log
+    local t0=$SECONDS
+    "$@" >"$log" 2>&1
+    local rc=$?
+    local dt=$((SECONDS - t0))
+    if [ $rc -eq 0 ]; then
+        pass=$((pass + 1)); printf 'PASS  %-40s %3ds\n' "$name" "$dt"
+    elif [ $rc -eq 77 ]; then
+        skip=$((skip + 1)); printf 'SKIP  %-40s (%s)\n' "$name" "$(grep -m1 -i 'skip' "$log" || true)"
+    else
+        fail=$((fail + 1)); failed+=("$name")
+        printf 'FAIL  %-40s rc=%d, log: %s\n' "$name" "$rc" "$log"
+        tail -n 25 "$log" | sed 's/^/      | /'
+    fi
+}
+
+for t in "$BUILD"/tests/check_*; do
+    [ -x "$t" ] || continue
+    run_one "$(basename "$t")" "$t"
+done
+for s in tests/cli/*.sh tests/mount/*.sh; do
+    [ -f "$s" ] || continue
+    run_one "${s#tests/}" bash "$s"
+done
+if [ "${FUZZ_SECONDS:-5}" != 0 ]; then
+    if make --no-print-directory -s BUILD="$BUILD" fuzz-build >"$logs/fuzz-build.log" 2>&1; then
+        for f in "$BUILD"/fuzz/fuzz_*; do
+            [ -x "$f" ] || continue
+            run_one "fuzz/$(basename "$f")" bash tests/fuzz/run.sh "$f"
+        done
+    else
+        echo "FAIL  fuzz build (clang/libFuzzer): see $logs/fuzz-build.log"
+        tail -n 15 "$logs/fuzz-build.log" | sed 's/^/      | /'
+        fail=$((fail + 1)); failed+=("fuzz-build")
+    fi
+fi
+
+echo
+[ ${#failed[@]} -gt 0 ] && echo "failed: ${failed[*]}"
+echo "$pass passed, $fail failed, $skip skipped"
+[ $fail -eq 0 ]

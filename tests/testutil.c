@@ -1,0 +1,188 @@
+/* testutil.c — see testutil.h. */
+#include "tests/testutil.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <turbojpeg.h>
+#include <unistd.h>
+
+uint64_t tu_rand(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+void tu_fill_rgb(uint8_t *rgb, int w, int h, uint64_t seed)
+{
+    uint64_t s = seed * 2654435761u + 1;
+    int r0 = (int)(tu_rand(&s) % 256), g0 = (int)(tu_rand(&s) % 256), b0 = (int)(tu_rand(&s) % 256);
+    int bs = 4 + (int)(tu_rand(&s) % 12); /* texture block size */
+    for (int y = 0; y < h; y++) {
+        for (int x = 0; x < w; x++) {
+            /* gradients + a per-block value + per-pixel noise */
+            uint64_t bseed = seed ^ ((uint64_t)(y / bs) << 32) ^ (uint64_t)(x / bs);
+            uint64_t bv = tu_rand(&bseed);
+            uint64_t pv = tu_rand(&s);
+            int blk = (int)(bv % 64) - 32, noise = (int)(pv % 17) - 8;
+            int v[3] = {r0 + x * 128 / (w ? w : 1) + blk + noise,
+                        g0 + y * 128 / (h ? h : 1) - blk + noise,
+                        b0 + ((x + y) & 63) + noise};
+            for (int c = 0; c < 3; c++)
+                rgb[((size_t)y * w + x) * 3 + c] = (uint8_t)(v[c] < 0 ? 0 : v[c] > 255 ? 255 : v[c]);
+        }
+    }
+}
+
+int tu_encode_jpeg(const uint8_t *rgb, int w, int h, int quality, int subsamp, int progressive,
+                   uint8_t **out, size_t *len)
+{
+    tjhandle tj = tjInitCompress();
+    if (!tj)
+        return -ENOMEM;
+    unsigned char *buf = NULL;
+    unsigned long size = 0;
+    int flags = progressive ? TJFLAG_PROGRESSIVE : 0;
+    int rc = tjCompress2(tj, rgb, w, 0, h, TJPF_RGB, &buf, &size, subsamp, quality, flags);
+    tjDestroy(tj);
+    if (rc != 0) {
+        tjFree(buf);
+        return -EINVAL;
+    }
+    *out = malloc(size);
+    if (!*out) {
+        tjFree(buf);
+        return -ENOMEM;
+    }
+    memcpy(*out, buf, size);
+    *len = size;
+    tjFree(buf);
+    return 0;
+}
+
+int tu_make_jpeg(const tu_jpeg_opts *o, uint8_t **out, size_t *len)
+{
+    uint8_t *rgb = malloc((size_t)o->width * o->height * 3);
+    if (!rgb)
+        return -ENOMEM;
+    tu_fill_rgb(rgb, o->width, o->height, o->seed);
+    int rc = tu_encode_jpeg(rgb, o->width, o->height, o->quality, o->subsamp, o->progressive, out,
+                            len);
+    free(rgb);
+    return rc;
+}
+
+char *tu_mkdtemp(const char *prefix)
+{
+    const char *tmp = getenv("TMPDIR");
+    char *path;
+    if (asprintf(&path, "%s/%s.XXXXXX", tmp && *tmp ? tmp : "/tmp", prefix) < 0)
+        return NULL;
+    if (!mkdtemp(path)) {
+        free(path);
+        return NULL;
+    }
+    return path;
+}
+
+static int rm_cb(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb, (void)flag, (void)ftw;
+    remove(p);
+    return 0;
+}
+
+void tu_rmtree(const char *path)
+{
+    if (path)
+        nftw(path, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+int tu_write_file(const char *path, const void *data, size_t len)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return -errno;
+    const uint8_t *p = data;
+    while (len) {
+        ssize_t n = write(fd, p, len);
+        if (n < 0) {
+            int e = errno;
+            close(fd);
+            return -e;
+        }
+        p += n, len -= (size_t)n;
+    }
+    return close(fd) ? -errno : 0;
+}
+
+int tu_read_file(const char *path, uint8_t **data, size_t *len)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    struct stat st;
+    if (fstat(fd, &st) < 0) {
+        int e = errno;
+        close(fd);
+        return -e;
+    }
+    uint8_t *buf = malloc(st.st_size ? (size_t)st.st_size : 1);
+    size_t got = 0;
+    while (buf && got < (size_t)st.st_size) {
+        ssize_t n = read(fd, buf + got, (size_t)st.st_size - got);
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+    }
+    close(fd);
+    if (!buf)
+        return -ENOMEM;
+    *data = buf;
+    *len = got;
+    return 0;
+}
+
+int tu_make_imagefolder(const char *dir, int classes, int per_class, int min_side, int max_side,
+                        uint64_t seed)
+{
+    if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+        return -errno;
+    uint64_t s = seed;
+    int k = 0;
+    for (int c = 0; c < classes; c++) {
+        char cdir[4096];
+        snprintf(cdir, sizeof cdir, "%s/class_%03d", dir, c);
+        if (mkdir(cdir, 0755) < 0 && errno != EEXIST)
+            return -errno;
+        for (int i = 0; i < per_class; i++, k++) {
+            int span = max_side - min_side + 1;
+            tu_jpeg_opts o = {
+                .width = min_side + (int)(tu_rand(&s) % (uint64_t)span),
+                .height = min_side + (int)(tu_rand(&s) % (uint64_t)span),
+                .quality = 85 + (int)(tu_rand(&s) % 11),
+                .subsamp = k % 11 == 10 ? TJSAMP_GRAY : k % 13 == 12 ? TJSAMP_444 : TJSAMP_420,
+                .progressive = k % 7 == 6,
+                .seed = seed * 1000003u + (uint64_t)k,
+            };
+            uint8_t *jpg;
+            size_t len;
+            int rc = tu_make_jpeg(&o, &jpg, &len);
+            if (rc)
+                return rc;
+            char path[4200];
+            snprintf(path, sizeof path, "%s/img_%05d.jpg", cdir, i);
+            rc = tu_write_file(path, jpg, len);
+            free(jpg);
+            if (rc)
+                return rc;
+        }
+    }
+    return 0;
+}

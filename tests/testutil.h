@@ -1,0 +1,51 @@
+/*
+ * testutil.h — helpers shared by the test suites and test tools (never by the product):
+ * temporary directories, whole-file I/O, and synthetic JPEG / ImageFolder generation
+ * with libturbojpeg. Images are textured (blocks of noise over gradients), not flat, so
+ * they exercise the decoder like small photographs do.
+ */
+#ifndef BATCHFS_TESTS_TESTUTIL_H
+#define BATCHFS_TESTS_TESTUTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Options for one synthetic JPEG. */
+typedef struct tu_jpeg_opts {
+    int width, height;
+    int quality;     /* 1..100 */
+    int subsamp;     /* TJSAMP_* (444, 422, 420, GRAY) */
+    int progressive; /* 0/1 */
+    uint64_t seed;   /* content seed */
+} tu_jpeg_opts;
+
+/* Fill rgb (w*h*3) with deterministic textured content for seed. */
+void tu_fill_rgb(uint8_t *rgb, int w, int h, uint64_t seed);
+
+/* Encode a synthetic image; *out is malloc'ed (free it), *len its size. 0 or -errno. */
+int tu_make_jpeg(const tu_jpeg_opts *o, uint8_t **out, size_t *len);
+
+/* Encode given RGB pixels as JPEG (same conventions). */
+int tu_encode_jpeg(const uint8_t *rgb, int w, int h, int quality, int subsamp, int progressive,
+                   uint8_t **out, size_t *len);
+
+/* mkdtemp under $TMPDIR (or /tmp) with the given prefix; returns malloc'ed path or NULL. */
+char *tu_mkdtemp(const char *prefix);
+
+/* rm -rf path (best effort). */
+void tu_rmtree(const char *path);
+
+/* Whole-file helpers: 0 or -errno. tu_read_file mallocs *data. */
+int tu_write_file(const char *path, const void *data, size_t len);
+int tu_read_file(const char *path, uint8_t **data, size_t *len);
+
+/* Generate an ImageFolder: classes "class_000".. with per_class JPEGs each, sizes varying
+ * between min_side and max_side, every 7th progressive, every 11th grayscale, every
+ * 13th 4:4:4. Returns 0 or -errno. */
+int tu_make_imagefolder(const char *dir, int classes, int per_class, int min_side, int max_side,
+                        uint64_t seed);
+
+/* splitmix64 step, for deterministic test data */
+uint64_t tu_rand(uint64_t *state);
+
+#endif
