@@ -147,9 +147,9 @@ static int cmd_info(const char *path)
     if (good)
         printf("image size:    width %u..%u (mean %.0f), height %u..%u (mean %.0f)\n", wmin, wmax,
                (double)wsum / good, hmin, hmax, (double)hsum / good);
-    printf("payload:       %.1f MB (mean %.1f KB per sample) in %llu pages of %u KiB\n",
+    printf("payload:       %.1f MB (mean %.1f KB per sample) in %llu page%s of %u KiB\n",
            bytes / 1e6, good ? bytes / 1e3 / good : 0.0, (unsigned long long)in->page_count,
-           in->page_size >> 10);
+           in->page_count == 1 ? "" : "s", in->page_size >> 10);
     printf("file size:     %llu bytes\n", (unsigned long long)in->file_size);
     printf("checksum:      %016llx (header)\n", (unsigned long long)in->header_checksum);
     if (bad)
@@ -275,8 +275,9 @@ static int cmd_verify(const char *path)
                 (unsigned long long)bad_samples);
     int ok = !rc && !bad_pages && !bad_samples;
     if (ok)
-        printf("%s: OK (%llu samples, %llu pages, all checksums match)\n", path,
-               (unsigned long long)in->sample_count, (unsigned long long)in->page_count);
+        printf("%s: OK (%llu samples, %llu page%s, all checksums match)\n", path,
+               (unsigned long long)in->sample_count, (unsigned long long)in->page_count,
+               in->page_count == 1 ? "" : "s");
     else
         fprintf(stderr, "%s: CORRUPT (%llu bad pages, %llu bad samples%s)\n", path,
                 (unsigned long long)bad_pages, (unsigned long long)bad_samples,

@@ -1,0 +1,102 @@
+/*
+ * bench_open — open cost must not grow with the sample count.
+ *
+ * Writes two .bfs files with tiny payloads (10,000 and 1,000,000 samples), then times
+ * bfs_open + bfs_get_info + one random sample access on each (best of 20 opens, page
+ * cache warm) and prints the two times and their ratio. Target: ratio <= 2.
+ *
+ *   bench_open [DIR]        (default $TMPDIR or /tmp)
+ */
+#include "engine/bfs.h"
+#include "engine/err.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int make(const char *path, uint64_t n)
+{
+    bfs_writer *w;
+    char err[512];
+    if (bfs_writer_create(path, 0, &w, err, sizeof err)) {
+        fprintf(stderr, "bench_open: %s\n", err);
+        return -1;
+    }
+    for (int c = 0; c < 1000; c++) {
+        char name[32];
+        snprintf(name, sizeof name, "n%08d", c);
+        bfs_writer_add_class(w, name);
+    }
+    uint8_t payload[16];
+    for (uint64_t i = 0; i < n; i++) {
+        memcpy(payload, &i, sizeof i);
+        memset(payload + 8, 0xA5, 8);
+        bfs_sample_in s = {.label = (uint32_t)(i % 1000), .width = 500, .height = 375};
+        if (bfs_writer_add(w, &s, payload, sizeof payload)) {
+            bfs_writer_abort(w);
+            return -1;
+        }
+    }
+    if (bfs_writer_finish(w, 0, err, sizeof err)) {
+        fprintf(stderr, "bench_open: %s\n", err);
+        return -1;
+    }
+    return 0;
+}
+
+static double time_open(const char *path, uint64_t n)
+{
+    double best = 1e9;
+    uint64_t x = 12345;
+    for (int k = 0; k < 20; k++) {
+        double t0 = now();
+        bfs_reader *r;
+        if (bfs_open(path, &r, NULL, 0))
+            return -1;
+        x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+        bfs_sample s;
+        const uint8_t *d;
+        size_t len;
+        if (bfs_get_info(r)->sample_count != n ||
+            bfs_sample_data(r, (x >> 11) % n, BFS_VERIFY_SAMPLE, &s, &d, &len)) {
+            bfs_close(r);
+            return -1;
+        }
+        bfs_close(r);
+        double t = now() - t0;
+        best = t < best ? t : best;
+    }
+    return best;
+}
+
+int main(int argc, char **argv)
+{
+    const char *dir = argc > 1 ? argv[1] : getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    char small[4096], large[4096];
+    snprintf(small, sizeof small, "%s/bench_open_10k.bfs", dir);
+    snprintf(large, sizeof large, "%s/bench_open_1m.bfs", dir);
+    if (make(small, 10000) || make(large, 1000000)) {
+        fprintf(stderr, "bench_open: cannot write the test files in %s\n", dir);
+        return 1;
+    }
+    double ts = time_open(small, 10000), tl = time_open(large, 1000000);
+    unlink(small);
+    unlink(large);
+    if (ts < 0 || tl < 0) {
+        fprintf(stderr, "bench_open: open failed\n");
+        return 1;
+    }
+    printf("open+first access, 10,000 samples:    %8.1f us\n", ts * 1e6);
+    printf("open+first access, 1,000,000 samples: %8.1f us\n", tl * 1e6);
+    printf("ratio 1M/10k: %.2f (target <= 2)\n", tl / ts);
+    return 0;
+}

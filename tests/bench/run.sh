@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# tests/bench/run.sh — `make bench`: every benchmark, each printing ratios measured in one
+# run against a reference on the same files (timings on shared machines are noisy, so
+# absolute numbers are never asserted).
+#
+# Corpus: an ImageNet-like folder of real-photo JPEGs (tests/bench/corpus/make_corpus.sh,
+# cached in $BFS_CORPUS, default /var/tmp/batchfs-corpus). Set BFS_CORPUS to use your own.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+BUILD=${BUILD:-build}
+corpus=${BFS_CORPUS:-/var/tmp/batchfs-corpus}
+work=$(mktemp -d "${TMPDIR:-/tmp}/batchfs-bench.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+
+now() { date +%s.%N; }
+best_of() { # N command... -> prints the best wall time in seconds
+    local n=$1 best= t0 t; shift
+    for _ in $(seq "$n"); do
+        t0=$(now); "$@" >/dev/null; t=$(awk -v a="$(now)" -v b="$t0" 'BEGIN{print a-b}')
+        if [ -z "$best" ] || awk -v t="$t" -v b="$best" 'BEGIN{exit !(t < b)}'; then best=$t; fi
+    done
+    echo "$best"
+}
+
+echo "== .bfs open cost vs sample count (bench_open) =="
+"$BUILD/bench/bench_open" "$work"
+
+echo
+echo "== mkbatchfs pack speed vs cat of the same files (warm page cache) =="
+if [ ! -f "$corpus/.complete" ]; then
+    bash tests/bench/corpus/make_corpus.sh "$corpus"
+fi
+files=$(find "$corpus" -type f -name '*.jpg' | wc -l)
+mb=$(du -sm "$corpus" | cut -f1)
+echo "corpus: $corpus ($files JPEGs, ${mb} MB)"
+cat_all() { find "$corpus" -type f -name '*.jpg' -print0 | xargs -0 cat; }
+cat_all >/dev/null # warm the page cache
+t_cat=$(best_of 3 cat_all)
+t_pack=$(best_of 3 "$BUILD/mkbatchfs" --quiet "$corpus" "$work/c.bfs")
+t_pack_nf=$(best_of 3 "$BUILD/mkbatchfs" --quiet --no-fsync "$corpus" "$work/c.bfs")
+printf 'cat:                     %6.3f s\n' "$t_cat"
+printf 'mkbatchfs (fsync):       %6.3f s   speed ratio vs cat %.2f (target >= 0.80)\n' \
+    "$t_pack" "$(awk -v a="$t_cat" -v b="$t_pack" 'BEGIN{print a/b}')"
+printf 'mkbatchfs (--no-fsync):  %6.3f s   speed ratio vs cat %.2f\n' \
+    "$t_pack_nf" "$(awk -v a="$t_cat" -v b="$t_pack_nf" 'BEGIN{print a/b}')"
+"$BUILD/mkbatchfs" --verify "$work/c.bfs"
