@@ -10,10 +10,10 @@
 #include "engine/pack.h"
 #include "engine/bfs.h"
 #include "engine/err.h"
+#include "engine/folder.h"
 #include "engine/jpeg.h"
 #include "engine/resize.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <lz4.h>
@@ -26,11 +26,6 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-
-typedef struct item {
-    char *path;     /* full path */
-    uint32_t label;
-} item;
 
 typedef struct result {
     int ready;      /* guarded by pack.lock */
@@ -45,10 +40,7 @@ typedef struct result {
 
 typedef struct pack {
     const bfs_pack_opts *o;
-    item *items;
-    size_t n, cap;
-    char **classes;
-    uint32_t nclasses, class_cap;
+    bfs_folder f; /* the files, their labels, the class names */
     /* work distribution */
     pthread_mutex_t lock;
     pthread_cond_t space, ready;
@@ -84,225 +76,6 @@ static double now(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static int cmp_str(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-/* ---- scan ------------------------------------------------------------------------- */
-
-/* Sorted names of the entries of dir (no "." / ".." / hidden), each malloc'ed. */
-static int list_dir(const char *dir, char ***names, size_t *count)
-{
-    DIR *d = opendir(dir);
-    if (!d)
-        return -errno;
-    char **v = NULL;
-    size_t n = 0, cap = 0;
-    struct dirent *e;
-    int rc = 0;
-    errno = 0;
-    while ((e = readdir(d))) {
-        if (e->d_name[0] == '.') /* hidden files and dirs are never data */
-            continue;
-        if (n == cap) {
-            cap = cap ? cap * 2 : 64;
-            char **nv = realloc(v, cap * sizeof *nv);
-            if (!nv) {
-                rc = -ENOMEM;
-                break;
-            }
-            v = nv;
-        }
-        if (!(v[n] = strdup(e->d_name))) {
-            rc = -ENOMEM;
-            break;
-        }
-        n++;
-    }
-    if (!rc && errno)
-        rc = -errno;
-    closedir(d);
-    if (rc) {
-        for (size_t i = 0; i < n; i++)
-            free(v[i]);
-        free(v);
-        return rc;
-    }
-    qsort(v, n, sizeof *v, cmp_str);
-    *names = v;
-    *count = n;
-    return 0;
-}
-
-static void free_names(char **v, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        free(v[i]);
-    free(v);
-}
-
-static int add_item(pack *p, char *path, uint32_t label)
-{
-    if (p->n == p->cap) {
-        size_t cap = p->cap ? p->cap * 2 : 1024;
-        item *ni = realloc(p->items, cap * sizeof *ni);
-        if (!ni)
-            return -ENOMEM;
-        p->items = ni, p->cap = cap;
-    }
-    p->items[p->n++] = (item){path, label};
-    return 0;
-}
-
-/* Sorted recursive walk like sorted(os.walk(dir)): all files of a directory, then its
- * sub-directories; directories ordered by full path. Breadth of recursion is bounded
- * by the directory depth. */
-typedef struct dirlist {
-    char **v;
-    size_t n, cap;
-} dirlist;
-
-static int walk_collect(const char *dir, dirlist *dirs, int depth)
-{
-    if (depth > 64)
-        return -ELOOP;
-    if (dirs->n == dirs->cap) {
-        size_t cap = dirs->cap ? dirs->cap * 2 : 16;
-        char **nv = realloc(dirs->v, cap * sizeof *nv);
-        if (!nv)
-            return -ENOMEM;
-        dirs->v = nv, dirs->cap = cap;
-    }
-    if (!(dirs->v[dirs->n] = strdup(dir)))
-        return -ENOMEM;
-    dirs->n++;
-    char **names;
-    size_t n;
-    int rc = list_dir(dir, &names, &n);
-    if (rc)
-        return rc;
-    for (size_t i = 0; i < n && !rc; i++) {
-        char *sub;
-        struct stat st;
-        if (asprintf(&sub, "%s/%s", dir, names[i]) < 0) {
-            rc = -ENOMEM;
-            break;
-        }
-        if (stat(sub, &st) == 0 && S_ISDIR(st.st_mode))
-            rc = walk_collect(sub, dirs, depth + 1);
-        free(sub);
-    }
-    free_names(names, n);
-    return rc;
-}
-
-static int scan_class(pack *p, const char *cdir, uint32_t label, uint64_t *found, char *err,
-                      size_t errlen)
-{
-    dirlist dirs = {0};
-    int rc = walk_collect(cdir, &dirs, 0);
-    if (rc) {
-        rc = fail(rc, err, errlen, "%s: %s", cdir, bfs_strerror(rc));
-        goto out;
-    }
-    qsort(dirs.v, dirs.n, sizeof *dirs.v, cmp_str);
-    *found = 0;
-    for (size_t d = 0; d < dirs.n && !rc; d++) {
-        char **names;
-        size_t n;
-        if ((rc = list_dir(dirs.v[d], &names, &n))) {
-            rc = fail(rc, err, errlen, "%s: %s", dirs.v[d], bfs_strerror(rc));
-            break;
-        }
-        for (size_t i = 0; i < n && !rc; i++) {
-            char *path;
-            struct stat st;
-            if (asprintf(&path, "%s/%s", dirs.v[d], names[i]) < 0) {
-                rc = -ENOMEM;
-                break;
-            }
-            if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
-                free(path);
-                continue;
-            }
-            /* unreadable entries are kept: the worker reports them as skipped */
-            if ((rc = add_item(p, path, label)))
-                free(path);
-            else
-                (*found)++;
-        }
-        free_names(names, n);
-    }
-out:
-    free_names(dirs.v, dirs.n);
-    return rc;
-}
-
-static int scan(pack *p, const char *src, bfs_pack_report *rep, char *err, size_t errlen)
-{
-    struct stat st;
-    if (stat(src, &st) < 0)
-        return fail(-errno, err, errlen, "%s: %s", src, strerror(errno));
-    if (!S_ISDIR(st.st_mode))
-        return fail(-ENOTDIR, err, errlen, "%s: not a directory (expected an ImageFolder: one "
-                    "sub-directory per class)", src);
-    char **names;
-    size_t n;
-    int rc = list_dir(src, &names, &n);
-    if (rc)
-        return fail(rc, err, errlen, "%s: %s", src, bfs_strerror(rc));
-    for (size_t i = 0; i < n && !rc; i++) {
-        char *cdir;
-        if (asprintf(&cdir, "%s/%s", src, names[i]) < 0) {
-            rc = -ENOMEM;
-            break;
-        }
-        if (stat(cdir, &st) < 0 || !S_ISDIR(st.st_mode)) {
-            /* files beside the class directories are not samples (torchvision ignores them) */
-            free(cdir);
-            continue;
-        }
-        if (p->nclasses == p->class_cap) {
-            uint32_t cap = p->class_cap ? p->class_cap * 2 : 64;
-            char **nc = realloc(p->classes, cap * sizeof *nc);
-            if (!nc) {
-                free(cdir);
-                rc = -ENOMEM;
-                break;
-            }
-            p->classes = nc, p->class_cap = cap;
-        }
-        if (p->nclasses >= BFS_MAX_CLASSES) {
-            free(cdir);
-            rc = fail(-E2BIG, err, errlen, "%s: more than %u classes", src, BFS_MAX_CLASSES);
-            break;
-        }
-        if (!(p->classes[p->nclasses] = strdup(names[i]))) {
-            free(cdir);
-            rc = -ENOMEM;
-            break;
-        }
-        uint64_t found = 0;
-        rc = scan_class(p, cdir, p->nclasses, &found, err, errlen);
-        if (!rc && found == 0)
-            rc = fail(BFS_E_EMPTY, err, errlen,
-                      "class directory %s is empty: every class needs at least one image "
-                      "(remove the directory or add images)", cdir);
-        p->nclasses++;
-        free(cdir);
-    }
-    free_names(names, n);
-    if (!rc && p->nclasses == 0)
-        rc = fail(BFS_E_EMPTY, err, errlen,
-                  "%s has no class sub-directories (expected SRC/<class>/<image>.jpg)", src);
-    if (rc == -ENOMEM)
-        fail(rc, err, errlen, "out of memory while scanning %s", src);
-    rep->files = p->n;
-    rep->classes = p->nclasses;
-    return rc;
 }
 
 /* ---- transform (workers) ---------------------------------------------------------- */
@@ -385,11 +158,12 @@ static int shrink(uint8_t **rgb, int *w, int *h, int max_side, resize_scratch *s
     return 0;
 }
 
-static void transform(const bfs_pack_opts *o, const item *it, result *r, resize_scratch *scratch)
+static void transform(const bfs_pack_opts *o, const char *path, uint32_t label, result *r,
+                      resize_scratch *scratch)
 {
     uint8_t *data = NULL, *rgb = NULL;
     size_t len = 0;
-    int rc = read_whole(it->path, &data, &len);
+    int rc = read_whole(path, &data, &len);
     if (rc) {
         r->err = rc;
         r->reason = rc == -EINVAL ? "not a regular file" : strerror(-rc);
@@ -403,7 +177,7 @@ static void transform(const bfs_pack_opts *o, const item *it, result *r, resize_
         free(data);
         return;
     }
-    r->s.label = it->label;
+    r->s.label = label;
     int side = hd.width > hd.height ? hd.width : hd.height;
     if (!o->raw && (o->max_side <= 0 || side <= o->max_side)) {
         r->s.width = (uint16_t)hd.width;
@@ -483,9 +257,9 @@ static void *worker(void *arg)
     resize_scratch scratch = {0};
     for (;;) {
         pthread_mutex_lock(&p->lock);
-        while (!p->stop && p->next < p->n && p->next >= p->written + p->window)
+        while (!p->stop && p->next < p->f.n && p->next >= p->written + p->window)
             pthread_cond_wait(&p->space, &p->lock);
-        if (p->stop || p->next >= p->n || (a->cancel && *a->cancel)) {
+        if (p->stop || p->next >= p->f.n || (a->cancel && *a->cancel)) {
             pthread_mutex_unlock(&p->lock);
             break;
         }
@@ -493,7 +267,7 @@ static void *worker(void *arg)
         pthread_mutex_unlock(&p->lock);
 
         result r = {0};
-        transform(p->o, &p->items[i], &r, &scratch);
+        transform(p->o, p->f.paths[i], p->f.labels[i], &r, &scratch);
         pthread_mutex_lock(&p->lock);
         r.ready = 1;
         p->slots[i % p->window] = r;
@@ -558,7 +332,7 @@ static int write_all_items(pack *p, bfs_writer *w, bfs_pack_report *rep, uint64_
 {
     const bfs_pack_opts *o = p->o;
     int rc = 0;
-    for (size_t i = 0; i < p->n; i++) {
+    for (size_t i = 0; i < p->f.n; i++) {
         pthread_mutex_lock(&p->lock);
         while (!p->slots[i % p->window].ready && !(cancel && *cancel))
             pthread_cond_wait(&p->ready, &p->lock);
@@ -568,9 +342,9 @@ static int write_all_items(pack *p, bfs_writer *w, bfs_pack_report *rep, uint64_
             return fail(-ECANCELED, err, errlen, "interrupted");
         if (r.err) {
             if (o->strict)
-                rc = fail(r.err, err, errlen, "%s: %s (--strict)", p->items[i].path, r.reason);
+                rc = fail(r.err, err, errlen, "%s: %s (--strict)", p->f.paths[i], r.reason);
             else
-                rc = add_skip(rep, p->items[i].path, r.reason);
+                rc = add_skip(rep, p->f.paths[i], r.reason);
         } else {
             rc = bfs_writer_add(w, &r.s, r.data, r.len);
             if (rc)
@@ -641,21 +415,23 @@ int bfs_pack(const char *src, const char *out, const bfs_pack_opts *o, bfs_pack_
     pthread_t waker_th;
     int have_waker = 0;
 
-    if ((rc = scan(&p, src, rep, err, errlen)))
+    if ((rc = bfs_folder_scan(src, &p.f, err, errlen)))
         goto out;
+    rep->files = p.f.n;
+    rep->classes = p.f.nclasses;
     if ((rc = bfs_writer_create(out, o->page_size, &w, err, errlen)))
         goto out;
     snprintf(temp_path, sizeof temp_path, "%s", bfs_writer_temp_path(w));
-    for (uint32_t c = 0; c < p.nclasses; c++)
-        if ((rc = bfs_writer_add_class(w, p.classes[c]))) {
-            fail(rc, err, errlen, "class name '%s': %s", p.classes[c], bfs_strerror(rc));
+    for (uint32_t c = 0; c < p.f.nclasses; c++)
+        if ((rc = bfs_writer_add_class(w, p.f.classes[c]))) {
+            fail(rc, err, errlen, "class name '%s': %s", p.f.classes[c], bfs_strerror(rc));
             goto out;
         }
     int jobs = o->jobs > 0 ? o->jobs : (int)sysconf(_SC_NPROCESSORS_ONLN);
     jobs = jobs < 1 ? 1 : jobs > 256 ? 256 : jobs;
     p.window = (size_t)jobs * 4 + 16;
     p.slots = calloc(p.window, sizeof *p.slots);
-    per_class = calloc(p.nclasses, sizeof *per_class);
+    per_class = calloc(p.f.nclasses, sizeof *per_class);
     th = calloc((size_t)jobs, sizeof *th);
     if (!p.slots || !per_class || !th) {
         rc = fail(-ENOMEM, err, errlen, "out of memory");
@@ -672,11 +448,11 @@ int bfs_pack(const char *src, const char *out, const bfs_pack_opts *o, bfs_pack_
     rc = write_all_items(&p, w, rep, per_class, cancel, t0, err, errlen);
     progress(o, rep, rep->packed + rep->nskipped, t0, 1);
     if (!rc)
-        for (uint32_t c = 0; c < p.nclasses; c++)
+        for (uint32_t c = 0; c < p.f.nclasses; c++)
             if (per_class[c] == 0) {
                 rc = fail(BFS_E_EMPTY, err, errlen,
                           "class '%s' has no usable images (all its files were skipped)",
-                          p.classes[c]);
+                          p.f.classes[c]);
                 break;
             }
 out:
@@ -700,12 +476,7 @@ out:
     bfs_writer_abort(w); /* after a failure: removes the temporary file */
     temp_path[0] = 0;
     rep->seconds = now() - t0;
-    for (size_t i = 0; i < p.n; i++)
-        free(p.items[i].path);
-    free(p.items);
-    for (uint32_t c = 0; c < p.nclasses; c++)
-        free(p.classes[c]);
-    free(p.classes);
+    bfs_folder_free(&p.f);
     free(p.slots);
     free(per_class);
     free(th);

@@ -1,0 +1,265 @@
+/*
+ * folder.c — scanning an ImageFolder (see folder.h): sorted class directories, sorted
+ * recursive file lists, torchvision's order.
+ */
+#include "engine/folder.h"
+#include "engine/bfs.h"
+#include "engine/err.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+static int fail(int rc, char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int fail(int rc, char *err, size_t errlen, const char *fmt, ...)
+{
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return rc;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+
+/* Sorted names of the entries of dir (no "." / ".." / hidden), each malloc'ed. */
+static int list_dir(const char *dir, char ***names, size_t *count)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return -errno;
+    char **v = NULL;
+    size_t n = 0, cap = 0;
+    struct dirent *e;
+    int rc = 0;
+    errno = 0;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.') /* hidden files and dirs are never data */
+            continue;
+        if (n == cap) {
+            cap = cap ? cap * 2 : 64;
+            char **nv = realloc(v, cap * sizeof *nv);
+            if (!nv) {
+                rc = -ENOMEM;
+                break;
+            }
+            v = nv;
+        }
+        if (!(v[n] = strdup(e->d_name))) {
+            rc = -ENOMEM;
+            break;
+        }
+        n++;
+    }
+    if (!rc && errno)
+        rc = -errno;
+    closedir(d);
+    if (rc) {
+        for (size_t i = 0; i < n; i++)
+            free(v[i]);
+        free(v);
+        return rc;
+    }
+    qsort(v, n, sizeof *v, cmp_str);
+    *names = v;
+    *count = n;
+    return 0;
+}
+
+static void free_names(char **v, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(v[i]);
+    free(v);
+}
+
+static int add_item(bfs_folder *p, char *path, uint32_t label)
+{
+    if (p->n == p->cap) {
+        size_t cap = p->cap ? p->cap * 2 : 1024;
+        char **np = realloc(p->paths, cap * sizeof *np);
+        uint32_t *nl = np ? realloc(p->labels, cap * sizeof *nl) : NULL;
+        if (np)
+            p->paths = np;
+        if (!nl)
+            return -ENOMEM;
+        p->labels = nl, p->cap = cap;
+    }
+    p->paths[p->n] = path;
+    p->labels[p->n++] = label;
+    return 0;
+}
+
+/* Sorted recursive walk like sorted(os.walk(dir)): all files of a directory, then its
+ * sub-directories; directories ordered by full path. Breadth of recursion is bounded
+ * by the directory depth. */
+typedef struct dirlist {
+    char **v;
+    size_t n, cap;
+} dirlist;
+
+static int walk_collect(const char *dir, dirlist *dirs, int depth)
+{
+    if (depth > 64)
+        return -ELOOP;
+    if (dirs->n == dirs->cap) {
+        size_t cap = dirs->cap ? dirs->cap * 2 : 16;
+        char **nv = realloc(dirs->v, cap * sizeof *nv);
+        if (!nv)
+            return -ENOMEM;
+        dirs->v = nv, dirs->cap = cap;
+    }
+    if (!(dirs->v[dirs->n] = strdup(dir)))
+        return -ENOMEM;
+    dirs->n++;
+    char **names;
+    size_t n;
+    int rc = list_dir(dir, &names, &n);
+    if (rc)
+        return rc;
+    for (size_t i = 0; i < n && !rc; i++) {
+        char *sub;
+        struct stat st;
+        if (asprintf(&sub, "%s/%s", dir, names[i]) < 0) {
+            rc = -ENOMEM;
+            break;
+        }
+        if (stat(sub, &st) == 0 && S_ISDIR(st.st_mode))
+            rc = walk_collect(sub, dirs, depth + 1);
+        free(sub);
+    }
+    free_names(names, n);
+    return rc;
+}
+
+static int scan_class(bfs_folder *p, const char *cdir, uint32_t label, uint64_t *found, char *err,
+                      size_t errlen)
+{
+    dirlist dirs = {0};
+    int rc = walk_collect(cdir, &dirs, 0);
+    if (rc) {
+        rc = fail(rc, err, errlen, "%s: %s", cdir, bfs_strerror(rc));
+        goto out;
+    }
+    qsort(dirs.v, dirs.n, sizeof *dirs.v, cmp_str);
+    *found = 0;
+    for (size_t d = 0; d < dirs.n && !rc; d++) {
+        char **names;
+        size_t n;
+        if ((rc = list_dir(dirs.v[d], &names, &n))) {
+            rc = fail(rc, err, errlen, "%s: %s", dirs.v[d], bfs_strerror(rc));
+            break;
+        }
+        for (size_t i = 0; i < n && !rc; i++) {
+            char *path;
+            struct stat st;
+            if (asprintf(&path, "%s/%s", dirs.v[d], names[i]) < 0) {
+                rc = -ENOMEM;
+                break;
+            }
+            if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+                free(path);
+                continue;
+            }
+            /* unreadable entries are kept: the worker reports them as skipped */
+            if ((rc = add_item(p, path, label)))
+                free(path);
+            else
+                (*found)++;
+        }
+        free_names(names, n);
+    }
+out:
+    free_names(dirs.v, dirs.n);
+    return rc;
+}
+
+int bfs_folder_scan(const char *src, bfs_folder *p, char *err, size_t errlen)
+{
+    struct stat st;
+    memset(p, 0, sizeof *p);
+    if (stat(src, &st) < 0)
+        return fail(-errno, err, errlen, "%s: %s", src, strerror(errno));
+    if (!S_ISDIR(st.st_mode))
+        return fail(-ENOTDIR, err, errlen, "%s: not a directory (expected an ImageFolder: one "
+                    "sub-directory per class)", src);
+    char **names;
+    size_t n;
+    int rc = list_dir(src, &names, &n);
+    if (rc)
+        return fail(rc, err, errlen, "%s: %s", src, bfs_strerror(rc));
+    for (size_t i = 0; i < n && !rc; i++) {
+        char *cdir;
+        if (asprintf(&cdir, "%s/%s", src, names[i]) < 0) {
+            rc = -ENOMEM;
+            break;
+        }
+        if (stat(cdir, &st) < 0 || !S_ISDIR(st.st_mode)) {
+            /* files beside the class directories are not samples (torchvision ignores them) */
+            free(cdir);
+            continue;
+        }
+        if (p->nclasses == p->class_cap) {
+            uint32_t cap = p->class_cap ? p->class_cap * 2 : 64;
+            char **nc = realloc(p->classes, cap * sizeof *nc);
+            if (!nc) {
+                free(cdir);
+                rc = -ENOMEM;
+                break;
+            }
+            p->classes = nc, p->class_cap = cap;
+        }
+        if (p->nclasses >= BFS_MAX_CLASSES) {
+            free(cdir);
+            rc = fail(-E2BIG, err, errlen, "%s: more than %u classes", src, BFS_MAX_CLASSES);
+            break;
+        }
+        if (!(p->classes[p->nclasses] = strdup(names[i]))) {
+            free(cdir);
+            rc = -ENOMEM;
+            break;
+        }
+        uint64_t found = 0;
+        rc = scan_class(p, cdir, p->nclasses, &found, err, errlen);
+        if (!rc && found == 0)
+            rc = fail(BFS_E_EMPTY, err, errlen,
+                      "class directory %s is empty: every class needs at least one image "
+                      "(remove the directory or add images)", cdir);
+        p->nclasses++;
+        free(cdir);
+    }
+    free_names(names, n);
+    if (!rc && p->nclasses == 0)
+        rc = fail(BFS_E_EMPTY, err, errlen,
+                  "%s has no class sub-directories (expected SRC/<class>/<image>.jpg)", src);
+    if (rc == -ENOMEM)
+        fail(rc, err, errlen, "out of memory while scanning %s", src);
+    if (rc)
+        bfs_folder_free(p);
+    return rc;
+}
+
+void bfs_folder_free(bfs_folder *f)
+{
+    if (!f)
+        return;
+    for (uint64_t i = 0; i < f->n; i++)
+        free(f->paths[i]);
+    free(f->paths);
+    free(f->labels);
+    for (uint32_t c = 0; c < f->nclasses; c++)
+        free(f->classes[c]);
+    free(f->classes);
+    memset(f, 0, sizeof *f);
+}
