@@ -60,7 +60,7 @@ LIB_SRC  := $(filter-out %_main.c,$(foreach m,$(MODULES),$(wildcard $(m)/*.c)))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 LIB      := $(BUILD)/libbatchfs.a
 
-PROGS    := $(BUILD)/mkbatchfs
+PROGS    := $(BUILD)/mkbatchfs $(BUILD)/batchfs
 TEST_SRC := $(wildcard tests/check_*.c)
 TESTS    := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 TESTUTIL_OBJ := $(BUILD)/obj/tests/testutil.o
@@ -101,6 +101,9 @@ $(LIB): $(LIB_OBJ)
 	rm -f $@ && ar rcs $@ $^
 
 $(BUILD)/mkbatchfs: $(BUILD)/obj/engine/mkbatchfs_main.o $(LIB)
+	$(CC) $(LDFLAGS) $^ $(LDLIBS_ALL) -o $@
+
+$(BUILD)/batchfs: $(BUILD)/obj/fs/batchfs_main.o $(LIB)
 	$(CC) $(LDFLAGS) $^ $(LDLIBS_ALL) -o $@
 
 # ---- tests -------------------------------------------------------------------------------

@@ -1,0 +1,191 @@
+/* augment.c — sample geometry and the fused output writer (see augment.h). */
+#include "engine/augment.h"
+#include "engine/rng.h"
+
+#include <errno.h>
+#include <math.h>
+#include <string.h>
+
+/* torchvision RandomResizedCrop.get_params; Python round() is half-to-even = rint(). */
+static void random_resized_crop(const bfs_pipeline_opts *o, bfs_rng *r, int W, int H,
+                                double box[4])
+{
+    double area = (double)W * H;
+    double lr0 = log(o->ratio[0]), lr1 = log(o->ratio[1]);
+    for (int attempt = 0; attempt < 10; attempt++) {
+        double target = area * bfs_rng_uniform_range(r, o->scale[0], o->scale[1]);
+        double aspect = exp(bfs_rng_uniform_range(r, lr0, lr1));
+        int w = (int)rint(sqrt(target * aspect));
+        int h = (int)rint(sqrt(target / aspect));
+        if (0 < w && w <= W && 0 < h && h <= H) {
+            int top = (int)bfs_rng_int(r, 0, H - h);
+            int left = (int)bfs_rng_int(r, 0, W - w);
+            box[0] = left, box[1] = top, box[2] = left + w, box[3] = top + h;
+            return;
+        }
+    }
+    double in_ratio = (double)W / H;
+    int w, h;
+    if (in_ratio < o->ratio[0]) {
+        w = W;
+        h = (int)rint(w / o->ratio[0]);
+    } else if (in_ratio > o->ratio[1]) {
+        h = H;
+        w = (int)rint(h * o->ratio[1]);
+    } else {
+        w = W, h = H;
+    }
+    w = w < 1 ? 1 : w > W ? W : w;
+    h = h < 1 ? 1 : h > H ? H : h;
+    int top = (H - h) / 2, left = (W - w) / 2;
+    box[0] = left, box[1] = top, box[2] = left + w, box[3] = top + h;
+}
+
+int bfs_augment_geometry(const bfs_pipeline_opts *o, uint64_t epoch, uint64_t index, int W,
+                         int H, bfs_geometry *g)
+{
+    if (W <= 0 || H <= 0)
+        return -EINVAL;
+    memset(g, 0, sizeof *g);
+    resize_spec *s = &g->spec;
+    int ow = (int)o->out_w, oh = (int)o->out_h;
+    s->in_w = W, s->in_h = H;
+    s->box[2] = W, s->box[3] = H;
+    s->out_w = s->win_w = ow;
+    s->out_h = s->win_h = oh;
+    if (o->augment == BFS_AUG_TRAIN) {
+        bfs_rng r;
+        bfs_rng_init(&r, o->seed, epoch, index, BFS_RNG_STREAM_CROP);
+        random_resized_crop(o, &r, W, H, s->box);
+        bfs_rng_init(&r, o->seed, epoch, index, BFS_RNG_STREAM_FLIP);
+        g->flip = bfs_rng_uniform(&r) < o->flip;
+    } else if (o->augment == BFS_AUG_EVAL) {
+        /* Resize(short side S) as torchvision computes it, then CenterCrop(oh, ow). */
+        int S = (int)floor((ow < oh ? ow : oh) / 0.875);
+        int shorter = W <= H ? W : H, longer = W <= H ? H : W;
+        int ns = S, nl = (int)((double)S * longer / shorter);
+        int nw = W <= H ? ns : nl, nh = W <= H ? nl : ns;
+        if (nw < ow || nh < oh) { /* non-square output wider than the resize: cover it */
+            double f = fmax((double)ow / W, (double)oh / H);
+            nw = (int)ceil(W * f), nh = (int)ceil(H * f);
+            nw = nw < ow ? ow : nw, nh = nh < oh ? oh : nh;
+        }
+        s->out_w = nw, s->out_h = nh;
+        s->win_x = (int)rint((nw - ow) / 2.0);
+        s->win_y = (int)rint((nh - oh) / 2.0);
+    }
+    return 0;
+}
+
+/* ---- output ------------------------------------------------------------------------ */
+
+uint16_t bfs_f32_to_f16(float v)
+{
+    uint32_t x;
+    memcpy(&x, &v, 4);
+    uint32_t sign = (x >> 16) & 0x8000u;
+    uint32_t absx = x & 0x7fffffffu;
+    if (absx >= 0x7f800000u) /* inf or nan */
+        return (uint16_t)(sign | 0x7c00u | (absx > 0x7f800000u ? 0x200u : 0));
+    if (absx >= 0x477ff000u) /* rounds to >= 65520: overflow to inf */
+        return (uint16_t)(sign | 0x7c00u);
+    if (absx < 0x38800000u) { /* subnormal half (or zero): scale and round */
+        float f;
+        memcpy(&f, &absx, 4);
+        uint32_t m = (uint32_t)lrintf(f * 16777216.0f); /* f / 2^-24, rint = half-even */
+        return (uint16_t)(sign | m);
+    }
+    uint32_t mant = absx & 0x7fffffu;
+    uint32_t exp = (absx >> 23) - 112;
+    uint32_t h = (exp << 10) | (mant >> 13);
+    uint32_t rest = mant & 0x1fffu;
+    if (rest > 0x1000u || (rest == 0x1000u && (h & 1)))
+        h++;
+    return (uint16_t)(sign | h);
+}
+
+uint16_t bfs_f32_to_bf16(float v)
+{
+    uint32_t x;
+    memcpy(&x, &v, 4);
+    if ((x & 0x7fffffffu) > 0x7f800000u)
+        return (uint16_t)((x >> 16) | 0x40u); /* quiet nan */
+    x += 0x7fffu + ((x >> 16) & 1);
+    return (uint16_t)(x >> 16);
+}
+
+void bfs_out_format_init(bfs_out_format *f, const bfs_pipeline_opts *o)
+{
+    memset(f, 0, sizeof *f);
+    f->dtype = o->dtype;
+    f->nchw = o->layout == BFS_LAYOUT_NCHW;
+    f->out_w = (int)o->out_w, f->out_h = (int)o->out_h;
+    f->elem = o->dtype == BFS_OUT_U8 ? 1 : o->dtype == BFS_OUT_F32 ? 4 : 2;
+    for (int c = 0; c < 3; c++)
+        for (int v = 0; v < 256; v++) {
+            /* (x / 255 - mean) / std in double, then one rounding to the output type */
+            double x = v / 255.0;
+            if (o->normalize)
+                x = (x - o->mean[c]) / o->std[c];
+            f->f32[c][v] = (float)x;
+            f->f16[c][v] = o->dtype == BFS_OUT_BF16 ? bfs_f32_to_bf16((float)x)
+                                                    : bfs_f32_to_f16((float)x);
+        }
+}
+
+size_t bfs_out_sample_bytes(const bfs_out_format *f)
+{
+    return (size_t)f->out_w * f->out_h * 3 * f->elem;
+}
+
+void bfs_out_store_row(void *ctx, int row, const uint8_t *rgb, int width)
+{
+    const bfs_out_slot *s = ctx;
+    const bfs_out_format *f = s->f;
+    size_t plane = (size_t)f->out_w * f->out_h; /* elements per channel plane */
+    size_t base = (size_t)row * f->out_w;       /* first pixel of the row */
+    int step = s->flip ? -1 : 1;
+    int x0 = s->flip ? width - 1 : 0;
+    if (f->dtype == BFS_OUT_U8) {
+        uint8_t *d = s->dst;
+        if (!f->nchw && !s->flip) {
+            memcpy(d + base * 3, rgb, (size_t)width * 3);
+        } else if (!f->nchw) {
+            uint8_t *o = d + base * 3;
+            for (int x = 0; x < width; x++)
+                memcpy(o + 3 * x, rgb + 3 * (x0 + step * x), 3);
+        } else {
+            for (int c = 0; c < 3; c++) {
+                uint8_t *o = d + c * plane + base;
+                for (int x = 0; x < width; x++)
+                    o[x] = rgb[3 * (x0 + step * x) + c];
+            }
+        }
+    } else if (f->dtype == BFS_OUT_F32) {
+        float *d = (float *)(void *)s->dst;
+        for (int x = 0; x < width; x++) {
+            const uint8_t *p = rgb + 3 * (x0 + step * x);
+            for (int c = 0; c < 3; c++)
+                d[f->nchw ? c * plane + base + x : (base + x) * 3 + c] = f->f32[c][p[c]];
+        }
+    } else {
+        uint16_t *d = (uint16_t *)(void *)s->dst;
+        for (int x = 0; x < width; x++) {
+            const uint8_t *p = rgb + 3 * (x0 + step * x);
+            for (int c = 0; c < 3; c++)
+                d[f->nchw ? c * plane + base + x : (base + x) * 3 + c] = f->f16[c][p[c]];
+        }
+    }
+}
+
+void bfs_out_fill(const bfs_out_slot *slot, uint8_t r, uint8_t g, uint8_t b)
+{
+    const bfs_out_format *f = slot->f;
+    uint8_t row[3 * 8192];
+    for (int x = 0; x < f->out_w; x++)
+        row[3 * x] = r, row[3 * x + 1] = g, row[3 * x + 2] = b;
+    bfs_out_slot s = *slot;
+    s.flip = 0;
+    for (int y = 0; y < f->out_h; y++)
+        bfs_out_store_row(&s, y, row, f->out_w);
+}

@@ -1,0 +1,184 @@
+/* bench.c — in-process pipeline benchmark (see bench.h). */
+#include "engine/bench.h"
+#include "engine/engine.h"
+#include "engine/err.h"
+#include "engine/exec.h"
+#include "engine/source.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <turbojpeg.h>
+#include <unistd.h>
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* Single-core full decodes (tjDecompress2 to RGB) of the given samples: images/s. */
+static double reference_rate(const char *source, const uint64_t *idx, size_t n, size_t *used)
+{
+    char err[512];
+    bfs_source *src;
+    *used = 0;
+    if (bfs_source_open(source, &src, err, sizeof err))
+        return 0;
+    tjhandle tj = tjInitDecompress();
+    bfs_source_scratch sc = {0};
+    uint8_t *rgb = NULL;
+    size_t cap = 0;
+    double busy = 0;
+    for (size_t i = 0; i < n && tj; i++) {
+        bfs_item it;
+        if (bfs_source_get(src, idx[i], &it, &sc) || (it.flags & BFS_KIND_MASK) != BFS_KIND_JPEG)
+            continue;
+        int w, h, ss, cs;
+        double t0 = now(); /* header + decode: what a full decode costs */
+        if (tjDecompressHeader3(tj, it.data, it.len, &w, &h, &ss, &cs))
+            continue;
+        size_t need = (size_t)w * h * 3;
+        if (need > cap) {
+            uint8_t *b = realloc(rgb, need);
+            if (!b)
+                break;
+            rgb = b, cap = need;
+        }
+        int rc = tjDecompress2(tj, it.data, it.len, rgb, w, 0, h, TJPF_RGB, 0);
+        busy += now() - t0;
+        if (rc == 0)
+            (*used)++;
+    }
+    free(rgb);
+    bfs_source_scratch_free(&sc);
+    if (tj)
+        tjDestroy(tj);
+    bfs_source_close(src);
+    return busy > 0 ? *used / busy : 0;
+}
+
+int bfs_bench_run(const char *source, const bfs_pipeline_opts *o, const bfs_bench_opts *b,
+                  FILE *out)
+{
+    char err[1024];
+    bfs_engine *e;
+    int rc = bfs_engine_create(source, o, &e, err, sizeof err);
+    if (rc) {
+        fprintf(stderr, "batchfs: %s\n", err);
+        return rc;
+    }
+    uint64_t nb = bfs_engine_batches(e);
+    uint64_t want = b->batches ? b->batches : 20;
+    if (want > nb)
+        want = nb;
+    int prefetch = o->prefetch == BFS_AUTO ? 2 : o->prefetch;
+    uint64_t bytes = bfs_engine_batch_bytes(e, 0);
+    bfs_exec *x;
+    if ((rc = bfs_exec_create(e, o->threads == BFS_AUTO ? 0 : o->threads,
+                              bytes * (uint64_t)(prefetch + 1), &x))) {
+        fprintf(stderr, "batchfs: cannot start workers: %s\n", bfs_strerror(rc));
+        bfs_engine_destroy(e);
+        return rc;
+    }
+    size_t ref_n = (size_t)(b->reference > 0 ? b->reference : 400);
+    uint64_t *ref_idx = calloc(ref_n, sizeof *ref_idx);
+    size_t ref_have = 0;
+    uint64_t images = 0, batches_bytes = 0;
+    uint64_t stride = want * bfs_engine_batch_len(e, 0) / ref_n + 1;
+    double t0 = now();
+    for (uint64_t k = 0; k < want && !rc; k++) {
+        for (int p = 1; p <= prefetch && k + (uint64_t)p < want; p++)
+            bfs_exec_prefetch(x, b->epoch, k + (uint64_t)p);
+        bfs_batch *bt;
+        if ((rc = bfs_exec_get(x, b->epoch, k, &bt, err, sizeof err))) {
+            fprintf(stderr, "batchfs: %s\n", err);
+            break;
+        }
+        uint32_t len = bfs_engine_batch_len(e, k);
+        images += len;
+        batches_bytes += bfs_batch_size(bt);
+        /* the reference decodes the same files: every stride-th image read */
+        uint64_t idx_off = bfs_batch_size(bt) - 8ull * len; /* indices: the last tensor */
+        for (uint32_t j = 0; j < len && ref_idx && ref_have < ref_n; j++) {
+            if ((images - len + j) % stride)
+                continue;
+            int64_t v;
+            memcpy(&v, bfs_batch_data(bt) + idx_off + 8ull * j, 8);
+            ref_idx[ref_have++] = (uint64_t)v;
+        }
+        bfs_batch_release(bt);
+    }
+    double secs = now() - t0;
+    bfs_exec_stats st;
+    bfs_exec_get_stats(x, &st);
+    bfs_exec_destroy(x);
+    size_t ref_used = 0;
+    double ref = rc ? 0 : reference_rate(source, ref_idx, ref_have, &ref_used);
+    free(ref_idx);
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    double rss_mb = ru.ru_maxrss / 1024.0;
+    if (rc) {
+        bfs_engine_destroy(e);
+        return rc;
+    }
+    double ips = secs > 0 ? images / secs : 0;
+    double per_core = ips / st.threads;
+    double ratio = ref > 0 ? per_core / ref : 0;
+    double n = st.stages.samples ? (double)st.stages.samples : 1;
+    if (b->json) {
+        fprintf(out,
+                "{\"images\": %llu, \"batches\": %llu, \"seconds\": %.4f, \"images_per_s\": %.1f, "
+                "\"threads\": %d, \"images_per_s_core\": %.1f, "
+                "\"decode_limit_images_per_s_core\": %.1f, \"ratio_per_core\": %.3f, "
+                "\"reference_images\": %zu, \"peak_rss_mb\": %.1f, \"batch_bytes\": %llu, "
+                "\"stage_us_per_image\": {\"read\": %.1f, \"decode\": %.1f, \"resize\": %.1f, "
+                "\"encode\": %.1f}, \"decodes\": {\"cropped\": %llu, \"full\": %llu, "
+                "\"scaled\": %llu, \"raw\": %llu}, \"bad_samples\": %llu, "
+                "\"fingerprint\": \"%016llx\"}\n",
+                (unsigned long long)images, (unsigned long long)want, secs, ips, st.threads,
+                per_core, ref, ratio, ref_used, rss_mb, (unsigned long long)bytes,
+                st.stages.read_ns / n / 1e3, st.stages.decode_ns / n / 1e3,
+                st.stages.resize_ns / n / 1e3, st.stages.encode_ns / n / 1e3,
+                (unsigned long long)st.stages.decode_cropped,
+                (unsigned long long)st.stages.decode_full,
+                (unsigned long long)st.stages.decode_scaled,
+                (unsigned long long)st.stages.decode_raw,
+                (unsigned long long)st.stages.bad_samples,
+                (unsigned long long)bfs_engine_fingerprint(e));
+    } else {
+        fprintf(out, "source:       %s (%llu samples)\n", source,
+                (unsigned long long)bfs_engine_samples(e));
+        fprintf(out, "pipeline:     %016llx\n%s", (unsigned long long)bfs_engine_fingerprint(e),
+                bfs_engine_canonical(e));
+        fprintf(out, "read:         %llu batches of epoch %llu, %llu images, %.1f MB in %.3f s\n",
+                (unsigned long long)want, (unsigned long long)b->epoch,
+                (unsigned long long)images, batches_bytes / 1e6, secs);
+        fprintf(out, "throughput:   %.1f images/s with %d threads (%.1f images/s per core)\n", ips,
+                st.threads, per_core);
+        fprintf(out, "stages:       per image: read %.1f us, decode %.1f us, resize+augment "
+                     "%.1f us, encode %.1f us (worker time)\n",
+                st.stages.read_ns / n / 1e3, st.stages.decode_ns / n / 1e3,
+                st.stages.resize_ns / n / 1e3, st.stages.encode_ns / n / 1e3);
+        fprintf(out, "decodes:      %llu cropped, %llu full, %llu with scaled IDCT, %llu raw; "
+                     "%llu bad samples\n",
+                (unsigned long long)st.stages.decode_cropped,
+                (unsigned long long)st.stages.decode_full,
+                (unsigned long long)st.stages.decode_scaled,
+                (unsigned long long)st.stages.decode_raw,
+                (unsigned long long)st.stages.bad_samples);
+        fprintf(out, "reference:    libjpeg-turbo full decode (tjDecompress2 to RGB), 1 core, "
+                     "same files (%zu images): %.1f images/s\n",
+                ref_used, ref);
+        fprintf(out, "ratio:        %.2f per core (batchfs images/s per core / full-decode "
+                     "images/s on one core)\n",
+                ratio);
+        fprintf(out, "peak RSS:     %.1f MB\n", rss_mb);
+    }
+    bfs_engine_destroy(e);
+    return 0;
+}

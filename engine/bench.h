@@ -1,0 +1,29 @@
+/*
+ * bench.h — `batchfs --bench`: run a pipeline in-process (no mount) and measure it
+ * against libjpeg-turbo's single-core full decode of the same files, in the same run.
+ */
+#ifndef BATCHFS_ENGINE_BENCH_H
+#define BATCHFS_ENGINE_BENCH_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "engine/pipeline.h"
+
+typedef struct bfs_bench_opts {
+    uint64_t batches;   /* batches to read (0: 20, capped at the epoch) */
+    uint64_t epoch;     /* epoch to read */
+    int reference;      /* images decoded for the reference rate (0: 400) */
+    int json;           /* one JSON object instead of text */
+} bfs_bench_opts;
+
+/*
+ * bfs_bench_run - read `batches` batches of `epoch` in order through the executor
+ * (prefetching ahead like a reader would), then time tjDecompress2 full decodes of the
+ * same samples on one core, and print both to out. Returns 0 or an error (message on
+ * stderr).
+ */
+int bfs_bench_run(const char *source, const bfs_pipeline_opts *o, const bfs_bench_opts *b,
+                  FILE *out);
+
+#endif

@@ -1,0 +1,84 @@
+/*
+ * decode.h — per-thread sample decoder: crop-aware JPEG decoding with libjpeg-turbo's
+ * libjpeg API, and lz4 raw pixels.
+ *
+ * Neighbours: engine.c asks for the pixels a resize window reads (resize_source_extent)
+ * and hands the result to resize_rgb8. See ../shared/REFERENCES.md "libjpeg-turbo 2.1.5
+ * partial decoding" for the measurements behind the choices:
+ *  - only the rows and iMCU columns of the region are decoded: jpeg_crop_scanline
+ *    (columns snap left to the iMCU), jpeg_skip_scanlines (skipped rows are only
+ *    entropy-decoded), jpeg_abort_decompress after the last needed row;
+ *  - a margin of MARGIN pixels around the region, because fancy upsampling treats crop
+ *    edges as image edges: inside the region the pixels equal a full decode's;
+ *  - scaled IDCT at 1/2, 1/4, 1/8 only (3/8..7/8 are scalar and slower than 1/1);
+ *  - progressive, CMYK/YCCK, grayscale and odd chroma sampling decode the whole image.
+ * Pixels are those Pillow gets from the same file: ISLOW IDCT, fancy upsampling, RGB;
+ * grayscale replicated; CMYK converted with Pillow's formula.
+ *
+ * Corrupt data: libjpeg errors and warnings (a truncated file is only a warning to
+ * libjpeg) both fail the decode with BFS_E_JPEG_DATA, and the decoder stays usable.
+ */
+#ifndef BATCHFS_ENGINE_DECODE_H
+#define BATCHFS_ENGINE_DECODE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct bfs_decoder bfs_decoder;
+
+/* Decoded pixels covering at least the requested region, in scaled image coordinates. */
+typedef struct bfs_pixels {
+    const uint8_t *rgb; /* owned by the decoder; valid until its next call */
+    size_t stride;
+    int x0, y0, w, h;   /* region covered */
+    int img_w, img_h;   /* the (scaled) image's size */
+    int scale;          /* IDCT scale denominator used: 1, 2, 4 or 8 */
+} bfs_pixels;
+
+/* Image facts a decode needs, from the .bfs table or bfs_decoder_probe. */
+typedef struct bfs_image_info {
+    int width, height;
+    uint16_t flags; /* BFS_KIND_*, BFS_F_*, BFS_COLOR_* */
+    uint32_t raw_size;
+} bfs_image_info;
+
+/* Decode statistics of one decoder (per-thread; summed by the engine). */
+typedef struct bfs_decode_stats {
+    uint64_t cropped, full, scaled, raw; /* decodes by path */
+} bfs_decode_stats;
+
+/* bfs_decoder_create - a decoder for one thread. Returns 0 or -ENOMEM. */
+int bfs_decoder_create(bfs_decoder **out);
+
+/* bfs_decoder_destroy - free; accepts NULL. */
+void bfs_decoder_destroy(bfs_decoder *d);
+
+/*
+ * bfs_decoder_probe - read a JPEG's header (folder sources have no table).
+ * Returns 0 or the errors of bfs_jpeg_parse_header.
+ */
+int bfs_decoder_probe(const uint8_t *data, size_t len, bfs_image_info *info);
+
+/*
+ * bfs_decoder_max_scale - the largest IDCT scale denominator (1, 2, 4, 8) at which a
+ * box of box_w x box_h image pixels still has at least need_w x need_h pixels, so
+ * resampling stays a downscale. Raw samples always get 1.
+ */
+int bfs_decoder_max_scale(const bfs_image_info *info, double box_w, double box_h, int need_w,
+                          int need_h);
+
+/*
+ * bfs_decoder_decode - decode the region [x0, x1) x [y0, y1) given in coordinates of the
+ * image scaled by 1/scale (scaled size: ceil(width / scale) x ceil(height / scale)).
+ * Returns 0; BFS_E_JPEG_DATA (corrupt or truncated JPEG); BFS_E_RAW_DATA (lz4 payload
+ * does not decompress to raw_size); BFS_E_JPEG_HEADER / BFS_E_NOT_JPEG; -EINVAL (bad
+ * region or scale); -ENOMEM.
+ */
+int bfs_decoder_decode(bfs_decoder *d, const uint8_t *data, size_t len,
+                       const bfs_image_info *info, int scale, int x0, int y0, int x1, int y1,
+                       bfs_pixels *out);
+
+/* bfs_decoder_get_stats - counters of decodes by path so far. */
+void bfs_decoder_get_stats(const bfs_decoder *d, bfs_decode_stats *st);
+
+#endif

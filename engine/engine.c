@@ -1,0 +1,403 @@
+/*
+ * engine.c — one sample from payload to its slot in the batch (see engine.h).
+ *
+ * Per sample: read (a pointer into the mapped .bfs, or a file read for folders), plan
+ * the geometry at full resolution, pick the IDCT scale, ask resize_source_extent which
+ * pixels the output window reads, decode only those, resample them straight into the
+ * batch through the fused writer. Time per stage is accumulated per worker.
+ */
+#include "engine/engine.h"
+#include "engine/augment.h"
+#include "engine/bfs.h"
+#include "engine/decode.h"
+#include "engine/err.h"
+#include "engine/plan.h"
+#include "engine/resize.h"
+#include "engine/rng.h"
+#include "engine/safetensors.h"
+#include "engine/source.h"
+
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* Stream of the substitute choice for bad samples (crop and flip use 0 and 1). */
+#define STREAM_SUBSTITUTE 7
+#define SUBSTITUTE_TRIES 8
+/* ImageNet mean as u8: the colour of a substitute when no other sample decodes */
+#define GRAY_R 124
+#define GRAY_G 116
+#define GRAY_B 104
+
+struct bfs_engine {
+    bfs_pipeline_opts o;
+    bfs_source *src;
+    bfs_plan *plan;
+    bfs_out_format fmt;
+    uint64_t fingerprint;
+    char canonical[4096];
+    _Atomic uint64_t encode_ns;
+    /* bad samples already logged: an open-addressing set of index+1, guarded by log_lock */
+    pthread_mutex_t log_lock;
+    uint64_t *logged;
+    size_t logged_cap, logged_n;
+};
+
+struct bfs_engine_worker {
+    bfs_engine *e;
+    bfs_decoder *dec;
+    bfs_source_scratch scratch;
+    resize_scratch rs;
+    /* counters: written by the owner thread, read racily by monitors */
+    _Atomic uint64_t samples, read_ns, decode_ns, resize_ns, bad;
+};
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void add(_Atomic uint64_t *c, uint64_t v)
+{
+    atomic_fetch_add_explicit(c, v, memory_order_relaxed);
+}
+
+int bfs_engine_create(const char *source_path, const bfs_pipeline_opts *o, bfs_engine **out,
+                      char *err, size_t errlen)
+{
+    *out = NULL;
+    bfs_engine *e = calloc(1, sizeof *e);
+    if (!e) {
+        snprintf(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
+    e->o = *o;
+    pthread_mutex_init(&e->log_lock, NULL);
+    int rc = bfs_source_open(source_path, &e->src, err, errlen);
+    if (rc)
+        goto fail;
+    uint64_t n = bfs_source_count(e->src);
+    bfs_plan_opts po;
+    bfs_plan_opts_default(&po);
+    po.seed = o->seed;
+    po.shuffle = o->shuffle;
+    po.shard_index = o->shard_index;
+    po.shard_count = o->shard_count;
+    po.batch = o->batch;
+    po.drop_last = o->drop_last;
+    uint64_t *first = NULL, npages = 0;
+    if (o->shuffle == BFS_SHUFFLE_PAGES && (rc = bfs_source_page_first(e->src, &first, &npages))) {
+        snprintf(err, errlen, "out of memory");
+        goto fail;
+    }
+    char why[512] = "";
+    rc = bfs_plan_create(&po, n, first, npages, &e->plan, why, sizeof why);
+    free(first);
+    if (rc) {
+        snprintf(err, errlen, "%s: %s", source_path, why);
+        goto fail;
+    }
+    bfs_out_format_init(&e->fmt, o);
+    e->fingerprint = bfs_pipeline_fingerprint(o, bfs_source_identity(e->src));
+    if (bfs_pipeline_canonical(o, e->canonical, sizeof e->canonical) < 0)
+        e->canonical[0] = 0;
+    *out = e;
+    return 0;
+fail:
+    bfs_engine_destroy(e);
+    return rc;
+}
+
+void bfs_engine_destroy(bfs_engine *e)
+{
+    if (!e)
+        return;
+    bfs_plan_destroy(e->plan);
+    bfs_source_close(e->src);
+    pthread_mutex_destroy(&e->log_lock);
+    free(e->logged);
+    free(e);
+}
+
+const bfs_pipeline_opts *bfs_engine_opts(const bfs_engine *e)
+{
+    return &e->o;
+}
+
+uint64_t bfs_engine_batches(const bfs_engine *e)
+{
+    return bfs_plan_batches(e->plan);
+}
+
+uint32_t bfs_engine_batch_len(const bfs_engine *e, uint64_t k)
+{
+    return bfs_plan_batch_len(e->plan, k);
+}
+
+uint64_t bfs_engine_samples(const bfs_engine *e)
+{
+    return bfs_source_count(e->src);
+}
+
+uint64_t bfs_engine_fingerprint(const bfs_engine *e)
+{
+    return e->fingerprint;
+}
+
+const char *bfs_engine_canonical(const bfs_engine *e)
+{
+    return e->canonical;
+}
+
+const char *bfs_engine_source_path(const bfs_engine *e)
+{
+    return bfs_source_path(e->src);
+}
+
+uint64_t bfs_engine_encode_ns(const bfs_engine *e)
+{
+    return atomic_load_explicit(&e->encode_ns, memory_order_relaxed);
+}
+
+static bfs_dtype st_dtype(int out)
+{
+    return out == BFS_OUT_U8 ? BFS_DT_U8 : out == BFS_OUT_F16 ? BFS_DT_F16 : out == BFS_OUT_BF16 ? BFS_DT_BF16 : BFS_DT_F32;
+}
+
+static void describe(const bfs_engine *e, uint32_t len, uint64_t epoch, uint64_t k,
+                     bfs_st_batch_desc *d)
+{
+    memset(d, 0, sizeof *d);
+    d->dtype = st_dtype(e->o.dtype);
+    d->nchw = e->o.layout == BFS_LAYOUT_NCHW;
+    d->batch = len;
+    d->height = e->o.out_h;
+    d->width = e->o.out_w;
+    d->epoch = epoch;
+    d->batch_index = k;
+    d->fingerprint = e->fingerprint;
+}
+
+uint64_t bfs_engine_batch_bytes(const bfs_engine *e, uint64_t k)
+{
+    uint32_t len = bfs_plan_batch_len(e->plan, k);
+    if (!len)
+        return 0;
+    bfs_st_batch_desc d;
+    describe(e, len, 0, k, &d);
+    return bfs_st_batch_size(&d);
+}
+
+static void put_i64(uint8_t *p, int64_t v)
+{
+    memcpy(p, &v, 8);
+}
+
+int bfs_engine_batch_begin(bfs_engine *e, uint64_t epoch, uint64_t k, uint8_t *dst,
+                           uint64_t *idx)
+{
+    uint64_t t0 = now_ns();
+    uint32_t len = bfs_plan_batch_len(e->plan, k);
+    if (!len || epoch >= e->o.epochs)
+        return -ERANGE;
+    bfs_st_batch_desc d;
+    describe(e, len, epoch, k, &d);
+    bfs_st_layout lay;
+    int rc = bfs_st_batch_layout(&d, &lay);
+    if (!rc)
+        rc = bfs_st_write_header(&d, dst, lay.header_size);
+    if (rc)
+        return rc;
+    rc = bfs_plan_batch_indices(e->plan, epoch, k, idx);
+    if (rc < 0)
+        return rc;
+    for (uint32_t j = 0; j < len; j++) {
+        put_i64(dst + lay.labels_off + 8ull * j, bfs_source_label(e->src, idx[j]));
+        put_i64(dst + lay.indices_off + 8ull * j, (int64_t)idx[j]);
+    }
+    add(&e->encode_ns, now_ns() - t0);
+    return (int)len;
+}
+
+int bfs_engine_worker_create(bfs_engine *e, bfs_engine_worker **out)
+{
+    bfs_engine_worker *w = calloc(1, sizeof *w);
+    if (!w)
+        return -ENOMEM;
+    w->e = e;
+    if (bfs_decoder_create(&w->dec)) {
+        free(w);
+        return -ENOMEM;
+    }
+    *out = w;
+    return 0;
+}
+
+void bfs_engine_worker_destroy(bfs_engine_worker *w)
+{
+    if (!w)
+        return;
+    bfs_decoder_destroy(w->dec);
+    bfs_source_scratch_free(&w->scratch);
+    resize_scratch_free(&w->rs);
+    free(w);
+}
+
+void bfs_engine_worker_stats(const bfs_engine_worker *w, bfs_stage_stats *st)
+{
+    memset(st, 0, sizeof *st);
+    st->samples = atomic_load_explicit(&w->samples, memory_order_relaxed);
+    st->read_ns = atomic_load_explicit(&w->read_ns, memory_order_relaxed);
+    st->decode_ns = atomic_load_explicit(&w->decode_ns, memory_order_relaxed);
+    st->resize_ns = atomic_load_explicit(&w->resize_ns, memory_order_relaxed);
+    st->bad_samples = atomic_load_explicit(&w->bad, memory_order_relaxed);
+    bfs_decode_stats ds;
+    bfs_decoder_get_stats(w->dec, &ds);
+    st->decode_cropped = ds.cropped;
+    st->decode_full = ds.full;
+    st->decode_scaled = ds.scaled;
+    st->decode_raw = ds.raw;
+}
+
+/* Decode and resample dataset sample idx into the slot. Data errors are returned. */
+static int render(bfs_engine *e, bfs_engine_worker *w, uint64_t epoch, uint64_t idx,
+                  uint8_t *slot_dst, int flip_override)
+{
+    uint64_t t0 = now_ns();
+    bfs_item it;
+    int rc = bfs_source_get(e->src, idx, &it, &w->scratch);
+    uint64_t t1 = now_ns();
+    add(&w->read_ns, t1 - t0);
+    if (rc)
+        return rc;
+    bfs_image_info info = {it.width, it.height, it.flags, it.raw_size};
+    if (info.width == 0 && (rc = bfs_decoder_probe(it.data, it.len, &info)))
+        return rc; /* folder sources carry no table: read the header */
+    bfs_geometry g;
+    if ((rc = bfs_augment_geometry(&e->o, epoch, idx, info.width, info.height, &g)))
+        return BFS_E_SAMPLE_RANGE;
+    if (flip_override >= 0)
+        g.flip = flip_override;
+    resize_spec *sp = &g.spec;
+    int s = bfs_decoder_max_scale(&info, sp->box[2] - sp->box[0], sp->box[3] - sp->box[1],
+                                  sp->out_w, sp->out_h);
+    if (s > 1) { /* the same geometry on the image scaled by 1/s */
+        sp->in_w = (info.width + s - 1) / s;
+        sp->in_h = (info.height + s - 1) / s;
+        for (int i = 0; i < 4; i++)
+            sp->box[i] /= s;
+        sp->box[2] = fmin(sp->box[2], sp->in_w);
+        sp->box[3] = fmin(sp->box[3], sp->in_h);
+    }
+    int x0, y0, x1, y1;
+    if (resize_source_extent(sp, &x0, &y0, &x1, &y1))
+        return BFS_E_SAMPLE_RANGE;
+    bfs_pixels px;
+    rc = bfs_decoder_decode(w->dec, it.data, it.len, &info, s, x0, y0, x1, y1, &px);
+    uint64_t t2 = now_ns();
+    add(&w->decode_ns, t2 - t1);
+    if (rc)
+        return rc;
+    resize_src src = {px.rgb, px.stride, px.x0, px.y0, px.w, px.h};
+    bfs_out_slot slot = {&e->fmt, slot_dst, g.flip};
+    rc = resize_rgb8(sp, &src, bfs_out_store_row, &slot, &w->rs);
+    add(&w->resize_ns, now_ns() - t2);
+    return rc == -EINVAL ? BFS_E_SAMPLE_RANGE : rc;
+}
+
+/* Log a bad sample once per daemon lifetime. */
+static void log_bad(bfs_engine *e, uint64_t idx, int rc, const char *what)
+{
+    pthread_mutex_lock(&e->log_lock);
+    int fresh = 1;
+    if (e->logged_n * 2 >= e->logged_cap) {
+        size_t cap = e->logged_cap ? e->logged_cap * 2 : 64;
+        uint64_t *t = calloc(cap, sizeof *t);
+        if (t) {
+            for (size_t i = 0; i < e->logged_cap; i++)
+                if (e->logged[i]) {
+                    size_t h = (size_t)(e->logged[i] * 0x9e3779b97f4a7c15ull) & (cap - 1);
+                    while (t[h])
+                        h = (h + 1) & (cap - 1);
+                    t[h] = e->logged[i];
+                }
+            free(e->logged);
+            e->logged = t, e->logged_cap = cap;
+        }
+    }
+    if (e->logged_cap && e->logged_n * 2 < e->logged_cap) {
+        size_t h = (size_t)((idx + 1) * 0x9e3779b97f4a7c15ull) & (e->logged_cap - 1);
+        while (e->logged[h] && e->logged[h] != idx + 1)
+            h = (h + 1) & (e->logged_cap - 1);
+        fresh = !e->logged[h];
+        if (fresh) {
+            e->logged[h] = idx + 1;
+            e->logged_n++;
+        }
+    }
+    pthread_mutex_unlock(&e->log_lock);
+    if (fresh) {
+        char name[4200];
+        bfs_source_describe(e->src, idx, name, sizeof name);
+        fprintf(stderr, "batchfs: bad sample %llu (%s): %s; %s\n", (unsigned long long)idx, name,
+                bfs_strerror(rc), what);
+    }
+}
+
+int bfs_engine_sample(bfs_engine *e, bfs_engine_worker *w, uint64_t epoch, uint64_t k, uint32_t j,
+                      uint64_t idx, uint8_t *dst, char *err, size_t errlen)
+{
+    uint32_t len = bfs_plan_batch_len(e->plan, k);
+    if (j >= len)
+        return -ERANGE;
+    bfs_st_batch_desc d;
+    describe(e, len, epoch, k, &d);
+    bfs_st_layout lay;
+    int rc = bfs_st_batch_layout(&d, &lay);
+    if (rc)
+        return rc;
+    uint8_t *slot = dst + lay.images_off + lay.sample_bytes * j;
+    add(&w->samples, 1);
+    rc = render(e, w, epoch, idx, slot, -1);
+    if (rc == 0 || rc == -ENOMEM)
+        return rc;
+    add(&w->bad, 1);
+    if (e->o.bad_sample == BFS_BAD_FAIL) {
+        char name[4200];
+        bfs_source_describe(e->src, idx, name, sizeof name);
+        snprintf(err, errlen, "bad sample %llu (%s) in epoch %llu batch %llu: %s",
+                 (unsigned long long)idx, name, (unsigned long long)epoch,
+                 (unsigned long long)k, bfs_strerror(rc));
+        log_bad(e, idx, rc, "failing its batch (bad_sample=fail)");
+        return rc;
+    }
+    /* substitute: another sample, drawn from this sample's own random stream, so the
+     * choice is the same whoever computes it; its own crop and flip */
+    bfs_rng r;
+    bfs_rng_init(&r, e->o.seed, epoch, idx, STREAM_SUBSTITUTE);
+    uint64_t n = bfs_source_count(e->src);
+    for (int t = 0; t < SUBSTITUTE_TRIES && n > 1; t++) {
+        uint64_t alt = (uint64_t)bfs_rng_int(&r, 0, (int64_t)n - 2);
+        alt += alt >= idx; /* never itself */
+        if (render(e, w, epoch, alt, slot, -1) == 0) {
+            put_i64(dst + lay.labels_off + 8ull * j, bfs_source_label(e->src, alt));
+            put_i64(dst + lay.indices_off + 8ull * j, (int64_t)alt);
+            char what[96];
+            snprintf(what, sizeof what, "substituted by sample %llu (bad_sample=substitute)",
+                     (unsigned long long)alt);
+            log_bad(e, idx, rc, what);
+            return 0;
+        }
+    }
+    bfs_out_slot s = {&e->fmt, slot, 0};
+    bfs_out_fill(&s, GRAY_R, GRAY_G, GRAY_B);
+    log_bad(e, idx, rc, "substituted by a gray image (no substitute decoded)");
+    return 0;
+}

@@ -1,0 +1,83 @@
+/*
+ * engine.h — the batch pipeline: source -> plan -> decode -> augment -> safetensors.
+ *
+ * Neighbours: engine/exec.h drives it with a worker pool (one sample = one unit of work);
+ * fs/ and `batchfs --bench` use the executor. The bytes of a batch are a pure function
+ * of the dataset, the data-changing options, the epoch and the batch index (the
+ * determinism contract): nothing here depends on thread, order or timing.
+ *
+ * Thread safety: an engine is shared read-only by all workers after creation; each
+ * worker owns a bfs_engine_worker (decoder, scratch buffers, stage timers).
+ */
+#ifndef BATCHFS_ENGINE_ENGINE_H
+#define BATCHFS_ENGINE_ENGINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/pipeline.h"
+
+typedef struct bfs_engine bfs_engine;
+typedef struct bfs_engine_worker bfs_engine_worker;
+
+/* Per-stage time and counters (nanoseconds of worker time, summed over samples). */
+typedef struct bfs_stage_stats {
+    uint64_t samples;
+    uint64_t read_ns, decode_ns, resize_ns; /* resize includes flip/normalize/cast/store */
+    uint64_t encode_ns;                      /* batch headers, labels, indices */
+    uint64_t bad_samples;                    /* substituted (or failed) samples */
+    uint64_t decode_cropped, decode_full, decode_scaled, decode_raw;
+} bfs_stage_stats;
+
+/*
+ * bfs_engine_create - open source_path (.bfs or ImageFolder) and plan the pipeline o
+ * (already through bfs_pipeline_finish). Returns 0 or the source's / plan's errors with
+ * a message in err. The caller owns *out.
+ */
+int bfs_engine_create(const char *source_path, const bfs_pipeline_opts *o, bfs_engine **out,
+                      char *err, size_t errlen);
+
+/* bfs_engine_destroy - free; accepts NULL. Workers must be destroyed first. */
+void bfs_engine_destroy(bfs_engine *e);
+
+const bfs_pipeline_opts *bfs_engine_opts(const bfs_engine *e);
+uint64_t bfs_engine_batches(const bfs_engine *e);  /* batches per epoch */
+uint32_t bfs_engine_batch_len(const bfs_engine *e, uint64_t k); /* samples in batch k */
+uint64_t bfs_engine_batch_bytes(const bfs_engine *e, uint64_t k); /* file size of batch k */
+uint64_t bfs_engine_samples(const bfs_engine *e);  /* dataset samples */
+uint64_t bfs_engine_fingerprint(const bfs_engine *e);
+const char *bfs_engine_canonical(const bfs_engine *e); /* canonical pipeline text */
+const char *bfs_engine_source_path(const bfs_engine *e);
+
+/*
+ * bfs_engine_batch_begin - start batch k of epoch: write the safetensors header, the
+ * labels and indices tensors into dst (bfs_engine_batch_bytes(e, k) bytes), and the
+ * dataset index of each slot into idx (bfs_engine_batch_len values). Images are then
+ * filled slot by slot with bfs_engine_sample, in any order, by any workers.
+ * Returns the batch length, -ERANGE (epoch >= epochs or k >= batches) or -ENOMEM.
+ */
+int bfs_engine_batch_begin(bfs_engine *e, uint64_t epoch, uint64_t k, uint8_t *dst,
+                           uint64_t *idx);
+
+/*
+ * bfs_engine_sample - compute slot j (dataset index idx) of a batch started with
+ * bfs_engine_batch_begin into dst. A bad sample is substituted (bad_sample=substitute:
+ * another sample chosen deterministically from (seed, epoch, index), its label and index
+ * written into the batch's tensors; logged once per sample) or fails
+ * (bad_sample=fail: returns the error; err names the sample).
+ * Returns 0, BFS_E_* data errors (fail mode), or -ENOMEM.
+ */
+int bfs_engine_sample(bfs_engine *e, bfs_engine_worker *w, uint64_t epoch, uint64_t k, uint32_t j,
+                      uint64_t idx, uint8_t *dst, char *err, size_t errlen);
+
+/* bfs_engine_worker_create - per-thread state. Returns 0 or -ENOMEM. */
+int bfs_engine_worker_create(bfs_engine *e, bfs_engine_worker **out);
+void bfs_engine_worker_destroy(bfs_engine_worker *w);
+
+/* bfs_engine_worker_stats - this worker's counters (read racily by monitors: fine). */
+void bfs_engine_worker_stats(const bfs_engine_worker *w, bfs_stage_stats *st);
+
+/* bfs_engine_encode_ns - add time spent in batch_begin (called by one thread per batch). */
+uint64_t bfs_engine_encode_ns(const bfs_engine *e);
+
+#endif

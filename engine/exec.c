@@ -1,0 +1,411 @@
+/*
+ * exec.c — worker pool, single-flight batches, prefetch, finished-batch LRU (see exec.h).
+ *
+ * All job state is guarded by x->lock. A job moves PREPARING (its creator writes the
+ * header and plans the indices, outside the lock) -> QUEUED/RUNNING (workers claim slots
+ * one at a time) -> READY or FAILED. Workers pick the oldest demanded job first, then the
+ * oldest prefetched one, so a reader's request is never stuck behind prefetches.
+ * Finished jobs with no references stay cached until the byte budget evicts them (LRU).
+ */
+#include "engine/exec.h"
+#include "engine/err.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+enum { JOB_PREPARING, JOB_RUNNING, JOB_READY, JOB_FAILED };
+
+struct bfs_batch { /* a job; "batch" is the name callers see */
+    bfs_exec *x;
+    uint64_t epoch, k;
+    uint8_t *data;
+    uint64_t size;
+    uint64_t *idx;
+    uint32_t len;
+    uint32_t next;   /* next slot to claim */
+    uint32_t active; /* slots being computed */
+    uint32_t done;   /* slots finished */
+    int state;
+    int demand;      /* someone waits for it */
+    int rc;
+    char err[512];
+    int refs;        /* references held by callers (and the creator while preparing) */
+    uint64_t seq;    /* creation order (FIFO among equals) */
+    uint64_t used;   /* LRU tick */
+    struct bfs_batch *next_job;
+};
+
+struct bfs_exec {
+    bfs_engine *e;
+    pthread_mutex_t lock;
+    pthread_cond_t work;  /* workers: a slot may be claimable */
+    pthread_cond_t ready; /* waiters: a job finished */
+    bfs_batch *jobs;      /* every job, any state (guarded by lock) */
+    uint64_t seq, tick;
+    uint64_t cache_bytes; /* budget for finished unreferenced jobs */
+    int stop, shutdown;
+    int nthreads;   /* threads started */
+    int nworkers;   /* worker contexts allocated */
+    pthread_t *threads;
+    bfs_engine_worker **workers;
+    bfs_exec_stats st; /* counters (guarded by lock) */
+};
+
+static bfs_batch *find(bfs_exec *x, uint64_t epoch, uint64_t k)
+{
+    for (bfs_batch *b = x->jobs; b; b = b->next_job)
+        if (b->epoch == epoch && b->k == k)
+            return b;
+    return NULL;
+}
+
+static void unlink_job(bfs_exec *x, bfs_batch *j)
+{
+    for (bfs_batch **p = &x->jobs; *p; p = &(*p)->next_job)
+        if (*p == j) {
+            *p = j->next_job;
+            return;
+        }
+}
+
+static void free_job(bfs_batch *j)
+{
+    free(j->data);
+    free(j->idx);
+    free(j);
+}
+
+/* Evict finished, unreferenced jobs (LRU first) until within budget. Locked. Failed
+ * jobs are dropped as soon as nobody holds them: a later read retries. */
+static void evict(bfs_exec *x)
+{
+    for (;;) {
+        uint64_t held = 0;
+        bfs_batch *victim = NULL;
+        for (bfs_batch *b = x->jobs; b; b = b->next_job) {
+            if (b->refs)
+                continue;
+            if (b->state == JOB_FAILED) {
+                victim = b;
+                break;
+            }
+            if (b->state == JOB_READY) {
+                held += b->size;
+                if (!victim || b->used < victim->used)
+                    victim = b;
+            }
+        }
+        x->st.cached_bytes = held;
+        if (!victim || (victim->state == JOB_READY && held <= x->cache_bytes))
+            return;
+        unlink_job(x, victim);
+        if (victim->state == JOB_READY) {
+            x->st.evictions++;
+            x->st.cached_bytes -= victim->size;
+        }
+        free_job(victim);
+    }
+}
+
+/* The job a worker should serve: the oldest demanded with slots left, else the oldest
+ * prefetched. Locked. */
+static bfs_batch *pick(bfs_exec *x)
+{
+    bfs_batch *best = NULL;
+    for (bfs_batch *b = x->jobs; b; b = b->next_job) {
+        if (b->state != JOB_RUNNING || b->next >= b->len)
+            continue;
+        if (!best || b->demand > best->demand || (b->demand == best->demand && b->seq < best->seq))
+            best = b;
+    }
+    return best;
+}
+
+static void finish_slot(bfs_exec *x, bfs_batch *j)
+{
+    j->active--;
+    j->done++;
+    if (j->active == 0 && (j->done == j->len || j->rc)) {
+        j->state = j->rc ? JOB_FAILED : JOB_READY;
+        if (j->rc)
+            x->st.failed++;
+        else
+            x->st.computed++;
+        pthread_cond_broadcast(&x->ready);
+        evict(x);
+    }
+}
+
+typedef struct worker_arg {
+    bfs_exec *x;
+    int id;
+} worker_arg;
+
+static void *worker_main(void *arg)
+{
+    worker_arg *a = arg;
+    bfs_exec *x = a->x;
+    bfs_engine_worker *w = x->workers[a->id];
+    free(a);
+    pthread_mutex_lock(&x->lock);
+    for (;;) {
+        bfs_batch *j;
+        while (!x->stop && !(j = pick(x)))
+            pthread_cond_wait(&x->work, &x->lock);
+        if (x->stop)
+            break;
+        uint32_t slot = j->next++;
+        j->active++;
+        pthread_mutex_unlock(&x->lock);
+        char err[512] = "";
+        int rc = bfs_engine_sample(x->e, w, j->epoch, j->k, slot, j->idx[slot], j->data, err,
+                                   sizeof err);
+        pthread_mutex_lock(&x->lock);
+        if (rc && !j->rc) {
+            j->rc = rc;
+            snprintf(j->err, sizeof j->err, "%s", err[0] ? err : bfs_strerror(rc));
+            j->next = j->len; /* claim nothing more of a failed batch */
+        }
+        finish_slot(x, j);
+    }
+    pthread_mutex_unlock(&x->lock);
+    return NULL;
+}
+
+int bfs_exec_create(bfs_engine *e, int threads, uint64_t cache_bytes, bfs_exec **out)
+{
+    *out = NULL;
+    if (threads <= 0)
+        threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    threads = threads < 1 ? 1 : threads > 1024 ? 1024 : threads;
+    bfs_exec *x = calloc(1, sizeof *x);
+    if (!x)
+        return -ENOMEM;
+    x->e = e;
+    x->cache_bytes = cache_bytes;
+    pthread_mutex_init(&x->lock, NULL);
+    pthread_cond_init(&x->work, NULL);
+    pthread_cond_init(&x->ready, NULL);
+    x->threads = calloc((size_t)threads, sizeof *x->threads);
+    x->workers = calloc((size_t)threads, sizeof *x->workers);
+    if (!x->threads || !x->workers) {
+        bfs_exec_destroy(x);
+        return -ENOMEM;
+    }
+    x->nworkers = threads;
+    for (int i = 0; i < threads; i++) {
+        worker_arg *a = malloc(sizeof *a);
+        if (!a || bfs_engine_worker_create(e, &x->workers[i])) {
+            free(a);
+            bfs_exec_destroy(x);
+            return -ENOMEM;
+        }
+        a->x = x, a->id = i;
+        int rc = pthread_create(&x->threads[i], NULL, worker_main, a);
+        if (rc) {
+            free(a);
+            bfs_engine_worker_destroy(x->workers[i]);
+            x->workers[i] = NULL;
+            bfs_exec_destroy(x);
+            return -rc;
+        }
+        x->nthreads++;
+    }
+    x->st.threads = threads;
+    *out = x;
+    return 0;
+}
+
+void bfs_exec_destroy(bfs_exec *x)
+{
+    if (!x)
+        return;
+    pthread_mutex_lock(&x->lock);
+    x->stop = x->shutdown = 1;
+    pthread_cond_broadcast(&x->work);
+    pthread_cond_broadcast(&x->ready);
+    pthread_mutex_unlock(&x->lock);
+    for (int i = 0; i < x->nthreads; i++)
+        pthread_join(x->threads[i], NULL);
+    for (int i = 0; i < x->nworkers; i++)
+        bfs_engine_worker_destroy(x->workers[i]);
+    while (x->jobs) {
+        bfs_batch *j = x->jobs;
+        x->jobs = j->next_job;
+        free_job(j);
+    }
+    free(x->threads);
+    free(x->workers);
+    pthread_mutex_destroy(&x->lock);
+    pthread_cond_destroy(&x->work);
+    pthread_cond_destroy(&x->ready);
+    free(x);
+}
+
+void bfs_exec_shutdown(bfs_exec *x)
+{
+    pthread_mutex_lock(&x->lock);
+    x->shutdown = 1;
+    pthread_cond_broadcast(&x->ready);
+    pthread_mutex_unlock(&x->lock);
+}
+
+/* Find or create the job for (epoch, k). Locked on entry and exit; may unlock while
+ * preparing a new job. Returns the job with one reference taken, or NULL and *rc. */
+static bfs_batch *acquire(bfs_exec *x, uint64_t epoch, uint64_t k, int demand, int *rc)
+{
+    bfs_batch *j = find(x, epoch, k);
+    if (j) {
+        j->refs++;
+        if (demand) {
+            if (j->state == JOB_READY)
+                x->st.hits++;
+            else
+                x->st.joins++;
+            j->demand = 1;
+            if (j->state == JOB_RUNNING)
+                pthread_cond_broadcast(&x->work); /* priority changed */
+        }
+        return j;
+    }
+    const bfs_pipeline_opts *o = bfs_engine_opts(x->e);
+    uint32_t len = bfs_engine_batch_len(x->e, k);
+    if (!len || epoch >= o->epochs) {
+        *rc = -ERANGE;
+        return NULL;
+    }
+    j = calloc(1, sizeof *j);
+    uint64_t size = bfs_engine_batch_bytes(x->e, k);
+    if (!j || !(j->idx = malloc(len * sizeof *j->idx)) ||
+        posix_memalign((void **)&j->data, 4096, size)) {
+        if (j)
+            free(j->idx);
+        free(j);
+        *rc = -ENOMEM;
+        return NULL;
+    }
+    j->x = x;
+    j->epoch = epoch, j->k = k, j->len = len, j->size = size;
+    j->state = JOB_PREPARING;
+    j->demand = demand;
+    j->refs = 1;
+    j->seq = x->seq++;
+    j->next_job = x->jobs;
+    x->jobs = j;
+    if (demand)
+        x->st.misses++;
+    else
+        x->st.prefetched++;
+    pthread_mutex_unlock(&x->lock);
+    int n = bfs_engine_batch_begin(x->e, epoch, k, j->data, j->idx);
+    pthread_mutex_lock(&x->lock);
+    if (n < 0) {
+        j->rc = n;
+        snprintf(j->err, sizeof j->err, "planning epoch %llu batch %llu: %s",
+                 (unsigned long long)epoch, (unsigned long long)k, bfs_strerror(n));
+        j->state = JOB_FAILED;
+        pthread_cond_broadcast(&x->ready);
+    } else {
+        j->state = JOB_RUNNING;
+        pthread_cond_broadcast(&x->work);
+    }
+    return j;
+}
+
+int bfs_exec_get(bfs_exec *x, uint64_t epoch, uint64_t k, bfs_batch **out, char *err,
+                 size_t errlen)
+{
+    *out = NULL;
+    int rc = 0;
+    pthread_mutex_lock(&x->lock);
+    if (x->shutdown) {
+        pthread_mutex_unlock(&x->lock);
+        return -ESHUTDOWN;
+    }
+    bfs_batch *j = acquire(x, epoch, k, 1, &rc);
+    while (j && (j->state == JOB_PREPARING || j->state == JOB_RUNNING) && !x->shutdown)
+        pthread_cond_wait(&x->ready, &x->lock);
+    if (j && j->state == JOB_READY) {
+        j->used = ++x->tick;
+        *out = j;
+    } else if (j) {
+        rc = j->state == JOB_FAILED ? j->rc : -ESHUTDOWN;
+        if (err && errlen)
+            snprintf(err, errlen, "%s", j->state == JOB_FAILED ? j->err : "shutting down");
+        j->refs--;
+        evict(x);
+    } else if (err && errlen) {
+        snprintf(err, errlen, "epoch %llu batch %llu: %s", (unsigned long long)epoch,
+                 (unsigned long long)k, rc == -ERANGE ? "no such batch" : bfs_strerror(rc));
+    }
+    pthread_mutex_unlock(&x->lock);
+    return rc;
+}
+
+int bfs_exec_prefetch(bfs_exec *x, uint64_t epoch, uint64_t k)
+{
+    int rc = 0;
+    pthread_mutex_lock(&x->lock);
+    if (x->shutdown) {
+        pthread_mutex_unlock(&x->lock);
+        return -ESHUTDOWN;
+    }
+    bfs_batch *j = acquire(x, epoch, k, 0, &rc);
+    if (j) {
+        j->used = ++x->tick;
+        j->refs--;
+        evict(x);
+    }
+    pthread_mutex_unlock(&x->lock);
+    return rc;
+}
+
+void bfs_exec_get_stats(bfs_exec *x, bfs_exec_stats *st)
+{
+    pthread_mutex_lock(&x->lock);
+    *st = x->st;
+    st->in_flight = 0;
+    for (bfs_batch *b = x->jobs; b; b = b->next_job)
+        st->in_flight += b->state == JOB_PREPARING || b->state == JOB_RUNNING;
+    pthread_mutex_unlock(&x->lock);
+    memset(&st->stages, 0, sizeof st->stages);
+    for (int i = 0; i < x->nthreads; i++) {
+        bfs_stage_stats w;
+        bfs_engine_worker_stats(x->workers[i], &w);
+        st->stages.samples += w.samples;
+        st->stages.read_ns += w.read_ns;
+        st->stages.decode_ns += w.decode_ns;
+        st->stages.resize_ns += w.resize_ns;
+        st->stages.bad_samples += w.bad_samples;
+        st->stages.decode_cropped += w.decode_cropped;
+        st->stages.decode_full += w.decode_full;
+        st->stages.decode_scaled += w.decode_scaled;
+        st->stages.decode_raw += w.decode_raw;
+    }
+    st->stages.encode_ns = bfs_engine_encode_ns(x->e);
+}
+
+const uint8_t *bfs_batch_data(const bfs_batch *b)
+{
+    return b->data;
+}
+
+uint64_t bfs_batch_size(const bfs_batch *b)
+{
+    return b->size;
+}
+
+void bfs_batch_release(bfs_batch *b)
+{
+    if (!b)
+        return;
+    bfs_exec *x = b->x;
+    pthread_mutex_lock(&x->lock);
+    b->refs--;
+    evict(x);
+    pthread_mutex_unlock(&x->lock);
+}

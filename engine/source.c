@@ -1,0 +1,232 @@
+/* source.c — .bfs and ImageFolder sample sources (see source.h). */
+#include "engine/source.h"
+#include "engine/err.h"
+#include "engine/folder.h"
+#include "engine/hash.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+struct bfs_source {
+    char *path;
+    bfs_reader *bfs; /* .bfs source, or NULL */
+    bfs_folder folder; /* folder source */
+    uint64_t identity;
+};
+
+static int folder_identity(bfs_source *s, char *err, size_t errlen)
+{
+    bfs_xxh64_state st;
+    bfs_xxh64_init(&st, 0);
+    for (uint32_t c = 0; c < s->folder.nclasses; c++)
+        bfs_xxh64_update(&st, s->folder.classes[c], strlen(s->folder.classes[c]) + 1);
+    size_t root = strlen(s->path);
+    for (uint64_t i = 0; i < s->folder.n; i++) {
+        struct stat sb;
+        const char *p = s->folder.paths[i];
+        if (stat(p, &sb) < 0) {
+            int e = errno;
+            snprintf(err, errlen, "%s: %s", p, strerror(e));
+            return -e;
+        }
+        uint64_t facts[4] = {(uint64_t)sb.st_size, (uint64_t)sb.st_mtim.tv_sec,
+                             (uint64_t)sb.st_mtim.tv_nsec, s->folder.labels[i]};
+        /* relative paths: moving the whole folder keeps its identity */
+        const char *rel = strlen(p) > root ? p + root : p;
+        bfs_xxh64_update(&st, rel, strlen(rel) + 1);
+        bfs_xxh64_update(&st, facts, sizeof facts);
+    }
+    s->identity = bfs_xxh64_digest(&st);
+    return 0;
+}
+
+int bfs_source_open(const char *path, bfs_source **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    struct stat sb;
+    if (stat(path, &sb) < 0) {
+        int e = errno;
+        snprintf(err, errlen, "%s: %s", path, strerror(e));
+        return -e;
+    }
+    bfs_source *s = calloc(1, sizeof *s);
+    if (!s || !(s->path = strdup(path))) {
+        free(s);
+        snprintf(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
+    /* strip trailing slashes so relative folder paths are stable */
+    for (size_t n = strlen(s->path); n > 1 && s->path[n - 1] == '/'; n--)
+        s->path[n - 1] = 0;
+    int rc;
+    if (S_ISDIR(sb.st_mode)) {
+        rc = bfs_folder_scan(s->path, &s->folder, err, errlen);
+        if (!rc)
+            rc = folder_identity(s, err, errlen);
+    } else {
+        rc = bfs_open(s->path, &s->bfs, err, errlen);
+        if (!rc)
+            s->identity = bfs_get_info(s->bfs)->header_checksum;
+    }
+    if (rc) {
+        bfs_source_close(s);
+        return rc;
+    }
+    *out = s;
+    return 0;
+}
+
+void bfs_source_close(bfs_source *s)
+{
+    if (!s)
+        return;
+    bfs_close(s->bfs);
+    bfs_folder_free(&s->folder);
+    free(s->path);
+    free(s);
+}
+
+uint64_t bfs_source_count(const bfs_source *s)
+{
+    return s->bfs ? bfs_get_info(s->bfs)->sample_count : s->folder.n;
+}
+
+uint32_t bfs_source_class_count(const bfs_source *s)
+{
+    return s->bfs ? bfs_get_info(s->bfs)->class_count : s->folder.nclasses;
+}
+
+const char *bfs_source_class_name(const bfs_source *s, uint32_t c)
+{
+    if (s->bfs) {
+        const char *name;
+        return bfs_class_name(s->bfs, c, &name, NULL) ? NULL : name;
+    }
+    return c < s->folder.nclasses ? s->folder.classes[c] : NULL;
+}
+
+uint64_t bfs_source_identity(const bfs_source *s)
+{
+    return s->identity;
+}
+
+const char *bfs_source_path(const bfs_source *s)
+{
+    return s->path;
+}
+
+static int read_into(const char *path, bfs_source_scratch *sc, size_t *len)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    struct stat sb;
+    if (fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode) || sb.st_size > (off_t)UINT32_MAX) {
+        close(fd);
+        return -EINVAL;
+    }
+    size_t size = (size_t)sb.st_size;
+    if (sc->cap < size + 1) {
+        size_t cap = size + 1 > 2 * sc->cap ? size + 1 : 2 * sc->cap;
+        uint8_t *b = realloc(sc->buf, cap);
+        if (!b) {
+            close(fd);
+            return -ENOMEM;
+        }
+        sc->buf = b, sc->cap = cap;
+    }
+    size_t got = 0;
+    while (got < size) {
+        ssize_t n = pread(fd, sc->buf + got, size - got, (off_t)got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break; /* shrank under us: decode what we have, the decoder will judge */
+        got += (size_t)n;
+    }
+    close(fd);
+    *len = got;
+    return 0;
+}
+
+int bfs_source_get(bfs_source *s, uint64_t i, bfs_item *it, bfs_source_scratch *scratch)
+{
+    memset(it, 0, sizeof *it);
+    if (s->bfs) {
+        bfs_sample smp;
+        int rc = bfs_sample_data(s->bfs, i, BFS_VERIFY_SAMPLE, &smp, &it->data, &it->len);
+        if (rc)
+            return rc;
+        it->label = smp.label;
+        it->width = smp.width;
+        it->height = smp.height;
+        it->flags = smp.flags;
+        it->raw_size = smp.raw_size;
+        return 0;
+    }
+    if (i >= s->folder.n)
+        return BFS_E_SAMPLE_INDEX;
+    int rc = read_into(s->folder.paths[i], scratch, &it->len);
+    if (rc)
+        return rc;
+    it->data = scratch->buf;
+    it->label = s->folder.labels[i];
+    return 0;
+}
+
+uint32_t bfs_source_label(const bfs_source *s, uint64_t i)
+{
+    if (s->bfs) {
+        bfs_sample smp;
+        return bfs_get_sample(s->bfs, i, &smp) ? 0 : smp.label;
+    }
+    return i < s->folder.n ? s->folder.labels[i] : 0;
+}
+
+void bfs_source_describe(const bfs_source *s, uint64_t i, char *buf, size_t len)
+{
+    if (!s->bfs && i < s->folder.n)
+        snprintf(buf, len, "%s", s->folder.paths[i]);
+    else
+        snprintf(buf, len, "sample %llu of %s", (unsigned long long)i, s->path);
+}
+
+void bfs_source_scratch_free(bfs_source_scratch *scratch)
+{
+    if (scratch) {
+        free(scratch->buf);
+        scratch->buf = NULL;
+        scratch->cap = 0;
+    }
+}
+
+int bfs_source_page_first(const bfs_source *s, uint64_t **first, uint64_t *npages)
+{
+    *first = NULL;
+    *npages = 0;
+    if (!s->bfs)
+        return 0;
+    const bfs_info *in = bfs_get_info(s->bfs);
+    uint64_t *f = malloc((in->page_count + 1) * sizeof *f);
+    if (!f)
+        return -ENOMEM;
+    /* samples are stored in order, so page starts are where the page index changes */
+    uint64_t p = 0;
+    f[0] = 0;
+    for (uint64_t i = 0; i < in->sample_count; i++) {
+        bfs_sample smp;
+        uint64_t pg = bfs_get_sample(s->bfs, i, &smp) ? p : smp.offset / in->page_size;
+        while (p < pg && p < in->page_count)
+            f[++p] = i;
+    }
+    while (p < in->page_count)
+        f[++p] = in->sample_count;
+    *first = f;
+    *npages = in->page_count;
+    return 0;
+}

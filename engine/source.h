@@ -1,0 +1,87 @@
+/*
+ * source.h — where samples come from: a .bfs file (mapped, O(1) open) or an ImageFolder
+ * directory read in place (scanned at open: O(files) directory reads and stats).
+ *
+ * Neighbours: the engine (engine/engine.c) fetches sample payloads through it; the plan
+ * needs only the sample count (and page boundaries for shuffle=pages).
+ *
+ * Thread safety: a source is shared by all workers; bfs_source_get is safe from any
+ * number of threads, each passing its own scratch buffer.
+ */
+#ifndef BATCHFS_ENGINE_SOURCE_H
+#define BATCHFS_ENGINE_SOURCE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/bfs.h"
+
+typedef struct bfs_source bfs_source;
+
+/* One sample as the engine sees it. */
+typedef struct bfs_item {
+    const uint8_t *data; /* payload: JPEG bytes or an lz4 block (raw) */
+    size_t len;
+    uint32_t label;
+    uint16_t width, height; /* from the table (.bfs); 0 for a folder until decoded */
+    uint16_t flags;         /* BFS_KIND_*, BFS_F_*, BFS_COLOR_* (folder: 0 until parsed) */
+    uint32_t raw_size;
+} bfs_item;
+
+/* A per-thread buffer for payloads that must be read (folder sources). */
+typedef struct bfs_source_scratch {
+    uint8_t *buf;
+    size_t cap;
+} bfs_source_scratch;
+
+/*
+ * bfs_source_open - open path: a regular file is read as .bfs, a directory as an
+ * ImageFolder. Returns 0 or the errors of bfs_open / bfs_folder_scan, with a message
+ * naming the file in err. The caller owns *out (bfs_source_close).
+ */
+int bfs_source_open(const char *path, bfs_source **out, char *err, size_t errlen);
+
+/* bfs_source_close - release; accepts NULL. */
+void bfs_source_close(bfs_source *s);
+
+uint64_t bfs_source_count(const bfs_source *s);
+uint32_t bfs_source_class_count(const bfs_source *s);
+/* Class c's name, or NULL when c is out of range or its entry is corrupt. */
+const char *bfs_source_class_name(const bfs_source *s, uint32_t c);
+
+/* bfs_source_identity - the dataset content identity for fingerprints: the .bfs header
+ * checksum, or XXH64 over the folder's sorted paths, sizes and mtimes. */
+uint64_t bfs_source_identity(const bfs_source *s);
+
+/* bfs_source_path - the path given to open. */
+const char *bfs_source_path(const bfs_source *s);
+
+/*
+ * bfs_source_get - sample i's payload and table facts. For .bfs sources data points into
+ * the mapping (valid until close) and the sample checksum is verified (~10 GB/s, cheap
+ * against decoding); for folders the file is read into scratch (valid until the next call
+ * with the same scratch). Returns 0, BFS_E_SAMPLE_INDEX, a bfs table/checksum error, or a
+ * negative errno for a folder file that cannot be read.
+ */
+int bfs_source_get(bfs_source *s, uint64_t i, bfs_item *it, bfs_source_scratch *scratch);
+
+/* bfs_source_label - sample i's label without touching its payload (O(1)); 0 when i is
+ * out of range or its table entry is invalid (bfs_source_get then reports the error). */
+uint32_t bfs_source_label(const bfs_source *s, uint64_t i);
+
+/* bfs_source_describe - "sample I of FILE" or the image's path, for messages. */
+void bfs_source_describe(const bfs_source *s, uint64_t i, char *buf, size_t len);
+
+/* bfs_source_scratch_free - free a scratch buffer; accepts a zeroed one. */
+void bfs_source_scratch_free(bfs_source_scratch *scratch);
+
+/*
+ * bfs_source_page_first - page boundaries for shuffle=pages: fills *first with a
+ * malloc'ed array of npages+1 sample indices (page p holds samples
+ * [first[p], first[p+1])). For a .bfs file these are its payload pages (O(samples) scan
+ * of the table, done once by the caller); folders get NULL (callers use fixed windows).
+ * Returns 0 or -ENOMEM.
+ */
+int bfs_source_page_first(const bfs_source *s, uint64_t **first, uint64_t *npages);
+
+#endif

@@ -1,0 +1,478 @@
+/*
+ * check_engine.c — the batch pipeline: determinism (thread counts, access orders,
+ * repeats), epochs and seeds that differ, shards, crop-aware decoding equal to a full
+ * decode, output types and layouts, bad samples (substitute and fail), batch sizes
+ * known up front.
+ */
+#include "engine/augment.h"
+#include "engine/bfs.h"
+#include "engine/decode.h"
+#include "engine/engine.h"
+#include "engine/err.h"
+#include "engine/exec.h"
+#include "engine/jpeg.h"
+#include "engine/pack.h"
+#include "engine/pipeline.h"
+#include "engine/safetensors.h"
+#include "tests/testutil.h"
+
+#include <check.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <turbojpeg.h>
+#include <unistd.h>
+
+static char *tmp;
+static char folder[4096], packed[4096];
+
+static void setup(void)
+{
+    tmp = tu_mkdtemp("check_engine");
+    ck_assert_ptr_nonnull(tmp);
+    snprintf(folder, sizeof folder, "%s/src", tmp);
+    snprintf(packed, sizeof packed, "%s/data.bfs", tmp);
+    ck_assert_int_eq(tu_make_imagefolder(folder, 3, 12, 48, 160, 17), 0);
+    bfs_pack_opts po = {.jobs = 2};
+    bfs_pack_report rep;
+    char err[512];
+    ck_assert_int_eq(bfs_pack(folder, packed, &po, &rep, NULL, err, sizeof err), 0);
+    bfs_pack_report_free(&rep);
+}
+
+static void teardown(void)
+{
+    tu_rmtree(tmp);
+    free(tmp);
+}
+
+static bfs_engine *engine(const char *src, const char *opts)
+{
+    bfs_pipeline_opts o;
+    bfs_pipeline_defaults(&o);
+    char err[1024];
+    ck_assert_msg(bfs_pipeline_parse(&o, opts, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(bfs_pipeline_finish(&o, err, sizeof err) == 0, "%s", err);
+    bfs_engine *e;
+    ck_assert_msg(bfs_engine_create(src, &o, &e, err, sizeof err) == 0, "%s", err);
+    return e;
+}
+
+/* Compute batch k of epoch with a fresh executor of `threads` workers; malloc'ed copy. */
+static uint8_t *batch(bfs_engine *e, int threads, uint64_t epoch, uint64_t k, uint64_t *size)
+{
+    bfs_exec *x;
+    ck_assert_int_eq(bfs_exec_create(e, threads, 0, &x), 0);
+    bfs_batch *b;
+    char err[512];
+    ck_assert_msg(bfs_exec_get(x, epoch, k, &b, err, sizeof err) == 0, "%s", err);
+    *size = bfs_batch_size(b);
+    ck_assert_uint_eq(*size, bfs_engine_batch_bytes(e, k));
+    uint8_t *copy = malloc(*size);
+    memcpy(copy, bfs_batch_data(b), *size);
+    bfs_batch_release(b);
+    bfs_exec_destroy(x);
+    return copy;
+}
+
+static void check_same(const uint8_t *a, uint64_t an, const uint8_t *b, uint64_t bn)
+{
+    ck_assert_uint_eq(an, bn);
+    ck_assert_int_eq(memcmp(a, b, an), 0);
+}
+
+START_TEST(deterministic_across_threads_orders_and_sources)
+{
+    const char *opts = "batch=8,size=32,seed=5";
+    bfs_engine *e = engine(packed, opts);
+    uint64_t n1, n2, n8, nf;
+    uint8_t *b1 = batch(e, 1, 3, 2, &n1);
+    uint8_t *b2 = batch(e, 2, 3, 2, &n2);
+    uint8_t *b8 = batch(e, 8, 3, 2, &n8);
+    check_same(b1, n1, b2, n2);
+    check_same(b1, n1, b8, n8);
+    /* another access order: every batch of the epoch first, then batch 2 again */
+    bfs_exec *x;
+    ck_assert_int_eq(bfs_exec_create(e, 3, 1 << 20, &x), 0);
+    for (uint64_t k = bfs_engine_batches(e); k-- > 0;)
+        ck_assert_int_eq(bfs_exec_prefetch(x, 3, k), 0);
+    bfs_batch *b;
+    ck_assert_int_eq(bfs_exec_get(x, 3, 2, &b, NULL, 0), 0);
+    check_same(b1, n1, bfs_batch_data(b), bfs_batch_size(b));
+    bfs_batch_release(b);
+    bfs_exec_destroy(x);
+    /* the same dataset read as an ImageFolder serves the same pixels, labels and indices
+     * (only the fingerprint in the metadata differs) */
+    bfs_engine *ef = engine(folder, opts);
+    uint8_t *bf = batch(ef, 2, 3, 2, &nf);
+    ck_assert_uint_eq(nf, n1);
+    bfs_st_file sf, sp;
+    ck_assert_int_eq(bfs_st_parse(bf, nf, &sf), 0);
+    ck_assert_int_eq(bfs_st_parse(b1, n1, &sp), 0);
+    const bfs_st_tensor *ti = bfs_st_find(&sp, "images");
+    ck_assert_ptr_nonnull(ti);
+    ck_assert_int_eq(memcmp(b1 + ti->offset, bf + ti->offset, n1 - ti->offset), 0);
+    free(bf);
+    bfs_engine_destroy(ef);
+    free(b1);
+    free(b2);
+    free(b8);
+    bfs_engine_destroy(e);
+}
+END_TEST
+
+START_TEST(epochs_and_seeds_differ)
+{
+    bfs_engine *e = engine(packed, "batch=8,size=24,seed=1");
+    bfs_engine *f = engine(packed, "batch=8,size=24,seed=2");
+    uint64_t a, b, c;
+    uint8_t *e0 = batch(e, 2, 0, 0, &a), *e1 = batch(e, 2, 1, 0, &b), *f0 = batch(f, 2, 0, 0, &c);
+    ck_assert_uint_eq(a, b);
+    ck_assert_int_ne(memcmp(e0 + 4096, e1 + 4096, a - 4096), 0);
+    ck_assert_int_ne(memcmp(e0 + 4096, f0 + 4096, a - 4096), 0);
+    ck_assert_uint_ne(bfs_engine_fingerprint(e), bfs_engine_fingerprint(f));
+    free(e0);
+    free(e1);
+    free(f0);
+    bfs_engine_destroy(e);
+    bfs_engine_destroy(f);
+    /* knobs do not change bytes or fingerprints */
+    bfs_engine *g = engine(packed, "batch=8,size=24,seed=1,threads=1,prefetch=7");
+    bfs_engine *h = engine(packed, "batch=8,size=24,seed=1");
+    ck_assert_uint_eq(bfs_engine_fingerprint(g), bfs_engine_fingerprint(h));
+    bfs_engine_destroy(g);
+    bfs_engine_destroy(h);
+}
+END_TEST
+
+START_TEST(shards_disjoint_and_header)
+{
+    /* 36 samples, 3 shards of 12, batches of 4: every index once per epoch */
+    int seen[36] = {0};
+    for (int s = 0; s < 3; s++) {
+        char opts[128];
+        snprintf(opts, sizeof opts, "batch=4,size=16,shard=%d/3", s);
+        bfs_engine *e = engine(packed, opts);
+        ck_assert_uint_eq(bfs_engine_batches(e), 3);
+        for (uint64_t k = 0; k < 3; k++) {
+            uint64_t n;
+            uint8_t *b = batch(e, 2, 4, k, &n);
+            bfs_st_file f;
+            ck_assert_int_eq(bfs_st_parse(b, n, &f), 0);
+            const bfs_st_tensor *im = bfs_st_find(&f, "images"), *lb = bfs_st_find(&f, "labels"),
+                                *ix = bfs_st_find(&f, "indices");
+            ck_assert_ptr_nonnull(im);
+            ck_assert_ptr_nonnull(lb);
+            ck_assert_ptr_nonnull(ix);
+            ck_assert_uint_eq(im->offset, 4096);
+            ck_assert_int_eq(im->ndim, 4);
+            ck_assert_uint_eq(im->shape[0], 4);
+            ck_assert_uint_eq(im->shape[1], 16);
+            ck_assert_uint_eq(im->shape[3], 3);
+            ck_assert_str_eq(bfs_st_meta_get(&f, "format"), "batchfs/1");
+            ck_assert_str_eq(bfs_st_meta_get(&f, "epoch"), "4");
+            for (int j = 0; j < 4; j++) {
+                int64_t idx, label;
+                memcpy(&idx, b + ix->offset + 8 * j, 8);
+                memcpy(&label, b + lb->offset + 8 * j, 8);
+                ck_assert(idx >= 0 && idx < 36);
+                ck_assert_int_eq(label, idx / 12); /* 12 per class, classes in order */
+                seen[idx]++;
+            }
+            free(b);
+        }
+        bfs_engine_destroy(e);
+    }
+    for (int i = 0; i < 36; i++)
+        ck_assert_int_eq(seen[i], 1);
+}
+END_TEST
+
+/* Crop-aware decoding gives exactly the pixels of a full decode inside the region. */
+START_TEST(crop_decode_equals_full_decode)
+{
+    int samps[] = {TJSAMP_420, TJSAMP_422, TJSAMP_444, TJSAMP_440};
+    bfs_decoder *d;
+    ck_assert_int_eq(bfs_decoder_create(&d), 0);
+    uint64_t rs = 99;
+    for (int si = 0; si < 4; si++) {
+        uint8_t *jpg, *full;
+        size_t len;
+        int w, h;
+        tu_jpeg_opts jo = {.width = 203, .height = 141, .quality = 90, .subsamp = samps[si],
+                           .seed = (uint64_t)si};
+        ck_assert_int_eq(tu_make_jpeg(&jo, &jpg, &len), 0);
+        ck_assert_int_eq(bfs_jpeg_decode_rgb(jpg, len, &full, &w, &h), 0);
+        bfs_image_info info;
+        ck_assert_int_eq(bfs_decoder_probe(jpg, len, &info), 0);
+        for (int t = 0; t < 60; t++) {
+            int x0 = (int)(tu_rand(&rs) % 200), y0 = (int)(tu_rand(&rs) % 138);
+            int x1 = x0 + 1 + (int)(tu_rand(&rs) % (unsigned)(203 - x0));
+            int y1 = y0 + 1 + (int)(tu_rand(&rs) % (unsigned)(141 - y0));
+            bfs_pixels px;
+            ck_assert_int_eq(bfs_decoder_decode(d, jpg, len, &info, 1, x0, y0, x1, y1, &px), 0);
+            ck_assert(px.x0 <= x0 && px.y0 <= y0 && px.x0 + px.w >= x1 && px.y0 + px.h >= y1);
+            for (int y = y0; y < y1; y++)
+                ck_assert_msg(memcmp(px.rgb + (size_t)(y - px.y0) * px.stride + 3 * (x0 - px.x0),
+                                     full + ((size_t)y * w + x0) * 3, 3 * (size_t)(x1 - x0)) == 0,
+                              "samp %d region %d,%d-%d,%d row %d differs", samps[si], x0, y0, x1,
+                              y1, y);
+        }
+        bfs_decode_stats st;
+        bfs_decoder_get_stats(d, &st);
+        ck_assert_uint_gt(st.cropped, 0);
+        free(full);
+        free(jpg);
+    }
+    bfs_decoder_destroy(d);
+}
+END_TEST
+
+START_TEST(scaled_decode_close_to_full)
+{
+    /* an eval pipeline on large images uses 1/2..1/8 IDCT; compare with the exact path on
+     * the same geometry: within a few levels on average */
+    char big[4200];
+    snprintf(big, sizeof big, "%s/big", tmp);
+    ck_assert_int_eq(tu_make_imagefolder(big, 1, 3, 900, 1000, 3), 0);
+    bfs_engine *e = engine(big, "batch=3,size=64,augment=eval,shuffle=none");
+    uint64_t n;
+    uint8_t *b = batch(e, 2, 0, 0, &n);
+    bfs_engine_destroy(e);
+    /* reference: full decode + Pillow-exact resize of the same window */
+    for (int i = 0; i < 3; i++) {
+        char p[4300];
+        snprintf(p, sizeof p, "%s/class_000/img_%05d.jpg", big, i);
+        uint8_t *jpg, *rgb;
+        size_t len;
+        int w, h;
+        ck_assert_int_eq(tu_read_file(p, &jpg, &len), 0);
+        ck_assert_int_eq(bfs_jpeg_decode_rgb(jpg, len, &rgb, &w, &h), 0);
+        bfs_pipeline_opts o;
+        bfs_pipeline_defaults(&o);
+        ck_assert_int_eq(bfs_pipeline_parse(&o, "size=64,augment=eval", NULL, 0), 0);
+        ck_assert_int_eq(bfs_pipeline_finish(&o, NULL, 0), 0);
+        bfs_geometry g;
+        ck_assert_int_eq(bfs_augment_geometry(&o, 0, (uint64_t)i, w, h, &g), 0);
+        bfs_out_format f;
+        bfs_out_format_init(&f, &o);
+        uint8_t *ref = calloc(64 * 64 * 3, 1);
+        bfs_out_slot slot = {&f, ref, 0};
+        resize_src src = {rgb, (size_t)w * 3, 0, 0, w, h};
+        resize_scratch rs = {0};
+        ck_assert_int_eq(resize_rgb8(&g.spec, &src, bfs_out_store_row, &slot, &rs), 0);
+        double mae = 0;
+        for (int k = 0; k < 64 * 64 * 3; k++)
+            mae += fabs((double)ref[k] - b[4096 + i * 64 * 64 * 3 + k]);
+        mae /= 64 * 64 * 3;
+        ck_assert_msg(mae < 4.0, "image %d: scaled-IDCT MAE %.2f levels", i, mae);
+        resize_scratch_free(&rs);
+        free(ref);
+        free(rgb);
+        free(jpg);
+    }
+    free(b);
+}
+END_TEST
+
+START_TEST(dtypes_and_layouts)
+{
+    bfs_engine *u = engine(packed, "batch=4,size=20,seed=3");
+    bfs_engine *uc = engine(packed, "batch=4,size=20,seed=3,layout=nchw");
+    bfs_engine *f32 = engine(packed, "batch=4,size=20,seed=3,dtype=f32");
+    bfs_engine *f16 = engine(packed, "batch=4,size=20,seed=3,dtype=f16,layout=nchw");
+    bfs_engine *b16 = engine(packed, "batch=4,size=20,seed=3,dtype=bf16");
+    uint64_t nu, nuc, n32, n16, nb;
+    uint8_t *bu = batch(u, 2, 1, 1, &nu), *buc = batch(uc, 2, 1, 1, &nuc);
+    uint8_t *b32 = batch(f32, 2, 1, 1, &n32), *b16h = batch(f16, 2, 1, 1, &n16);
+    uint8_t *bb = batch(b16, 2, 1, 1, &nb);
+    const float mean[3] = {0.485f, 0.456f, 0.406f}, sd[3] = {0.229f, 0.224f, 0.225f};
+    const int HW = 20 * 20;
+    for (int s = 0; s < 4; s++)
+        for (int p = 0; p < HW; p++)
+            for (int c = 0; c < 3; c++) {
+                uint8_t v = bu[4096 + (size_t)(s * HW + p) * 3 + c];
+                ck_assert_uint_eq(buc[4096 + (size_t)(s * 3 + c) * HW + p], v);
+                float want = (float)((v / 255.0 - mean[c]) / sd[c]);
+                float got;
+                memcpy(&got, b32 + 4096 + ((size_t)(s * HW + p) * 3 + c) * 4, 4);
+                ck_assert_float_eq_tol(got, want, 1e-6);
+                uint16_t h16;
+                memcpy(&h16, b16h + 4096 + ((size_t)(s * 3 + c) * HW + p) * 2, 2);
+                ck_assert_uint_eq(h16, bfs_f32_to_f16(want));
+                memcpy(&h16, bb + 4096 + ((size_t)(s * HW + p) * 3 + c) * 2, 2);
+                ck_assert_uint_eq(h16, bfs_f32_to_bf16(want));
+            }
+    /* conversions against known bit patterns */
+    ck_assert_uint_eq(bfs_f32_to_f16(1.0f), 0x3c00);
+    ck_assert_uint_eq(bfs_f32_to_f16(-2.0f), 0xc000);
+    ck_assert_uint_eq(bfs_f32_to_f16(65504.0f), 0x7bff);
+    ck_assert_uint_eq(bfs_f32_to_f16(65520.0f), 0x7c00);
+    ck_assert_uint_eq(bfs_f32_to_f16(0.1f), 0x2e66);
+    ck_assert_uint_eq(bfs_f32_to_f16(5.9604645e-8f), 0x0001);
+    ck_assert_uint_eq(bfs_f32_to_f16(1.0009765625f), 0x3c01);
+    ck_assert_uint_eq(bfs_f32_to_f16(1.00048828125f), 0x3c00); /* tie: to even */
+    ck_assert_uint_eq(bfs_f32_to_bf16(1.0f), 0x3f80);
+    ck_assert_uint_eq(bfs_f32_to_bf16(-2.5f), 0xc020);
+    ck_assert_uint_eq(bfs_f32_to_bf16(1.00390625f), 0x3f80); /* tie: to even */
+    ck_assert_uint_eq(bfs_f32_to_bf16(1.01171875f), 0x3f82); /* tie: up to even */
+    free(bu);
+    free(buc);
+    free(b32);
+    free(b16h);
+    free(bb);
+    bfs_engine_destroy(u);
+    bfs_engine_destroy(uc);
+    bfs_engine_destroy(f32);
+    bfs_engine_destroy(f16);
+    bfs_engine_destroy(b16);
+}
+END_TEST
+
+START_TEST(flip_mirrors)
+{
+    bfs_engine *a = engine(packed, "batch=4,size=16,seed=9,flip=0");
+    bfs_engine *b = engine(packed, "batch=4,size=16,seed=9,flip=1");
+    uint64_t na, nb;
+    uint8_t *ba = batch(a, 1, 0, 0, &na), *bb = batch(b, 1, 0, 0, &nb);
+    for (int s = 0; s < 4; s++)
+        for (int y = 0; y < 16; y++)
+            for (int x = 0; x < 16; x++)
+                ck_assert_int_eq(memcmp(ba + 4096 + ((size_t)(s * 16 + y) * 16 + x) * 3,
+                                        bb + 4096 + ((size_t)(s * 16 + y) * 16 + 15 - x) * 3, 3),
+                                 0);
+    free(ba);
+    free(bb);
+    bfs_engine_destroy(a);
+    bfs_engine_destroy(b);
+}
+END_TEST
+
+static void corrupt_one(const char *dir, int cls, int i, size_t keep)
+{
+    char p[4300];
+    snprintf(p, sizeof p, "%s/class_%03d/img_%05d.jpg", dir, cls, i);
+    uint8_t *d;
+    size_t n;
+    ck_assert_int_eq(tu_read_file(p, &d, &n), 0);
+    ck_assert_uint_lt(keep, n);
+    if (keep > 600) /* garble entropy data instead of truncating */
+        for (size_t k = 600; k < keep; k += 7)
+            d[k] = (uint8_t)(d[k] * 31 + 7);
+    ck_assert_int_eq(tu_write_file(p, d, keep > 600 ? n : keep), 0);
+    free(d);
+}
+
+START_TEST(bad_samples)
+{
+    /* folder source: sample 5 truncated right after its header, sample 14 garbled */
+    corrupt_one(folder, 0, 5, 400);
+    corrupt_one(folder, 1, 2, 3000);
+    bfs_engine *e = engine(folder, "batch=36,size=16,shuffle=none");
+    uint64_t n;
+    uint8_t *b = batch(e, 2, 0, 0, &n);
+    bfs_st_file f;
+    ck_assert_int_eq(bfs_st_parse(b, n, &f), 0);
+    const bfs_st_tensor *ix = bfs_st_find(&f, "indices");
+    int64_t v5, v14, v0;
+    memcpy(&v5, b + ix->offset + 8 * 5, 8);
+    memcpy(&v14, b + ix->offset + 8 * 14, 8);
+    memcpy(&v0, b + ix->offset, 8);
+    ck_assert_int_eq(v0, 0);
+    ck_assert_int_ne(v5, 5); /* substituted: provenance shows the replacement */
+    ck_assert_int_ne(v14, 14);
+    /* deterministic: the same substitutes again */
+    uint64_t n2;
+    uint8_t *b2 = batch(e, 1, 0, 0, &n2);
+    check_same(b, n, b2, n2);
+    free(b);
+    free(b2);
+    bfs_engine_destroy(e);
+
+    /* fail mode: the batch fails with a message naming the file */
+    e = engine(folder, "batch=12,size=16,shuffle=none,bad_sample=fail");
+    bfs_exec *x;
+    ck_assert_int_eq(bfs_exec_create(e, 2, 0, &x), 0);
+    bfs_batch *bt;
+    char err[512] = "";
+    int rc = bfs_exec_get(x, 0, 0, &bt, err, sizeof err);
+    ck_assert_int_eq(rc, BFS_E_JPEG_HEADER); /* cut inside its header */
+    ck_assert_ptr_nonnull(strstr(err, "img_00005.jpg"));
+    ck_assert_int_eq(bfs_exec_get(x, 0, 2, &bt, err, sizeof err), 0); /* other batches fine */
+    bfs_batch_release(bt);
+    ck_assert_int_eq(bfs_exec_get(x, 0, 3, &bt, err, sizeof err), -ERANGE);
+    bfs_exec_stats st;
+    bfs_exec_get_stats(x, &st);
+    ck_assert_uint_eq(st.failed, 1);
+    ck_assert_uint_ge(st.stages.bad_samples, 1);
+    bfs_exec_destroy(x);
+    bfs_engine_destroy(e);
+}
+END_TEST
+
+START_TEST(sizes_and_ranges)
+{
+    bfs_engine *e = engine(packed, "batch=10,size=8x12,drop_last=0,epochs=2");
+    ck_assert_uint_eq(bfs_engine_batches(e), 4);
+    ck_assert_uint_eq(bfs_engine_batch_len(e, 3), 6);
+    ck_assert_uint_eq(bfs_engine_batch_bytes(e, 0), 4096 + 10 * 8 * 12 * 3 + 10 * 16);
+    ck_assert_uint_eq(bfs_engine_batch_bytes(e, 3), 4096 + 6 * 8 * 12 * 3 + 6 * 16);
+    uint64_t n;
+    uint8_t *b = batch(e, 2, 1, 3, &n);
+    bfs_st_file f;
+    ck_assert_int_eq(bfs_st_parse(b, n, &f), 0);
+    const bfs_st_tensor *im = bfs_st_find(&f, "images");
+    ck_assert_uint_eq(im->shape[0], 6);
+    ck_assert_uint_eq(im->shape[1], 8);
+    ck_assert_uint_eq(im->shape[2], 12);
+    free(b);
+    bfs_exec *x;
+    ck_assert_int_eq(bfs_exec_create(e, 1, 0, &x), 0);
+    bfs_batch *bt;
+    ck_assert_int_eq(bfs_exec_get(x, 2, 0, &bt, NULL, 0), -ERANGE); /* epoch beyond */
+    ck_assert_int_eq(bfs_exec_get(x, 0, 4, &bt, NULL, 0), -ERANGE);
+    ck_assert_int_eq(bfs_exec_prefetch(x, 0, 99), -ERANGE);
+    bfs_exec_shutdown(x);
+    ck_assert_int_eq(bfs_exec_get(x, 0, 0, &bt, NULL, 0), -ESHUTDOWN);
+    bfs_exec_destroy(x);
+    bfs_engine_destroy(e);
+    /* a shard smaller than a batch with drop_last=1 has no batches: a clear error */
+    bfs_pipeline_opts o;
+    bfs_pipeline_defaults(&o);
+    ck_assert_int_eq(bfs_pipeline_parse(&o, "batch=64", NULL, 0), 0);
+    ck_assert_int_eq(bfs_pipeline_finish(&o, NULL, 0), 0);
+    char err[512];
+    ck_assert_int_eq(bfs_engine_create(packed, &o, &e, err, sizeof err), -EINVAL);
+    ck_assert_ptr_nonnull(strstr(err, "batch"));
+}
+END_TEST
+
+static Suite *engine_suite(void)
+{
+    Suite *s = suite_create("engine");
+    TCase *tc = tcase_create("core");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, deterministic_across_threads_orders_and_sources);
+    tcase_add_test(tc, epochs_and_seeds_differ);
+    tcase_add_test(tc, shards_disjoint_and_header);
+    tcase_add_test(tc, crop_decode_equals_full_decode);
+    tcase_add_test(tc, scaled_decode_close_to_full);
+    tcase_add_test(tc, dtypes_and_layouts);
+    tcase_add_test(tc, flip_mirrors);
+    tcase_add_test(tc, bad_samples);
+    tcase_add_test(tc, sizes_and_ranges);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(engine_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
