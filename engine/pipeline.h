@@ -3,12 +3,27 @@
  * `key=value` text, the canonical pipeline text and its fingerprint.
  *
  * Neighbours: mountopts/ composes this table with libfuse's options for `-o` and
- * `-o spec=FILE`; `batchfs --bench -o ...` parses with it directly; the engine reads the
- * struct. No FUSE headers here.
+ * `-o spec=FILE` (it can walk the table with bfs_pipeline_option_at); `batchfs --bench
+ * -o ...` parses with it directly; the engine reads the struct. No FUSE headers here.
+ * docs/options.md is the user's reference; engine/pipeline.c holds the one table that
+ * parsing, error messages, the canonical text and --help are generated from.
  *
- * Data-changing options (seed .. bad_sample) enter the canonical text and the
- * fingerprint; performance knobs (threads .. ram_mb) never do, so two mounts that differ
- * only in knobs serve identical bytes and share caches (the determinism contract).
+ * Three classes of option (bfs_pipeline_option.cls):
+ *   BFS_OPT_DATA    seed, batch, shuffle, drop_last, shard, size, augment, scale, ratio,
+ *                   flip, dtype, normalize, layout, bad_sample: they change the bytes of
+ *                   batches, so they enter the canonical text and the fingerprint;
+ *   BFS_OPT_LISTING epochs: how many epoch directories are listed. Epoch N's batches are
+ *                   the same whatever `epochs` is (the plan is keyed by (seed, epoch)), so
+ *                   it stays out of the fingerprint and mounts that differ only in it share
+ *                   the cache directory; /pipeline may show it on a line of its own;
+ *   BFS_OPT_KNOB    threads .. ram_mb: performance knobs. They never change a byte, never
+ *                   enter the fingerprint: mounts that differ only in knobs serve identical
+ *                   bytes and share caches (the determinism contract).
+ *
+ * Usage: bfs_pipeline_defaults, then any number of bfs_pipeline_set / _parse /
+ * _parse_spec calls (a key given twice: the last value wins, like mount options), then
+ * bfs_pipeline_finish once, then canonical / fingerprint. Nothing here allocates memory
+ * that outlives a call; every function is thread-safe on distinct structs.
  */
 #ifndef BATCHFS_ENGINE_PIPELINE_H
 #define BATCHFS_ENGINE_PIPELINE_H
@@ -24,87 +39,124 @@ enum { BFS_BAD_SUBSTITUTE, BFS_BAD_FAIL };
 
 #define BFS_AUTO (-1) /* value of threads/prefetch/cache_mb when "auto" */
 
+/* Size of an err buffer that holds every message of this module whole (values quoted in
+ * messages are cut at 64 bytes); only a spec file name longer than ~500 bytes truncates. */
+#define BFS_PIPELINE_ERRLEN 1024
+
 typedef struct bfs_pipeline_opts {
-    /* data-changing */
-    uint64_t seed;            /* seed=N (0) */
+    /* data-changing (BFS_OPT_DATA), except epochs (BFS_OPT_LISTING) */
+    uint64_t seed;            /* seed=N (0), 0..2^64-1 */
     uint32_t batch;           /* batch=N (256), 1..65536 */
-    uint32_t epochs;          /* epochs=N (100), 1..1e6 */
+    uint32_t epochs;          /* epochs=N (100), 1..1e6; not in the fingerprint */
     int shuffle;              /* shuffle=full|pages|none */
     int drop_last;            /* drop_last=1|0 (1) */
-    uint32_t shard_index;     /* shard=I/N (0/1) */
+    uint32_t shard_index;     /* shard=I/N (0/1), I < N <= 65536 */
     uint32_t shard_count;
     uint32_t out_h, out_w;    /* size=H or HxW (224), 1..8192 */
     int augment;              /* augment=train|eval|none */
     double scale[2];          /* scale=A:B (0.08:1), 0 < A <= B <= 1 */
-    double ratio[2];          /* ratio=A:B (3/4:4/3), 0 < A <= B */
+    double ratio[2];          /* ratio=A:B (3/4:4/3), 0 < A <= B <= 100 */
     double flip;              /* flip=P (0.5), 0..1 */
     int dtype;                /* dtype=u8|f16|bf16|f32 (u8) */
-    int normalize;            /* 1 when mean/std apply (imagenet default for float dtypes) */
-    float mean[3], std[3];    /* normalize=imagenet|none|m0,m1,m2/s0,s1,s2 (x/255 - mean)/std */
+    int normalize;            /* 1 when mean/std were set (imagenet default for float dtypes) */
+    float mean[3], std[3];    /* normalize=imagenet|none|m0,m1,m2/s0,s1,s2: float outputs are
+                               * always (x/255 - mean)/std; none stores mean 0, std 1, so
+                               * float values are x/255 (torchvision ToTensor); u8 outputs
+                               * are raw pixels and ignore mean/std */
     int layout;               /* layout=nhwc|nchw */
     int bad_sample;           /* bad_sample=substitute|fail */
-    /* performance knobs: never change bytes */
-    int threads;              /* threads=auto|N (BFS_AUTO) */
-    int prefetch;             /* prefetch=auto|N (BFS_AUTO) */
-    int64_t cache_mb;         /* cache_mb=auto|N (BFS_AUTO) */
-    char cache_dir[1024];     /* cache_dir=PATH|none ("" = none) */
-    int64_t cache_dir_mb;     /* cache_dir_mb=N (4096) */
-    int64_t sample_cache_mb;  /* sample_cache_mb=N (0) */
-    int cpu_budget;           /* cpu_budget=N (online CPUs; 0 = default) */
-    int64_t ram_mb;           /* ram_mb=N (half of available RAM; 0 = default) */
+    /* performance knobs (BFS_OPT_KNOB): never change bytes */
+    int threads;              /* threads=auto|N (BFS_AUTO), 1..1024 */
+    int prefetch;             /* prefetch=auto|N (BFS_AUTO), 0..1024 */
+    int64_t cache_mb;         /* cache_mb=auto|N (BFS_AUTO), 0..2^40 MiB */
+    char cache_dir[1024];     /* cache_dir=PATH|none ("" = none), absolute */
+    int64_t cache_dir_mb;     /* cache_dir_mb=N (4096), 1..2^40 */
+    int64_t sample_cache_mb;  /* sample_cache_mb=N (0), 0..2^40 */
+    int cpu_budget;           /* cpu_budget=N (online CPUs; 0 = default), 1..1024 */
+    int64_t ram_mb;           /* ram_mb=N (half of available RAM; 0 = default), 16..2^40 */
     /* bookkeeping for validation: which keys were given explicitly */
-    uint32_t given;           /* bit per option, see pipeline.c */
+    uint32_t given;           /* bit i: option i (bfs_pipeline_option_at(i)) was set */
 } bfs_pipeline_opts;
 
-/* bfs_pipeline_defaults - fill o with every default (normalize decided at finish). */
+enum { BFS_OPT_DATA, BFS_OPT_LISTING, BFS_OPT_KNOB };
+
+/* One row of the option table, as mountopts/ and tools see it (static storage). */
+typedef struct bfs_pipeline_option {
+    const char *name;    /* "batch" */
+    const char *syntax;  /* value syntax: "N", "full|pages|none", "I/N" */
+    const char *def;     /* the default as --help shows it: "256", "online CPUs" */
+    const char *help;    /* one-sentence meaning */
+    int cls;             /* BFS_OPT_DATA, BFS_OPT_LISTING or BFS_OPT_KNOB */
+} bfs_pipeline_option;
+
+/* bfs_pipeline_option_at - row i of the option table (0-based, in the documented order),
+ * or NULL when i is past the end. Bit i of bfs_pipeline_opts.given refers to it. */
+const bfs_pipeline_option *bfs_pipeline_option_at(size_t i);
+
+/* bfs_pipeline_defaults - fill o with every default (normalize decided at finish;
+ * cpu_budget and ram_mb left 0, resolved by the engine from the host). */
 void bfs_pipeline_defaults(bfs_pipeline_opts *o);
 
 /*
- * bfs_pipeline_set - parse one option. key is the option name, value its text (NULL for
- * a bare key). Returns 0; -ENOENT for an unknown key (err names it and lists the known
- * ones); -EINVAL for a bad value (err names the option, the value and what is allowed).
+ * bfs_pipeline_set - parse one option. key is the option name (case-sensitive), value its
+ * text (NULL for a bare key, which is an error: every option needs a value). Returns 0;
+ * -ENOENT for an unknown key (err names it, suggests a near miss and lists the known
+ * ones); -EINVAL for a bad or missing value (err names the option, the value and what is
+ * allowed, e.g. "batch=0: must be an integer in 1..65536"). On error o is unchanged.
+ * err may be NULL; a message longer than errlen is truncated (see BFS_PIPELINE_ERRLEN).
  */
 int bfs_pipeline_set(bfs_pipeline_opts *o, const char *key, const char *value, char *err,
                      size_t errlen);
 
 /*
- * bfs_pipeline_parse - parse "k=v,k=v" (as after -o). Commas inside values are not
- * supported except in normalize=, whose value is m0,m1,m2/s0,s1,s2 (parsed greedily).
- * Returns bfs_pipeline_set's errors.
+ * bfs_pipeline_parse - parse "k=v,k=v" (as after -o); empty items are skipped. Commas
+ * inside values are not supported except in normalize=m0,m1,m2/s0,s1,s2: after
+ * `normalize=`, an item that starts with a digit, a sign or '.' continues its value
+ * (option names start with a letter, so this is unambiguous). Stops at the first error:
+ * options before it are applied. Returns bfs_pipeline_set's errors, or -ENOMEM.
  */
 int bfs_pipeline_parse(bfs_pipeline_opts *o, const char *text, char *err, size_t errlen);
 
 /*
- * bfs_pipeline_parse_spec - parse a spec file's text: one `key = value` per line, `#`
- * comments, blank lines. Errors name the line number. Returns as bfs_pipeline_set, or
- * -EINVAL for a malformed line.
+ * bfs_pipeline_parse_spec - parse a spec file's text: one `key = value` per line,
+ * whitespace around key and value ignored, blank lines ignored, `#` starts a comment at
+ * the start of a line or after a space or tab (so a path may contain '#'), CRLF line ends
+ * accepted. file_name (NULL: "spec") prefixes every message: "FILE:LINE: ...". Stops at
+ * the first error. Returns as bfs_pipeline_set, -EINVAL for a line that is not
+ * `key = value`, or -ENOMEM.
  */
 int bfs_pipeline_parse_spec(bfs_pipeline_opts *o, const char *text, const char *file_name,
                             char *err, size_t errlen);
 
 /*
  * bfs_pipeline_finish - apply cross-option rules after all options are set: normalize
- * defaults to imagenet for float dtypes and none for u8; normalize with dtype=u8 is an
- * error; shard index < count. Returns 0 or -EINVAL (err explains).
+ * defaults to imagenet for float dtypes and none for u8; normalize other than none with
+ * dtype=u8 is an error; shard index < count; every field in range (the struct may have
+ * been edited directly). Idempotent. Returns 0 or -EINVAL (err explains).
  */
 int bfs_pipeline_finish(bfs_pipeline_opts *o, char *err, size_t errlen);
 
 /*
- * bfs_pipeline_canonical - the data-changing options as canonical text, one `key = value`
- * per line in a fixed order with fixed number formatting (what /pipeline shows).
- * Returns the length written (excluding NUL), or -ENOSPC if cap is too small.
+ * bfs_pipeline_canonical - the data-changing options (BFS_OPT_DATA) as canonical text,
+ * one `key = value` line each in table order, with fixed formatting: integers in decimal,
+ * size as HxW, reals in the shortest form that reads back to the same double (0.08, not
+ * 0.08000000000000000166), normalize as numbers for float dtypes ("none" for u8). The text
+ * is a valid spec file that reproduces the same canonical text. Call after finish.
+ * Returns the length written (excluding NUL), or -ENOSPC if cap is too small (1024 is
+ * always enough).
  */
 int bfs_pipeline_canonical(const bfs_pipeline_opts *o, char *buf, size_t cap);
 
 /*
- * bfs_pipeline_fingerprint - XXH64 of "batchfs/1\n" + dataset_identity (16 hex digits)
- * + "\n" + canonical text. dataset_identity: the .bfs header checksum, or a hash of an
- * ImageFolder's sorted file list with sizes and mtimes.
+ * bfs_pipeline_fingerprint - XXH64 (seed 0) of "batchfs/1\n" + dataset_identity as 16
+ * lower-case hex digits + "\n" + canonical text. dataset_identity: the .bfs header
+ * checksum, or a hash of an ImageFolder's sorted file list with sizes and mtimes.
  */
 uint64_t bfs_pipeline_fingerprint(const bfs_pipeline_opts *o, uint64_t dataset_identity);
 
-/* bfs_pipeline_help - the options with defaults and meaning, aligned columns, for
- * --help. Returns a static string. */
+/* bfs_pipeline_help - the options with defaults and meaning in aligned columns
+ * ("option", "default", "meaning"), grouped by class, for --help. Returns a static
+ * string, built once (thread-safe). */
 const char *bfs_pipeline_help(void);
 
 #endif

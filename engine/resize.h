@@ -28,7 +28,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* What to resample. Coordinates are in the image's pixel coordinate system. */
+/* Largest image, box or output side accepted (keeps every fixed-point sum in int32). */
+#define RESIZE_MAX_SIDE (1 << 20)
+
+/* What to resample. Coordinates are in the image's pixel coordinate system. The box
+ * edges are used at C float precision, as Pillow parses them into float box[4]. */
 typedef struct resize_spec {
     int in_w, in_h;       /* full image size (taps are clamped to it, as Pillow does) */
     double box[4];        /* x0, y0, x1, y1: region of the image resized (Pillow's box) */
@@ -44,8 +48,10 @@ typedef struct resize_src {
     int x0, y0, w, h;
 } resize_src;
 
-/* Called once per produced row, in order, with win_w RGB pixels (3 * win_w bytes). The
- * row buffer is owned by the scratch and valid only during the call. */
+/* Called once per produced row, in order, row = 0 .. win_h - 1 (relative to the window),
+ * with win_w RGB pixels (3 * win_w bytes). The row buffer is owned by the scratch (or,
+ * when neither axis needs resampling, is the source row itself) and valid only during
+ * the call. */
 typedef void (*resize_store_cb)(void *ctx, int row, const uint8_t *rgb, int width);
 
 /* Per-thread reusable scratch memory (coefficients, intermediate rows). Zero-initialise
@@ -57,14 +63,15 @@ typedef struct resize_scratch {
 
 /*
  * resize_source_extent - the input pixels a spec's window reads.
- * Stores the half-open integer extent [*x0, *x1) x [*y0, *y1), clamped to the image.
+ * Stores the half-open integer extent [*x0, *x1) x [*y0, *y1), clamped to the image:
+ * exactly the pixels with a non-zero fixed-point weight in some window pixel.
  * Returns 0, or -EINVAL if the spec is invalid (see resize_check_spec).
  */
 int resize_source_extent(const resize_spec *spec, int *x0, int *y0, int *x1, int *y1);
 
 /*
- * resize_check_spec - validate a spec: positive sizes, box inside the image with
- * x0 < x1 and y0 < y1 (fractional allowed), window inside the output.
+ * resize_check_spec - validate a spec: sizes in 1..RESIZE_MAX_SIDE, box inside the image
+ * with x0 < x1 and y0 < y1 (fractional allowed, NaN rejected), window inside the output.
  * Returns 0 or -EINVAL.
  */
 int resize_check_spec(const resize_spec *spec);

@@ -1,0 +1,1029 @@
+/*
+ * pipeline.c — the pipeline option table (see pipeline.h) and everything generated from
+ * it: parsing of one option, of `-o` text and of spec files; the error messages (the
+ * unknown-key message lists the table's names); defaults (each row's default text is run
+ * through the row's own setter, so the documented default is the real one); validation in
+ * bfs_pipeline_finish (each field is formatted and parsed back by its setter, so ranges
+ * live in one place); the canonical text and fingerprint; --help.
+ *
+ * Adding an option: one OPT_* index, one row in `table`, a field in bfs_pipeline_opts,
+ * a line in docs/options.md (and tests/check_pipeline.c's list). Nothing else.
+ *
+ * Numbers are read and written in the "C" locale whatever the process's locale is: the
+ * canonical text, hence the fingerprint, must not depend on LC_NUMERIC.
+ */
+#include "engine/pipeline.h"
+#include "engine/hash.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <locale.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- the table ----------------------------------------------------------------------- */
+
+/* Row indices, in documented order (DESIGN.md's table); bit i of opts.given is row i. */
+enum {
+    OPT_SEED,
+    OPT_BATCH,
+    OPT_EPOCHS,
+    OPT_SHUFFLE,
+    OPT_DROP_LAST,
+    OPT_SHARD,
+    OPT_SIZE,
+    OPT_AUGMENT,
+    OPT_SCALE,
+    OPT_RATIO,
+    OPT_FLIP,
+    OPT_DTYPE,
+    OPT_NORMALIZE,
+    OPT_LAYOUT,
+    OPT_BAD_SAMPLE,
+    OPT_THREADS,
+    OPT_PREFETCH,
+    OPT_CACHE_MB,
+    OPT_CACHE_DIR,
+    OPT_CACHE_DIR_MB,
+    OPT_SAMPLE_CACHE_MB,
+    OPT_CPU_BUDGET,
+    OPT_RAM_MB,
+    OPT_COUNT
+};
+_Static_assert(OPT_COUNT <= 32, "bfs_pipeline_opts.given has one bit per option");
+
+typedef struct opt opt;
+
+/* Parse v into o's field(s). 0, or -EINVAL with o untouched; *why may then name a
+ * specific reason (otherwise the message is "must be <allowed>"). */
+typedef int (*opt_set_fn)(const opt *d, bfs_pipeline_opts *o, const char *v, const char **why);
+/* Format o's field(s) as text the setter accepts; snprintf's return convention. */
+typedef int (*opt_show_fn)(const opt *d, const bfs_pipeline_opts *o, char *buf, size_t cap);
+
+enum { W_U64, W_U32, W_INT, W_I64 }; /* C type of an integer field */
+
+#define F_AUTO  1u /* integer option also accepts "auto" (stored as BFS_AUTO) */
+#define F_LATER 2u /* default resolved by the engine: field left 0 by bfs_pipeline_defaults */
+#define F_ENUM  4u /* value is an index into the '|'-separated names of pub.syntax */
+
+struct opt {
+    bfs_pipeline_option pub;
+    const char *init;    /* text bfs_pipeline_defaults parses (NULL: pub.def) */
+    const char *allowed; /* "must be ..." text; NULL: generated (integers, enums) */
+    opt_set_fn set;
+    opt_show_fn show;
+    size_t off; /* offsetof the field */
+    int width;  /* W_* of an integer field */
+    unsigned flags;
+    uint64_t lo, hi; /* integer range, inclusive */
+    double dhi;      /* upper bound of a real or range option */
+};
+
+static int set_uint(const opt *d, bfs_pipeline_opts *o, const char *v, const char **why);
+static int show_uint(const opt *d, const bfs_pipeline_opts *o, char *buf, size_t cap);
+static int set_enum(const opt *d, bfs_pipeline_opts *o, const char *v, const char **why);
+static int show_enum(const opt *d, const bfs_pipeline_opts *o, char *buf, size_t cap);
+static int set_shard(const opt *d, bfs_pipeline_opts *o, const char *v, const char **why);
+static int show_shard(const opt *d, const bfs_pipeline_opts *o, char *buf, size_t cap);
+static int set_size(const opt *d, bfs_pipeline_opts *o, const char *v, const char **why);
+static int show_size(const opt *d, const bfs_pipeline_opts *o, char *buf, size_t cap);
+static int set_range(const opt *d, bfs_pipeline_opts *o, const char *v, const char **why);
+static int show_range(const opt *d, const bfs_pipeline_opts *o, char *buf, size_t cap);
+static int set_real(const opt *d, bfs_pipeline_opts *o, const char *v, const char **why);
+static int show_real(const opt *d, const bfs_pipeline_opts *o, char *buf, size_t cap);
+static int set_normalize(const opt *d, bfs_pipeline_opts *o, const char *v, const char **why);
+static int show_normalize(const opt *d, const bfs_pipeline_opts *o, char *buf, size_t cap);
+static int set_path(const opt *d, bfs_pipeline_opts *o, const char *v, const char **why);
+static int show_path(const opt *d, const bfs_pipeline_opts *o, char *buf, size_t cap);
+
+#define PUB(name_, cls_, syntax_, def_, help_)                                               \
+    .pub = {.name = name_, .syntax = syntax_, .def = def_, .help = help_, .cls = cls_}
+#define FIELD(f) .off = offsetof(bfs_pipeline_opts, f)
+#define INT(f, w, lo_, hi_, fl)                                                              \
+    FIELD(f), .set = set_uint, .show = show_uint, .width = w, .lo = lo_, .hi = hi_, .flags = fl
+#define ENUM(f) FIELD(f), .set = set_enum, .show = show_enum, .flags = F_ENUM
+#define D BFS_OPT_DATA
+#define K BFS_OPT_KNOB
+#define TIB (1ull << 40) /* MiB-valued budgets: 2^40 MiB = 1 EiB, so MiB * 2^20 fits int64 */
+
+static const opt table[OPT_COUNT] = {
+    [OPT_SEED] = {PUB("seed", D, "N", "0", "seed of the shuffle and of every augmentation"),
+                  INT(seed, W_U64, 0, UINT64_MAX, 0)},
+    [OPT_BATCH] = {PUB("batch", D, "N", "256", "samples per batch (per shard)"),
+                   INT(batch, W_U32, 1, 65536, 0)},
+    [OPT_EPOCHS] = {PUB("epochs", BFS_OPT_LISTING, "N", "100",
+                        "epoch directories listed; any epoch below it can be read"),
+                    INT(epochs, W_U32, 1, 1000000, 0)},
+    [OPT_SHUFFLE] = {PUB("shuffle", D, "full|pages|none", "full",
+                         "full: a full-dataset permutation per epoch; pages: quasi-random, "
+                         "page-local order for datasets larger than RAM on slow disks; "
+                         "none: dataset order"),
+                     ENUM(shuffle)},
+    [OPT_DROP_LAST] = {PUB("drop_last", D, "0|1", "1",
+                           "1: drop the final partial batch of each epoch; 0: serve it short"),
+                       ENUM(drop_last)},
+    [OPT_SHARD] = {PUB("shard", D, "I/N", "0/1",
+                       "serve shard I of N disjoint, equal shards of each epoch"),
+                   FIELD(shard_index), .set = set_shard, .show = show_shard, .hi = 65536,
+                   .allowed = "I/N with integers N in 1..65536 and I < N"},
+    [OPT_SIZE] = {PUB("size", D, "H|HxW", "224", "output image size in pixels; H means HxH"),
+                  FIELD(out_h), .set = set_size, .show = show_size, .lo = 1, .hi = 8192,
+                  .allowed = "H or HxW, integers in 1..8192"},
+    [OPT_AUGMENT] = {PUB("augment", D, "train|eval|none", "train",
+                         "train: RandomResizedCrop(scale, ratio) + horizontal flip (torchvision "
+                         "semantics); eval: resize the shorter side to size/0.875, center "
+                         "crop; none: resize to size"),
+                     ENUM(augment)},
+    [OPT_SCALE] = {PUB("scale", D, "A:B", "0.08:1",
+                       "train: range of the crop's area as a fraction of the image's"),
+                   FIELD(scale), .set = set_range, .show = show_range, .dhi = 1,
+                   .allowed = "A:B with 0 < A <= B <= 1 (decimals or fractions p/q)"},
+    [OPT_RATIO] = {PUB("ratio", D, "A:B", "3/4:4/3",
+                       "train: range of the crop's aspect ratio (width/height)"),
+                   FIELD(ratio), .set = set_range, .show = show_range, .dhi = 100,
+                   .allowed = "A:B with 0 < A <= B <= 100 (decimals or fractions p/q)"},
+    [OPT_FLIP] = {PUB("flip", D, "P", "0.5", "train: probability of a horizontal flip"),
+                  FIELD(flip), .set = set_real, .show = show_real, .dhi = 1,
+                  .allowed = "a number in 0..1 (decimal or fraction p/q)"},
+    [OPT_DTYPE] = {PUB("dtype", D, "u8|f16|bf16|f32", "u8", "output element type"),
+                   ENUM(dtype)},
+    [OPT_NORMALIZE] = {PUB("normalize", D, "imagenet|none|M/S", "by dtype",
+                           "float outputs are (x/255 - mean)/std per channel: imagenet is "
+                           "0.485,0.456,0.406/0.229,0.224,0.225, none is x/255; default imagenet "
+                           "for float dtypes, none for u8 (which allows only none)"),
+                       FIELD(mean), .set = set_normalize, .show = show_normalize,
+                       .init = "none",
+                       .allowed = "imagenet, none or m0,m1,m2/s0,s1,s2 (decimals, std > 0)"},
+    [OPT_LAYOUT] = {PUB("layout", D, "nhwc|nchw", "nhwc",
+                        "images tensor [B,H,W,3] (nhwc) or [B,3,H,W] (nchw)"),
+                    ENUM(layout)},
+    [OPT_BAD_SAMPLE] = {PUB("bad_sample", D, "substitute|fail", "substitute",
+                            "corrupt sample: replace it deterministically and count it in "
+                            "/stats, or fail its batch with EIO"),
+                        ENUM(bad_sample)},
+    [OPT_THREADS] = {PUB("threads", K, "auto|N", "auto", "worker threads"),
+                     INT(threads, W_INT, 1, 1024, F_AUTO)},
+    [OPT_PREFETCH] = {PUB("prefetch", K, "auto|N", "auto", "batches computed ahead per reader"),
+                      INT(prefetch, W_INT, 0, 1024, F_AUTO)},
+    [OPT_CACHE_MB] = {PUB("cache_mb", K, "auto|N", "auto", "in-memory batch cache budget, MiB"),
+                      INT(cache_mb, W_I64, 0, TIB, F_AUTO)},
+    [OPT_CACHE_DIR] = {PUB("cache_dir", K, "PATH|none", "none",
+                           "host-wide content-addressed batch cache, shared by every mount of "
+                           "the same pipeline"),
+                       FIELD(cache_dir), .set = set_path, .show = show_path,
+                       .allowed = "an absolute path or none"},
+    [OPT_CACHE_DIR_MB] = {PUB("cache_dir_mb", K, "N", "4096",
+                              "size budget of the cache directory (LRU), MiB"),
+                          INT(cache_dir_mb, W_I64, 1, TIB, 0)},
+    [OPT_SAMPLE_CACHE_MB] = {PUB("sample_cache_mb", K, "N", "0",
+                                 "decoded-sample cache, MiB: later epochs skip JPEG decoding"),
+                             INT(sample_cache_mb, W_I64, 0, TIB, 0)},
+    [OPT_CPU_BUDGET] = {PUB("cpu_budget", K, "N", "online CPUs", "CPUs the autotuner may use"),
+                        INT(cpu_budget, W_INT, 1, 1024, F_LATER)},
+    [OPT_RAM_MB] = {PUB("ram_mb", K, "N", "half of RAM",
+                        "memory the autotuner may use, MiB"),
+                    INT(ram_mb, W_I64, 16, TIB, F_LATER)},
+};
+
+#undef PUB
+#undef FIELD
+#undef INT
+#undef ENUM
+#undef D
+#undef K
+
+const bfs_pipeline_option *bfs_pipeline_option_at(size_t i)
+{
+    return i < OPT_COUNT ? &table[i].pub : NULL;
+}
+
+static const opt *lookup(const char *key)
+{
+    for (size_t i = 0; i < OPT_COUNT; i++)
+        if (strcmp(table[i].pub.name, key) == 0)
+            return &table[i];
+    return NULL;
+}
+
+/* ---- small helpers --------------------------------------------------------------------- */
+
+static const float imagenet_mean[3] = {0.485f, 0.456f, 0.406f};
+static const float imagenet_std[3] = {0.229f, 0.224f, 0.225f};
+
+/* Messages go to err when there is room; never overflow, always NUL-terminated. */
+__attribute__((format(printf, 4, 5))) static int fail(char *err, size_t errlen, int rc,
+                                                      const char *fmt, ...)
+{
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return rc;
+}
+
+/* A user's text as it may appear in a message: at most 64 bytes, control characters as
+ * \xNN (a value may come from a spec file with anything in it). */
+#define QUOTE_MAX 64
+static const char *quote(char dst[QUOTE_MAX * 4 + 8], const char *s)
+{
+    size_t n = 0;
+    for (size_t i = 0; s[i]; i++) {
+        if (i == QUOTE_MAX) {
+            memcpy(dst + n, "...", 3);
+            n += 3;
+            break;
+        }
+        unsigned char c = (unsigned char)s[i];
+        if (c < 0x20 || c == 0x7f) {
+            static const char hex[] = "0123456789abcdef";
+            dst[n++] = '\\';
+            dst[n++] = 'x';
+            dst[n++] = hex[c >> 4];
+            dst[n++] = hex[c & 15];
+        } else {
+            dst[n++] = (char)c;
+        }
+    }
+    dst[n] = '\0';
+    return dst;
+}
+
+/* The "C" locale, for locale-independent number text; (locale_t)0 if it cannot be made
+ * (then the process locale is used, which is "C" unless the program called setlocale). */
+static locale_t c_loc;
+static pthread_once_t c_loc_once = PTHREAD_ONCE_INIT;
+
+static void c_loc_init(void)
+{
+    c_loc = newlocale(LC_NUMERIC_MASK, "C", (locale_t)0);
+}
+
+static locale_t c_locale(void)
+{
+    pthread_once(&c_loc_once, c_loc_init);
+    return c_loc;
+}
+
+static double c_strtod(const char *s, char **end)
+{
+    locale_t l = c_locale();
+    return l ? strtod_l(s, end, l) : strtod(s, end);
+}
+
+static float c_strtof(const char *s, char **end)
+{
+    locale_t l = c_locale();
+    return l ? strtof_l(s, end, l) : strtof(s, end);
+}
+
+/* "%.*g" in the C locale. */
+static void c_fmt_g(char *buf, size_t cap, int prec, double v)
+{
+    locale_t l = c_locale();
+    locale_t old = l ? uselocale(l) : (locale_t)0;
+    snprintf(buf, cap, "%.*g", prec, v);
+    if (l)
+        uselocale(old);
+}
+
+/* Shortest "%.Ng" text that reads back as exactly v (as a double, or as a float when
+ * as_float): stable, round-trips, and 0.08 prints as 0.08. -0 prints as 0. */
+static void fmt_real(char buf[40], double v, bool as_float)
+{
+    if (v == 0)
+        v = 0;
+    int max = as_float ? 9 : 17; /* digits that always round-trip (FLT/DBL_DECIMAL_DIG) */
+    for (int p = 1; p <= max; p++) {
+        c_fmt_g(buf, 40, p, v);
+        if (p == max)
+            break;
+        if (as_float ? c_strtof(buf, NULL) == (float)v : c_strtod(buf, NULL) == v)
+            break;
+    }
+}
+
+/* A decimal integer: digits only (no sign, no space, no base prefix), no overflow, the
+ * whole span [s, s + n) consumed. */
+static bool parse_u64(const char *s, size_t n, uint64_t *out)
+{
+    if (n == 0)
+        return false;
+    uint64_t v = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return false;
+        unsigned dgt = (unsigned)(s[i] - '0');
+        if (v > (UINT64_MAX - dgt) / 10)
+            return false;
+        v = v * 10 + dgt;
+    }
+    *out = v;
+    return true;
+}
+
+/* A finite decimal number (strtod syntax without hex, inf, nan or leading space) filling
+ * [s, s + n); as a float when as_float. */
+static bool parse_decimal(const char *s, size_t n, bool as_float, double *out)
+{
+    char tmp[64];
+    if (n == 0 || n >= sizeof tmp)
+        return false;
+    memcpy(tmp, s, n);
+    tmp[n] = '\0';
+    if (!tmp[0] || !strchr("0123456789+-.", tmp[0]) || strpbrk(tmp, "xXpP"))
+        return false;
+    char *end;
+    double v = as_float ? (double)c_strtof(tmp, &end) : c_strtod(tmp, &end);
+    if (*end || !isfinite(v))
+        return false;
+    *out = v == 0 ? 0 : v; /* -0 reads as 0: one canonical zero */
+    return true;
+}
+
+/* A decimal, or a fraction p/q of two decimals (q != 0), filling [s, s + n). */
+static bool parse_real(const char *s, size_t n, double *out)
+{
+    const char *slash = memchr(s, '/', n);
+    if (!slash)
+        return parse_decimal(s, n, false, out);
+    double p, q;
+    if (!parse_decimal(s, (size_t)(slash - s), false, &p) ||
+        !parse_decimal(slash + 1, n - (size_t)(slash - s) - 1, false, &q) || q == 0)
+        return false;
+    double v = p / q;
+    if (!isfinite(v))
+        return false;
+    *out = v == 0 ? 0 : v;
+    return true;
+}
+
+/* Token i of a '|'-separated list, or NULL. */
+static const char *enum_name(const char *list, int i, size_t *len)
+{
+    for (int k = 0;; k++) {
+        size_t n = strcspn(list, "|");
+        if (k == i) {
+            *len = n;
+            return list;
+        }
+        if (!list[n])
+            return NULL;
+        list += n + 1;
+    }
+}
+
+/* ---- setters and formatters ------------------------------------------------------------ */
+
+static void store_int(const opt *d, bfs_pipeline_opts *o, uint64_t v, bool is_auto)
+{
+    char *f = (char *)o + d->off;
+    switch (d->width) {
+    case W_U64: {
+        uint64_t x = v;
+        memcpy(f, &x, sizeof x);
+        break;
+    }
+    case W_U32: {
+        uint32_t x = (uint32_t)v;
+        memcpy(f, &x, sizeof x);
+        break;
+    }
+    case W_INT: {
+        int x = is_auto ? BFS_AUTO : (int)v;
+        memcpy(f, &x, sizeof x);
+        break;
+    }
+    default: {
+        int64_t x = is_auto ? BFS_AUTO : (int64_t)v;
+        memcpy(f, &x, sizeof x);
+        break;
+    }
+    }
+}
+
+static int set_uint(const opt *d, bfs_pipeline_opts *o, const char *v, const char **why)
+{
+    (void)why;
+    uint64_t x;
+    if ((d->flags & F_AUTO) && strcmp(v, "auto") == 0) {
+        store_int(d, o, 0, true);
+        return 0;
+    }
+    if (!parse_u64(v, strlen(v), &x) || x < d->lo || x > d->hi)
+        return -EINVAL;
+    store_int(d, o, x, false);
+    return 0;
+}
+
+static int show_uint(const opt *d, const bfs_pipeline_opts *o, char *buf, size_t cap)
+{
+    const char *f = (const char *)o + d->off;
+    long long s;
+    switch (d->width) {
+    case W_U64: {
+        uint64_t x;
+        memcpy(&x, f, sizeof x);
+        return snprintf(buf, cap, "%llu", (unsigned long long)x);
+    }
+    case W_U32: {
+        uint32_t x;
+        memcpy(&x, f, sizeof x);
+        return snprintf(buf, cap, "%lu", (unsigned long)x);
+    }
+    case W_INT: {
+        int x;
+        memcpy(&x, f, sizeof x);
+        s = x;
+        break;
+    }
+    default: {
+        int64_t x;
+        memcpy(&x, f, sizeof x);
+        s = x;
+        break;
+    }
+    }
+    if (s == BFS_AUTO && (d->flags & F_AUTO))
+        return snprintf(buf, cap, "auto");
+    return snprintf(buf, cap, "%lld", s);
+}
+
+static int set_enum(const opt *d, bfs_pipeline_opts *o, const char *v, const char **why)
+{
+    (void)why;
+    size_t n, vlen = strlen(v);
+    const char *t;
+    for (int i = 0; (t = enum_name(d->pub.syntax, i, &n)); i++)
+        if (n == vlen && memcmp(t, v, n) == 0) {
+            memcpy((char *)o + d->off, &i, sizeof i);
+            return 0;
+        }
+    return -EINVAL;
+}
+
+static int show_enum(const opt *d, const bfs_pipeline_opts *o, char *buf, size_t cap)
+{
+    int i;
+    size_t n;
+    memcpy(&i, (const char *)o + d->off, sizeof i);
+    const char *t = i >= 0 ? enum_name(d->pub.syntax, i, &n) : NULL;
+    if (!t)
+        return snprintf(buf, cap, "#%d", i); /* not a name: the setter rejects it */
+    return snprintf(buf, cap, "%.*s", (int)n, t);
+}
+
+static int set_shard(const opt *d, bfs_pipeline_opts *o, const char *v, const char **why)
+{
+    (void)why;
+    const char *slash = strchr(v, '/');
+    uint64_t i, n;
+    if (!slash || !parse_u64(v, (size_t)(slash - v), &i) ||
+        !parse_u64(slash + 1, strlen(slash + 1), &n) || n < 1 || n > d->hi || i >= n)
+        return -EINVAL;
+    o->shard_index = (uint32_t)i;
+    o->shard_count = (uint32_t)n;
+    return 0;
+}
+
+static int show_shard(const opt *d, const bfs_pipeline_opts *o, char *buf, size_t cap)
+{
+    (void)d;
+    return snprintf(buf, cap, "%lu/%lu", (unsigned long)o->shard_index,
+                    (unsigned long)o->shard_count);
+}
+
+static int set_size(const opt *d, bfs_pipeline_opts *o, const char *v, const char **why)
+{
+    (void)why;
+    const char *x = strchr(v, 'x');
+    uint64_t h, w;
+    if (!x) {
+        if (!parse_u64(v, strlen(v), &h))
+            return -EINVAL;
+        w = h;
+    } else if (!parse_u64(v, (size_t)(x - v), &h) || !parse_u64(x + 1, strlen(x + 1), &w)) {
+        return -EINVAL;
+    }
+    if (h < d->lo || h > d->hi || w < d->lo || w > d->hi)
+        return -EINVAL;
+    o->out_h = (uint32_t)h;
+    o->out_w = (uint32_t)w;
+    return 0;
+}
+
+static int show_size(const opt *d, const bfs_pipeline_opts *o, char *buf, size_t cap)
+{
+    (void)d;
+    return snprintf(buf, cap, "%lux%lu", (unsigned long)o->out_h, (unsigned long)o->out_w);
+}
+
+static int set_range(const opt *d, bfs_pipeline_opts *o, const char *v, const char **why)
+{
+    (void)why;
+    const char *colon = strchr(v, ':');
+    double a, b;
+    if (!colon || !parse_real(v, (size_t)(colon - v), &a) ||
+        !parse_real(colon + 1, strlen(colon + 1), &b))
+        return -EINVAL;
+    if (!(a > 0 && a <= b && b <= d->dhi))
+        return -EINVAL;
+    double *f = (double *)(void *)((char *)o + d->off);
+    f[0] = a;
+    f[1] = b;
+    return 0;
+}
+
+static int show_range(const opt *d, const bfs_pipeline_opts *o, char *buf, size_t cap)
+{
+    const double *f = (const double *)(const void *)((const char *)o + d->off);
+    char a[40], b[40];
+    fmt_real(a, f[0], false);
+    fmt_real(b, f[1], false);
+    return snprintf(buf, cap, "%s:%s", a, b);
+}
+
+static int set_real(const opt *d, bfs_pipeline_opts *o, const char *v, const char **why)
+{
+    (void)why;
+    double x;
+    if (!parse_real(v, strlen(v), &x) || !(x >= 0 && x <= d->dhi))
+        return -EINVAL;
+    memcpy((char *)o + d->off, &x, sizeof x);
+    return 0;
+}
+
+static int show_real(const opt *d, const bfs_pipeline_opts *o, char *buf, size_t cap)
+{
+    double x;
+    char t[40];
+    memcpy(&x, (const char *)o + d->off, sizeof x);
+    fmt_real(t, x, false);
+    return snprintf(buf, cap, "%s", t);
+}
+
+/* Three comma-separated decimals filling [s, s + n), read as floats. */
+static bool parse_triple(const char *s, size_t n, float out[3])
+{
+    for (int k = 0; k < 3; k++) {
+        const char *comma = memchr(s, ',', n);
+        size_t len = k < 2 ? (comma ? (size_t)(comma - s) : n + 1) : n;
+        double x;
+        if (len > n || (k == 2 && comma) || !parse_decimal(s, len, true, &x))
+            return false;
+        out[k] = (float)x;
+        if (k < 2) {
+            s += len + 1;
+            n -= len + 1;
+        }
+    }
+    return true;
+}
+
+static int set_normalize(const opt *d, bfs_pipeline_opts *o, const char *v, const char **why)
+{
+    (void)d;
+    float mean[3], std[3];
+    int on = 1;
+    if (strcmp(v, "imagenet") == 0) {
+        memcpy(mean, imagenet_mean, sizeof mean);
+        memcpy(std, imagenet_std, sizeof std);
+    } else if (strcmp(v, "none") == 0) {
+        on = 0;
+        for (int k = 0; k < 3; k++) {
+            mean[k] = 0;
+            std[k] = 1;
+        }
+    } else {
+        const char *slash = strchr(v, '/');
+        if (!slash || !parse_triple(v, (size_t)(slash - v), mean) ||
+            !parse_triple(slash + 1, strlen(slash + 1), std))
+            return -EINVAL;
+        for (int k = 0; k < 3; k++)
+            if (!(std[k] > 0)) {
+                *why = "every std must be > 0 (m0,m1,m2/s0,s1,s2)";
+                return -EINVAL;
+            }
+    }
+    o->normalize = on;
+    memcpy(o->mean, mean, sizeof mean);
+    memcpy(o->std, std, sizeof std);
+    return 0;
+}
+
+/* u8: "none" (mean/std do not apply); float dtypes: the numbers, whatever name set them,
+ * so that pipelines producing identical bytes have one canonical text. */
+static int fmt_norm_numbers(const bfs_pipeline_opts *o, char *buf, size_t cap)
+{
+    char t[6][40];
+    for (int k = 0; k < 3; k++) {
+        fmt_real(t[k], o->mean[k], true);
+        fmt_real(t[3 + k], o->std[k], true);
+    }
+    return snprintf(buf, cap, "%s,%s,%s/%s,%s,%s", t[0], t[1], t[2], t[3], t[4], t[5]);
+}
+
+static int show_normalize(const opt *d, const bfs_pipeline_opts *o, char *buf, size_t cap)
+{
+    (void)d;
+    if (o->dtype == BFS_OUT_U8)
+        return snprintf(buf, cap, "none");
+    return fmt_norm_numbers(o, buf, cap);
+}
+
+static int set_path(const opt *d, bfs_pipeline_opts *o, const char *v, const char **why)
+{
+    (void)d;
+    size_t n = strlen(v);
+    if (strcmp(v, "none") == 0) {
+        o->cache_dir[0] = '\0';
+        return 0;
+    }
+    if (v[0] != '/')
+        return -EINVAL;
+    if (n >= sizeof o->cache_dir) {
+        *why = "path too long (at most 1023 bytes)";
+        return -EINVAL;
+    }
+    memcpy(o->cache_dir, v, n + 1);
+    return 0;
+}
+
+static int show_path(const opt *d, const bfs_pipeline_opts *o, char *buf, size_t cap)
+{
+    (void)d;
+    size_t n = strnlen(o->cache_dir, sizeof o->cache_dir);
+    if (n == 0)
+        return snprintf(buf, cap, "none");
+    return snprintf(buf, cap, "%.*s", (int)n, o->cache_dir);
+}
+
+/* ---- messages -------------------------------------------------------------------------- */
+
+/* "must be ..." text of a row: its own, or generated from its range or names. */
+static void allowed_text(const opt *d, char *buf, size_t cap)
+{
+    if (d->allowed)
+        snprintf(buf, cap, "%s", d->allowed);
+    else if (d->flags & F_ENUM)
+        snprintf(buf, cap, "one of %s", d->pub.syntax);
+    else
+        snprintf(buf, cap, "%san integer in %llu..%llu", (d->flags & F_AUTO) ? "auto or " : "",
+                 (unsigned long long)d->lo, (unsigned long long)d->hi);
+}
+
+static int bad_value(const opt *d, const char *v, const char *why, char *err, size_t errlen)
+{
+    char q[QUOTE_MAX * 4 + 8], allowed[256];
+    allowed_text(d, allowed, sizeof allowed);
+    if (why)
+        return fail(err, errlen, -EINVAL, "%s=%s: %s", d->pub.name, quote(q, v), why);
+    return fail(err, errlen, -EINVAL, "%s=%s: must be %s", d->pub.name, quote(q, v), allowed);
+}
+
+/* Case-insensitive edit distance, for "did you mean"; keys longer than 31 never match. */
+static size_t edit_distance(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b), row[32];
+    if (la > 31 || lb > 31)
+        return SIZE_MAX;
+    for (size_t j = 0; j <= lb; j++)
+        row[j] = j;
+    for (size_t i = 1; i <= la; i++) {
+        size_t diag = row[0];
+        row[0] = i;
+        for (size_t j = 1; j <= lb; j++) {
+            size_t up = row[j];
+            size_t cost = tolower((unsigned char)a[i - 1]) != tolower((unsigned char)b[j - 1]);
+            size_t best = diag + cost;
+            if (up + 1 < best)
+                best = up + 1;
+            if (row[j - 1] + 1 < best)
+                best = row[j - 1] + 1;
+            row[j] = best;
+            diag = up;
+        }
+    }
+    return row[lb];
+}
+
+static int unknown_key(const char *key, char *err, size_t errlen)
+{
+    char q[QUOTE_MAX * 4 + 8], hint[64] = "", known[512];
+    size_t best = 3, n = 0; /* suggest only within 2 edits */
+    for (size_t i = 0; i < OPT_COUNT; i++) {
+        size_t dist = edit_distance(key, table[i].pub.name);
+        if (dist < best && dist * 2 < strlen(table[i].pub.name)) {
+            best = dist;
+            snprintf(hint, sizeof hint, " (did you mean '%s'?)", table[i].pub.name);
+        }
+        if (n < sizeof known)
+            n += (size_t)snprintf(known + n, sizeof known - n, "%s%s", i ? ", " : "",
+                                  table[i].pub.name);
+    }
+    return fail(err, errlen, -ENOENT, "unknown option '%s'%s; known options: %s",
+                quote(q, key), hint, known);
+}
+
+/* ---- public API -------------------------------------------------------------------------- */
+
+void bfs_pipeline_defaults(bfs_pipeline_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    for (size_t i = 0; i < OPT_COUNT; i++) {
+        const opt *d = &table[i];
+        const char *why = NULL;
+        if (!(d->flags & F_LATER))
+            (void)d->set(d, o, d->init ? d->init : d->pub.def, &why); /* tested to succeed */
+    }
+    o->given = 0;
+}
+
+int bfs_pipeline_set(bfs_pipeline_opts *o, const char *key, const char *value, char *err,
+                     size_t errlen)
+{
+    const opt *d = lookup(key);
+    if (!d)
+        return unknown_key(key, err, errlen);
+    if (!value) {
+        char allowed[256];
+        allowed_text(d, allowed, sizeof allowed);
+        return fail(err, errlen, -EINVAL, "%s: missing value (%s=%s); must be %s", d->pub.name,
+                    d->pub.name, d->pub.syntax, allowed);
+    }
+    const char *why = NULL;
+    if (d->set(d, o, value, &why))
+        return bad_value(d, value, why, err, errlen);
+    o->given |= 1u << (d - table);
+    return 0;
+}
+
+static bool starts_number(char c)
+{
+    return (c >= '0' && c <= '9') || c == '-' || c == '+' || c == '.';
+}
+
+static int set_item(bfs_pipeline_opts *o, char *item, char *err, size_t errlen)
+{
+    char *eq = strchr(item, '=');
+    if (eq)
+        *eq = '\0';
+    return bfs_pipeline_set(o, item, eq ? eq + 1 : NULL, err, errlen);
+}
+
+int bfs_pipeline_parse(bfs_pipeline_opts *o, const char *text, char *err, size_t errlen)
+{
+    if (!text)
+        return 0;
+    char *buf = strdup(text);
+    if (!buf)
+        return fail(err, errlen, -ENOMEM, "out of memory parsing pipeline options");
+    int rc = 0;
+    for (char *item = buf;;) {
+        char *end = item + strcspn(item, ",");
+        if (strncmp(item, "normalize=", 10) == 0) /* m0,m1,m2/s0,s1,s2 */
+            while (*end == ',' && starts_number(end[1]))
+                end += 1 + strcspn(end + 1, ",");
+        bool last = *end == '\0';
+        *end = '\0';
+        if (*item && (rc = set_item(o, item, err, errlen)))
+            break;
+        if (last)
+            break;
+        item = end + 1;
+    }
+    free(buf);
+    return rc;
+}
+
+static char *trim(char *s)
+{
+    while (*s == ' ' || *s == '\t' || *s == '\r' || *s == '\v' || *s == '\f')
+        s++;
+    size_t n = strlen(s);
+    while (n && (s[n - 1] == ' ' || s[n - 1] == '\t' || s[n - 1] == '\r' || s[n - 1] == '\v' ||
+                 s[n - 1] == '\f'))
+        s[--n] = '\0';
+    return s;
+}
+
+int bfs_pipeline_parse_spec(bfs_pipeline_opts *o, const char *text, const char *file_name,
+                            char *err, size_t errlen)
+{
+    const char *file = file_name ? file_name : "spec";
+    if (!text)
+        return 0;
+    char *buf = strdup(text);
+    if (!buf)
+        return fail(err, errlen, -ENOMEM, "%s: out of memory", file);
+    char *line = buf;
+    if (strncmp(line, "\xEF\xBB\xBF", 3) == 0) /* UTF-8 byte order mark */
+        line += 3;
+    int rc = 0;
+    for (unsigned long no = 1;; no++) {
+        char *nl = strchr(line, '\n');
+        if (nl)
+            *nl = '\0';
+        for (char *h = line; (h = strchr(h, '#')); h++)
+            if (h == line || h[-1] == ' ' || h[-1] == '\t') {
+                *h = '\0';
+                break;
+            }
+        char *s = trim(line);
+        if (*s) {
+            char msg[BFS_PIPELINE_ERRLEN], q[QUOTE_MAX * 4 + 8];
+            char *eq = strchr(s, '=');
+            if (!eq) {
+                rc = fail(err, errlen, -EINVAL, "%s:%lu: expected 'key = value', got '%s'", file,
+                          no, quote(q, s));
+                break;
+            }
+            *eq = '\0';
+            rc = bfs_pipeline_set(o, trim(s), trim(eq + 1), msg, sizeof msg);
+            if (rc) {
+                fail(err, errlen, rc, "%s:%lu: %s", file, no, msg);
+                break;
+            }
+        }
+        if (!nl)
+            break;
+        line = nl + 1;
+    }
+    free(buf);
+    return rc;
+}
+
+int bfs_pipeline_finish(bfs_pipeline_opts *o, char *err, size_t errlen)
+{
+    if (!(o->given & (1u << OPT_NORMALIZE))) {
+        const char *why = NULL;
+        const opt *d = &table[OPT_NORMALIZE];
+        (void)d->set(d, o, o->dtype == BFS_OUT_U8 ? "none" : "imagenet", &why);
+    } else if (o->dtype == BFS_OUT_U8 && o->normalize) {
+        char v[256];
+        if (memcmp(o->mean, imagenet_mean, sizeof o->mean) == 0 &&
+            memcmp(o->std, imagenet_std, sizeof o->std) == 0)
+            snprintf(v, sizeof v, "imagenet");
+        else
+            fmt_norm_numbers(o, v, sizeof v);
+        return fail(err, errlen, -EINVAL,
+                    "normalize=%s: dtype=u8 outputs raw pixels, so normalize must be none; "
+                    "use dtype=f16|bf16|f32 to normalize",
+                    v);
+    }
+    /* Every field, formatted and read back by its own setter: one place for each range. */
+    for (size_t i = 0; i < OPT_COUNT; i++) {
+        const opt *d = &table[i];
+        char text[sizeof o->cache_dir + 64];
+        if (d->flags & F_LATER) {
+            char zero[8];
+            d->show(d, o, zero, sizeof zero);
+            if (strcmp(zero, "0") == 0)
+                continue; /* default, resolved by the engine */
+        }
+        d->show(d, o, text, sizeof text);
+        bfs_pipeline_opts scratch = *o;
+        const char *why = NULL;
+        if (d->set(d, &scratch, text, &why))
+            return bad_value(d, text, why, err, errlen);
+    }
+    return 0;
+}
+
+int bfs_pipeline_canonical(const bfs_pipeline_opts *o, char *buf, size_t cap)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < OPT_COUNT; i++) {
+        const opt *d = &table[i];
+        if (d->pub.cls != BFS_OPT_DATA)
+            continue;
+        char v[256];
+        d->show(d, o, v, sizeof v);
+        int w = n < cap ? snprintf(buf + n, cap - n, "%s = %s\n", d->pub.name, v)
+                        : snprintf(NULL, 0, "%s = %s\n", d->pub.name, v);
+        if (w < 0)
+            return -EINVAL;
+        n += (size_t)w;
+    }
+    if (n >= cap) {
+        if (cap)
+            buf[0] = '\0';
+        return -ENOSPC;
+    }
+    return (int)n;
+}
+
+uint64_t bfs_pipeline_fingerprint(const bfs_pipeline_opts *o, uint64_t dataset_identity)
+{
+    char canon[1024], id[32];
+    int n = bfs_pipeline_canonical(o, canon, sizeof canon);
+    bfs_xxh64_state st;
+    bfs_xxh64_init(&st, 0);
+    bfs_xxh64_update(&st, "batchfs/1\n", 10);
+    snprintf(id, sizeof id, "%016llx\n", (unsigned long long)dataset_identity);
+    bfs_xxh64_update(&st, id, 17);
+    if (n > 0)
+        bfs_xxh64_update(&st, canon, (size_t)n);
+    return bfs_xxh64_digest(&st);
+}
+
+/* ---- --help ------------------------------------------------------------------------------ */
+
+#define HELP_WIDTH   100 /* the house column limit */
+#define HELP_OPT_MAX 28  /* a longer "name=syntax" gets a line of its own */
+
+static char help_text[16384];
+static pthread_once_t help_once = PTHREAD_ONCE_INIT;
+
+typedef struct sbuf {
+    char *p;
+    size_t cap, len;
+} sbuf;
+
+__attribute__((format(printf, 2, 3))) static void sb_add(sbuf *b, const char *fmt, ...)
+{
+    if (b->len >= b->cap)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    int w = vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
+    va_end(ap);
+    if (w > 0)
+        b->len = b->len + (size_t)w < b->cap ? b->len + (size_t)w : b->cap;
+}
+
+/* text word-wrapped into lines of at most width columns, continuation lines indented by
+ * indent spaces; the first line continues the current one. */
+static void sb_wrap(sbuf *b, const char *text, size_t indent, size_t width)
+{
+    size_t col = 0;
+    while (*text) {
+        size_t w = strcspn(text, " ");
+        if (col && col + 1 + w > width) {
+            sb_add(b, "\n%*s", (int)indent, "");
+            col = 0;
+        }
+        sb_add(b, "%s%.*s", col ? " " : "", (int)w, text);
+        col += (col ? 1 : 0) + w;
+        text += w;
+        while (*text == ' ')
+            text++;
+    }
+    sb_add(b, "\n");
+}
+
+static void help_build(void)
+{
+    static const char *const heading[] = {
+        [BFS_OPT_DATA] = "Data-changing options (shown in /pipeline, hashed into the fingerprint):",
+        [BFS_OPT_LISTING] = "Listing option (which epoch directories exist; never changes a batch):",
+        [BFS_OPT_KNOB] = "Performance knobs (never change a byte; not in the fingerprint):",
+    };
+    sbuf b = {help_text, sizeof help_text, 0};
+    size_t ow = strlen("option"), dw = strlen("default");
+    for (size_t i = 0; i < OPT_COUNT; i++) {
+        size_t n = strlen(table[i].pub.name) + 1 + strlen(table[i].pub.syntax);
+        if (n > ow && n <= HELP_OPT_MAX)
+            ow = n;
+        if (strlen(table[i].pub.def) > dw)
+            dw = strlen(table[i].pub.def);
+    }
+    size_t mcol = 2 + ow + 2 + dw + 2; /* where the meaning column starts */
+    sb_add(&b, "Pipeline options (-o key=value,... or `key = value` lines in a spec file):\n");
+    sb_add(&b, "  %-*s  %-*s  %s\n", (int)ow, "option", (int)dw, "default", "meaning");
+    for (int cls = BFS_OPT_DATA; cls <= BFS_OPT_KNOB; cls++) {
+        sb_add(&b, "%s\n", heading[cls]);
+        for (size_t i = 0; i < OPT_COUNT; i++) {
+            const opt *d = &table[i];
+            if (d->pub.cls != cls)
+                continue;
+            char os[128], meaning[1024], allowed[256];
+            snprintf(os, sizeof os, "%s=%s", d->pub.name, d->pub.syntax);
+            if (strlen(os) > ow)
+                sb_add(&b, "  %s\n  %-*s", os, (int)ow, "");
+            else
+                sb_add(&b, "  %-*s", (int)ow, os);
+            sb_add(&b, "  %-*s  ", (int)dw, d->pub.def);
+            if (d->flags & F_ENUM) {
+                snprintf(meaning, sizeof meaning, "%s", d->pub.help);
+            } else {
+                allowed_text(d, allowed, sizeof allowed);
+                snprintf(meaning, sizeof meaning, "%s; %s", d->pub.help, allowed);
+            }
+            sb_wrap(&b, meaning, mcol, HELP_WIDTH - mcol);
+        }
+    }
+    sb_add(&b, "Unknown options are errors. A key given twice: the last value wins.\n");
+}
+
+const char *bfs_pipeline_help(void)
+{
+    pthread_once(&help_once, help_build);
+    return help_text;
+}

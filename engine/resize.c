@@ -1,0 +1,871 @@
+/*
+ * resize.c — Pillow-exact antialiased RGB resampling (triangle filter, "BILINEAR").
+ *
+ * Neighbours: engine/augment.c calls resize_rgb8 once per sample with the pixels the
+ * decoder produced and a store callback that writes into the batch buffer; the decoder
+ * asks resize_source_extent which pixels to decode; mkbatchfs --max-side shrinks images
+ * with it. It calls only libc. Tested by tests/check_resize.c and, bit for bit against
+ * Pillow, by tests/cli/resize_pillow.sh through tests/resize_tool_main.c.
+ *
+ * How: per axis, the coefficients of the window's output indices are computed once per
+ * call exactly as Pillow's precompute_coeffs + normalize_coeffs_8bpc do (box edges as
+ * C floats, weights in double, normalised, rounded to 22-bit fixed point). Taps whose
+ * fixed-point coefficient is 0 are then trimmed from both ends of each output's tap
+ * list: they add nothing to any sum, so results do not change, but the source extent
+ * becomes exactly the pixels that matter and an unchanged axis reads one pixel per
+ * output. An axis whose outputs each copy one input pixel at weight 1.0 (Pillow's
+ * skipped passes: same size without box, or an integral box of the output's size) is
+ * not computed at all. Pass 1 (horizontal) turns each needed source row into a row of
+ * win_w pixels, lazily, just before pass 2 (vertical) first needs it, so it is still in
+ * cache; pass 2 produces each window row and hands it to the store callback.
+ *
+ * Invariants:
+ *  - Every pass accumulates u8 * int32 products in int32, starting at 1 << 21, then
+ *    shifts right by 22 and clamps to 0..255, like Pillow. All sums are exact integers
+ *    far from overflow (|sum| < 255 * (2^22 + taps / 2) + 2^21 < 2^31 for sides
+ *    <= RESIZE_MAX_SIDE), so the order of accumulation is free: the AVX2 kernels regroup
+ *    the products (22-bit coefficients split into two 11-bit halves for pmaddwd) and
+ *    still give the same bytes as the portable kernels.
+ *  - Reads stay inside the source rows' 3 * src->w bytes. The AVX2 kernel loads 16
+ *    bytes at a time and may touch pixels past an output's last tap (weight 0), but
+ *    only when those 16 bytes lie inside the row; other outputs go the portable way.
+ *  - No allocation once the scratch is large enough; the scratch is per thread.
+ */
+#include "engine/resize.h"
+#include "engine/resize_internal.h"
+
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
+#define RESIZE_HAVE_AVX2 1
+#include <immintrin.h>
+#else
+#define RESIZE_HAVE_AVX2 0
+#endif
+
+/* Pillow: 32 bits minus 8 for the result minus 2 for overflow and sign. */
+#define PRECISION_BITS 22
+#define ROUND_HALF     (1 << (PRECISION_BITS - 1))
+
+/* Intermediate and output rows get this much slack: the AVX2 kernel stores 16 bytes
+ * where 12 are due. */
+#define ROW_PAD   32
+#define MEM_ALIGN 64
+
+/* ---- process-wide test hooks ------------------------------------------------------- */
+
+static _Atomic int forced_path = RESIZE_PATH_AUTO;
+static _Atomic size_t scratch_limit = 0;
+
+static bool cpu_has_avx2(void)
+{
+#if RESIZE_HAVE_AVX2
+    return __builtin_cpu_supports("avx2");
+#else
+    return false;
+#endif
+}
+
+int resize_force_path(resize_path path)
+{
+    switch (path) {
+    case RESIZE_PATH_AUTO:
+    case RESIZE_PATH_PORTABLE:
+        break;
+    case RESIZE_PATH_AVX2:
+        if (!cpu_has_avx2())
+            return -ENOTSUP;
+        break;
+    default:
+        return -EINVAL;
+    }
+    atomic_store_explicit(&forced_path, (int)path, memory_order_relaxed);
+    return 0;
+}
+
+resize_path resize_active_path(void)
+{
+    int f = atomic_load_explicit(&forced_path, memory_order_relaxed);
+    if (f != RESIZE_PATH_AUTO)
+        return (resize_path)f;
+    return cpu_has_avx2() ? RESIZE_PATH_AVX2 : RESIZE_PATH_PORTABLE;
+}
+
+void resize_test_limit_scratch(size_t max_bytes)
+{
+    atomic_store_explicit(&scratch_limit, max_bytes, memory_order_relaxed);
+}
+
+/* ---- spec validation ---------------------------------------------------------------- */
+
+int resize_check_spec(const resize_spec *s)
+{
+    if (!s)
+        return -EINVAL;
+    if (s->in_w <= 0 || s->in_h <= 0 || s->in_w > RESIZE_MAX_SIDE || s->in_h > RESIZE_MAX_SIDE)
+        return -EINVAL;
+    if (s->out_w <= 0 || s->out_h <= 0 || s->out_w > RESIZE_MAX_SIDE ||
+        s->out_h > RESIZE_MAX_SIDE)
+        return -EINVAL;
+    /* written so that NaN fails every test */
+    if (!(s->box[0] >= 0.0) || !(s->box[1] >= 0.0) || !(s->box[2] <= (double)s->in_w) ||
+        !(s->box[3] <= (double)s->in_h) || !(s->box[0] < s->box[2]) || !(s->box[1] < s->box[3]))
+        return -EINVAL;
+    if (s->win_w <= 0 || s->win_h <= 0 || s->win_x < 0 || s->win_y < 0 ||
+        s->win_x > s->out_w - s->win_w || s->win_y > s->out_h - s->win_h)
+        return -EINVAL;
+    return 0;
+}
+
+/* ---- coefficients (Pillow's precompute_coeffs + normalize_coeffs_8bpc) ------------- */
+
+/* One axis as Pillow sees it. */
+typedef struct pil_axis {
+    int in_size;
+    double in0;     /* box start, rounded to float like Pillow's float box[4] */
+    double scale;   /* box size / out size, the box size subtracted in float */
+    double support; /* filter support 1.0 * max(scale, 1) */
+    double ss;      /* 1 / max(scale, 1) */
+} pil_axis;
+
+static void pil_axis_init(pil_axis *a, int in_size, double b0, double b1, int out_size)
+{
+    /* Pillow's _resize parses the box into float[4] and precompute_coeffs takes float
+     * in0, in1; (in1 - in0) is a float subtraction. The assignment rounds to float. */
+    float f0 = (float)b0, f1 = (float)b1;
+    float fsize = f1 - f0;
+    double filterscale = (double)fsize / out_size;
+
+    a->in_size = in_size;
+    a->in0 = f0;
+    a->scale = filterscale;
+    if (filterscale < 1.0)
+        filterscale = 1.0;
+    a->support = 1.0 * filterscale;
+    a->ss = 1.0 / filterscale;
+}
+
+/* Upper bound of the taps of one output before trimming: Pillow's ksize
+ * (ceil(support) * 2 + 1), plus one against rounding in center +- support. */
+static int pil_axis_ksize(const pil_axis *a)
+{
+    int s = (int)a->support;
+    if ((double)s < a->support)
+        s++;
+    return 2 * s + 2;
+}
+
+static double bilinear_filter(double x)
+{
+    if (x < 0.0)
+        x = -x;
+    return x < 1.0 ? 1.0 - x : 0.0;
+}
+
+static int32_t quantize(double w)
+{
+    /* normalize_coeffs_8bpc: round half away from zero */
+    if (w < 0)
+        return (int32_t)(-0.5 + w * (1 << PRECISION_BITS));
+    return (int32_t)(0.5 + w * (1 << PRECISION_BITS));
+}
+
+/*
+ * Taps of output index xx: stores the first tap with a non-zero fixed-point coefficient
+ * in *first and returns how many taps run from there to the last non-zero one; k (if
+ * not NULL) receives their coefficients. An output with no non-zero tap gets count 0.
+ */
+static int pil_axis_taps(const pil_axis *a, int xx, int *first, int32_t *k)
+{
+    double center = a->in0 + (xx + 0.5) * a->scale;
+    int xmin = (int)(center - a->support + 0.5);
+    if (xmin < 0)
+        xmin = 0;
+    int xmax = (int)(center + a->support + 0.5);
+    if (xmax > a->in_size)
+        xmax = a->in_size;
+    xmax -= xmin;
+
+    double ww = 0.0;
+    for (int x = 0; x < xmax; x++)
+        ww += bilinear_filter((x + xmin - center + 0.5) * a->ss);
+
+    int lo = -1, hi = -1;
+    for (int x = 0; x < xmax; x++) {
+        double w = bilinear_filter((x + xmin - center + 0.5) * a->ss);
+        if (ww != 0.0)
+            w /= ww;
+        int32_t q = quantize(w);
+        if (q != 0) {
+            if (lo < 0)
+                lo = x;
+            hi = x;
+        }
+        if (k && lo >= 0) /* k has room for xmax <= ksize values */
+            k[x - lo] = q;
+    }
+    if (lo < 0) {
+        *first = xmin;
+        return 0;
+    }
+    *first = xmin + lo;
+    return hi - lo + 1;
+}
+
+/* The coefficients of one axis of the window. */
+typedef struct axis_plan {
+    int n;          /* outputs (window size along the axis) */
+    int kstride;    /* int32 per output in k */
+    int kmax;       /* most taps of any output */
+    int32_t *first; /* per output: first tap (image coordinates, later buffer-relative) */
+    int32_t *count; /* per output: taps */
+    int32_t *k;     /* per output: kstride coefficients, zero-padded */
+    int lo, hi;     /* taps of all outputs lie in [lo, hi) */
+    bool identity;  /* output i is input lo + i at weight 1.0 */
+} axis_plan;
+
+static void axis_extent(const pil_axis *a, int win0, int n, int *lo, int *hi)
+{
+    int l = a->in_size, h = 0;
+    for (int i = 0; i < n; i++) {
+        int f, c = pil_axis_taps(a, win0 + i, &f, NULL);
+        if (c == 0)
+            continue;
+        if (f < l)
+            l = f;
+        if (f + c > h)
+            h = f + c;
+    }
+    if (h == 0)
+        l = 0;
+    *lo = l;
+    *hi = h;
+}
+
+static void axis_plan_build(axis_plan *p, const pil_axis *a, int win0)
+{
+    int l = a->in_size, h = 0;
+    p->kmax = 0;
+    p->identity = true;
+    for (int i = 0; i < p->n; i++) {
+        int32_t *k = p->k + (size_t)i * p->kstride;
+        int f, c = pil_axis_taps(a, win0 + i, &f, k);
+        for (int t = c; t < p->kstride; t++)
+            k[t] = 0;
+        p->first[i] = f;
+        p->count[i] = c;
+        if (c > p->kmax)
+            p->kmax = c;
+        if (c == 0) {
+            p->identity = false;
+            continue;
+        }
+        if (f < l)
+            l = f;
+        if (f + c > h)
+            h = f + c;
+        if (c != 1 || k[0] != (1 << PRECISION_BITS) || f != p->first[0] + i)
+            p->identity = false;
+    }
+    if (h == 0)
+        l = 0;
+    p->lo = l;
+    p->hi = h;
+    /* outputs without taps read nothing; point them at the extent start */
+    for (int i = 0; i < p->n; i++)
+        if (p->count[i] == 0)
+            p->first[i] = l;
+}
+
+int resize_source_extent(const resize_spec *spec, int *x0, int *y0, int *x1, int *y1)
+{
+    int rc = resize_check_spec(spec);
+    if (rc)
+        return rc;
+    pil_axis ax, ay;
+    pil_axis_init(&ax, spec->in_w, spec->box[0], spec->box[2], spec->out_w);
+    pil_axis_init(&ay, spec->in_h, spec->box[1], spec->box[3], spec->out_h);
+    axis_extent(&ax, spec->win_x, spec->win_w, x0, x1);
+    axis_extent(&ay, spec->win_y, spec->win_h, y0, y1);
+    return 0;
+}
+
+/* ---- scratch -------------------------------------------------------------------------- */
+
+static size_t align_up(size_t v)
+{
+    return (v + MEM_ALIGN - 1) & ~(size_t)(MEM_ALIGN - 1);
+}
+
+/* Make s->cap >= need, keeping the first `keep` bytes. 0 or -ENOMEM. */
+static int scratch_reserve(resize_scratch *s, size_t need, size_t keep)
+{
+    if (s->mem && s->cap >= need)
+        return 0;
+    size_t limit = atomic_load_explicit(&scratch_limit, memory_order_relaxed);
+    if (limit && need > limit)
+        return -ENOMEM;
+    /* headroom so that slightly larger later calls do not reallocate */
+    size_t cap = need + need / 4;
+    if (cap < need)
+        return -ENOMEM;
+    if (limit && cap > limit)
+        cap = limit;
+    cap = (cap + 4095) & ~(size_t)4095;
+    void *m = aligned_alloc(MEM_ALIGN, cap);
+    if (!m)
+        return -ENOMEM;
+    if (keep && s->mem)
+        memcpy(m, s->mem, keep);
+    free(s->mem);
+    s->mem = m;
+    s->cap = cap;
+    return 0;
+}
+
+void resize_scratch_free(resize_scratch *scratch)
+{
+    if (!scratch)
+        return;
+    free(scratch->mem);
+    scratch->mem = NULL;
+    scratch->cap = 0;
+}
+
+/* ---- kernels ---------------------------------------------------------------------------- */
+
+static inline uint8_t clip8(int32_t v)
+{
+    v >>= PRECISION_BITS; /* arithmetic shift, as Pillow's clip8 */
+    return (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
+}
+
+/* One tap pair of one output pair in the AVX2 table (see avx2_group). */
+typedef struct avx_table_entry {
+    int16_t hi[16], lo[16];
+} avx_table_entry;
+
+/*
+ * Everything a horizontal row kernel needs. Every output has exactly `taps` taps
+ * (zero-padded by uniform_taps), so the loops have a fixed trip count.
+ */
+typedef struct hpass {
+    int n;                /* outputs */
+    int taps;             /* taps per output */
+    int kstride;          /* int32 per output in k */
+    const int32_t *first; /* per output: first tap, in pixels from the start of the row */
+    const int32_t *k;     /* per output: its coefficients, then zeros */
+    /* AVX2 kernel only */
+    const avx_table_entry *tab; /* per output pair: `chunks` entries */
+    int chunks;                 /* tap pairs per output */
+    int groups;                 /* groups of 8 outputs, the last one padded */
+    int safe_groups;            /* leading groups whose loads all stay inside the row */
+    const int32_t *boff;        /* per output: byte offset of its loads in the row, or in
+                                 * tail for groups past safe_groups */
+    uint8_t *tail;              /* row bytes [tail_from, tail_from + tail_len), zero padding */
+    size_t tail_from, tail_len;
+} hpass;
+
+/* Horizontal pass of one row with a fixed number of taps per output. */
+static inline __attribute__((always_inline)) void
+hrow_fixed(const uint8_t *restrict in, uint8_t *restrict out, const hpass *h, int taps)
+{
+    const int32_t *k = h->k;
+    for (int x = 0; x < h->n; x++, k += h->kstride) {
+        const uint8_t *px = in + 3 * (size_t)h->first[x];
+        int32_t r = ROUND_HALF, g = ROUND_HALF, b = ROUND_HALF;
+        for (int t = 0; t < taps; t++) {
+            r += px[3 * t + 0] * k[t];
+            g += px[3 * t + 1] * k[t];
+            b += px[3 * t + 2] * k[t];
+        }
+        out[3 * x + 0] = clip8(r);
+        out[3 * x + 1] = clip8(g);
+        out[3 * x + 2] = clip8(b);
+    }
+}
+
+/* Vertical pass of one row: nbytes outputs from count rows starting at in (stride
+ * apart). The fixed-size blocks let gcc -O2 vectorise without a cost model. */
+#define VBLOCK 16
+static inline __attribute__((always_inline)) void vrow_generic(const uint8_t *restrict in,
+                                                               size_t stride, int count,
+                                                               const int32_t *restrict k,
+                                                               uint8_t *restrict out, int nbytes)
+{
+    int i = 0;
+    for (; i + VBLOCK <= nbytes; i += VBLOCK) {
+        int32_t acc[VBLOCK];
+        for (int j = 0; j < VBLOCK; j++)
+            acc[j] = ROUND_HALF;
+        for (int t = 0; t < count; t++) {
+            const uint8_t *row = in + (size_t)t * stride + i;
+            int32_t kt = k[t];
+            for (int j = 0; j < VBLOCK; j++)
+                acc[j] += row[j] * kt;
+        }
+        for (int j = 0; j < VBLOCK; j++)
+            out[i + j] = clip8(acc[j]);
+    }
+    for (; i < nbytes; i++) {
+        int32_t acc = ROUND_HALF;
+        for (int t = 0; t < count; t++)
+            acc += in[(size_t)t * stride + i] * k[t];
+        out[i] = clip8(acc);
+    }
+}
+
+static void hrow_portable(const uint8_t *in, uint8_t *out, const hpass *h)
+{
+    switch (h->taps) { /* constant trip counts unroll: the common cases */
+    case 1:
+        hrow_fixed(in, out, h, 1);
+        break;
+    case 2:
+        hrow_fixed(in, out, h, 2);
+        break;
+    case 3:
+        hrow_fixed(in, out, h, 3);
+        break;
+    case 4:
+        hrow_fixed(in, out, h, 4);
+        break;
+    default:
+        hrow_fixed(in, out, h, h->taps);
+        break;
+    }
+}
+
+static void vrow_portable(const uint8_t *in, size_t stride, int count, const int32_t *k,
+                          uint8_t *out, int nbytes)
+{
+    vrow_generic(in, stride, count, k, out, nbytes);
+}
+
+#if RESIZE_HAVE_AVX2
+/*
+ * AVX2 horizontal kernel. Outputs go in pairs, A in the low 128-bit lane and B in the
+ * high one. For each pair of taps (2c, 2c+1) the table holds two vectors of int16: the
+ * high and low 11-bit halves of the coefficients, laid out per lane as
+ * [k0 k1 k0 k1 k0 k1 0 0] to match pixels shuffled into [r0 r1 g0 g1 b0 b1 0 0], so one
+ * pmaddwd gives the r, g, b partial sums of two taps in three int32 lanes. Exact:
+ * sum = (sum_hi << 11) + sum_lo. One 16-byte load serves four taps.
+ */
+#define AVX_HALF_BITS 11
+
+/* Sum of one output pair, rounded and shifted: int32 [rA gA bA 0 | rB gB bB 0]. */
+static inline __attribute__((always_inline, target("avx2"))) __m256i
+avx2_pair(const uint8_t *pa, const uint8_t *pb, const avx_table_entry *e, int chunks)
+{
+    const __m256i sh01 = _mm256_setr_epi8(0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1,
+                                          -1, 0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1,
+                                          -1, -1);
+    const __m256i sh23 = _mm256_setr_epi8(6, -1, 9, -1, 7, -1, 10, -1, 8, -1, 11, -1, -1, -1,
+                                          -1, -1, 6, -1, 9, -1, 7, -1, 10, -1, 8, -1, 11, -1, -1,
+                                          -1, -1, -1);
+    __m256i acch = _mm256_setzero_si256(), accl = _mm256_set1_epi32(ROUND_HALF);
+    for (int c = 0; c < chunks; c += 2, pa += 12, pb += 12, e += 2) {
+        __m256i v = _mm256_inserti128_si256(
+            _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)pa)),
+            _mm_loadu_si128((const __m128i *)pb), 1);
+        __m256i x = _mm256_shuffle_epi8(v, sh01);
+        acch = _mm256_add_epi32(acch, _mm256_madd_epi16(x, _mm256_load_si256((const void *)e->hi)));
+        accl = _mm256_add_epi32(accl, _mm256_madd_epi16(x, _mm256_load_si256((const void *)e->lo)));
+        if (c + 1 < chunks) {
+            x = _mm256_shuffle_epi8(v, sh23);
+            acch = _mm256_add_epi32(acch,
+                                    _mm256_madd_epi16(x, _mm256_load_si256((const void *)e[1].hi)));
+            accl = _mm256_add_epi32(accl,
+                                    _mm256_madd_epi16(x, _mm256_load_si256((const void *)e[1].lo)));
+        }
+    }
+    __m256i s = _mm256_add_epi32(_mm256_slli_epi32(acch, AVX_HALF_BITS), accl);
+    return _mm256_srai_epi32(s, PRECISION_BITS);
+}
+
+/* Outputs x .. x+7, loads relative to base; writes 28 bytes at out + 3x (4 of slack). */
+static inline __attribute__((always_inline, target("avx2"))) void
+avx2_group(const uint8_t *base, uint8_t *out, const hpass *h, int x, int chunks)
+{
+    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    const __m256i squeeze = _mm256_setr_epi8(0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1,
+                                             -1, 0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1,
+                                             -1, -1);
+    const int32_t *boff = h->boff + x;
+    const avx_table_entry *e = h->tab + (size_t)(x / 2) * chunks;
+    __m256i s0 = avx2_pair(base + boff[0], base + boff[1], e, chunks);
+    __m256i s1 = avx2_pair(base + boff[2], base + boff[3], e + chunks, chunks);
+    __m256i s2 = avx2_pair(base + boff[4], base + boff[5], e + 2 * chunks, chunks);
+    __m256i s3 = avx2_pair(base + boff[6], base + boff[7], e + 3 * chunks, chunks);
+    /* [A|B] [C|D] [E|F] [G|H] -> bytes A..H; saturation clamps to 0..255 like clip8 */
+    __m256i u = _mm256_packus_epi16(_mm256_packs_epi32(s0, s1), _mm256_packs_epi32(s2, s3));
+    u = _mm256_permutevar8x32_epi32(u, order); /* dwords A C E G | B D F H -> A..H */
+    u = _mm256_shuffle_epi8(u, squeeze);       /* 12 bytes per lane */
+    _mm_storeu_si128((__m128i *)(out + 3 * (size_t)x), _mm256_castsi256_si128(u));
+    _mm_storeu_si128((__m128i *)(out + 3 * (size_t)x + 12), _mm256_extracti128_si256(u, 1));
+}
+
+static inline __attribute__((always_inline, target("avx2"))) void
+hrow_avx2_chunks(const uint8_t *restrict in, uint8_t *restrict out, const hpass *h, int chunks)
+{
+    int g = 0;
+    for (; g < h->safe_groups; g++)
+        avx2_group(in, out, h, 8 * g, chunks);
+    if (g < h->groups) {
+        /* the last outputs would load past the row: use a copy with zero padding */
+        memcpy(h->tail, in + h->tail_from, h->tail_len);
+        for (; g < h->groups; g++)
+            avx2_group(h->tail, out, h, 8 * g, chunks);
+    }
+}
+
+__attribute__((target("avx2"))) static void hrow_avx2(const uint8_t *in, uint8_t *out,
+                                                      const hpass *h)
+{
+    switch (h->chunks) {
+    case 1:
+        hrow_avx2_chunks(in, out, h, 1);
+        break;
+    case 2:
+        hrow_avx2_chunks(in, out, h, 2);
+        break;
+    default:
+        hrow_avx2_chunks(in, out, h, h->chunks);
+        break;
+    }
+}
+
+/* AVX2 vertical kernel: 32 outputs per step, accumulators in registers, exact int32
+ * products (vpmulld) of the zero-extended bytes. */
+__attribute__((target("avx2"))) static void vrow_avx2(const uint8_t *in, size_t stride, int count,
+                                                      const int32_t *k, uint8_t *out, int nbytes)
+{
+    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    int i = 0;
+    for (; i + 32 <= nbytes; i += 32) {
+        __m256i a0 = _mm256_set1_epi32(ROUND_HALF), a1 = a0, a2 = a0, a3 = a0;
+        const uint8_t *row = in + i;
+        for (int t = 0; t < count; t++, row += stride) {
+            __m256i kt = _mm256_set1_epi32(k[t]);
+            __m256i v = _mm256_loadu_si256((const __m256i *)row);
+            __m128i lo = _mm256_castsi256_si128(v), hi = _mm256_extracti128_si256(v, 1);
+            a0 = _mm256_add_epi32(a0, _mm256_mullo_epi32(_mm256_cvtepu8_epi32(lo), kt));
+            a1 = _mm256_add_epi32(
+                a1, _mm256_mullo_epi32(_mm256_cvtepu8_epi32(_mm_srli_si128(lo, 8)), kt));
+            a2 = _mm256_add_epi32(a2, _mm256_mullo_epi32(_mm256_cvtepu8_epi32(hi), kt));
+            a3 = _mm256_add_epi32(
+                a3, _mm256_mullo_epi32(_mm256_cvtepu8_epi32(_mm_srli_si128(hi, 8)), kt));
+        }
+        a0 = _mm256_srai_epi32(a0, PRECISION_BITS);
+        a1 = _mm256_srai_epi32(a1, PRECISION_BITS);
+        a2 = _mm256_srai_epi32(a2, PRECISION_BITS);
+        a3 = _mm256_srai_epi32(a3, PRECISION_BITS);
+        /* saturating packs clamp to 0..255 like clip8; vpermd undoes the lane interleave */
+        __m256i u = _mm256_packus_epi16(_mm256_packs_epi32(a0, a1), _mm256_packs_epi32(a2, a3));
+        _mm256_storeu_si256((__m256i *)(out + i), _mm256_permutevar8x32_epi32(u, order));
+    }
+    if (i < nbytes)
+        vrow_generic(in + i, stride, count, k, out + i, nbytes - i);
+}
+#endif
+
+/* ---- driver ---------------------------------------------------------------------------- */
+
+typedef void (*hrow_fn)(const uint8_t *in, uint8_t *out, const hpass *h);
+typedef void (*vrow_fn)(const uint8_t *in, size_t stride, int count, const int32_t *k,
+                        uint8_t *out, int nbytes);
+
+static int check_src(const resize_src *src, const axis_plan *px, const axis_plan *py)
+{
+    if (!src->pixels || src->w < 0 || src->h < 0 || src->stride < 3 * (size_t)src->w)
+        return -EINVAL;
+    if (px->hi > px->lo && (px->lo < src->x0 || px->hi > src->x0 + src->w))
+        return -EINVAL;
+    if (py->hi > py->lo && (py->lo < src->y0 || py->hi > src->y0 + src->h))
+        return -EINVAL;
+    return 0;
+}
+
+/* Bytes of a plan's arrays in the scratch. */
+static size_t plan_bytes(int n, int kstride)
+{
+    return 2 * align_up((size_t)n * sizeof(int32_t)) +
+           align_up((size_t)n * (size_t)kstride * sizeof(int32_t));
+}
+
+static void plan_place(axis_plan *p, char *base, int n, int kstride)
+{
+    p->n = n;
+    p->kstride = kstride;
+    p->first = (int32_t *)base;
+    base += align_up((size_t)n * sizeof(int32_t));
+    p->count = (int32_t *)base;
+    base += align_up((size_t)n * sizeof(int32_t));
+    p->k = (int32_t *)base;
+}
+
+/*
+ * Give every output of a horizontal plan exactly kmax taps, the extra ones weighted 0.
+ * first[] counts pixels from the start of rows of row_len pixels; an output whose
+ * padded taps would run past the row end starts earlier instead, its coefficients
+ * shifted right, so reads stay in the row (kmax <= the extent's width <= row_len).
+ */
+static void uniform_taps(axis_plan *p, int row_len)
+{
+    int taps = p->kmax;
+    for (int i = 0; i < p->n; i++) {
+        int c = p->count[i], f = p->first[i];
+        if (c == taps)
+            continue;
+        int shift = f + taps - row_len;
+        if (shift > 0) {
+            int32_t *k = p->k + (size_t)i * p->kstride;
+            memmove(k + shift, k, (size_t)c * sizeof *k);
+            memset(k, 0, (size_t)shift * sizeof *k);
+            p->first[i] = f - shift;
+        }
+        p->count[i] = taps;
+    }
+}
+
+/*
+ * Pillow >= 13 (python-pillow/Pillow#9549) runs the vertical pass first when the height
+ * shrinks by more than twice as many pixels as the width does, counted on the whole
+ * image: (in_h - out_h) > 0 && (in_h - out_h) > 2 * (in_w - out_w). The order changes
+ * results by one level in some pixels, so it is followed exactly.
+ */
+static bool pillow_vertical_first(const resize_spec *s)
+{
+    long long dy = (long long)s->in_h - s->out_h, dx = (long long)s->in_w - s->out_w;
+    return dy > 0 && dy > 2 * dx;
+}
+
+/* AVX2 layout of a horizontal pass over rows of row_bytes readable bytes. */
+typedef struct avx_layout {
+    int chunks, groups, safe_groups;
+    size_t span;                    /* bytes one output's loads cover from its offset */
+    size_t tail_from, tail_len;     /* row bytes copied for the unsafe groups */
+    size_t bytes_tab, bytes_boff, bytes_tail;
+} avx_layout;
+
+/* Byte offset in the row of output x's first tap; outputs past n (padding of the last
+ * group) repeat the last output. */
+static size_t avx_offset(const int32_t *first, int n, int x)
+{
+    return 3 * (size_t)first[x < n ? x : n - 1];
+}
+
+static void avx_layout_plan(avx_layout *l, const axis_plan *px, size_t row_bytes)
+{
+    l->chunks = px->kmax > 0 ? (px->kmax + 1) / 2 : 1;
+    l->span = 12 * (size_t)((l->chunks + 1) / 2 - 1) + 16;
+    l->groups = (px->n + 7) / 8;
+    l->safe_groups = 0;
+    for (bool safe = true; safe && l->safe_groups < l->groups; l->safe_groups += safe) {
+        for (int x = 8 * l->safe_groups; x < 8 * l->safe_groups + 8; x++)
+            if (avx_offset(px->first, px->n, x) + l->span > row_bytes)
+                safe = false;
+    }
+    l->tail_from = l->tail_len = 0;
+    if (l->safe_groups < l->groups) {
+        size_t lo = SIZE_MAX;
+        for (int x = 8 * l->safe_groups; x < 8 * l->groups; x++) {
+            size_t off = avx_offset(px->first, px->n, x);
+            if (off < lo)
+                lo = off;
+        }
+        l->tail_from = lo;
+        l->tail_len = row_bytes - lo;
+    }
+    l->bytes_tab = align_up((size_t)l->groups * 4 * (size_t)l->chunks * sizeof(avx_table_entry));
+    l->bytes_boff = align_up((size_t)l->groups * 8 * sizeof(int32_t));
+    l->bytes_tail = l->tail_len ? align_up(l->tail_len + l->span) : 0;
+}
+
+#if RESIZE_HAVE_AVX2
+static void avx_layout_fill(hpass *h, const avx_layout *l, char *mem)
+{
+    avx_table_entry *tab = (avx_table_entry *)mem;
+    int32_t *boff = (int32_t *)(mem + l->bytes_tab);
+    uint8_t *tail = (uint8_t *)mem + l->bytes_tab + l->bytes_boff;
+    for (int x = 0; x < 8 * l->groups; x++) {
+        size_t off = avx_offset(h->first, h->n, x);
+        boff[x] = (int32_t)(x < 8 * l->safe_groups ? off : off - l->tail_from);
+    }
+    for (int pr = 0; pr < 4 * l->groups; pr++) {
+        for (int c = 0; c < l->chunks; c++) {
+            avx_table_entry *e = &tab[(size_t)pr * l->chunks + c];
+            for (int lane = 0; lane < 2; lane++) {
+                int o = 2 * pr + lane;
+                const int32_t *k = h->k + (size_t)o * h->kstride;
+                int32_t k0 = o < h->n && 2 * c < h->taps ? k[2 * c] : 0;
+                int32_t k1 = o < h->n && 2 * c + 1 < h->taps ? k[2 * c + 1] : 0;
+                int16_t h0 = (int16_t)(k0 >> AVX_HALF_BITS), h1 = (int16_t)(k1 >> AVX_HALF_BITS);
+                int16_t l0 = (int16_t)(k0 & ((1 << AVX_HALF_BITS) - 1));
+                int16_t l1 = (int16_t)(k1 & ((1 << AVX_HALF_BITS) - 1));
+                for (int j = 0; j < 3; j++) {
+                    e->hi[lane * 8 + 2 * j] = h0;
+                    e->hi[lane * 8 + 2 * j + 1] = h1;
+                    e->lo[lane * 8 + 2 * j] = l0;
+                    e->lo[lane * 8 + 2 * j + 1] = l1;
+                }
+                e->hi[lane * 8 + 6] = e->hi[lane * 8 + 7] = 0;
+                e->lo[lane * 8 + 6] = e->lo[lane * 8 + 7] = 0;
+            }
+        }
+    }
+    if (l->tail_len)
+        memset(tail + l->tail_len, 0, l->span);
+    h->tab = tab;
+    h->chunks = l->chunks;
+    h->groups = l->groups;
+    h->safe_groups = l->safe_groups;
+    h->boff = boff;
+    h->tail = tail;
+    h->tail_from = l->tail_from;
+    h->tail_len = l->tail_len;
+}
+#endif
+
+int resize_rgb8(const resize_spec *spec, const resize_src *src, resize_store_cb store,
+                void *ctx, resize_scratch *scratch)
+{
+    int rc = resize_check_spec(spec);
+    if (rc)
+        return rc;
+    if (!src || !store || !scratch)
+        return -EINVAL;
+
+    pil_axis ax, ay;
+    pil_axis_init(&ax, spec->in_w, spec->box[0], spec->box[2], spec->out_w);
+    pil_axis_init(&ay, spec->in_h, spec->box[1], spec->box[3], spec->out_h);
+    int ksx = pil_axis_ksize(&ax), ksy = pil_axis_ksize(&ay);
+
+    /* region A of the scratch: the two plans */
+    size_t bytes_x = plan_bytes(spec->win_w, ksx), bytes_y = plan_bytes(spec->win_h, ksy);
+    size_t bytes_a = bytes_x + bytes_y;
+    rc = scratch_reserve(scratch, bytes_a, 0);
+    if (rc)
+        return rc;
+    axis_plan px, py;
+    plan_place(&px, scratch->mem, spec->win_w, ksx);
+    plan_place(&py, (char *)scratch->mem + bytes_x, spec->win_h, ksy);
+    axis_plan_build(&px, &ax, spec->win_x);
+    axis_plan_build(&py, &ay, spec->win_y);
+    rc = check_src(src, &px, &py);
+    if (rc)
+        return rc;
+
+    resize_path path = resize_active_path();
+    hrow_fn hrow = hrow_portable;
+    vrow_fn vrow = vrow_portable;
+#if RESIZE_HAVE_AVX2
+    if (path == RESIZE_PATH_AVX2) {
+        hrow = hrow_avx2;
+        vrow = vrow_avx2;
+    }
+#endif
+
+    bool need_h = !px.identity, need_v = !py.identity;
+    bool vfirst = need_h && need_v && pillow_vertical_first(spec);
+    size_t row_bytes = (size_t)spec->win_w * 3;
+    size_t istride = align_up(row_bytes + ROW_PAD);
+    size_t cols_bytes = 3 * (size_t)(px.hi - px.lo); /* source columns the window reads */
+
+    /* horizontal taps relative to the first column of the rows hrow gets: the source
+     * buffer's, or (vertical first) the window's source columns */
+    int hbase = vfirst ? px.lo : src->x0;
+    size_t hrow_bytes = vfirst ? cols_bytes : 3 * (size_t)src->w;
+    for (int i = 0; i < px.n; i++)
+        px.first[i] -= hbase;
+    /* vertical first: hrow reads our own row, with zero padding that the AVX2 kernel's
+     * loads may cover (weight 0): at least any span */
+    size_t mid_pad = 16 + 12 * (size_t)px.kmax + ROW_PAD;
+    avx_layout lay = {0};
+    if (need_h) {
+        uniform_taps(&px, (int)(hrow_bytes / 3));
+        if (path == RESIZE_PATH_AVX2)
+            avx_layout_plan(&lay, &px, vfirst ? cols_bytes + mid_pad : hrow_bytes);
+    }
+
+    /* region B: AVX2 tables; intermediate rows [py.lo, py.hi) (horizontal first) or one
+     * vertically resampled row of the source columns (vertical first); one output row */
+    size_t bytes_avx = lay.bytes_tab + lay.bytes_boff + lay.bytes_tail;
+    size_t bytes_mid = 0;
+    if (vfirst)
+        bytes_mid = align_up(cols_bytes + mid_pad);
+    else if (need_h && need_v)
+        bytes_mid = (size_t)(py.hi - py.lo) * istride;
+    size_t off_avx = bytes_a, off_mid = off_avx + bytes_avx, off_row = off_mid + bytes_mid;
+    rc = scratch_reserve(scratch, off_row + istride, bytes_a);
+    if (rc)
+        return rc;
+    char *mem = scratch->mem;
+    /* the reserve may have moved the plans */
+    plan_place(&px, mem, spec->win_w, ksx);
+    plan_place(&py, mem + bytes_x, spec->win_h, ksy);
+    uint8_t *mid = (uint8_t *)mem + off_mid, *outrow = (uint8_t *)mem + off_row;
+
+    hpass hp = {.n = px.n, .taps = px.kmax, .kstride = px.kstride, .first = px.first, .k = px.k};
+#if RESIZE_HAVE_AVX2
+    if (bytes_avx)
+        avx_layout_fill(&hp, &lay, mem + off_avx);
+#endif
+    if (vfirst)
+        memset(mid + cols_bytes, 0, mid_pad);
+
+    const uint8_t *pix = src->pixels;
+    size_t sstride = src->stride;
+#define SRC_ROW(y) (pix + (size_t)((y)-src->y0) * sstride)
+    if (!need_v) {
+        /* output row j is input row py.lo + j, resampled horizontally if needed */
+        for (int j = 0; j < spec->win_h; j++) {
+            const uint8_t *in = SRC_ROW(py.lo + j);
+            if (need_h) {
+                hrow(in, outrow, &hp);
+                store(ctx, j, outrow, spec->win_w);
+            } else {
+                store(ctx, j, in + 3 * (size_t)px.first[0], spec->win_w);
+            }
+        }
+        return 0;
+    }
+    if (vfirst) {
+        const uint8_t *cols = pix + 3 * (size_t)(px.lo - src->x0);
+        for (int j = 0; j < spec->win_h; j++) {
+            vrow(cols + (size_t)(py.first[j] - src->y0) * sstride, sstride, py.count[j],
+                 py.k + (size_t)j * py.kstride, mid, (int)cols_bytes);
+            hrow(mid, outrow, &hp);
+            store(ctx, j, outrow, spec->win_w);
+        }
+        return 0;
+    }
+
+    /* horizontal first: the rows of the vertical pass are the intermediate (filled
+     * lazily, so each row is still in cache when first used) or the source itself */
+    const uint8_t *vin;
+    size_t vstride;
+    if (need_h) {
+        vin = mid;
+        vstride = istride;
+    } else {
+        vin = SRC_ROW(py.lo) + 3 * (size_t)px.first[0];
+        vstride = sstride;
+    }
+    int done = 0; /* intermediate rows computed */
+    for (int j = 0; j < spec->win_h; j++) {
+        int f = py.first[j] - py.lo, c = py.count[j];
+        if (need_h)
+            for (; done < f + c; done++)
+                hrow(SRC_ROW(py.lo + done), mid + (size_t)done * istride, &hp);
+        vrow(vin + (size_t)f * vstride, vstride, c, py.k + (size_t)j * py.kstride, outrow,
+             (int)row_bytes);
+        store(ctx, j, outrow, spec->win_w);
+    }
+#undef SRC_ROW
+    return 0;
+}

@@ -1,0 +1,85 @@
+/*
+ * fuzz_jpeg_header.c — libFuzzer target for the JPEG path of engine/jpeg.c.
+ *
+ * bfs_jpeg_parse_header walks markers over untrusted bytes (every file mkbatchfs packs,
+ * every payload --verify checks); bfs_jpeg_sample_flags turns its result into the .bfs
+ * sample flags. For small inputs whose header parses, bfs_jpeg_decode_rgb decodes the
+ * whole image through libjpeg-turbo, which checks that what the walker accepts is what
+ * the decoder sizes its buffer for. The pixel limit keeps one input's decode under the
+ * fuzzer's time and memory limits (4 Mpx of RGB is 12 MiB).
+ */
+#include "engine/bfs.h"
+#include "engine/err.h"
+#include "engine/jpeg.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define DECODE_MAX_INPUT  (64u << 10)
+#define DECODE_MAX_PIXELS (4ull << 20)
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+#define CHECK(cond)                                                                      \
+    do {                                                                                 \
+        if (!(cond)) {                                                                   \
+            fprintf(stderr, "fuzz_jpeg_header: %s:%d: contract violated: %s\n", __FILE__, \
+                    __LINE__, #cond);                                                    \
+            abort();                                                                     \
+        }                                                                                \
+    } while (0)
+
+static volatile uint8_t sink;
+
+static void touch(const uint8_t *p, size_t n)
+{
+    uint8_t x = 0;
+    for (size_t i = 0; i < n; i++)
+        x ^= p[i];
+    sink = x;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    bfs_jpeg_header h;
+    int rc = bfs_jpeg_parse_header(data, size, &h);
+    uint16_t flags = bfs_jpeg_sample_flags(&h); /* defined for any parse result */
+    CHECK((flags & ~BFS_FLAGS_KNOWN) == 0 && (flags & BFS_KIND_MASK) == BFS_KIND_JPEG);
+    if (rc) {
+        CHECK(rc == BFS_E_NOT_JPEG || rc == BFS_E_JPEG_HEADER || rc == BFS_E_JPEG_UNSUPPORTED);
+        return 0;
+    }
+    /* jpeg.h: a parsed header describes an image libjpeg-turbo can decode */
+    CHECK(h.width >= 1 && h.width <= 65535 && h.height >= 1 && h.height <= 65535);
+    CHECK(h.components == 1 || h.components == 3 || h.components == 4);
+    for (int c = 0; c < h.components; c++)
+        CHECK(h.hs[c] >= 1 && h.hs[c] <= 4 && h.vs[c] >= 1 && h.vs[c] <= 4);
+    CHECK(h.adobe_transform >= -1 && h.adobe_transform <= 255);
+    unsigned color = flags & BFS_COLOR_MASK;
+    CHECK(color == (h.components == 1   ? BFS_COLOR_GRAY
+                    : h.components == 4 ? BFS_COLOR_CMYK
+                                        : BFS_COLOR_YCC));
+    CHECK(!!(flags & BFS_F_PROGRESSIVE) == !!h.progressive);
+    CHECK(!!(flags & BFS_F_ARITHMETIC) == !!h.arithmetic);
+    CHECK(((flags >> BFS_SAMP_H_SHIFT) & 3) == (unsigned)h.hs[0] - 1);
+    CHECK(((flags >> BFS_SAMP_V_SHIFT) & 3) == (unsigned)h.vs[0] - 1);
+    if (h.components != 3)
+        CHECK(!(flags & BFS_F_ODD_SAMPLING));
+
+    if (size >= DECODE_MAX_INPUT || (uint64_t)h.width * (uint64_t)h.height > DECODE_MAX_PIXELS)
+        return 0;
+    uint8_t *rgb = NULL;
+    int w = 0, ht = 0;
+    rc = bfs_jpeg_decode_rgb(data, size, &rgb, &w, &ht);
+    if (rc) {
+        CHECK(rc == BFS_E_JPEG_DATA || rc == -ENOMEM);
+        CHECK(rgb == NULL);
+        return 0;
+    }
+    CHECK(rgb != NULL && w == h.width && ht == h.height);
+    touch(rgb, (size_t)w * (size_t)ht * 3); /* the whole buffer the caller may read */
+    free(rgb);
+    return 0;
+}
