@@ -23,6 +23,9 @@
  * one chroma sample (two luma pixels) beyond each side. */
 #define MARGIN 4
 
+/* Scaled IDCT only where the resize afterwards still shrinks this much (see max_scale). */
+#define SCALE_SLACK 2.0
+
 /* Refuse images whose decode buffers would be absurd (decompression bombs). */
 #define MAX_PIXELS (1ULL << 28)
 
@@ -111,8 +114,11 @@ int bfs_decoder_max_scale(const bfs_image_info *info, double box_w, double box_h
 {
     if ((info->flags & BFS_KIND_MASK) != BFS_KIND_JPEG)
         return 1;
+    /* After a 1/s IDCT (close to an s x s box filter) the antialiased resize must still
+     * shrink by SCALE_SLACK or more, so the result stays within Pillow's tolerance
+     * (tests/cli/engine_pillow.sh measures the MAE). */
     int s = 8;
-    while (s > 1 && (box_w / s < need_w || box_h / s < need_h))
+    while (s > 1 && (box_w / s < SCALE_SLACK * need_w || box_h / s < SCALE_SLACK * need_h))
         s /= 2;
     return s;
 }

@@ -10,7 +10,11 @@
  *    entropy-decoded), jpeg_abort_decompress after the last needed row;
  *  - a margin of MARGIN pixels around the region, because fancy upsampling treats crop
  *    edges as image edges: inside the region the pixels equal a full decode's;
- *  - scaled IDCT at 1/2, 1/4, 1/8 only (3/8..7/8 are scalar and slower than 1/1);
+ *  - scaled IDCT at 1/2, 1/4, 1/8 only (3/8..7/8 are scalar and slower than 1/1), and
+ *    only where the antialiased resize afterwards still shrinks by 2x or more: a 1/s
+ *    IDCT is close to an s x s box filter, and with that slack the output stays within
+ *    0.5/255 mean absolute error of Pillow's (measured by tests/cli/engine_pillow.sh);
+ *    without scaling the output equals Pillow's up to the resampler's rounding;
  *  - progressive, CMYK/YCCK, grayscale and odd chroma sampling decode the whole image.
  * Pixels are those Pillow gets from the same file: ISLOW IDCT, fancy upsampling, RGB;
  * grayscale replicated; CMYK converted with Pillow's formula.
