@@ -170,8 +170,17 @@ static int parse_header(bfs_reader *r, char *err, size_t errlen)
                         (unsigned long long)reg[k].size, (unsigned long long)in->file_size);
         prev_end = reg[k].off + reg[k].size;
     }
-    if (in->sample_table_offset % 8 || in->page_table_offset % 8)
-        return fail(BFS_E_LAYOUT, err, errlen, "tables are not 8-byte aligned");
+    /* Exactly the layout docs/format.md gives: no slack between or after regions except
+     * the alignment padding, so every byte of the file is accounted for. */
+    uint64_t st_want = (in->heap_offset + in->heap_size + 7) & ~7ULL;
+    uint64_t ct_end = in->class_table_offset + in->class_table_size;
+    if (in->sample_table_offset != st_want ||
+        in->class_table_offset != in->sample_table_offset + in->sample_count * BFS_SAMPLE_RECORD ||
+        in->page_table_offset != ((ct_end + 7) & ~7ULL) ||
+        in->file_size != in->page_table_offset + in->page_count * 8)
+        return fail(BFS_E_LAYOUT, err, errlen,
+                    "regions are not packed as the format requires (unexpected gaps or "
+                    "trailing bytes)");
     if (in->class_table_size < (uint64_t)in->class_count * 8)
         return fail(BFS_E_LAYOUT, err, errlen, "class table of %llu bytes cannot hold %u entries",
                     (unsigned long long)in->class_table_size, in->class_count);
@@ -285,7 +294,7 @@ int bfs_get_sample(const bfs_reader *r, uint64_t i, bfs_sample *s)
         s->width == 0 || s->height == 0 || ld16(e + 22) != 0)
         return BFS_E_SAMPLE_RANGE;
     if ((s->flags & BFS_KIND_MASK) == BFS_KIND_RAW &&
-        s->raw_size != (uint32_t)s->width * s->height * 3u)
+        (uint64_t)s->raw_size != (uint64_t)s->width * s->height * 3u)
         return BFS_E_SAMPLE_RANGE;
     if (s->label >= r->info.class_count)
         return BFS_E_LABEL;

@@ -38,6 +38,7 @@ typedef struct err_mgr {
 struct bfs_decoder {
     struct jpeg_decompress_struct cinfo;
     err_mgr jerr;
+    struct jpeg_progress_mgr progress;
     uint8_t *buf; /* decoded region, RGB */
     size_t cap;
     uint8_t *row4; /* one CMYK row */
@@ -49,6 +50,17 @@ static void on_error(j_common_ptr c)
 {
     err_mgr *e = (err_mgr *)c->err;
     longjmp(e->jb, 1);
+}
+
+/* Progressive files may hold any number of scans, each a full pass of entropy decoding:
+ * a small file can cost minutes (a CPU bomb). libjpeg-turbo's TJFLAG_LIMITSCANS uses the
+ * same limit. */
+#define MAX_SCANS 500
+
+static void on_progress(j_common_ptr c)
+{
+    if (c->is_decompressor && ((j_decompress_ptr)c)->input_scan_number > MAX_SCANS)
+        on_error(c);
 }
 
 static void on_message(j_common_ptr c, int level)
@@ -72,6 +84,8 @@ int bfs_decoder_create(bfs_decoder **out)
         return -ENOMEM;
     }
     jpeg_create_decompress(&d->cinfo);
+    d->progress.progress_monitor = on_progress;
+    d->cinfo.progress = &d->progress;
     *out = d;
     return 0;
 }

@@ -129,21 +129,24 @@ int bfs_jpeg_decode_rgb(const uint8_t *data, size_t len, uint8_t **rgb, int *w, 
         tjDestroy(tj);
         return -ENOMEM;
     }
-    /* TJFLAG_STOPONWARNING: a truncated file is a warning to libjpeg; to us it is corrupt */
+    /* TJFLAG_STOPONWARNING: a truncated file is a warning to libjpeg; to us it is corrupt.
+     * TJFLAG_LIMITSCANS: refuse progressive files with absurd scan counts (CPU bombs). */
     rc = tjDecompress2(tj, data, (unsigned long)len, buf, hd.width, 0, hd.height,
-                       cmyk ? TJPF_CMYK : TJPF_RGB, TJFLAG_STOPONWARNING);
+                       cmyk ? TJPF_CMYK : TJPF_RGB, TJFLAG_STOPONWARNING | TJFLAG_LIMITSCANS);
     tjDestroy(tj);
     if (rc != 0) {
         free(buf);
         return BFS_E_JPEG_DATA;
     }
     if (cmyk) {
-        /* libjpeg delivers Adobe-style inverted CMYK (YCCK already converted to it):
-         * R = C * K / 255 on the stored (inverted) values. */
+        /* libjpeg delivers Adobe-style inverted CMYK (YCCK already converted to it); the
+         * conversion is Pillow's, so packed raw pixels equal what Pillow decodes. */
         for (size_t i = 0; i < px; i++) {
             unsigned k = buf[4 * i + 3];
-            for (int c = 0; c < 3; c++)
-                buf[3 * i + c] = (uint8_t)((buf[4 * i + c] * k + 127) / 255);
+            for (int c = 0; c < 3; c++) { /* Pillow's K - MULDIV255(255 - C, K) */
+                unsigned t = (255u - buf[4 * i + c]) * k + 128;
+                buf[3 * i + c] = (uint8_t)(k - (((t >> 8) + t) >> 8));
+            }
         }
         uint8_t *shrunk = realloc(buf, px * 3);
         if (shrunk)

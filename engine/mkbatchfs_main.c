@@ -80,12 +80,13 @@ static int parse_size(const char *s, uint32_t *out)
     char *end;
     errno = 0;
     unsigned long long v = strtoull(s, &end, 10);
-    if (!errno && end != s && (*end == 'K' || *end == 'k') && !end[1])
-        v <<= 10;
-    else if (!errno && end != s && (*end == 'M' || *end == 'm') && !end[1])
-        v <<= 20;
-    else if (errno || end == s || *end)
-        v = 0;
+    int shift = !errno && end != s && (*end == 'K' || *end == 'k') && !end[1]   ? 10
+                : !errno && end != s && (*end == 'M' || *end == 'm') && !end[1] ? 20
+                                                                               : 0;
+    if (errno || end == s || (*end && !shift) || s[0] == '-' || v > (BFS_PAGE_SIZE_MAX >> shift))
+        v = 0; /* rejected below; also catches a shift that would overflow */
+    else
+        v <<= shift;
     if (v < BFS_PAGE_SIZE_MIN || v > BFS_PAGE_SIZE_MAX || (v & (v - 1))) {
         fprintf(stderr, "mkbatchfs: --page-size: '%s' is not a power of two between 4K and 1024M\n",
                 s);

@@ -86,10 +86,14 @@ static int read_whole(const char *path, uint8_t **data, size_t *len)
     if (fd < 0)
         return -errno;
     struct stat st;
-    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-        int e = S_ISREG(st.st_mode) ? errno : EINVAL;
+    if (fstat(fd, &st) < 0) {
+        int e = errno;
         close(fd);
         return -e;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return -EINVAL;
     }
     if ((uint64_t)st.st_size > UINT32_MAX) {
         close(fd);

@@ -69,7 +69,8 @@ enum { W_U64, W_U32, W_INT, W_I64 }; /* C type of an integer field */
 
 #define F_AUTO  1u /* integer option also accepts "auto" (stored as BFS_AUTO) */
 #define F_LATER 2u /* default resolved by the engine: field left 0 by bfs_pipeline_defaults */
-#define F_ENUM  4u /* value is an index into the '|'-separated names of pub.syntax */
+#define F_ENUM  4u /* value: index into the '|'-separated names of pub.syntax, which are
+                    * in the order of pipeline.h's BFS_* enum (check_pipeline tests it) */
 
 struct opt {
     bfs_pipeline_option pub;

@@ -22,8 +22,9 @@
  *
  * Usage: bfs_pipeline_defaults, then any number of bfs_pipeline_set / _parse /
  * _parse_spec calls (a key given twice: the last value wins, like mount options), then
- * bfs_pipeline_finish once, then canonical / fingerprint. Nothing here allocates memory
- * that outlives a call; every function is thread-safe on distinct structs.
+ * bfs_pipeline_finish once, then canonical / fingerprint. The caller never frees
+ * anything; every function is thread-safe on distinct structs. Numbers are read and
+ * written in the "C" locale whatever the process's LC_NUMERIC is.
  */
 #ifndef BATCHFS_ENGINE_PIPELINE_H
 #define BATCHFS_ENGINE_PIPELINE_H

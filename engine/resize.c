@@ -190,13 +190,19 @@ static int pil_axis_taps(const pil_axis *a, int xx, int *first, int32_t *k)
         xmax = a->in_size;
     xmax -= xmin;
 
-    double ww = 0.0;
-    for (int x = 0; x < xmax; x++)
-        ww += bilinear_filter((x + xmin - center + 0.5) * a->ss);
+    /* Pillow keeps the weights to divide them by their sum; so do we, up to 64 of them
+     * (strong downscales recompute the rest, which gives the same doubles) */
+    double wcache[64], ww = 0.0;
+    for (int x = 0; x < xmax; x++) {
+        double w = bilinear_filter((x + xmin - center + 0.5) * a->ss);
+        if (x < 64)
+            wcache[x] = w;
+        ww += w;
+    }
 
     int lo = -1, hi = -1;
     for (int x = 0; x < xmax; x++) {
-        double w = bilinear_filter((x + xmin - center + 0.5) * a->ss);
+        double w = x < 64 ? wcache[x] : bilinear_filter((x + xmin - center + 0.5) * a->ss);
         if (ww != 0.0)
             w /= ww;
         int32_t q = quantize(w);
@@ -378,6 +384,7 @@ hrow_fixed(const uint8_t *restrict in, uint8_t *restrict out, const hpass *h, in
     for (int x = 0; x < h->n; x++, k += h->kstride) {
         const uint8_t *px = in + 3 * (size_t)h->first[x];
         int32_t r = ROUND_HALF, g = ROUND_HALF, b = ROUND_HALF;
+#pragma GCC unroll 4 /* -O2 does not unroll the constant trip counts by itself */
         for (int t = 0; t < taps; t++) {
             r += px[3 * t + 0] * k[t];
             g += px[3 * t + 1] * k[t];
@@ -696,26 +703,18 @@ static void avx_layout_fill(hpass *h, const avx_layout *l, char *mem)
         size_t off = avx_offset(h->first, h->n, x);
         boff[x] = (int32_t)(x < 8 * l->safe_groups ? off : off - l->tail_from);
     }
-    for (int pr = 0; pr < 4 * l->groups; pr++) {
+    for (int o = 0; o < 8 * l->groups; o++) {
+        const int32_t *k = h->k + (size_t)o * h->kstride;
         for (int c = 0; c < l->chunks; c++) {
-            avx_table_entry *e = &tab[(size_t)pr * l->chunks + c];
-            for (int lane = 0; lane < 2; lane++) {
-                int o = 2 * pr + lane;
-                const int32_t *k = h->k + (size_t)o * h->kstride;
-                int32_t k0 = o < h->n && 2 * c < h->taps ? k[2 * c] : 0;
-                int32_t k1 = o < h->n && 2 * c + 1 < h->taps ? k[2 * c + 1] : 0;
-                int16_t h0 = (int16_t)(k0 >> AVX_HALF_BITS), h1 = (int16_t)(k1 >> AVX_HALF_BITS);
-                int16_t l0 = (int16_t)(k0 & ((1 << AVX_HALF_BITS) - 1));
-                int16_t l1 = (int16_t)(k1 & ((1 << AVX_HALF_BITS) - 1));
-                for (int j = 0; j < 3; j++) {
-                    e->hi[lane * 8 + 2 * j] = h0;
-                    e->hi[lane * 8 + 2 * j + 1] = h1;
-                    e->lo[lane * 8 + 2 * j] = l0;
-                    e->lo[lane * 8 + 2 * j + 1] = l1;
-                }
-                e->hi[lane * 8 + 6] = e->hi[lane * 8 + 7] = 0;
-                e->lo[lane * 8 + 6] = e->lo[lane * 8 + 7] = 0;
-            }
+            avx_table_entry *e = &tab[(size_t)(o / 2) * l->chunks + c];
+            int32_t k0 = o < h->n && 2 * c < h->taps ? k[2 * c] : 0;
+            int32_t k1 = o < h->n && 2 * c + 1 < h->taps ? k[2 * c + 1] : 0;
+            int16_t h0 = (int16_t)(k0 >> AVX_HALF_BITS), h1 = (int16_t)(k1 >> AVX_HALF_BITS);
+            int16_t l0 = (int16_t)(k0 & ((1 << AVX_HALF_BITS) - 1));
+            int16_t l1 = (int16_t)(k1 & ((1 << AVX_HALF_BITS) - 1));
+            int16_t hv[8] = {h0, h1, h0, h1, h0, h1, 0, 0}, lv[8] = {l0, l1, l0, l1, l0, l1, 0, 0};
+            memcpy(&e->hi[(o & 1) * 8], hv, sizeof hv);
+            memcpy(&e->lo[(o & 1) * 8], lv, sizeof lv);
         }
     }
     if (l->tail_len)

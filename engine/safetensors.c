@@ -257,8 +257,7 @@ static const char *const reserved_keys[] = {"format", "layout", "epoch", "batch"
 static int check_desc(const bfs_st_batch_desc *d)
 {
     if (!d || !is_image_dtype(d->dtype) || (d->nchw != 0 && d->nchw != 1) || !d->batch ||
-        !d->height || !d->width || d->n_extra > BFS_ST_MAX_EXTRA ||
-        (d->n_extra && !d->extra))
+        !d->height || !d->width || d->n_extra > BFS_ST_MAX_EXTRA || (d->n_extra && !d->extra))
         return -EINVAL;
     for (uint32_t i = 0; i < d->n_extra; i++) {
         const char *k = d->extra[i].key, *v = d->extra[i].value;
@@ -293,13 +292,17 @@ int bfs_st_batch_layout(const bfs_st_batch_desc *d, bfs_st_layout *out)
     l.labels_bytes = l.indices_bytes = 8ull * d->batch;
 
     /* Dry run with the widest numbers any batch could carry (see the file comment). */
-    header_numbers widest = {UINT32_MAX, UINT32_MAX, UINT32_MAX, UINT64_MAX, UINT64_MAX,
-                             UINT64_MAX, {UINT64_MAX, UINT64_MAX, UINT64_MAX, UINT64_MAX}};
+    header_numbers widest = {UINT32_MAX,
+                             UINT32_MAX,
+                             UINT32_MAX,
+                             UINT64_MAX,
+                             UINT64_MAX,
+                             UINT64_MAX,
+                             {UINT64_MAX, UINT64_MAX, UINT64_MAX, UINT64_MAX}};
     emitter e = {NULL, 0, 0};
     emit_json(&e, d, "BF16", &widest);
     uint64_t need = 8 + (uint64_t)e.len;
-    l.header_size = (need + BFS_ST_HEADER_REGION - 1) / BFS_ST_HEADER_REGION *
-                    BFS_ST_HEADER_REGION;
+    l.header_size = (need + BFS_ST_HEADER_REGION - 1) / BFS_ST_HEADER_REGION * BFS_ST_HEADER_REGION;
 
     l.images_off = l.header_size;
     if (__builtin_add_overflow(images, l.labels_bytes + l.indices_bytes, &tensors) ||
@@ -326,9 +329,14 @@ int bfs_st_write_header(const bfs_st_batch_desc *d, uint8_t *dst, size_t cap)
         return rc;
     if (!dst || cap < l.header_size)
         return -ENOSPC;
-    header_numbers n = {d->batch, d->height, d->width, d->epoch, d->batch_index,
-                        d->fingerprint, {0, l.images_bytes, l.images_bytes + l.labels_bytes,
-                                         l.images_bytes + l.labels_bytes + l.indices_bytes}};
+    header_numbers n = {d->batch,
+                        d->height,
+                        d->width,
+                        d->epoch,
+                        d->batch_index,
+                        d->fingerprint,
+                        {0, l.images_bytes, l.images_bytes + l.labels_bytes,
+                         l.images_bytes + l.labels_bytes + l.indices_bytes}};
     size_t json_cap = (size_t)l.header_size - 8;
     emitter e = {dst + 8, json_cap, 0};
     emit_json(&e, d, bfs_dtype_name(d->dtype), &n);
@@ -353,10 +361,11 @@ typedef struct cursor {
 #if defined(__GNUC__)
 __attribute__((format(printf, 3, 4)))
 #endif
-static int fail(cursor *c, int rc, const char *fmt, ...)
+static int
+fail(cursor *c, int rc, const char *fmt, ...)
 {
-    int n = snprintf(c->f->err, sizeof c->f->err, "header byte %llu: ",
-                     (unsigned long long)(c->p - c->base));
+    int n = snprintf(c->f->err, sizeof c->f->err,
+                     "header byte %llu: ", (unsigned long long)(c->p - c->base));
     va_list ap;
     va_start(ap, fmt);
     if (n > 0 && (size_t)n < sizeof c->f->err)
@@ -386,8 +395,11 @@ static int peek(cursor *c)
 static int expect(cursor *c, char ch, const char *what)
 {
     if (peek(c) != (uint8_t)ch)
-        return fail(c, -EBADMSG, c->p < c->end ? "expected %s" : "expected %s, found the end "
-                                                                 "of the header", what);
+        return fail(c, -EBADMSG,
+                    c->p < c->end ? "expected %s"
+                                  : "expected %s, found the end "
+                                    "of the header",
+                    what);
     c->p++;
     return 0;
 }
@@ -427,9 +439,11 @@ static void out_byte(char *dst, size_t cap, size_t *n, uint8_t b)
 static int parse_string(cursor *c, char *dst, size_t cap, size_t *len)
 {
     if (peek(c) != '"')
-        return fail(c, -EBADMSG, c->p < c->end ? "expected a string" : "expected a string, "
-                                                                       "found the end of the "
-                                                                       "header");
+        return fail(c, -EBADMSG,
+                    c->p < c->end ? "expected a string"
+                                  : "expected a string, "
+                                    "found the end of the "
+                                    "header");
     c->p++;
     size_t n = 0;
     for (;;) {
@@ -460,18 +474,36 @@ static int parse_string(cursor *c, char *dst, size_t cap, size_t *len)
             return fail(c, -EBADMSG, "unterminated escape");
         uint8_t esc = c->p[1], b;
         switch (esc) {
-        case '"': b = '"'; break;
-        case '\\': b = '\\'; break;
-        case '/': b = '/'; break;
-        case 'b': b = '\b'; break;
-        case 'f': b = '\f'; break;
-        case 'n': b = '\n'; break;
-        case 'r': b = '\r'; break;
-        case 't': b = '\t'; break;
-        case 'u': b = 0; break;
+        case '"':
+            b = '"';
+            break;
+        case '\\':
+            b = '\\';
+            break;
+        case '/':
+            b = '/';
+            break;
+        case 'b':
+            b = '\b';
+            break;
+        case 'f':
+            b = '\f';
+            break;
+        case 'n':
+            b = '\n';
+            break;
+        case 'r':
+            b = '\r';
+            break;
+        case 't':
+            b = '\t';
+            break;
+        case 'u':
+            b = 0;
+            break;
         default:
-            return fail(c, -EBADMSG, "invalid escape '\\%c'", esc >= 0x20 && esc < 0x7f ? esc
-                                                                                         : '?');
+            return fail(c, -EBADMSG, "invalid escape '\\%c'",
+                        esc >= 0x20 && esc < 0x7f ? esc : '?');
         }
         if (esc != 'u') {
             out_byte(dst, cap, &n, b);
@@ -484,8 +516,8 @@ static int parse_string(cursor *c, char *dst, size_t cap, size_t *len)
         if (cp >= 0xdc00 && cp <= 0xdfff)
             return fail(c, -EBADMSG, "lone low surrogate \\u%04x", cp);
         if (cp >= 0xd800 && cp <= 0xdbff) {
-            if (c->end - c->p < 12 || c->p[6] != '\\' || c->p[7] != 'u' ||
-                hex4(c->p + 8, &lo) || lo < 0xdc00 || lo > 0xdfff)
+            if (c->end - c->p < 12 || c->p[6] != '\\' || c->p[7] != 'u' || hex4(c->p + 8, &lo) ||
+                lo < 0xdc00 || lo > 0xdfff)
                 return fail(c, -EBADMSG, "high surrogate \\u%04x without a low surrogate", cp);
             cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
             c->p += 6;
@@ -536,8 +568,9 @@ static int parse_uint(cursor *c, uint64_t *v)
     if (ch == '-')
         return fail(c, -EBADMSG, "negative numbers are not allowed here");
     if (ch < '0' || ch > '9')
-        return fail(c, -EBADMSG, ch < 0 ? "expected an integer, found the end of the header"
-                                        : "expected an integer");
+        return fail(c, -EBADMSG,
+                    ch < 0 ? "expected an integer, found the end of the header"
+                           : "expected an integer");
     const uint8_t *start = c->p;
     uint64_t x = 0;
     while (c->p < c->end && *c->p >= '0' && *c->p <= '9') {
@@ -626,8 +659,9 @@ static int parse_tensor(cursor *c, bfs_st_tensor *t, uint64_t *begin, uint64_t *
                                                                 : 0;
             if (!bit) {
                 c->p = at;
-                return fail(c, -EBADMSG, "unknown key in a tensor entry (want dtype, shape, "
-                                         "data_offsets)");
+                return fail(c, -EBADMSG,
+                            "unknown key in a tensor entry (want dtype, shape, "
+                            "data_offsets)");
             }
             if (have & bit) {
                 c->p = at;
@@ -679,34 +713,38 @@ static int parse_tensor(cursor *c, bfs_st_tensor *t, uint64_t *begin, uint64_t *
     if (have != (HAVE_DTYPE | HAVE_SHAPE | HAVE_OFFSETS)) {
         c->p = entry;
         return fail(c, -EBADMSG, "tensor entry lacks %s",
-                    !(have & HAVE_DTYPE) ? "dtype" : !(have & HAVE_SHAPE) ? "shape"
-                                                                          : "data_offsets");
+                    !(have & HAVE_DTYPE)   ? "dtype"
+                    : !(have & HAVE_SHAPE) ? "shape"
+                                           : "data_offsets");
     }
-    uint64_t nel = 1, bits;
+    uint64_t nel = 1, nbytes;
     for (uint32_t i = 0; i < t->ndim; i++)
         if (__builtin_mul_overflow(nel, t->shape[i], &nel)) {
             c->p = entry;
             return fail(c, -EBADMSG, "shape's element count overflows 64 bits");
         }
-    if (__builtin_mul_overflow(nel, (uint64_t)bfs_dtype_bits(t->dtype), &bits)) {
-        c->p = entry;
-        return fail(c, -EBADMSG, "tensor byte size overflows 64 bits");
-    }
-    if (bits % 8) {
+    /* nel * bits / 8 without overflowing in the intermediate bit count */
+    uint64_t bits = bfs_dtype_bits(t->dtype);
+    if (((nel % 8) * bits) % 8) {
         c->p = entry;
         return fail(c, -EBADMSG, "sub-byte tensor does not end on a byte boundary");
+    }
+    if (__builtin_mul_overflow(nel / 8, bits, &nbytes) ||
+        __builtin_add_overflow(nbytes, (nel % 8) * bits / 8, &nbytes)) {
+        c->p = entry;
+        return fail(c, -EBADMSG, "tensor byte size overflows 64 bits");
     }
     if (offs[1] < offs[0]) {
         c->p = entry;
         return fail(c, -EBADMSG, "data_offsets end %llu before begin %llu",
                     (unsigned long long)offs[1], (unsigned long long)offs[0]);
     }
-    if (offs[1] - offs[0] != bits / 8) {
+    if (offs[1] - offs[0] != nbytes) {
         c->p = entry;
         return fail(c, -EBADMSG, "data_offsets span %llu bytes but dtype and shape need %llu",
-                    (unsigned long long)(offs[1] - offs[0]), (unsigned long long)(bits / 8));
+                    (unsigned long long)(offs[1] - offs[0]), (unsigned long long)nbytes);
     }
-    t->nbytes = bits / 8;
+    t->nbytes = nbytes;
     *begin = offs[0];
     *stop = offs[1];
     return 0;
@@ -818,8 +856,9 @@ static int parse_root(cursor *c)
         }
     skip_ws(c);
     if (c->p != c->end)
-        return fail(c, -EBADMSG, "trailing characters after the JSON object (only whitespace "
-                                 "may pad it)");
+        return fail(c, -EBADMSG,
+                    "trailing characters after the JSON object (only whitespace "
+                    "may pad it)");
     return 0;
 }
 
@@ -831,9 +870,9 @@ static int check_coverage(cursor *c, uint64_t *data_size)
     uint32_t n = f->n_tensors;
     for (uint32_t i = 0; i < n; i++) {
         uint32_t j = i;
-        while (j > 0 && (c->begin[order[j - 1]] > c->begin[i] ||
-                         (c->begin[order[j - 1]] == c->begin[i] &&
-                          c->stop[order[j - 1]] > c->stop[i]))) {
+        while (j > 0 &&
+               (c->begin[order[j - 1]] > c->begin[i] ||
+                (c->begin[order[j - 1]] == c->begin[i] && c->stop[order[j - 1]] > c->stop[i]))) {
             order[j] = order[j - 1];
             j--;
         }
@@ -844,9 +883,9 @@ static int check_coverage(cursor *c, uint64_t *data_size)
     for (uint32_t k = 0; k < n; k++) {
         uint32_t i = order[k];
         if (c->begin[i] != pos)
-            return fail(c, -EBADMSG, c->begin[i] < pos
-                                         ? "tensor \"%.40s\" overlaps the one before it"
-                                         : "hole in the data buffer before tensor \"%.40s\"",
+            return fail(c, -EBADMSG,
+                        c->begin[i] < pos ? "tensor \"%.40s\" overlaps the one before it"
+                                          : "hole in the data buffer before tensor \"%.40s\"",
                         f->tensors[i].name);
         pos = c->stop[i];
     }
@@ -867,8 +906,7 @@ int bfs_st_header_len(const uint8_t *first8, uint64_t *n)
     return 0;
 }
 
-int bfs_st_parse_header(const uint8_t *data, size_t len, uint64_t file_size,
-                        bfs_st_file *out)
+int bfs_st_parse_header(const uint8_t *data, size_t len, uint64_t file_size, bfs_st_file *out)
 {
     if (!data || !out || len > file_size)
         return -EINVAL;
@@ -887,8 +925,8 @@ int bfs_st_parse_header(const uint8_t *data, size_t len, uint64_t file_size,
         uint64_t v = 0;
         for (int i = 7; i >= 0; i--)
             v = v << 8 | data[i];
-        return fail(&c, -EBADMSG, "header length %llu is not in [2, %llu]",
-                    (unsigned long long)v, BFS_ST_MAX_HEADER);
+        return fail(&c, -EBADMSG, "header length %llu is not in [2, %llu]", (unsigned long long)v,
+                    BFS_ST_MAX_HEADER);
     }
     if (n > file_size - 8)
         return fail(&c, -EBADMSG, "header length %llu exceeds the %llu bytes after it",
@@ -952,7 +990,8 @@ const char *bfs_st_meta_get(const bfs_st_file *f, const char *key)
 #if defined(__GNUC__)
 __attribute__((format(printf, 3, 4)))
 #endif
-static int batch_fail(char *err, size_t errlen, const char *fmt, ...)
+static int
+batch_fail(char *err, size_t errlen, const char *fmt, ...)
 {
     if (err && errlen) {
         va_list ap;
@@ -978,8 +1017,7 @@ static int decimal_u64(const char *s, uint64_t *v)
     return 0;
 }
 
-int bfs_st_batch_from_file(const bfs_st_file *f, bfs_st_batch_desc *d, char *err,
-                           size_t errlen)
+int bfs_st_batch_from_file(const bfs_st_file *f, bfs_st_batch_desc *d, char *err, size_t errlen)
 {
     if (!f || !d)
         return -EINVAL;
@@ -996,8 +1034,8 @@ int bfs_st_batch_from_file(const bfs_st_file *f, bfs_st_batch_desc *d, char *err
     if (!fp || strlen(fp) != 16 || strspn(fp, "0123456789abcdef") != 16)
         return batch_fail(err, errlen, "metadata fingerprint is not 16 lowercase hex digits");
     for (int i = 0; i < 16; i++)
-        r.fingerprint = r.fingerprint << 4 | (uint64_t)(fp[i] <= '9' ? fp[i] - '0'
-                                                                     : fp[i] - 'a' + 10);
+        r.fingerprint =
+            r.fingerprint << 4 | (uint64_t)(fp[i] <= '9' ? fp[i] - '0' : fp[i] - 'a' + 10);
     static const char *const names[3] = {"images", "labels", "indices"};
     if (f->n_tensors != 3)
         return batch_fail(err, errlen, "a batch has 3 tensors, this file has %u", f->n_tensors);
@@ -1017,8 +1055,7 @@ int bfs_st_batch_from_file(const bfs_st_file *f, bfs_st_batch_desc *d, char *err
     for (int i = 1; i < 3; i++) {
         const bfs_st_tensor *t = &f->tensors[i];
         if (t->dtype != BFS_DT_I64 || t->ndim != 1 || t->shape[0] != b)
-            return batch_fail(err, errlen, "%s is not I64 [%llu]", names[i],
-                              (unsigned long long)b);
+            return batch_fail(err, errlen, "%s is not I64 [%llu]", names[i], (unsigned long long)b);
     }
     if (im->offset != f->data_offset || lb->offset != im->offset + im->nbytes ||
         ix->offset != lb->offset + lb->nbytes)

@@ -45,19 +45,19 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define BFS_ST_HEADER_REGION   4096u   /* tensor data starts here: mmap / O_DIRECT / DMA */
-#define BFS_ST_FORMAT          "batchfs/1"
-#define BFS_ST_MAX_HEADER      100000000ull /* the reference reader's limit on N */
-#define BFS_ST_MAX_TENSORS     64u
-#define BFS_ST_MAX_DIMS        8u
-#define BFS_ST_MAX_META        32u     /* metadata pairs the parser returns */
-#define BFS_ST_POOL_SIZE       16384u  /* bytes for decoded names, keys and values */
-#define BFS_ST_MAX_EXTRA       8u      /* extra metadata pairs the encoder writes */
-#define BFS_ST_MAX_EXTRA_LEN   1024u   /* bytes per extra key or value (UTF-8) */
+#define BFS_ST_HEADER_REGION 4096u /* tensor data starts here: mmap / O_DIRECT / DMA */
+#define BFS_ST_FORMAT        "batchfs/1"
+#define BFS_ST_MAX_HEADER    100000000ull /* the reference reader's limit on N */
+#define BFS_ST_MAX_TENSORS   64u
+#define BFS_ST_MAX_DIMS      8u
+#define BFS_ST_MAX_META      32u    /* metadata pairs the parser returns */
+#define BFS_ST_POOL_SIZE     16384u /* bytes for decoded names, keys and values */
+#define BFS_ST_MAX_EXTRA     8u     /* extra metadata pairs the encoder writes */
+#define BFS_ST_MAX_EXTRA_LEN 1024u  /* bytes per extra key or value (UTF-8) */
 /* Extras whose JSON (per pair: escaped key + escaped value + 6) totals at most this many
  * bytes keep the header region at BFS_ST_HEADER_REGION for every shape and dtype: the
  * rest of the widest possible header is 491 bytes of the 4088 (checked by the tests). */
-#define BFS_ST_EXTRA_BUDGET    3584u
+#define BFS_ST_EXTRA_BUDGET 3584u
 
 /*
  * Element types: every dtype of safetensors 0.8. The first four are the image dtypes a
@@ -113,26 +113,26 @@ typedef struct bfs_st_kv {
 
 /* What a batch file holds. The encoder only reads it; pointers stay the caller's. */
 typedef struct bfs_st_batch_desc {
-    bfs_dtype dtype;      /* images: BFS_DT_U8, F16, BF16 or F32 */
-    int nchw;             /* 0: [B,H,W,3]; 1: [B,3,H,W] */
-    uint32_t batch;       /* B >= 1 */
-    uint32_t height;      /* H >= 1 */
-    uint32_t width;       /* W >= 1 */
-    uint64_t epoch;       /* written as metadata "epoch" (decimal) */
-    uint64_t batch_index; /* written as metadata "batch" (decimal) */
-    uint64_t fingerprint; /* written as metadata "fingerprint" (16 lowercase hex digits) */
+    bfs_dtype dtype;        /* images: BFS_DT_U8, F16, BF16 or F32 */
+    int nchw;               /* 0: [B,H,W,3]; 1: [B,3,H,W] */
+    uint32_t batch;         /* B >= 1 */
+    uint32_t height;        /* H >= 1 */
+    uint32_t width;         /* W >= 1 */
+    uint64_t epoch;         /* written as metadata "epoch" (decimal) */
+    uint64_t batch_index;   /* written as metadata "batch" (decimal) */
+    uint64_t fingerprint;   /* written as metadata "fingerprint" (16 lowercase hex digits) */
     const bfs_st_kv *extra; /* n_extra extra pairs, written after the four above */
     uint32_t n_extra;       /* <= BFS_ST_MAX_EXTRA */
 } bfs_st_batch_desc;
 
 /* Where everything lies in a batch file (absolute file offsets, bytes). */
 typedef struct bfs_st_layout {
-    uint64_t header_size;   /* 8 + N: BFS_ST_HEADER_REGION unless the extras are large */
+    uint64_t header_size; /* 8 + N: BFS_ST_HEADER_REGION unless the extras are large */
     uint64_t images_off, images_bytes;
-    uint64_t sample_bytes;  /* images bytes of one sample (H*W*3*element size) */
+    uint64_t sample_bytes; /* images bytes of one sample (H*W*3*element size) */
     uint64_t labels_off, labels_bytes;
     uint64_t indices_off, indices_bytes;
-    uint64_t file_size;     /* header_size + all tensor bytes */
+    uint64_t file_size; /* header_size + all tensor bytes */
 } bfs_st_layout;
 
 /*
@@ -146,8 +146,8 @@ typedef struct bfs_st_layout {
  * Returns 0, or -EINVAL: dtype not an image dtype, nchw not 0/1, B, H or W zero, more
  * than BFS_ST_MAX_EXTRA extras, an extra key or value NULL, over BFS_ST_MAX_EXTRA_LEN
  * bytes or not valid UTF-8, an extra key empty, equal to a reserved key (format,
- * layout, epoch, batch, fingerprint) or to another extra key; -EOVERFLOW: the file size overflows 64
- * bits. out is written only on success.
+ * layout, epoch, batch, fingerprint) or to another extra key; -EOVERFLOW: the file size overflows
+ * 64 bits. out is written only on success.
  */
 int bfs_st_batch_layout(const bfs_st_batch_desc *d, bfs_st_layout *out);
 
@@ -171,13 +171,13 @@ int bfs_st_write_header(const bfs_st_batch_desc *d, uint8_t *dst, size_t cap);
 
 /* One tensor entry. name points into the bfs_st_file that holds it. */
 typedef struct bfs_st_tensor {
-    const char *name;      /* decoded UTF-8, NUL-terminated (may contain NUL: use name_len) */
+    const char *name; /* decoded UTF-8, NUL-terminated (may contain NUL: use name_len) */
     size_t name_len;
     bfs_dtype dtype;
-    uint32_t ndim;         /* <= BFS_ST_MAX_DIMS; 0 is a scalar */
+    uint32_t ndim; /* <= BFS_ST_MAX_DIMS; 0 is a scalar */
     uint64_t shape[BFS_ST_MAX_DIMS];
-    uint64_t offset;       /* absolute file offset of the first byte: data_offset + begin */
-    uint64_t nbytes;       /* end - begin == product(shape) * bits / 8 */
+    uint64_t offset; /* absolute file offset of the first byte: data_offset + begin */
+    uint64_t nbytes; /* end - begin == product(shape) * bits / 8 */
 } bfs_st_tensor;
 
 /* One metadata pair; both strings point into the bfs_st_file that holds them. */
@@ -192,15 +192,15 @@ typedef struct bfs_st_meta {
  * not be copied by value or moved (re-parse instead).
  */
 typedef struct bfs_st_file {
-    uint64_t header_len;   /* N */
-    uint64_t data_offset;  /* 8 + N */
-    uint64_t data_size;    /* bytes of the data buffer: the end of the last tensor */
-    uint64_t file_size;    /* data_offset + data_size */
-    uint32_t n_tensors;    /* in header order */
-    uint32_t n_meta;       /* in header order; 0 when there is no __metadata__ */
+    uint64_t header_len;  /* N */
+    uint64_t data_offset; /* 8 + N */
+    uint64_t data_size;   /* bytes of the data buffer: the end of the last tensor */
+    uint64_t file_size;   /* data_offset + data_size */
+    uint32_t n_tensors;   /* in header order */
+    uint32_t n_meta;      /* in header order; 0 when there is no __metadata__ */
     bfs_st_tensor tensors[BFS_ST_MAX_TENSORS];
     bfs_st_meta meta[BFS_ST_MAX_META];
-    char err[192];         /* after a failure: what and at which header byte; else "" */
+    char err[192]; /* after a failure: what and at which header byte; else "" */
     size_t pool_used;
     char pool[BFS_ST_POOL_SIZE];
 } bfs_st_file;
@@ -242,8 +242,7 @@ int bfs_st_parse(const uint8_t *data, size_t len, bfs_st_file *out);
  * 8 + N <= file_size, read more and retry; -EINVAL: NULL data or out. On failure out's
  * other fields are unspecified.
  */
-int bfs_st_parse_header(const uint8_t *data, size_t len, uint64_t file_size,
-                        bfs_st_file *out);
+int bfs_st_parse_header(const uint8_t *data, size_t len, uint64_t file_size, bfs_st_file *out);
 
 /* bfs_st_find - the tensor called name (NUL-terminated) in f, or NULL. Valid as long as
  * f is. */
@@ -262,7 +261,6 @@ const char *bfs_st_meta_get(const bfs_st_file *f, const char *key);
  * be any size. Returns 0 or -EBADMSG with a one-line reason in err (errlen bytes; err
  * may be NULL when errlen is 0). d is written only on success.
  */
-int bfs_st_batch_from_file(const bfs_st_file *f, bfs_st_batch_desc *d, char *err,
-                           size_t errlen);
+int bfs_st_batch_from_file(const bfs_st_file *f, bfs_st_batch_desc *d, char *err, size_t errlen);
 
 #endif

@@ -339,6 +339,12 @@ START_TEST(corrupt_header_cases)
     memcpy(f, packed, packed_len);
     memset(f + packed_len, 0xAB, 64); /* trailing garbage */
     ck_assert_int_eq(open_copy(f, packed_len + 64, err, sizeof err), BFS_E_LAYOUT);
+
+    memcpy(f, packed, packed_len);
+    memset(f + packed_len, 0, 64); /* slack after the page table, declared in the header */
+    put64(f + 88, packed_len + 64);
+    fix_header_checksum(f);
+    ck_assert_int_eq(open_copy(f, packed_len + 64, err, sizeof err), BFS_E_LAYOUT);
     free(f);
 
     /* every error has its own message */
@@ -396,6 +402,16 @@ START_TEST(corrupt_payload_and_tables)
     put32(f + sto + 4 * 32 + 12, 77);
     ck_assert_int_eq(bfs_open_mem(f, packed_len, &r, NULL, 0), 0);
     ck_assert_int_eq(bfs_get_sample(r, 4, &s), BFS_E_LABEL);
+    bfs_close(r);
+
+    /* a raw entry whose raw_size equals width*height*3 only modulo 2^32 */
+    memcpy(f, packed, packed_len);
+    uint8_t *e6 = f + sto + 6 * 32;
+    e6[16] = e6[17] = e6[18] = e6[19] = 0xFF; /* 65535 x 65535 */
+    e6[20] = BFS_KIND_RAW, e6[21] = 0;
+    put32(e6 + 28, (uint32_t)(65535ull * 65535ull * 3ull));
+    ck_assert_int_eq(bfs_open_mem(f, packed_len, &r, NULL, 0), 0);
+    ck_assert_int_eq(bfs_get_sample(r, 6, &s), BFS_E_SAMPLE_RANGE);
     bfs_close(r);
 
     /* unknown flag bits */

@@ -125,6 +125,7 @@ fixed = [
     (375, 500, 224, 224, (10.5, 20.25, 300.75, 480.5)),  # portrait, fractional box
     (50, 5000, 40, 100, None),                           # very tall
     (40, 400, 60, 50, (1.5, 2.5, 38.5, 390)),            # x up, y down
+    (20000, 4, 97, 4, (12345.678, 0.1, 12999.123, 3.9)),  # box rounded to float
 ]
 for w, h, ow, oh, box in fixed:
     cases.append((w, h, ow, oh, box, None, False))

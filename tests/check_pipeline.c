@@ -1,0 +1,888 @@
+/*
+ * check_pipeline.c — pipeline options (engine/pipeline.h): defaults against DESIGN.md's
+ * table, every option's valid and invalid forms and its messages, unknown keys, the
+ * normalize/dtype rules, validation of a hand-edited struct, the canonical text (pinned:
+ * changing it changes every fingerprint and orphans every cache directory), fingerprints
+ * (knobs and epochs never change them, every data option does), spec files, --help.
+ */
+#include "engine/hash.h"
+#include "engine/pipeline.h"
+
+#include <check.h>
+#include <errno.h>
+#include <locale.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* DESIGN.md "Pipeline options", in its order, with each option's class. */
+static const struct {
+    const char *name;
+    int cls;
+} design[] = {
+    {"seed", BFS_OPT_DATA},       {"batch", BFS_OPT_DATA},         {"epochs", BFS_OPT_LISTING},
+    {"shuffle", BFS_OPT_DATA},    {"drop_last", BFS_OPT_DATA},     {"shard", BFS_OPT_DATA},
+    {"size", BFS_OPT_DATA},       {"augment", BFS_OPT_DATA},       {"scale", BFS_OPT_DATA},
+    {"ratio", BFS_OPT_DATA},      {"flip", BFS_OPT_DATA},          {"dtype", BFS_OPT_DATA},
+    {"normalize", BFS_OPT_DATA},  {"layout", BFS_OPT_DATA},        {"bad_sample", BFS_OPT_DATA},
+    {"threads", BFS_OPT_KNOB},    {"prefetch", BFS_OPT_KNOB},      {"cache_mb", BFS_OPT_KNOB},
+    {"cache_dir", BFS_OPT_KNOB},  {"cache_dir_mb", BFS_OPT_KNOB},  {"sample_cache_mb", BFS_OPT_KNOB},
+    {"cpu_budget", BFS_OPT_KNOB}, {"ram_mb", BFS_OPT_KNOB},
+};
+#define N_DESIGN (sizeof design / sizeof design[0])
+
+static char err[BFS_PIPELINE_ERRLEN];
+
+static bfs_pipeline_opts fresh(void)
+{
+    bfs_pipeline_opts o;
+    bfs_pipeline_defaults(&o);
+    return o;
+}
+
+/* set key=value on o; must succeed */
+static void ok(bfs_pipeline_opts *o, const char *key, const char *value)
+{
+    err[0] = '\0';
+    int rc = bfs_pipeline_set(o, key, value, err, sizeof err);
+    ck_assert_msg(rc == 0, "%s=%s: rc %d: %s", key, value, rc, err);
+}
+
+/* key=value on fresh defaults: -EINVAL, o unchanged, message names option and value and
+ * contains `want` (what is allowed, or the reason) */
+static void bad(const char *key, const char *value, const char *want)
+{
+    bfs_pipeline_opts o = fresh(), before = o;
+    err[0] = '\0';
+    int rc = bfs_pipeline_set(&o, key, value, err, sizeof err);
+    ck_assert_msg(rc == -EINVAL, "%s=%s: rc %d (want -EINVAL)", key, value, rc);
+    ck_assert_msg(memcmp(&o, &before, sizeof o) == 0, "%s=%s changed the options", key, value);
+    char kv[256];
+    snprintf(kv, sizeof kv, "%s=%s", key, value);
+    ck_assert_msg(strstr(err, kv), "message lacks '%s': %s", kv, err);
+    ck_assert_msg(strstr(err, want), "message lacks '%s': %s", want, err);
+}
+
+static uint64_t fp_of(const char *text, uint64_t identity)
+{
+    bfs_pipeline_opts o = fresh();
+    ck_assert_msg(bfs_pipeline_parse(&o, text, err, sizeof err) == 0, "%s: %s", text, err);
+    ck_assert_msg(bfs_pipeline_finish(&o, err, sizeof err) == 0, "%s: %s", text, err);
+    return bfs_pipeline_fingerprint(&o, identity);
+}
+
+static void canon_of(const char *text, char *buf, size_t cap)
+{
+    bfs_pipeline_opts o = fresh();
+    ck_assert_msg(bfs_pipeline_parse(&o, text, err, sizeof err) == 0, "%s: %s", text, err);
+    ck_assert_msg(bfs_pipeline_finish(&o, err, sizeof err) == 0, "%s: %s", text, err);
+    ck_assert_int_gt(bfs_pipeline_canonical(&o, buf, cap), 0);
+}
+
+/* ---- table and defaults ------------------------------------------------------------ */
+
+START_TEST(table_matches_design)
+{
+    size_t n = 0;
+    while (bfs_pipeline_option_at(n))
+        n++;
+    ck_assert_uint_eq(n, N_DESIGN);
+    for (size_t i = 0; i < n; i++) {
+        const bfs_pipeline_option *p = bfs_pipeline_option_at(i);
+        ck_assert_str_eq(p->name, design[i].name);
+        ck_assert_msg(p->cls == design[i].cls, "%s: class %d", p->name, p->cls);
+        ck_assert(p->syntax && *p->syntax && p->def && *p->def && p->help && *p->help);
+    }
+    ck_assert_ptr_null(bfs_pipeline_option_at(n + 1000));
+}
+END_TEST
+
+START_TEST(defaults_match_design)
+{
+    bfs_pipeline_opts o = fresh();
+    ck_assert_uint_eq(o.seed, 0);
+    ck_assert_uint_eq(o.batch, 256);
+    ck_assert_uint_eq(o.epochs, 100);
+    ck_assert_int_eq(o.shuffle, BFS_SHUFFLE_FULL);
+    ck_assert_int_eq(o.drop_last, 1);
+    ck_assert_uint_eq(o.shard_index, 0);
+    ck_assert_uint_eq(o.shard_count, 1);
+    ck_assert_uint_eq(o.out_h, 224);
+    ck_assert_uint_eq(o.out_w, 224);
+    ck_assert_int_eq(o.augment, BFS_AUG_TRAIN);
+    ck_assert(o.scale[0] == 0.08 && o.scale[1] == 1.0);
+    ck_assert(o.ratio[0] == 3.0 / 4.0 && o.ratio[1] == 4.0 / 3.0); /* torchvision's values */
+    ck_assert(o.flip == 0.5);
+    ck_assert_int_eq(o.dtype, BFS_OUT_U8);
+    ck_assert_int_eq(o.layout, BFS_LAYOUT_NHWC);
+    ck_assert_int_eq(o.bad_sample, BFS_BAD_SUBSTITUTE);
+    ck_assert_int_eq(o.threads, BFS_AUTO);
+    ck_assert_int_eq(o.prefetch, BFS_AUTO);
+    ck_assert_int_eq(o.cache_mb, BFS_AUTO);
+    ck_assert_str_eq(o.cache_dir, "");
+    ck_assert_int_eq(o.cache_dir_mb, 4096);
+    ck_assert_int_eq(o.sample_cache_mb, 0);
+    ck_assert_int_eq(o.cpu_budget, 0); /* online CPUs, resolved by the engine */
+    ck_assert_int_eq(o.ram_mb, 0);     /* half of RAM, resolved by the engine */
+    ck_assert_uint_eq(o.given, 0);
+    ck_assert_int_eq(bfs_pipeline_finish(&o, err, sizeof err), 0);
+    ck_assert_int_eq(o.normalize, 0); /* u8: none */
+
+    /* float dtypes default to imagenet */
+    static const float mean[3] = {0.485f, 0.456f, 0.406f}, std[3] = {0.229f, 0.224f, 0.225f};
+    const char *floats[] = {"f16", "bf16", "f32"};
+    for (int i = 0; i < 3; i++) {
+        o = fresh();
+        ok(&o, "dtype", floats[i]);
+        ck_assert_int_eq(bfs_pipeline_finish(&o, err, sizeof err), 0);
+        ck_assert_int_eq(o.normalize, 1);
+        ck_assert(memcmp(o.mean, mean, sizeof mean) == 0 && memcmp(o.std, std, sizeof std) == 0);
+    }
+}
+END_TEST
+
+/* ---- each option ---------------------------------------------------------------------- */
+
+START_TEST(integers)
+{
+    bfs_pipeline_opts o = fresh();
+    ok(&o, "seed", "0");
+    ok(&o, "seed", "18446744073709551615");
+    ck_assert_uint_eq(o.seed, UINT64_MAX);
+    ok(&o, "seed", "007");
+    ck_assert_uint_eq(o.seed, 7);
+    const char *seed_bad[] = {"18446744073709551616", "-1", "+1", " 1", "1 ", "0x10", "", "1e3",
+                              "abc", "1.0", "99999999999999999999999"};
+    for (size_t i = 0; i < sizeof seed_bad / sizeof *seed_bad; i++)
+        bad("seed", seed_bad[i], "must be an integer in 0..18446744073709551615");
+
+    ok(&o, "batch", "1");
+    ok(&o, "batch", "65536");
+    ck_assert_uint_eq(o.batch, 65536);
+    const char *batch_bad[] = {"0", "65537", "-5", "4294967297", "1.5", "", "32k"};
+    for (size_t i = 0; i < sizeof batch_bad / sizeof *batch_bad; i++)
+        bad("batch", batch_bad[i], "must be an integer in 1..65536");
+
+    ok(&o, "epochs", "1");
+    ok(&o, "epochs", "1000000");
+    ck_assert_uint_eq(o.epochs, 1000000);
+    bad("epochs", "0", "1..1000000");
+    bad("epochs", "1000001", "1..1000000");
+
+    /* the knobs with auto */
+    ok(&o, "threads", "1");
+    ok(&o, "threads", "1024");
+    ck_assert_int_eq(o.threads, 1024);
+    ok(&o, "threads", "auto");
+    ck_assert_int_eq(o.threads, BFS_AUTO);
+    bad("threads", "0", "auto or an integer in 1..1024");
+    bad("threads", "1025", "auto or an integer in 1..1024");
+    bad("threads", "Auto", "auto or an integer in 1..1024");
+    bad("threads", "-1", "auto or an integer in 1..1024");
+
+    ok(&o, "prefetch", "0");
+    ck_assert_int_eq(o.prefetch, 0);
+    ok(&o, "prefetch", "1024");
+    ok(&o, "prefetch", "auto");
+    ck_assert_int_eq(o.prefetch, BFS_AUTO);
+    bad("prefetch", "1025", "auto or an integer in 0..1024");
+    bad("prefetch", "-1", "auto or an integer in 0..1024");
+
+    ok(&o, "cache_mb", "0");
+    ok(&o, "cache_mb", "1099511627776");
+    ck_assert_int_eq(o.cache_mb, 1LL << 40);
+    ok(&o, "cache_mb", "auto");
+    ck_assert_int_eq(o.cache_mb, BFS_AUTO);
+    bad("cache_mb", "1099511627777", "auto or an integer in 0..1099511627776");
+    bad("cache_mb", "-1", "0..1099511627776");
+
+    ok(&o, "cache_dir_mb", "1");
+    ok(&o, "cache_dir_mb", "1099511627776");
+    bad("cache_dir_mb", "0", "an integer in 1..1099511627776");
+    bad("cache_dir_mb", "auto", "an integer in 1..1099511627776");
+
+    ok(&o, "sample_cache_mb", "0");
+    ok(&o, "sample_cache_mb", "1099511627776");
+    ck_assert_int_eq(o.sample_cache_mb, 1LL << 40);
+    bad("sample_cache_mb", "-1", "0..1099511627776");
+    bad("sample_cache_mb", "1099511627777", "0..1099511627776");
+
+    ok(&o, "cpu_budget", "1");
+    ok(&o, "cpu_budget", "1024");
+    ck_assert_int_eq(o.cpu_budget, 1024);
+    bad("cpu_budget", "0", "an integer in 1..1024");
+    bad("cpu_budget", "1025", "an integer in 1..1024");
+
+    ok(&o, "ram_mb", "16");
+    ok(&o, "ram_mb", "1099511627776");
+    ck_assert_int_eq(o.ram_mb, 1LL << 40);
+    bad("ram_mb", "15", "an integer in 16..1099511627776");
+    bad("ram_mb", "0", "16..1099511627776");
+}
+END_TEST
+
+START_TEST(enums)
+{
+    static const struct {
+        const char *key, *names[5];
+        int values[5];
+        const char *bad;
+    } cases[] = {
+        {"shuffle", {"full", "pages", "none"}, {BFS_SHUFFLE_FULL, BFS_SHUFFLE_PAGES, BFS_SHUFFLE_NONE},
+         "one of full|pages|none"},
+        {"drop_last", {"0", "1"}, {0, 1}, "one of 0|1"},
+        {"augment", {"train", "eval", "none"}, {BFS_AUG_TRAIN, BFS_AUG_EVAL, BFS_AUG_NONE},
+         "one of train|eval|none"},
+        {"dtype", {"u8", "f16", "bf16", "f32"}, {BFS_OUT_U8, BFS_OUT_F16, BFS_OUT_BF16, BFS_OUT_F32},
+         "one of u8|f16|bf16|f32"},
+        {"layout", {"nhwc", "nchw"}, {BFS_LAYOUT_NHWC, BFS_LAYOUT_NCHW}, "one of nhwc|nchw"},
+        {"bad_sample", {"substitute", "fail"}, {BFS_BAD_SUBSTITUTE, BFS_BAD_FAIL},
+         "one of substitute|fail"},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        bfs_pipeline_opts o = fresh();
+        for (int i = 0; cases[c].names[i]; i++) {
+            ok(&o, cases[c].key, cases[c].names[i]);
+            int got = !strcmp(cases[c].key, "shuffle")     ? o.shuffle
+                      : !strcmp(cases[c].key, "drop_last") ? o.drop_last
+                      : !strcmp(cases[c].key, "augment")   ? o.augment
+                      : !strcmp(cases[c].key, "dtype")     ? o.dtype
+                      : !strcmp(cases[c].key, "layout")    ? o.layout
+                                                           : o.bad_sample;
+            ck_assert_msg(got == cases[c].values[i], "%s=%s -> %d", cases[c].key,
+                          cases[c].names[i], got);
+        }
+        bad(cases[c].key, "", cases[c].bad);
+        bad(cases[c].key, "x", cases[c].bad);
+        bad(cases[c].key, "nonesuch", cases[c].bad);
+        char upper[32];
+        snprintf(upper, sizeof upper, "%s", cases[c].names[0]);
+        upper[0] = (char)(upper[0] >= 'a' && upper[0] <= 'z' ? upper[0] - 32 : 'X');
+        bad(cases[c].key, upper, cases[c].bad);
+        char trail[32]; /* a prefix of a longer name or a name plus junk never matches */
+        snprintf(trail, sizeof trail, "%s ", cases[c].names[0]);
+        bad(cases[c].key, trail, cases[c].bad);
+    }
+    bad("drop_last", "true", "one of 0|1");
+    bad("drop_last", "2", "one of 0|1");
+    bad("shuffle", "ful", "one of full|pages|none");
+    bad("dtype", "float32", "one of u8|f16|bf16|f32");
+}
+END_TEST
+
+START_TEST(shard_and_size)
+{
+    bfs_pipeline_opts o = fresh();
+    ok(&o, "shard", "3/4");
+    ck_assert_uint_eq(o.shard_index, 3);
+    ck_assert_uint_eq(o.shard_count, 4);
+    ok(&o, "shard", "65535/65536");
+    ok(&o, "shard", "0/1");
+    ck_assert_uint_eq(o.shard_count, 1);
+    const char *shard_bad[] = {"1/1", "4/4", "0/0", "0/65537", "1",   "1/",   "/2",
+                               "-1/2", "a/b", "1/2/3", " 0/1", "0/1 ", "0:1", ""};
+    for (size_t i = 0; i < sizeof shard_bad / sizeof *shard_bad; i++)
+        bad("shard", shard_bad[i], "I/N with integers N in 1..65536 and I < N");
+
+    ok(&o, "size", "1");
+    ck_assert(o.out_h == 1 && o.out_w == 1);
+    ok(&o, "size", "8192");
+    ck_assert(o.out_h == 8192 && o.out_w == 8192);
+    ok(&o, "size", "224x160"); /* HxW: height first */
+    ck_assert(o.out_h == 224 && o.out_w == 160);
+    const char *size_bad[] = {"0",    "8193", "224x0", "224x", "x224", "224X224", "224x160x3",
+                              "-224", "1e3",  "",      "0x0",  "224 "};
+    for (size_t i = 0; i < sizeof size_bad / sizeof *size_bad; i++)
+        bad("size", size_bad[i], "H or HxW, integers in 1..8192");
+}
+END_TEST
+
+START_TEST(reals)
+{
+    bfs_pipeline_opts o = fresh();
+    ok(&o, "scale", "1:1");
+    ok(&o, "scale", "0.5:0.5");
+    ok(&o, "scale", "1/3:1/2"); /* fractions: exactly p/q in double */
+    ck_assert(o.scale[0] == 1.0 / 3.0 && o.scale[1] == 0.5);
+    ok(&o, "scale", "8e-2:1");
+    ck_assert(o.scale[0] == 0.08);
+    const char *scale_bad[] = {"0:1",   "0.5:0.4", "0.5:1.01", "0.5",   "a:b",     "1/0:1",
+                               "nan:1", "inf:1",   "0x1p-3:1", "0.5:1:1", "-0.5:1", "0.5 :1",
+                               ":1",    "0.5:",    "1e999:1", "",       "0.1:1/0"};
+    for (size_t i = 0; i < sizeof scale_bad / sizeof *scale_bad; i++)
+        bad("scale", scale_bad[i], "A:B with 0 < A <= B <= 1");
+
+    ok(&o, "ratio", "3/4:4/3");
+    ck_assert(o.ratio[0] == 0.75 && o.ratio[1] == 4.0 / 3.0);
+    ok(&o, "ratio", "0.5:100");
+    ck_assert(o.ratio[1] == 100);
+    bad("ratio", "0.5:100.5", "A:B with 0 < A <= B <= 100");
+    bad("ratio", "0:2", "A:B with 0 < A <= B <= 100");
+    bad("ratio", "2:1", "A:B with 0 < A <= B <= 100");
+    bad("ratio", "-1:1", "A:B with 0 < A <= B <= 100");
+
+    ok(&o, "flip", "0");
+    ok(&o, "flip", "1");
+    ok(&o, "flip", "0.25");
+    ck_assert(o.flip == 0.25);
+    ok(&o, "flip", "1/3");
+    ck_assert(o.flip == 1.0 / 3.0);
+    ok(&o, "flip", "-0"); /* one zero: -0 is stored as +0 */
+    ck_assert(o.flip == 0 && !signbit(o.flip));
+    const char *flip_bad[] = {"1.5", "-0.1", "nan", "inf", "-inf", "", "0.5.", "half", "1/0"};
+    for (size_t i = 0; i < sizeof flip_bad / sizeof *flip_bad; i++)
+        bad("flip", flip_bad[i], "a number in 0..1");
+}
+END_TEST
+
+START_TEST(normalize_values)
+{
+    bfs_pipeline_opts o = fresh();
+    ok(&o, "normalize", "imagenet");
+    ck_assert_int_eq(o.normalize, 1);
+    ck_assert(o.mean[0] == 0.485f && o.mean[1] == 0.456f && o.mean[2] == 0.406f);
+    ck_assert(o.std[0] == 0.229f && o.std[1] == 0.224f && o.std[2] == 0.225f);
+    ok(&o, "normalize", "none");
+    ck_assert_int_eq(o.normalize, 0);
+    ck_assert(o.mean[0] == 0 && o.mean[2] == 0 && o.std[0] == 1 && o.std[2] == 1);
+    ok(&o, "normalize", "0.5,0.25,-1/0.5,2,1e-3");
+    ck_assert_int_eq(o.normalize, 1);
+    ck_assert(o.mean[0] == 0.5f && o.mean[1] == 0.25f && o.mean[2] == -1.0f);
+    ck_assert(o.std[0] == 0.5f && o.std[1] == 2.0f && o.std[2] == 1e-3f);
+    const char *forms[] = {"0.5,0.5/0.2,0.2,0.2",     "0.5,0.5,0.5",         "a,b,c/d,e,f",
+                           "0.5,0.5,0.5/0.2,0.2,0.2,0.2", "0.5,0.5,0.5,/0.2,0.2,0.2",
+                           "1e39,0,0/1,1,1",          "ImageNet",            "",
+                           "nan,0,0/1,1,1",           "0,0,0/1,1,1/1,1,1",   " 0,0,0/1,1,1",
+                           "1/2,0,0/1,1,1"};
+    for (size_t i = 0; i < sizeof forms / sizeof *forms; i++)
+        bad("normalize", forms[i], "imagenet, none or m0,m1,m2/s0,s1,s2");
+    bad("normalize", "0.5,0.5,0.5/0.2,0.2,0", "std must be > 0");
+    bad("normalize", "0.5,0.5,0.5/0.2,-0.2,1", "std must be > 0");
+    bad("normalize", "0,0,0/1e-50,1,1", "std must be > 0"); /* 0 as a float */
+}
+END_TEST
+
+START_TEST(cache_dir)
+{
+    bfs_pipeline_opts o = fresh();
+    ok(&o, "cache_dir", "/var/cache/batchfs");
+    ck_assert_str_eq(o.cache_dir, "/var/cache/batchfs");
+    ok(&o, "cache_dir", "none");
+    ck_assert_str_eq(o.cache_dir, "");
+    ok(&o, "cache_dir", "/a#b=c");
+    ck_assert_str_eq(o.cache_dir, "/a#b=c");
+    const char *rel[] = {"relative/path", "./x", "", "~/x", " /x"};
+    for (size_t i = 0; i < sizeof rel / sizeof *rel; i++)
+        bad("cache_dir", rel[i], "an absolute path or none");
+
+    char path[1100];
+    memset(path, 'a', sizeof path);
+    path[0] = '/';
+    path[1023] = '\0'; /* 1023 bytes: fits */
+    ok(&o, "cache_dir", path);
+    ck_assert_uint_eq(strlen(o.cache_dir), 1023);
+    path[1023] = 'a';
+    path[1024] = '\0';
+    bfs_pipeline_opts before = o;
+    ck_assert_int_eq(bfs_pipeline_set(&o, "cache_dir", path, err, sizeof err), -EINVAL);
+    ck_assert_ptr_nonnull(strstr(err, "too long"));
+    ck_assert_ptr_nonnull(strstr(err, "cache_dir=/aaaa"));
+    ck_assert_ptr_nonnull(strstr(err, "...")); /* long values are cut in messages */
+    ck_assert(memcmp(&o, &before, sizeof o) == 0);
+}
+END_TEST
+
+START_TEST(missing_and_unknown)
+{
+    bfs_pipeline_opts o = fresh(), before = o;
+    ck_assert_int_eq(bfs_pipeline_set(&o, "batch", NULL, err, sizeof err), -EINVAL);
+    ck_assert_ptr_nonnull(strstr(err, "batch"));
+    ck_assert_ptr_nonnull(strstr(err, "missing value"));
+    ck_assert_ptr_nonnull(strstr(err, "1..65536"));
+
+    ck_assert_int_eq(bfs_pipeline_set(&o, "bogus", "1", err, sizeof err), -ENOENT);
+    ck_assert_ptr_nonnull(strstr(err, "unknown option 'bogus'"));
+    for (size_t i = 0; bfs_pipeline_option_at(i); i++)
+        ck_assert_msg(strstr(err, bfs_pipeline_option_at(i)->name), "no %s in: %s",
+                      bfs_pipeline_option_at(i)->name, err);
+    ck_assert_ptr_null(strstr(err, "did you mean"));
+    ck_assert(memcmp(&o, &before, sizeof o) == 0);
+
+    ck_assert_int_eq(bfs_pipeline_set(&o, "bach", "1", err, sizeof err), -ENOENT);
+    ck_assert_ptr_nonnull(strstr(err, "did you mean 'batch'?"));
+    ck_assert_int_eq(bfs_pipeline_set(&o, "Seed", "1", err, sizeof err), -ENOENT);
+    ck_assert_ptr_nonnull(strstr(err, "did you mean 'seed'?"));
+    ck_assert_int_eq(bfs_pipeline_set(&o, "", "1", err, sizeof err), -ENOENT);
+    ck_assert_int_eq(bfs_pipeline_set(&o, "spec", "/x", err, sizeof err), -ENOENT);
+    ck_assert_int_eq(bfs_pipeline_set(&o, "threads\n", "1", err, sizeof err), -ENOENT);
+    ck_assert_ptr_nonnull(strstr(err, "'threads\\x0a'")); /* control bytes escaped */
+
+    /* err may be NULL or tiny: no overflow, NUL-terminated */
+    ck_assert_int_eq(bfs_pipeline_set(&o, "batch", "0", NULL, 0), -EINVAL);
+    char tiny[6] = "zzzzz";
+    ck_assert_int_eq(bfs_pipeline_set(&o, "batch", "0", tiny, 0), -EINVAL);
+    ck_assert_str_eq(tiny, "zzzzz");
+    ck_assert_int_eq(bfs_pipeline_set(&o, "batch", "0", tiny, sizeof tiny), -EINVAL);
+    ck_assert_str_eq(tiny, "batch");
+    ck_assert_int_eq(bfs_pipeline_set(&o, "nope", "0", tiny, sizeof tiny), -ENOENT);
+
+    /* the given bits: set only by successful sets, row index = bit */
+    ck_assert_uint_eq(o.given, 0);
+    ok(&o, "dtype", "f16");
+    ck_assert_uint_eq(o.given, 1u << 11);
+    ck_assert_str_eq(bfs_pipeline_option_at(11)->name, "dtype");
+}
+END_TEST
+
+START_TEST(parse_o_text)
+{
+    bfs_pipeline_opts o = fresh();
+    ck_assert_int_eq(bfs_pipeline_parse(&o, "batch=1,batch=2", err, sizeof err), 0);
+    ck_assert_uint_eq(o.batch, 2); /* last one wins */
+    ck_assert_int_eq(bfs_pipeline_parse(&o, ",,seed=5,,", err, sizeof err), 0);
+    ck_assert_uint_eq(o.seed, 5);
+    ck_assert_int_eq(bfs_pipeline_parse(&o, "", err, sizeof err), 0);
+    ck_assert_int_eq(bfs_pipeline_parse(&o, NULL, err, sizeof err), 0);
+    ck_assert_int_eq(
+        bfs_pipeline_parse(&o, "dtype=f32,normalize=0.5,.25,-1/+2,2,3,size=32x16,cache_dir=/a=b",
+                           err, sizeof err),
+        0);
+    ck_assert(o.mean[1] == 0.25f && o.mean[2] == -1.0f && o.std[0] == 2.0f && o.std[2] == 3.0f);
+    ck_assert(o.out_h == 32 && o.out_w == 16);
+    ck_assert_str_eq(o.cache_dir, "/a=b");
+    ck_assert_int_eq(bfs_pipeline_parse(&o, "normalize=imagenet,batch=8", err, sizeof err), 0);
+    ck_assert_uint_eq(o.batch, 8);
+    ck_assert_int_eq(o.normalize, 1);
+
+    /* stops at the first error; earlier items applied */
+    o = fresh();
+    ck_assert_int_eq(bfs_pipeline_parse(&o, "seed=9,nope=2,batch=3", err, sizeof err), -ENOENT);
+    ck_assert_ptr_nonnull(strstr(err, "nope"));
+    ck_assert_uint_eq(o.seed, 9);
+    ck_assert_uint_eq(o.batch, 256);
+    ck_assert_int_eq(bfs_pipeline_parse(&o, "batch=3,shard=1/1", err, sizeof err), -EINVAL);
+    ck_assert_ptr_nonnull(strstr(err, "shard=1/1"));
+    ck_assert_int_eq(bfs_pipeline_parse(&o, "drop_last", err, sizeof err), -EINVAL);
+    ck_assert_ptr_nonnull(strstr(err, "drop_last: missing value"));
+    ck_assert_int_eq(bfs_pipeline_parse(&o, "=5", err, sizeof err), -ENOENT);
+    ck_assert_int_eq(bfs_pipeline_parse(&o, "normalize=imagenet,5", err, sizeof err), -EINVAL);
+    ck_assert_ptr_nonnull(strstr(err, "normalize=imagenet,5"));
+    ck_assert_int_eq(bfs_pipeline_parse(&o, "batch= 5", err, sizeof err), -EINVAL);
+}
+END_TEST
+
+/* ---- cross-option rules ------------------------------------------------------------------ */
+
+START_TEST(normalize_with_dtype)
+{
+    bfs_pipeline_opts o = fresh();
+    ck_assert_int_eq(bfs_pipeline_parse(&o, "normalize=imagenet", err, sizeof err), 0);
+    ck_assert_int_eq(bfs_pipeline_finish(&o, err, sizeof err), -EINVAL);
+    ck_assert_ptr_nonnull(strstr(err, "normalize=imagenet"));
+    ck_assert_ptr_nonnull(strstr(err, "dtype=u8"));
+    ck_assert_ptr_nonnull(strstr(err, "f16|bf16|f32"));
+
+    o = fresh();
+    ck_assert_int_eq(bfs_pipeline_parse(&o, "dtype=u8,normalize=0.5,0.5,0.5/0.25,0.25,0.25", err,
+                                        sizeof err),
+                     0);
+    ck_assert_int_eq(bfs_pipeline_finish(&o, err, sizeof err), -EINVAL);
+    ck_assert_ptr_nonnull(strstr(err, "normalize=0.5,0.5,0.5/0.25,0.25,0.25"));
+
+    o = fresh(); /* u8 with an explicit none is fine */
+    ck_assert_int_eq(bfs_pipeline_parse(&o, "normalize=none", err, sizeof err), 0);
+    ck_assert_int_eq(bfs_pipeline_finish(&o, err, sizeof err), 0);
+    ck_assert_int_eq(o.normalize, 0);
+
+    o = fresh(); /* order does not matter: dtype after normalize */
+    ck_assert_int_eq(bfs_pipeline_parse(&o, "normalize=imagenet,dtype=bf16", err, sizeof err), 0);
+    ck_assert_int_eq(bfs_pipeline_finish(&o, err, sizeof err), 0);
+    ck_assert_int_eq(o.normalize, 1);
+
+    o = fresh(); /* float with none: mean 0, std 1 (x/255) */
+    ck_assert_int_eq(bfs_pipeline_parse(&o, "dtype=f32,normalize=none", err, sizeof err), 0);
+    ck_assert_int_eq(bfs_pipeline_finish(&o, err, sizeof err), 0);
+    ck_assert_int_eq(o.normalize, 0);
+    ck_assert(o.mean[0] == 0 && o.std[0] == 1);
+
+    o = fresh(); /* dtype switched back to u8, normalize never given: none */
+    ck_assert_int_eq(bfs_pipeline_parse(&o, "dtype=f32,dtype=u8", err, sizeof err), 0);
+    ck_assert_int_eq(bfs_pipeline_finish(&o, err, sizeof err), 0);
+    ck_assert_int_eq(o.normalize, 0);
+
+    /* finish is idempotent */
+    char a[1024], b[1024];
+    o = fresh();
+    ck_assert_int_eq(bfs_pipeline_parse(&o, "dtype=f16", err, sizeof err), 0);
+    ck_assert_int_eq(bfs_pipeline_finish(&o, err, sizeof err), 0);
+    ck_assert_int_gt(bfs_pipeline_canonical(&o, a, sizeof a), 0);
+    ck_assert_int_eq(bfs_pipeline_finish(&o, err, sizeof err), 0);
+    ck_assert_int_gt(bfs_pipeline_canonical(&o, b, sizeof b), 0);
+    ck_assert_str_eq(a, b);
+}
+END_TEST
+
+START_TEST(finish_validates_struct)
+{
+    bfs_pipeline_opts o;
+
+    o = fresh();
+    o.batch = 0;
+    ck_assert_int_eq(bfs_pipeline_finish(&o, err, sizeof err), -EINVAL);
+    ck_assert_ptr_nonnull(strstr(err, "batch=0: must be an integer in 1..65536"));
+
+    o = fresh();
+    o.shard_index = 2;
+    o.shard_count = 2;
+    ck_assert_int_eq(bfs_pipeline_finish(&o, err, sizeof err), -EINVAL);
+    ck_assert_ptr_nonnull(strstr(err, "shard=2/2"));
+
+    o = fresh();
+    o.shard_count = 0;
+    ck_assert_int_eq(bfs_pipeline_finish(&o, err, sizeof err), -EINVAL);
+    ck_assert_ptr_nonnull(strstr(err, "shard=0/0"));
+
+    o = fresh();
+    o.shuffle = 7;
+    ck_assert_int_eq(bfs_pipeline_finish(&o, err, sizeof err), -EINVAL);
+    ck_assert_ptr_nonnull(strstr(err, "shuffle="));
+
+    o = fresh();
+    o.scale[0] = NAN;
+    ck_assert_int_eq(bfs_pipeline_finish(&o, err, sizeof err), -EINVAL);
+    ck_assert_ptr_nonnull(strstr(err, "scale="));
+
+    o = fresh();
+    o.out_w = 9000;
+    ck_assert_int_eq(bfs_pipeline_finish(&o, err, sizeof err), -EINVAL);
+    ck_assert_ptr_nonnull(strstr(err, "size=224x9000"));
+
+    o = fresh();
+    o.threads = -5;
+    ck_assert_int_eq(bfs_pipeline_finish(&o, err, sizeof err), -EINVAL);
+    ck_assert_ptr_nonnull(strstr(err, "threads=-5"));
+
+    o = fresh();
+    o.cpu_budget = 2000;
+    ck_assert_int_eq(bfs_pipeline_finish(&o, err, sizeof err), -EINVAL);
+    ck_assert_ptr_nonnull(strstr(err, "cpu_budget=2000"));
+
+    o = fresh();
+    o.cpu_budget = 8; /* explicit values and 0 (default) both pass */
+    o.ram_mb = 16;
+    ck_assert_int_eq(bfs_pipeline_finish(&o, err, sizeof err), 0);
+
+    o = fresh();
+    memcpy(o.cache_dir, "relative", 9);
+    ck_assert_int_eq(bfs_pipeline_finish(&o, err, sizeof err), -EINVAL);
+    ck_assert_ptr_nonnull(strstr(err, "cache_dir=relative"));
+}
+END_TEST
+
+/* ---- canonical text and fingerprint ------------------------------------------------------- */
+
+static const char default_canonical[] = "seed = 0\n"
+                                        "batch = 256\n"
+                                        "shuffle = full\n"
+                                        "drop_last = 1\n"
+                                        "shard = 0/1\n"
+                                        "size = 224x224\n"
+                                        "augment = train\n"
+                                        "scale = 0.08:1\n"
+                                        "ratio = 0.75:1.3333333333333333\n"
+                                        "flip = 0.5\n"
+                                        "dtype = u8\n"
+                                        "normalize = none\n"
+                                        "layout = nhwc\n"
+                                        "bad_sample = substitute\n";
+
+START_TEST(canonical_text)
+{
+    char c[1024];
+    canon_of("", c, sizeof c);
+    ck_assert_str_eq(c, default_canonical);
+
+    canon_of("dtype=f32,layout=nchw,size=160x128,scale=1/3:0.9,flip=0,seed=18446744073709551615",
+             c, sizeof c);
+    ck_assert_str_eq(c, "seed = 18446744073709551615\n"
+                        "batch = 256\n"
+                        "shuffle = full\n"
+                        "drop_last = 1\n"
+                        "shard = 0/1\n"
+                        "size = 160x128\n"
+                        "augment = train\n"
+                        "scale = 0.3333333333333333:0.9\n"
+                        "ratio = 0.75:1.3333333333333333\n"
+                        "flip = 0\n"
+                        "dtype = f32\n"
+                        "normalize = 0.485,0.456,0.406/0.229,0.224,0.225\n"
+                        "layout = nchw\n"
+                        "bad_sample = substitute\n");
+
+    /* spellings of the same pipeline have one text */
+    char d[1024];
+    canon_of("size=224,scale=8e-2:1.0,ratio=0.75:4/3,flip=1/2,seed=000", d, sizeof d);
+    ck_assert_str_eq(d, default_canonical);
+    canon_of("dtype=f32,normalize=imagenet", c, sizeof c);
+    canon_of("dtype=f32,normalize=0.485,0.456,0.406/0.229,0.224,0.225", d, sizeof d);
+    ck_assert_str_eq(c, d);
+    canon_of("dtype=f32,normalize=none", c, sizeof c);
+    canon_of("dtype=f32,normalize=0,-0,0.0/1,1,1", d, sizeof d);
+    ck_assert_str_eq(c, d);
+    ck_assert_ptr_nonnull(strstr(c, "normalize = 0,0,0/1,1,1\n"));
+
+    /* round trip: canonical text is a spec that reproduces itself */
+    const char *pipelines[] = {"", "dtype=f32,normalize=0.1,0.2,0.3/0.7,0.8,0.9,scale=1/7:3/7",
+                               "shuffle=pages,drop_last=0,shard=5/8,augment=eval,dtype=bf16",
+                               "ratio=1/3:99.99,flip=0.123456789,seed=42,bad_sample=fail"};
+    for (size_t i = 0; i < sizeof pipelines / sizeof *pipelines; i++) {
+        canon_of(pipelines[i], c, sizeof c);
+        bfs_pipeline_opts o = fresh();
+        ck_assert_msg(bfs_pipeline_parse_spec(&o, c, "canonical", err, sizeof err) == 0, "%s",
+                      err);
+        ck_assert_int_eq(bfs_pipeline_finish(&o, err, sizeof err), 0);
+        ck_assert_int_gt(bfs_pipeline_canonical(&o, d, sizeof d), 0);
+        ck_assert_str_eq(c, d);
+    }
+
+    /* length and -ENOSPC */
+    bfs_pipeline_opts o = fresh();
+    ck_assert_int_eq(bfs_pipeline_finish(&o, err, sizeof err), 0);
+    int n = bfs_pipeline_canonical(&o, c, sizeof c);
+    ck_assert_int_eq(n, (int)strlen(default_canonical));
+    ck_assert_int_eq(bfs_pipeline_canonical(&o, c, (size_t)n), -ENOSPC);
+    ck_assert_int_eq(bfs_pipeline_canonical(&o, c, (size_t)n + 1), n);
+    ck_assert_int_eq(bfs_pipeline_canonical(&o, NULL, 0), -ENOSPC);
+}
+END_TEST
+
+START_TEST(canonical_ignores_locale)
+{
+    /* A locale whose decimal point is ',' must change neither parsing nor the text. */
+    const char *names[] = {"de_DE.UTF-8", "de_DE.utf8", "fr_FR.UTF-8", "fr_FR.utf8", "ru_RU.UTF-8"};
+    const char *got = NULL;
+    for (size_t i = 0; i < sizeof names / sizeof *names && !got; i++)
+        got = setlocale(LC_NUMERIC, names[i]);
+    if (!got)
+        fprintf(stderr, "canonical_ignores_locale: no comma-decimal locale installed; "
+                        "checked in the C locale only\n");
+    char c[1024];
+    canon_of("scale=0.08:1,flip=0.25", c, sizeof c);
+    ck_assert_ptr_nonnull(strstr(c, "scale = 0.08:1\nratio = 0.75:1.3333333333333333\n"));
+    ck_assert_ptr_nonnull(strstr(c, "flip = 0.25\n"));
+    setlocale(LC_NUMERIC, "C");
+}
+END_TEST
+
+START_TEST(fingerprints)
+{
+    /* the documented construction */
+    char c[1024], buf[2048];
+    canon_of("", c, sizeof c);
+    int n = snprintf(buf, sizeof buf, "batchfs/1\n%016llx\n%s", 0x0123456789abcdefULL, c);
+    ck_assert_uint_eq(fp_of("", 0x0123456789abcdefULL), bfs_xxh64(buf, (size_t)n, 0));
+
+    uint64_t base = fp_of("", 1);
+    ck_assert_uint_eq(fp_of("", 1), base); /* stable */
+    ck_assert_uint_ne(fp_of("", 2), base); /* dataset identity */
+    ck_assert_uint_eq(fp_of("threads=1", 1), fp_of("threads=8", 1));
+
+    /* knobs and epochs never change it */
+    const char *same[] = {"threads=1",       "threads=8",         "prefetch=0",
+                          "prefetch=64",     "cache_mb=0",        "cache_mb=512",
+                          "cache_dir=/tmp/x", "cache_dir_mb=1",   "sample_cache_mb=100",
+                          "cpu_budget=3",    "ram_mb=64",         "epochs=1",
+                          "epochs=1000000",  "batch=256,seed=0"};
+    for (size_t i = 0; i < sizeof same / sizeof *same; i++)
+        ck_assert_msg(fp_of(same[i], 1) == base, "%s changed the fingerprint", same[i]);
+
+    /* every data-changing option does, each to a different value */
+    const char *diff[] = {"seed=1",         "batch=255",        "shuffle=pages",  "shuffle=none",
+                          "drop_last=0",    "shard=0/2",        "shard=1/2",      "size=225",
+                          "size=224x225",   "augment=eval",     "augment=none",   "scale=0.09:1",
+                          "scale=0.08:0.99", "ratio=0.75:1.3",  "ratio=0.7:4/3",  "flip=0.4",
+                          "dtype=f16",      "dtype=bf16",       "dtype=f32",
+                          "dtype=f32,normalize=none", "dtype=f32,normalize=0.485,0.456,0.406/0.229,0.224,0.226",
+                          "layout=nchw",    "bad_sample=fail"};
+    size_t nd = sizeof diff / sizeof *diff;
+    uint64_t fps[sizeof diff / sizeof *diff];
+    for (size_t i = 0; i < nd; i++) {
+        fps[i] = fp_of(diff[i], 1);
+        ck_assert_msg(fps[i] != base, "%s did not change the fingerprint", diff[i]);
+        for (size_t j = 0; j < i; j++)
+            ck_assert_msg(fps[i] != fps[j], "%s and %s collide", diff[i], diff[j]);
+    }
+    /* each data option is covered above */
+    for (size_t i = 0; bfs_pipeline_option_at(i); i++) {
+        const bfs_pipeline_option *p = bfs_pipeline_option_at(i);
+        if (p->cls != BFS_OPT_DATA)
+            continue;
+        char key[64];
+        snprintf(key, sizeof key, "%s=", p->name);
+        int found = 0;
+        for (size_t j = 0; j < nd; j++)
+            found |= strstr(diff[j], key) != NULL;
+        ck_assert_msg(found, "no fingerprint case for %s", p->name);
+    }
+}
+END_TEST
+
+/* ---- spec files -------------------------------------------------------------------------- */
+
+START_TEST(spec_files)
+{
+    const char *spec = "\xEF\xBB\xBF# training pipeline\n"
+                       "\n"
+                       "seed = 42\n"
+                       "   batch=128   # per GPU\n"
+                       "\tdtype\t=\tf32\t\n"
+                       "normalize = 0.5,0.5,0.5/0.25,0.25,0.25 # custom\n"
+                       "cache_dir = /var/cache/b#1  \r\n"
+                       "size = 160x128\r\n"
+                       "   # indented comment\n"
+                       "#batch = 1\n"
+                       "batch = 64\n"
+                       "shard = 1/4"; /* no final newline */
+    bfs_pipeline_opts o = fresh();
+    ck_assert_msg(bfs_pipeline_parse_spec(&o, spec, "train.spec", err, sizeof err) == 0, "%s",
+                  err);
+    ck_assert_uint_eq(o.seed, 42);
+    ck_assert_uint_eq(o.batch, 64); /* last one wins */
+    ck_assert_int_eq(o.dtype, BFS_OUT_F32);
+    ck_assert(o.mean[0] == 0.5f && o.std[2] == 0.25f);
+    ck_assert_str_eq(o.cache_dir, "/var/cache/b#1");
+    ck_assert(o.out_h == 160 && o.out_w == 128);
+    ck_assert(o.shard_index == 1 && o.shard_count == 4);
+    ck_assert_int_eq(bfs_pipeline_finish(&o, err, sizeof err), 0);
+
+    o = fresh();
+    ck_assert_int_eq(bfs_pipeline_parse_spec(&o, "", "e.spec", err, sizeof err), 0);
+    ck_assert_int_eq(bfs_pipeline_parse_spec(&o, "\n\n  \n# x\n", "e.spec", err, sizeof err), 0);
+    ck_assert_int_eq(bfs_pipeline_parse_spec(&o, NULL, "e.spec", err, sizeof err), 0);
+
+    /* bad lines, with their numbers */
+    ck_assert_int_eq(
+        bfs_pipeline_parse_spec(&o, "seed = 1\n# c\nbatch 32\nepochs = 5\n", "my.spec", err,
+                                sizeof err),
+        -EINVAL);
+    ck_assert_ptr_nonnull(strstr(err, "my.spec:3: "));
+    ck_assert_ptr_nonnull(strstr(err, "'batch 32'"));
+    ck_assert_ptr_nonnull(strstr(err, "key = value"));
+    ck_assert_uint_eq(o.seed, 1); /* lines before the error applied */
+    ck_assert_uint_eq(o.epochs, 100);
+
+    ck_assert_int_eq(
+        bfs_pipeline_parse_spec(&o, "\n\n\n\nbatch = 0\n", "my.spec", err, sizeof err), -EINVAL);
+    ck_assert_str_eq(err, "my.spec:5: batch=0: must be an integer in 1..65536");
+
+    ck_assert_int_eq(bfs_pipeline_parse_spec(&o, "seed=1\nbatchsize = 3\n", "my.spec", err,
+                                             sizeof err),
+                     -ENOENT);
+    ck_assert_ptr_nonnull(strstr(err, "my.spec:2: unknown option 'batchsize'"));
+
+    ck_assert_int_eq(bfs_pipeline_parse_spec(&o, "batch =\n", NULL, err, sizeof err), -EINVAL);
+    ck_assert_str_eq(err, "spec:1: batch=: must be an integer in 1..65536");
+
+    ck_assert_int_eq(bfs_pipeline_parse_spec(&o, " = 3\n", "s", err, sizeof err), -ENOENT);
+    ck_assert_ptr_nonnull(strstr(err, "s:1: unknown option ''"));
+    ck_assert_int_eq(bfs_pipeline_parse_spec(&o, "bat ch = 3\n", "s", err, sizeof err), -ENOENT);
+    ck_assert_int_eq(bfs_pipeline_parse_spec(&o, "batch = 32#c\n", "s", err, sizeof err),
+                     -EINVAL); /* '#' starts a comment only after a space */
+    ck_assert_ptr_nonnull(strstr(err, "s:1: batch=32#c"));
+    ck_assert_int_eq(bfs_pipeline_parse_spec(&o, "seed = 1, batch = 2\n", "s", err, sizeof err),
+                     -EINVAL);
+    ck_assert_ptr_nonnull(strstr(err, "seed=1, batch = 2"));
+    ck_assert_int_eq(bfs_pipeline_parse_spec(&o, "x\x01y\n", "s", err, sizeof err), -EINVAL);
+    ck_assert_ptr_nonnull(strstr(err, "'x\\x01y'"));
+}
+END_TEST
+
+/* ---- --help ------------------------------------------------------------------------------ */
+
+START_TEST(help_text)
+{
+    const char *h = bfs_pipeline_help();
+    ck_assert_ptr_nonnull(h);
+    ck_assert_ptr_eq(h, bfs_pipeline_help());
+    ck_assert_ptr_nonnull(strstr(h, "option"));
+    ck_assert_ptr_nonnull(strstr(h, "default"));
+    ck_assert_ptr_nonnull(strstr(h, "meaning"));
+    for (size_t i = 0; i < N_DESIGN; i++) {
+        char key[64];
+        snprintf(key, sizeof key, "  %s=", design[i].name);
+        ck_assert_msg(strstr(h, key), "help lacks %s", design[i].name);
+    }
+    /* each row carries its default in the default column */
+    const char *defaults[][2] = {{"seed=N", "0"},           {"batch=N", "256"},
+                                 {"epochs=N", "100"},       {"shuffle=", "full"},
+                                 {"drop_last=", "1"},       {"shard=I/N", "0/1"},
+                                 {"size=", "224"},          {"augment=", "train"},
+                                 {"scale=A:B", "0.08:1"},   {"ratio=A:B", "3/4:4/3"},
+                                 {"flip=P", "0.5"},         {"dtype=", "u8"},
+                                 {"layout=", "nhwc"},       {"bad_sample=", "substitute"},
+                                 {"threads=", "auto"},      {"prefetch=", "auto"},
+                                 {"cache_mb=", "auto"},     {"cache_dir=", "none"},
+                                 {"cache_dir_mb=N", "4096"}, {"sample_cache_mb=N", "0"},
+                                 {"cpu_budget=N", "online CPUs"}, {"ram_mb=N", "half of RAM"}};
+    for (size_t i = 0; i < sizeof defaults / sizeof *defaults; i++) {
+        const char *row = strstr(h, defaults[i][0]);
+        ck_assert_msg(row, "no row %s", defaults[i][0]);
+        const char *sp = strstr(row, "  ");
+        while (sp && *sp == ' ')
+            sp++;
+        ck_assert_msg(sp && strncmp(sp, defaults[i][1], strlen(defaults[i][1])) == 0,
+                      "row %s: default is not %s", defaults[i][0], defaults[i][1]);
+    }
+    /* aligned: every row's default starts in the same column as the "default" heading */
+    const char *head = strstr(h, "  option");
+    ck_assert_ptr_nonnull(head);
+    size_t dcol = (size_t)(strstr(head, "default") - head);
+    const char *row = strstr(h, "  seed=N");
+    ck_assert(row[dcol] == '0' && row[dcol - 1] == ' ');
+    row = strstr(h, "  ram_mb=N");
+    ck_assert(strncmp(row + dcol, "half of RAM", 11) == 0);
+    /* no line wider than 100 columns; knobs are said to never change bytes */
+    for (const char *l = h; *l;) {
+        size_t len = strcspn(l, "\n");
+        ck_assert_msg(len <= 100, "help line of %zu columns: %.*s", len, (int)len, l);
+        l += len + (l[len] == '\n');
+    }
+    ck_assert_ptr_nonnull(strstr(h, "never change a byte"));
+    ck_assert_ptr_nonnull(strstr(h, "Unknown options are errors"));
+}
+END_TEST
+
+static Suite *pipeline_suite(void)
+{
+    Suite *s = suite_create("pipeline");
+    TCase *tc = tcase_create("core");
+    tcase_add_test(tc, table_matches_design);
+    tcase_add_test(tc, defaults_match_design);
+    tcase_add_test(tc, integers);
+    tcase_add_test(tc, enums);
+    tcase_add_test(tc, shard_and_size);
+    tcase_add_test(tc, reals);
+    tcase_add_test(tc, normalize_values);
+    tcase_add_test(tc, cache_dir);
+    tcase_add_test(tc, missing_and_unknown);
+    tcase_add_test(tc, parse_o_text);
+    tcase_add_test(tc, normalize_with_dtype);
+    tcase_add_test(tc, finish_validates_struct);
+    tcase_add_test(tc, canonical_text);
+    tcase_add_test(tc, canonical_ignores_locale);
+    tcase_add_test(tc, fingerprints);
+    tcase_add_test(tc, spec_files);
+    tcase_add_test(tc, help_text);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(pipeline_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}

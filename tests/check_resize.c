@@ -1,0 +1,664 @@
+/*
+ * check_resize.c — engine/resize: Pillow-exact antialiased RGB resampling.
+ *
+ * A plain transcription of Pillow's algorithm (whole passes over the whole image, no
+ * windows, no trimmed taps, one kernel) is the reference; engine/resize must equal it
+ * on every window of random specs, on both kernel paths, with the source buffer cut to
+ * exactly the extent it asks for. Bit-exactness against Pillow itself is checked by
+ * tests/cli/resize_pillow.sh. Also: identity, constant images, invalid specs, scratch
+ * reuse and the -ENOMEM path (through resize_test_limit_scratch).
+ */
+#include "engine/resize.h"
+#include "engine/resize_internal.h"
+#include "tests/testutil.h"
+
+#include <check.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- reference: Pillow's ImagingResample, BILINEAR, 8-bit RGB, written plainly ---- */
+
+typedef struct ref_axis {
+    int ksize;
+    int *xmin, *xcnt;
+    int32_t *k; /* ksize per output */
+} ref_axis;
+
+static void ref_axis_make(ref_axis *a, int in_size, float in0, float in1, int out_size)
+{
+    double scale = (double)(in1 - in0) / out_size;
+    double fs = scale < 1.0 ? 1.0 : scale;
+    double support = fs;
+    a->ksize = (int)ceil(support) * 2 + 1;
+    a->xmin = calloc((size_t)out_size, sizeof(int));
+    a->xcnt = calloc((size_t)out_size, sizeof(int));
+    a->k = calloc((size_t)out_size * a->ksize, sizeof(int32_t));
+    double *w = calloc((size_t)a->ksize, sizeof(double));
+    for (int xx = 0; xx < out_size; xx++) {
+        double center = in0 + (xx + 0.5) * scale, ww = 0.0;
+        int xmin = (int)(center - support + 0.5), xmax = (int)(center + support + 0.5);
+        if (xmin < 0)
+            xmin = 0;
+        if (xmax > in_size)
+            xmax = in_size;
+        xmax -= xmin;
+        for (int x = 0; x < xmax; x++) {
+            double v = fabs((x + xmin - center + 0.5) * (1.0 / fs));
+            w[x] = v < 1.0 ? 1.0 - v : 0.0;
+            ww += w[x];
+        }
+        for (int x = 0; x < xmax; x++) {
+            double v = ww != 0.0 ? w[x] / ww : w[x];
+            a->k[(size_t)xx * a->ksize + x] =
+                v < 0 ? (int32_t)(-0.5 + v * (1 << 22)) : (int32_t)(0.5 + v * (1 << 22));
+        }
+        a->xmin[xx] = xmin;
+        a->xcnt[xx] = xmax;
+    }
+    free(w);
+}
+
+static void ref_axis_free(ref_axis *a)
+{
+    free(a->xmin);
+    free(a->xcnt);
+    free(a->k);
+}
+
+static uint8_t ref_clip(int32_t v)
+{
+    v >>= 22;
+    return (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
+}
+
+/* in: w x h, out: ow x h */
+static void ref_hpass(const uint8_t *in, int w, int h, const ref_axis *a, int ow, uint8_t *out)
+{
+    for (int y = 0; y < h; y++)
+        for (int x = 0; x < ow; x++)
+            for (int c = 0; c < 3; c++) {
+                int32_t s = 1 << 21;
+                for (int t = 0; t < a->xcnt[x]; t++)
+                    s += in[((size_t)y * w + a->xmin[x] + t) * 3 + c] *
+                         a->k[(size_t)x * a->ksize + t];
+                out[((size_t)y * ow + x) * 3 + c] = ref_clip(s);
+            }
+}
+
+/* in: w x h, out: w x oh */
+static void ref_vpass(const uint8_t *in, int w, const ref_axis *a, int oh, uint8_t *out)
+{
+    for (int y = 0; y < oh; y++)
+        for (int x = 0; x < 3 * w; x++) {
+            int32_t s = 1 << 21;
+            for (int t = 0; t < a->xcnt[y]; t++)
+                s += in[(size_t)(a->xmin[y] + t) * 3 * w + x] * a->k[(size_t)y * a->ksize + t];
+            out[(size_t)y * 3 * w + x] = ref_clip(s);
+        }
+}
+
+/* PIL.Image.resize((ow, oh), BILINEAR, box) of a w x h RGB image, Pillow >= 13. */
+static uint8_t *ref_resize(const uint8_t *img, int w, int h, const double box[4], int ow, int oh)
+{
+    float fb[4] = {(float)box[0], (float)box[1], (float)box[2], (float)box[3]};
+    int need_h = ow != w || fb[0] != 0 || fb[2] != (float)ow;
+    int need_v = oh != h || fb[1] != 0 || fb[3] != (float)oh;
+    int vfirst = (h - oh) > 0 && (h - oh) > 2 * (w - ow);
+    ref_axis ax, ay;
+    ref_axis_make(&ax, w, fb[0], fb[2], ow);
+    ref_axis_make(&ay, h, fb[1], fb[3], oh);
+    uint8_t *cur = malloc((size_t)w * h * 3);
+    memcpy(cur, img, (size_t)w * h * 3);
+    int cw = w, ch = h;
+    for (int pass = 0; pass < 2; pass++) {
+        int horizontal = vfirst ? pass == 1 : pass == 0;
+        if (horizontal && need_h) {
+            uint8_t *n = malloc((size_t)ow * ch * 3);
+            ref_hpass(cur, cw, ch, &ax, ow, n);
+            free(cur);
+            cur = n;
+            cw = ow;
+        } else if (!horizontal && need_v) {
+            uint8_t *n = malloc((size_t)cw * oh * 3);
+            ref_vpass(cur, cw, &ay, oh, n);
+            free(cur);
+            cur = n;
+            ch = oh;
+        }
+    }
+    ref_axis_free(&ax);
+    ref_axis_free(&ay);
+    return cur;
+}
+
+/* ---- harness ------------------------------------------------------------------------- */
+
+typedef struct sink {
+    uint8_t *px; /* win_w x win_h RGB */
+    int w, h, next_row, bad;
+} sink;
+
+static void sink_cb(void *ctx, int row, const uint8_t *rgb, int width)
+{
+    sink *s = ctx;
+    if (row != s->next_row || width != s->w || row >= s->h) {
+        s->bad = 1;
+        return;
+    }
+    memcpy(s->px + (size_t)row * s->w * 3, rgb, (size_t)width * 3);
+    s->next_row++;
+}
+
+/* Resize into a new buffer (win_w x win_h); NULL and *rc set on failure. */
+static uint8_t *run(const resize_spec *sp, const resize_src *src, resize_scratch *scr, int *rc)
+{
+    sink s = {.w = sp->win_w, .h = sp->win_h};
+    s.px = calloc((size_t)sp->win_w * sp->win_h * 3 + 1, 1);
+    resize_scratch local = {0};
+    *rc = resize_rgb8(sp, src, sink_cb, &s, scr ? scr : &local);
+    resize_scratch_free(&local);
+    if (*rc == 0) {
+        ck_assert_msg(!s.bad, "store callback got rows out of order or of the wrong width");
+        ck_assert_int_eq(s.next_row, sp->win_h);
+        return s.px;
+    }
+    ck_assert_int_eq(s.next_row, 0); /* nothing stored on failure */
+    free(s.px);
+    return NULL;
+}
+
+static resize_src whole(const uint8_t *img, int w, int h)
+{
+    return (resize_src){.pixels = img, .stride = (size_t)w * 3, .w = w, .h = h};
+}
+
+/* A copy of img's region [x0,x1)x[y0,y1) with a row stride of its own (plus slack that
+ * is never read: ASan would not see it, so the region is also checked exactly). */
+static uint8_t *crop(const uint8_t *img, int w, int x0, int y0, int x1, int y1, size_t *stride)
+{
+    size_t cw = (size_t)(x1 - x0) * 3;
+    *stride = cw;
+    uint8_t *c = malloc(cw * (size_t)(y1 - y0) + 1);
+    for (int y = y0; y < y1; y++)
+        memcpy(c + (size_t)(y - y0) * cw, img + ((size_t)y * w + x0) * 3, cw);
+    return c;
+}
+
+static uint64_t rng_state = 12345;
+
+static int rnd(int lo, int hi) /* inclusive */
+{
+    return lo + (int)(tu_rand(&rng_state) % (uint64_t)(hi - lo + 1));
+}
+
+static double rndf(double lo, double hi)
+{
+    return lo + (hi - lo) * (double)(tu_rand(&rng_state) >> 11) * (1.0 / 9007199254740992.0);
+}
+
+/* A random valid spec for a w x h image: fractional or integral box or none, any
+ * scale from 10x down to 8x up, a random window half of the time. */
+static resize_spec random_spec(int w, int h)
+{
+    resize_spec sp = {.in_w = w, .in_h = h};
+    int kind = rnd(0, 2);
+    if (kind == 0) {
+        sp.box[2] = w, sp.box[3] = h;
+    } else if (kind == 1) {
+        sp.box[0] = rnd(0, w - 1), sp.box[1] = rnd(0, h - 1);
+        sp.box[2] = rnd((int)sp.box[0] + 1, w), sp.box[3] = rnd((int)sp.box[1] + 1, h);
+    } else {
+        do {
+            sp.box[0] = rndf(0, w), sp.box[2] = rndf(0, w);
+        } while (fabs(sp.box[0] - sp.box[2]) < 0.01);
+        do {
+            sp.box[1] = rndf(0, h), sp.box[3] = rndf(0, h);
+        } while (fabs(sp.box[1] - sp.box[3]) < 0.01);
+        if (sp.box[0] > sp.box[2]) {
+            double t = sp.box[0];
+            sp.box[0] = sp.box[2], sp.box[2] = t;
+        }
+        if (sp.box[1] > sp.box[3]) {
+            double t = sp.box[1];
+            sp.box[1] = sp.box[3], sp.box[3] = t;
+        }
+    }
+    double f = exp(rndf(log(0.1), log(8.0)));
+    sp.out_w = (int)fmax(1, fmin(160, round((sp.box[2] - sp.box[0]) * f)));
+    sp.out_h = (int)fmax(1, fmin(160, round((sp.box[3] - sp.box[1]) * f * rndf(0.5, 2.0))));
+    if (rnd(0, 1)) {
+        sp.win_x = rnd(0, sp.out_w - 1), sp.win_y = rnd(0, sp.out_h - 1);
+        sp.win_w = rnd(1, sp.out_w - sp.win_x), sp.win_h = rnd(1, sp.out_h - sp.win_y);
+    } else {
+        sp.win_w = sp.out_w, sp.win_h = sp.out_h;
+    }
+    return sp;
+}
+
+static int have_avx2(void)
+{
+    int ok = resize_force_path(RESIZE_PATH_AVX2) == 0;
+    resize_force_path(RESIZE_PATH_AUTO);
+    if (!ok)
+        fprintf(stderr, "check_resize: no AVX2 on this CPU, only the portable path is tested\n");
+    return ok;
+}
+
+static void assert_window_eq(const uint8_t *got, const uint8_t *full, const resize_spec *sp,
+                             const char *what)
+{
+    for (int y = 0; y < sp->win_h; y++) {
+        const uint8_t *a = got + (size_t)y * sp->win_w * 3;
+        const uint8_t *b = full + ((size_t)(sp->win_y + y) * sp->out_w + sp->win_x) * 3;
+        if (memcmp(a, b, (size_t)sp->win_w * 3) != 0) {
+            int x = 0;
+            while (a[x] == b[x])
+                x++;
+            ck_abort_msg("%s: %dx%d box (%.4f %.4f %.4f %.4f) -> %dx%d window %d,%d %dx%d: "
+                         "row %d byte %d is %d, want %d",
+                         what, sp->in_w, sp->in_h, sp->box[0], sp->box[1], sp->box[2],
+                         sp->box[3], sp->out_w, sp->out_h, sp->win_x, sp->win_y, sp->win_w,
+                         sp->win_h, y, x, a[x], b[x]);
+        }
+    }
+}
+
+/* ---- tests ----------------------------------------------------------------------------- */
+
+START_TEST(identity_returns_input)
+{
+    int w = 37, h = 23;
+    uint8_t *img = malloc((size_t)w * h * 3);
+    tu_fill_rgb(img, w, h, 7);
+    resize_spec sp = {.in_w = w, .in_h = h, .box = {0, 0, w, h}, .out_w = w, .out_h = h,
+                      .win_w = w, .win_h = h};
+    resize_src src = whole(img, w, h);
+    for (int p = RESIZE_PATH_PORTABLE; p <= RESIZE_PATH_AVX2; p++) {
+        if (resize_force_path((resize_path)p))
+            continue;
+        int rc;
+        uint8_t *out = run(&sp, &src, NULL, &rc);
+        ck_assert_int_eq(rc, 0);
+        ck_assert_mem_eq(out, img, (size_t)w * h * 3);
+        free(out);
+        /* an integral box of the output's size is a crop (Pillow's crop path) */
+        resize_spec c = {.in_w = w, .in_h = h, .box = {3, 4, 23, 14}, .out_w = 20, .out_h = 10,
+                         .win_w = 20, .win_h = 10};
+        out = run(&c, &src, NULL, &rc);
+        ck_assert_int_eq(rc, 0);
+        for (int y = 0; y < 10; y++)
+            ck_assert_mem_eq(out + (size_t)y * 60, img + ((size_t)(y + 4) * w + 3) * 3, 60);
+        free(out);
+        int x0, y0, x1, y1;
+        ck_assert_int_eq(resize_source_extent(&c, &x0, &y0, &x1, &y1), 0);
+        ck_assert_int_eq(x0, 3);
+        ck_assert_int_eq(y0, 4);
+        ck_assert_int_eq(x1, 23);
+        ck_assert_int_eq(y1, 14);
+    }
+    resize_force_path(RESIZE_PATH_AUTO);
+    free(img);
+}
+END_TEST
+
+START_TEST(constant_image_stays_constant)
+{
+    int w = 61, h = 47;
+    uint8_t *img = malloc((size_t)w * h * 3);
+    for (int i = 0; i < 40; i++) {
+        uint8_t rgb[3] = {(uint8_t)rnd(0, 255), (uint8_t)rnd(0, 255), (uint8_t)rnd(0, 255)};
+        if (i == 0)
+            rgb[0] = rgb[1] = rgb[2] = 255; /* clipping must not creep in */
+        for (int p = 0; p < w * h; p++)
+            memcpy(img + 3 * (size_t)p, rgb, 3);
+        resize_spec sp = random_spec(w, h);
+        resize_src src = whole(img, w, h);
+        int rc;
+        uint8_t *out = run(&sp, &src, NULL, &rc);
+        ck_assert_int_eq(rc, 0);
+        for (int p = 0; p < sp.win_w * sp.win_h; p++)
+            ck_assert_mem_eq(out + 3 * (size_t)p, rgb, 3);
+        free(out);
+    }
+    free(img);
+}
+END_TEST
+
+/* Every window of random specs equals the window of the reference, with the source cut
+ * to exactly resize_source_extent, on every kernel path. */
+START_TEST(matches_reference_windows_and_extents)
+{
+    int paths[2] = {RESIZE_PATH_PORTABLE, RESIZE_PATH_AVX2};
+    int npaths = have_avx2() ? 2 : 1;
+    resize_scratch scr = {0};
+    for (int i = 0; i < 300; i++) {
+        int w = rnd(1, 90), h = rnd(1, 90);
+        if (i % 20 == 0) /* tall and wide images exercise Pillow's pass order */
+            h = rnd(100, 300);
+        else if (i % 20 == 10)
+            w = rnd(100, 300);
+        uint8_t *img = malloc((size_t)w * h * 3);
+        tu_fill_rgb(img, w, h, (uint64_t)i);
+        for (int p = 0; p < w * h / 50; p++) /* saturated specks */
+            img[3 * (size_t)rnd(0, w * h - 1) + (size_t)rnd(0, 2)] = rnd(0, 1) ? 255 : 0;
+        resize_spec sp = random_spec(w, h);
+        uint8_t *full = ref_resize(img, w, h, sp.box, sp.out_w, sp.out_h);
+        int x0, y0, x1, y1;
+        ck_assert_int_eq(resize_source_extent(&sp, &x0, &y0, &x1, &y1), 0);
+        ck_assert(0 <= x0 && x0 < x1 && x1 <= w && 0 <= y0 && y0 < y1 && y1 <= h);
+        size_t cstride;
+        uint8_t *c = crop(img, w, x0, y0, x1, y1, &cstride);
+        resize_src src = {.pixels = c, .stride = cstride, .x0 = x0, .y0 = y0, .w = x1 - x0,
+                          .h = y1 - y0};
+        for (int p = 0; p < npaths; p++) {
+            ck_assert_int_eq(resize_force_path((resize_path)paths[p]), 0);
+            int rc;
+            uint8_t *out = run(&sp, &src, &scr, &rc);
+            ck_assert_int_eq(rc, 0);
+            assert_window_eq(out, full, &sp, p ? "avx2" : "portable");
+            free(out);
+        }
+        free(c);
+        free(full);
+        free(img);
+    }
+    resize_force_path(RESIZE_PATH_AUTO);
+    resize_scratch_free(&scr);
+}
+END_TEST
+
+/* Pillow takes the box as C floats: far from the origin the rounding moves the sample
+ * points enough to change pixels. */
+START_TEST(box_has_float_precision)
+{
+    int w = 30011, h = 3;
+    uint8_t *img = malloc((size_t)w * h * 3);
+    for (size_t b = 0; b < (size_t)w * h * 3; b++)
+        img[b] = (uint8_t)tu_rand(&rng_state);
+    resize_src src = whole(img, w, h);
+    for (int i = 0; i < 40; i++) {
+        double x0 = rndf(10000, 29000);
+        resize_spec sp = {.in_w = w, .in_h = h, .box = {x0, 0, x0 + rndf(20, 900), h},
+                          .out_w = rnd(20, 200), .out_h = h};
+        sp.win_w = sp.out_w, sp.win_h = sp.out_h;
+        uint8_t *full = ref_resize(img, w, h, sp.box, sp.out_w, sp.out_h);
+        int rc;
+        uint8_t *out = run(&sp, &src, NULL, &rc);
+        ck_assert_int_eq(rc, 0);
+        assert_window_eq(out, full, &sp, "float box");
+        free(out);
+        free(full);
+    }
+    free(img);
+}
+END_TEST
+
+START_TEST(window_equals_part_of_full_output)
+{
+    int w = 500, h = 375;
+    uint8_t *img = malloc((size_t)w * h * 3);
+    tu_fill_rgb(img, w, h, 99);
+    resize_src src = whole(img, w, h);
+    /* eval: shorter side to 256, centre 224; train: a crop box to 224 */
+    resize_spec specs[] = {
+        {.in_w = w, .in_h = h, .box = {0, 0, w, h}, .out_w = 341, .out_h = 256},
+        {.in_w = w, .in_h = h, .box = {100.25, 37.5, 400.75, 337}, .out_w = 224, .out_h = 224},
+        {.in_w = w, .in_h = h, .box = {10, 300, 60, 350}, .out_w = 224, .out_h = 224},
+        {.in_w = w, .in_h = h, .box = {0, 0, w, h}, .out_w = 62, .out_h = 47},
+    };
+    for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) {
+        resize_spec full = specs[i];
+        full.win_w = full.out_w, full.win_h = full.out_h;
+        int rc;
+        uint8_t *all = run(&full, &src, NULL, &rc);
+        ck_assert_int_eq(rc, 0);
+        for (int j = 0; j < 20; j++) {
+            resize_spec sp = full;
+            sp.win_x = rnd(0, sp.out_w - 1), sp.win_y = rnd(0, sp.out_h - 1);
+            sp.win_w = rnd(1, sp.out_w - sp.win_x), sp.win_h = rnd(1, sp.out_h - sp.win_y);
+            if (j == 0) /* the centre crop */
+                sp.win_w = sp.win_h = 30, sp.win_x = (sp.out_w - 30) / 2,
+                sp.win_y = (sp.out_h - 30) / 2;
+            uint8_t *part = run(&sp, &src, NULL, &rc);
+            ck_assert_int_eq(rc, 0);
+            assert_window_eq(part, all, &sp, "window");
+            free(part);
+        }
+        free(all);
+    }
+    free(img);
+}
+END_TEST
+
+/* The extent is exact: a source one pixel short on any side is refused. */
+START_TEST(extent_is_exact)
+{
+    int w = 120, h = 90;
+    uint8_t *img = malloc((size_t)w * h * 3);
+    tu_fill_rgb(img, w, h, 5);
+    for (int i = 0; i < 100; i++) {
+        resize_spec sp = random_spec(w, h);
+        int x0, y0, x1, y1;
+        ck_assert_int_eq(resize_source_extent(&sp, &x0, &y0, &x1, &y1), 0);
+        resize_src src = {.pixels = img + ((size_t)y0 * w + x0) * 3, .stride = (size_t)w * 3,
+                          .x0 = x0, .y0 = y0, .w = x1 - x0, .h = y1 - y0};
+        int rc;
+        free(run(&sp, &src, NULL, &rc));
+        ck_assert_int_eq(rc, 0);
+        for (int side = 0; side < 4; side++) {
+            resize_src s = src;
+            if (side == 0)
+                s.x0++, s.w--, s.pixels += 3;
+            else if (side == 1)
+                s.y0++, s.h--, s.pixels += s.stride;
+            else if (side == 2)
+                s.w--;
+            else
+                s.h--;
+            ck_assert_ptr_null(run(&sp, &s, NULL, &rc));
+            ck_assert_int_eq(rc, -EINVAL);
+        }
+    }
+    free(img);
+}
+END_TEST
+
+START_TEST(invalid_specs_rejected)
+{
+    uint8_t img[4 * 4 * 3] = {0};
+    resize_src src = whole(img, 4, 4);
+    resize_spec ok = {.in_w = 4, .in_h = 4, .box = {0, 0, 4, 4}, .out_w = 2, .out_h = 2,
+                      .win_w = 2, .win_h = 2};
+    ck_assert_int_eq(resize_check_spec(&ok), 0);
+    resize_spec bad[24];
+    int n = 0;
+    for (int i = 0; i < 24; i++)
+        bad[i] = ok;
+    bad[n++].in_w = 0;
+    bad[n++].in_h = -1;
+    bad[n++].out_w = 0;
+    bad[n++].out_h = -3;
+    bad[n++].in_w = RESIZE_MAX_SIDE + 1;
+    bad[n++].out_h = RESIZE_MAX_SIDE + 1;
+    bad[n++].box[0] = -0.5;
+    bad[n++].box[1] = -1;
+    bad[n++].box[2] = 4.01;
+    bad[n++].box[3] = 5;
+    bad[n].box[0] = 2, bad[n++].box[2] = 2; /* empty */
+    bad[n].box[1] = 3, bad[n++].box[3] = 1; /* inverted */
+    bad[n++].box[0] = NAN;
+    bad[n++].box[3] = NAN;
+    bad[n++].box[2] = INFINITY;
+    bad[n++].win_w = 0;
+    bad[n++].win_h = 3; /* window taller than the output */
+    bad[n++].win_x = -1;
+    bad[n].win_x = 1, bad[n++].win_w = 2;
+    bad[n++].win_y = 2;
+    for (int i = 0; i < n; i++) {
+        int x0, y0, x1, y1, rc;
+        ck_assert_msg(resize_check_spec(&bad[i]) == -EINVAL, "bad spec %d accepted", i);
+        ck_assert_int_eq(resize_source_extent(&bad[i], &x0, &y0, &x1, &y1), -EINVAL);
+        ck_assert_ptr_null(run(&bad[i], &src, NULL, &rc));
+        ck_assert_int_eq(rc, -EINVAL);
+    }
+    ck_assert_int_eq(resize_check_spec(NULL), -EINVAL);
+
+    /* bad sources and arguments */
+    int rc;
+    resize_src s = src;
+    s.pixels = NULL;
+    ck_assert_ptr_null(run(&ok, &s, NULL, &rc));
+    ck_assert_int_eq(rc, -EINVAL);
+    s = src, s.stride = 11;
+    ck_assert_ptr_null(run(&ok, &s, NULL, &rc));
+    ck_assert_int_eq(rc, -EINVAL);
+    s = src, s.x0 = 1;
+    ck_assert_ptr_null(run(&ok, &s, NULL, &rc));
+    ck_assert_int_eq(rc, -EINVAL);
+    s = src, s.h = -1;
+    ck_assert_ptr_null(run(&ok, &s, NULL, &rc));
+    ck_assert_int_eq(rc, -EINVAL);
+    resize_scratch scr = {0};
+    sink sk = {.w = 2, .h = 2, .px = img};
+    ck_assert_int_eq(resize_rgb8(&ok, &src, NULL, &sk, &scr), -EINVAL);
+    ck_assert_int_eq(resize_rgb8(&ok, NULL, sink_cb, &sk, &scr), -EINVAL);
+    ck_assert_int_eq(resize_rgb8(&ok, &src, sink_cb, &sk, NULL), -EINVAL);
+    ck_assert_int_eq(resize_rgb8(NULL, &src, sink_cb, &sk, &scr), -EINVAL);
+    resize_scratch_free(&scr);
+    resize_scratch_free(NULL);
+    ck_assert_int_eq(resize_force_path((resize_path)7), -EINVAL);
+}
+END_TEST
+
+START_TEST(avx2_equals_portable)
+{
+    if (!have_avx2())
+        return;
+    resize_scratch scr = {0};
+    for (int i = 0; i < 120; i++) {
+        int w = rnd(1, 700), h = rnd(1, 500);
+        uint8_t *img = malloc((size_t)w * h * 3);
+        for (size_t b = 0; b < (size_t)w * h * 3; b++) /* noise: every tap matters */
+            img[b] = (uint8_t)tu_rand(&rng_state);
+        resize_spec sp = random_spec(w, h);
+        if (i % 4 == 0) /* larger outputs too */
+            sp.out_w = sp.win_w = rnd(1, 400), sp.out_h = sp.win_h = rnd(1, 400),
+            sp.win_x = sp.win_y = 0;
+        resize_src src = whole(img, w, h);
+        int rc;
+        ck_assert_int_eq(resize_force_path(RESIZE_PATH_PORTABLE), 0);
+        uint8_t *a = run(&sp, &src, &scr, &rc);
+        ck_assert_int_eq(rc, 0);
+        ck_assert_int_eq(resize_force_path(RESIZE_PATH_AVX2), 0);
+        ck_assert_int_eq(resize_active_path(), RESIZE_PATH_AVX2);
+        uint8_t *b = run(&sp, &src, &scr, &rc);
+        ck_assert_int_eq(rc, 0);
+        sp.win_x = sp.win_y = 0, sp.out_w = sp.win_w, sp.out_h = sp.win_h;
+        assert_window_eq(b, a, &sp, "avx2 vs portable");
+        free(a);
+        free(b);
+        free(img);
+    }
+    resize_force_path(RESIZE_PATH_AUTO);
+    resize_scratch_free(&scr);
+}
+END_TEST
+
+START_TEST(scratch_reuse_across_sizes)
+{
+    int w = 300, h = 200;
+    uint8_t *img = malloc((size_t)w * h * 3);
+    tu_fill_rgb(img, w, h, 11);
+    resize_src src = whole(img, w, h);
+    resize_spec specs[] = {
+        {.in_w = w, .in_h = h, .box = {0, 0, w, h}, .out_w = 17, .out_h = 9},
+        {.in_w = w, .in_h = h, .box = {0, 0, w, h}, .out_w = 600, .out_h = 400},
+        {.in_w = w, .in_h = h, .box = {5.5, 7.25, 250, 190}, .out_w = 3, .out_h = 200},
+        {.in_w = w, .in_h = h, .box = {0, 0, w, h}, .out_w = 1, .out_h = 1},
+        {.in_w = w, .in_h = h, .box = {1, 2, 101, 102}, .out_w = 224, .out_h = 224},
+    };
+    int ns = (int)(sizeof specs / sizeof specs[0]);
+    uint8_t *expect[5];
+    for (int i = 0; i < ns; i++) {
+        specs[i].win_w = specs[i].out_w, specs[i].win_h = specs[i].out_h;
+        int rc;
+        expect[i] = run(&specs[i], &src, NULL, &rc); /* fresh scratch each */
+        ck_assert_int_eq(rc, 0);
+    }
+    resize_scratch scr = {0};
+    for (int round = 0; round < 3; round++)
+        for (int i = 0; i < ns; i++) {
+            int j = round == 1 ? ns - 1 - i : i;
+            int rc;
+            uint8_t *got = run(&specs[j], &src, &scr, &rc);
+            ck_assert_int_eq(rc, 0);
+            ck_assert_mem_eq(got, expect[j], (size_t)specs[j].win_w * specs[j].win_h * 3);
+            free(got);
+        }
+    size_t cap = scr.cap;
+    int rc;
+    free(run(&specs[0], &src, &scr, &rc)); /* a warm scratch does not grow or move */
+    ck_assert_uint_eq(scr.cap, cap);
+    resize_scratch_free(&scr);
+    ck_assert_ptr_null(scr.mem);
+    for (int i = 0; i < ns; i++)
+        free(expect[i]);
+    free(img);
+}
+END_TEST
+
+START_TEST(enomem_stores_nothing)
+{
+    int w = 64, h = 64;
+    uint8_t *img = malloc((size_t)w * h * 3);
+    tu_fill_rgb(img, w, h, 3);
+    resize_src src = whole(img, w, h);
+    resize_spec sp = {.in_w = w, .in_h = h, .box = {0, 0, w, h}, .out_w = 50, .out_h = 40,
+                      .win_w = 50, .win_h = 40};
+    int rc;
+    resize_scratch scr = {0};
+    resize_test_limit_scratch(64); /* too small for the plans */
+    ck_assert_ptr_null(run(&sp, &src, &scr, &rc));
+    ck_assert_int_eq(rc, -ENOMEM);
+    resize_test_limit_scratch(4096); /* the plans fit, the intermediate rows do not */
+    ck_assert_ptr_null(run(&sp, &src, &scr, &rc));
+    ck_assert_int_eq(rc, -ENOMEM);
+    resize_test_limit_scratch(0);
+    uint8_t *out = run(&sp, &src, &scr, &rc);
+    ck_assert_int_eq(rc, 0);
+    free(out);
+    resize_scratch_free(&scr);
+    free(img);
+}
+END_TEST
+
+static Suite *resize_suite(void)
+{
+    Suite *s = suite_create("resize");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 120); /* the reference is slow under sanitizers */
+    tcase_add_test(tc, identity_returns_input);
+    tcase_add_test(tc, constant_image_stays_constant);
+    tcase_add_test(tc, matches_reference_windows_and_extents);
+    tcase_add_test(tc, box_has_float_precision);
+    tcase_add_test(tc, window_equals_part_of_full_output);
+    tcase_add_test(tc, extent_is_exact);
+    tcase_add_test(tc, invalid_specs_rejected);
+    tcase_add_test(tc, avx2_equals_portable);
+    tcase_add_test(tc, scratch_reuse_across_sizes);
+    tcase_add_test(tc, enomem_stores_nothing);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(resize_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed != 0;
+}

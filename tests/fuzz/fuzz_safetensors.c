@@ -1,0 +1,243 @@
+/*
+ * fuzz_safetensors.c — libFuzzer target for engine/safetensors (parser and encoder).
+ *
+ * Each input is used three ways:
+ *   1. as a whole file, with bfs_st_parse. On success the parser's promises are checked
+ *      (safetensors.h): every tensor lies inside the input and its bytes are read (ASan
+ *      sees a bad offset or length), nbytes equals product(shape) * bits / 8 computed in
+ *      128 bits, the tensors tile the data buffer, names and metadata are NUL-terminated
+ *      inside the pool and tensor names are unique. On failure the code is -EBADMSG or
+ *      -E2BIG with a one-line message.
+ *   2. as a header prefix: bfs_st_parse_header on a copy of exactly 8 + N bytes (so ASan
+ *      catches a read past the header) must agree with (1); one byte less must ask for
+ *      more (-ENOBUFS).
+ *   3. as an encoder description: the first 32 bytes pick dtype, layout, B, H, W, epoch,
+ *      batch index and fingerprint, the rest become up to 8 extra metadata pairs. When the
+ *      encoder accepts them, its header must parse, be recognised as a batch with the same
+ *      description, carry the extras verbatim, and keep the 4096-byte region whenever the
+ *      extras fit BFS_ST_EXTRA_BUDGET. Files that (1) recognises as batches are re-encoded
+ *      and re-parsed the same way.
+ */
+#include "engine/safetensors.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+#define CHECK(cond)                                                                                \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "fuzz_safetensors: %s:%d: contract violated: %s\n", __FILE__,          \
+                    __LINE__, #cond);                                                              \
+            abort();                                                                               \
+        }                                                                                          \
+    } while (0)
+
+static volatile uint8_t sink;
+static bfs_st_file whole, prefix, again; /* ~24 KiB each: static, not on the stack */
+
+static void touch(const uint8_t *p, size_t n)
+{
+    uint8_t x = 0;
+    for (size_t i = 0; i < n; i++)
+        x ^= p[i];
+    sink = x;
+}
+
+static int inside_pool(const bfs_st_file *f, const char *s, size_t len)
+{
+    return s >= f->pool && (size_t)(s - f->pool) + len < sizeof f->pool && s[len] == 0;
+}
+
+static void check_failure(int rc, const bfs_st_file *f)
+{
+    CHECK(rc == -EBADMSG || rc == -E2BIG);
+    CHECK(memchr(f->err, 0, sizeof f->err) != NULL && f->err[0] != 0 && !strchr(f->err, '\n'));
+}
+
+/* What bfs_st_parse promises about a successful parse of base[0, size). */
+static void check_parsed(const bfs_st_file *f, const uint8_t *base, size_t size)
+{
+    CHECK(f->err[0] == 0);
+    CHECK(f->file_size == size && f->data_offset == 8 + f->header_len);
+    CHECK(f->header_len >= 2 && f->header_len <= BFS_ST_MAX_HEADER);
+    CHECK(f->data_offset + f->data_size == size);
+    CHECK(f->n_tensors <= BFS_ST_MAX_TENSORS && f->n_meta <= BFS_ST_MAX_META);
+    CHECK(f->pool_used <= sizeof f->pool);
+    unsigned __int128 total = 0;
+    for (uint32_t i = 0; i < f->n_tensors; i++) {
+        const bfs_st_tensor *t = &f->tensors[i];
+        CHECK(inside_pool(f, t->name, t->name_len));
+        CHECK(bfs_dtype_name(t->dtype) != NULL && t->ndim <= BFS_ST_MAX_DIMS);
+        int zero = 0;
+        for (uint32_t k = 0; k < t->ndim; k++)
+            zero |= t->shape[k] == 0;
+        unsigned __int128 bits = zero ? 0 : bfs_dtype_bits(t->dtype);
+        for (uint32_t k = 0; k < t->ndim && !zero; k++) {
+            /* factors >= 1: the product only grows, so it must stay below 2^67 */
+            CHECK(t->shape[k] <= ~(unsigned __int128)0 / bits);
+            bits *= t->shape[k];
+        }
+        CHECK(bits % 8 == 0 && bits / 8 == t->nbytes);
+        CHECK(t->offset >= f->data_offset && t->offset <= size && t->nbytes <= size - t->offset);
+        touch(base + t->offset, (size_t)t->nbytes);
+        total += t->nbytes;
+        CHECK(bfs_st_find(f, t->name) == t || memchr(t->name, 0, t->name_len) != NULL);
+        for (uint32_t j = 0; j < i; j++)
+            CHECK(t->name_len != f->tensors[j].name_len ||
+                  memcmp(t->name, f->tensors[j].name, t->name_len) != 0);
+    }
+    CHECK(total == f->data_size); /* a tiling: no overlap, no hole */
+    for (uint32_t i = 0; i < f->n_meta; i++) {
+        const bfs_st_meta *m = &f->meta[i];
+        CHECK(inside_pool(f, m->key, m->key_len) && inside_pool(f, m->value, m->value_len));
+        for (uint32_t j = 0; j < i; j++)
+            CHECK(m->key_len != f->meta[j].key_len ||
+                  memcmp(m->key, f->meta[j].key, m->key_len) != 0);
+    }
+}
+
+static void check_same(const bfs_st_file *a, const bfs_st_file *b)
+{
+    CHECK(a->n_tensors == b->n_tensors && a->n_meta == b->n_meta);
+    CHECK(a->data_offset == b->data_offset && a->data_size == b->data_size);
+    for (uint32_t i = 0; i < a->n_tensors; i++) {
+        const bfs_st_tensor *x = &a->tensors[i], *y = &b->tensors[i];
+        CHECK(x->name_len == y->name_len && !memcmp(x->name, y->name, x->name_len));
+        CHECK(x->dtype == y->dtype && x->ndim == y->ndim && x->offset == y->offset &&
+              x->nbytes == y->nbytes);
+        CHECK(!memcmp(x->shape, y->shape, x->ndim * sizeof x->shape[0]));
+    }
+    for (uint32_t i = 0; i < a->n_meta; i++)
+        CHECK(a->meta[i].value_len == b->meta[i].value_len &&
+              !memcmp(a->meta[i].value, b->meta[i].value, a->meta[i].value_len));
+}
+
+/* Encode d, parse the header region back, and check that everything survived. */
+static void encode_and_check(const bfs_st_batch_desc *d)
+{
+    bfs_st_layout l;
+    int rc = bfs_st_batch_layout(d, &l);
+    if (rc) {
+        CHECK(rc == -EINVAL || rc == -EOVERFLOW);
+        CHECK(bfs_st_batch_size(d) == 0);
+        return;
+    }
+    CHECK(bfs_st_batch_size(d) == l.file_size);
+    CHECK(l.header_size % BFS_ST_HEADER_REGION == 0 && l.images_off == l.header_size);
+    size_t extras_json = 0;
+    for (uint32_t i = 0; i < d->n_extra; i++) {
+        const char *s[2] = {d->extra[i].key, d->extra[i].value};
+        extras_json += 6;
+        for (int k = 0; k < 2; k++)
+            for (const unsigned char *p = (const unsigned char *)s[k]; *p; p++)
+                extras_json += *p == '"' || *p == '\\' ? 2 : *p < 0x20 ? 6 : 1;
+    }
+    if (extras_json <= BFS_ST_EXTRA_BUDGET)
+        CHECK(l.header_size == BFS_ST_HEADER_REGION);
+    uint8_t *hdr = malloc(l.header_size);
+    CHECK(hdr != NULL);
+    CHECK(bfs_st_write_header(d, hdr, l.header_size - 1) == -ENOSPC);
+    CHECK(bfs_st_write_header(d, hdr, l.header_size) == 0);
+    CHECK(hdr[l.header_size - 1] == ' ');
+    rc = bfs_st_parse_header(hdr, l.header_size, l.file_size, &again);
+    CHECK(rc == 0);
+    CHECK(again.data_offset == l.header_size && again.n_tensors == 3);
+    CHECK(again.tensors[0].offset == l.images_off && again.tensors[0].nbytes == l.images_bytes);
+    CHECK(again.tensors[1].offset == l.labels_off && again.tensors[2].offset == l.indices_off);
+    CHECK(again.n_meta == 5 + d->n_extra);
+    for (uint32_t i = 0; i < d->n_extra; i++) {
+        CHECK(!strcmp(again.meta[5 + i].key, d->extra[i].key));
+        CHECK(!strcmp(again.meta[5 + i].value, d->extra[i].value));
+    }
+    bfs_st_batch_desc back;
+    char err[128];
+    CHECK(bfs_st_batch_from_file(&again, &back, err, sizeof err) == 0);
+    CHECK(back.dtype == d->dtype && back.nchw == d->nchw && back.batch == d->batch &&
+          back.height == d->height && back.width == d->width && back.epoch == d->epoch &&
+          back.batch_index == d->batch_index && back.fingerprint == d->fingerprint);
+    free(hdr);
+}
+
+static uint64_t rd(const uint8_t *p, int n)
+{
+    uint64_t v = 0;
+    for (int i = n - 1; i >= 0; i--)
+        v = v << 8 | p[i];
+    return v;
+}
+
+/* Use 3: a descriptor and extras from the input bytes. */
+static void fuzz_encoder(const uint8_t *data, size_t size)
+{
+    if (size < 32)
+        return;
+    static const bfs_dtype dts[4] = {BFS_DT_U8, BFS_DT_F16, BFS_DT_BF16, BFS_DT_F32};
+    bfs_st_batch_desc d = {
+        .dtype = dts[data[0] & 3],
+        .nchw = (data[0] >> 2) & 1,
+        .batch = (uint32_t)(data[0] & 0x80 ? rd(data + 1, 4) : 1 + rd(data + 1, 2) % 512),
+        .height = (uint32_t)(data[0] & 0x40 ? rd(data + 3, 4) : 1 + data[5]),
+        .width = (uint32_t)(data[0] & 0x20 ? rd(data + 5, 3) : 1 + data[7]),
+        .epoch = rd(data + 8, 8),
+        .batch_index = rd(data + 16, 8),
+        .fingerprint = rd(data + 24, 8),
+    };
+    /* the rest: NUL-separated "key\0value\0" strings, at most 8 pairs */
+    size_t rest = size - 32;
+    char *strs = malloc(rest + 2);
+    CHECK(strs != NULL);
+    memcpy(strs, data + 32, rest);
+    strs[rest] = strs[rest + 1] = 0;
+    bfs_st_kv kv[BFS_ST_MAX_EXTRA];
+    uint32_t n = 0;
+    size_t pos = 0;
+    while (n < BFS_ST_MAX_EXTRA && pos < rest) {
+        kv[n].key = strs + pos;
+        pos += strlen(strs + pos) + 1;
+        kv[n].value = strs + pos;
+        pos += strlen(strs + pos) + 1;
+        n++;
+    }
+    d.extra = kv;
+    d.n_extra = n;
+    encode_and_check(&d);
+    free(strs);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    /* 1. the whole input as a file */
+    int rc = bfs_st_parse(data, size, &whole);
+    if (rc)
+        check_failure(rc, &whole);
+    else
+        check_parsed(&whole, data, size);
+
+    /* 2. the header alone, then one byte short of it */
+    uint64_t n;
+    if (size >= 8 && bfs_st_header_len(data, &n) == 0 && n <= size - 8) {
+        size_t k = (size_t)(8 + n);
+        uint8_t *copy = malloc(k);
+        CHECK(copy != NULL);
+        memcpy(copy, data, k);
+        int prc = bfs_st_parse_header(copy, k, size, &prefix);
+        CHECK(prc == rc);
+        if (!prc)
+            check_same(&whole, &prefix);
+        CHECK(bfs_st_parse_header(copy, k - 1, size, &prefix) == -ENOBUFS);
+        free(copy);
+    }
+
+    /* 3a. batches recognised in the input are re-encoded */
+    bfs_st_batch_desc d;
+    char err[128];
+    if (!rc && bfs_st_batch_from_file(&whole, &d, err, sizeof err) == 0)
+        encode_and_check(&d);
+    /* 3b. the input as an encoder description */
+    fuzz_encoder(data, size);
+    return 0;
+}
