@@ -69,8 +69,9 @@ enum { W_U64, W_U32, W_INT, W_I64 }; /* C type of an integer field */
 
 #define F_AUTO  1u /* integer option also accepts "auto" (stored as BFS_AUTO) */
 #define F_LATER 2u /* default resolved by the engine: field left 0 by bfs_pipeline_defaults */
-#define F_ENUM  4u /* value: index into the '|'-separated names of pub.syntax, which are
-                    * in the order of pipeline.h's BFS_* enum (check_pipeline tests it) */
+/* F_ENUM: the value is an index into the '|'-separated names of pub.syntax, which are in
+ * the order of pipeline.h's BFS_* enums (check_pipeline tests it). */
+#define F_ENUM 4u
 
 struct opt {
     bfs_pipeline_option pub;
@@ -102,15 +103,15 @@ static int show_normalize(const opt *d, const bfs_pipeline_opts *o, char *buf, s
 static int set_path(const opt *d, bfs_pipeline_opts *o, const char *v, const char **why);
 static int show_path(const opt *d, const bfs_pipeline_opts *o, char *buf, size_t cap);
 
-#define PUB(name_, cls_, syntax_, def_, help_)                                               \
+#define PUB(name_, cls_, syntax_, def_, help_)                                                     \
     .pub = {.name = name_, .syntax = syntax_, .def = def_, .help = help_, .cls = cls_}
 #define FIELD(f) .off = offsetof(bfs_pipeline_opts, f)
-#define INT(f, w, lo_, hi_, fl)                                                              \
+#define INT(f, w, lo_, hi_, fl)                                                                    \
     FIELD(f), .set = set_uint, .show = show_uint, .width = w, .lo = lo_, .hi = hi_, .flags = fl
 #define ENUM(f) FIELD(f), .set = set_enum, .show = show_enum, .flags = F_ENUM
-#define D BFS_OPT_DATA
-#define K BFS_OPT_KNOB
-#define TIB (1ull << 40) /* MiB-valued budgets: 2^40 MiB = 1 EiB, so MiB * 2^20 fits int64 */
+#define D       BFS_OPT_DATA
+#define K       BFS_OPT_KNOB
+#define MIB_MAX (1ull << 40) /* MiB budgets: 2^40 MiB = 1 EiB, so MiB * 2^20 fits int64 */
 
 static const opt table[OPT_COUNT] = {
     [OPT_SEED] = {PUB("seed", D, "N", "0", "seed of the shuffle and of every augmentation"),
@@ -151,14 +152,12 @@ static const opt table[OPT_COUNT] = {
     [OPT_FLIP] = {PUB("flip", D, "P", "0.5", "train: probability of a horizontal flip"),
                   FIELD(flip), .set = set_real, .show = show_real, .dhi = 1,
                   .allowed = "a number in 0..1 (decimal or fraction p/q)"},
-    [OPT_DTYPE] = {PUB("dtype", D, "u8|f16|bf16|f32", "u8", "output element type"),
-                   ENUM(dtype)},
+    [OPT_DTYPE] = {PUB("dtype", D, "u8|f16|bf16|f32", "u8", "output element type"), ENUM(dtype)},
     [OPT_NORMALIZE] = {PUB("normalize", D, "imagenet|none|M/S", "by dtype",
                            "float outputs are (x/255 - mean)/std per channel: imagenet is "
                            "0.485,0.456,0.406/0.229,0.224,0.225, none is x/255; default imagenet "
                            "for float dtypes, none for u8 (which allows only none)"),
-                       FIELD(mean), .set = set_normalize, .show = show_normalize,
-                       .init = "none",
+                       FIELD(mean), .set = set_normalize, .show = show_normalize, .init = "none",
                        .allowed = "imagenet, none or m0,m1,m2/s0,s1,s2 (decimals, std > 0)"},
     [OPT_LAYOUT] = {PUB("layout", D, "nhwc|nchw", "nhwc",
                         "images tensor [B,H,W,3] (nhwc) or [B,3,H,W] (nchw)"),
@@ -172,7 +171,7 @@ static const opt table[OPT_COUNT] = {
     [OPT_PREFETCH] = {PUB("prefetch", K, "auto|N", "auto", "batches computed ahead per reader"),
                       INT(prefetch, W_INT, 0, 1024, F_AUTO)},
     [OPT_CACHE_MB] = {PUB("cache_mb", K, "auto|N", "auto", "in-memory batch cache budget, MiB"),
-                      INT(cache_mb, W_I64, 0, TIB, F_AUTO)},
+                      INT(cache_mb, W_I64, 0, MIB_MAX, F_AUTO)},
     [OPT_CACHE_DIR] = {PUB("cache_dir", K, "PATH|none", "none",
                            "host-wide content-addressed batch cache, shared by every mount of "
                            "the same pipeline"),
@@ -180,15 +179,14 @@ static const opt table[OPT_COUNT] = {
                        .allowed = "an absolute path or none"},
     [OPT_CACHE_DIR_MB] = {PUB("cache_dir_mb", K, "N", "4096",
                               "size budget of the cache directory (LRU), MiB"),
-                          INT(cache_dir_mb, W_I64, 1, TIB, 0)},
+                          INT(cache_dir_mb, W_I64, 1, MIB_MAX, 0)},
     [OPT_SAMPLE_CACHE_MB] = {PUB("sample_cache_mb", K, "N", "0",
                                  "decoded-sample cache, MiB: later epochs skip JPEG decoding"),
-                             INT(sample_cache_mb, W_I64, 0, TIB, 0)},
+                             INT(sample_cache_mb, W_I64, 0, MIB_MAX, 0)},
     [OPT_CPU_BUDGET] = {PUB("cpu_budget", K, "N", "online CPUs", "CPUs the autotuner may use"),
                         INT(cpu_budget, W_INT, 1, 1024, F_LATER)},
-    [OPT_RAM_MB] = {PUB("ram_mb", K, "N", "half of RAM",
-                        "memory the autotuner may use, MiB"),
-                    INT(ram_mb, W_I64, 16, TIB, F_LATER)},
+    [OPT_RAM_MB] = {PUB("ram_mb", K, "N", "half of RAM", "memory the autotuner may use, MiB"),
+                    INT(ram_mb, W_I64, 16, MIB_MAX, F_LATER)},
 };
 
 #undef PUB
@@ -728,8 +726,8 @@ static int unknown_key(const char *key, char *err, size_t errlen)
             n += (size_t)snprintf(known + n, sizeof known - n, "%s%s", i ? ", " : "",
                                   table[i].pub.name);
     }
-    return fail(err, errlen, -ENOENT, "unknown option '%s'%s; known options: %s",
-                quote(q, key), hint, known);
+    return fail(err, errlen, -ENOENT, "unknown option '%s'%s; known options: %s", quote(q, key),
+                hint, known);
 }
 
 /* ---- public API -------------------------------------------------------------------------- */
@@ -983,7 +981,8 @@ static void help_build(void)
 {
     static const char *const heading[] = {
         [BFS_OPT_DATA] = "Data-changing options (shown in /pipeline, hashed into the fingerprint):",
-        [BFS_OPT_LISTING] = "Listing option (which epoch directories exist; never changes a batch):",
+        [BFS_OPT_LISTING] =
+            "Listing option (which epoch directories exist; never changes a batch):",
         [BFS_OPT_KNOB] = "Performance knobs (never change a byte; not in the fingerprint):",
     };
     sbuf b = {help_text, sizeof help_text, 0};
@@ -996,7 +995,6 @@ static void help_build(void)
             dw = strlen(table[i].pub.def);
     }
     size_t mcol = 2 + ow + 2 + dw + 2; /* where the meaning column starts */
-    sb_add(&b, "Pipeline options (-o key=value,... or `key = value` lines in a spec file):\n");
     sb_add(&b, "  %-*s  %-*s  %s\n", (int)ow, "option", (int)dw, "default", "meaning");
     for (int cls = BFS_OPT_DATA; cls <= BFS_OPT_KNOB; cls++) {
         sb_add(&b, "%s\n", heading[cls]);

@@ -46,48 +46,48 @@ enum { BFS_BAD_SUBSTITUTE, BFS_BAD_FAIL };
 
 typedef struct bfs_pipeline_opts {
     /* data-changing (BFS_OPT_DATA), except epochs (BFS_OPT_LISTING) */
-    uint64_t seed;            /* seed=N (0), 0..2^64-1 */
-    uint32_t batch;           /* batch=N (256), 1..65536 */
-    uint32_t epochs;          /* epochs=N (100), 1..1e6; not in the fingerprint */
-    int shuffle;              /* shuffle=full|pages|none */
-    int drop_last;            /* drop_last=1|0 (1) */
-    uint32_t shard_index;     /* shard=I/N (0/1), I < N <= 65536 */
+    uint64_t seed;        /* seed=N (0), 0..2^64-1 */
+    uint32_t batch;       /* batch=N (256), 1..65536 */
+    uint32_t epochs;      /* epochs=N (100), 1..1e6; not in the fingerprint */
+    int shuffle;          /* shuffle=full|pages|none */
+    int drop_last;        /* drop_last=1|0 (1) */
+    uint32_t shard_index; /* shard=I/N (0/1), I < N <= 65536 */
     uint32_t shard_count;
-    uint32_t out_h, out_w;    /* size=H or HxW (224), 1..8192 */
-    int augment;              /* augment=train|eval|none */
-    double scale[2];          /* scale=A:B (0.08:1), 0 < A <= B <= 1 */
-    double ratio[2];          /* ratio=A:B (3/4:4/3), 0 < A <= B <= 100 */
-    double flip;              /* flip=P (0.5), 0..1 */
-    int dtype;                /* dtype=u8|f16|bf16|f32 (u8) */
-    int normalize;            /* 1 when mean/std were set (imagenet default for float dtypes) */
-    float mean[3], std[3];    /* normalize=imagenet|none|m0,m1,m2/s0,s1,s2: float outputs are
-                               * always (x/255 - mean)/std; none stores mean 0, std 1, so
-                               * float values are x/255 (torchvision ToTensor); u8 outputs
-                               * are raw pixels and ignore mean/std */
-    int layout;               /* layout=nhwc|nchw */
-    int bad_sample;           /* bad_sample=substitute|fail */
+    uint32_t out_h, out_w; /* size=H or HxW (224), 1..8192 */
+    int augment;           /* augment=train|eval|none */
+    double scale[2];       /* scale=A:B (0.08:1), 0 < A <= B <= 1 */
+    double ratio[2];       /* ratio=A:B (3/4:4/3), 0 < A <= B <= 100 */
+    double flip;           /* flip=P (0.5), 0..1 */
+    int dtype;             /* dtype=u8|f16|bf16|f32 (u8) */
+    int normalize;         /* 1 when mean/std were set (imagenet default for float dtypes) */
+    float mean[3], std[3]; /* normalize=imagenet|none|m0,m1,m2/s0,s1,s2: float outputs are
+                            * always (x/255 - mean)/std; none stores mean 0, std 1, so
+                            * float values are x/255 (torchvision ToTensor); u8 outputs
+                            * are raw pixels and ignore mean/std */
+    int layout;            /* layout=nhwc|nchw */
+    int bad_sample;        /* bad_sample=substitute|fail */
     /* performance knobs (BFS_OPT_KNOB): never change bytes */
-    int threads;              /* threads=auto|N (BFS_AUTO), 1..1024 */
-    int prefetch;             /* prefetch=auto|N (BFS_AUTO), 0..1024 */
-    int64_t cache_mb;         /* cache_mb=auto|N (BFS_AUTO), 0..2^40 MiB */
-    char cache_dir[1024];     /* cache_dir=PATH|none ("" = none), absolute */
-    int64_t cache_dir_mb;     /* cache_dir_mb=N (4096), 1..2^40 */
-    int64_t sample_cache_mb;  /* sample_cache_mb=N (0), 0..2^40 */
-    int cpu_budget;           /* cpu_budget=N (online CPUs; 0 = default), 1..1024 */
-    int64_t ram_mb;           /* ram_mb=N (half of available RAM; 0 = default), 16..2^40 */
+    int threads;             /* threads=auto|N (BFS_AUTO), 1..1024 */
+    int prefetch;            /* prefetch=auto|N (BFS_AUTO), 0..1024 */
+    int64_t cache_mb;        /* cache_mb=auto|N (BFS_AUTO), 0..2^40 MiB */
+    char cache_dir[1024];    /* cache_dir=PATH|none ("" = none), absolute */
+    int64_t cache_dir_mb;    /* cache_dir_mb=N (4096), 1..2^40 */
+    int64_t sample_cache_mb; /* sample_cache_mb=N (0), 0..2^40 */
+    int cpu_budget;          /* cpu_budget=N (online CPUs; 0 = default), 1..1024 */
+    int64_t ram_mb;          /* ram_mb=N (half of available RAM; 0 = default), 16..2^40 */
     /* bookkeeping for validation: which keys were given explicitly */
-    uint32_t given;           /* bit i: option i (bfs_pipeline_option_at(i)) was set */
+    uint32_t given; /* bit i: option i (bfs_pipeline_option_at(i)) was set */
 } bfs_pipeline_opts;
 
 enum { BFS_OPT_DATA, BFS_OPT_LISTING, BFS_OPT_KNOB };
 
 /* One row of the option table, as mountopts/ and tools see it (static storage). */
 typedef struct bfs_pipeline_option {
-    const char *name;    /* "batch" */
-    const char *syntax;  /* value syntax: "N", "full|pages|none", "I/N" */
-    const char *def;     /* the default as --help shows it: "256", "online CPUs" */
-    const char *help;    /* one-sentence meaning */
-    int cls;             /* BFS_OPT_DATA, BFS_OPT_LISTING or BFS_OPT_KNOB */
+    const char *name;   /* "batch" */
+    const char *syntax; /* value syntax: "N", "full|pages|none", "I/N" */
+    const char *def;    /* the default as --help shows it: "256", "online CPUs" */
+    const char *help;   /* one-sentence meaning */
+    int cls;            /* BFS_OPT_DATA, BFS_OPT_LISTING or BFS_OPT_KNOB */
 } bfs_pipeline_option;
 
 /* bfs_pipeline_option_at - row i of the option table (0-based, in the documented order),
@@ -156,8 +156,9 @@ int bfs_pipeline_canonical(const bfs_pipeline_opts *o, char *buf, size_t cap);
 uint64_t bfs_pipeline_fingerprint(const bfs_pipeline_opts *o, uint64_t dataset_identity);
 
 /* bfs_pipeline_help - the options with defaults and meaning in aligned columns
- * ("option", "default", "meaning"), grouped by class, for --help. Returns a static
- * string, built once (thread-safe). */
+ * ("option", "default", "meaning"), grouped by class, for --help; starts with the column
+ * headings (the caller prints its own title line), lines of at most 100 columns, ends
+ * with a newline. Returns a static string, built once (thread-safe). */
 const char *bfs_pipeline_help(void);
 
 #endif

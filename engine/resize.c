@@ -108,8 +108,7 @@ int resize_check_spec(const resize_spec *s)
         return -EINVAL;
     if (s->in_w <= 0 || s->in_h <= 0 || s->in_w > RESIZE_MAX_SIDE || s->in_h > RESIZE_MAX_SIDE)
         return -EINVAL;
-    if (s->out_w <= 0 || s->out_h <= 0 || s->out_w > RESIZE_MAX_SIDE ||
-        s->out_h > RESIZE_MAX_SIDE)
+    if (s->out_w <= 0 || s->out_h <= 0 || s->out_w > RESIZE_MAX_SIDE || s->out_h > RESIZE_MAX_SIDE)
         return -EINVAL;
     /* written so that NaN fails every test */
     if (!(s->box[0] >= 0.0) || !(s->box[1] >= 0.0) || !(s->box[2] <= (double)s->in_w) ||
@@ -468,17 +467,16 @@ static void vrow_portable(const uint8_t *in, size_t stride, int count, const int
 static inline __attribute__((always_inline, target("avx2"))) __m256i
 avx2_pair(const uint8_t *pa, const uint8_t *pb, const avx_table_entry *e, int chunks)
 {
-    const __m256i sh01 = _mm256_setr_epi8(0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1,
-                                          -1, 0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1,
-                                          -1, -1);
-    const __m256i sh23 = _mm256_setr_epi8(6, -1, 9, -1, 7, -1, 10, -1, 8, -1, 11, -1, -1, -1,
-                                          -1, -1, 6, -1, 9, -1, 7, -1, 10, -1, 8, -1, 11, -1, -1,
-                                          -1, -1, -1);
+    const __m256i sh01 = _mm256_setr_epi8(0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1,
+                                          0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1);
+    const __m256i sh23 =
+        _mm256_setr_epi8(6, -1, 9, -1, 7, -1, 10, -1, 8, -1, 11, -1, -1, -1, -1, -1, 6, -1, 9, -1,
+                         7, -1, 10, -1, 8, -1, 11, -1, -1, -1, -1, -1);
     __m256i acch = _mm256_setzero_si256(), accl = _mm256_set1_epi32(ROUND_HALF);
     for (int c = 0; c < chunks; c += 2, pa += 12, pb += 12, e += 2) {
-        __m256i v = _mm256_inserti128_si256(
-            _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)pa)),
-            _mm_loadu_si128((const __m128i *)pb), 1);
+        __m256i v =
+            _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)pa)),
+                                    _mm_loadu_si128((const __m128i *)pb), 1);
         __m256i x = _mm256_shuffle_epi8(v, sh01);
         acch = _mm256_add_epi32(acch, _mm256_madd_epi16(x, _mm256_load_si256((const void *)e->hi)));
         accl = _mm256_add_epi32(accl, _mm256_madd_epi16(x, _mm256_load_si256((const void *)e->lo)));
@@ -499,9 +497,9 @@ static inline __attribute__((always_inline, target("avx2"))) void
 avx2_group(const uint8_t *base, uint8_t *out, const hpass *h, int x, int chunks)
 {
     const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
-    const __m256i squeeze = _mm256_setr_epi8(0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1,
-                                             -1, 0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1,
-                                             -1, -1);
+    const __m256i squeeze =
+        _mm256_setr_epi8(0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1, 0, 1, 2, 4, 5, 6,
+                         8, 9, 10, 12, 13, 14, -1, -1, -1, -1);
     const int32_t *boff = h->boff + x;
     const avx_table_entry *e = h->tab + (size_t)(x / 2) * chunks;
     __m256i s0 = avx2_pair(base + boff[0], base + boff[1], e, chunks);
@@ -583,16 +581,16 @@ __attribute__((target("avx2"))) static void vrow_avx2(const uint8_t *in, size_t 
 /* ---- driver ---------------------------------------------------------------------------- */
 
 typedef void (*hrow_fn)(const uint8_t *in, uint8_t *out, const hpass *h);
-typedef void (*vrow_fn)(const uint8_t *in, size_t stride, int count, const int32_t *k,
-                        uint8_t *out, int nbytes);
+typedef void (*vrow_fn)(const uint8_t *in, size_t stride, int count, const int32_t *k, uint8_t *out,
+                        int nbytes);
 
 static int check_src(const resize_src *src, const axis_plan *px, const axis_plan *py)
 {
     if (!src->pixels || src->w < 0 || src->h < 0 || src->stride < 3 * (size_t)src->w)
         return -EINVAL;
-    if (px->hi > px->lo && (px->lo < src->x0 || px->hi > src->x0 + src->w))
+    if (px->hi > px->lo && (px->lo < src->x0 || px->hi > (long long)src->x0 + src->w))
         return -EINVAL;
-    if (py->hi > py->lo && (py->lo < src->y0 || py->hi > src->y0 + src->h))
+    if (py->hi > py->lo && (py->lo < src->y0 || py->hi > (long long)src->y0 + src->h))
         return -EINVAL;
     return 0;
 }
@@ -654,8 +652,8 @@ static bool pillow_vertical_first(const resize_spec *s)
 /* AVX2 layout of a horizontal pass over rows of row_bytes readable bytes. */
 typedef struct avx_layout {
     int chunks, groups, safe_groups;
-    size_t span;                    /* bytes one output's loads cover from its offset */
-    size_t tail_from, tail_len;     /* row bytes copied for the unsafe groups */
+    size_t span;                /* bytes one output's loads cover from its offset */
+    size_t tail_from, tail_len; /* row bytes copied for the unsafe groups */
     size_t bytes_tab, bytes_boff, bytes_tail;
 } avx_layout;
 
@@ -730,8 +728,8 @@ static void avx_layout_fill(hpass *h, const avx_layout *l, char *mem)
 }
 #endif
 
-int resize_rgb8(const resize_spec *spec, const resize_src *src, resize_store_cb store,
-                void *ctx, resize_scratch *scratch)
+int resize_rgb8(const resize_spec *spec, const resize_src *src, resize_store_cb store, void *ctx,
+                resize_scratch *scratch)
 {
     int rc = resize_check_spec(spec);
     if (rc)

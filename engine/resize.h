@@ -34,11 +34,11 @@
 /* What to resample. Coordinates are in the image's pixel coordinate system. The box
  * edges are used at C float precision, as Pillow parses them into float box[4]. */
 typedef struct resize_spec {
-    int in_w, in_h;       /* full image size (taps are clamped to it, as Pillow does) */
-    double box[4];        /* x0, y0, x1, y1: region of the image resized (Pillow's box) */
-    int out_w, out_h;     /* size the box is resized to */
-    int win_x, win_y;     /* top-left of the produced window inside out_w x out_h */
-    int win_w, win_h;     /* produced window; win_x + win_w <= out_w, same for y */
+    int in_w, in_h;   /* full image size (taps are clamped to it, as Pillow does) */
+    double box[4];    /* x0, y0, x1, y1: region of the image resized (Pillow's box) */
+    int out_w, out_h; /* size the box is resized to */
+    int win_x, win_y; /* top-left of the produced window inside out_w x out_h */
+    int win_w, win_h; /* produced window; win_x + win_w <= out_w, same for y */
 } resize_spec;
 
 /* The pixels given: an RGB u8 buffer covering image columns [x0, x0 + w), rows [y0, y0 + h). */
@@ -82,8 +82,8 @@ int resize_check_spec(const resize_spec *spec);
  * Returns 0; -EINVAL for an invalid spec or a src that does not cover the extent;
  * -ENOMEM if scratch cannot grow (nothing was stored then).
  */
-int resize_rgb8(const resize_spec *spec, const resize_src *src, resize_store_cb store,
-                void *ctx, resize_scratch *scratch);
+int resize_rgb8(const resize_spec *spec, const resize_src *src, resize_store_cb store, void *ctx,
+                resize_scratch *scratch);
 
 /* resize_scratch_free - release scratch memory; accepts a zeroed or NULL scratch. */
 void resize_scratch_free(resize_scratch *scratch);

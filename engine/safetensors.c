@@ -292,13 +292,11 @@ int bfs_st_batch_layout(const bfs_st_batch_desc *d, bfs_st_layout *out)
     l.labels_bytes = l.indices_bytes = 8ull * d->batch;
 
     /* Dry run with the widest numbers any batch could carry (see the file comment). */
-    header_numbers widest = {UINT32_MAX,
-                             UINT32_MAX,
-                             UINT32_MAX,
-                             UINT64_MAX,
-                             UINT64_MAX,
-                             UINT64_MAX,
-                             {UINT64_MAX, UINT64_MAX, UINT64_MAX, UINT64_MAX}};
+    header_numbers widest;
+    widest.b = widest.h = widest.w = UINT32_MAX;
+    widest.epoch = widest.batch_index = widest.fingerprint = UINT64_MAX;
+    for (int i = 0; i < 4; i++)
+        widest.off[i] = UINT64_MAX;
     emitter e = {NULL, 0, 0};
     emit_json(&e, d, "BF16", &widest);
     uint64_t need = 8 + (uint64_t)e.len;
@@ -329,14 +327,13 @@ int bfs_st_write_header(const bfs_st_batch_desc *d, uint8_t *dst, size_t cap)
         return rc;
     if (!dst || cap < l.header_size)
         return -ENOSPC;
-    header_numbers n = {d->batch,
-                        d->height,
-                        d->width,
-                        d->epoch,
-                        d->batch_index,
-                        d->fingerprint,
-                        {0, l.images_bytes, l.images_bytes + l.labels_bytes,
-                         l.images_bytes + l.labels_bytes + l.indices_bytes}};
+    header_numbers n = {.b = d->batch, .h = d->height, .w = d->width, .epoch = d->epoch};
+    n.batch_index = d->batch_index;
+    n.fingerprint = d->fingerprint;
+    n.off[0] = 0;
+    n.off[1] = l.images_bytes;
+    n.off[2] = n.off[1] + l.labels_bytes;
+    n.off[3] = n.off[2] + l.indices_bytes;
     size_t json_cap = (size_t)l.header_size - 8;
     emitter e = {dst + 8, json_cap, 0};
     emit_json(&e, d, bfs_dtype_name(d->dtype), &n);
@@ -358,11 +355,10 @@ typedef struct cursor {
     uint64_t begin[BFS_ST_MAX_TENSORS], stop[BFS_ST_MAX_TENSORS]; /* data_offsets */
 } cursor;
 
-#if defined(__GNUC__)
-__attribute__((format(printf, 3, 4)))
-#endif
-static int
-fail(cursor *c, int rc, const char *fmt, ...)
+static int fail(cursor *c, int rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* Record a message naming the file offset the cursor is at; returns rc. */
+static int fail(cursor *c, int rc, const char *fmt, ...)
 {
     int n = snprintf(c->f->err, sizeof c->f->err,
                      "header byte %llu: ", (unsigned long long)(c->p - c->base));
@@ -396,9 +392,7 @@ static int expect(cursor *c, char ch, const char *what)
 {
     if (peek(c) != (uint8_t)ch)
         return fail(c, -EBADMSG,
-                    c->p < c->end ? "expected %s"
-                                  : "expected %s, found the end "
-                                    "of the header",
+                    c->p < c->end ? "expected %s" : "expected %s, found the end of the header",
                     what);
     c->p++;
     return 0;
@@ -441,9 +435,7 @@ static int parse_string(cursor *c, char *dst, size_t cap, size_t *len)
     if (peek(c) != '"')
         return fail(c, -EBADMSG,
                     c->p < c->end ? "expected a string"
-                                  : "expected a string, "
-                                    "found the end of the "
-                                    "header");
+                                  : "expected a string, found the end of the header");
     c->p++;
     size_t n = 0;
     for (;;) {
@@ -472,44 +464,17 @@ static int parse_string(cursor *c, char *dst, size_t cap, size_t *len)
         }
         if (c->end - c->p < 2)
             return fail(c, -EBADMSG, "unterminated escape");
-        uint8_t esc = c->p[1], b;
-        switch (esc) {
-        case '"':
-            b = '"';
-            break;
-        case '\\':
-            b = '\\';
-            break;
-        case '/':
-            b = '/';
-            break;
-        case 'b':
-            b = '\b';
-            break;
-        case 'f':
-            b = '\f';
-            break;
-        case 'n':
-            b = '\n';
-            break;
-        case 'r':
-            b = '\r';
-            break;
-        case 't':
-            b = '\t';
-            break;
-        case 'u':
-            b = 0;
-            break;
-        default:
-            return fail(c, -EBADMSG, "invalid escape '\\%c'",
-                        esc >= 0x20 && esc < 0x7f ? esc : '?');
-        }
-        if (esc != 'u') {
-            out_byte(dst, cap, &n, b);
+        static const char esc_from[] = "\"\\/bfnrt", esc_to[] = "\"\\/\b\f\n\r\t";
+        uint8_t esc = c->p[1];
+        const char *hit = esc ? strchr(esc_from, esc) : NULL;
+        if (hit) {
+            out_byte(dst, cap, &n, (uint8_t)esc_to[hit - esc_from]);
             c->p += 2;
             continue;
         }
+        if (esc != 'u')
+            return fail(c, -EBADMSG, "invalid escape '\\%c'",
+                        esc >= 0x20 && esc < 0x7f ? esc : '?');
         unsigned cp, lo;
         if (c->end - c->p < 6 || hex4(c->p + 2, &cp))
             return fail(c, -EBADMSG, "invalid \\u escape (want 4 hex digits)");
@@ -882,11 +847,21 @@ static int check_coverage(cursor *c, uint64_t *data_size)
     c->p = c->end; /* messages point after the header */
     for (uint32_t k = 0; k < n; k++) {
         uint32_t i = order[k];
-        if (c->begin[i] != pos)
+        if (c->begin[i] != pos) {
+            /* the name, cut short and with control characters (even NUL) made visible,
+             * so the message stays one printable line */
+            char name[41];
+            size_t len = f->tensors[i].name_len < 40 ? f->tensors[i].name_len : 40;
+            for (size_t j = 0; j < len; j++) {
+                unsigned char ch = (unsigned char)f->tensors[i].name[j];
+                name[j] = ch < 0x20 || ch == 0x7f ? '?' : (char)ch;
+            }
+            name[len] = 0;
             return fail(c, -EBADMSG,
-                        c->begin[i] < pos ? "tensor \"%.40s\" overlaps the one before it"
-                                          : "hole in the data buffer before tensor \"%.40s\"",
-                        f->tensors[i].name);
+                        c->begin[i] < pos ? "tensor \"%s\" overlaps the one before it"
+                                          : "hole in the data buffer before tensor \"%s\"",
+                        name);
+        }
         pos = c->stop[i];
     }
     *data_size = pos;
@@ -987,11 +962,11 @@ const char *bfs_st_meta_get(const bfs_st_file *f, const char *key)
 
 /* ---- batch recognition --------------------------------------------------------------- */
 
-#if defined(__GNUC__)
-__attribute__((format(printf, 3, 4)))
-#endif
-static int
-batch_fail(char *err, size_t errlen, const char *fmt, ...)
+static int batch_fail(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Write the reason into err (when there is room); returns -EBADMSG. */
+static int batch_fail(char *err, size_t errlen, const char *fmt, ...)
 {
     if (err && errlen) {
         va_list ap;

@@ -25,10 +25,10 @@
  *   "indices": I64 [B], the dataset index of each sample
  * and the tensor data in the same order, contiguous. The JSON is padded with spaces so
  * that 8 + N is the header region size, BFS_ST_HEADER_REGION (4096) unless the extra
- * metadata is larger than BFS_ST_EXTRA_BUDGET, in which case it is the next multiple
- * of 4096 that holds it. The region size, and so the file size,
- * is computed from the descriptor without building the header and does not depend on
- * the epoch, batch index or fingerprint: it is sized for the widest possible numbers.
+ * metadata is larger than BFS_ST_EXTRA_BUDGET, in which case it is the next multiple of
+ * 4096 that holds it. The region is sized for the widest possible numbers, so the file
+ * size is known from the descriptor without building the header and never depends on
+ * the epoch, batch index or fingerprint.
  * labels and indices are 8-byte aligned in the file only when the images tensor's byte
  * size is a multiple of 8 (safetensors allows no padding between tensors).
  *
@@ -146,8 +146,8 @@ typedef struct bfs_st_layout {
  * Returns 0, or -EINVAL: dtype not an image dtype, nchw not 0/1, B, H or W zero, more
  * than BFS_ST_MAX_EXTRA extras, an extra key or value NULL, over BFS_ST_MAX_EXTRA_LEN
  * bytes or not valid UTF-8, an extra key empty, equal to a reserved key (format,
- * layout, epoch, batch, fingerprint) or to another extra key; -EOVERFLOW: the file size overflows
- * 64 bits. out is written only on success.
+ * layout, epoch, batch, fingerprint) or to another extra key; -EOVERFLOW: the file
+ * size overflows 64 bits. out is written only on success.
  */
 int bfs_st_batch_layout(const bfs_st_batch_desc *d, bfs_st_layout *out);
 
@@ -216,7 +216,8 @@ int bfs_st_header_len(const uint8_t *first8, uint64_t *n);
  * bfs_st_parse - parse and validate a whole safetensors file held in data[0, len):
  * every check bfs_st_parse_header makes, with file_size = len. Tensor bytes are never
  * read (the format has no checksums); only their extent is checked.
- * Returns 0 or bfs_st_parse_header's errors (-ENOBUFS means truncated: -EBADMSG).
+ * Returns 0 or bfs_st_parse_header's errors except -ENOBUFS: a file shorter than its
+ * header says is -EBADMSG here.
  */
 int bfs_st_parse(const uint8_t *data, size_t len, bfs_st_file *out);
 
@@ -224,23 +225,23 @@ int bfs_st_parse(const uint8_t *data, size_t len, bfs_st_file *out);
  * bfs_st_parse_header - parse and validate a file of file_size bytes of which data[0,
  * len) is a prefix holding at least the 8 + N header bytes (a pread of the first 4096
  * bytes is enough for a batch file). Checks: N <= 100 MB and 8 + N <= file_size; the
- * header is one UTF-8 JSON object with only JSON whitespace (space, tab, CR, LF) before
- * or after it; strings with valid escapes (\uXXXX surrogate pairs decoded to UTF-8, no lone
- * surrogates, no raw control characters); numbers are non-negative integers in plain
- * decimal that fit 64 bits (floats, exponents, signs and leading zeros rejected); no
- * duplicate keys anywhere; "__metadata__" is an object of string values (or null, as
- * the reference reader allows: no metadata); every other
+ * header is one UTF-8 JSON object with only JSON whitespace (space, tab, CR, LF)
+ * before or after it; strings have valid escapes (\uXXXX surrogate pairs decoded to
+ * UTF-8, no lone surrogates) and no raw control characters; numbers are non-negative
+ * integers in plain decimal that fit 64 bits (fractions, exponents, signs and leading
+ * zeros rejected); no duplicate keys anywhere; "__metadata__" is an object of string
+ * values (or null, which the reference reader also accepts: no metadata); every other
  * key is a tensor: an object with exactly "dtype" (a known name), "shape" (integers)
  * and "data_offsets" ([begin, end], begin <= end); product(shape) * bits overflows
  * nothing, is a whole number of bytes and equals (end - begin) * 8; sorted by offsets
  * the tensors cover [0, data_size) without holes or overlaps; and 8 + N + data_size ==
- * file_size exactly.
+ * file_size exactly. Only the first 8 + N bytes are read.
  * Returns 0; -EBADMSG: not a valid safetensors file (out->err says what, with the byte
  * offset in the file); -E2BIG: valid as far as checked but beyond this parser's limits
  * (more than BFS_ST_MAX_TENSORS tensors, BFS_ST_MAX_DIMS dimensions, BFS_ST_MAX_META
  * metadata pairs, or BFS_ST_POOL_SIZE bytes of names and metadata); -ENOBUFS: len <
- * 8 + N <= file_size, read more and retry; -EINVAL: NULL data or out. On failure out's
- * other fields are unspecified.
+ * 8 + N <= file_size, read more and retry; -EINVAL: NULL data or out, or len >
+ * file_size. On failure out's other fields are unspecified.
  */
 int bfs_st_parse_header(const uint8_t *data, size_t len, uint64_t file_size, bfs_st_file *out);
 
@@ -254,12 +255,13 @@ const char *bfs_st_meta_get(const bfs_st_file *f, const char *key);
 
 /*
  * bfs_st_batch_from_file - check that a parsed file is a batchfs batch and recover its
- * descriptor: metadata format == "batchfs/1" with decimal epoch and batch and a 16-digit
- * lowercase hex fingerprint; exactly the tensors images, labels, indices, in that order
- * in the header and in the data, with the dtypes and shapes of a batch (B, H, W >= 1).
- * The extras are not recovered (d->extra = NULL, d->n_extra = 0); the header region may
- * be any size. Returns 0 or -EBADMSG with a one-line reason in err (errlen bytes; err
- * may be NULL when errlen is 0). d is written only on success.
+ * descriptor: metadata format == "batchfs/1", layout "nhwc" or "nchw", epoch and batch
+ * in plain decimal, a 16-digit lowercase hex fingerprint; exactly the tensors images,
+ * labels, indices, in that order in the header and in the data, with the dtypes and
+ * shapes of a batch in that layout (B, H, W in [1, 2^32)). The extras are not recovered
+ * (d->extra = NULL, d->n_extra = 0); the header region may be any size.
+ * Returns 0, -EBADMSG with a one-line reason in err (errlen bytes; err may be NULL when
+ * errlen is 0), or -EINVAL (f or d NULL). d is written only on success.
  */
 int bfs_st_batch_from_file(const bfs_st_file *f, bfs_st_batch_desc *d, char *err, size_t errlen);
 

@@ -21,13 +21,13 @@ static const struct {
     const char *name;
     int cls;
 } design[] = {
-    {"seed", BFS_OPT_DATA},       {"batch", BFS_OPT_DATA},         {"epochs", BFS_OPT_LISTING},
-    {"shuffle", BFS_OPT_DATA},    {"drop_last", BFS_OPT_DATA},     {"shard", BFS_OPT_DATA},
-    {"size", BFS_OPT_DATA},       {"augment", BFS_OPT_DATA},       {"scale", BFS_OPT_DATA},
-    {"ratio", BFS_OPT_DATA},      {"flip", BFS_OPT_DATA},          {"dtype", BFS_OPT_DATA},
-    {"normalize", BFS_OPT_DATA},  {"layout", BFS_OPT_DATA},        {"bad_sample", BFS_OPT_DATA},
-    {"threads", BFS_OPT_KNOB},    {"prefetch", BFS_OPT_KNOB},      {"cache_mb", BFS_OPT_KNOB},
-    {"cache_dir", BFS_OPT_KNOB},  {"cache_dir_mb", BFS_OPT_KNOB},  {"sample_cache_mb", BFS_OPT_KNOB},
+    {"seed", BFS_OPT_DATA},       {"batch", BFS_OPT_DATA},        {"epochs", BFS_OPT_LISTING},
+    {"shuffle", BFS_OPT_DATA},    {"drop_last", BFS_OPT_DATA},    {"shard", BFS_OPT_DATA},
+    {"size", BFS_OPT_DATA},       {"augment", BFS_OPT_DATA},      {"scale", BFS_OPT_DATA},
+    {"ratio", BFS_OPT_DATA},      {"flip", BFS_OPT_DATA},         {"dtype", BFS_OPT_DATA},
+    {"normalize", BFS_OPT_DATA},  {"layout", BFS_OPT_DATA},       {"bad_sample", BFS_OPT_DATA},
+    {"threads", BFS_OPT_KNOB},    {"prefetch", BFS_OPT_KNOB},     {"cache_mb", BFS_OPT_KNOB},
+    {"cache_dir", BFS_OPT_KNOB},  {"cache_dir_mb", BFS_OPT_KNOB}, {"sample_cache_mb", BFS_OPT_KNOB},
     {"cpu_budget", BFS_OPT_KNOB}, {"ram_mb", BFS_OPT_KNOB},
 };
 #define N_DESIGN (sizeof design / sizeof design[0])
@@ -152,8 +152,9 @@ START_TEST(integers)
     ck_assert_uint_eq(o.seed, UINT64_MAX);
     ok(&o, "seed", "007");
     ck_assert_uint_eq(o.seed, 7);
-    const char *seed_bad[] = {"18446744073709551616", "-1", "+1", " 1", "1 ", "0x10", "", "1e3",
-                              "abc", "1.0", "99999999999999999999999"};
+    const char *seed_bad[] = {
+        "18446744073709551616",   "-1", "+1", " 1", "1 ", "0x10", "", "1e3", "abc", "1.0",
+        "99999999999999999999999"};
     for (size_t i = 0; i < sizeof seed_bad / sizeof *seed_bad; i++)
         bad("seed", seed_bad[i], "must be an integer in 0..18446744073709551615");
 
@@ -229,15 +230,23 @@ START_TEST(enums)
         int values[5];
         const char *bad;
     } cases[] = {
-        {"shuffle", {"full", "pages", "none"}, {BFS_SHUFFLE_FULL, BFS_SHUFFLE_PAGES, BFS_SHUFFLE_NONE},
+        {"shuffle",
+         {"full", "pages", "none"},
+         {BFS_SHUFFLE_FULL, BFS_SHUFFLE_PAGES, BFS_SHUFFLE_NONE},
          "one of full|pages|none"},
         {"drop_last", {"0", "1"}, {0, 1}, "one of 0|1"},
-        {"augment", {"train", "eval", "none"}, {BFS_AUG_TRAIN, BFS_AUG_EVAL, BFS_AUG_NONE},
+        {"augment",
+         {"train", "eval", "none"},
+         {BFS_AUG_TRAIN, BFS_AUG_EVAL, BFS_AUG_NONE},
          "one of train|eval|none"},
-        {"dtype", {"u8", "f16", "bf16", "f32"}, {BFS_OUT_U8, BFS_OUT_F16, BFS_OUT_BF16, BFS_OUT_F32},
+        {"dtype",
+         {"u8", "f16", "bf16", "f32"},
+         {BFS_OUT_U8, BFS_OUT_F16, BFS_OUT_BF16, BFS_OUT_F32},
          "one of u8|f16|bf16|f32"},
         {"layout", {"nhwc", "nchw"}, {BFS_LAYOUT_NHWC, BFS_LAYOUT_NCHW}, "one of nhwc|nchw"},
-        {"bad_sample", {"substitute", "fail"}, {BFS_BAD_SUBSTITUTE, BFS_BAD_FAIL},
+        {"bad_sample",
+         {"substitute", "fail"},
+         {BFS_BAD_SUBSTITUTE, BFS_BAD_FAIL},
          "one of substitute|fail"},
     };
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
@@ -250,8 +259,8 @@ START_TEST(enums)
                       : !strcmp(cases[c].key, "dtype")     ? o.dtype
                       : !strcmp(cases[c].key, "layout")    ? o.layout
                                                            : o.bad_sample;
-            ck_assert_msg(got == cases[c].values[i], "%s=%s -> %d", cases[c].key,
-                          cases[c].names[i], got);
+            ck_assert_msg(got == cases[c].values[i], "%s=%s -> %d", cases[c].key, cases[c].names[i],
+                          got);
         }
         bad(cases[c].key, "", cases[c].bad);
         bad(cases[c].key, "x", cases[c].bad);
@@ -280,8 +289,8 @@ START_TEST(shard_and_size)
     ok(&o, "shard", "65535/65536");
     ok(&o, "shard", "0/1");
     ck_assert_uint_eq(o.shard_count, 1);
-    const char *shard_bad[] = {"1/1", "4/4", "0/0", "0/65537", "1",   "1/",   "/2",
-                               "-1/2", "a/b", "1/2/3", " 0/1", "0/1 ", "0:1", ""};
+    const char *shard_bad[] = {"1/1",  "4/4", "0/0",   "0/65537", "1",    "1/",  "/2",
+                               "-1/2", "a/b", "1/2/3", " 0/1",    "0/1 ", "0:1", ""};
     for (size_t i = 0; i < sizeof shard_bad / sizeof *shard_bad; i++)
         bad("shard", shard_bad[i], "I/N with integers N in 1..65536 and I < N");
 
@@ -291,8 +300,8 @@ START_TEST(shard_and_size)
     ck_assert(o.out_h == 8192 && o.out_w == 8192);
     ok(&o, "size", "224x160"); /* HxW: height first */
     ck_assert(o.out_h == 224 && o.out_w == 160);
-    const char *size_bad[] = {"0",    "8193", "224x0", "224x", "x224", "224X224", "224x160x3",
-                              "-224", "1e3",  "",      "0x0",  "224 "};
+    const char *size_bad[] = {"0",         "8193", "224x0", "224x", "x224", "224X224",
+                              "224x160x3", "-224", "1e3",   "",     "0x0",  "224 "};
     for (size_t i = 0; i < sizeof size_bad / sizeof *size_bad; i++)
         bad("size", size_bad[i], "H or HxW, integers in 1..8192");
 }
@@ -307,9 +316,9 @@ START_TEST(reals)
     ck_assert(o.scale[0] == 1.0 / 3.0 && o.scale[1] == 0.5);
     ok(&o, "scale", "8e-2:1");
     ck_assert(o.scale[0] == 0.08);
-    const char *scale_bad[] = {"0:1",   "0.5:0.4", "0.5:1.01", "0.5",   "a:b",     "1/0:1",
+    const char *scale_bad[] = {"0:1",   "0.5:0.4", "0.5:1.01", "0.5",     "a:b",    "1/0:1",
                                "nan:1", "inf:1",   "0x1p-3:1", "0.5:1:1", "-0.5:1", "0.5 :1",
-                               ":1",    "0.5:",    "1e999:1", "",       "0.1:1/0"};
+                               ":1",    "0.5:",    "1e999:1",  "",        "0.1:1/0"};
     for (size_t i = 0; i < sizeof scale_bad / sizeof *scale_bad; i++)
         bad("scale", scale_bad[i], "A:B with 0 < A <= B <= 1");
 
@@ -350,10 +359,17 @@ START_TEST(normalize_values)
     ck_assert_int_eq(o.normalize, 1);
     ck_assert(o.mean[0] == 0.5f && o.mean[1] == 0.25f && o.mean[2] == -1.0f);
     ck_assert(o.std[0] == 0.5f && o.std[1] == 2.0f && o.std[2] == 1e-3f);
-    const char *forms[] = {"0.5,0.5/0.2,0.2,0.2",     "0.5,0.5,0.5",         "a,b,c/d,e,f",
-                           "0.5,0.5,0.5/0.2,0.2,0.2,0.2", "0.5,0.5,0.5,/0.2,0.2,0.2",
-                           "1e39,0,0/1,1,1",          "ImageNet",            "",
-                           "nan,0,0/1,1,1",           "0,0,0/1,1,1/1,1,1",   " 0,0,0/1,1,1",
+    const char *forms[] = {"0.5,0.5/0.2,0.2,0.2",
+                           "0.5,0.5,0.5",
+                           "a,b,c/d,e,f",
+                           "0.5,0.5,0.5/0.2,0.2,0.2,0.2",
+                           "0.5,0.5,0.5,/0.2,0.2,0.2",
+                           "1e39,0,0/1,1,1",
+                           "ImageNet",
+                           "",
+                           "nan,0,0/1,1,1",
+                           "0,0,0/1,1,1/1,1,1",
+                           " 0,0,0/1,1,1",
                            "1/2,0,0/1,1,1"};
     for (size_t i = 0; i < sizeof forms / sizeof *forms; i++)
         bad("normalize", forms[i], "imagenet, none or m0,m1,m2/s0,s1,s2");
@@ -484,9 +500,9 @@ START_TEST(normalize_with_dtype)
     ck_assert_ptr_nonnull(strstr(err, "f16|bf16|f32"));
 
     o = fresh();
-    ck_assert_int_eq(bfs_pipeline_parse(&o, "dtype=u8,normalize=0.5,0.5,0.5/0.25,0.25,0.25", err,
-                                        sizeof err),
-                     0);
+    ck_assert_int_eq(
+        bfs_pipeline_parse(&o, "dtype=u8,normalize=0.5,0.5,0.5/0.25,0.25,0.25", err, sizeof err),
+        0);
     ck_assert_int_eq(bfs_pipeline_finish(&o, err, sizeof err), -EINVAL);
     ck_assert_ptr_nonnull(strstr(err, "normalize=0.5,0.5,0.5/0.25,0.25,0.25"));
 
@@ -603,8 +619,8 @@ START_TEST(canonical_text)
     canon_of("", c, sizeof c);
     ck_assert_str_eq(c, default_canonical);
 
-    canon_of("dtype=f32,layout=nchw,size=160x128,scale=1/3:0.9,flip=0,seed=18446744073709551615",
-             c, sizeof c);
+    canon_of("dtype=f32,layout=nchw,size=160x128,scale=1/3:0.9,flip=0,seed=18446744073709551615", c,
+             sizeof c);
     ck_assert_str_eq(c, "seed = 18446744073709551615\n"
                         "batch = 256\n"
                         "shuffle = full\n"
@@ -639,8 +655,7 @@ START_TEST(canonical_text)
     for (size_t i = 0; i < sizeof pipelines / sizeof *pipelines; i++) {
         canon_of(pipelines[i], c, sizeof c);
         bfs_pipeline_opts o = fresh();
-        ck_assert_msg(bfs_pipeline_parse_spec(&o, c, "canonical", err, sizeof err) == 0, "%s",
-                      err);
+        ck_assert_msg(bfs_pipeline_parse_spec(&o, c, "canonical", err, sizeof err) == 0, "%s", err);
         ck_assert_int_eq(bfs_pipeline_finish(&o, err, sizeof err), 0);
         ck_assert_int_gt(bfs_pipeline_canonical(&o, d, sizeof d), 0);
         ck_assert_str_eq(c, d);
@@ -689,22 +704,37 @@ START_TEST(fingerprints)
     ck_assert_uint_eq(fp_of("threads=1", 1), fp_of("threads=8", 1));
 
     /* knobs and epochs never change it */
-    const char *same[] = {"threads=1",       "threads=8",         "prefetch=0",
-                          "prefetch=64",     "cache_mb=0",        "cache_mb=512",
-                          "cache_dir=/tmp/x", "cache_dir_mb=1",   "sample_cache_mb=100",
-                          "cpu_budget=3",    "ram_mb=64",         "epochs=1",
-                          "epochs=1000000",  "batch=256,seed=0"};
+    const char *same[] = {
+        "threads=1",    "threads=8",        "prefetch=0",     "prefetch=64",         "cache_mb=0",
+        "cache_mb=512", "cache_dir=/tmp/x", "cache_dir_mb=1", "sample_cache_mb=100", "cpu_budget=3",
+        "ram_mb=64",    "epochs=1",         "epochs=1000000", "batch=256,seed=0"};
     for (size_t i = 0; i < sizeof same / sizeof *same; i++)
         ck_assert_msg(fp_of(same[i], 1) == base, "%s changed the fingerprint", same[i]);
 
     /* every data-changing option does, each to a different value */
-    const char *diff[] = {"seed=1",         "batch=255",        "shuffle=pages",  "shuffle=none",
-                          "drop_last=0",    "shard=0/2",        "shard=1/2",      "size=225",
-                          "size=224x225",   "augment=eval",     "augment=none",   "scale=0.09:1",
-                          "scale=0.08:0.99", "ratio=0.75:1.3",  "ratio=0.7:4/3",  "flip=0.4",
-                          "dtype=f16",      "dtype=bf16",       "dtype=f32",
-                          "dtype=f32,normalize=none", "dtype=f32,normalize=0.485,0.456,0.406/0.229,0.224,0.226",
-                          "layout=nchw",    "bad_sample=fail"};
+    const char *diff[] = {"seed=1",
+                          "batch=255",
+                          "shuffle=pages",
+                          "shuffle=none",
+                          "drop_last=0",
+                          "shard=0/2",
+                          "shard=1/2",
+                          "size=225",
+                          "size=224x225",
+                          "augment=eval",
+                          "augment=none",
+                          "scale=0.09:1",
+                          "scale=0.08:0.99",
+                          "ratio=0.75:1.3",
+                          "ratio=0.7:4/3",
+                          "flip=0.4",
+                          "dtype=f16",
+                          "dtype=bf16",
+                          "dtype=f32",
+                          "dtype=f32,normalize=none",
+                          "dtype=f32,normalize=0.485,0.456,0.406/0.229,0.224,0.226",
+                          "layout=nchw",
+                          "bad_sample=fail"};
     size_t nd = sizeof diff / sizeof *diff;
     uint64_t fps[sizeof diff / sizeof *diff];
     for (size_t i = 0; i < nd; i++) {
@@ -745,8 +775,7 @@ START_TEST(spec_files)
                        "batch = 64\n"
                        "shard = 1/4"; /* no final newline */
     bfs_pipeline_opts o = fresh();
-    ck_assert_msg(bfs_pipeline_parse_spec(&o, spec, "train.spec", err, sizeof err) == 0, "%s",
-                  err);
+    ck_assert_msg(bfs_pipeline_parse_spec(&o, spec, "train.spec", err, sizeof err) == 0, "%s", err);
     ck_assert_uint_eq(o.seed, 42);
     ck_assert_uint_eq(o.batch, 64); /* last one wins */
     ck_assert_int_eq(o.dtype, BFS_OUT_F32);
@@ -762,23 +791,22 @@ START_TEST(spec_files)
     ck_assert_int_eq(bfs_pipeline_parse_spec(&o, NULL, "e.spec", err, sizeof err), 0);
 
     /* bad lines, with their numbers */
-    ck_assert_int_eq(
-        bfs_pipeline_parse_spec(&o, "seed = 1\n# c\nbatch 32\nepochs = 5\n", "my.spec", err,
-                                sizeof err),
-        -EINVAL);
+    ck_assert_int_eq(bfs_pipeline_parse_spec(&o, "seed = 1\n# c\nbatch 32\nepochs = 5\n", "my.spec",
+                                             err, sizeof err),
+                     -EINVAL);
     ck_assert_ptr_nonnull(strstr(err, "my.spec:3: "));
     ck_assert_ptr_nonnull(strstr(err, "'batch 32'"));
     ck_assert_ptr_nonnull(strstr(err, "key = value"));
     ck_assert_uint_eq(o.seed, 1); /* lines before the error applied */
     ck_assert_uint_eq(o.epochs, 100);
 
-    ck_assert_int_eq(
-        bfs_pipeline_parse_spec(&o, "\n\n\n\nbatch = 0\n", "my.spec", err, sizeof err), -EINVAL);
+    ck_assert_int_eq(bfs_pipeline_parse_spec(&o, "\n\n\n\nbatch = 0\n", "my.spec", err, sizeof err),
+                     -EINVAL);
     ck_assert_str_eq(err, "my.spec:5: batch=0: must be an integer in 1..65536");
 
-    ck_assert_int_eq(bfs_pipeline_parse_spec(&o, "seed=1\nbatchsize = 3\n", "my.spec", err,
-                                             sizeof err),
-                     -ENOENT);
+    ck_assert_int_eq(
+        bfs_pipeline_parse_spec(&o, "seed=1\nbatchsize = 3\n", "my.spec", err, sizeof err),
+        -ENOENT);
     ck_assert_ptr_nonnull(strstr(err, "my.spec:2: unknown option 'batchsize'"));
 
     ck_assert_int_eq(bfs_pipeline_parse_spec(&o, "batch =\n", NULL, err, sizeof err), -EINVAL);
@@ -814,17 +842,28 @@ START_TEST(help_text)
         ck_assert_msg(strstr(h, key), "help lacks %s", design[i].name);
     }
     /* each row carries its default in the default column */
-    const char *defaults[][2] = {{"seed=N", "0"},           {"batch=N", "256"},
-                                 {"epochs=N", "100"},       {"shuffle=", "full"},
-                                 {"drop_last=", "1"},       {"shard=I/N", "0/1"},
-                                 {"size=", "224"},          {"augment=", "train"},
-                                 {"scale=A:B", "0.08:1"},   {"ratio=A:B", "3/4:4/3"},
-                                 {"flip=P", "0.5"},         {"dtype=", "u8"},
-                                 {"layout=", "nhwc"},       {"bad_sample=", "substitute"},
-                                 {"threads=", "auto"},      {"prefetch=", "auto"},
-                                 {"cache_mb=", "auto"},     {"cache_dir=", "none"},
-                                 {"cache_dir_mb=N", "4096"}, {"sample_cache_mb=N", "0"},
-                                 {"cpu_budget=N", "online CPUs"}, {"ram_mb=N", "half of RAM"}};
+    const char *defaults[][2] = {{"seed=N", "0"},
+                                 {"batch=N", "256"},
+                                 {"epochs=N", "100"},
+                                 {"shuffle=", "full"},
+                                 {"drop_last=", "1"},
+                                 {"shard=I/N", "0/1"},
+                                 {"size=", "224"},
+                                 {"augment=", "train"},
+                                 {"scale=A:B", "0.08:1"},
+                                 {"ratio=A:B", "3/4:4/3"},
+                                 {"flip=P", "0.5"},
+                                 {"dtype=", "u8"},
+                                 {"layout=", "nhwc"},
+                                 {"bad_sample=", "substitute"},
+                                 {"threads=", "auto"},
+                                 {"prefetch=", "auto"},
+                                 {"cache_mb=", "auto"},
+                                 {"cache_dir=", "none"},
+                                 {"cache_dir_mb=N", "4096"},
+                                 {"sample_cache_mb=N", "0"},
+                                 {"cpu_budget=N", "online CPUs"},
+                                 {"ram_mb=N", "half of RAM"}};
     for (size_t i = 0; i < sizeof defaults / sizeof *defaults; i++) {
         const char *row = strstr(h, defaults[i][0]);
         ck_assert_msg(row, "no row %s", defaults[i][0]);

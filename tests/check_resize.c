@@ -259,9 +259,9 @@ static void assert_window_eq(const uint8_t *got, const uint8_t *full, const resi
                 x++;
             ck_abort_msg("%s: %dx%d box (%.4f %.4f %.4f %.4f) -> %dx%d window %d,%d %dx%d: "
                          "row %d byte %d is %d, want %d",
-                         what, sp->in_w, sp->in_h, sp->box[0], sp->box[1], sp->box[2],
-                         sp->box[3], sp->out_w, sp->out_h, sp->win_x, sp->win_y, sp->win_w,
-                         sp->win_h, y, x, a[x], b[x]);
+                         what, sp->in_w, sp->in_h, sp->box[0], sp->box[1], sp->box[2], sp->box[3],
+                         sp->out_w, sp->out_h, sp->win_x, sp->win_y, sp->win_w, sp->win_h, y, x,
+                         a[x], b[x]);
         }
     }
 }
@@ -273,8 +273,8 @@ START_TEST(identity_returns_input)
     int w = 37, h = 23;
     uint8_t *img = malloc((size_t)w * h * 3);
     tu_fill_rgb(img, w, h, 7);
-    resize_spec sp = {.in_w = w, .in_h = h, .box = {0, 0, w, h}, .out_w = w, .out_h = h,
-                      .win_w = w, .win_h = h};
+    resize_spec sp = {
+        .in_w = w, .in_h = h, .box = {0, 0, w, h}, .out_w = w, .out_h = h, .win_w = w, .win_h = h};
     resize_src src = whole(img, w, h);
     for (int p = RESIZE_PATH_PORTABLE; p <= RESIZE_PATH_AVX2; p++) {
         if (resize_force_path((resize_path)p))
@@ -285,8 +285,13 @@ START_TEST(identity_returns_input)
         ck_assert_mem_eq(out, img, (size_t)w * h * 3);
         free(out);
         /* an integral box of the output's size is a crop (Pillow's crop path) */
-        resize_spec c = {.in_w = w, .in_h = h, .box = {3, 4, 23, 14}, .out_w = 20, .out_h = 10,
-                         .win_w = 20, .win_h = 10};
+        resize_spec c = {.in_w = w,
+                         .in_h = h,
+                         .box = {3, 4, 23, 14},
+                         .out_w = 20,
+                         .out_h = 10,
+                         .win_w = 20,
+                         .win_h = 10};
         out = run(&c, &src, NULL, &rc);
         ck_assert_int_eq(rc, 0);
         for (int y = 0; y < 10; y++)
@@ -351,8 +356,8 @@ START_TEST(matches_reference_windows_and_extents)
         ck_assert(0 <= x0 && x0 < x1 && x1 <= w && 0 <= y0 && y0 < y1 && y1 <= h);
         size_t cstride;
         uint8_t *c = crop(img, w, x0, y0, x1, y1, &cstride);
-        resize_src src = {.pixels = c, .stride = cstride, .x0 = x0, .y0 = y0, .w = x1 - x0,
-                          .h = y1 - y0};
+        resize_src src = {
+            .pixels = c, .stride = cstride, .x0 = x0, .y0 = y0, .w = x1 - x0, .h = y1 - y0};
         for (int p = 0; p < npaths; p++) {
             ck_assert_int_eq(resize_force_path((resize_path)paths[p]), 0);
             int rc;
@@ -381,8 +386,11 @@ START_TEST(box_has_float_precision)
     resize_src src = whole(img, w, h);
     for (int i = 0; i < 40; i++) {
         double x0 = rndf(10000, 29000);
-        resize_spec sp = {.in_w = w, .in_h = h, .box = {x0, 0, x0 + rndf(20, 900), h},
-                          .out_w = rnd(20, 200), .out_h = h};
+        resize_spec sp = {.in_w = w,
+                          .in_h = h,
+                          .box = {x0, 0, x0 + rndf(20, 900), h},
+                          .out_w = rnd(20, 200),
+                          .out_h = h};
         sp.win_w = sp.out_w, sp.win_h = sp.out_h;
         uint8_t *full = ref_resize(img, w, h, sp.box, sp.out_w, sp.out_h);
         int rc;
@@ -443,8 +451,12 @@ START_TEST(extent_is_exact)
         resize_spec sp = random_spec(w, h);
         int x0, y0, x1, y1;
         ck_assert_int_eq(resize_source_extent(&sp, &x0, &y0, &x1, &y1), 0);
-        resize_src src = {.pixels = img + ((size_t)y0 * w + x0) * 3, .stride = (size_t)w * 3,
-                          .x0 = x0, .y0 = y0, .w = x1 - x0, .h = y1 - y0};
+        resize_src src = {.pixels = img + ((size_t)y0 * w + x0) * 3,
+                          .stride = (size_t)w * 3,
+                          .x0 = x0,
+                          .y0 = y0,
+                          .w = x1 - x0,
+                          .h = y1 - y0};
         int rc;
         free(run(&sp, &src, NULL, &rc));
         ck_assert_int_eq(rc, 0);
@@ -470,8 +482,8 @@ START_TEST(invalid_specs_rejected)
 {
     uint8_t img[4 * 4 * 3] = {0};
     resize_src src = whole(img, 4, 4);
-    resize_spec ok = {.in_w = 4, .in_h = 4, .box = {0, 0, 4, 4}, .out_w = 2, .out_h = 2,
-                      .win_w = 2, .win_h = 2};
+    resize_spec ok = {
+        .in_w = 4, .in_h = 4, .box = {0, 0, 4, 4}, .out_w = 2, .out_h = 2, .win_w = 2, .win_h = 2};
     ck_assert_int_eq(resize_check_spec(&ok), 0);
     resize_spec bad[24];
     int n = 0;
@@ -616,8 +628,13 @@ START_TEST(enomem_stores_nothing)
     uint8_t *img = malloc((size_t)w * h * 3);
     tu_fill_rgb(img, w, h, 3);
     resize_src src = whole(img, w, h);
-    resize_spec sp = {.in_w = w, .in_h = h, .box = {0, 0, w, h}, .out_w = 50, .out_h = 40,
-                      .win_w = 50, .win_h = 40};
+    resize_spec sp = {.in_w = w,
+                      .in_h = h,
+                      .box = {0, 0, w, h},
+                      .out_w = 50,
+                      .out_h = 40,
+                      .win_w = 50,
+                      .win_h = 40};
     int rc;
     resize_scratch scr = {0};
     resize_test_limit_scratch(64); /* too small for the plans */

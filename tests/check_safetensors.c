@@ -786,6 +786,13 @@ START_TEST(parse_rejects)
         ck_assert_msg(pf->err[0] != 0, "case %zu: no message", i);
         free(f);
     }
+    /* a tensor name with control characters still gives a one-line message */
+    ck_assert_int_eq(parse_json("{\"a\\nb\\u0000c\":{\"dtype\":\"U8\",\"shape\":[1],"
+                                "\"data_offsets\":[1,2]}}",
+                                2, pf),
+                     -EBADMSG);
+    ck_assert_ptr_nonnull(strstr(pf->err, "hole in the data buffer before tensor \"a?b?c\""));
+    ck_assert_ptr_null(strchr(pf->err, '\n'));
     /* an embedded NUL after the object is trailing garbage too */
     size_t len;
     const char nul[] = "{" T1 "}\0";

@@ -196,8 +196,8 @@ int main(int argc, char **argv)
         crop = malloc(cw * (size_t)(y1 - y0) + 1);
         for (int y = y0; y < y1; y++)
             memcpy(crop + (size_t)(y - y0) * cw, in.rgb + ((size_t)y * in.w + x0) * 3, cw);
-        src = (resize_src){.pixels = crop, .stride = cw, .x0 = x0, .y0 = y0, .w = x1 - x0,
-                           .h = y1 - y0};
+        src = (resize_src){
+            .pixels = crop, .stride = cw, .x0 = x0, .y0 = y0, .w = x1 - x0, .h = y1 - y0};
     }
 
     image out = {.w = spec.win_w, .h = spec.win_h};
