@@ -15,9 +15,15 @@
  * becomes exactly the pixels that matter and an unchanged axis reads one pixel per
  * output. An axis whose outputs each copy one input pixel at weight 1.0 (Pillow's
  * skipped passes: same size without box, or an integral box of the output's size) is
- * not computed at all. Pass 1 (horizontal) turns each needed source row into a row of
- * win_w pixels, lazily, just before pass 2 (vertical) first needs it, so it is still in
- * cache; pass 2 produces each window row and hands it to the store callback.
+ * not computed at all; skipping an identity pass is exact, so this matches Pillow
+ * whichever way it decides. The passes run in Pillow's order (pillow_vertical_first):
+ *  - horizontal first: each needed source row becomes a row of win_w pixels, lazily,
+ *    just before the vertical pass first needs it (still in cache); the vertical pass
+ *    then produces each window row and hands it to the store callback;
+ *  - vertical first: for each window row, the vertical pass over the window's source
+ *    columns gives one row, the horizontal pass turns it into the window row.
+ * The horizontal kernels give every output the same number of taps (zero-weighted
+ * padding), so their loops have fixed trip counts.
  *
  * Invariants:
  *  - Every pass accumulates u8 * int32 products in int32, starting at 1 << 21, then
@@ -26,10 +32,11 @@
  *    <= RESIZE_MAX_SIDE), so the order of accumulation is free: the AVX2 kernels regroup
  *    the products (22-bit coefficients split into two 11-bit halves for pmaddwd) and
  *    still give the same bytes as the portable kernels.
- *  - Reads stay inside the source rows' 3 * src->w bytes. The AVX2 kernel loads 16
- *    bytes at a time and may touch pixels past an output's last tap (weight 0), but
- *    only when those 16 bytes lie inside the row; other outputs go the portable way.
- *  - No allocation once the scratch is large enough; the scratch is per thread.
+ *  - Reads stay inside the source rows' 3 * src->w bytes. Zero-weighted padding taps
+ *    stay inside the row (uniform_taps); the AVX2 kernel's 16-byte loads run past an
+ *    output's last tap, so outputs near the row end load from a zero-padded copy of it.
+ *  - No allocation once the scratch is large enough; the scratch is per thread, and
+ *    the only process-wide state is the test hooks of resize_internal.h.
  */
 #include "engine/resize.h"
 #include "engine/resize_internal.h"
@@ -371,7 +378,7 @@ typedef struct hpass {
     int safe_groups;            /* leading groups whose loads all stay inside the row */
     const int32_t *boff;        /* per output: byte offset of its loads in the row, or in
                                  * tail for groups past safe_groups */
-    uint8_t *tail;              /* row bytes [tail_from, tail_from + tail_len), zero padding */
+    uint8_t *tail, *tail2;      /* row bytes [tail_from, tail_from + tail_len), zero padding */
     size_t tail_from, tail_len;
 } hpass;
 
@@ -446,6 +453,13 @@ static void hrow_portable(const uint8_t *in, uint8_t *out, const hpass *h)
     }
 }
 
+static void hrow2_portable(const uint8_t *in0, const uint8_t *in1, uint8_t *out0, uint8_t *out1,
+                           const hpass *h)
+{
+    hrow_portable(in0, out0, h);
+    hrow_portable(in1, out1, h);
+}
+
 static void vrow_portable(const uint8_t *in, size_t stride, int count, const int32_t *k,
                           uint8_t *out, int nbytes)
 {
@@ -512,6 +526,107 @@ avx2_group(const uint8_t *base, uint8_t *out, const hpass *h, int x, int chunks)
     u = _mm256_shuffle_epi8(u, squeeze);       /* 12 bytes per lane */
     _mm_storeu_si128((__m128i *)(out + 3 * (size_t)x), _mm256_castsi256_si128(u));
     _mm_storeu_si128((__m128i *)(out + 3 * (size_t)x + 12), _mm256_extracti128_si256(u, 1));
+}
+
+/* avx2_pair for the same outputs of two rows at once: the table is read once. */
+static inline __attribute__((always_inline, target("avx2"))) void
+avx2_pair2(const uint8_t *r0, const uint8_t *r1, int32_t oa, int32_t ob, const avx_table_entry *e,
+           int chunks, __m256i *s0, __m256i *s1)
+{
+    const __m256i sh01 = _mm256_setr_epi8(0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1,
+                                          0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1);
+    const __m256i sh23 =
+        _mm256_setr_epi8(6, -1, 9, -1, 7, -1, 10, -1, 8, -1, 11, -1, -1, -1, -1, -1, 6, -1, 9, -1,
+                         7, -1, 10, -1, 8, -1, 11, -1, -1, -1, -1, -1);
+    __m256i h0 = _mm256_setzero_si256(), l0 = _mm256_set1_epi32(ROUND_HALF);
+    __m256i h1 = h0, l1 = l0;
+    for (int c = 0; c < chunks; c += 2, oa += 12, ob += 12, e += 2) {
+        __m256i v0 = _mm256_inserti128_si256(
+            _mm256_castsi128_si256(_mm_loadu_si128((const void *)(r0 + oa))),
+            _mm_loadu_si128((const void *)(r0 + ob)), 1);
+        __m256i v1 = _mm256_inserti128_si256(
+            _mm256_castsi128_si256(_mm_loadu_si128((const void *)(r1 + oa))),
+            _mm_loadu_si128((const void *)(r1 + ob)), 1);
+        __m256i kh = _mm256_load_si256((const void *)e->hi);
+        __m256i kl = _mm256_load_si256((const void *)e->lo);
+        __m256i x0 = _mm256_shuffle_epi8(v0, sh01), x1 = _mm256_shuffle_epi8(v1, sh01);
+        h0 = _mm256_add_epi32(h0, _mm256_madd_epi16(x0, kh));
+        l0 = _mm256_add_epi32(l0, _mm256_madd_epi16(x0, kl));
+        h1 = _mm256_add_epi32(h1, _mm256_madd_epi16(x1, kh));
+        l1 = _mm256_add_epi32(l1, _mm256_madd_epi16(x1, kl));
+        if (c + 1 < chunks) {
+            kh = _mm256_load_si256((const void *)e[1].hi);
+            kl = _mm256_load_si256((const void *)e[1].lo);
+            x0 = _mm256_shuffle_epi8(v0, sh23), x1 = _mm256_shuffle_epi8(v1, sh23);
+            h0 = _mm256_add_epi32(h0, _mm256_madd_epi16(x0, kh));
+            l0 = _mm256_add_epi32(l0, _mm256_madd_epi16(x0, kl));
+            h1 = _mm256_add_epi32(h1, _mm256_madd_epi16(x1, kh));
+            l1 = _mm256_add_epi32(l1, _mm256_madd_epi16(x1, kl));
+        }
+    }
+    *s0 = _mm256_srai_epi32(_mm256_add_epi32(_mm256_slli_epi32(h0, AVX_HALF_BITS), l0),
+                            PRECISION_BITS);
+    *s1 = _mm256_srai_epi32(_mm256_add_epi32(_mm256_slli_epi32(h1, AVX_HALF_BITS), l1),
+                            PRECISION_BITS);
+}
+
+static inline __attribute__((always_inline, target("avx2"))) void
+avx2_store8(uint8_t *out, __m256i ab, __m256i cd, __m256i ef, __m256i gh)
+{
+    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    const __m256i squeeze =
+        _mm256_setr_epi8(0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1, 0, 1, 2, 4, 5, 6,
+                         8, 9, 10, 12, 13, 14, -1, -1, -1, -1);
+    __m256i u = _mm256_packus_epi16(_mm256_packs_epi32(ab, cd), _mm256_packs_epi32(ef, gh));
+    u = _mm256_shuffle_epi8(_mm256_permutevar8x32_epi32(u, order), squeeze);
+    _mm_storeu_si128((__m128i *)out, _mm256_castsi256_si128(u));
+    _mm_storeu_si128((__m128i *)(out + 12), _mm256_extracti128_si256(u, 1));
+}
+
+static inline __attribute__((always_inline, target("avx2"))) void
+avx2_group2(const uint8_t *r0, const uint8_t *r1, uint8_t *o0, uint8_t *o1, const hpass *h, int x,
+            int chunks)
+{
+    const int32_t *boff = h->boff + x;
+    const avx_table_entry *e = h->tab + (size_t)(x / 2) * chunks;
+    __m256i a0, a1, b0, b1, c0, c1, d0, d1;
+    avx2_pair2(r0, r1, boff[0], boff[1], e, chunks, &a0, &a1);
+    avx2_pair2(r0, r1, boff[2], boff[3], e + chunks, chunks, &b0, &b1);
+    avx2_pair2(r0, r1, boff[4], boff[5], e + 2 * chunks, chunks, &c0, &c1);
+    avx2_pair2(r0, r1, boff[6], boff[7], e + 3 * chunks, chunks, &d0, &d1);
+    avx2_store8(o0 + 3 * (size_t)x, a0, b0, c0, d0);
+    avx2_store8(o1 + 3 * (size_t)x, a1, b1, c1, d1);
+}
+
+static inline __attribute__((always_inline, target("avx2"))) void
+hrow2_avx2_chunks(const uint8_t *in0, const uint8_t *in1, uint8_t *out0, uint8_t *out1,
+                  const hpass *h, int chunks)
+{
+    int g = 0;
+    for (; g < h->safe_groups; g++)
+        avx2_group2(in0, in1, out0, out1, h, 8 * g, chunks);
+    if (g < h->groups) {
+        memcpy(h->tail, in0 + h->tail_from, h->tail_len);
+        memcpy(h->tail2, in1 + h->tail_from, h->tail_len);
+        for (; g < h->groups; g++)
+            avx2_group2(h->tail, h->tail2, out0, out1, h, 8 * g, chunks);
+    }
+}
+
+__attribute__((target("avx2"))) static void hrow2_avx2(const uint8_t *in0, const uint8_t *in1,
+                                                       uint8_t *out0, uint8_t *out1, const hpass *h)
+{
+    switch (h->chunks) {
+    case 1:
+        hrow2_avx2_chunks(in0, in1, out0, out1, h, 1);
+        break;
+    case 2:
+        hrow2_avx2_chunks(in0, in1, out0, out1, h, 2);
+        break;
+    default:
+        hrow2_avx2_chunks(in0, in1, out0, out1, h, h->chunks);
+        break;
+    }
 }
 
 static inline __attribute__((always_inline, target("avx2"))) void
@@ -581,6 +696,8 @@ __attribute__((target("avx2"))) static void vrow_avx2(const uint8_t *in, size_t 
 /* ---- driver ---------------------------------------------------------------------------- */
 
 typedef void (*hrow_fn)(const uint8_t *in, uint8_t *out, const hpass *h);
+typedef void (*hrow2_fn)(const uint8_t *in0, const uint8_t *in1, uint8_t *out0, uint8_t *out1,
+                         const hpass *h);
 typedef void (*vrow_fn)(const uint8_t *in, size_t stride, int count, const int32_t *k, uint8_t *out,
                         int nbytes);
 
@@ -688,7 +805,7 @@ static void avx_layout_plan(avx_layout *l, const axis_plan *px, size_t row_bytes
     }
     l->bytes_tab = align_up((size_t)l->groups * 4 * (size_t)l->chunks * sizeof(avx_table_entry));
     l->bytes_boff = align_up((size_t)l->groups * 8 * sizeof(int32_t));
-    l->bytes_tail = l->tail_len ? align_up(l->tail_len + l->span) : 0;
+    l->bytes_tail = l->tail_len ? 2 * align_up(l->tail_len + l->span) : 0; /* two rows */
 }
 
 #if RESIZE_HAVE_AVX2
@@ -715,14 +832,18 @@ static void avx_layout_fill(hpass *h, const avx_layout *l, char *mem)
             memcpy(&e->lo[(o & 1) * 8], lv, sizeof lv);
         }
     }
-    if (l->tail_len)
+    uint8_t *tail2 = tail + l->bytes_tail / 2;
+    if (l->tail_len) {
         memset(tail + l->tail_len, 0, l->span);
+        memset(tail2 + l->tail_len, 0, l->span);
+    }
     h->tab = tab;
     h->chunks = l->chunks;
     h->groups = l->groups;
     h->safe_groups = l->safe_groups;
     h->boff = boff;
     h->tail = tail;
+    h->tail2 = tail2;
     h->tail_from = l->tail_from;
     h->tail_len = l->tail_len;
 }
@@ -759,10 +880,12 @@ int resize_rgb8(const resize_spec *spec, const resize_src *src, resize_store_cb 
 
     resize_path path = resize_active_path();
     hrow_fn hrow = hrow_portable;
+    hrow2_fn hrow2 = hrow2_portable;
     vrow_fn vrow = vrow_portable;
 #if RESIZE_HAVE_AVX2
     if (path == RESIZE_PATH_AVX2) {
         hrow = hrow_avx2;
+        hrow2 = hrow2_avx2;
         vrow = vrow_avx2;
     }
 #endif
@@ -794,11 +917,11 @@ int resize_rgb8(const resize_spec *spec, const resize_src *src, resize_store_cb 
     size_t bytes_avx = lay.bytes_tab + lay.bytes_boff + lay.bytes_tail;
     size_t bytes_mid = 0;
     if (vfirst)
-        bytes_mid = align_up(cols_bytes + mid_pad);
+        bytes_mid = 2 * align_up(cols_bytes + mid_pad); /* two rows */
     else if (need_h && need_v)
         bytes_mid = (size_t)(py.hi - py.lo) * istride;
     size_t off_avx = bytes_a, off_mid = off_avx + bytes_avx, off_row = off_mid + bytes_mid;
-    rc = scratch_reserve(scratch, off_row + istride, bytes_a);
+    rc = scratch_reserve(scratch, off_row + 2 * istride, bytes_a); /* two output rows */
     if (rc)
         return rc;
     char *mem = scratch->mem;
@@ -806,14 +929,17 @@ int resize_rgb8(const resize_spec *spec, const resize_src *src, resize_store_cb 
     plan_place(&px, mem, spec->win_w, ksx);
     plan_place(&py, mem + bytes_x, spec->win_h, ksy);
     uint8_t *mid = (uint8_t *)mem + off_mid, *outrow = (uint8_t *)mem + off_row;
+    uint8_t *mid2 = mid + bytes_mid / 2, *outrow2 = outrow + istride; /* second rows */
 
     hpass hp = {.n = px.n, .taps = px.kmax, .kstride = px.kstride, .first = px.first, .k = px.k};
 #if RESIZE_HAVE_AVX2
     if (bytes_avx)
         avx_layout_fill(&hp, &lay, mem + off_avx);
 #endif
-    if (vfirst)
+    if (vfirst) {
         memset(mid + cols_bytes, 0, mid_pad);
+        memset(mid2 + cols_bytes, 0, mid_pad);
+    }
 
     const uint8_t *pix = src->pixels;
     size_t sstride = src->stride;
@@ -822,11 +948,15 @@ int resize_rgb8(const resize_spec *spec, const resize_src *src, resize_store_cb 
         /* output row j is input row py.lo + j, resampled horizontally if needed */
         for (int j = 0; j < spec->win_h; j++) {
             const uint8_t *in = SRC_ROW(py.lo + j);
-            if (need_h) {
+            if (!need_h) {
+                store(ctx, j, in + 3 * (size_t)px.first[0], spec->win_w);
+            } else if (j + 1 < spec->win_h) {
+                hrow2(in, SRC_ROW(py.lo + j + 1), outrow, outrow2, &hp);
+                store(ctx, j, outrow, spec->win_w);
+                store(ctx, ++j, outrow2, spec->win_w);
+            } else {
                 hrow(in, outrow, &hp);
                 store(ctx, j, outrow, spec->win_w);
-            } else {
-                store(ctx, j, in + 3 * (size_t)px.first[0], spec->win_w);
             }
         }
         return 0;
@@ -834,10 +964,19 @@ int resize_rgb8(const resize_spec *spec, const resize_src *src, resize_store_cb 
     if (vfirst) {
         const uint8_t *cols = pix + 3 * (size_t)(px.lo - src->x0);
         for (int j = 0; j < spec->win_h; j++) {
-            vrow(cols + (size_t)(py.first[j] - src->y0) * sstride, sstride, py.count[j],
-                 py.k + (size_t)j * py.kstride, mid, (int)cols_bytes);
-            hrow(mid, outrow, &hp);
-            store(ctx, j, outrow, spec->win_w);
+            const int32_t *k = py.k + (size_t)j * py.kstride;
+            vrow(cols + (size_t)(py.first[j] - src->y0) * sstride, sstride, py.count[j], k, mid,
+                 (int)cols_bytes);
+            if (j + 1 < spec->win_h) {
+                vrow(cols + (size_t)(py.first[j + 1] - src->y0) * sstride, sstride, py.count[j + 1],
+                     k + py.kstride, mid2, (int)cols_bytes);
+                hrow2(mid, mid2, outrow, outrow2, &hp);
+                store(ctx, j, outrow, spec->win_w);
+                store(ctx, ++j, outrow2, spec->win_w);
+            } else {
+                hrow(mid, outrow, &hp);
+                store(ctx, j, outrow, spec->win_w);
+            }
         }
         return 0;
     }
@@ -856,9 +995,16 @@ int resize_rgb8(const resize_spec *spec, const resize_src *src, resize_store_cb 
     int done = 0; /* intermediate rows computed */
     for (int j = 0; j < spec->win_h; j++) {
         int f = py.first[j] - py.lo, c = py.count[j];
-        if (need_h)
-            for (; done < f + c; done++)
+        while (need_h && done < f + c) {
+            if (done + 1 < py.hi - py.lo) { /* two rows share the coefficient loads */
+                hrow2(SRC_ROW(py.lo + done), SRC_ROW(py.lo + done + 1),
+                      mid + (size_t)done * istride, mid + (size_t)(done + 1) * istride, &hp);
+                done += 2;
+            } else {
                 hrow(SRC_ROW(py.lo + done), mid + (size_t)done * istride, &hp);
+                done++;
+            }
+        }
         vrow(vin + (size_t)f * vstride, vstride, c, py.k + (size_t)j * py.kstride, outrow,
              (int)row_bytes);
         store(ctx, j, outrow, spec->win_w);

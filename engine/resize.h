@@ -8,7 +8,10 @@
  * re-encoding.
  *
  * Semantics (see ../shared/REFERENCES.md, "Pillow's antialiased resize"): separable,
- * horizontal pass then vertical pass; for scale f = box_size / out_size the triangle
+ * horizontal pass then vertical pass, except that, as in Pillow >= 13, the vertical pass
+ * goes first when (in_h - out_h) > 0 and > 2 * (in_w - out_w) (the order moves some
+ * pixels by one level; Pillow <= 12 always went horizontal first, so it differs from us
+ * there); for scale f = box_size / out_size the triangle
  * filter's support is max(f, 1); output pixel x samples input centre box0 + (x + 0.5) * f;
  * taps are clamped to the *image* bounds [0, in_w) (not the box), weights computed in
  * double, normalised, quantised to 22-bit fixed point, and each pass rounds and clamps to
