@@ -659,34 +659,68 @@ __attribute__((target("avx2"))) static void hrow_avx2(const uint8_t *in, uint8_t
     }
 }
 
-/* AVX2 vertical kernel: 32 outputs per step, accumulators in registers, exact int32
- * products (vpmulld) of the zero-extended bytes. */
+/*
+ * AVX2 vertical kernel: 32 outputs per step, accumulators in registers. Rows go in
+ * pairs (t, t+1): their bytes interleave into int16 pairs [a_i b_i] that one pmaddwd
+ * multiplies by [k_t k_t+1], with the coefficients split into 11-bit halves as in the
+ * horizontal kernel (exact). An odd last row is multiplied in full with pmulld.
+ */
+#define VPAIRS_MAX 32
 __attribute__((target("avx2"))) static void vrow_avx2(const uint8_t *in, size_t stride, int count,
                                                       const int32_t *k, uint8_t *out, int nbytes)
 {
-    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    if (count > 2 * VPAIRS_MAX + 1) { /* beyond 64x downscaling: not worth a kernel */
+        vrow_portable(in, stride, count, k, out, nbytes);
+        return;
+    }
+    const __m256i zero = _mm256_setzero_si256();
+    __m256i kh[VPAIRS_MAX], kl[VPAIRS_MAX];
+    int npairs = count / 2;
+    for (int p = 0; p < npairs; p++) {
+        int32_t k0 = k[2 * p], k1 = k[2 * p + 1];
+        kh[p] = _mm256_set1_epi32(
+            (int32_t)(((uint32_t)(k1 >> AVX_HALF_BITS) << 16) | (uint16_t)(k0 >> AVX_HALF_BITS)));
+        kl[p] =
+            _mm256_set1_epi32((int32_t)(((uint32_t)(k1 & 0x7ff) << 16) | (uint32_t)(k0 & 0x7ff)));
+    }
+    __m256i klast = _mm256_set1_epi32(count & 1 ? k[count - 1] : 0);
+    const uint8_t *last = in + (size_t)(count - 1) * stride;
     int i = 0;
     for (; i + 32 <= nbytes; i += 32) {
-        __m256i a0 = _mm256_set1_epi32(ROUND_HALF), a1 = a0, a2 = a0, a3 = a0;
+        __m256i h0 = zero, h1 = zero, h2 = zero, h3 = zero;
+        __m256i l0 = _mm256_set1_epi32(ROUND_HALF), l1 = l0, l2 = l0, l3 = l0;
         const uint8_t *row = in + i;
-        for (int t = 0; t < count; t++, row += stride) {
-            __m256i kt = _mm256_set1_epi32(k[t]);
-            __m256i v = _mm256_loadu_si256((const __m256i *)row);
-            __m128i lo = _mm256_castsi256_si128(v), hi = _mm256_extracti128_si256(v, 1);
-            a0 = _mm256_add_epi32(a0, _mm256_mullo_epi32(_mm256_cvtepu8_epi32(lo), kt));
-            a1 = _mm256_add_epi32(
-                a1, _mm256_mullo_epi32(_mm256_cvtepu8_epi32(_mm_srli_si128(lo, 8)), kt));
-            a2 = _mm256_add_epi32(a2, _mm256_mullo_epi32(_mm256_cvtepu8_epi32(hi), kt));
-            a3 = _mm256_add_epi32(
-                a3, _mm256_mullo_epi32(_mm256_cvtepu8_epi32(_mm_srli_si128(hi, 8)), kt));
+        for (int p = 0; p < npairs; p++, row += 2 * stride) {
+            __m256i a = _mm256_loadu_si256((const __m256i *)row);
+            __m256i b = _mm256_loadu_si256((const __m256i *)(row + stride));
+            __m256i ablo = _mm256_unpacklo_epi8(a, b), abhi = _mm256_unpackhi_epi8(a, b);
+            __m256i x0 = _mm256_unpacklo_epi8(ablo, zero), x1 = _mm256_unpackhi_epi8(ablo, zero);
+            __m256i x2 = _mm256_unpacklo_epi8(abhi, zero), x3 = _mm256_unpackhi_epi8(abhi, zero);
+            h0 = _mm256_add_epi32(h0, _mm256_madd_epi16(x0, kh[p]));
+            h1 = _mm256_add_epi32(h1, _mm256_madd_epi16(x1, kh[p]));
+            h2 = _mm256_add_epi32(h2, _mm256_madd_epi16(x2, kh[p]));
+            h3 = _mm256_add_epi32(h3, _mm256_madd_epi16(x3, kh[p]));
+            l0 = _mm256_add_epi32(l0, _mm256_madd_epi16(x0, kl[p]));
+            l1 = _mm256_add_epi32(l1, _mm256_madd_epi16(x1, kl[p]));
+            l2 = _mm256_add_epi32(l2, _mm256_madd_epi16(x2, kl[p]));
+            l3 = _mm256_add_epi32(l3, _mm256_madd_epi16(x3, kl[p]));
         }
-        a0 = _mm256_srai_epi32(a0, PRECISION_BITS);
-        a1 = _mm256_srai_epi32(a1, PRECISION_BITS);
-        a2 = _mm256_srai_epi32(a2, PRECISION_BITS);
-        a3 = _mm256_srai_epi32(a3, PRECISION_BITS);
-        /* saturating packs clamp to 0..255 like clip8; vpermd undoes the lane interleave */
-        __m256i u = _mm256_packus_epi16(_mm256_packs_epi32(a0, a1), _mm256_packs_epi32(a2, a3));
-        _mm256_storeu_si256((__m256i *)(out + i), _mm256_permutevar8x32_epi32(u, order));
+        if (count & 1) { /* zero-extend to int32 in the same lane order as above */
+            __m256i a = _mm256_loadu_si256((const __m256i *)(last + i));
+            __m256i alo = _mm256_unpacklo_epi8(a, zero), ahi = _mm256_unpackhi_epi8(a, zero);
+            l0 = _mm256_add_epi32(l0, _mm256_mullo_epi32(_mm256_unpacklo_epi16(alo, zero), klast));
+            l1 = _mm256_add_epi32(l1, _mm256_mullo_epi32(_mm256_unpackhi_epi16(alo, zero), klast));
+            l2 = _mm256_add_epi32(l2, _mm256_mullo_epi32(_mm256_unpacklo_epi16(ahi, zero), klast));
+            l3 = _mm256_add_epi32(l3, _mm256_mullo_epi32(_mm256_unpackhi_epi16(ahi, zero), klast));
+        }
+#define VCOMBINE(hv, lv)                                                                           \
+    _mm256_srai_epi32(_mm256_add_epi32(_mm256_slli_epi32(hv, AVX_HALF_BITS), lv), PRECISION_BITS)
+        /* lanes hold outputs [0-3 16-19] [4-7 20-23] [8-11 24-27] [12-15 28-31]: the
+         * lane-wise packs put them back in order; saturation clamps like clip8 */
+        __m256i p01 = _mm256_packs_epi32(VCOMBINE(h0, l0), VCOMBINE(h1, l1));
+        __m256i p23 = _mm256_packs_epi32(VCOMBINE(h2, l2), VCOMBINE(h3, l3));
+#undef VCOMBINE
+        _mm256_storeu_si256((__m256i *)(out + i), _mm256_packus_epi16(p01, p23));
     }
     if (i < nbytes)
         vrow_generic(in + i, stride, count, k, out + i, nbytes - i);

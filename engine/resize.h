@@ -66,8 +66,9 @@ typedef struct resize_scratch {
 
 /*
  * resize_source_extent - the input pixels a spec's window reads.
- * Stores the half-open integer extent [*x0, *x1) x [*y0, *y1), clamped to the image:
- * exactly the pixels with a non-zero fixed-point weight in some window pixel.
+ * Stores the half-open integer extent [*x0, *x1) x [*y0, *y1), inside the image: the
+ * smallest rectangle holding every pixel with a non-zero fixed-point weight in some
+ * window pixel (taps weighted 0 are never read, so a shrunk rectangle is refused).
  * Returns 0, or -EINVAL if the spec is invalid (see resize_check_spec).
  */
 int resize_source_extent(const resize_spec *spec, int *x0, int *y0, int *x1, int *y1);

@@ -193,7 +193,12 @@ int main(int argc, char **argv)
     if (extent_only) {
         /* an exact copy of the extent, so that any read outside it trips ASan */
         size_t cw = (size_t)(x1 - x0) * 3;
-        crop = malloc(cw * (size_t)(y1 - y0) + 1);
+        crop = malloc(cw * (size_t)(y1 - y0));
+        if (!crop) {
+            fprintf(stderr, "resize_tool: out of memory\n");
+            free(in.rgb);
+            return 1;
+        }
         for (int y = y0; y < y1; y++)
             memcpy(crop + (size_t)(y - y0) * cw, in.rgb + ((size_t)y * in.w + x0) * 3, cw);
         src = (resize_src){
@@ -202,6 +207,12 @@ int main(int argc, char **argv)
 
     image out = {.w = spec.win_w, .h = spec.win_h};
     out.rgb = malloc((size_t)out.w * out.h * 3);
+    if (!out.rgb) {
+        fprintf(stderr, "resize_tool: out of memory\n");
+        free(crop);
+        free(in.rgb);
+        return 1;
+    }
     resize_scratch scratch = {0};
     rc = resize_rgb8(&spec, &src, store_row_cb, &out, &scratch);
     if (!rc && repeat > 0) {

@@ -9,6 +9,8 @@
 # windows of the output (-w, compared with a crop of Pillow's full result) and a source
 # buffer holding only the extent the window reads (-e). Every case runs on the portable
 # kernels and, where the CPU has it, on AVX2. Prints max abs diff and MAE per failure.
+# The reference is Pillow >= 13, whose pass order engine/resize follows; with an older
+# Pillow the shapes it resized in the other order are skipped (and said so).
 # Run from the repository root (tests/run.sh does); BUILD names the build directory.
 set -euo pipefail
 : "${BUILD:=build}"
@@ -27,6 +29,7 @@ import subprocess
 import sys
 
 import numpy as np
+import PIL
 from PIL import Image
 
 tool, work = sys.argv[1], sys.argv[2]
@@ -78,6 +81,15 @@ def read_ppm(path):
     assert fields[0] == b"P6" and fields[3] == b"255", path
     w, h = int(fields[1]), int(fields[2])
     return np.frombuffer(data[pos + 1:pos + 1 + w * h * 3], np.uint8).reshape(h, w, 3)
+
+
+pil_version = tuple(int(v) for v in PIL.__version__.split(".")[:2])
+print("Pillow", PIL.__version__)
+
+
+def vertical_first(w, h, ow, oh):
+    """Pillow >= 13 (and engine/resize) run the vertical pass first for these shapes."""
+    return h - oh > 0 and h - oh > 2 * (w - ow)
 
 
 avx2_ok = subprocess.run([tool, "-p", "avx2", "x", "y", "1", "1"],
@@ -167,7 +179,11 @@ for _ in range(60):
 
 failures = 0
 runs = 0
+skipped = 0
 for i, (w, h, ow, oh, box, win, extent) in enumerate(cases):
+    if pil_version < (13, 0) and vertical_first(w, h, ow, oh):
+        skipped += 1  # older Pillow always went horizontal first: +-1 differences
+        continue
     arr, path = image(w, h)
     ref = Image.fromarray(arr, "RGB").resize((ow, oh), Image.BILINEAR, box=box)
     ref = np.asarray(ref)
@@ -203,6 +219,9 @@ for i, (w, h, ow, oh, box, win, extent) in enumerate(cases):
                 desc, d.max(), d.mean(), int((d != 0).sum()), d.size))
             failures += 1
 
+if skipped:
+    print("note: %d vertical-first cases skipped: Pillow %s predates that pass order"
+          % (skipped, PIL.__version__))
 print("%d cases, %d runs, %d failures" % (len(cases), runs, failures))
 sys.exit(1 if failures else 0)
 EOF
