@@ -57,6 +57,13 @@ int bfs_augment_geometry(const bfs_pipeline_opts *o, uint64_t epoch, uint64_t in
         bfs_rng r;
         bfs_rng_init(&r, o->seed, epoch, index, BFS_RNG_STREAM_CROP);
         random_resized_crop(o, &r, W, H, s->box);
+        /* crop, then resize the crop as an image of its own (torchvision's
+         * F.resized_crop): the spec's image is the crop */
+        g->origin_x = (int)s->box[0], g->origin_y = (int)s->box[1];
+        s->in_w = (int)(s->box[2] - s->box[0]);
+        s->in_h = (int)(s->box[3] - s->box[1]);
+        s->box[0] = s->box[1] = 0;
+        s->box[2] = s->in_w, s->box[3] = s->in_h;
         bfs_rng_init(&r, o->seed, epoch, index, BFS_RNG_STREAM_FLIP);
         g->flip = bfs_rng_uniform(&r) < o->flip;
     } else if (o->augment == BFS_AUG_EVAL) {

@@ -17,10 +17,16 @@
 #include "engine/pipeline.h"
 #include "engine/resize.h"
 
-/* What to do with one sample, in full-resolution image coordinates. */
+/*
+ * What to do with one sample. spec is in the coordinates of a region of the image whose
+ * top-left is (origin_x, origin_y): for train, the crop itself (torchvision crops, then
+ * resizes the cropped image, so filter taps stop at the crop's edges); for eval and
+ * none, the whole image (origin 0, 0).
+ */
 typedef struct bfs_geometry {
-    resize_spec spec; /* box, resized size, window (= the output) */
-    int flip;         /* mirror horizontally */
+    resize_spec spec;       /* box, resized size, window (= the output) */
+    int origin_x, origin_y; /* where spec's (0, 0) lies in the image */
+    int flip;               /* mirror horizontally */
 } bfs_geometry;
 
 /*

@@ -123,6 +123,17 @@ int bfs_sample_data(bfs_reader *r, uint64_t i, unsigned verify, bfs_sample *s,
                     const uint8_t **data, size_t *len);
 
 /*
+ * bfs_read_sample - copy sample i's payload into buf (cap bytes) with pread (from memory
+ * for bfs_open_mem readers), verifying its checksum when verify has BFS_VERIFY_SAMPLE.
+ * Unlike bfs_sample_data it does not touch the mapping, so payload pages never count in
+ * the process's resident memory, and a file truncated underneath gives -EIO, not SIGBUS.
+ * Returns 0, bfs_get_sample's errors, -ENOSPC (cap < length; s->length says how much),
+ * BFS_E_SAMPLE_CHECKSUM, or a negative errno from pread. s must not be NULL.
+ */
+int bfs_read_sample(const bfs_reader *r, uint64_t i, unsigned verify, bfs_sample *s, uint8_t *buf,
+                    size_t cap);
+
+/*
  * bfs_verify_page - check payload page p against the page table. Successful checks are
  * remembered, so each page is hashed at most once per reader (thread-safe).
  * Returns 0, BFS_E_PAGE_CHECKSUM, or BFS_E_SAMPLE_INDEX if p >= page_count.

@@ -29,6 +29,7 @@ struct bfs_reader {
     const uint8_t *base; /* the whole file */
     size_t len;
     int mapped;          /* base came from mmap (unmap on close) */
+    int fd;              /* the file, for pread of payloads; -1 for memory images */
     bfs_info info;
     _Atomic uint64_t *verified; /* bit per page: checksum already verified OK */
 };
@@ -208,6 +209,7 @@ int bfs_open_mem(const void *data, size_t len, bfs_reader **out, char *err, size
         return fail(-ENOMEM, err, errlen, "out of memory");
     r->base = data;
     r->len = len;
+    r->fd = -1;
     int rc = open_common(r, out, err, errlen);
     if (rc)
         bfs_close(r);
@@ -239,14 +241,17 @@ int bfs_open(const char *path, bfs_reader **out, char *err, size_t errlen)
     }
     void *map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
     int e = errno;
-    close(fd);
-    if (map == MAP_FAILED)
+    if (map == MAP_FAILED) {
+        close(fd);
         return fail(-e, err, errlen, "%s: mmap: %s", path, strerror(e));
+    }
     bfs_reader *r = calloc(1, sizeof *r);
     if (!r) {
+        close(fd);
         munmap(map, (size_t)st.st_size);
         return fail(-ENOMEM, err, errlen, "out of memory");
     }
+    r->fd = fd;
     r->base = map;
     r->len = (size_t)st.st_size;
     r->mapped = 1;
@@ -266,6 +271,8 @@ void bfs_close(bfs_reader *r)
         return;
     if (r->mapped)
         munmap((void *)r->base, r->len);
+    if (r->fd >= 0)
+        close(r->fd);
     free(r->verified);
     free(r);
 }
@@ -344,6 +351,33 @@ int bfs_sample_data(bfs_reader *r, uint64_t i, unsigned verify, bfs_sample *s,
         return BFS_E_SAMPLE_CHECKSUM;
     *data = p;
     *len = s->length;
+    return 0;
+}
+
+int bfs_read_sample(const bfs_reader *r, uint64_t i, unsigned verify, bfs_sample *s, uint8_t *buf,
+                    size_t cap)
+{
+    int rc = bfs_get_sample(r, i, s);
+    if (rc)
+        return rc;
+    if (cap < s->length)
+        return -ENOSPC;
+    uint64_t off = r->info.heap_offset + s->offset;
+    if (r->fd < 0) {
+        memcpy(buf, r->base + off, s->length);
+    } else {
+        size_t got = 0;
+        while (got < s->length) {
+            ssize_t n = pread(r->fd, buf + got, s->length - got, (off_t)(off + got));
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n <= 0)
+                return n < 0 ? -errno : -EIO;
+            got += (size_t)n;
+        }
+    }
+    if ((verify & BFS_VERIFY_SAMPLE) && (uint32_t)bfs_xxh64(buf, s->length, 0) != s->checksum)
+        return BFS_E_SAMPLE_CHECKSUM;
     return 0;
 }
 

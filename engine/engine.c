@@ -288,24 +288,42 @@ static int render(bfs_engine *e, bfs_engine_worker *w, uint64_t epoch, uint64_t 
     resize_spec *sp = &g.spec;
     int s = bfs_decoder_max_scale(&info, sp->box[2] - sp->box[0], sp->box[3] - sp->box[1],
                                   sp->out_w, sp->out_h);
-    if (s > 1) { /* the same geometry on the image scaled by 1/s */
+    int ox = g.origin_x, oy = g.origin_y; /* spec's origin in decoded-image pixels */
+    if (s > 1) {
+        /* The same geometry on the image scaled by 1/s. A crop's origin is no longer on
+         * the pixel grid there, so the spec becomes a box in the whole scaled image (taps
+         * may reach past the crop edge: within the tolerance scaled decoding already has). */
+        for (int i = 0; i < 4; i++)
+            sp->box[i] = (sp->box[i] + (i % 2 ? oy : ox)) / s;
         sp->in_w = (info.width + s - 1) / s;
         sp->in_h = (info.height + s - 1) / s;
-        for (int i = 0; i < 4; i++)
-            sp->box[i] /= s;
         sp->box[2] = fmin(sp->box[2], sp->in_w);
         sp->box[3] = fmin(sp->box[3], sp->in_h);
+        ox = oy = 0;
     }
     int x0, y0, x1, y1;
     if (resize_source_extent(sp, &x0, &y0, &x1, &y1))
         return BFS_E_SAMPLE_RANGE;
     bfs_pixels px;
-    rc = bfs_decoder_decode(w->dec, it.data, it.len, &info, s, x0, y0, x1, y1, &px);
+    rc = bfs_decoder_decode(w->dec, it.data, it.len, &info, s, x0 + ox, y0 + oy, x1 + ox, y1 + oy,
+                            &px);
     uint64_t t2 = now_ns();
     add(&w->decode_ns, t2 - t1);
     if (rc)
         return rc;
-    resize_src src = {px.rgb, px.stride, px.x0, px.y0, px.w, px.h};
+    /* hand over only the part inside the spec's image (decoding may start left of a crop
+     * or above it: iMCU alignment and margins) */
+    const uint8_t *pix = px.rgb;
+    int bx = px.x0 - ox, by = px.y0 - oy, bw = px.w, bh = px.h;
+    if (bx < 0) {
+        pix += (size_t)(-bx) * 3, bw += bx, bx = 0;
+    }
+    if (by < 0) {
+        pix += (size_t)(-by) * px.stride, bh += by, by = 0;
+    }
+    bw = bx + bw > sp->in_w ? sp->in_w - bx : bw;
+    bh = by + bh > sp->in_h ? sp->in_h - by : bh;
+    resize_src src = {pix, px.stride, bx, by, bw, bh};
     bfs_out_slot slot = {&e->fmt, slot_dst, g.flip};
     rc = resize_rgb8(sp, &src, bfs_out_store_row, &slot, &w->rs);
     add(&w->resize_ns, now_ns() - t2);

@@ -159,9 +159,18 @@ int bfs_source_get(bfs_source *s, uint64_t i, bfs_item *it, bfs_source_scratch *
     memset(it, 0, sizeof *it);
     if (s->bfs) {
         bfs_sample smp;
-        int rc = bfs_sample_data(s->bfs, i, BFS_VERIFY_SAMPLE, &smp, &it->data, &it->len);
+        int rc = bfs_read_sample(s->bfs, i, BFS_VERIFY_SAMPLE, &smp, scratch->buf, scratch->cap);
+        if (rc == -ENOSPC) {
+            uint8_t *b = realloc(scratch->buf, smp.length);
+            if (!b)
+                return -ENOMEM;
+            scratch->buf = b, scratch->cap = smp.length;
+            rc = bfs_read_sample(s->bfs, i, BFS_VERIFY_SAMPLE, &smp, scratch->buf, scratch->cap);
+        }
         if (rc)
             return rc;
+        it->data = scratch->buf;
+        it->len = smp.length;
         it->label = smp.label;
         it->width = smp.width;
         it->height = smp.height;

@@ -3,8 +3,9 @@
  *
  *   engine_tool batch SOURCE OPTIONS EPOCH K OUT      write batch K of EPOCH to OUT
  *   engine_tool geometry SOURCE OPTIONS EPOCH INDEX   print sample INDEX's geometry:
- *       "W H  x0 y0 x1 y1  out_w out_h  win_x win_y win_w win_h  flip"
- *       (full-resolution image size, Pillow box, resize size, window, flip 0/1)
+ *       "W H  x0 y0 x1 y1  out_w out_h  win_x win_y win_w win_h  flip  ox oy iw ih"
+ *       (image size; Pillow box inside the region iw x ih at (ox, oy) that is resized —
+ *       the crop for train, the image otherwise; resize size; window; flip 0/1)
  */
 #include "engine/augment.h"
 #include "engine/decode.h"
@@ -75,9 +76,10 @@ int main(int argc, char **argv)
             return 1;
         }
         const resize_spec *p = &g.spec;
-        printf("%d %d  %.17g %.17g %.17g %.17g  %d %d  %d %d %d %d  %d\n", info.width, info.height,
-               p->box[0], p->box[1], p->box[2], p->box[3], p->out_w, p->out_h, p->win_x, p->win_y,
-               p->win_w, p->win_h, g.flip);
+        printf("%d %d  %.17g %.17g %.17g %.17g  %d %d  %d %d %d %d  %d %d %d %d %d\n", info.width,
+               info.height, p->box[0], p->box[1], p->box[2], p->box[3], p->out_w, p->out_h,
+               p->win_x, p->win_y, p->win_w, p->win_h, g.flip, g.origin_x, g.origin_y, p->in_w,
+               p->in_h);
         bfs_source_scratch_free(&sc);
         bfs_source_close(s);
         return 0;

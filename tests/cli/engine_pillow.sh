@@ -38,9 +38,11 @@ for j, idx in enumerate(indices):
     g = subprocess.run([tool, 'geometry', src, opts, epoch, str(idx)], check=True,
                        capture_output=True, text=True).stdout.split()
     W, H = int(g[0]), int(g[1]); box = tuple(float(v) for v in g[2:6])
-    ow, oh, wx, wy, ww, wh, flip = (int(v) for v in g[6:13])
+    ow, oh, wx, wy, ww, wh, flip, ox, oy, iw, ih = (int(v) for v in g[6:17])
     im = Image.open(files[idx]).convert('RGB')
     assert im.size == (W, H), (files[idx], im.size, W, H)
+    # train: torchvision's F.resized_crop = crop, then resize the cropped image
+    im = im.crop((ox, oy, ox + iw, oy + ih))
     ref = im.resize((ow, oh), Image.BILINEAR, box=box).crop((wx, wy, wx + ww, wy + wh))
     if flip:
         ref = ref.transpose(Image.FLIP_LEFT_RIGHT)
