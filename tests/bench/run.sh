@@ -44,3 +44,17 @@ printf 'mkbatchfs (fsync):       %6.3f s   speed ratio vs cat %.2f (target >= 0.
 printf 'mkbatchfs (--no-fsync):  %6.3f s   speed ratio vs cat %.2f\n' \
     "$t_pack_nf" "$(awk -v a="$t_cat" -v b="$t_pack_nf" 'BEGIN{print a/b}')"
 "$BUILD/mkbatchfs" --verify "$work/c.bfs"
+
+echo
+echo "== engine: batchfs --bench (augment=train size=224 dtype=u8) on the same corpus =="
+"$BUILD/mkbatchfs" --quiet "$corpus" "$work/c.bfs"
+json() { "$BUILD/batchfs" --bench "$work/c.bfs" --batches "${BENCH_BATCHES:-8}" --json "$@"; }
+field() { python3 -c "import json,sys; print(json.loads(sys.argv[1])[sys.argv[2]])" "$1" "$2"; }
+one=$(json -o threads=1)
+all=$(json)
+echo "1 thread:  $one"
+echo "all cores: $all"
+ips1=$(field "$one" images_per_s); ipsn=$(field "$all" images_per_s)
+echo "images/s per core vs single-core full decode (target >= 1.0): $(field "$all" ratio_per_core) with $(field "$all" threads) threads, $(field "$one" ratio_per_core) with 1"
+echo "scaling: all cores / 1 thread = $(awk -v a="$ipsn" -v b="$ips1" 'BEGIN{printf "%.2f", a/b}') (target >= 1.8 for 2 threads)"
+echo "peak RSS: $(field "$all" peak_rss_mb) MB"
