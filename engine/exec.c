@@ -288,6 +288,15 @@ void bfs_exec_destroy(bfs_exec *x)
     free(x);
 }
 
+void bfs_exec_consumed(bfs_exec *x, uint64_t epoch, uint64_t k)
+{
+    pthread_mutex_lock(&x->lock);
+    bfs_batch *j = find(x, epoch, k);
+    if (j)
+        j->used = 0; /* oldest possible: LRU evicts it first */
+    pthread_mutex_unlock(&x->lock);
+}
+
 void bfs_exec_shutdown(bfs_exec *x)
 {
     pthread_mutex_lock(&x->lock);

@@ -63,6 +63,10 @@ int bfs_exec_get(bfs_exec *x, uint64_t epoch, uint64_t k, bfs_batch **out, char 
  */
 int bfs_exec_prefetch(bfs_exec *x, uint64_t epoch, uint64_t k);
 
+/* bfs_exec_consumed - a hint that batch k of epoch has been read in full by its reader:
+ * it becomes the first to evict (the kernel's page cache serves repeat reads). */
+void bfs_exec_consumed(bfs_exec *x, uint64_t epoch, uint64_t k);
+
 /* bfs_exec_shutdown - wake every waiter with -ESHUTDOWN and refuse new work (unmount). */
 void bfs_exec_shutdown(bfs_exec *x);
 

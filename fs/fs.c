@@ -1,0 +1,850 @@
+/*
+ * fs.c — low-level FUSE operations over the engine (see fs.h).
+ *
+ * Inodes are computed, never stored: 1 root, 2 /pipeline, 3 /stats, 4 /epoch,
+ * EPOCH_BASE + N for epoch/N, BATCH_BASE + N * batches + K for epoch/N/batch_K. Sizes
+ * come from the plan (bfs_engine_batch_bytes), so lookup/getattr/readdir never compute a
+ * batch. Batch files never change: long entry/attribute timeouts, keep_cache, no
+ * invalidation; a second reader of a batch is served by the kernel's page cache.
+ *
+ * A read of batch K asks the executor (single-flight: concurrent readers share one
+ * computation) and holds a reference for the open file. Prefetch follows each reader:
+ * readers are told apart by the requesting thread's pid; after a read starts batch K, the
+ * stride s from that reader's previous batch (1 until known) makes batches K+s .. K+d*s
+ * computed ahead, d = the prefetch depth, bounded by the cache budget.
+ *
+ * Request threads may be cancelled by libfuse's loop at exit; handlers that wait on the
+ * executor disable cancellation so no lock is left held.
+ */
+#define FUSE_USE_VERSION 312
+#include "fs/fs.h"
+#include "engine/err.h"
+#include "engine/exec.h"
+#include "engine/engine.h"
+#include "engine/version.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <fuse_lowlevel.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define INO_ROOT     1
+#define INO_PIPELINE 2
+#define INO_STATS    3
+#define INO_EPOCHS   4
+#define EPOCH_BASE   16ull
+#define BATCH_BASE   (1ull << 32)
+#define TIMEOUT      86400.0 /* batch files never change */
+#define MAX_STREAMS  64
+#define STREAM_IDLE  30.0    /* seconds before a reader's prefetch stream is forgotten */
+#define PREFETCH_AUTO 3      /* until the autotuner sets it */
+
+typedef struct stream {
+    pid_t pid;
+    uint64_t epoch, last_k;
+    int64_t stride;
+    double seen;
+} stream;
+
+typedef struct fsstate {
+    const bfs_mount_args *args;
+    bfs_engine *e;
+    bfs_exec *x;
+    struct fuse_session *se;
+    uint64_t batches, batch_bytes;
+    uint32_t epochs;
+    struct timespec mtime;
+    uid_t uid;
+    gid_t gid;
+    char *pipeline; /* /pipeline text */
+    size_t pipeline_len;
+    double start;
+    int prefetch;
+    uint64_t cache_bytes;
+    pthread_mutex_t lock; /* guards streams */
+    stream streams[MAX_STREAMS];
+    _Atomic uint64_t reads, bytes_served, read_errors;
+} fsstate;
+
+typedef struct openfile {
+    uint64_t epoch, k;
+    bfs_batch *b;   /* referenced after the first read; released at close */
+    uint64_t served;
+    char *text;     /* /stats snapshot */
+    size_t text_len;
+} openfile;
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static fsstate *state(fuse_req_t req)
+{
+    return fuse_req_userdata(req);
+}
+
+/* ---- names and inodes ------------------------------------------------------------- */
+
+/* Strict decimal: digits only, no leading zero (so "batch_01" is not batch 1). */
+static int parse_index(const char *s, uint64_t limit, uint64_t *out)
+{
+    if (!*s || (s[0] == '0' && s[1]) || strlen(s) > 19)
+        return -1;
+    uint64_t v = 0;
+    for (; *s; s++) {
+        if (*s < '0' || *s > '9')
+            return -1;
+        v = v * 10 + (uint64_t)(*s - '0');
+    }
+    if (v >= limit)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+enum { K_NONE, K_ROOT, K_PIPELINE, K_STATS, K_EPOCHS, K_EPOCH, K_BATCH };
+
+static int classify(const fsstate *fs, fuse_ino_t ino, uint64_t *epoch, uint64_t *k)
+{
+    if (ino == INO_ROOT)
+        return K_ROOT;
+    if (ino == INO_PIPELINE)
+        return K_PIPELINE;
+    if (ino == INO_STATS)
+        return K_STATS;
+    if (ino == INO_EPOCHS)
+        return K_EPOCHS;
+    if (ino >= EPOCH_BASE && ino < EPOCH_BASE + fs->epochs) {
+        *epoch = ino - EPOCH_BASE;
+        return K_EPOCH;
+    }
+    if (ino >= BATCH_BASE && ino - BATCH_BASE < (uint64_t)fs->epochs * fs->batches) {
+        *epoch = (ino - BATCH_BASE) / fs->batches;
+        *k = (ino - BATCH_BASE) % fs->batches;
+        return K_BATCH;
+    }
+    return K_NONE;
+}
+
+static int fill_attr(fsstate *fs, fuse_ino_t ino, struct stat *st)
+{
+    uint64_t epoch = 0, k = 0;
+    int kind = classify(fs, ino, &epoch, &k);
+    memset(st, 0, sizeof *st);
+    st->st_ino = ino;
+    st->st_uid = fs->uid;
+    st->st_gid = fs->gid;
+    st->st_atim = st->st_mtim = st->st_ctim = fs->mtime;
+    st->st_blksize = 1 << 20;
+    switch (kind) {
+    case K_ROOT:
+    case K_EPOCHS:
+    case K_EPOCH:
+        st->st_mode = S_IFDIR | 0555;
+        st->st_nlink = 2;
+        break;
+    case K_PIPELINE:
+        st->st_mode = S_IFREG | 0444;
+        st->st_nlink = 1;
+        st->st_size = (off_t)fs->pipeline_len;
+        break;
+    case K_STATS:
+        st->st_mode = S_IFREG | 0444; /* size 0: read with direct I/O, content is live */
+        st->st_nlink = 1;
+        break;
+    case K_BATCH:
+        st->st_mode = S_IFREG | 0444;
+        st->st_nlink = 1;
+        st->st_size = (off_t)bfs_engine_batch_bytes(fs->e, k);
+        break;
+    default:
+        return -ENOENT;
+    }
+    st->st_blocks = (st->st_size + 511) / 512;
+    return 0;
+}
+
+static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+    fsstate *fs = state(req);
+    uint64_t epoch = 0, k = 0, v;
+    fuse_ino_t ino = 0;
+    int kind = classify(fs, parent, &epoch, &k);
+    if (kind == K_ROOT) {
+        ino = !strcmp(name, "pipeline") ? INO_PIPELINE
+              : !strcmp(name, "stats")  ? INO_STATS
+              : !strcmp(name, "epoch")  ? INO_EPOCHS
+                                        : 0;
+    } else if (kind == K_EPOCHS) {
+        if (!parse_index(name, fs->epochs, &v))
+            ino = EPOCH_BASE + v;
+    } else if (kind == K_EPOCH) {
+        if (!strncmp(name, "batch_", 6) && !parse_index(name + 6, fs->batches, &v))
+            ino = BATCH_BASE + epoch * fs->batches + v;
+    } else {
+        fuse_reply_err(req, ENOTDIR);
+        return;
+    }
+    struct fuse_entry_param e;
+    memset(&e, 0, sizeof e);
+    if (!ino) { /* a negative entry, cached as long: the tree never changes */
+        e.entry_timeout = TIMEOUT;
+        fuse_reply_entry(req, &e);
+        return;
+    }
+    fill_attr(fs, ino, &e.attr);
+    e.ino = ino;
+    e.attr_timeout = e.entry_timeout = ino == INO_STATS ? 0 : TIMEOUT;
+    fuse_reply_entry(req, &e);
+}
+
+static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    (void)fi;
+    struct stat st;
+    if (fill_attr(state(req), ino, &st))
+        fuse_reply_err(req, ENOENT);
+    else
+        fuse_reply_attr(req, &st, ino == INO_STATS ? 0 : TIMEOUT);
+}
+
+static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                       struct fuse_file_info *fi)
+{
+    (void)fi;
+    fsstate *fs = state(req);
+    uint64_t epoch = 0, k = 0;
+    int kind = classify(fs, ino, &epoch, &k);
+    if (kind != K_ROOT && kind != K_EPOCHS && kind != K_EPOCH) {
+        fuse_reply_err(req, ENOTDIR);
+        return;
+    }
+    static const char *const root_names[] = {".", "..", "pipeline", "stats", "epoch"};
+    static const fuse_ino_t root_inos[] = {INO_ROOT, INO_ROOT, INO_PIPELINE, INO_STATS,
+                                           INO_EPOCHS};
+    uint64_t count = kind == K_ROOT ? 5 : 2 + (kind == K_EPOCHS ? fs->epochs : fs->batches);
+    char *buf = malloc(size);
+    if (!buf) {
+        fuse_reply_err(req, ENOMEM);
+        return;
+    }
+    size_t used = 0;
+    for (uint64_t i = (uint64_t)off; i < count; i++) {
+        char name[64];
+        struct stat st = {0};
+        if (kind == K_ROOT) {
+            snprintf(name, sizeof name, "%s", root_names[i]);
+            st.st_ino = root_inos[i];
+        } else if (i < 2) {
+            snprintf(name, sizeof name, "%s", i ? ".." : ".");
+            st.st_ino = i ? (kind == K_EPOCHS ? INO_ROOT : INO_EPOCHS) : ino;
+        } else if (kind == K_EPOCHS) {
+            snprintf(name, sizeof name, "%" PRIu64, i - 2);
+            st.st_ino = EPOCH_BASE + i - 2;
+        } else {
+            snprintf(name, sizeof name, "batch_%" PRIu64, i - 2);
+            st.st_ino = BATCH_BASE + epoch * fs->batches + i - 2;
+        }
+        st.st_mode = (kind == K_ROOT && i >= 2 && i < 4) || (kind == K_EPOCH && i >= 2)
+                         ? S_IFREG
+                         : S_IFDIR;
+        size_t n = fuse_add_direntry(req, buf + used, size - used, name, &st, (off_t)(i + 1));
+        if (n > size - used)
+            break;
+        used += n;
+    }
+    fuse_reply_buf(req, buf, used);
+    free(buf);
+}
+
+/* ---- /pipeline and /stats ---------------------------------------------------------- */
+
+static int make_pipeline_text(fsstate *fs)
+{
+    const char *canon = bfs_engine_canonical(fs->e);
+    size_t cap = strlen(canon) + 4096;
+    fs->pipeline = malloc(cap);
+    if (!fs->pipeline)
+        return -ENOMEM;
+    int n = snprintf(fs->pipeline, cap,
+                     "# batchfs %s pipeline; data-changing options in canonical form\n%s"
+                     "# listing\nepochs = %u\n# identity\nsource = %s\nfingerprint = %016llx\n",
+                     BATCHFS_VERSION, canon, fs->epochs, bfs_engine_source_path(fs->e),
+                     (unsigned long long)bfs_engine_fingerprint(fs->e));
+    fs->pipeline_len = n > 0 && (size_t)n < cap ? (size_t)n : 0;
+    return 0;
+}
+
+/* A growing text buffer for /stats. */
+typedef struct text {
+    char *s;
+    size_t len, cap;
+} text;
+
+static void tprintf(text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void tprintf(text *t, const char *fmt, ...)
+{
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int n = t->s ? vsnprintf(t->s + t->len, t->cap - t->len, fmt, ap) : -1;
+        va_end(ap);
+        if (n >= 0 && t->len + (size_t)n < t->cap) {
+            t->len += (size_t)n;
+            return;
+        }
+        size_t cap = t->cap ? t->cap * 2 : 4096;
+        char *s = realloc(t->s, cap);
+        if (!s)
+            return;
+        t->s = s, t->cap = cap;
+    }
+}
+
+static void make_stats(fsstate *fs, text *t)
+{
+    bfs_exec_stats st;
+    bfs_exec_get_stats(fs->x, &st);
+    double up = now() - fs->start;
+    double n = st.stages.samples ? (double)st.stages.samples : 1;
+    tprintf(t, "{\n  \"version\": \"%s\",\n  \"fingerprint\": \"%016llx\",\n", BATCHFS_VERSION,
+            (unsigned long long)bfs_engine_fingerprint(fs->e));
+    tprintf(t, "  \"uptime_s\": %.1f,\n  \"threads\": %d,\n", up, st.threads);
+    tprintf(t, "  \"images\": %llu,\n  \"images_per_s\": %.1f,\n",
+            (unsigned long long)st.stages.samples, up > 0 ? st.stages.samples / up : 0.0);
+    tprintf(t,
+            "  \"stage_us_per_image\": {\"read\": %.1f, \"decode\": %.1f, \"resize\": %.1f, "
+            "\"encode\": %.1f},\n",
+            st.stages.read_ns / n / 1e3, st.stages.decode_ns / n / 1e3,
+            st.stages.resize_ns / n / 1e3, st.stages.encode_ns / n / 1e3);
+    tprintf(t,
+            "  \"decodes\": {\"cropped\": %llu, \"full\": %llu, \"scaled\": %llu, \"raw\": "
+            "%llu},\n  \"bad_samples\": %llu,\n",
+            (unsigned long long)st.stages.decode_cropped,
+            (unsigned long long)st.stages.decode_full,
+            (unsigned long long)st.stages.decode_scaled, (unsigned long long)st.stages.decode_raw,
+            (unsigned long long)st.stages.bad_samples);
+    tprintf(t,
+            "  \"batches\": {\"computed\": %llu, \"failed\": %llu, \"in_flight\": %u, "
+            "\"prefetched\": %llu},\n",
+            (unsigned long long)st.computed, (unsigned long long)st.failed, st.in_flight,
+            (unsigned long long)st.prefetched);
+    tprintf(t,
+            "  \"cache\": {\"hits\": %llu, \"joins\": %llu, \"misses\": %llu, \"evictions\": "
+            "%llu, \"bytes\": %llu, \"budget_bytes\": %llu},\n",
+            (unsigned long long)st.hits, (unsigned long long)st.joins,
+            (unsigned long long)st.misses, (unsigned long long)st.evictions,
+            (unsigned long long)st.cached_bytes, (unsigned long long)fs->cache_bytes);
+    tprintf(t, "  \"reads\": {\"requests\": %llu, \"bytes\": %llu, \"errors\": %llu},\n",
+            (unsigned long long)atomic_load(&fs->reads),
+            (unsigned long long)atomic_load(&fs->bytes_served),
+            (unsigned long long)atomic_load(&fs->read_errors));
+    tprintf(t, "  \"prefetch\": {\"depth\": %d, \"streams\": [", fs->prefetch);
+    pthread_mutex_lock(&fs->lock);
+    double tnow = now();
+    int first = 1;
+    for (int i = 0; i < MAX_STREAMS; i++) {
+        stream *s = &fs->streams[i];
+        if (!s->pid || tnow - s->seen > STREAM_IDLE)
+            continue;
+        tprintf(t, "%s\n    {\"pid\": %d, \"epoch\": %llu, \"batch\": %llu, \"stride\": %lld}",
+                first ? "" : ",", (int)s->pid, (unsigned long long)s->epoch,
+                (unsigned long long)s->last_k, (long long)s->stride);
+        first = 0;
+    }
+    pthread_mutex_unlock(&fs->lock);
+    tprintf(t, "%s]}\n}\n", first ? "" : "\n  ");
+}
+
+/* ---- open, read, release ------------------------------------------------------------ */
+
+static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    fsstate *fs = state(req);
+    uint64_t epoch = 0, k = 0;
+    int kind = classify(fs, ino, &epoch, &k);
+    if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)) {
+        fuse_reply_err(req, EROFS);
+        return;
+    }
+    if (kind == K_ROOT || kind == K_EPOCHS || kind == K_EPOCH) {
+        fuse_reply_err(req, EISDIR);
+        return;
+    }
+    if (kind == K_NONE) {
+        fuse_reply_err(req, ENOENT);
+        return;
+    }
+    openfile *of = calloc(1, sizeof *of);
+    if (!of) {
+        fuse_reply_err(req, ENOMEM);
+        return;
+    }
+    of->epoch = epoch, of->k = k;
+    if (kind == K_STATS) {
+        text t = {0};
+        make_stats(fs, &t);
+        of->text = t.s, of->text_len = t.len;
+        fi->direct_io = 1; /* live content: size unknown in advance, never cached */
+    } else {
+        fi->keep_cache = 1; /* batches and /pipeline never change */
+    }
+    fi->fh = (uint64_t)(uintptr_t)of;
+    if (fuse_reply_open(req, fi) == -ENOENT) { /* interrupted: the kernel won't release */
+        free(of->text);
+        free(of);
+    }
+}
+
+/* A reader started batch k of epoch: remember its stride, prefetch ahead of it. */
+static void follow_reader(fsstate *fs, pid_t pid, uint64_t epoch, uint64_t k)
+{
+    double t = now();
+    int64_t stride = 1;
+    int active = 0;
+    pthread_mutex_lock(&fs->lock);
+    stream *s = NULL, *oldest = &fs->streams[0];
+    for (int i = 0; i < MAX_STREAMS; i++) {
+        stream *c = &fs->streams[i];
+        if (c->pid && t - c->seen <= STREAM_IDLE)
+            active++;
+        if (c->pid == pid)
+            s = c;
+        if (c->seen < oldest->seen)
+            oldest = c;
+    }
+    if (!s) {
+        s = oldest;
+        *s = (stream){.pid = pid, .epoch = epoch, .last_k = k, .stride = 0};
+        active++;
+    } else if (s->epoch == epoch && k != s->last_k) {
+        s->stride = (int64_t)k - (int64_t)s->last_k;
+    } else if (s->epoch != epoch) {
+        s->stride = 0;
+    }
+    s->epoch = epoch, s->last_k = k, s->seen = t;
+    if (s->stride)
+        stride = s->stride;
+    pthread_mutex_unlock(&fs->lock);
+    /* depth bounded by the budget shared among active readers (one batch each being read) */
+    uint64_t per = fs->batch_bytes ? fs->cache_bytes / fs->batch_bytes / (uint64_t)active : 0;
+    int depth = fs->prefetch;
+    if ((uint64_t)depth + 1 > per)
+        depth = per > 1 ? (int)(per - 1) : 0;
+    for (int d = 1; d <= depth; d++) {
+        int64_t next = (int64_t)k + stride * d;
+        if (next < 0 || (uint64_t)next >= fs->batches)
+            break;
+        bfs_exec_prefetch(fs->x, epoch, (uint64_t)next);
+    }
+}
+
+static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                    struct fuse_file_info *fi)
+{
+    fsstate *fs = state(req);
+    openfile *of = (openfile *)(uintptr_t)fi->fh;
+    atomic_fetch_add(&fs->reads, 1);
+    const uint8_t *data;
+    uint64_t len;
+    if (ino == INO_PIPELINE) {
+        data = (const uint8_t *)fs->pipeline, len = fs->pipeline_len;
+    } else if (ino == INO_STATS) {
+        data = (const uint8_t *)of->text, len = of->text_len;
+    } else {
+        int old;
+        pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old);
+        if (!of->b) {
+            char err[600];
+            bfs_batch *b;
+            int rc = bfs_exec_get(fs->x, of->epoch, of->k, &b, err, sizeof err);
+            if (rc) {
+                if (rc != -ESHUTDOWN)
+                    fprintf(stderr, "batchfs: epoch %llu batch %llu: %s\n",
+                            (unsigned long long)of->epoch, (unsigned long long)of->k, err);
+                atomic_fetch_add(&fs->read_errors, 1);
+                fuse_reply_err(req, rc == -ENOMEM ? ENOMEM : EIO);
+                pthread_setcancelstate(old, NULL);
+                return;
+            }
+            /* two reads of one open file may race here: keep one reference */
+            if (__atomic_exchange_n(&of->b, b, __ATOMIC_ACQ_REL))
+                bfs_batch_release(b);
+            follow_reader(fs, fuse_req_ctx(req)->pid, of->epoch, of->k);
+        }
+        data = bfs_batch_data(of->b), len = bfs_batch_size(of->b);
+        pthread_setcancelstate(old, NULL);
+    }
+    if ((uint64_t)off >= len) {
+        fuse_reply_buf(req, NULL, 0);
+        return;
+    }
+    size_t n = (uint64_t)off + size > len ? (size_t)(len - (uint64_t)off) : size;
+    atomic_fetch_add(&fs->bytes_served, n);
+    fuse_reply_buf(req, (const char *)data + off, n);
+    if (of && of->b && __atomic_add_fetch(&of->served, n, __ATOMIC_RELAXED) >= len)
+        bfs_exec_consumed(fs->x, of->epoch, of->k);
+}
+
+static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    (void)ino;
+    openfile *of = (openfile *)(uintptr_t)fi->fh;
+    if (of) {
+        bfs_batch_release(of->b);
+        free(of->text);
+        free(of);
+    }
+    fuse_reply_err(req, 0);
+}
+
+/* ---- extended attributes ------------------------------------------------------------ */
+
+static void reply_xattr(fuse_req_t req, const char *value, size_t len, size_t size)
+{
+    if (size == 0)
+        fuse_reply_xattr(req, len);
+    else if (size < len)
+        fuse_reply_err(req, ERANGE);
+    else
+        fuse_reply_buf(req, value, len);
+}
+
+static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+{
+    fsstate *fs = state(req);
+    uint64_t epoch = 0, k = 0;
+    int kind = classify(fs, ino, &epoch, &k);
+    char v[64];
+    int n = -1;
+    if (kind == K_ROOT && !strcmp(name, "user.batchfs.fingerprint"))
+        n = snprintf(v, sizeof v, "%016llx", (unsigned long long)bfs_engine_fingerprint(fs->e));
+    else if (kind == K_BATCH && !strcmp(name, "user.batchfs.epoch"))
+        n = snprintf(v, sizeof v, "%llu", (unsigned long long)epoch);
+    else if (kind == K_BATCH && !strcmp(name, "user.batchfs.batch"))
+        n = snprintf(v, sizeof v, "%llu", (unsigned long long)k);
+    else if (kind == K_BATCH && !strcmp(name, "user.batchfs.samples"))
+        n = snprintf(v, sizeof v, "%u", bfs_engine_batch_len(fs->e, k));
+    if (n < 0)
+        fuse_reply_err(req, ENODATA);
+    else
+        reply_xattr(req, v, (size_t)n, size);
+}
+
+static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+    fsstate *fs = state(req);
+    uint64_t epoch = 0, k = 0;
+    int kind = classify(fs, ino, &epoch, &k);
+    static const char root[] = "user.batchfs.fingerprint";
+    static const char batch[] = "user.batchfs.epoch\0user.batchfs.batch\0user.batchfs.samples";
+    if (kind == K_ROOT)
+        reply_xattr(req, root, sizeof root, size);
+    else if (kind == K_BATCH)
+        reply_xattr(req, batch, sizeof batch, size);
+    else
+        reply_xattr(req, "", 0, size);
+}
+
+/* ---- read-only ---------------------------------------------------------------------- */
+
+static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *a, int set,
+                       struct fuse_file_info *fi)
+{
+    (void)ino, (void)a, (void)set, (void)fi;
+    fuse_reply_err(req, EROFS);
+}
+static void op_mknod(fuse_req_t req, fuse_ino_t p, const char *n, mode_t m, dev_t d)
+{
+    (void)p, (void)n, (void)m, (void)d;
+    fuse_reply_err(req, EROFS);
+}
+static void op_mkdir(fuse_req_t req, fuse_ino_t p, const char *n, mode_t m)
+{
+    (void)p, (void)n, (void)m;
+    fuse_reply_err(req, EROFS);
+}
+static void op_unlink(fuse_req_t req, fuse_ino_t p, const char *n)
+{
+    (void)p, (void)n;
+    fuse_reply_err(req, EROFS);
+}
+static void op_rename(fuse_req_t req, fuse_ino_t p, const char *n, fuse_ino_t np, const char *nn,
+                      unsigned int f)
+{
+    (void)p, (void)n, (void)np, (void)nn, (void)f;
+    fuse_reply_err(req, EROFS);
+}
+static void op_create(fuse_req_t req, fuse_ino_t p, const char *n, mode_t m,
+                      struct fuse_file_info *fi)
+{
+    (void)p, (void)n, (void)m, (void)fi;
+    fuse_reply_err(req, EROFS);
+}
+static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *n, const char *v, size_t s,
+                        int f)
+{
+    (void)ino, (void)n, (void)v, (void)s, (void)f;
+    fuse_reply_err(req, EROFS);
+}
+static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *n)
+{
+    (void)ino, (void)n;
+    fuse_reply_err(req, EROFS);
+}
+
+static void op_init(void *userdata, struct fuse_conn_info *conn)
+{
+    (void)userdata;
+    conn->max_readahead = 1 << 20; /* 1 MiB requests, as batches are read whole */
+    conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA; /* files never change: no invalidation */
+}
+
+static const struct fuse_lowlevel_ops ops = {
+    .init = op_init,
+    .lookup = op_lookup,
+    .getattr = op_getattr,
+    .readdir = op_readdir,
+    .open = op_open,
+    .read = op_read,
+    .release = op_release,
+    .getxattr = op_getxattr,
+    .listxattr = op_listxattr,
+    .setattr = op_setattr,
+    .mknod = op_mknod,
+    .mkdir = op_mkdir,
+    .unlink = op_unlink,
+    .rmdir = op_unlink,
+    .rename = op_rename,
+    .create = op_create,
+    .setxattr = op_setxattr,
+    .removexattr = op_removexattr,
+};
+
+/* ---- lifecycle ---------------------------------------------------------------------- */
+
+/* Is path a mount point already (its device differs from its parent's, or it is
+ * listed in /proc/self/mountinfo)? */
+static int is_mounted(const char *path)
+{
+    char real[PATH_MAX];
+    if (!realpath(path, real))
+        return 0;
+    FILE *f = fopen("/proc/self/mountinfo", "r");
+    if (!f)
+        return 0;
+    char line[8192];
+    int found = 0;
+    while (!found && fgets(line, sizeof line, f)) {
+        char mnt[4096];
+        if (sscanf(line, "%*s %*s %*s %*s %4095s", mnt) == 1 && !strcmp(mnt, real))
+            found = 1;
+    }
+    fclose(f);
+    return found;
+}
+
+static int check_mountpoint(const char *mp)
+{
+    struct stat st;
+    if (stat(mp, &st) < 0) {
+        if (errno == ENOTCONN)
+            fprintf(stderr, "batchfs: mountpoint %s: transport endpoint is not connected (a "
+                            "dead FUSE mount: run 'fusermount3 -u %s')\n", mp, mp);
+        else
+            fprintf(stderr, "batchfs: mountpoint %s: %s (create it with mkdir)\n", mp,
+                    strerror(errno));
+        return -1;
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        fprintf(stderr, "batchfs: mountpoint %s is not a directory\n", mp);
+        return -1;
+    }
+    if (is_mounted(mp)) {
+        fprintf(stderr, "batchfs: mountpoint %s is busy: something is already mounted there "
+                        "(unmount it with 'fusermount3 -u %s')\n", mp, mp);
+        return -1;
+    }
+    /* not empty? (mounting over files hides them; libfuse 3 refuses nothing) */
+    int nonempty = 0;
+    DIR *dir = opendir(mp);
+    if (dir) {
+        struct dirent *de;
+        while ((de = readdir(dir)))
+            if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..")) {
+                nonempty = 1;
+                break;
+            }
+        closedir(dir);
+    }
+    if (nonempty) {
+        fprintf(stderr, "batchfs: mountpoint %s is not empty: mounting would hide its files "
+                        "(use an empty directory)\n", mp);
+        return -1;
+    }
+    if (access("/dev/fuse", R_OK | W_OK) < 0) {
+        fprintf(stderr, "batchfs: /dev/fuse: %s (load the fuse module: 'modprobe fuse'; in a "
+                        "container, pass --device /dev/fuse)\n", strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+/* Wakes readers blocked on the executor once the session is told to exit. */
+static void *exit_watch(void *arg)
+{
+    fsstate *fs = arg;
+    while (!fuse_session_exited(fs->se)) {
+        struct timespec ts = {0, 50 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    bfs_exec_shutdown(fs->x);
+    return NULL;
+}
+
+static uint64_t mem_available(void)
+{
+    FILE *f = fopen("/proc/meminfo", "r");
+    char line[256];
+    uint64_t kb = 0;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %" SCNu64 " kB", &kb) == 1)
+            break;
+    if (f)
+        fclose(f);
+    return kb * 1024;
+}
+
+int bfs_fs_run(const bfs_mount_args *a)
+{
+    fsstate fs = {.args = a};
+    char err[1024];
+    int status = 1;
+    struct fuse_args fargs = FUSE_ARGS_INIT(0, NULL);
+    struct fuse_loop_config *cfg = NULL;
+    pthread_t watch;
+    int watching = 0, mounted = 0, handlers = 0;
+    pthread_mutex_init(&fs.lock, NULL);
+
+    /* everything a user can get wrong is checked before mounting */
+    if (bfs_engine_create(a->source, &a->pipe, &fs.e, err, sizeof err)) {
+        fprintf(stderr, "batchfs: %s\n", err);
+        goto out;
+    }
+    if (check_mountpoint(a->mountpoint))
+        goto out;
+    struct stat st;
+    if (stat(a->source, &st) == 0)
+        fs.mtime = st.st_mtim;
+    fs.uid = getuid();
+    fs.gid = getgid();
+    fs.batches = bfs_engine_batches(fs.e);
+    fs.batch_bytes = bfs_engine_batch_bytes(fs.e, 0);
+    fs.epochs = a->pipe.epochs;
+    fs.prefetch = a->pipe.prefetch == BFS_AUTO ? PREFETCH_AUTO : a->pipe.prefetch;
+    if (a->pipe.cache_mb == BFS_AUTO) {
+        /* auto: a quarter of available memory, at least room for the prefetch window of
+         * four readers (the autotuner will refine this) */
+        uint64_t want = mem_available() / 4, floor_ = fs.batch_bytes * (uint64_t)(fs.prefetch + 2);
+        fs.cache_bytes = want > floor_ ? want : floor_;
+    } else {
+        fs.cache_bytes = (uint64_t)a->pipe.cache_mb << 20;
+    }
+    if (make_pipeline_text(&fs)) {
+        fprintf(stderr, "batchfs: out of memory\n");
+        goto out;
+    }
+    char fsname[PATH_MAX + 64];
+    snprintf(fsname, sizeof fsname, "fsname=batchfs:%s", a->source);
+    for (char *p = fsname; *p; p++)
+        if (*p == ',')
+            *p = '_'; /* commas would split the option list */
+    if (fuse_opt_add_arg(&fargs, "batchfs") || fuse_opt_add_arg(&fargs, "-o") ||
+        fuse_opt_add_arg(&fargs, "ro,subtype=batchfs,default_permissions") ||
+        fuse_opt_add_arg(&fargs, "-o") || fuse_opt_add_arg(&fargs, fsname) ||
+        (a->fuse_opts[0] &&
+         (fuse_opt_add_arg(&fargs, "-o") || fuse_opt_add_arg(&fargs, a->fuse_opts))) ||
+        (a->debug && fuse_opt_add_arg(&fargs, "-d"))) {
+        fprintf(stderr, "batchfs: out of memory\n");
+        goto out;
+    }
+    fs.se = fuse_session_new(&fargs, &ops, sizeof ops, &fs);
+    if (!fs.se) {
+        fprintf(stderr, "batchfs: cannot create the FUSE session (bad FUSE option in '%s'?)\n",
+                a->fuse_opts);
+        goto out;
+    }
+    if (fuse_set_signal_handlers(fs.se)) {
+        fprintf(stderr, "batchfs: cannot install signal handlers\n");
+        goto out;
+    }
+    handlers = 1;
+    if (fuse_session_mount(fs.se, a->mountpoint)) {
+        fprintf(stderr, "batchfs: cannot mount on %s (see the message above; is fusermount3 "
+                        "installed and /dev/fuse usable?)\n", a->mountpoint);
+        goto out;
+    }
+    mounted = 1;
+    if (fuse_daemonize(a->foreground)) {
+        fprintf(stderr, "batchfs: cannot daemonize\n");
+        goto out;
+    }
+    /* threads only after daemonizing: fork keeps none */
+    int rc = bfs_exec_create(fs.e, a->pipe.threads == BFS_AUTO ? 0 : a->pipe.threads,
+                             fs.cache_bytes, &fs.x);
+    if (rc) {
+        fprintf(stderr, "batchfs: cannot start workers: %s\n", bfs_strerror(rc));
+        goto out;
+    }
+    fs.start = now();
+    if (pthread_create(&watch, NULL, exit_watch, &fs) == 0)
+        watching = 1;
+    if (a->single_thread) {
+        rc = fuse_session_loop(fs.se);
+    } else {
+        cfg = fuse_loop_cfg_create();
+        if (!cfg) {
+            fprintf(stderr, "batchfs: out of memory\n");
+            goto out;
+        }
+        fuse_loop_cfg_set_max_threads(cfg, (unsigned)a->fuse_threads);
+        fuse_loop_cfg_set_idle_threads(cfg, (unsigned)(a->fuse_threads / 2 + 1));
+        rc = fuse_session_loop_mt(fs.se, cfg);
+    }
+    status = rc < 0 ? 1 : 0;
+out:
+    if (fs.se)
+        fuse_session_exit(fs.se);
+    if (fs.x)
+        bfs_exec_shutdown(fs.x);
+    if (watching)
+        pthread_join(watch, NULL);
+    if (mounted)
+        fuse_session_unmount(fs.se);
+    if (handlers)
+        fuse_remove_signal_handlers(fs.se);
+    if (fs.se)
+        fuse_session_destroy(fs.se);
+    if (cfg)
+        fuse_loop_cfg_destroy(cfg);
+    fuse_opt_free_args(&fargs);
+    bfs_exec_destroy(fs.x);
+    bfs_engine_destroy(fs.e);
+    free(fs.pipeline);
+    pthread_mutex_destroy(&fs.lock);
+    return status;
+}

@@ -1,0 +1,330 @@
+/*
+ * mountopts.c — see mountopts.h.
+ *
+ * `-o` items are classified in this order: batchfs mount options (spec=, fuse_threads=),
+ * pipeline options (engine/pipeline.c's table), libfuse/kernel options that pass through
+ * to the mount, mount(8)/fstab options that mean nothing here and are dropped. Anything
+ * else is an error. The value of normalize= may contain commas (m0,m1,m2/s0,s1,s2): as in
+ * bfs_pipeline_parse, after normalize= an item starting with a digit, sign or '.'
+ * continues it.
+ */
+#include "mountopts/mountopts.h"
+#include "engine/version.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define FUSE_THREADS_DEFAULT 32
+#define SPEC_MAX (1 << 20)
+
+/* libfuse / kernel mount options passed through ("name" or "name=") */
+static const char *const fuse_pass[] = {
+    "allow_other", "allow_root", "auto_unmount", "default_permissions", "fsname=",
+    "subtype=", "max_read=", "blkdev", "blksize=", "dev", "nodev", "suid", "nosuid", "exec",
+    "noexec", "atime", "noatime", "relatime", "sync", "async", "dirsync", "ro", "context=",
+    "fscontext=", "defcontext=", "rootcontext=", NULL};
+
+/* mount(8) / fstab options with no meaning for a read-only FUSE daemon: dropped */
+static const char *const dropped[] = {"defaults", "auto", "noauto", "user", "users", "nouser",
+                                      "owner", "_netdev", "nofail", "rw", NULL};
+
+static int fail(int rc, char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int fail(int rc, char *err, size_t errlen, const char *fmt, ...)
+{
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return rc;
+}
+
+static int in_list(const char *const *list, const char *item)
+{
+    for (size_t i = 0; list[i]; i++) {
+        size_t n = strlen(list[i]);
+        if (list[i][n - 1] == '=' ? !strncmp(item, list[i], n) : !strcmp(item, list[i]))
+            return 1;
+    }
+    return 0;
+}
+
+static int is_pipeline_key(const char *key, size_t n)
+{
+    for (size_t i = 0;; i++) {
+        const bfs_pipeline_option *o = bfs_pipeline_option_at(i);
+        if (!o)
+            return 0;
+        if (strlen(o->name) == n && !strncmp(o->name, key, n))
+            return 1;
+    }
+}
+
+static int append(char **list, const char *item)
+{
+    size_t old = *list ? strlen(*list) : 0;
+    char *n = realloc(*list, old + strlen(item) + 2);
+    if (!n)
+        return -ENOMEM;
+    if (old)
+        n[old++] = ',';
+    strcpy(n + old, item);
+    *list = n;
+    return 0;
+}
+
+static int read_spec(bfs_mount_args *a, const char *path, char *err, size_t errlen)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return fail(-errno, err, errlen, "spec=%s: %s", path, strerror(errno));
+    char *buf = malloc(SPEC_MAX + 1);
+    ssize_t n = buf ? read(fd, buf, SPEC_MAX + 1) : -1;
+    int e = errno;
+    close(fd);
+    if (n < 0) {
+        free(buf);
+        return fail(buf ? -e : -ENOMEM, err, errlen, "spec=%s: %s", path, strerror(e));
+    }
+    if (n > SPEC_MAX) {
+        free(buf);
+        return fail(-EFBIG, err, errlen, "spec=%s: larger than %d bytes", path, SPEC_MAX);
+    }
+    buf[n] = 0;
+    int rc = bfs_pipeline_parse_spec(&a->pipe, buf, path, err, errlen);
+    free(buf);
+    return rc;
+}
+
+static int parse_uint(const char *s, long lo, long hi, long *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+/* One -o item (key or key=value). */
+static int take_item(bfs_mount_args *a, const char *item, char *err, size_t errlen)
+{
+    const char *eq = strchr(item, '=');
+    size_t klen = eq ? (size_t)(eq - item) : strlen(item);
+    const char *val = eq ? eq + 1 : NULL;
+    if (klen == 4 && !strncmp(item, "spec", 4)) {
+        if (!val || !*val)
+            return fail(-EINVAL, err, errlen, "spec=FILE: a file name is required");
+        return read_spec(a, val, err, errlen);
+    }
+    if (klen == 12 && !strncmp(item, "fuse_threads", 12)) {
+        long v;
+        if (!val || parse_uint(val, 1, 1024, &v))
+            return fail(-EINVAL, err, errlen, "fuse_threads=%s: must be an integer in 1..1024",
+                        val ? val : "");
+        a->fuse_threads = (int)v;
+        return 0;
+    }
+    if (is_pipeline_key(item, klen)) {
+        char key[64];
+        snprintf(key, sizeof key, "%.*s", (int)klen, item);
+        return bfs_pipeline_set(&a->pipe, key, val, err, errlen);
+    }
+    if (in_list(fuse_pass, item)) {
+        if (!strcmp(item, "allow_other"))
+            a->allow_other = 1;
+        return append(&a->fuse_opts, item) ? fail(-ENOMEM, err, errlen, "out of memory") : 0;
+    }
+    if (in_list(dropped, item) || !strncmp(item, "x-", 2) || !strncmp(item, "comment=", 8))
+        return 0;
+    /* let the pipeline table produce its "unknown option, did you mean" message */
+    char key[64];
+    snprintf(key, sizeof key, "%.*s", (int)(klen < 63 ? klen : 63), item);
+    int rc = bfs_pipeline_set(&a->pipe, key, val ? val : "", err, errlen);
+    if (rc == -ENOENT) {
+        size_t n = strlen(err);
+        snprintf(err + n, errlen > n ? errlen - n : 0,
+                 "; batchfs also takes spec=FILE, fuse_threads=N and the FUSE mount options "
+                 "allow_other, allow_root, auto_unmount, default_permissions, fsname=, "
+                 "subtype=, max_read=");
+    }
+    return rc ? rc : -EINVAL;
+}
+
+/* Split one -o argument into items, keeping normalize=m0,m1,m2/s0,s1,s2 whole. */
+static int take_list(bfs_mount_args *a, const char *text, char *err, size_t errlen)
+{
+    char *copy = strdup(text);
+    if (!copy)
+        return fail(-ENOMEM, err, errlen, "out of memory");
+    int rc = 0;
+    char *p = copy;
+    while (*p && !rc) {
+        char *end = strchr(p, ',');
+        if (!strncmp(p, "normalize=", 10))
+            while (end && (isdigit((unsigned char)end[1]) || end[1] == '-' || end[1] == '+' ||
+                           end[1] == '.'))
+                end = strchr(end + 1, ',');
+        if (end)
+            *end = 0;
+        if (*p)
+            rc = take_item(a, p, err, errlen);
+        p = end ? end + 1 : p + strlen(p);
+    }
+    free(copy);
+    return rc;
+}
+
+void bfs_mountopts_free(bfs_mount_args *a)
+{
+    if (!a)
+        return;
+    free(a->source);
+    free(a->mountpoint);
+    free(a->fuse_opts);
+    a->source = a->mountpoint = a->fuse_opts = NULL;
+}
+
+static int want_value(int argc, char **argv, int *i, const char *name, char *err, size_t errlen,
+                      const char **out)
+{
+    const char *arg = argv[*i];
+    size_t n = strlen(name);
+    if (!strncmp(arg, name, n) && arg[n] == '=') {
+        *out = arg + n + 1;
+        return 0;
+    }
+    if (*i + 1 >= argc)
+        return fail(-EINVAL, err, errlen, "%s needs a value", name);
+    *out = argv[++*i];
+    return 0;
+}
+
+int bfs_mountopts_parse(int argc, char **argv, bfs_mount_args *a, char *err, size_t errlen)
+{
+    memset(a, 0, sizeof *a);
+    bfs_pipeline_defaults(&a->pipe);
+    a->fuse_threads = FUSE_THREADS_DEFAULT;
+    const char *pos[3];
+    int npos = 0, rc = 0;
+    for (int i = 1; i < argc && !rc; i++) {
+        const char *arg = argv[i], *v = NULL;
+        long n;
+        if (!strcmp(arg, "-h") || !strcmp(arg, "--help")) {
+            a->mode = BFS_MODE_HELP;
+            return 0;
+        } else if (!strcmp(arg, "-V") || !strcmp(arg, "--version")) {
+            a->mode = BFS_MODE_VERSION;
+            return 0;
+        } else if (!strncmp(arg, "-o", 2)) {
+            if (arg[2])
+                v = arg + 2;
+            else if (i + 1 < argc)
+                v = argv[++i];
+            else {
+                rc = fail(-EINVAL, err, errlen, "-o needs a value");
+                break;
+            }
+            rc = take_list(a, v, err, errlen);
+        } else if (!strcmp(arg, "-f")) {
+            a->foreground = 1;
+        } else if (!strcmp(arg, "-d")) {
+            a->debug = a->foreground = 1;
+        } else if (!strcmp(arg, "-s")) {
+            a->single_thread = 1;
+        } else if (!strcmp(arg, "--bench")) {
+            a->mode = BFS_MODE_BENCH;
+        } else if (!strcmp(arg, "--json")) {
+            a->bench_json = 1;
+        } else if (!strncmp(arg, "--batches", 9) || !strncmp(arg, "--epoch", 7) ||
+                   !strncmp(arg, "--reference", 11)) {
+            const char *name = arg[2] == 'b' ? "--batches" : arg[2] == 'e' ? "--epoch"
+                                                                          : "--reference";
+            if ((rc = want_value(argc, argv, &i, name, err, errlen, &v)))
+                break;
+            if (parse_uint(v, 0, 1000000000L, &n)) {
+                rc = fail(-EINVAL, err, errlen, "%s=%s: must be an integer in 0..1000000000",
+                          name, v);
+                break;
+            }
+            if (name[2] == 'b')
+                a->bench_batches = (uint64_t)n;
+            else if (name[2] == 'e')
+                a->bench_epoch = (uint64_t)n;
+            else
+                a->bench_reference = (int)n;
+        } else if (arg[0] == '-' && arg[1]) {
+            rc = fail(-EINVAL, err, errlen, "unknown argument '%s' (see batchfs --help)", arg);
+        } else if (npos < 3) {
+            pos[npos++] = arg;
+        } else {
+            rc = fail(-EINVAL, err, errlen, "too many arguments: '%s'", arg);
+        }
+    }
+    int want = a->mode == BFS_MODE_BENCH ? 1 : 2;
+    if (!rc && npos != want)
+        rc = fail(-EINVAL, err, errlen,
+                  a->mode == BFS_MODE_BENCH ? "--bench takes one SOURCE"
+                                            : "expected SOURCE and MOUNTPOINT (see batchfs --help)");
+    if (!rc)
+        rc = bfs_pipeline_finish(&a->pipe, err, errlen);
+    if (!rc && a->mode == BFS_MODE_BENCH && a->bench_epoch >= a->pipe.epochs)
+        rc = fail(-EINVAL, err, errlen, "--epoch %llu: the pipeline has epochs 0..%u",
+                  (unsigned long long)a->bench_epoch, a->pipe.epochs - 1);
+    if (!rc) {
+        /* absolute, so /pipeline and the fsname say where the data is, whatever the
+         * daemon's working directory becomes */
+        char *abs = realpath(pos[0], NULL);
+        a->source = abs ? abs : strdup(pos[0]);
+        a->mountpoint = npos > 1 ? strdup(pos[1]) : NULL;
+        if (!a->fuse_opts)
+            a->fuse_opts = strdup("");
+        if (!a->source || (npos > 1 && !a->mountpoint) || !a->fuse_opts)
+            rc = fail(-ENOMEM, err, errlen, "out of memory");
+    }
+    if (rc)
+        bfs_mountopts_free(a);
+    return rc;
+}
+
+void bfs_mountopts_help(FILE *f)
+{
+    fprintf(f,
+            "usage: batchfs SOURCE MOUNTPOINT [-o OPTIONS] [-f] [-d] [-s]\n"
+            "       batchfs --bench SOURCE [-o OPTIONS] [--batches N] [--epoch E] "
+            "[--reference N] [--json]\n"
+            "       batchfs --help | --version\n"
+            "\n"
+            "Mounts the input pipeline over SOURCE (a .bfs file made by mkbatchfs, or an\n"
+            "ImageFolder directory) read-only at MOUNTPOINT:\n"
+            "  MOUNTPOINT/pipeline            canonical pipeline options and fingerprint\n"
+            "  MOUNTPOINT/stats               live JSON statistics\n"
+            "  MOUNTPOINT/epoch/N/batch_K     batch K of epoch N (a safetensors file)\n"
+            "\n"
+            "  -f                 stay in the foreground\n"
+            "  -d                 FUSE debug output (implies -f)\n"
+            "  -s                 single-threaded FUSE loop\n"
+            "  --bench            run the pipeline in-process, no mount: images/s, time per\n"
+            "                     stage, and libjpeg-turbo's single-core full-decode rate on\n"
+            "                     the same files (--batches N [20], --epoch E [0],\n"
+            "                     --reference N images [400], --json)\n"
+            "\n"
+            "mount options (-o):\n"
+            "  spec=FILE          read pipeline options from FILE (`key = value` lines)\n"
+            "  fuse_threads=N     FUSE request threads (default %d)\n"
+            "  allow_other, allow_root, auto_unmount, default_permissions, fsname=,\n"
+            "  subtype=, max_read=, and the kernel's generic options pass to the mount.\n"
+            "  Unknown options are errors.\n"
+            "\n"
+            "pipeline options (-o key=value,...; -o may repeat; last value wins):\n%s",
+            FUSE_THREADS_DEFAULT, bfs_pipeline_help());
+}

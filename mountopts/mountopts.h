@@ -1,0 +1,49 @@
+/*
+ * mountopts.h — the batchfs command line: mount and bench modes, `-o` options split
+ * between the pipeline (engine/pipeline.h's table), batchfs's own mount options, and
+ * libfuse/kernel mount options; `-o spec=FILE`; validation before anything is mounted;
+ * --help with defaults.
+ *
+ * Neighbours: fs/batchfs_main.c calls bfs_mountopts_parse first and mounts only if it
+ * succeeds. Unknown options are errors: a typo never silently changes a pipeline.
+ */
+#ifndef BATCHFS_MOUNTOPTS_MOUNTOPTS_H
+#define BATCHFS_MOUNTOPTS_MOUNTOPTS_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "engine/pipeline.h"
+
+enum { BFS_MODE_MOUNT, BFS_MODE_BENCH, BFS_MODE_HELP, BFS_MODE_VERSION };
+
+typedef struct bfs_mount_args {
+    int mode;
+    char *source;       /* as given */
+    char *mountpoint;   /* as given */
+    bfs_pipeline_opts pipe;
+    char *fuse_opts;    /* comma list for libfuse (-o), malloc'ed; never NULL after parse */
+    int foreground;     /* -f */
+    int debug;          /* -d (implies -f) */
+    int single_thread;  /* -s */
+    int fuse_threads;   /* fuse_threads=N: FUSE request threads (default 32) */
+    int allow_other;    /* allow_other given (the zero-copy socket checks it later) */
+    /* bench mode */
+    uint64_t bench_batches, bench_epoch;
+    int bench_reference, bench_json;
+} bfs_mount_args;
+
+/*
+ * bfs_mountopts_parse - parse argv. Returns 0; -EINVAL for a usage error or a bad option
+ * (err: one line naming the option, the bad value and the allowed values); -ENOENT for
+ * an unknown option; an errno for an unreadable spec file. On failure a is freed.
+ */
+int bfs_mountopts_parse(int argc, char **argv, bfs_mount_args *a, char *err, size_t errlen);
+
+/* bfs_mountopts_free - release a's strings; accepts a zeroed struct. */
+void bfs_mountopts_free(bfs_mount_args *a);
+
+/* bfs_mountopts_help - the full --help text. */
+void bfs_mountopts_help(FILE *f);
+
+#endif
