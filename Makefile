@@ -157,13 +157,21 @@ bench: deps
 	BUILD=$(BUILD) bash tests/bench/run.sh
 
 # ---- install -----------------------------------------------------------------------------
+# mount -t fuse.batchfs / fstab: util-linux runs mount.fuse.batchfs, which is libfuse's
+# mount.fuse3; it runs `batchfs SOURCE MNT -o OPTIONS` found on PATH.
+SBINDIR ?= /sbin
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/doc/batchfs
 	install -m 755 $(PROGS) $(DESTDIR)$(PREFIX)/bin/
 	install -m 644 README.md docs/*.md $(DESTDIR)$(PREFIX)/share/doc/batchfs/
+	@if [ -x $(DESTDIR)$(SBINDIR)/mount.fuse3 ]; then \
+	  ln -sf mount.fuse3 $(DESTDIR)$(SBINDIR)/mount.fuse.batchfs && \
+	  echo "installed $(DESTDIR)$(SBINDIR)/mount.fuse.batchfs -> mount.fuse3"; \
+	else echo "note: $(SBINDIR)/mount.fuse3 not found (package fuse3): mount -t fuse.batchfs needs it"; fi
 
 uninstall:
 	rm -f $(PROGS:$(BUILD)/%=$(DESTDIR)$(PREFIX)/bin/%)
+	rm -f $(DESTDIR)$(SBINDIR)/mount.fuse.batchfs
 	rm -rf $(DESTDIR)$(PREFIX)/share/doc/batchfs
 
 clean:
