@@ -58,3 +58,7 @@ ips1=$(field "$one" images_per_s); ipsn=$(field "$all" images_per_s)
 echo "images/s per core vs single-core full decode (target >= 1.0): $(field "$all" ratio_per_core) with $(field "$all" threads) threads, $(field "$one" ratio_per_core) with 1"
 echo "scaling: all cores / 1 thread = $(awk -v a="$ipsn" -v b="$ips1" 'BEGIN{printf "%.2f", a/b}') (target >= 1.8 for 2 threads)"
 echo "peak RSS: $(field "$all" peak_rss_mb) MB"
+
+echo
+echo "== the mount (tests/bench/bench_mount.sh) =="
+bash tests/bench/bench_mount.sh "$corpus"

@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# tests/bench/bench_mount.sh CORPUS — the mount against references, in one run:
+#  1. a single reader reading epoch 0 in order through the mount vs `batchfs --bench`
+#     (same pipeline, same files): FUSE should add little (target >= 0.90);
+#  2. batches already computed (daemon cache; kernel page cache dropped) vs `cat` of the
+#     same bytes from tmpfs (target >= 0.70), and a second read from the page cache
+#     (target >= 0.95);
+#  3. random batch order vs in order on fresh mounts (target time ratio <= 1.10);
+#  4. PyTorch DataLoader (ImageFolder + RandomResizedCrop(224) + flip + PILToTensor,
+#     num_workers = cores) on the same JPEGs vs batchfs through the mount (goal >= 3x);
+#     needs torch+torchvision in $BFS_TORCH_VENV (default /var/tmp/venv-torch); skipped
+#     with a message when absent.
+# Needs root for step 2's drop_caches; prints ratios, asserts nothing.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+BUILD=${BUILD:-build}
+corpus=${1:?usage: bench_mount.sh CORPUS_DIR}
+opts=${BENCH_OPTS:-batch=256,size=224}
+work=$(mktemp -d "${TMPDIR:-/tmp}/batchfs-bmount.XXXXXX")
+mnt=$work/mnt
+mkdir -p "$mnt"
+cleanup() { fusermount3 -u "$mnt" 2>/dev/null || true; rm -rf "$work" /dev/shm/batchfs-bench.$$; }
+trap cleanup EXIT
+now() { date +%s.%N; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.2f", a/b}'; }
+mount_it() {
+    "$BUILD/batchfs" "$work/c.bfs" "$mnt" -o "$opts"
+    for _ in $(seq 100); do mountpoint -q "$mnt" && return 0; sleep 0.1; done
+    echo "mount failed" >&2; exit 1
+}
+"$BUILD/mkbatchfs" --quiet "$corpus" "$work/c.bfs"
+mount_it
+nb=$(ls "$mnt/epoch/0" | wc -l)
+per=$(python3 -c "import os; print(os.getxattr('$mnt/epoch/0/batch_0', 'user.batchfs.samples').decode())")
+fusermount3 -u "$mnt"
+echo "corpus $corpus: $nb batches of $per images per epoch ($opts)"
+
+# 1. through the mount vs in-process
+bench=$("$BUILD/batchfs" --bench "$work/c.bfs" -o "$opts" --batches "$nb" --json --reference 50)
+ips_bench=$(python3 -c "import json,sys; print(json.loads(sys.argv[1])['images_per_s'])" "$bench")
+mount_it
+t0=$(now)
+for k in $(seq 0 $((nb - 1))); do cat "$mnt/epoch/0/batch_$k" >/dev/null; done
+t1=$(now)
+ips_mount=$(awk -v n="$((nb * per))" -v a="$t0" -v b="$t1" 'BEGIN{print n/(b-a)}')
+echo "1. sequential reader through the mount: $ips_mount images/s; --bench: $ips_bench images/s; ratio $(ratio "$ips_mount" "$ips_bench") (target >= 0.90)"
+
+# 2. cached batches: daemon cache (page cache dropped), then page cache, vs tmpfs
+mkdir -p /dev/shm/batchfs-bench.$$
+for k in $(seq 0 $((nb - 1))); do cp "$mnt/epoch/0/batch_$k" /dev/shm/batchfs-bench.$$/; done
+t_tmpfs() { local t0; t0=$(now); cat /dev/shm/batchfs-bench.$$/* >/dev/null; awk -v a="$t0" -v b="$(now)" 'BEGIN{print b-a}'; }
+cat /dev/shm/batchfs-bench.$$/* >/dev/null
+tt=$(t_tmpfs)
+if [ -w /proc/sys/vm/drop_caches ]; then
+    sync; echo 1 > /proc/sys/vm/drop_caches
+    t0=$(now); cat "$mnt"/epoch/0/batch_* >/dev/null; td=$(awk -v a="$t0" -v b="$(now)" 'BEGIN{print b-a}')
+    echo "2a. daemon-cached batches: $(ratio "$tt" "$td") of tmpfs cat speed (target >= 0.70)"
+else
+    echo "2a. skipped: /proc/sys/vm/drop_caches not writable (run as root)"
+    cat "$mnt"/epoch/0/batch_* >/dev/null
+fi
+t0=$(now); cat "$mnt"/epoch/0/batch_* >/dev/null; tp=$(awk -v a="$t0" -v b="$(now)" 'BEGIN{print b-a}')
+echo "2b. page-cached batches: $(ratio "$tt" "$tp") of tmpfs cat speed (target >= 0.95)"
+fusermount3 -u "$mnt"
+
+# 3. random order vs in order, fresh mounts, epoch 1
+order() { mount_it; local t0; t0=$(now); for k in $1; do cat "$mnt/epoch/1/batch_$k" >/dev/null; done
+          awk -v a="$t0" -v b="$(now)" 'BEGIN{print b-a}'; fusermount3 -u "$mnt"; }
+seq_t=$(order "$(seq 0 $((nb - 1)))")
+rnd_t=$(order "$(seq 0 $((nb - 1)) | shuf --random-source=<(yes))")
+echo "3. random order / in order time: $(ratio "$rnd_t" "$seq_t") (target <= 1.10)"
+
+# 4. PyTorch DataLoader on the same JPEGs
+venv=${BFS_TORCH_VENV:-/var/tmp/venv-torch}
+if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c "import torch, torchvision" 2>/dev/null; then
+    ips_torch=$("$venv/bin/python" - "$corpus" "$per" "$nb" <<'PYEOF'
+import sys, time, os, torch, torchvision
+from torchvision import datasets, transforms
+root, per, nb = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+tf = transforms.Compose([transforms.RandomResizedCrop(224), transforms.RandomHorizontalFlip(),
+                         transforms.PILToTensor()])
+ds = datasets.ImageFolder(root, transform=tf)
+dl = torch.utils.data.DataLoader(ds, batch_size=per, shuffle=True, num_workers=os.cpu_count(),
+                                 drop_last=True)
+t0, n = time.time(), 0
+for i, (x, y) in enumerate(dl):
+    n += x.shape[0]
+    if i + 1 >= nb:
+        break
+print(n / (time.time() - t0))
+PYEOF
+)
+    echo "4. PyTorch DataLoader: $ips_torch images/s; batchfs through the mount: $ips_mount images/s; ratio $(ratio "$ips_mount" "$ips_torch") (goal >= 3)"
+else
+    echo "4. skipped: no torch+torchvision in $venv (python3 -m venv $venv && $venv/bin/pip install torch torchvision)"
+fi
