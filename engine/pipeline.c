@@ -924,7 +924,7 @@ uint64_t bfs_pipeline_fingerprint(const bfs_pipeline_opts *o, uint64_t dataset_i
     int n = bfs_pipeline_canonical(o, canon, sizeof canon);
     bfs_xxh64_state st;
     bfs_xxh64_init(&st, 0);
-    bfs_xxh64_update(&st, "batchfs/1\n", 10);
+    bfs_xxh64_update(&st, BFS_OUTPUT_VERSION "\n", sizeof BFS_OUTPUT_VERSION);
     snprintf(id, sizeof id, "%016llx\n", (unsigned long long)dataset_identity);
     bfs_xxh64_update(&st, id, 17);
     if (n > 0)

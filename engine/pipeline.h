@@ -38,6 +38,12 @@ enum { BFS_OUT_U8, BFS_OUT_F16, BFS_OUT_BF16, BFS_OUT_F32 };
 enum { BFS_LAYOUT_NHWC, BFS_LAYOUT_NCHW };
 enum { BFS_BAD_SUBSTITUTE, BFS_BAD_FAIL };
 
+/* Version of the algorithms that produce batch bytes (plan order, RNG streams, crop
+ * geometry, decode and scaled-IDCT policy, resampler, output conversion, batch header).
+ * It is hashed into every fingerprint: bump it with any change that alters a served byte,
+ * or host-wide caches would serve batches computed by the old code. */
+#define BFS_OUTPUT_VERSION "batchfs/1"
+
 #define BFS_AUTO (-1) /* value of threads/prefetch/cache_mb when "auto" */
 
 /* Size of an err buffer that holds every message of this module whole (values quoted in

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # make_corpus.sh [OUT_DIR] [CLASSES] [PER_CLASS] — build the ImageNet-like JPEG benchmark
-# corpus (OUT_DIR/<class>/<file>.jpg, ~95 KB per image, sides 250..500) from the real
+# corpus (OUT_DIR/<class>/<file>.jpg, ~93 KB per image, sides 250..500) from the real
 # photographs in two Debian wallpaper packages.
 #
 #   OUT_DIR    default /var/tmp/batchfs-corpus

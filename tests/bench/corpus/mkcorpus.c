@@ -23,8 +23,8 @@
  * DCT coefficients, so smooth images make a decoder look much faster than it is on
  * ImageNet (mean ~110 KB per image). The Debian wallpaper photographs are soft (shallow
  * focus, skies, ~1 bit/pixel sources): at quality 85-95 with sigma 2-4 noise they give a
- * mean of only ~45 KB. The defaults (quality 92-98, sigma 4-8, sharpen 1.5, best of 4
- * crops) give ~95 KB while the images still look like slightly noisy photographs; heavier
+ * mean of only ~41 KB. The defaults (quality 92-98, sigma 4-8, sharpen 1.5, best of 4
+ * crops) give ~93 KB while the images still look like slightly noisy photographs; heavier
  * noise at quality 85-95 gets there too but looks like high-ISO grain.
  *
  * Determinism: every output's parameters come from PRNG streams derived from (seed, output
@@ -785,7 +785,10 @@ static unsigned char *add_noise_quantise(const float *px, const plan_t *p)
     return out;
 }
 
-/* Encodes and writes one output; returns its size in bytes. */
+/* Encodes and writes one output; returns its size in bytes. `enc` must be used for
+ * progressive or for baseline outputs only, never both: libjpeg-turbo 2.1's TurboJPEG
+ * keeps the progressive scan script in the handle, and later baseline images come out as
+ * multi-scan streams behind a baseline header, which decoders reject as corrupt. */
 static size_t encode_write(tjhandle enc, const unsigned char *rgb, const plan_t *p,
                            const char *path)
 {
@@ -871,9 +874,10 @@ static void make_output_dirs(const opts_t *o)
     }
 }
 
-/* Generates, encodes and writes output `index` from its decoded source. */
-static size_t make_output(const opts_t *o, tjhandle enc, const image_t *im, uint64_t index,
-                          plan_t *p)
+/* Generates, encodes and writes output `index` from its decoded source; enc[0] encodes
+ * baseline images, enc[1] progressive ones (see encode_write). */
+static size_t make_output(const opts_t *o, tjhandle enc[2], const image_t *im,
+                          uint64_t index, plan_t *p)
 {
     pick_crop(o, index, im, p);
     float *fpx = resize_crop(im, p);
@@ -881,7 +885,7 @@ static size_t make_output(const opts_t *o, tjhandle enc, const image_t *im, uint
     unsigned char *rgb = add_noise_quantise(fpx, p);
     char path[PATH_MAX];
     output_path(path, sizeof path, o, index);
-    size_t bytes = encode_write(enc, rgb, p, path);
+    size_t bytes = encode_write(enc[p->progressive ? 1 : 0], rgb, p, path);
     free(fpx);
     free(rgb);
     return bytes;
@@ -890,8 +894,8 @@ static size_t make_output(const opts_t *o, tjhandle enc, const image_t *im, uint
 int main(int argc, char **argv)
 {
     opts_t o = parse_args(argc, argv);
-    tjhandle dec = tjInitDecompress(), enc = tjInitCompress();
-    if (!dec || !enc)
+    tjhandle dec = tjInitDecompress(), enc[2] = {tjInitCompress(), tjInitCompress()};
+    if (!dec || !enc[0] || !enc[1])
         die("cannot initialise TurboJPEG: %s", tjGetErrorStr2(NULL));
 
     sources_t src = load_sources(dec, o.src_dir);
@@ -926,6 +930,7 @@ int main(int argc, char **argv)
         free(src.v[s].path);
     free(src.v);
     tjDestroy(dec);
-    tjDestroy(enc);
+    tjDestroy(enc[0]);
+    tjDestroy(enc[1]);
     return 0;
 }
