@@ -55,19 +55,6 @@ static inline uint16_t ld16(const uint8_t *p)
     return v;
 }
 
-static int fail(int rc, char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static int fail(int rc, char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return rc;
-}
-
 /* [off, off+size) inside [0, limit) without overflow */
 static int region_ok(uint64_t off, uint64_t size, uint64_t limit)
 {
@@ -79,33 +66,33 @@ static int parse_header(bfs_reader *r, char *err, size_t errlen)
     const uint8_t *h = r->base;
     bfs_info *in = &r->info;
     if (r->len == 0)
-        return fail(BFS_E_TRUNCATED, err, errlen, "empty file");
+        return bfs_errf(BFS_E_TRUNCATED, err, errlen, "empty file");
     if (r->len < 8 && memcmp(h, BFS_MAGIC, r->len) == 0)
-        return fail(BFS_E_TRUNCATED, err, errlen, "file is %zu bytes, shorter than the %u-byte header",
+        return bfs_errf(BFS_E_TRUNCATED, err, errlen, "file is %zu bytes, shorter than the %u-byte header",
                     r->len, BFS_HEADER_SIZE);
     if (r->len < 8 || memcmp(h, BFS_MAGIC, 8) != 0) {
         if (r->len >= 8 && ld64(h) == 0)
-            return fail(BFS_E_MAGIC, err, errlen,
+            return bfs_errf(BFS_E_MAGIC, err, errlen,
                         "no magic number: the file starts with zeros (an interrupted "
                         "mkbatchfs leaves its temporary file like this)");
-        return fail(BFS_E_MAGIC, err, errlen, "not a batchfs dataset (bad magic number)");
+        return bfs_errf(BFS_E_MAGIC, err, errlen, "not a batchfs dataset (bad magic number)");
     }
     if (r->len < BFS_HEADER_SIZE)
-        return fail(BFS_E_TRUNCATED, err, errlen, "file is %zu bytes, shorter than the %u-byte header",
+        return bfs_errf(BFS_E_TRUNCATED, err, errlen, "file is %zu bytes, shorter than the %u-byte header",
                     r->len, BFS_HEADER_SIZE);
     in->version = ld32(h + 8);
     if (in->version != BFS_VERSION)
-        return fail(BFS_E_VERSION, err, errlen,
+        return bfs_errf(BFS_E_VERSION, err, errlen,
                     "format version %u; this build reads version %u (repack with this mkbatchfs)",
                     in->version, BFS_VERSION);
     uint64_t want = bfs_xxh64(h, 120, 0);
     in->header_checksum = ld64(h + 120);
     if (want != in->header_checksum)
-        return fail(BFS_E_HEADER_CHECKSUM, err, errlen,
+        return bfs_errf(BFS_E_HEADER_CHECKSUM, err, errlen,
                     "header checksum mismatch (stored %016llx, computed %016llx)",
                     (unsigned long long)in->header_checksum, (unsigned long long)want);
     if (ld32(h + 12) != BFS_HEADER_SIZE || ld32(h + 108) != BFS_SAMPLE_RECORD)
-        return fail(BFS_E_VERSION, err, errlen,
+        return bfs_errf(BFS_E_VERSION, err, errlen,
                     "header size %u / sample record size %u not %u / %u", ld32(h + 12),
                     ld32(h + 108), BFS_HEADER_SIZE, BFS_SAMPLE_RECORD);
     in->sample_count = ld64(h + 16);
@@ -123,32 +110,32 @@ static int parse_header(bfs_reader *r, char *err, size_t errlen)
     in->flags = ld32(h + 104);
 
     if (in->file_size > r->len)
-        return fail(BFS_E_TRUNCATED, err, errlen,
+        return bfs_errf(BFS_E_TRUNCATED, err, errlen,
                     "file is truncated: %zu bytes, header says %llu (%.1f%% missing)", r->len,
                     (unsigned long long)in->file_size,
                     100.0 * (double)(in->file_size - r->len) / (double)in->file_size);
     if (in->file_size < r->len)
-        return fail(BFS_E_LAYOUT, err, errlen, "file has %llu unexpected trailing bytes",
+        return bfs_errf(BFS_E_LAYOUT, err, errlen, "file has %llu unexpected trailing bytes",
                     (unsigned long long)(r->len - in->file_size));
     uint64_t ps = in->page_size;
     if (ps < BFS_PAGE_SIZE_MIN || ps > BFS_PAGE_SIZE_MAX || (ps & (ps - 1)))
-        return fail(BFS_E_COUNT, err, errlen, "page size %u is not a power of two in [%u, %u]",
+        return bfs_errf(BFS_E_COUNT, err, errlen, "page size %u is not a power of two in [%u, %u]",
                     in->page_size, BFS_PAGE_SIZE_MIN, BFS_PAGE_SIZE_MAX);
     if (in->sample_count == 0 || in->class_count == 0)
-        return fail(BFS_E_COUNT, err, errlen, "dataset has %llu samples in %u classes",
+        return bfs_errf(BFS_E_COUNT, err, errlen, "dataset has %llu samples in %u classes",
                     (unsigned long long)in->sample_count, in->class_count);
     if (in->class_count > BFS_MAX_CLASSES)
-        return fail(BFS_E_COUNT, err, errlen, "class count %u above the limit %u",
+        return bfs_errf(BFS_E_COUNT, err, errlen, "class count %u above the limit %u",
                     in->class_count, BFS_MAX_CLASSES);
     if (in->sample_count > r->len / BFS_SAMPLE_RECORD)
-        return fail(BFS_E_COUNT, err, errlen,
+        return bfs_errf(BFS_E_COUNT, err, errlen,
                     "sample count %llu cannot fit in a %zu-byte file",
                     (unsigned long long)in->sample_count, r->len);
     if (in->page_count != (in->heap_size + ps - 1) / ps)
-        return fail(BFS_E_COUNT, err, errlen, "page count %llu does not match heap size %llu",
+        return bfs_errf(BFS_E_COUNT, err, errlen, "page count %llu does not match heap size %llu",
                     (unsigned long long)in->page_count, (unsigned long long)in->heap_size);
     if (in->flags & ~(uint32_t)(BFS_DS_HAS_JPEG | BFS_DS_HAS_RAW))
-        return fail(BFS_E_VERSION, err, errlen, "unknown dataset flags %#x", in->flags);
+        return bfs_errf(BFS_E_VERSION, err, errlen, "unknown dataset flags %#x", in->flags);
 
     /* Regions: in file order heap, sample table, class table, page table; none may leave
      * the file or overlap the next. */
@@ -164,7 +151,7 @@ static int parse_header(bfs_reader *r, char *err, size_t errlen)
     uint64_t prev_end = BFS_HEADER_SIZE;
     for (size_t k = 0; k < sizeof reg / sizeof reg[0]; k++) {
         if (!region_ok(reg[k].off, reg[k].size, in->file_size) || reg[k].off < prev_end)
-            return fail(BFS_E_LAYOUT, err, errlen,
+            return bfs_errf(BFS_E_LAYOUT, err, errlen,
                         "%s at offset %llu, %llu bytes, lies outside the file (%llu bytes) or "
                         "overlaps the previous region",
                         reg[k].name, (unsigned long long)reg[k].off,
@@ -179,11 +166,11 @@ static int parse_header(bfs_reader *r, char *err, size_t errlen)
         in->class_table_offset != in->sample_table_offset + in->sample_count * BFS_SAMPLE_RECORD ||
         in->page_table_offset != ((ct_end + 7) & ~7ULL) ||
         in->file_size != in->page_table_offset + in->page_count * 8)
-        return fail(BFS_E_LAYOUT, err, errlen,
+        return bfs_errf(BFS_E_LAYOUT, err, errlen,
                     "regions are not packed as the format requires (unexpected gaps or "
                     "trailing bytes)");
     if (in->class_table_size < (uint64_t)in->class_count * 8)
-        return fail(BFS_E_LAYOUT, err, errlen, "class table of %llu bytes cannot hold %u entries",
+        return bfs_errf(BFS_E_LAYOUT, err, errlen, "class table of %llu bytes cannot hold %u entries",
                     (unsigned long long)in->class_table_size, in->class_count);
     return 0;
 }
@@ -196,7 +183,7 @@ static int open_common(bfs_reader *r, bfs_reader **out, char *err, size_t errlen
     size_t words = (size_t)((r->info.page_count + 63) / 64);
     r->verified = calloc(words ? words : 1, sizeof *r->verified);
     if (!r->verified)
-        return fail(-ENOMEM, err, errlen, "out of memory");
+        return bfs_errf(-ENOMEM, err, errlen, "out of memory");
     *out = r;
     return 0;
 }
@@ -206,7 +193,7 @@ int bfs_open_mem(const void *data, size_t len, bfs_reader **out, char *err, size
     *out = NULL;
     bfs_reader *r = calloc(1, sizeof *r);
     if (!r)
-        return fail(-ENOMEM, err, errlen, "out of memory");
+        return bfs_errf(-ENOMEM, err, errlen, "out of memory");
     r->base = data;
     r->len = len;
     r->fd = -1;
@@ -223,33 +210,33 @@ int bfs_open(const char *path, bfs_reader **out, char *err, size_t errlen)
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
         int e = errno;
-        return fail(-e, err, errlen, "%s: %s", path, strerror(e));
+        return bfs_errf(-e, err, errlen, "%s: %s", path, strerror(e));
     }
     struct stat st;
     if (fstat(fd, &st) < 0) {
         int e = errno;
         close(fd);
-        return fail(-e, err, errlen, "%s: %s", path, strerror(e));
+        return bfs_errf(-e, err, errlen, "%s: %s", path, strerror(e));
     }
     if (!S_ISREG(st.st_mode)) {
         close(fd);
-        return fail(-EINVAL, err, errlen, "%s: not a regular file", path);
+        return bfs_errf(-EINVAL, err, errlen, "%s: not a regular file", path);
     }
     if (st.st_size == 0) { /* mmap cannot map nothing */
         close(fd);
-        return fail(BFS_E_TRUNCATED, err, errlen, "%s: empty file", path);
+        return bfs_errf(BFS_E_TRUNCATED, err, errlen, "%s: empty file", path);
     }
     void *map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
     int e = errno;
     if (map == MAP_FAILED) {
         close(fd);
-        return fail(-e, err, errlen, "%s: mmap: %s", path, strerror(e));
+        return bfs_errf(-e, err, errlen, "%s: mmap: %s", path, strerror(e));
     }
     bfs_reader *r = calloc(1, sizeof *r);
     if (!r) {
         close(fd);
         munmap(map, (size_t)st.st_size);
-        return fail(-ENOMEM, err, errlen, "out of memory");
+        return bfs_errf(-ENOMEM, err, errlen, "out of memory");
     }
     r->fd = fd;
     r->base = map;
@@ -258,7 +245,7 @@ int bfs_open(const char *path, bfs_reader **out, char *err, size_t errlen)
     int rc = open_common(r, out, why, sizeof why);
     if (rc) {
         bfs_close(r);
-        return fail(rc, err, errlen, "%s: %s", path, why);
+        return bfs_errf(rc, err, errlen, "%s: %s", path, why);
     }
     /* The tables are read at random by planning: ask for them now, cheaply. */
     madvise((void *)((uintptr_t)map & ~(uintptr_t)4095), 4096, MADV_WILLNEED);

@@ -41,19 +41,6 @@ struct bfs_writer {
     uint32_t flags;
 };
 
-static int fail(int rc, char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static int fail(int rc, char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return rc;
-}
-
 static int write_all(int fd, const void *data, size_t len)
 {
     const uint8_t *p = data;
@@ -133,11 +120,11 @@ int bfs_writer_create(const char *path, uint32_t page_size, bfs_writer **out, ch
         page_size = BFS_PAGE_SIZE_DEFAULT;
     if (page_size < BFS_PAGE_SIZE_MIN || page_size > BFS_PAGE_SIZE_MAX ||
         (page_size & (page_size - 1)))
-        return fail(-EINVAL, err, errlen, "page size %u is not a power of two in [%u, %u]",
+        return bfs_errf(-EINVAL, err, errlen, "page size %u is not a power of two in [%u, %u]",
                     page_size, BFS_PAGE_SIZE_MIN, BFS_PAGE_SIZE_MAX);
     bfs_writer *w = calloc(1, sizeof *w);
     if (!w)
-        return fail(-ENOMEM, err, errlen, "out of memory");
+        return bfs_errf(-ENOMEM, err, errlen, "out of memory");
     w->fd = -1;
     w->page_size = page_size;
     bfs_xxh64_init(&w->page_hash, 0);
@@ -147,13 +134,13 @@ int bfs_writer_create(const char *path, uint32_t page_size, bfs_writer **out, ch
     w->tmp = tmp;
     if (!tmp || !(w->path = strdup(path)) || !(w->buf = malloc(WBUF_SIZE))) {
         bfs_writer_abort(w);
-        return fail(-ENOMEM, err, errlen, "out of memory");
+        return bfs_errf(-ENOMEM, err, errlen, "out of memory");
     }
     w->fd = mkostemp(w->tmp, O_CLOEXEC);
     if (w->fd < 0) {
         int e = errno;
         char *dir = strdup(path);
-        int rc = fail(-e, err, errlen, "cannot create a temporary file in %s: %s",
+        int rc = bfs_errf(-e, err, errlen, "cannot create a temporary file in %s: %s",
                       dir ? dirname(dir) : path, strerror(e));
         free(dir);
         free(w->tmp);
@@ -166,7 +153,7 @@ int bfs_writer_create(const char *path, uint32_t page_size, bfs_writer **out, ch
     if (lseek(w->fd, BFS_HEAP_ALIGN, SEEK_SET) < 0) {
         int e = errno;
         bfs_writer_abort(w);
-        return fail(-e, err, errlen, "seek: %s", strerror(e));
+        return bfs_errf(-e, err, errlen, "seek: %s", strerror(e));
     }
     *out = w;
     return 0;
@@ -296,14 +283,14 @@ int bfs_writer_finish(bfs_writer *w, int do_fsync, char *err, size_t errlen)
     int rc = 0;
     uint8_t *ct = NULL;
     if (w->count == 0 || w->nclasses == 0) {
-        rc = fail(BFS_E_EMPTY, err, errlen, "no samples or no classes to write");
+        rc = bfs_errf(BFS_E_EMPTY, err, errlen, "no samples or no classes to write");
         goto out;
     }
     for (uint64_t i = 0; i < w->count; i++) {
         uint32_t label;
         memcpy(&label, w->samples + i * BFS_SAMPLE_RECORD + 12, 4);
         if (label >= w->nclasses) {
-            rc = fail(BFS_E_LABEL, err, errlen, "sample %llu has label %u but there are %u classes",
+            rc = bfs_errf(BFS_E_LABEL, err, errlen, "sample %llu has label %u but there are %u classes",
                       (unsigned long long)i, label, w->nclasses);
             goto out;
         }
@@ -391,7 +378,7 @@ int bfs_writer_finish(bfs_writer *w, int do_fsync, char *err, size_t errlen)
     }
     goto out;
 write_failed:
-    fail(rc, err, errlen, "writing %s: %s", w->tmp ? w->tmp : w->path, bfs_strerror(rc));
+    bfs_errf(rc, err, errlen, "writing %s: %s", w->tmp ? w->tmp : w->path, bfs_strerror(rc));
 out:
     free(ct);
     bfs_writer_abort(w);

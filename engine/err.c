@@ -2,6 +2,8 @@
 #include "engine/err.h"
 
 #include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 
 static const char *const messages[BFS_E_LAST - BFS_E_FIRST] = {
@@ -40,4 +42,15 @@ int bfs_err_to_errno(int err)
     if (err < 0 && err > -4096)
         return -err;
     return EIO;
+}
+
+int bfs_errf(int rc, char *err, size_t errlen, const char *fmt, ...)
+{
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return rc;
 }

@@ -8,6 +8,8 @@
 #ifndef BATCHFS_ENGINE_ERR_H
 #define BATCHFS_ENGINE_ERR_H
 
+#include <stddef.h>
+
 enum {
     BFS_E_FIRST = -4200,
     BFS_E_MAGIC = BFS_E_FIRST,  /* not a .bfs file (bad magic) */
@@ -31,6 +33,14 @@ enum {
     BFS_E_EMPTY,                /* empty source directory or class */
     BFS_E_LAST
 };
+
+/*
+ * bfs_errf - format a one-line message into err (errlen bytes; err may be NULL or errlen
+ * 0) and return rc, so that a failure path reads `return bfs_errf(-ENOENT, err, errlen,
+ * "%s: ...", path);`.
+ */
+int bfs_errf(int rc, char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 
 /* bfs_strerror - a static English message for any code (project or errno). */
 const char *bfs_strerror(int err);

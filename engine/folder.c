@@ -14,19 +14,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-static int fail(int rc, char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static int fail(int rc, char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return rc;
-}
-
 static int cmp_str(const void *a, const void *b)
 {
     return strcmp(*(char *const *)a, *(char *const *)b);
@@ -149,7 +136,7 @@ static int scan_class(bfs_folder *p, const char *cdir, uint32_t label, uint64_t 
     dirlist dirs = {0};
     int rc = walk_collect(cdir, &dirs, 0);
     if (rc) {
-        rc = fail(rc, err, errlen, "%s: %s", cdir, bfs_strerror(rc));
+        rc = bfs_errf(rc, err, errlen, "%s: %s", cdir, bfs_strerror(rc));
         goto out;
     }
     qsort(dirs.v, dirs.n, sizeof *dirs.v, cmp_str);
@@ -158,7 +145,7 @@ static int scan_class(bfs_folder *p, const char *cdir, uint32_t label, uint64_t 
         char **names;
         size_t n;
         if ((rc = list_dir(dirs.v[d], &names, &n))) {
-            rc = fail(rc, err, errlen, "%s: %s", dirs.v[d], bfs_strerror(rc));
+            rc = bfs_errf(rc, err, errlen, "%s: %s", dirs.v[d], bfs_strerror(rc));
             break;
         }
         for (size_t i = 0; i < n && !rc; i++) {
@@ -190,15 +177,15 @@ int bfs_folder_scan(const char *src, bfs_folder *p, char *err, size_t errlen)
     struct stat st;
     memset(p, 0, sizeof *p);
     if (stat(src, &st) < 0)
-        return fail(-errno, err, errlen, "%s: %s", src, strerror(errno));
+        return bfs_errf(-errno, err, errlen, "%s: %s", src, strerror(errno));
     if (!S_ISDIR(st.st_mode))
-        return fail(-ENOTDIR, err, errlen, "%s: not a directory (expected an ImageFolder: one "
+        return bfs_errf(-ENOTDIR, err, errlen, "%s: not a directory (expected an ImageFolder: one "
                     "sub-directory per class)", src);
     char **names;
     size_t n;
     int rc = list_dir(src, &names, &n);
     if (rc)
-        return fail(rc, err, errlen, "%s: %s", src, bfs_strerror(rc));
+        return bfs_errf(rc, err, errlen, "%s: %s", src, bfs_strerror(rc));
     for (size_t i = 0; i < n && !rc; i++) {
         char *cdir;
         if (asprintf(&cdir, "%s/%s", src, names[i]) < 0) {
@@ -222,7 +209,7 @@ int bfs_folder_scan(const char *src, bfs_folder *p, char *err, size_t errlen)
         }
         if (p->nclasses >= BFS_MAX_CLASSES) {
             free(cdir);
-            rc = fail(-E2BIG, err, errlen, "%s: more than %u classes", src, BFS_MAX_CLASSES);
+            rc = bfs_errf(-E2BIG, err, errlen, "%s: more than %u classes", src, BFS_MAX_CLASSES);
             break;
         }
         if (!(p->classes[p->nclasses] = strdup(names[i]))) {
@@ -233,7 +220,7 @@ int bfs_folder_scan(const char *src, bfs_folder *p, char *err, size_t errlen)
         uint64_t found = 0;
         rc = scan_class(p, cdir, p->nclasses, &found, err, errlen);
         if (!rc && found == 0)
-            rc = fail(BFS_E_EMPTY, err, errlen,
+            rc = bfs_errf(BFS_E_EMPTY, err, errlen,
                       "class directory %s is empty: every class needs at least one image "
                       "(remove the directory or add images)", cdir);
         p->nclasses++;
@@ -241,10 +228,10 @@ int bfs_folder_scan(const char *src, bfs_folder *p, char *err, size_t errlen)
     }
     free_names(names, n);
     if (!rc && p->nclasses == 0)
-        rc = fail(BFS_E_EMPTY, err, errlen,
+        rc = bfs_errf(BFS_E_EMPTY, err, errlen,
                   "%s has no class sub-directories (expected SRC/<class>/<image>.jpg)", src);
     if (rc == -ENOMEM)
-        fail(rc, err, errlen, "out of memory while scanning %s", src);
+        bfs_errf(rc, err, errlen, "out of memory while scanning %s", src);
     if (rc)
         bfs_folder_free(p);
     return rc;

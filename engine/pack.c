@@ -58,19 +58,6 @@ const char *bfs_pack_temp_path(void)
     return temp_path[0] ? temp_path : NULL;
 }
 
-static int fail(int rc, char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static int fail(int rc, char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return rc;
-}
-
 static double now(void)
 {
     struct timespec ts;
@@ -343,16 +330,16 @@ static int write_all_items(pack *p, bfs_writer *w, bfs_pack_report *rep, uint64_
         result r = p->slots[i % p->window];
         pthread_mutex_unlock(&p->lock);
         if (cancel && *cancel)
-            return fail(-ECANCELED, err, errlen, "interrupted");
+            return bfs_errf(-ECANCELED, err, errlen, "interrupted");
         if (r.err) {
             if (o->strict)
-                rc = fail(r.err, err, errlen, "%s: %s (--strict)", p->f.paths[i], r.reason);
+                rc = bfs_errf(r.err, err, errlen, "%s: %s (--strict)", p->f.paths[i], r.reason);
             else
                 rc = add_skip(rep, p->f.paths[i], r.reason);
         } else {
             rc = bfs_writer_add(w, &r.s, r.data, r.len);
             if (rc)
-                fail(rc, err, errlen, "writing %s: %s", bfs_writer_temp_path(w), bfs_strerror(rc));
+                bfs_errf(rc, err, errlen, "writing %s: %s", bfs_writer_temp_path(w), bfs_strerror(rc));
             rep->packed++;
             rep->reencoded += (uint64_t)r.reencoded;
             rep->bytes_out += r.len;
@@ -404,7 +391,7 @@ int bfs_pack(const char *src, const char *out, const bfs_pack_opts *o, bfs_pack_
 {
     memset(rep, 0, sizeof *rep);
     if (o->max_side < 0 || o->max_side > 65535 || o->quality < 0 || o->quality > 100)
-        return fail(-EINVAL, err, errlen, "bad options: max-side %d (0..65535), quality %d (1..100)",
+        return bfs_errf(-EINVAL, err, errlen, "bad options: max-side %d (0..65535), quality %d (1..100)",
                     o->max_side, o->quality);
     double t0 = now();
     pack p = {.o = o};
@@ -428,7 +415,7 @@ int bfs_pack(const char *src, const char *out, const bfs_pack_opts *o, bfs_pack_
     snprintf(temp_path, sizeof temp_path, "%s", bfs_writer_temp_path(w));
     for (uint32_t c = 0; c < p.f.nclasses; c++)
         if ((rc = bfs_writer_add_class(w, p.f.classes[c]))) {
-            fail(rc, err, errlen, "class name '%s': %s", p.f.classes[c], bfs_strerror(rc));
+            bfs_errf(rc, err, errlen, "class name '%s': %s", p.f.classes[c], bfs_strerror(rc));
             goto out;
         }
     int jobs = o->jobs > 0 ? o->jobs : (int)sysconf(_SC_NPROCESSORS_ONLN);
@@ -438,13 +425,13 @@ int bfs_pack(const char *src, const char *out, const bfs_pack_opts *o, bfs_pack_
     per_class = calloc(p.f.nclasses, sizeof *per_class);
     th = calloc((size_t)jobs, sizeof *th);
     if (!p.slots || !per_class || !th) {
-        rc = fail(-ENOMEM, err, errlen, "out of memory");
+        rc = bfs_errf(-ENOMEM, err, errlen, "out of memory");
         goto out;
     }
     worker_arg wa = {&p, cancel};
     for (; nth < jobs; nth++)
         if ((rc = -pthread_create(&th[nth], NULL, worker, &wa))) {
-            fail(rc, err, errlen, "cannot start worker threads: %s", strerror(-rc));
+            bfs_errf(rc, err, errlen, "cannot start worker threads: %s", strerror(-rc));
             goto out;
         }
     if (cancel && pthread_create(&waker_th, NULL, waker_main, &wk) == 0)
@@ -454,7 +441,7 @@ int bfs_pack(const char *src, const char *out, const bfs_pack_opts *o, bfs_pack_
     if (!rc)
         for (uint32_t c = 0; c < p.f.nclasses; c++)
             if (per_class[c] == 0) {
-                rc = fail(BFS_E_EMPTY, err, errlen,
+                rc = bfs_errf(BFS_E_EMPTY, err, errlen,
                           "class '%s' has no usable images (all its files were skipped)",
                           p.f.classes[c]);
                 break;

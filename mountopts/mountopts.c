@@ -9,6 +9,7 @@
  * continues it.
  */
 #include "mountopts/mountopts.h"
+#include "engine/err.h"
 #include "engine/version.h"
 
 #include <ctype.h>
@@ -33,19 +34,6 @@ static const char *const fuse_pass[] = {
 /* mount(8) / fstab options with no meaning for a read-only FUSE daemon: dropped */
 static const char *const dropped[] = {"defaults", "auto", "noauto", "user", "users", "nouser",
                                       "owner", "_netdev", "nofail", "rw", NULL};
-
-static int fail(int rc, char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static int fail(int rc, char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return rc;
-}
 
 static int in_list(const char *const *list, const char *item)
 {
@@ -85,18 +73,18 @@ static int read_spec(bfs_mount_args *a, const char *path, char *err, size_t errl
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
-        return fail(-errno, err, errlen, "spec=%s: %s", path, strerror(errno));
+        return bfs_errf(-errno, err, errlen, "spec=%s: %s", path, strerror(errno));
     char *buf = malloc(SPEC_MAX + 1);
     ssize_t n = buf ? read(fd, buf, SPEC_MAX + 1) : -1;
     int e = errno;
     close(fd);
     if (n < 0) {
         free(buf);
-        return fail(buf ? -e : -ENOMEM, err, errlen, "spec=%s: %s", path, strerror(e));
+        return bfs_errf(buf ? -e : -ENOMEM, err, errlen, "spec=%s: %s", path, strerror(e));
     }
     if (n > SPEC_MAX) {
         free(buf);
-        return fail(-EFBIG, err, errlen, "spec=%s: larger than %d bytes", path, SPEC_MAX);
+        return bfs_errf(-EFBIG, err, errlen, "spec=%s: larger than %d bytes", path, SPEC_MAX);
     }
     buf[n] = 0;
     int rc = bfs_pipeline_parse_spec(&a->pipe, buf, path, err, errlen);
@@ -123,13 +111,13 @@ static int take_item(bfs_mount_args *a, const char *item, char *err, size_t errl
     const char *val = eq ? eq + 1 : NULL;
     if (klen == 4 && !strncmp(item, "spec", 4)) {
         if (!val || !*val)
-            return fail(-EINVAL, err, errlen, "spec=FILE: a file name is required");
+            return bfs_errf(-EINVAL, err, errlen, "spec=FILE: a file name is required");
         return read_spec(a, val, err, errlen);
     }
     if (klen == 12 && !strncmp(item, "fuse_threads", 12)) {
         long v;
         if (!val || parse_uint(val, 1, 1024, &v))
-            return fail(-EINVAL, err, errlen, "fuse_threads=%s: must be an integer in 1..1024",
+            return bfs_errf(-EINVAL, err, errlen, "fuse_threads=%s: must be an integer in 1..1024",
                         val ? val : "");
         a->fuse_threads = (int)v;
         return 0;
@@ -142,7 +130,7 @@ static int take_item(bfs_mount_args *a, const char *item, char *err, size_t errl
     if (in_list(fuse_pass, item)) {
         if (!strcmp(item, "allow_other"))
             a->allow_other = 1;
-        return append(&a->fuse_opts, item) ? fail(-ENOMEM, err, errlen, "out of memory") : 0;
+        return append(&a->fuse_opts, item) ? bfs_errf(-ENOMEM, err, errlen, "out of memory") : 0;
     }
     if (in_list(dropped, item) || !strncmp(item, "x-", 2) || !strncmp(item, "comment=", 8))
         return 0;
@@ -165,7 +153,7 @@ static int take_list(bfs_mount_args *a, const char *text, char *err, size_t errl
 {
     char *copy = strdup(text);
     if (!copy)
-        return fail(-ENOMEM, err, errlen, "out of memory");
+        return bfs_errf(-ENOMEM, err, errlen, "out of memory");
     int rc = 0;
     char *p = copy;
     while (*p && !rc) {
@@ -204,7 +192,7 @@ static int want_value(int argc, char **argv, int *i, const char *name, char *err
         return 0;
     }
     if (*i + 1 >= argc)
-        return fail(-EINVAL, err, errlen, "%s needs a value", name);
+        return bfs_errf(-EINVAL, err, errlen, "%s needs a value", name);
     *out = argv[++*i];
     return 0;
 }
@@ -231,7 +219,7 @@ int bfs_mountopts_parse(int argc, char **argv, bfs_mount_args *a, char *err, siz
             else if (i + 1 < argc)
                 v = argv[++i];
             else {
-                rc = fail(-EINVAL, err, errlen, "-o needs a value");
+                rc = bfs_errf(-EINVAL, err, errlen, "-o needs a value");
                 break;
             }
             rc = take_list(a, v, err, errlen);
@@ -252,7 +240,7 @@ int bfs_mountopts_parse(int argc, char **argv, bfs_mount_args *a, char *err, siz
             if ((rc = want_value(argc, argv, &i, name, err, errlen, &v)))
                 break;
             if (parse_uint(v, 0, 1000000000L, &n)) {
-                rc = fail(-EINVAL, err, errlen, "%s=%s: must be an integer in 0..1000000000",
+                rc = bfs_errf(-EINVAL, err, errlen, "%s=%s: must be an integer in 0..1000000000",
                           name, v);
                 break;
             }
@@ -263,22 +251,22 @@ int bfs_mountopts_parse(int argc, char **argv, bfs_mount_args *a, char *err, siz
             else
                 a->bench_reference = (int)n;
         } else if (arg[0] == '-' && arg[1]) {
-            rc = fail(-EINVAL, err, errlen, "unknown argument '%s' (see batchfs --help)", arg);
+            rc = bfs_errf(-EINVAL, err, errlen, "unknown argument '%s' (see batchfs --help)", arg);
         } else if (npos < 3) {
             pos[npos++] = arg;
         } else {
-            rc = fail(-EINVAL, err, errlen, "too many arguments: '%s'", arg);
+            rc = bfs_errf(-EINVAL, err, errlen, "too many arguments: '%s'", arg);
         }
     }
     int want = a->mode == BFS_MODE_BENCH ? 1 : 2;
     if (!rc && npos != want)
-        rc = fail(-EINVAL, err, errlen,
+        rc = bfs_errf(-EINVAL, err, errlen,
                   a->mode == BFS_MODE_BENCH ? "--bench takes one SOURCE"
                                             : "expected SOURCE and MOUNTPOINT (see batchfs --help)");
     if (!rc)
         rc = bfs_pipeline_finish(&a->pipe, err, errlen);
     if (!rc && a->mode == BFS_MODE_BENCH && a->bench_epoch >= a->pipe.epochs)
-        rc = fail(-EINVAL, err, errlen, "--epoch %llu: the pipeline has epochs 0..%u",
+        rc = bfs_errf(-EINVAL, err, errlen, "--epoch %llu: the pipeline has epochs 0..%u",
                   (unsigned long long)a->bench_epoch, a->pipe.epochs - 1);
     if (!rc) {
         /* absolute, so /pipeline and the fsname say where the data is, whatever the
@@ -289,7 +277,7 @@ int bfs_mountopts_parse(int argc, char **argv, bfs_mount_args *a, char *err, siz
         if (!a->fuse_opts)
             a->fuse_opts = strdup("");
         if (!a->source || (npos > 1 && !a->mountpoint) || !a->fuse_opts)
-            rc = fail(-ENOMEM, err, errlen, "out of memory");
+            rc = bfs_errf(-ENOMEM, err, errlen, "out of memory");
     }
     if (rc)
         bfs_mountopts_free(a);
