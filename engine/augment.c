@@ -7,8 +7,7 @@
 #include <string.h>
 
 /* torchvision RandomResizedCrop.get_params; Python round() is half-to-even = rint(). */
-static void random_resized_crop(const bfs_pipeline_opts *o, bfs_rng *r, int W, int H,
-                                double box[4])
+static void random_resized_crop(const bfs_pipeline_opts *o, bfs_rng *r, int W, int H, double box[4])
 {
     double area = (double)W * H;
     double lr0 = log(o->ratio[0]), lr1 = log(o->ratio[1]);
@@ -41,8 +40,8 @@ static void random_resized_crop(const bfs_pipeline_opts *o, bfs_rng *r, int W, i
     box[0] = left, box[1] = top, box[2] = left + w, box[3] = top + h;
 }
 
-int bfs_augment_geometry(const bfs_pipeline_opts *o, uint64_t epoch, uint64_t index, int W,
-                         int H, bfs_geometry *g)
+int bfs_augment_geometry(const bfs_pipeline_opts *o, uint64_t epoch, uint64_t index, int W, int H,
+                         bfs_geometry *g)
 {
     if (W <= 0 || H <= 0)
         return -EINVAL;
@@ -135,8 +134,8 @@ void bfs_out_format_init(bfs_out_format *f, const bfs_pipeline_opts *o)
             if (o->normalize)
                 x = (x - o->mean[c]) / o->std[c];
             f->f32[c][v] = (float)x;
-            f->f16[c][v] = o->dtype == BFS_OUT_BF16 ? bfs_f32_to_bf16((float)x)
-                                                    : bfs_f32_to_f16((float)x);
+            f->f16[c][v] =
+                o->dtype == BFS_OUT_BF16 ? bfs_f32_to_bf16((float)x) : bfs_f32_to_f16((float)x);
         }
 }
 

@@ -38,10 +38,10 @@ int bfs_augment_geometry(const bfs_pipeline_opts *o, uint64_t epoch, uint64_t in
 
 /* Conversion tables built once per pipeline (dtype, normalization). */
 typedef struct bfs_out_format {
-    int dtype;      /* BFS_OUT_* */
+    int dtype; /* BFS_OUT_* */
     int nchw;
     int out_w, out_h;
-    size_t elem;    /* bytes per element */
+    size_t elem;          /* bytes per element */
     float f32[3][256];    /* value of each u8 level per channel, for f32 */
     uint16_t f16[3][256]; /* same as IEEE half or bfloat16 bits, for f16/bf16 */
 } bfs_out_format;

@@ -148,51 +148,52 @@ int bfs_bench_run(const char *source, const bfs_pipeline_opts *o, const bfs_benc
     double ratio = ref > 0 ? per_core / ref : 0;
     double n = st.stages.samples ? (double)st.stages.samples : 1;
     if (b->json) {
-        fprintf(out,
-                "{\"images\": %llu, \"batches\": %llu, \"seconds\": %.4f, \"images_per_s\": %.1f, "
-                "\"threads\": %d, \"images_per_s_core\": %.1f, "
-                "\"decode_limit_images_per_s_core\": %.1f, \"ratio_per_core\": %.3f, "
-                "\"reference_images\": %zu, \"peak_rss_mb\": %.1f, \"batch_bytes\": %llu, "
-                "\"stage_us_per_image\": {\"read\": %.1f, \"decode\": %.1f, \"resize\": %.1f, "
-                "\"encode\": %.1f}, \"decodes\": {\"cropped\": %llu, \"full\": %llu, "
-                "\"scaled\": %llu, \"raw\": %llu}, \"bad_samples\": %llu, "
-                "\"fingerprint\": \"%016llx\"}\n",
-                (unsigned long long)images, (unsigned long long)want, secs, ips, st.threads,
-                per_core, ref, ratio, ref_used, rss_mb, (unsigned long long)bytes,
-                st.stages.read_ns / n / 1e3, st.stages.decode_ns / n / 1e3,
-                st.stages.resize_ns / n / 1e3, st.stages.encode_ns / n / 1e3,
-                (unsigned long long)st.stages.decode_cropped,
-                (unsigned long long)st.stages.decode_full,
-                (unsigned long long)st.stages.decode_scaled,
-                (unsigned long long)st.stages.decode_raw,
-                (unsigned long long)st.stages.bad_samples,
-                (unsigned long long)bfs_engine_fingerprint(e));
+        fprintf(
+            out,
+            "{\"images\": %llu, \"batches\": %llu, \"seconds\": %.4f, \"images_per_s\": %.1f, "
+            "\"threads\": %d, \"images_per_s_core\": %.1f, "
+            "\"decode_limit_images_per_s_core\": %.1f, \"ratio_per_core\": %.3f, "
+            "\"reference_images\": %zu, \"peak_rss_mb\": %.1f, \"batch_bytes\": %llu, "
+            "\"stage_us_per_image\": {\"read\": %.1f, \"decode\": %.1f, \"resize\": %.1f, "
+            "\"encode\": %.1f}, \"decodes\": {\"cropped\": %llu, \"full\": %llu, "
+            "\"scaled\": %llu, \"raw\": %llu}, \"bad_samples\": %llu, "
+            "\"fingerprint\": \"%016llx\"}\n",
+            (unsigned long long)images, (unsigned long long)want, secs, ips, st.threads, per_core,
+            ref, ratio, ref_used, rss_mb, (unsigned long long)bytes, st.stages.read_ns / n / 1e3,
+            st.stages.decode_ns / n / 1e3, st.stages.resize_ns / n / 1e3,
+            st.stages.encode_ns / n / 1e3, (unsigned long long)st.stages.decode_cropped,
+            (unsigned long long)st.stages.decode_full, (unsigned long long)st.stages.decode_scaled,
+            (unsigned long long)st.stages.decode_raw, (unsigned long long)st.stages.bad_samples,
+            (unsigned long long)bfs_engine_fingerprint(e));
     } else {
         fprintf(out, "source:       %s (%llu samples)\n", source,
                 (unsigned long long)bfs_engine_samples(e));
         fprintf(out, "pipeline:     %016llx\n%s", (unsigned long long)bfs_engine_fingerprint(e),
                 bfs_engine_canonical(e));
         fprintf(out, "read:         %llu batches of epoch %llu, %llu images, %.1f MB in %.3f s\n",
-                (unsigned long long)want, (unsigned long long)b->epoch,
-                (unsigned long long)images, batches_bytes / 1e6, secs);
+                (unsigned long long)want, (unsigned long long)b->epoch, (unsigned long long)images,
+                batches_bytes / 1e6, secs);
         fprintf(out, "throughput:   %.1f images/s with %d threads (%.1f images/s per core)\n", ips,
                 st.threads, per_core);
-        fprintf(out, "stages:       per image: read %.1f us, decode %.1f us, resize+augment "
-                     "%.1f us, encode %.1f us (worker time)\n",
+        fprintf(out,
+                "stages:       per image: read %.1f us, decode %.1f us, resize+augment "
+                "%.1f us, encode %.1f us (worker time)\n",
                 st.stages.read_ns / n / 1e3, st.stages.decode_ns / n / 1e3,
                 st.stages.resize_ns / n / 1e3, st.stages.encode_ns / n / 1e3);
-        fprintf(out, "decodes:      %llu cropped, %llu full, %llu with scaled IDCT, %llu raw; "
-                     "%llu bad samples\n",
-                (unsigned long long)st.stages.decode_cropped,
-                (unsigned long long)st.stages.decode_full,
-                (unsigned long long)st.stages.decode_scaled,
-                (unsigned long long)st.stages.decode_raw,
-                (unsigned long long)st.stages.bad_samples);
-        fprintf(out, "reference:    libjpeg-turbo full decode (tjDecompress2 to RGB), 1 core, "
-                     "same files (%zu images): %.1f images/s\n",
+        fprintf(
+            out,
+            "decodes:      %llu cropped, %llu full, %llu with scaled IDCT, %llu raw; "
+            "%llu bad samples\n",
+            (unsigned long long)st.stages.decode_cropped, (unsigned long long)st.stages.decode_full,
+            (unsigned long long)st.stages.decode_scaled, (unsigned long long)st.stages.decode_raw,
+            (unsigned long long)st.stages.bad_samples);
+        fprintf(out,
+                "reference:    libjpeg-turbo full decode (tjDecompress2 to RGB), 1 core, "
+                "same files (%zu images): %.1f images/s\n",
                 ref_used, ref);
-        fprintf(out, "ratio:        %.2f per core (batchfs images/s per core / full-decode "
-                     "images/s on one core)\n",
+        fprintf(out,
+                "ratio:        %.2f per core (batchfs images/s per core / full-decode "
+                "images/s on one core)\n",
                 ratio);
         fprintf(out, "peak RSS:     %.1f MB\n", rss_mb);
     }

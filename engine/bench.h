@@ -11,10 +11,10 @@
 #include "engine/pipeline.h"
 
 typedef struct bfs_bench_opts {
-    uint64_t batches;   /* batches to read (0: 20, capped at the epoch) */
-    uint64_t epoch;     /* epoch to read */
-    int reference;      /* images decoded for the reference rate (0: 400) */
-    int json;           /* one JSON object instead of text */
+    uint64_t batches; /* batches to read (0: 20, capped at the epoch) */
+    uint64_t epoch;   /* epoch to read */
+    int reference;    /* images decoded for the reference rate (0: 400) */
+    int json;         /* one JSON object instead of text */
 } bfs_bench_opts;
 
 /*

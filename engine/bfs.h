@@ -21,40 +21,42 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define BFS_MAGIC             "\x89" "BFS\r\n\x1a\n" /* PNG-style: catches text-mode mangling */
+#define BFS_MAGIC                                                                                  \
+    "\x89"                                                                                         \
+    "BFS\r\n\x1a\n" /* PNG-style: catches text-mode mangling */
 #define BFS_VERSION           1u
 #define BFS_HEADER_SIZE       128u
 #define BFS_SAMPLE_RECORD     32u
-#define BFS_HEAP_ALIGN        4096u         /* heap starts here: O_DIRECT / page aligned */
-#define BFS_PAGE_SIZE_DEFAULT (8u << 20)    /* 8 MiB: large sequential reads, ~0.6% padding */
+#define BFS_HEAP_ALIGN        4096u      /* heap starts here: O_DIRECT / page aligned */
+#define BFS_PAGE_SIZE_DEFAULT (8u << 20) /* 8 MiB: large sequential reads, ~0.6% padding */
 #define BFS_PAGE_SIZE_MIN     4096u
 #define BFS_PAGE_SIZE_MAX     (1u << 30)
 #define BFS_MAX_CLASSES       (1u << 24)
 #define BFS_MAX_CLASS_NAME    4096u
 
 /* Sample flags (bfs_sample.flags). */
-#define BFS_KIND_MASK         0x0003u
-#define BFS_KIND_JPEG         0x0000u /* payload: JPEG bytes */
-#define BFS_KIND_RAW          0x0001u /* payload: lz4 block of width*height*3 RGB bytes */
-#define BFS_F_PROGRESSIVE     0x0004u
-#define BFS_COLOR_MASK        0x0018u
-#define BFS_COLOR_YCC         0x0000u /* 3 components (YCbCr, or RGB when Adobe says so) */
-#define BFS_COLOR_GRAY        0x0008u
-#define BFS_COLOR_CMYK        0x0010u /* CMYK or YCCK */
-#define BFS_F_ODD_SAMPLING    0x0020u /* not 4:4:4/4:2:2/4:2:0/4:4:0: full-decode fallback */
-#define BFS_F_ARITHMETIC      0x0040u
-#define BFS_SAMP_H_SHIFT      8       /* bits 8-9: luma horizontal sampling factor - 1 */
-#define BFS_SAMP_V_SHIFT      10      /* bits 10-11: luma vertical sampling factor - 1 */
-#define BFS_FLAGS_KNOWN       0x0fffu
+#define BFS_KIND_MASK      0x0003u
+#define BFS_KIND_JPEG      0x0000u /* payload: JPEG bytes */
+#define BFS_KIND_RAW       0x0001u /* payload: lz4 block of width*height*3 RGB bytes */
+#define BFS_F_PROGRESSIVE  0x0004u
+#define BFS_COLOR_MASK     0x0018u
+#define BFS_COLOR_YCC      0x0000u /* 3 components (YCbCr, or RGB when Adobe says so) */
+#define BFS_COLOR_GRAY     0x0008u
+#define BFS_COLOR_CMYK     0x0010u /* CMYK or YCCK */
+#define BFS_F_ODD_SAMPLING 0x0020u /* not 4:4:4/4:2:2/4:2:0/4:4:0: full-decode fallback */
+#define BFS_F_ARITHMETIC   0x0040u
+#define BFS_SAMP_H_SHIFT   8  /* bits 8-9: luma horizontal sampling factor - 1 */
+#define BFS_SAMP_V_SHIFT   10 /* bits 10-11: luma vertical sampling factor - 1 */
+#define BFS_FLAGS_KNOWN    0x0fffu
 
 /* Dataset flags (bfs_info.flags). */
-#define BFS_DS_HAS_JPEG       0x1u
-#define BFS_DS_HAS_RAW        0x2u
+#define BFS_DS_HAS_JPEG 0x1u
+#define BFS_DS_HAS_RAW  0x2u
 
 /* Verification requests for bfs_sample_data. */
-#define BFS_VERIFY_NONE       0u
-#define BFS_VERIFY_SAMPLE     1u /* hash the sample's payload (cheap: ~10 GB/s) */
-#define BFS_VERIFY_PAGES      2u /* verify the page(s) holding it, once per page per reader */
+#define BFS_VERIFY_NONE   0u
+#define BFS_VERIFY_SAMPLE 1u /* hash the sample's payload (cheap: ~10 GB/s) */
+#define BFS_VERIFY_PAGES  2u /* verify the page(s) holding it, once per page per reader */
 
 /* Header fields, decoded. */
 typedef struct bfs_info {
@@ -79,7 +81,7 @@ typedef struct bfs_sample {
     uint32_t length; /* payload bytes */
     uint32_t label;  /* class index, < class_count */
     uint16_t width, height;
-    uint16_t flags;  /* BFS_KIND_*, BFS_F_*, BFS_COLOR_* */
+    uint16_t flags;    /* BFS_KIND_*, BFS_F_*, BFS_COLOR_* */
     uint32_t checksum; /* low 32 bits of XXH64(payload, seed 0) */
     uint32_t raw_size; /* RAW: decoded bytes (width*height*3); JPEG: 0 */
 } bfs_sample;
@@ -119,8 +121,8 @@ int bfs_get_sample(const bfs_reader *r, uint64_t i, bfs_sample *s);
  * verify: BFS_VERIFY_* bits. Returns bfs_get_sample's errors, BFS_E_SAMPLE_CHECKSUM or
  * BFS_E_PAGE_CHECKSUM. *data stays valid until bfs_close. s may be NULL.
  */
-int bfs_sample_data(bfs_reader *r, uint64_t i, unsigned verify, bfs_sample *s,
-                    const uint8_t **data, size_t *len);
+int bfs_sample_data(bfs_reader *r, uint64_t i, unsigned verify, bfs_sample *s, const uint8_t **data,
+                    size_t *len);
 
 /*
  * bfs_read_sample - copy sample i's payload into buf (cap bytes) with pread (from memory

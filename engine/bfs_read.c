@@ -28,8 +28,8 @@
 struct bfs_reader {
     const uint8_t *base; /* the whole file */
     size_t len;
-    int mapped;          /* base came from mmap (unmap on close) */
-    int fd;              /* the file, for pread of payloads; -1 for memory images */
+    int mapped; /* base came from mmap (unmap on close) */
+    int fd;     /* the file, for pread of payloads; -1 for memory images */
     bfs_info info;
     _Atomic uint64_t *verified; /* bit per page: checksum already verified OK */
 };
@@ -68,33 +68,36 @@ static int parse_header(bfs_reader *r, char *err, size_t errlen)
     if (r->len == 0)
         return bfs_errf(BFS_E_TRUNCATED, err, errlen, "empty file");
     if (r->len < 8 && memcmp(h, BFS_MAGIC, r->len) == 0)
-        return bfs_errf(BFS_E_TRUNCATED, err, errlen, "file is %zu bytes, shorter than the %u-byte header",
-                    r->len, BFS_HEADER_SIZE);
+        return bfs_errf(BFS_E_TRUNCATED, err, errlen,
+                        "file is %zu bytes, shorter than the %u-byte header", r->len,
+                        BFS_HEADER_SIZE);
     if (r->len < 8 || memcmp(h, BFS_MAGIC, 8) != 0) {
         if (r->len >= 8 && ld64(h) == 0)
             return bfs_errf(BFS_E_MAGIC, err, errlen,
-                        "no magic number: the file starts with zeros (an interrupted "
-                        "mkbatchfs leaves its temporary file like this)");
+                            "no magic number: the file starts with zeros (an interrupted "
+                            "mkbatchfs leaves its temporary file like this)");
         return bfs_errf(BFS_E_MAGIC, err, errlen, "not a batchfs dataset (bad magic number)");
     }
     if (r->len < BFS_HEADER_SIZE)
-        return bfs_errf(BFS_E_TRUNCATED, err, errlen, "file is %zu bytes, shorter than the %u-byte header",
-                    r->len, BFS_HEADER_SIZE);
+        return bfs_errf(BFS_E_TRUNCATED, err, errlen,
+                        "file is %zu bytes, shorter than the %u-byte header", r->len,
+                        BFS_HEADER_SIZE);
     in->version = ld32(h + 8);
     if (in->version != BFS_VERSION)
-        return bfs_errf(BFS_E_VERSION, err, errlen,
-                    "format version %u; this build reads version %u (repack with this mkbatchfs)",
-                    in->version, BFS_VERSION);
+        return bfs_errf(
+            BFS_E_VERSION, err, errlen,
+            "format version %u; this build reads version %u (repack with this mkbatchfs)",
+            in->version, BFS_VERSION);
     uint64_t want = bfs_xxh64(h, 120, 0);
     in->header_checksum = ld64(h + 120);
     if (want != in->header_checksum)
         return bfs_errf(BFS_E_HEADER_CHECKSUM, err, errlen,
-                    "header checksum mismatch (stored %016llx, computed %016llx)",
-                    (unsigned long long)in->header_checksum, (unsigned long long)want);
+                        "header checksum mismatch (stored %016llx, computed %016llx)",
+                        (unsigned long long)in->header_checksum, (unsigned long long)want);
     if (ld32(h + 12) != BFS_HEADER_SIZE || ld32(h + 108) != BFS_SAMPLE_RECORD)
         return bfs_errf(BFS_E_VERSION, err, errlen,
-                    "header size %u / sample record size %u not %u / %u", ld32(h + 12),
-                    ld32(h + 108), BFS_HEADER_SIZE, BFS_SAMPLE_RECORD);
+                        "header size %u / sample record size %u not %u / %u", ld32(h + 12),
+                        ld32(h + 108), BFS_HEADER_SIZE, BFS_SAMPLE_RECORD);
     in->sample_count = ld64(h + 16);
     in->class_count = ld32(h + 24);
     in->page_size = ld32(h + 28);
@@ -111,29 +114,28 @@ static int parse_header(bfs_reader *r, char *err, size_t errlen)
 
     if (in->file_size > r->len)
         return bfs_errf(BFS_E_TRUNCATED, err, errlen,
-                    "file is truncated: %zu bytes, header says %llu (%.1f%% missing)", r->len,
-                    (unsigned long long)in->file_size,
-                    100.0 * (double)(in->file_size - r->len) / (double)in->file_size);
+                        "file is truncated: %zu bytes, header says %llu (%.1f%% missing)", r->len,
+                        (unsigned long long)in->file_size,
+                        100.0 * (double)(in->file_size - r->len) / (double)in->file_size);
     if (in->file_size < r->len)
         return bfs_errf(BFS_E_LAYOUT, err, errlen, "file has %llu unexpected trailing bytes",
-                    (unsigned long long)(r->len - in->file_size));
+                        (unsigned long long)(r->len - in->file_size));
     uint64_t ps = in->page_size;
     if (ps < BFS_PAGE_SIZE_MIN || ps > BFS_PAGE_SIZE_MAX || (ps & (ps - 1)))
         return bfs_errf(BFS_E_COUNT, err, errlen, "page size %u is not a power of two in [%u, %u]",
-                    in->page_size, BFS_PAGE_SIZE_MIN, BFS_PAGE_SIZE_MAX);
+                        in->page_size, BFS_PAGE_SIZE_MIN, BFS_PAGE_SIZE_MAX);
     if (in->sample_count == 0 || in->class_count == 0)
         return bfs_errf(BFS_E_COUNT, err, errlen, "dataset has %llu samples in %u classes",
-                    (unsigned long long)in->sample_count, in->class_count);
+                        (unsigned long long)in->sample_count, in->class_count);
     if (in->class_count > BFS_MAX_CLASSES)
         return bfs_errf(BFS_E_COUNT, err, errlen, "class count %u above the limit %u",
-                    in->class_count, BFS_MAX_CLASSES);
+                        in->class_count, BFS_MAX_CLASSES);
     if (in->sample_count > r->len / BFS_SAMPLE_RECORD)
-        return bfs_errf(BFS_E_COUNT, err, errlen,
-                    "sample count %llu cannot fit in a %zu-byte file",
-                    (unsigned long long)in->sample_count, r->len);
+        return bfs_errf(BFS_E_COUNT, err, errlen, "sample count %llu cannot fit in a %zu-byte file",
+                        (unsigned long long)in->sample_count, r->len);
     if (in->page_count != (in->heap_size + ps - 1) / ps)
         return bfs_errf(BFS_E_COUNT, err, errlen, "page count %llu does not match heap size %llu",
-                    (unsigned long long)in->page_count, (unsigned long long)in->heap_size);
+                        (unsigned long long)in->page_count, (unsigned long long)in->heap_size);
     if (in->flags & ~(uint32_t)(BFS_DS_HAS_JPEG | BFS_DS_HAS_RAW))
         return bfs_errf(BFS_E_VERSION, err, errlen, "unknown dataset flags %#x", in->flags);
 
@@ -152,10 +154,10 @@ static int parse_header(bfs_reader *r, char *err, size_t errlen)
     for (size_t k = 0; k < sizeof reg / sizeof reg[0]; k++) {
         if (!region_ok(reg[k].off, reg[k].size, in->file_size) || reg[k].off < prev_end)
             return bfs_errf(BFS_E_LAYOUT, err, errlen,
-                        "%s at offset %llu, %llu bytes, lies outside the file (%llu bytes) or "
-                        "overlaps the previous region",
-                        reg[k].name, (unsigned long long)reg[k].off,
-                        (unsigned long long)reg[k].size, (unsigned long long)in->file_size);
+                            "%s at offset %llu, %llu bytes, lies outside the file (%llu bytes) or "
+                            "overlaps the previous region",
+                            reg[k].name, (unsigned long long)reg[k].off,
+                            (unsigned long long)reg[k].size, (unsigned long long)in->file_size);
         prev_end = reg[k].off + reg[k].size;
     }
     /* Exactly the layout docs/format.md gives: no slack between or after regions except
@@ -167,11 +169,12 @@ static int parse_header(bfs_reader *r, char *err, size_t errlen)
         in->page_table_offset != ((ct_end + 7) & ~7ULL) ||
         in->file_size != in->page_table_offset + in->page_count * 8)
         return bfs_errf(BFS_E_LAYOUT, err, errlen,
-                    "regions are not packed as the format requires (unexpected gaps or "
-                    "trailing bytes)");
+                        "regions are not packed as the format requires (unexpected gaps or "
+                        "trailing bytes)");
     if (in->class_table_size < (uint64_t)in->class_count * 8)
-        return bfs_errf(BFS_E_LAYOUT, err, errlen, "class table of %llu bytes cannot hold %u entries",
-                    (unsigned long long)in->class_table_size, in->class_count);
+        return bfs_errf(BFS_E_LAYOUT, err, errlen,
+                        "class table of %llu bytes cannot hold %u entries",
+                        (unsigned long long)in->class_table_size, in->class_count);
     return 0;
 }
 
@@ -318,8 +321,8 @@ int bfs_verify_page(bfs_reader *r, uint64_t p)
     return 0;
 }
 
-int bfs_sample_data(bfs_reader *r, uint64_t i, unsigned verify, bfs_sample *s,
-                    const uint8_t **data, size_t *len)
+int bfs_sample_data(bfs_reader *r, uint64_t i, unsigned verify, bfs_sample *s, const uint8_t **data,
+                    size_t *len)
 {
     bfs_sample tmp;
     if (!s)

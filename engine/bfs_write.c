@@ -29,7 +29,7 @@ struct bfs_writer {
     uint32_t page_size;
     uint8_t *buf; /* write buffer */
     size_t buffered;
-    uint64_t heap_size;      /* bytes of heap written (incl. buffered) */
+    uint64_t heap_size;        /* bytes of heap written (incl. buffered) */
     bfs_xxh64_state page_hash; /* hash of the current, unfinished page */
     uint64_t *page_sums;
     size_t page_cap;
@@ -121,7 +121,7 @@ int bfs_writer_create(const char *path, uint32_t page_size, bfs_writer **out, ch
     if (page_size < BFS_PAGE_SIZE_MIN || page_size > BFS_PAGE_SIZE_MAX ||
         (page_size & (page_size - 1)))
         return bfs_errf(-EINVAL, err, errlen, "page size %u is not a power of two in [%u, %u]",
-                    page_size, BFS_PAGE_SIZE_MIN, BFS_PAGE_SIZE_MAX);
+                        page_size, BFS_PAGE_SIZE_MIN, BFS_PAGE_SIZE_MAX);
     bfs_writer *w = calloc(1, sizeof *w);
     if (!w)
         return bfs_errf(-ENOMEM, err, errlen, "out of memory");
@@ -141,7 +141,7 @@ int bfs_writer_create(const char *path, uint32_t page_size, bfs_writer **out, ch
         int e = errno;
         char *dir = strdup(path);
         int rc = bfs_errf(-e, err, errlen, "cannot create a temporary file in %s: %s",
-                      dir ? dirname(dir) : path, strerror(e));
+                          dir ? dirname(dir) : path, strerror(e));
         free(dir);
         free(w->tmp);
         w->tmp = NULL;
@@ -290,8 +290,9 @@ int bfs_writer_finish(bfs_writer *w, int do_fsync, char *err, size_t errlen)
         uint32_t label;
         memcpy(&label, w->samples + i * BFS_SAMPLE_RECORD + 12, 4);
         if (label >= w->nclasses) {
-            rc = bfs_errf(BFS_E_LABEL, err, errlen, "sample %llu has label %u but there are %u classes",
-                      (unsigned long long)i, label, w->nclasses);
+            rc = bfs_errf(BFS_E_LABEL, err, errlen,
+                          "sample %llu has label %u but there are %u classes",
+                          (unsigned long long)i, label, w->nclasses);
             goto out;
         }
     }
@@ -312,8 +313,7 @@ int bfs_writer_finish(bfs_writer *w, int do_fsync, char *err, size_t errlen)
     uint64_t pt_size = w->pages_done * 8;
     uint64_t file_size = pt_off + pt_size;
 
-    if ((rc = flush(w)) ||
-        (rc = write_all(w->fd, zeros, st_off - heap_end)) ||
+    if ((rc = flush(w)) || (rc = write_all(w->fd, zeros, st_off - heap_end)) ||
         (rc = write_all(w->fd, w->samples, st_size)) || (rc = write_all(w->fd, ct, ct_size)) ||
         (rc = write_all(w->fd, zeros, pt_off - ct_off - ct_size)) ||
         (rc = write_all(w->fd, w->page_sums, pt_size)))
@@ -366,7 +366,7 @@ int bfs_writer_finish(bfs_writer *w, int do_fsync, char *err, size_t errlen)
         goto write_failed;
     }
     free(w->tmp);
-    w->tmp = NULL; /* renamed: nothing to unlink */
+    w->tmp = NULL;  /* renamed: nothing to unlink */
     if (do_fsync) { /* make the rename durable too */
         char *d = strdup(w->path);
         int dfd = d ? open(dirname(d), O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;

@@ -178,16 +178,19 @@ static int decode_raw(bfs_decoder *d, const uint8_t *data, size_t len, const bfs
     int n = LZ4_decompress_safe((const char *)data, (char *)d->buf, (int)len, (int)need);
     if (n != (int)need)
         return BFS_E_RAW_DATA;
-    *out = (bfs_pixels){.rgb = d->buf, .stride = (size_t)info->width * 3, .w = info->width,
-                        .h = info->height, .img_w = info->width, .img_h = info->height,
+    *out = (bfs_pixels){.rgb = d->buf,
+                        .stride = (size_t)info->width * 3,
+                        .w = info->width,
+                        .h = info->height,
+                        .img_w = info->width,
+                        .img_h = info->height,
                         .scale = 1};
     d->stats.raw++;
     return 0;
 }
 
-int bfs_decoder_decode(bfs_decoder *d, const uint8_t *data, size_t len,
-                       const bfs_image_info *info, int scale, int x0, int y0, int x1, int y1,
-                       bfs_pixels *out)
+int bfs_decoder_decode(bfs_decoder *d, const uint8_t *data, size_t len, const bfs_image_info *info,
+                       int scale, int x0, int y0, int x1, int y1, bfs_pixels *out)
 {
     if ((info->flags & BFS_KIND_MASK) == BFS_KIND_RAW)
         return decode_raw(d, data, len, info, out);
@@ -274,8 +277,15 @@ int bfs_decoder_decode(bfs_decoder *d, const uint8_t *data, size_t len,
         jpeg_finish_decompress(c);
     if (d->jerr.warnings)
         return BFS_E_JPEG_DATA;
-    *out = (bfs_pixels){.rgb = d->buf, .stride = stride, .x0 = (int)cx, .y0 = ry0, .w = (int)cw,
-                        .h = ry1 - ry0, .img_w = sw, .img_h = sh, .scale = scale};
+    *out = (bfs_pixels){.rgb = d->buf,
+                        .stride = stride,
+                        .x0 = (int)cx,
+                        .y0 = ry0,
+                        .w = (int)cw,
+                        .h = ry1 - ry0,
+                        .img_w = sw,
+                        .img_h = sh,
+                        .scale = scale};
     if (scale > 1)
         d->stats.scaled++;
     if (croppable && ((int)cw != sw || ry1 - ry0 != sh))

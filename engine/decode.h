@@ -34,9 +34,9 @@ typedef struct bfs_decoder bfs_decoder;
 typedef struct bfs_pixels {
     const uint8_t *rgb; /* owned by the decoder; valid until its next call */
     size_t stride;
-    int x0, y0, w, h;   /* region covered */
-    int img_w, img_h;   /* the (scaled) image's size */
-    int scale;          /* IDCT scale denominator used: 1, 2, 4 or 8 */
+    int x0, y0, w, h; /* region covered */
+    int img_w, img_h; /* the (scaled) image's size */
+    int scale;        /* IDCT scale denominator used: 1, 2, 4 or 8 */
 } bfs_pixels;
 
 /* Image facts a decode needs, from the .bfs table or bfs_decoder_probe. */
@@ -78,9 +78,8 @@ int bfs_decoder_max_scale(const bfs_image_info *info, double box_w, double box_h
  * does not decompress to raw_size); BFS_E_JPEG_HEADER / BFS_E_NOT_JPEG; -EINVAL (bad
  * region or scale); -ENOMEM.
  */
-int bfs_decoder_decode(bfs_decoder *d, const uint8_t *data, size_t len,
-                       const bfs_image_info *info, int scale, int x0, int y0, int x1, int y1,
-                       bfs_pixels *out);
+int bfs_decoder_decode(bfs_decoder *d, const uint8_t *data, size_t len, const bfs_image_info *info,
+                       int scale, int x0, int y0, int x1, int y1, bfs_pixels *out);
 
 /* bfs_decoder_get_stats - counters of decodes by path so far. */
 void bfs_decoder_get_stats(const bfs_decoder *d, bfs_decode_stats *st);

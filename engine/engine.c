@@ -28,7 +28,7 @@
 
 /* Stream of the substitute choice for bad samples (crop and flip use 0 and 1). */
 #define STREAM_SUBSTITUTE 7
-#define SUBSTITUTE_TRIES 8
+#define SUBSTITUTE_TRIES  8
 /* ImageNet mean as u8: the colour of a substitute when no other sample decodes */
 #define GRAY_R 124
 #define GRAY_G 116
@@ -168,7 +168,10 @@ uint64_t bfs_engine_encode_ns(const bfs_engine *e)
 
 static bfs_dtype st_dtype(int out)
 {
-    return out == BFS_OUT_U8 ? BFS_DT_U8 : out == BFS_OUT_F16 ? BFS_DT_F16 : out == BFS_OUT_BF16 ? BFS_DT_BF16 : BFS_DT_F32;
+    return out == BFS_OUT_U8     ? BFS_DT_U8
+           : out == BFS_OUT_F16  ? BFS_DT_F16
+           : out == BFS_OUT_BF16 ? BFS_DT_BF16
+                                 : BFS_DT_F32;
 }
 
 static void describe(const bfs_engine *e, uint32_t len, uint64_t epoch, uint64_t k,
@@ -200,8 +203,7 @@ static void put_i64(uint8_t *p, int64_t v)
     memcpy(p, &v, 8);
 }
 
-int bfs_engine_batch_begin(bfs_engine *e, uint64_t epoch, uint64_t k, uint8_t *dst,
-                           uint64_t *idx)
+int bfs_engine_batch_begin(bfs_engine *e, uint64_t epoch, uint64_t k, uint8_t *dst, uint64_t *idx)
 {
     uint64_t t0 = now_ns();
     uint32_t len = bfs_plan_batch_len(e->plan, k);
@@ -391,8 +393,8 @@ int bfs_engine_sample(bfs_engine *e, bfs_engine_worker *w, uint64_t epoch, uint6
         char name[4200];
         bfs_source_describe(e->src, idx, name, sizeof name);
         snprintf(err, errlen, "bad sample %llu (%s) in epoch %llu batch %llu: %s",
-                 (unsigned long long)idx, name, (unsigned long long)epoch,
-                 (unsigned long long)k, bfs_strerror(rc));
+                 (unsigned long long)idx, name, (unsigned long long)epoch, (unsigned long long)k,
+                 bfs_strerror(rc));
         log_bad(e, idx, rc, "failing its batch (bad_sample=fail)");
         return rc;
     }

@@ -24,8 +24,8 @@ typedef struct bfs_engine_worker bfs_engine_worker;
 typedef struct bfs_stage_stats {
     uint64_t samples;
     uint64_t read_ns, decode_ns, resize_ns; /* resize includes flip/normalize/cast/store */
-    uint64_t encode_ns;                      /* batch headers, labels, indices */
-    uint64_t bad_samples;                    /* substituted (or failed) samples */
+    uint64_t encode_ns;                     /* batch headers, labels, indices */
+    uint64_t bad_samples;                   /* substituted (or failed) samples */
     uint64_t decode_cropped, decode_full, decode_scaled, decode_raw;
 } bfs_stage_stats;
 
@@ -41,10 +41,10 @@ int bfs_engine_create(const char *source_path, const bfs_pipeline_opts *o, bfs_e
 void bfs_engine_destroy(bfs_engine *e);
 
 const bfs_pipeline_opts *bfs_engine_opts(const bfs_engine *e);
-uint64_t bfs_engine_batches(const bfs_engine *e);  /* batches per epoch */
-uint32_t bfs_engine_batch_len(const bfs_engine *e, uint64_t k); /* samples in batch k */
+uint64_t bfs_engine_batches(const bfs_engine *e);                 /* batches per epoch */
+uint32_t bfs_engine_batch_len(const bfs_engine *e, uint64_t k);   /* samples in batch k */
 uint64_t bfs_engine_batch_bytes(const bfs_engine *e, uint64_t k); /* file size of batch k */
-uint64_t bfs_engine_samples(const bfs_engine *e);  /* dataset samples */
+uint64_t bfs_engine_samples(const bfs_engine *e);                 /* dataset samples */
 uint64_t bfs_engine_fingerprint(const bfs_engine *e);
 const char *bfs_engine_canonical(const bfs_engine *e); /* canonical pipeline text */
 const char *bfs_engine_source_path(const bfs_engine *e);
@@ -56,8 +56,7 @@ const char *bfs_engine_source_path(const bfs_engine *e);
  * filled slot by slot with bfs_engine_sample, in any order, by any workers.
  * Returns the batch length, -ERANGE (epoch >= epochs or k >= batches) or -ENOMEM.
  */
-int bfs_engine_batch_begin(bfs_engine *e, uint64_t epoch, uint64_t k, uint8_t *dst,
-                           uint64_t *idx);
+int bfs_engine_batch_begin(bfs_engine *e, uint64_t epoch, uint64_t k, uint8_t *dst, uint64_t *idx);
 
 /*
  * bfs_engine_sample - compute slot j (dataset index idx) of a batch started with

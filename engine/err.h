@@ -12,25 +12,25 @@
 
 enum {
     BFS_E_FIRST = -4200,
-    BFS_E_MAGIC = BFS_E_FIRST,  /* not a .bfs file (bad magic) */
-    BFS_E_VERSION,              /* .bfs version this build cannot read */
-    BFS_E_HEADER_CHECKSUM,      /* header checksum mismatch */
-    BFS_E_TRUNCATED,            /* file shorter than its header says */
-    BFS_E_LAYOUT,               /* offsets/sizes point outside the file or overlap */
-    BFS_E_COUNT,                /* absurd counts (samples, classes, pages, page size) */
-    BFS_E_TABLE_CHECKSUM,       /* sample/class table checksum mismatch */
-    BFS_E_PAGE_CHECKSUM,        /* payload page checksum mismatch */
-    BFS_E_SAMPLE_CHECKSUM,      /* sample payload checksum mismatch */
-    BFS_E_SAMPLE_RANGE,         /* sample entry points outside the payload heap */
-    BFS_E_SAMPLE_INDEX,         /* sample index >= sample count */
-    BFS_E_LABEL,                /* sample label >= class count */
-    BFS_E_CLASS_NAME,           /* class-name entry invalid */
-    BFS_E_NOT_JPEG,             /* payload is not a JPEG (no SOI marker) */
-    BFS_E_JPEG_HEADER,          /* JPEG header truncated or malformed */
-    BFS_E_JPEG_UNSUPPORTED,     /* JPEG kind libjpeg-turbo 2.1 cannot decode (lossless, 12-bit) */
-    BFS_E_JPEG_DATA,            /* JPEG entropy data corrupt or truncated */
-    BFS_E_RAW_DATA,             /* raw (lz4) payload corrupt */
-    BFS_E_EMPTY,                /* empty source directory or class */
+    BFS_E_MAGIC = BFS_E_FIRST, /* not a .bfs file (bad magic) */
+    BFS_E_VERSION,             /* .bfs version this build cannot read */
+    BFS_E_HEADER_CHECKSUM,     /* header checksum mismatch */
+    BFS_E_TRUNCATED,           /* file shorter than its header says */
+    BFS_E_LAYOUT,              /* offsets/sizes point outside the file or overlap */
+    BFS_E_COUNT,               /* absurd counts (samples, classes, pages, page size) */
+    BFS_E_TABLE_CHECKSUM,      /* sample/class table checksum mismatch */
+    BFS_E_PAGE_CHECKSUM,       /* payload page checksum mismatch */
+    BFS_E_SAMPLE_CHECKSUM,     /* sample payload checksum mismatch */
+    BFS_E_SAMPLE_RANGE,        /* sample entry points outside the payload heap */
+    BFS_E_SAMPLE_INDEX,        /* sample index >= sample count */
+    BFS_E_LABEL,               /* sample label >= class count */
+    BFS_E_CLASS_NAME,          /* class-name entry invalid */
+    BFS_E_NOT_JPEG,            /* payload is not a JPEG (no SOI marker) */
+    BFS_E_JPEG_HEADER,         /* JPEG header truncated or malformed */
+    BFS_E_JPEG_UNSUPPORTED,    /* JPEG kind libjpeg-turbo 2.1 cannot decode (lossless, 12-bit) */
+    BFS_E_JPEG_DATA,           /* JPEG entropy data corrupt or truncated */
+    BFS_E_RAW_DATA,            /* raw (lz4) payload corrupt */
+    BFS_E_EMPTY,               /* empty source directory or class */
     BFS_E_LAST
 };
 

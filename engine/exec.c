@@ -33,12 +33,12 @@ struct bfs_batch { /* a job; "batch" is the name callers see */
     uint32_t active; /* slots being computed */
     uint32_t done;   /* slots finished */
     int state;
-    int demand;      /* someone waits for it */
+    int demand; /* someone waits for it */
     int rc;
     char err[512];
-    int refs;        /* references held by callers (and the creator while preparing) */
-    uint64_t seq;    /* creation order (FIFO among equals) */
-    uint64_t used;   /* LRU tick */
+    int refs;      /* references held by callers (and the creator while preparing) */
+    uint64_t seq;  /* creation order (FIFO among equals) */
+    uint64_t used; /* LRU tick */
     struct bfs_batch *next_job;
 };
 
@@ -51,8 +51,8 @@ struct bfs_exec {
     uint64_t seq, tick;
     uint64_t cache_bytes; /* budget for finished unreferenced jobs */
     int stop, shutdown;
-    int nthreads;   /* threads started */
-    int nworkers;   /* worker contexts allocated */
+    int nthreads; /* threads started */
+    int nworkers; /* worker contexts allocated */
     pthread_t *threads;
     bfs_engine_worker **workers;
     bfs_exec_stats st; /* counters (guarded by lock) */
@@ -366,8 +366,7 @@ static bfs_batch *acquire(bfs_exec *x, uint64_t epoch, uint64_t k, int demand, i
     return j;
 }
 
-int bfs_exec_get(bfs_exec *x, uint64_t epoch, uint64_t k, bfs_batch **out, char *err,
-                 size_t errlen)
+int bfs_exec_get(bfs_exec *x, uint64_t epoch, uint64_t k, bfs_batch **out, char *err, size_t errlen)
 {
     *out = NULL;
     int rc = 0;

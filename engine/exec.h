@@ -23,11 +23,11 @@ typedef struct bfs_exec bfs_exec;
 typedef struct bfs_batch bfs_batch;
 
 typedef struct bfs_exec_stats {
-    uint64_t computed;     /* batches computed */
-    uint64_t hits;         /* gets served from a finished batch */
-    uint64_t joins;        /* gets that joined a computation in flight (single-flight) */
-    uint64_t misses;       /* gets that started a computation */
-    uint64_t prefetched;   /* computations started by prefetch */
+    uint64_t computed;   /* batches computed */
+    uint64_t hits;       /* gets served from a finished batch */
+    uint64_t joins;      /* gets that joined a computation in flight (single-flight) */
+    uint64_t misses;     /* gets that started a computation */
+    uint64_t prefetched; /* computations started by prefetch */
     uint64_t evictions;
     uint64_t failed;       /* batches that failed (bad_sample=fail) */
     uint64_t cached_bytes; /* finished batches held now */

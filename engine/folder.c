@@ -19,7 +19,6 @@ static int cmp_str(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-
 /* Sorted names of the entries of dir (no "." / ".." / hidden), each malloc'ed. */
 static int list_dir(const char *dir, char ***names, size_t *count)
 {
@@ -179,8 +178,10 @@ int bfs_folder_scan(const char *src, bfs_folder *p, char *err, size_t errlen)
     if (stat(src, &st) < 0)
         return bfs_errf(-errno, err, errlen, "%s: %s", src, strerror(errno));
     if (!S_ISDIR(st.st_mode))
-        return bfs_errf(-ENOTDIR, err, errlen, "%s: not a directory (expected an ImageFolder: one "
-                    "sub-directory per class)", src);
+        return bfs_errf(-ENOTDIR, err, errlen,
+                        "%s: not a directory (expected an ImageFolder: one "
+                        "sub-directory per class)",
+                        src);
     char **names;
     size_t n;
     int rc = list_dir(src, &names, &n);
@@ -221,15 +222,16 @@ int bfs_folder_scan(const char *src, bfs_folder *p, char *err, size_t errlen)
         rc = scan_class(p, cdir, p->nclasses, &found, err, errlen);
         if (!rc && found == 0)
             rc = bfs_errf(BFS_E_EMPTY, err, errlen,
-                      "class directory %s is empty: every class needs at least one image "
-                      "(remove the directory or add images)", cdir);
+                          "class directory %s is empty: every class needs at least one image "
+                          "(remove the directory or add images)",
+                          cdir);
         p->nclasses++;
         free(cdir);
     }
     free_names(names, n);
     if (!rc && p->nclasses == 0)
         rc = bfs_errf(BFS_E_EMPTY, err, errlen,
-                  "%s has no class sub-directories (expected SRC/<class>/<image>.jpg)", src);
+                      "%s has no class sub-directories (expected SRC/<class>/<image>.jpg)", src);
     if (rc == -ENOMEM)
         bfs_errf(rc, err, errlen, "out of memory while scanning %s", src);
     if (rc)

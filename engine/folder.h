@@ -15,10 +15,10 @@
 #include <stdint.h>
 
 typedef struct bfs_folder {
-    char **paths;      /* n full paths ("ROOT/class/.../file") */
-    uint32_t *labels;  /* n labels */
+    char **paths;     /* n full paths ("ROOT/class/.../file") */
+    uint32_t *labels; /* n labels */
     uint64_t n, cap;
-    char **classes;    /* class names (directory names) */
+    char **classes; /* class names (directory names) */
     uint32_t nclasses, class_cap;
 } bfs_folder;
 

@@ -24,8 +24,7 @@ static int parse_sof(const uint8_t *seg, size_t n, int marker, bfs_jpeg_header *
     h->components = seg[5];
     if (n < 6 + 3 * (size_t)h->components)
         return BFS_E_JPEG_HEADER;
-    if (marker == 0xC3 || (marker >= 0xC5 && marker <= 0xC7) || marker == 0xCB ||
-        marker >= 0xCD)
+    if (marker == 0xC3 || (marker >= 0xC5 && marker <= 0xC7) || marker == 0xCB || marker >= 0xCD)
         return BFS_E_JPEG_UNSUPPORTED; /* lossless or hierarchical */
     if (precision != 8)
         return BFS_E_JPEG_UNSUPPORTED;

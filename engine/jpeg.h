@@ -18,10 +18,10 @@
 
 typedef struct bfs_jpeg_header {
     int width, height;
-    int components;     /* 1, 3 or 4 */
-    int progressive;    /* SOF2 / SOF10 */
-    int arithmetic;     /* SOF9 / SOF10 */
-    int hs[4], vs[4];   /* sampling factors per component */
+    int components;      /* 1, 3 or 4 */
+    int progressive;     /* SOF2 / SOF10 */
+    int arithmetic;      /* SOF9 / SOF10 */
+    int hs[4], vs[4];    /* sampling factors per component */
     int adobe_transform; /* APP14 Adobe transform byte, -1 when absent */
 } bfs_jpeg_header;
 

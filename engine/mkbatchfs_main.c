@@ -82,7 +82,7 @@ static int parse_size(const char *s, uint32_t *out)
     unsigned long long v = strtoull(s, &end, 10);
     int shift = !errno && end != s && (*end == 'K' || *end == 'k') && !end[1]   ? 10
                 : !errno && end != s && (*end == 'M' || *end == 'm') && !end[1] ? 20
-                                                                               : 0;
+                                                                                : 0;
     if (errno || end == s || (*end && !shift) || s[0] == '-' || v > (BFS_PAGE_SIZE_MAX >> shift))
         v = 0; /* rejected below; also catches a shift that would overflow */
     else
@@ -212,8 +212,8 @@ static int check_payload(const bfs_sample *s, const uint8_t *data, size_t len, u
                 return -ENOMEM;
             *raw_cap = s->raw_size;
         }
-        int n = LZ4_decompress_safe((const char *)data, (char *)*raw_buf, (int)len,
-                                    (int)s->raw_size);
+        int n =
+            LZ4_decompress_safe((const char *)data, (char *)*raw_buf, (int)len, (int)s->raw_size);
         return n == (int)s->raw_size ? 0 : BFS_E_RAW_DATA;
     }
     bfs_jpeg_header h;
@@ -240,9 +240,8 @@ static int cmd_verify(const char *path)
             continue;
         uint64_t b, e;
         bfs_page_range(r, p, &b, &e);
-        fprintf(stderr,
-                "mkbatchfs: %s: page %llu (file bytes %llu..%llu) checksum mismatch\n", path,
-                (unsigned long long)p, (unsigned long long)(in->heap_offset + b),
+        fprintf(stderr, "mkbatchfs: %s: page %llu (file bytes %llu..%llu) checksum mismatch\n",
+                path, (unsigned long long)p, (unsigned long long)(in->heap_offset + b),
                 (unsigned long long)(in->heap_offset + e - 1));
         bad_pages++;
     }
@@ -410,8 +409,8 @@ int main(int argc, char **argv)
     char **args = argv + optind;
     int want = mode == OPT_CAT ? 2 : mode ? 1 : 2;
     if (nargs != want) {
-        fprintf(stderr, "mkbatchfs: expected %d argument%s, got %d\n\n", want,
-                want == 1 ? "" : "s", nargs);
+        fprintf(stderr, "mkbatchfs: expected %d argument%s, got %d\n\n", want, want == 1 ? "" : "s",
+                nargs);
         usage(stderr);
         return 2;
     }

@@ -28,10 +28,10 @@
 #include <unistd.h>
 
 typedef struct result {
-    int ready;      /* guarded by pack.lock */
-    int err;        /* 0, or why the file is skipped */
+    int ready; /* guarded by pack.lock */
+    int err;   /* 0, or why the file is skipped */
     const char *reason;
-    uint8_t *data;  /* payload (owned) */
+    uint8_t *data; /* payload (owned) */
     size_t len;
     uint64_t in_bytes;
     int reencoded;
@@ -135,8 +135,13 @@ static int shrink(uint8_t **rgb, int *w, int *h, int max_side, resize_scratch *s
     uint8_t *out = malloc((size_t)nw * nh * 3);
     if (!out)
         return -ENOMEM;
-    resize_spec spec = {.in_w = *w, .in_h = *h, .box = {0, 0, *w, *h}, .out_w = nw, .out_h = nh,
-                        .win_w = nw, .win_h = nh};
+    resize_spec spec = {.in_w = *w,
+                        .in_h = *h,
+                        .box = {0, 0, *w, *h},
+                        .out_w = nw,
+                        .out_h = nh,
+                        .win_w = nw,
+                        .win_h = nh};
     resize_src src = {.pixels = *rgb, .stride = (size_t)*w * 3, .w = *w, .h = *h};
     rowsink sink = {out, (size_t)nw * 3};
     int rc = resize_rgb8(&spec, &src, store_row, &sink, scratch);
@@ -271,8 +276,8 @@ static void *worker(void *arg)
 
 /* ---- progress --------------------------------------------------------------------- */
 
-static void progress(const bfs_pack_opts *o, const bfs_pack_report *rep, uint64_t done,
-                     double t0, int final)
+static void progress(const bfs_pack_opts *o, const bfs_pack_report *rep, uint64_t done, double t0,
+                     int final)
 {
     static double last;
     double t = now();
@@ -339,7 +344,8 @@ static int write_all_items(pack *p, bfs_writer *w, bfs_pack_report *rep, uint64_
         } else {
             rc = bfs_writer_add(w, &r.s, r.data, r.len);
             if (rc)
-                bfs_errf(rc, err, errlen, "writing %s: %s", bfs_writer_temp_path(w), bfs_strerror(rc));
+                bfs_errf(rc, err, errlen, "writing %s: %s", bfs_writer_temp_path(w),
+                         bfs_strerror(rc));
             rep->packed++;
             rep->reencoded += (uint64_t)r.reencoded;
             rep->bytes_out += r.len;
@@ -391,8 +397,9 @@ int bfs_pack(const char *src, const char *out, const bfs_pack_opts *o, bfs_pack_
 {
     memset(rep, 0, sizeof *rep);
     if (o->max_side < 0 || o->max_side > 65535 || o->quality < 0 || o->quality > 100)
-        return bfs_errf(-EINVAL, err, errlen, "bad options: max-side %d (0..65535), quality %d (1..100)",
-                    o->max_side, o->quality);
+        return bfs_errf(-EINVAL, err, errlen,
+                        "bad options: max-side %d (0..65535), quality %d (1..100)", o->max_side,
+                        o->quality);
     double t0 = now();
     pack p = {.o = o};
     pthread_mutex_init(&p.lock, NULL);
@@ -442,8 +449,8 @@ int bfs_pack(const char *src, const char *out, const bfs_pack_opts *o, bfs_pack_
         for (uint32_t c = 0; c < p.f.nclasses; c++)
             if (per_class[c] == 0) {
                 rc = bfs_errf(BFS_E_EMPTY, err, errlen,
-                          "class '%s' has no usable images (all its files were skipped)",
-                          p.f.classes[c]);
+                              "class '%s' has no usable images (all its files were skipped)",
+                              p.f.classes[c]);
                 break;
             }
 out:

@@ -35,9 +35,9 @@ typedef struct bfs_pack_skip {
 } bfs_pack_skip;
 
 typedef struct bfs_pack_report {
-    uint64_t files;      /* files found */
-    uint64_t packed;     /* samples written */
-    uint64_t reencoded;  /* JPEGs re-encoded below max_side */
+    uint64_t files;     /* files found */
+    uint64_t packed;    /* samples written */
+    uint64_t reencoded; /* JPEGs re-encoded below max_side */
     uint32_t classes;
     uint64_t bytes_in, bytes_out; /* payload bytes read / stored */
     double seconds;

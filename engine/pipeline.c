@@ -13,6 +13,7 @@
  * canonical text, hence the fingerprint, must not depend on LC_NUMERIC.
  */
 #include "engine/pipeline.h"
+#include "engine/err.h"
 #include "engine/hash.h"
 
 #include <ctype.h>
@@ -213,19 +214,6 @@ static const opt *lookup(const char *key)
 
 static const float imagenet_mean[3] = {0.485f, 0.456f, 0.406f};
 static const float imagenet_std[3] = {0.229f, 0.224f, 0.225f};
-
-/* Messages go to err when there is room; never overflow, always NUL-terminated. */
-__attribute__((format(printf, 4, 5))) static int fail(char *err, size_t errlen, int rc,
-                                                      const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return rc;
-}
 
 /* A user's text as it may appear in a message: at most 64 bytes, control characters as
  * \xNN (a value may come from a spec file with anything in it). */
@@ -682,8 +670,8 @@ static int bad_value(const opt *d, const char *v, const char *why, char *err, si
     char q[QUOTE_MAX * 4 + 8], allowed[256];
     allowed_text(d, allowed, sizeof allowed);
     if (why)
-        return fail(err, errlen, -EINVAL, "%s=%s: %s", d->pub.name, quote(q, v), why);
-    return fail(err, errlen, -EINVAL, "%s=%s: must be %s", d->pub.name, quote(q, v), allowed);
+        return bfs_errf(-EINVAL, err, errlen, "%s=%s: %s", d->pub.name, quote(q, v), why);
+    return bfs_errf(-EINVAL, err, errlen, "%s=%s: must be %s", d->pub.name, quote(q, v), allowed);
 }
 
 /* Case-insensitive edit distance, for "did you mean"; keys longer than 31 never match. */
@@ -726,8 +714,8 @@ static int unknown_key(const char *key, char *err, size_t errlen)
             n += (size_t)snprintf(known + n, sizeof known - n, "%s%s", i ? ", " : "",
                                   table[i].pub.name);
     }
-    return fail(err, errlen, -ENOENT, "unknown option '%s'%s; known options: %s", quote(q, key),
-                hint, known);
+    return bfs_errf(-ENOENT, err, errlen, "unknown option '%s'%s; known options: %s", quote(q, key),
+                    hint, known);
 }
 
 /* ---- public API -------------------------------------------------------------------------- */
@@ -753,8 +741,8 @@ int bfs_pipeline_set(bfs_pipeline_opts *o, const char *key, const char *value, c
     if (!value) {
         char allowed[256];
         allowed_text(d, allowed, sizeof allowed);
-        return fail(err, errlen, -EINVAL, "%s: missing value (%s=%s); must be %s", d->pub.name,
-                    d->pub.name, d->pub.syntax, allowed);
+        return bfs_errf(-EINVAL, err, errlen, "%s: missing value (%s=%s); must be %s", d->pub.name,
+                        d->pub.name, d->pub.syntax, allowed);
     }
     const char *why = NULL;
     if (d->set(d, o, value, &why))
@@ -782,7 +770,7 @@ int bfs_pipeline_parse(bfs_pipeline_opts *o, const char *text, char *err, size_t
         return 0;
     char *buf = strdup(text);
     if (!buf)
-        return fail(err, errlen, -ENOMEM, "out of memory parsing pipeline options");
+        return bfs_errf(-ENOMEM, err, errlen, "out of memory parsing pipeline options");
     int rc = 0;
     for (char *item = buf;;) {
         char *end = item + strcspn(item, ",");
@@ -820,7 +808,7 @@ int bfs_pipeline_parse_spec(bfs_pipeline_opts *o, const char *text, const char *
         return 0;
     char *buf = strdup(text);
     if (!buf)
-        return fail(err, errlen, -ENOMEM, "%s: out of memory", file);
+        return bfs_errf(-ENOMEM, err, errlen, "%s: out of memory", file);
     char *line = buf;
     if (strncmp(line, "\xEF\xBB\xBF", 3) == 0) /* UTF-8 byte order mark */
         line += 3;
@@ -839,14 +827,14 @@ int bfs_pipeline_parse_spec(bfs_pipeline_opts *o, const char *text, const char *
             char msg[BFS_PIPELINE_ERRLEN], q[QUOTE_MAX * 4 + 8];
             char *eq = strchr(s, '=');
             if (!eq) {
-                rc = fail(err, errlen, -EINVAL, "%s:%lu: expected 'key = value', got '%s'", file,
-                          no, quote(q, s));
+                rc = bfs_errf(-EINVAL, err, errlen, "%s:%lu: expected 'key = value', got '%s'",
+                              file, no, quote(q, s));
                 break;
             }
             *eq = '\0';
             rc = bfs_pipeline_set(o, trim(s), trim(eq + 1), msg, sizeof msg);
             if (rc) {
-                fail(err, errlen, rc, "%s:%lu: %s", file, no, msg);
+                bfs_errf(rc, err, errlen, "%s:%lu: %s", file, no, msg);
                 break;
             }
         }
@@ -871,10 +859,10 @@ int bfs_pipeline_finish(bfs_pipeline_opts *o, char *err, size_t errlen)
             snprintf(v, sizeof v, "imagenet");
         else
             fmt_norm_numbers(o, v, sizeof v);
-        return fail(err, errlen, -EINVAL,
-                    "normalize=%s: dtype=u8 outputs raw pixels, so normalize must be none; "
-                    "use dtype=f16|bf16|f32 to normalize",
-                    v);
+        return bfs_errf(-EINVAL, err, errlen,
+                        "normalize=%s: dtype=u8 outputs raw pixels, so normalize must be none; "
+                        "use dtype=f16|bf16|f32 to normalize",
+                        v);
     }
     /* Every field, formatted and read back by its own setter: one place for each range. */
     for (size_t i = 0; i < OPT_COUNT; i++) {

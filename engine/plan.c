@@ -182,8 +182,8 @@ void bfs_plan_opts_default(bfs_plan_opts *o)
     o->page_samples = BFS_PLAN_PAGE_SAMPLES_DEFAULT;
 }
 
-__attribute__((format(printf, 3, 4))) static int fail(char *err, size_t errlen,
-                                                      const char *fmt, ...)
+__attribute__((format(printf, 3, 4))) static int fail(char *err, size_t errlen, const char *fmt,
+                                                      ...)
 {
     if (err && errlen) {
         va_list ap;
@@ -198,8 +198,7 @@ static int check_opts(const bfs_plan_opts *o, uint64_t n, char *err, size_t errl
 {
     if (o->shuffle != BFS_SHUFFLE_FULL && o->shuffle != BFS_SHUFFLE_PAGES &&
         o->shuffle != BFS_SHUFFLE_NONE)
-        return fail(err, errlen, "shuffle: unknown mode %d (use full, pages or none)",
-                    o->shuffle);
+        return fail(err, errlen, "shuffle: unknown mode %d (use full, pages or none)", o->shuffle);
     if (o->shard_count == 0)
         return fail(err, errlen, "shard=%" PRIu32 "/0: the shard count must be at least 1",
                     o->shard_index);
@@ -218,8 +217,7 @@ static int check_opts(const bfs_plan_opts *o, uint64_t n, char *err, size_t errl
     if (n < o->shard_count)
         return fail(err, errlen,
                     "shard=%" PRIu32 "/%" PRIu32 ": the dataset has only %" PRIu64
-                    " samples, fewer than the %" PRIu32 " shards; use at most %" PRIu64
-                    " shards",
+                    " samples, fewer than the %" PRIu32 " shards; use at most %" PRIu64 " shards",
                     o->shard_index, o->shard_count, n, o->shard_count, n);
     uint64_t per = n / o->shard_count;
     if (o->drop_last && per < o->batch)
@@ -231,8 +229,7 @@ static int check_opts(const bfs_plan_opts *o, uint64_t n, char *err, size_t errl
     return 0;
 }
 
-static int check_pages(const uint64_t *pf, uint64_t npages, uint64_t n, char *err,
-                       size_t errlen)
+static int check_pages(const uint64_t *pf, uint64_t npages, uint64_t n, char *err, size_t errlen)
 {
     if (npages == 0)
         return fail(err, errlen, "shuffle=pages: the page table has no pages");
@@ -240,8 +237,7 @@ static int check_pages(const uint64_t *pf, uint64_t npages, uint64_t n, char *er
         return fail(err, errlen, "shuffle=pages: %" PRIu64 " pages is too many", npages);
     if (pf[0] != 0)
         return fail(err, errlen,
-                    "shuffle=pages: the page table starts at sample %" PRIu64 ", not 0",
-                    pf[0]);
+                    "shuffle=pages: the page table starts at sample %" PRIu64 ", not 0", pf[0]);
     for (uint64_t p = 0; p < npages; p++)
         if (pf[p + 1] < pf[p])
             return fail(err, errlen,
@@ -256,8 +252,8 @@ static int check_pages(const uint64_t *pf, uint64_t npages, uint64_t n, char *er
     return 0;
 }
 
-int bfs_plan_create(const bfs_plan_opts *o, uint64_t n, const uint64_t *page_first,
-                    uint64_t npages, bfs_plan **out, char *err, size_t errlen)
+int bfs_plan_create(const bfs_plan_opts *o, uint64_t n, const uint64_t *page_first, uint64_t npages,
+                    bfs_plan **out, char *err, size_t errlen)
 {
     *out = NULL;
     if (err && errlen)
@@ -437,8 +433,8 @@ static uint64_t pages_sample(const bfs_plan *p, epoch_view *v, uint64_t g)
 /* Epoch position of dataset index s < n. */
 static uint64_t pages_position(const bfs_plan *p, epoch_view *v, uint64_t s)
 {
-    uint64_t pg = p->page_first ? search_cum(p->page_first, 1, 0, p->npages, s)
-                                : s / p->page_samples;
+    uint64_t pg =
+        p->page_first ? search_cum(p->page_first, 1, 0, p->npages, s) : s / p->page_samples;
     uint64_t q = bfs_perm_inverse(&v->perm, pg);
     uint64_t w = q / p->o.window_pages;
     uint64_t start = cum_at(p, v, w * p->o.window_pages);
@@ -570,7 +566,7 @@ static inline uint64_t epoch_position(const bfs_plan *p, uint64_t sp)
 {
     if (p->o.shuffle == BFS_SHUFFLE_PAGES)
         return (uint64_t)p->o.shard_index * p->per_shard + sp; /* contiguous blocks */
-    return sp * p->o.shard_count + p->o.shard_index; /* strided, as DESIGN.md says */
+    return sp * p->o.shard_count + p->o.shard_index;           /* strided, as DESIGN.md says */
 }
 
 static inline uint64_t sample_at(const bfs_plan *p, epoch_view *v, uint64_t g)

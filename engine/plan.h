@@ -45,13 +45,15 @@
  * the other pipeline options in engine/pipeline.h. */
 #include "engine/pipeline.h"
 
-#define BFS_PLAN_BATCH_DEFAULT        256u
-#define BFS_PLAN_WINDOW_PAGES_DEFAULT 8u   /* FFCV keeps ~2 batches of pages active; 8 pages
+#define BFS_PLAN_BATCH_DEFAULT 256u
+#define BFS_PLAN_WINDOW_PAGES_DEFAULT                                                              \
+    8u                                     /* FFCV keeps ~2 batches of pages active; 8 pages       \
                                             * of ~75 JPEGs (8 MiB .bfs pages) ~ 2-3 batches */
 #define BFS_PLAN_PAGE_SAMPLES_DEFAULT 256u /* samples per page when no page table is given */
 #define BFS_PLAN_EPOCH_CACHE          4u   /* per-epoch page tables kept (shuffle=pages) */
-#define BFS_PERM_ROUNDS               8u   /* Feistel rounds (>= 4 for a PRP; 8 for margin
-                                            * on the small half-widths of small n) */
+#define BFS_PERM_ROUNDS                                                                            \
+    8u /* Feistel rounds (>= 4 for a PRP; 8 for margin                                             \
+        * on the small half-widths of small n) */
 
 /* Pipeline options the plan depends on. Start from bfs_plan_opts_default. */
 typedef struct bfs_plan_opts {
@@ -90,8 +92,8 @@ void bfs_plan_opts_default(bfs_plan_opts *o);
  * naming the option and what to change is written to err, errlen bytes, may be 0) or
  * -ENOMEM. The caller owns *out; release it with bfs_plan_destroy.
  */
-int bfs_plan_create(const bfs_plan_opts *o, uint64_t n, const uint64_t *page_first,
-                    uint64_t npages, bfs_plan **out, char *err, size_t errlen);
+int bfs_plan_create(const bfs_plan_opts *o, uint64_t n, const uint64_t *page_first, uint64_t npages,
+                    bfs_plan **out, char *err, size_t errlen);
 
 /* bfs_plan_destroy - free the plan and its cached tables; accepts NULL. */
 void bfs_plan_destroy(bfs_plan *p);
@@ -125,8 +127,7 @@ int bfs_plan_batch_indices(bfs_plan *p, uint64_t epoch, uint64_t k, uint64_t *ou
  * this shard's order for epoch `epoch`, in *sample.
  * Returns 0, -ERANGE (shard_position >= bfs_plan_shard_size) or -ENOMEM (as above).
  */
-int bfs_plan_position(bfs_plan *p, uint64_t epoch, uint64_t shard_position,
-                      uint64_t *sample);
+int bfs_plan_position(bfs_plan *p, uint64_t epoch, uint64_t shard_position, uint64_t *sample);
 
 /*
  * bfs_plan_locate - the inverse: where dataset index `sample` goes in epoch `epoch`,

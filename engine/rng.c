@@ -57,8 +57,7 @@ void bfs_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t ou
     out[3] = c3;
 }
 
-void bfs_rng_init(bfs_rng *r, uint64_t seed, uint64_t epoch, uint64_t sample_index,
-                  uint32_t stream)
+void bfs_rng_init(bfs_rng *r, uint64_t seed, uint64_t epoch, uint64_t sample_index, uint32_t stream)
 {
     /* mix64 is a bijection, so for a fixed seed distinct epochs give distinct keys and
      * for a fixed epoch distinct seeds do. */

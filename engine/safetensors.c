@@ -19,6 +19,7 @@
  * the data buffer exactly, as the reference reader does.
  */
 #include "engine/safetensors.h"
+#include "engine/err.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -962,21 +963,6 @@ const char *bfs_st_meta_get(const bfs_st_file *f, const char *key)
 
 /* ---- batch recognition --------------------------------------------------------------- */
 
-static int batch_fail(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-/* Write the reason into err (when there is room); returns -EBADMSG. */
-static int batch_fail(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return -EBADMSG;
-}
-
 /* Plain decimal (no sign, no leading zero) that fits 64 bits. */
 static int decimal_u64(const char *s, uint64_t *v)
 {
@@ -1000,41 +986,45 @@ int bfs_st_batch_from_file(const bfs_st_file *f, bfs_st_batch_desc *d, char *err
     const char *fmt = bfs_st_meta_get(f, "format"), *layout = bfs_st_meta_get(f, "layout");
     const char *fp = bfs_st_meta_get(f, "fingerprint");
     if (!fmt || strcmp(fmt, BFS_ST_FORMAT))
-        return batch_fail(err, errlen, "metadata format is not \"" BFS_ST_FORMAT "\"");
+        return bfs_errf(-EBADMSG, err, errlen, "metadata format is not \"" BFS_ST_FORMAT "\"");
     if (!layout || (strcmp(layout, "nhwc") && strcmp(layout, "nchw")))
-        return batch_fail(err, errlen, "metadata layout is not \"nhwc\" or \"nchw\"");
+        return bfs_errf(-EBADMSG, err, errlen, "metadata layout is not \"nhwc\" or \"nchw\"");
     if (decimal_u64(bfs_st_meta_get(f, "epoch"), &r.epoch) ||
         decimal_u64(bfs_st_meta_get(f, "batch"), &r.batch_index))
-        return batch_fail(err, errlen, "metadata epoch or batch is not a decimal number");
+        return bfs_errf(-EBADMSG, err, errlen, "metadata epoch or batch is not a decimal number");
     if (!fp || strlen(fp) != 16 || strspn(fp, "0123456789abcdef") != 16)
-        return batch_fail(err, errlen, "metadata fingerprint is not 16 lowercase hex digits");
+        return bfs_errf(-EBADMSG, err, errlen,
+                        "metadata fingerprint is not 16 lowercase hex digits");
     for (int i = 0; i < 16; i++)
         r.fingerprint =
             r.fingerprint << 4 | (uint64_t)(fp[i] <= '9' ? fp[i] - '0' : fp[i] - 'a' + 10);
     static const char *const names[3] = {"images", "labels", "indices"};
     if (f->n_tensors != 3)
-        return batch_fail(err, errlen, "a batch has 3 tensors, this file has %u", f->n_tensors);
+        return bfs_errf(-EBADMSG, err, errlen, "a batch has 3 tensors, this file has %u",
+                        f->n_tensors);
     for (int i = 0; i < 3; i++)
         if (strlen(names[i]) != f->tensors[i].name_len ||
             memcmp(names[i], f->tensors[i].name, f->tensors[i].name_len))
-            return batch_fail(err, errlen, "tensor %d is not \"%s\"", i, names[i]);
+            return bfs_errf(-EBADMSG, err, errlen, "tensor %d is not \"%s\"", i, names[i]);
     const bfs_st_tensor *im = &f->tensors[0], *lb = &f->tensors[1], *ix = &f->tensors[2];
     r.nchw = !strcmp(layout, "nchw");
     r.dtype = im->dtype;
     if (!is_image_dtype(im->dtype) || im->ndim != 4 || im->shape[r.nchw ? 1 : 3] != 3)
-        return batch_fail(err, errlen, "images is not U8/F16/BF16/F32 [B,%s]",
-                          r.nchw ? "3,H,W" : "H,W,3");
+        return bfs_errf(-EBADMSG, err, errlen, "images is not U8/F16/BF16/F32 [B,%s]",
+                        r.nchw ? "3,H,W" : "H,W,3");
     uint64_t b = im->shape[0], h = im->shape[r.nchw ? 2 : 1], w = im->shape[r.nchw ? 3 : 2];
     if (!b || !h || !w || b > UINT32_MAX || h > UINT32_MAX || w > UINT32_MAX)
-        return batch_fail(err, errlen, "images has a zero or over-32-bit dimension");
+        return bfs_errf(-EBADMSG, err, errlen, "images has a zero or over-32-bit dimension");
     for (int i = 1; i < 3; i++) {
         const bfs_st_tensor *t = &f->tensors[i];
         if (t->dtype != BFS_DT_I64 || t->ndim != 1 || t->shape[0] != b)
-            return batch_fail(err, errlen, "%s is not I64 [%llu]", names[i], (unsigned long long)b);
+            return bfs_errf(-EBADMSG, err, errlen, "%s is not I64 [%llu]", names[i],
+                            (unsigned long long)b);
     }
     if (im->offset != f->data_offset || lb->offset != im->offset + im->nbytes ||
         ix->offset != lb->offset + lb->nbytes)
-        return batch_fail(err, errlen, "tensor data is not in the order images, labels, indices");
+        return bfs_errf(-EBADMSG, err, errlen,
+                        "tensor data is not in the order images, labels, indices");
     r.batch = (uint32_t)b;
     r.height = (uint32_t)h;
     r.width = (uint32_t)w;

@@ -14,7 +14,7 @@
 
 struct bfs_source {
     char *path;
-    bfs_reader *bfs; /* .bfs source, or NULL */
+    bfs_reader *bfs;   /* .bfs source, or NULL */
     bfs_folder folder; /* folder source */
     uint64_t identity;
 };

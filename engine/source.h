@@ -59,8 +59,8 @@ const char *bfs_source_path(const bfs_source *s);
 /*
  * bfs_source_get - sample i's payload and table facts. The payload is read (pread) into
  * scratch, valid until the next call with the same scratch; for .bfs sources its checksum
- * is verified (~10 GB/s, cheap against decoding). Returns 0, BFS_E_SAMPLE_INDEX, a bfs table/checksum error, or a
- * negative errno for a folder file that cannot be read.
+ * is verified (~10 GB/s, cheap against decoding). Returns 0, BFS_E_SAMPLE_INDEX, a bfs
+ * table/checksum error, or a negative errno for a folder file that cannot be read.
  */
 int bfs_source_get(bfs_source *s, uint64_t i, bfs_item *it, bfs_source_scratch *scratch);
 

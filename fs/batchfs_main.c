@@ -28,8 +28,10 @@ int main(int argc, char **argv)
         printf("batchfs %s\n", BATCHFS_VERSION);
         return 0;
     case BFS_MODE_BENCH: {
-        bfs_bench_opts b = {.batches = a.bench_batches, .epoch = a.bench_epoch,
-                            .reference = a.bench_reference, .json = a.bench_json};
+        bfs_bench_opts b = {.batches = a.bench_batches,
+                            .epoch = a.bench_epoch,
+                            .reference = a.bench_reference,
+                            .json = a.bench_json};
         status = bfs_bench_run(a.source, &a.pipe, &b, stdout) ? 1 : 0;
         break;
     }

@@ -39,16 +39,16 @@
 #include <time.h>
 #include <unistd.h>
 
-#define INO_ROOT     1
-#define INO_PIPELINE 2
-#define INO_STATS    3
-#define INO_EPOCHS   4
-#define EPOCH_BASE   16ull
-#define BATCH_BASE   (1ull << 32)
-#define TIMEOUT      86400.0 /* batch files never change */
-#define MAX_STREAMS  64
-#define STREAM_IDLE  30.0    /* seconds before a reader's prefetch stream is forgotten */
-#define PREFETCH_AUTO 3      /* until the autotuner sets it */
+#define INO_ROOT      1
+#define INO_PIPELINE  2
+#define INO_STATS     3
+#define INO_EPOCHS    4
+#define EPOCH_BASE    16ull
+#define BATCH_BASE    (1ull << 32)
+#define TIMEOUT       86400.0 /* batch files never change */
+#define MAX_STREAMS   64
+#define STREAM_IDLE   30.0 /* seconds before a reader's prefetch stream is forgotten */
+#define PREFETCH_AUTO 3    /* until the autotuner sets it */
 
 typedef struct stream {
     pid_t pid;
@@ -79,9 +79,9 @@ typedef struct fsstate {
 
 typedef struct openfile {
     uint64_t epoch, k;
-    bfs_batch *b;   /* referenced after the first read; released at close */
+    bfs_batch *b; /* referenced after the first read; released at close */
     uint64_t served;
-    char *text;     /* /stats snapshot */
+    char *text; /* /stats snapshot */
     size_t text_len;
 } openfile;
 
@@ -234,8 +234,7 @@ static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         return;
     }
     static const char *const root_names[] = {".", "..", "pipeline", "stats", "epoch"};
-    static const fuse_ino_t root_inos[] = {INO_ROOT, INO_ROOT, INO_PIPELINE, INO_STATS,
-                                           INO_EPOCHS};
+    static const fuse_ino_t root_inos[] = {INO_ROOT, INO_ROOT, INO_PIPELINE, INO_STATS, INO_EPOCHS};
     uint64_t count = kind == K_ROOT ? 5 : 2 + (kind == K_EPOCHS ? fs->epochs : fs->batches);
     char *buf = malloc(size);
     if (!buf) {
@@ -259,9 +258,8 @@ static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
             snprintf(name, sizeof name, "batch_%" PRIu64, i - 2);
             st.st_ino = BATCH_BASE + epoch * fs->batches + i - 2;
         }
-        st.st_mode = (kind == K_ROOT && i >= 2 && i < 4) || (kind == K_EPOCH && i >= 2)
-                         ? S_IFREG
-                         : S_IFDIR;
+        st.st_mode =
+            (kind == K_ROOT && i >= 2 && i < 4) || (kind == K_EPOCH && i >= 2) ? S_IFREG : S_IFDIR;
         size_t n = fuse_add_direntry(req, buf + used, size - used, name, &st, (off_t)(i + 1));
         if (n > size - used)
             break;
@@ -334,8 +332,7 @@ static void make_stats(fsstate *fs, text *t)
     tprintf(t,
             "  \"decodes\": {\"cropped\": %llu, \"full\": %llu, \"scaled\": %llu, \"raw\": "
             "%llu},\n  \"bad_samples\": %llu,\n",
-            (unsigned long long)st.stages.decode_cropped,
-            (unsigned long long)st.stages.decode_full,
+            (unsigned long long)st.stages.decode_cropped, (unsigned long long)st.stages.decode_full,
             (unsigned long long)st.stages.decode_scaled, (unsigned long long)st.stages.decode_raw,
             (unsigned long long)st.stages.bad_samples);
     tprintf(t,
@@ -610,7 +607,7 @@ static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *n)
 static void op_init(void *userdata, struct fuse_conn_info *conn)
 {
     (void)userdata;
-    conn->max_readahead = 1 << 20; /* 1 MiB requests, as batches are read whole */
+    conn->max_readahead = 1 << 20;           /* 1 MiB requests, as batches are read whole */
     conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA; /* files never change: no invalidation */
 }
 
@@ -663,8 +660,10 @@ static int check_mountpoint(const char *mp)
     struct stat st;
     if (stat(mp, &st) < 0) {
         if (errno == ENOTCONN)
-            fprintf(stderr, "batchfs: mountpoint %s: transport endpoint is not connected (a "
-                            "dead FUSE mount: run 'fusermount3 -u %s')\n", mp, mp);
+            fprintf(stderr,
+                    "batchfs: mountpoint %s: transport endpoint is not connected (a "
+                    "dead FUSE mount: run 'fusermount3 -u %s')\n",
+                    mp, mp);
         else
             fprintf(stderr, "batchfs: mountpoint %s: %s (create it with mkdir)\n", mp,
                     strerror(errno));
@@ -675,8 +674,10 @@ static int check_mountpoint(const char *mp)
         return -1;
     }
     if (is_mounted(mp)) {
-        fprintf(stderr, "batchfs: mountpoint %s is busy: something is already mounted there "
-                        "(unmount it with 'fusermount3 -u %s')\n", mp, mp);
+        fprintf(stderr,
+                "batchfs: mountpoint %s is busy: something is already mounted there "
+                "(unmount it with 'fusermount3 -u %s')\n",
+                mp, mp);
         return -1;
     }
     /* not empty? (mounting over files hides them; libfuse 3 refuses nothing) */
@@ -692,13 +693,17 @@ static int check_mountpoint(const char *mp)
         closedir(dir);
     }
     if (nonempty) {
-        fprintf(stderr, "batchfs: mountpoint %s is not empty: mounting would hide its files "
-                        "(use an empty directory)\n", mp);
+        fprintf(stderr,
+                "batchfs: mountpoint %s is not empty: mounting would hide its files "
+                "(use an empty directory)\n",
+                mp);
         return -1;
     }
     if (access("/dev/fuse", R_OK | W_OK) < 0) {
-        fprintf(stderr, "batchfs: /dev/fuse: %s (load the fuse module: 'modprobe fuse'; in a "
-                        "container, pass --device /dev/fuse)\n", strerror(errno));
+        fprintf(stderr,
+                "batchfs: /dev/fuse: %s (load the fuse module: 'modprobe fuse'; in a "
+                "container, pass --device /dev/fuse)\n",
+                strerror(errno));
         return -1;
     }
     return 0;
@@ -794,8 +799,10 @@ int bfs_fs_run(const bfs_mount_args *a)
     }
     handlers = 1;
     if (fuse_session_mount(fs.se, a->mountpoint)) {
-        fprintf(stderr, "batchfs: cannot mount on %s (see the message above; is fusermount3 "
-                        "installed and /dev/fuse usable?)\n", a->mountpoint);
+        fprintf(stderr,
+                "batchfs: cannot mount on %s (see the message above; is fusermount3 "
+                "installed and /dev/fuse usable?)\n",
+                a->mountpoint);
         goto out;
     }
     mounted = 1;

@@ -22,18 +22,40 @@
 #include <unistd.h>
 
 #define FUSE_THREADS_DEFAULT 32
-#define SPEC_MAX (1 << 20)
+#define SPEC_MAX             (1 << 20)
 
 /* libfuse / kernel mount options passed through ("name" or "name=") */
-static const char *const fuse_pass[] = {
-    "allow_other", "allow_root", "auto_unmount", "default_permissions", "fsname=",
-    "subtype=", "max_read=", "blkdev", "blksize=", "dev", "nodev", "suid", "nosuid", "exec",
-    "noexec", "atime", "noatime", "relatime", "sync", "async", "dirsync", "ro", "context=",
-    "fscontext=", "defcontext=", "rootcontext=", NULL};
+static const char *const fuse_pass[] = {"allow_other",
+                                        "allow_root",
+                                        "auto_unmount",
+                                        "default_permissions",
+                                        "fsname=",
+                                        "subtype=",
+                                        "max_read=",
+                                        "blkdev",
+                                        "blksize=",
+                                        "dev",
+                                        "nodev",
+                                        "suid",
+                                        "nosuid",
+                                        "exec",
+                                        "noexec",
+                                        "atime",
+                                        "noatime",
+                                        "relatime",
+                                        "sync",
+                                        "async",
+                                        "dirsync",
+                                        "ro",
+                                        "context=",
+                                        "fscontext=",
+                                        "defcontext=",
+                                        "rootcontext=",
+                                        NULL};
 
 /* mount(8) / fstab options with no meaning for a read-only FUSE daemon: dropped */
-static const char *const dropped[] = {"defaults", "auto", "noauto", "user", "users", "nouser",
-                                      "owner", "_netdev", "nofail", "rw", NULL};
+static const char *const dropped[] = {"defaults", "auto",    "noauto", "user", "users", "nouser",
+                                      "owner",    "_netdev", "nofail", "rw",   NULL};
 
 static int in_list(const char *const *list, const char *item)
 {
@@ -118,7 +140,7 @@ static int take_item(bfs_mount_args *a, const char *item, char *err, size_t errl
         long v;
         if (!val || parse_uint(val, 1, 1024, &v))
             return bfs_errf(-EINVAL, err, errlen, "fuse_threads=%s: must be an integer in 1..1024",
-                        val ? val : "");
+                            val ? val : "");
         a->fuse_threads = (int)v;
         return 0;
     }
@@ -235,13 +257,14 @@ int bfs_mountopts_parse(int argc, char **argv, bfs_mount_args *a, char *err, siz
             a->bench_json = 1;
         } else if (!strncmp(arg, "--batches", 9) || !strncmp(arg, "--epoch", 7) ||
                    !strncmp(arg, "--reference", 11)) {
-            const char *name = arg[2] == 'b' ? "--batches" : arg[2] == 'e' ? "--epoch"
-                                                                          : "--reference";
+            const char *name = arg[2] == 'b'   ? "--batches"
+                               : arg[2] == 'e' ? "--epoch"
+                                               : "--reference";
             if ((rc = want_value(argc, argv, &i, name, err, errlen, &v)))
                 break;
             if (parse_uint(v, 0, 1000000000L, &n)) {
                 rc = bfs_errf(-EINVAL, err, errlen, "%s=%s: must be an integer in 0..1000000000",
-                          name, v);
+                              name, v);
                 break;
             }
             if (name[2] == 'b')
@@ -261,13 +284,14 @@ int bfs_mountopts_parse(int argc, char **argv, bfs_mount_args *a, char *err, siz
     int want = a->mode == BFS_MODE_BENCH ? 1 : 2;
     if (!rc && npos != want)
         rc = bfs_errf(-EINVAL, err, errlen,
-                  a->mode == BFS_MODE_BENCH ? "--bench takes one SOURCE"
-                                            : "expected SOURCE and MOUNTPOINT (see batchfs --help)");
+                      a->mode == BFS_MODE_BENCH
+                          ? "--bench takes one SOURCE"
+                          : "expected SOURCE and MOUNTPOINT (see batchfs --help)");
     if (!rc)
         rc = bfs_pipeline_finish(&a->pipe, err, errlen);
     if (!rc && a->mode == BFS_MODE_BENCH && a->bench_epoch >= a->pipe.epochs)
         rc = bfs_errf(-EINVAL, err, errlen, "--epoch %llu: the pipeline has epochs 0..%u",
-                  (unsigned long long)a->bench_epoch, a->pipe.epochs - 1);
+                      (unsigned long long)a->bench_epoch, a->pipe.epochs - 1);
     if (!rc) {
         /* absolute, so /pipeline and the fsname say where the data is, whatever the
          * daemon's working directory becomes */

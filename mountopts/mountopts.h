@@ -19,15 +19,15 @@ enum { BFS_MODE_MOUNT, BFS_MODE_BENCH, BFS_MODE_HELP, BFS_MODE_VERSION };
 
 typedef struct bfs_mount_args {
     int mode;
-    char *source;       /* as given */
-    char *mountpoint;   /* as given */
+    char *source;     /* as given */
+    char *mountpoint; /* as given */
     bfs_pipeline_opts pipe;
-    char *fuse_opts;    /* comma list for libfuse (-o), malloc'ed; never NULL after parse */
-    int foreground;     /* -f */
-    int debug;          /* -d (implies -f) */
-    int single_thread;  /* -s */
-    int fuse_threads;   /* fuse_threads=N: FUSE request threads (default 32) */
-    int allow_other;    /* allow_other given (the zero-copy socket checks it later) */
+    char *fuse_opts;   /* comma list for libfuse (-o), malloc'ed; never NULL after parse */
+    int foreground;    /* -f */
+    int debug;         /* -d (implies -f) */
+    int single_thread; /* -s */
+    int fuse_threads;  /* fuse_threads=N: FUSE request threads (default 32) */
+    int allow_other;   /* allow_other given (the zero-copy socket checks it later) */
     /* bench mode */
     uint64_t bench_batches, bench_epoch;
     int bench_reference, bench_json;

@@ -201,8 +201,8 @@ START_TEST(crop_decode_equals_full_decode)
         uint8_t *jpg, *full;
         size_t len;
         int w, h;
-        tu_jpeg_opts jo = {.width = 203, .height = 141, .quality = 90, .subsamp = samps[si],
-                           .seed = (uint64_t)si};
+        tu_jpeg_opts jo = {
+            .width = 203, .height = 141, .quality = 90, .subsamp = samps[si], .seed = (uint64_t)si};
         ck_assert_int_eq(tu_make_jpeg(&jo, &jpg, &len), 0);
         ck_assert_int_eq(bfs_jpeg_decode_rgb(jpg, len, &full, &w, &h), 0);
         bfs_image_info info;

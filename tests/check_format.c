@@ -123,9 +123,8 @@ START_TEST(round_trip)
         bfs_sample s;
         const uint8_t *got;
         size_t glen;
-        ck_assert_int_eq(bfs_sample_data(r, i, BFS_VERIFY_SAMPLE | BFS_VERIFY_PAGES, &s, &got,
-                                         &glen),
-                         0);
+        ck_assert_int_eq(
+            bfs_sample_data(r, i, BFS_VERIFY_SAMPLE | BFS_VERIFY_PAGES, &s, &got, &glen), 0);
         ck_assert_uint_eq(s.label, i / 9);
         ck_assert_uint_eq(glen, wlen);
         ck_assert_mem_eq(got, want, wlen);
@@ -371,8 +370,7 @@ START_TEST(corrupt_payload_and_tables)
     ck_assert_int_eq(bfs_sample_data(r, 3, BFS_VERIFY_NONE, NULL, &d, &len), 0);
     ck_assert_int_eq(bfs_sample_data(r, 3, BFS_VERIFY_SAMPLE, NULL, &d, &len),
                      BFS_E_SAMPLE_CHECKSUM);
-    ck_assert_int_eq(bfs_sample_data(r, 3, BFS_VERIFY_PAGES, NULL, &d, &len),
-                     BFS_E_PAGE_CHECKSUM);
+    ck_assert_int_eq(bfs_sample_data(r, 3, BFS_VERIFY_PAGES, NULL, &d, &len), BFS_E_PAGE_CHECKSUM);
     ck_assert_int_eq(bfs_verify_page(r, s.offset / in->page_size), BFS_E_PAGE_CHECKSUM);
     ck_assert_int_eq(bfs_sample_data(r, 0, BFS_VERIFY_PAGES | BFS_VERIFY_SAMPLE, NULL, &d, &len),
                      0);
@@ -625,9 +623,9 @@ START_TEST(pack_max_side_and_raw)
         ck_assert_uint_eq(s.flags & BFS_KIND_MASK, BFS_KIND_RAW);
         ck_assert_uint_eq(s.raw_size, (uint32_t)s.width * s.height * 3);
         uint8_t *px = malloc(s.raw_size);
-        ck_assert_int_eq(LZ4_decompress_safe((const char *)d, (char *)px, (int)len,
-                                             (int)s.raw_size),
-                         (int)s.raw_size);
+        ck_assert_int_eq(
+            LZ4_decompress_safe((const char *)d, (char *)px, (int)len, (int)s.raw_size),
+            (int)s.raw_size);
         char p[4200];
         snprintf(p, sizeof p, "%s/class_%03u/img_%05u.jpg", src, (unsigned)(i / 4),
                  (unsigned)(i % 4));
@@ -654,10 +652,12 @@ START_TEST(jpeg_header_cases)
     uint8_t *jpg;
     size_t len;
     bfs_jpeg_header h;
-    ck_assert_int_eq(tu_make_jpeg(&(tu_jpeg_opts){.width = 77, .height = 41, .quality = 90,
-                                                  .subsamp = TJSAMP_420, .seed = 1},
-                                  &jpg, &len),
-                     0);
+    ck_assert_int_eq(
+        tu_make_jpeg(
+            &(tu_jpeg_opts){
+                .width = 77, .height = 41, .quality = 90, .subsamp = TJSAMP_420, .seed = 1},
+            &jpg, &len),
+        0);
     ck_assert_int_eq(bfs_jpeg_parse_header(jpg, len, &h), 0);
     ck_assert_int_eq(h.width, 77);
     ck_assert_int_eq(h.height, 41);

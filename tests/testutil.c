@@ -32,10 +32,11 @@ void tu_fill_rgb(uint8_t *rgb, int w, int h, uint64_t seed)
             uint64_t pv = tu_rand(&s);
             int blk = (int)(bv % 64) - 32, noise = (int)(pv % 17) - 8;
             int v[3] = {r0 + x * 128 / (w ? w : 1) + blk + noise,
-                        g0 + y * 128 / (h ? h : 1) - blk + noise,
-                        b0 + ((x + y) & 63) + noise};
+                        g0 + y * 128 / (h ? h : 1) - blk + noise, b0 + ((x + y) & 63) + noise};
             for (int c = 0; c < 3; c++)
-                rgb[((size_t)y * w + x) * 3 + c] = (uint8_t)(v[c] < 0 ? 0 : v[c] > 255 ? 255 : v[c]);
+                rgb[((size_t)y * w + x) * 3 + c] = (uint8_t)(v[c] < 0     ? 0
+                                                             : v[c] > 255 ? 255
+                                                                          : v[c]);
         }
     }
 }
@@ -72,8 +73,8 @@ int tu_make_jpeg(const tu_jpeg_opts *o, uint8_t **out, size_t *len)
     if (!rgb)
         return -ENOMEM;
     tu_fill_rgb(rgb, o->width, o->height, o->seed);
-    int rc = tu_encode_jpeg(rgb, o->width, o->height, o->quality, o->subsamp, o->progressive, out,
-                            len);
+    int rc =
+        tu_encode_jpeg(rgb, o->width, o->height, o->quality, o->subsamp, o->progressive, out, len);
     free(rgb);
     return rc;
 }
@@ -167,7 +168,9 @@ int tu_make_imagefolder(const char *dir, int classes, int per_class, int min_sid
                 .width = min_side + (int)(tu_rand(&s) % (uint64_t)span),
                 .height = min_side + (int)(tu_rand(&s) % (uint64_t)span),
                 .quality = 85 + (int)(tu_rand(&s) % 11),
-                .subsamp = k % 11 == 10 ? TJSAMP_GRAY : k % 13 == 12 ? TJSAMP_444 : TJSAMP_420,
+                .subsamp = k % 11 == 10   ? TJSAMP_GRAY
+                           : k % 13 == 12 ? TJSAMP_444
+                                          : TJSAMP_420,
                 .progressive = k % 7 == 6,
                 .seed = seed * 1000003u + (uint64_t)k,
             };

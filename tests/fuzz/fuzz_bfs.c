@@ -28,13 +28,13 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-#define CHECK(cond)                                                                      \
-    do {                                                                                 \
-        if (!(cond)) {                                                                   \
-            fprintf(stderr, "fuzz_bfs: %s:%d: contract violated: %s\n", __FILE__, __LINE__, \
-                    #cond);                                                              \
-            abort();                                                                     \
-        }                                                                                \
+#define CHECK(cond)                                                                                \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "fuzz_bfs: %s:%d: contract violated: %s\n", __FILE__, __LINE__,        \
+                    #cond);                                                                        \
+            abort();                                                                               \
+        }                                                                                          \
     } while (0)
 
 static volatile uint8_t sink; /* keeps the reads below from being optimised away */
@@ -174,10 +174,9 @@ static void open_and_walk(const uint8_t *base, size_t size)
     CHECK(in->sample_table_offset >= in->heap_offset + in->heap_size &&
           in->sample_table_offset <= size &&
           in->sample_count <= (size - in->sample_table_offset) / BFS_SAMPLE_RECORD);
-    CHECK(in->class_table_offset >= in->sample_table_offset +
-                                        in->sample_count * BFS_SAMPLE_RECORD &&
-          in->class_table_offset <= size &&
-          in->class_table_size <= size - in->class_table_offset &&
+    CHECK(in->class_table_offset >=
+              in->sample_table_offset + in->sample_count * BFS_SAMPLE_RECORD &&
+          in->class_table_offset <= size && in->class_table_size <= size - in->class_table_offset &&
           in->class_table_size >= (uint64_t)in->class_count * 8);
     CHECK(in->page_table_offset >= in->class_table_offset + in->class_table_size &&
           in->page_table_offset <= size && in->page_count <= (size - in->page_table_offset) / 8);

@@ -22,13 +22,13 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-#define CHECK(cond)                                                                      \
-    do {                                                                                 \
-        if (!(cond)) {                                                                   \
-            fprintf(stderr, "fuzz_jpeg_header: %s:%d: contract violated: %s\n", __FILE__, \
-                    __LINE__, #cond);                                                    \
-            abort();                                                                     \
-        }                                                                                \
+#define CHECK(cond)                                                                                \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "fuzz_jpeg_header: %s:%d: contract violated: %s\n", __FILE__,          \
+                    __LINE__, #cond);                                                              \
+            abort();                                                                               \
+        }                                                                                          \
     } while (0)
 
 static volatile uint8_t sink;

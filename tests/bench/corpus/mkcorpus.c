@@ -53,11 +53,11 @@
 #include <sys/types.h>
 #include <turbojpeg.h>
 
-#define OUT_MIN_SIDE 250    /* ImageNet-like output sides: 250..500 px */
-#define OUT_MAX_SIDE 500
-#define MAX_DOWNSCALE 5.0   /* largest source-to-output scale of a crop */
-#define MAX_SCAN_DEPTH 16   /* guards the directory walk against symlink loops */
-#define DETAIL_GRID 32      /* crop detail is sampled on a DETAIL_GRID^2 grid */
+#define OUT_MIN_SIDE     250 /* ImageNet-like output sides: 250..500 px */
+#define OUT_MAX_SIDE     500
+#define MAX_DOWNSCALE    5.0 /* largest source-to-output scale of a crop */
+#define MAX_SCAN_DEPTH   16  /* guards the directory walk against symlink loops */
+#define DETAIL_GRID      32  /* crop detail is sampled on a DETAIL_GRID^2 grid */
 #define LUMA_NOISE_SHARE 0.8 /* noise = sigma * (0.8 * shared + 0.6 * per-channel) */
 
 /* ---------------------------------------------------------------- errors */
@@ -276,8 +276,15 @@ static void check_options(const opts_t *o)
 
 static opts_t parse_args(int argc, char **argv)
 {
-    opts_t o = {.seed = 1, .classes = 20, .per_class = 100, .qmin = 92, .qmax = 98,
-                .progressive_every = 0, .noise_min = 4.0, .noise_max = 8.0, .sharpen = 1.5,
+    opts_t o = {.seed = 1,
+                .classes = 20,
+                .per_class = 100,
+                .qmin = 92,
+                .qmax = 98,
+                .progressive_every = 0,
+                .noise_min = 4.0,
+                .noise_max = 8.0,
+                .sharpen = 1.5,
                 .crop_tries = 4};
     const char *pos[2];
     int npos = 0, options_done = 0;
@@ -548,8 +555,7 @@ static void pick_size(rng_t *r, int *ow, int *oh)
     static const struct {
         double ar;
         int weight;
-    } aspects[] = {{4.0 / 3, 50}, {3.0 / 2, 22}, {1.0, 10}, {5.0 / 4, 8}, {16.0 / 9, 6},
-                   {1.6, 4}};
+    } aspects[] = {{4.0 / 3, 50}, {3.0 / 2, 22}, {1.0, 10}, {5.0 / 4, 8}, {16.0 / 9, 6}, {1.6, 4}};
     int total = 0, n = (int)(sizeof aspects / sizeof aspects[0]);
     for (int i = 0; i < n; i++)
         total += aspects[i].weight;
@@ -719,7 +725,8 @@ static float *resize_crop(const image_t *im, const plan_t *p)
         for (size_t i = 0; i < row_len; i++)
             dst[i] = 0;
         for (int t = 0; t < fy.taps; t++) {
-            const float *src = tmp + (size_t)(clampi(fy.first[y] + t, 0, im->h - 1) - y_lo) * row_len;
+            const float *src =
+                tmp + (size_t)(clampi(fy.first[y] + t, 0, im->h - 1) - y_lo) * row_len;
             for (size_t i = 0; i < row_len; i++)
                 dst[i] += w[t] * src[i];
         }
@@ -758,7 +765,7 @@ static void sharpen(float *px, int w, int h, float amount)
         return;
     size_t n = (size_t)w * h * 3;
     float *tmp = xmalloc(n * sizeof *tmp), *blur = xmalloc(n * sizeof *blur);
-    blur121_axis(px, tmp, w, 3, h, (size_t)w * 3);  /* along rows */
+    blur121_axis(px, tmp, w, 3, h, (size_t)w * 3);   /* along rows */
     blur121_axis(tmp, blur, h, (size_t)w * 3, w, 3); /* along columns */
     for (size_t i = 0; i < n; i++)
         px[i] += amount * (px[i] - blur[i]);
@@ -840,8 +847,7 @@ static void stats_print(const stats_t *st, size_t nsrc, const char *out_dir)
            st->bytes / n / 1024.0, st->min_bytes / 1024.0, st->max_bytes / 1024.0,
            st->bytes / (1024.0 * 1024.0));
     printf("mkcorpus: sides %d..%d px, mean %.0f pixels, %.2f bits/pixel, mean quality %.1f\n",
-           st->min_side, st->max_side, st->pixels / n, st->bytes * 8 / st->pixels,
-           st->quality / n);
+           st->min_side, st->max_side, st->pixels / n, st->bytes * 8 / st->pixels, st->quality / n);
 }
 
 /* ---------------------------------------------------------------- main */
@@ -876,8 +882,8 @@ static void make_output_dirs(const opts_t *o)
 
 /* Generates, encodes and writes output `index` from its decoded source; enc[0] encodes
  * baseline images, enc[1] progressive ones (see encode_write). */
-static size_t make_output(const opts_t *o, tjhandle enc[2], const image_t *im,
-                          uint64_t index, plan_t *p)
+static size_t make_output(const opts_t *o, tjhandle enc[2], const image_t *im, uint64_t index,
+                          plan_t *p)
 {
     pick_crop(o, index, im, p);
     float *fpx = resize_crop(im, p);

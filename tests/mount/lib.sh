@@ -1,0 +1,299 @@
+# tests/mount/lib.sh — sourced by every tests/mount/*.sh case (never run on its own).
+#
+# A case is run from anywhere as `BUILD=build bash tests/mount/CASE.sh` (tests/run.sh does
+# so from the repository root); exit 0 pass, 77 skip, anything else fail. This file:
+#   - cds to the repository root, makes BUILD absolute, names the programs;
+#   - makes a temporary directory $T and installs `trap cleanup EXIT`, which always
+#     unmounts what the case mounted (fusermount3 -u, then lazy -z), stops the daemons
+#     (TERM, then KILL), prints their logs when the case failed, and — when the case
+#     passed — scans every daemon log for lines the case did not declare (expect_log);
+#   - require_fuse: exit 77 with a loud message only when the machine has no usable
+#     /dev/fuse or no fusermount3;
+#   - mount_bfs SOURCE MNT ARGS...: `batchfs SOURCE MNT ARGS... -f` in the background,
+#     log in $T/daemon.N.log, waits (10 s at most) until the kernel lists the mount;
+#   - unmount_bfs MNT: fusermount3 -u, then the daemon must exit 0 within 10 s;
+#   - helpers: fail/ok, need_py (the numpy venv as $PY), is_mounted, wait_idle (poll /stats until no batch is in
+#     flight), ref_batch (engine_tool's in-process bytes), and $T/bfs.py, a stdlib-only
+#     Python module for safetensors headers, tensors and /stats (`pyx` runs python3
+#     with it importable).
+# Like libfuse's test/cases and squashfuse's ll-smoke: one script per case.
+
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+BUILD=${BUILD:-build}
+case $BUILD in /*) ;; *) BUILD=$PWD/$BUILD ;; esac
+BATCHFS=$BUILD/batchfs
+MKBATCHFS=$BUILD/mkbatchfs
+GEN=$BUILD/tests/gen_imagefolder
+ENGINE_TOOL=$BUILD/tests/engine_tool
+CASE=$(basename "${BASH_SOURCE[1]:-$0}" .sh)
+
+for _p in "$BATCHFS" "$MKBATCHFS" "$GEN" "$ENGINE_TOOL"; do
+    if [ ! -x "$_p" ]; then
+        echo "FAIL: $CASE: $_p is missing: run 'make all-tests' (BUILD=$BUILD)" >&2
+        exit 1
+    fi
+done
+
+T=$(mktemp -d "${TMPDIR:-/tmp}/batchfs-mount-$CASE.XXXXXX")
+MOUNTS=()      # mount points mounted by mount_bfs, in order
+DAEMONS=()     # the matching daemon pids ('' once reaped)
+LOGS=()        # the matching daemon logs
+BG_PIDS=()     # other background processes of the case (readers): killed at exit
+EXPECTED=()    # extended regexes of daemon log lines the case expects
+DAEMON_PID= DAEMON_LOG=
+
+fail() {
+    echo "FAIL: $CASE: $*" >&2
+    exit 1
+}
+ok() { echo "ok - $*"; }
+
+# Lines matching this extended regex are allowed in daemon logs (until the case ends).
+expect_log() { EXPECTED+=("$1"); }
+
+is_mounted() { # MNT: listed in /proc/self/mounts as a batchfs mount?
+    local abs
+    abs=$(realpath -m -- "$1")
+    awk -v m="$abs" '$2 == m && $3 == "fuse.batchfs" { found = 1 } END { exit !found }' \
+        /proc/self/mounts
+}
+
+require_fuse() {
+    local why=
+    if [ ! -e /dev/fuse ]; then
+        why="/dev/fuse does not exist (no fuse module; in a container pass --device /dev/fuse)"
+    elif [ ! -c /dev/fuse ]; then
+        why="/dev/fuse is not a character device"
+    elif ! command -v fusermount3 >/dev/null 2>&1; then
+        why="fusermount3 is not installed (Debian package fuse3; 'make deps' installs it)"
+    elif ! { exec 9<>/dev/fuse; } 2>/dev/null; then
+        why="/dev/fuse cannot be opened for reading and writing"
+    fi
+    if [ -n "$why" ]; then
+        exec 9>&- 2>/dev/null || true
+        {
+            echo "########################################################################"
+            echo "## SKIP: $CASE: cannot test the mount on this machine:"
+            echo "##   $why"
+            echo "## The FUSE mount of batchfs is NOT tested here."
+            echo "########################################################################"
+        } >&2
+        exit 77
+    fi
+    exec 9>&-
+}
+
+# Print a daemon's log, framed, to stderr.
+show_log() { # LOG
+    echo "--- daemon log $1:" >&2
+    if [ -s "$1" ]; then tail -n 40 "$1" | sed 's/^/  | /' >&2; else echo "  (empty)" >&2; fi
+}
+
+# mount_bfs SOURCE MNT [ARGS...]: start `batchfs SOURCE MNT ARGS... -f` in the background
+# (SIGINT reset to its default: bash makes background jobs ignore it, and libfuse only
+# installs its handler over the default), log to $T/daemon.N.log, and wait for the mount.
+# Sets DAEMON_PID and DAEMON_LOG. Fails the case (log printed) if the daemon exits first
+# or the mount does not appear within 10 s.
+mount_bfs() {
+    local src=$1 mnt=$2
+    shift 2
+    local n=${#MOUNTS[@]}
+    local log=$T/daemon.$n.log
+    (cd "$T" && exec env --default-signal=INT,QUIT "$BATCHFS" "$src" "$mnt" "$@" -f) \
+        >"$log" 2>&1 </dev/null &
+    local pid=$!
+    MOUNTS+=("$mnt") DAEMONS+=("$pid") LOGS+=("$log")
+    DAEMON_PID=$pid DAEMON_LOG=$log
+    local i
+    for i in $(seq 100); do
+        if is_mounted "$mnt"; then return 0; fi
+        if ! kill -0 "$pid" 2>/dev/null; then
+            local rc=0
+            wait "$pid" || rc=$?
+            DAEMONS[n]=
+            show_log "$log"
+            fail "batchfs $src $mnt $* exited with status $rc before mounting"
+        fi
+        sleep 0.1
+    done
+    show_log "$log"
+    fail "batchfs $src $mnt $*: not mounted after 10 s"
+}
+
+# wait_exit PID SECONDS: wait for a child started by this shell (a daemon of mount_bfs)
+# to exit; sets WAIT_RC to its exit status. Returns 1 (WAIT_RC=timeout) if it is still
+# running after SECONDS. Not in $(...): a subshell cannot wait for its parent's children.
+WAIT_RC=
+wait_exit() {
+    local pid=$1 i
+    for i in $(seq $(($2 * 10))); do
+        if ! kill -0 "$pid" 2>/dev/null; then
+            WAIT_RC=0
+            wait "$pid" || WAIT_RC=$?
+            return 0
+        fi
+        sleep 0.1
+    done
+    WAIT_RC=timeout
+    return 1
+}
+
+# forget PID: the daemon was reaped by the case.
+forget() {
+    local i
+    for i in "${!DAEMONS[@]}"; do
+        if [ "${DAEMONS[i]}" = "$1" ]; then DAEMONS[i]=; fi
+    done
+}
+
+# unmount_bfs MNT: fusermount3 -u (retried for 5 s while busy), then the daemon that
+# mounted MNT must exit with status 0 within 10 s and the mount must be gone.
+unmount_bfs() {
+    local mnt=$1 i pid= log=
+    for i in "${!MOUNTS[@]}"; do
+        if [ "${MOUNTS[i]}" = "$mnt" ] && [ -n "${DAEMONS[i]}" ]; then
+            pid=${DAEMONS[i]} log=${LOGS[i]}
+        fi
+    done
+    for i in $(seq 50); do
+        fusermount3 -u "$mnt" 2>"$T/fusermount.err" && break
+        sleep 0.1
+    done
+    if is_mounted "$mnt"; then
+        cat "$T/fusermount.err" >&2
+        fail "fusermount3 -u $mnt: still mounted after 5 s"
+    fi
+    [ -n "$pid" ] || return 0
+    wait_exit "$pid" 10 || { show_log "$log"; fail "daemon $pid did not exit within 10 s of the unmount of $mnt"; }
+    forget "$pid"
+    [ "$WAIT_RC" = 0 ] || { show_log "$log"; fail "daemon of $mnt exited with status $WAIT_RC after a clean unmount"; }
+}
+
+# wait_idle MNT: poll MNT/stats until no batch is in flight (10 s at most), so that
+# counters checked next do not depend on timing.
+wait_idle() {
+    local i
+    for i in $(seq 200); do
+        if pyx -c 'import bfs, sys; sys.exit(bfs.stats(sys.argv[1])["batches"]["in_flight"] != 0)' "$1"; then
+            return 0
+        fi
+        sleep 0.05
+    done
+    fail "$1/stats: batches still in flight after 10 s"
+}
+
+# ref_batch SOURCE PIPELINE_OPTS EPOCH K OUT: the batch computed in-process by the engine
+# (no mount), the reference bytes.
+ref_batch() {
+    "$ENGINE_TOOL" batch "$1" "$2" "$3" "$4" "$5" || fail "engine_tool batch $*"
+}
+
+# need_py: the test venv (numpy, pillow, safetensors) as $PY, via tests/pyenv.sh (which
+# exits 77 when PyPI is unreachable outside CI). pyenv.sh prefixes $PWD to the venv
+# path, so it is given one relative to the repository root whatever BUILD is.
+need_py() {
+    BFS_VENV=$(realpath -m --relative-to="$PWD" "${BFS_VENV:-$BUILD/venv}")
+    export BFS_VENV
+    . tests/pyenv.sh
+    [ -x "$PY" ] || fail "tests/pyenv.sh gave PY=$PY, not an executable"
+}
+
+# pyx ARGS...: python3 (stdlib only) with $T/bfs.py importable as `bfs`.
+pyx() { PYTHONPATH=$T${PYTHONPATH:+:$PYTHONPATH} python3 "$@"; }
+
+cat >"$T/bfs.py" <<'PYEOF'
+"""Stdlib-only helpers for the mount tests: safetensors batches and /stats."""
+import json, struct
+
+def header(path_or_bytes):
+    """(json header dict, offset of the tensor data) of a safetensors file, or of its
+    bytes (bytes, mmap, memoryview)."""
+    if not isinstance(path_or_bytes, str):
+        raw = bytes(path_or_bytes[:8])
+        n = struct.unpack("<Q", raw)[0]
+        return json.loads(bytes(path_or_bytes[8:8 + n])), 8 + n
+    with open(path_or_bytes, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        return json.loads(f.read(n)), 8 + n
+
+def tensors(path):
+    """{name: (dtype, shape, bytes)} and the metadata of a safetensors file."""
+    with open(path, "rb") as f:
+        data = f.read()
+    hdr, base = header(data)
+    meta = hdr.pop("__metadata__", {})
+    out = {}
+    for name, t in hdr.items():
+        a, b = t["data_offsets"]
+        out[name] = (t["dtype"], t["shape"], data[base + a:base + b])
+    return out, meta
+
+def i64(raw):
+    return list(struct.unpack("<%dq" % (len(raw) // 8), raw))
+
+def stats(mnt):
+    with open(mnt + "/stats") as f:
+        return json.load(f)
+PYEOF
+
+cleanup() {
+    local rc=$? i pid mnt
+    trap - EXIT INT TERM
+    set +e
+    for pid in "${BG_PIDS[@]}"; do kill -KILL "$pid" 2>/dev/null; done
+    for i in "${!MOUNTS[@]}"; do
+        mnt=${MOUNTS[i]}
+        if is_mounted "$mnt"; then
+            fusermount3 -u "$mnt" 2>/dev/null || fusermount3 -u -z "$mnt" 2>/dev/null ||
+                umount -l "$mnt" 2>/dev/null
+        fi
+    done
+    # an unmounted daemon exits by itself, with status 0; one that does not is stopped
+    for i in "${!DAEMONS[@]}"; do
+        pid=${DAEMONS[i]}
+        [ -n "$pid" ] || continue
+        if ! wait_exit "$pid" 5; then
+            echo "cleanup: daemon $pid still running 5 s after its unmount: SIGTERM" >&2
+            kill -TERM "$pid" 2>/dev/null
+            if ! wait_exit "$pid" 3; then
+                echo "cleanup: daemon $pid ignored SIGTERM for 3 s: SIGKILL" >&2
+                kill -KILL "$pid" 2>/dev/null
+                wait "$pid" 2>/dev/null
+            fi
+            [ $rc -ne 0 ] || rc=1
+        elif [ "$WAIT_RC" != 0 ] && [ $rc -eq 0 ]; then
+            echo "FAIL: $CASE: daemon $pid (${LOGS[i]##*/}) exited with status $WAIT_RC at unmount" >&2
+            rc=1
+        fi
+    done
+    if [ $rc -eq 0 ]; then
+        # the final scan: every daemon line must be one the case declared
+        local log line re hit bad=0
+        for log in "${LOGS[@]}"; do
+            [ -s "$log" ] || continue
+            while IFS= read -r line; do
+                hit=0
+                for re in "${EXPECTED[@]}"; do
+                    if [[ $line =~ $re ]]; then hit=1 && break; fi
+                done
+                if [ $hit -eq 0 ]; then
+                    echo "FAIL: $CASE: unexpected line in daemon log $(basename "$log"): $line" >&2
+                    bad=1
+                fi
+            done <"$log"
+        done
+        [ $bad -eq 0 ] || rc=1
+        if compgen -G "$T/core*" >/dev/null; then
+            echo "FAIL: $CASE: core file left in $T: $(ls "$T"/core*)" >&2
+            rc=1
+        fi
+    elif [ $rc -ne 77 ]; then
+        for log in "${LOGS[@]}"; do show_log "$log"; done
+    fi
+    if [ "${KEEP:-}" = 1 ]; then echo "kept $T" >&2; else rm -rf "$T"; fi
+    [ $rc -ne 0 ] || echo "PASS: $CASE"
+    exit $rc
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM

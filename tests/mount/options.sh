@@ -1,0 +1,135 @@
+#!/usr/bin/env bash
+# tests/mount/options.sh — everything a user can get wrong on the command line is refused
+# before mounting: a non-zero exit, one message naming the option, file or directory, and
+# nothing mounted or left running afterwards. Bad options; -o spec=FILE (comments,
+# relative path, -o after it overrides it) gives the same /pipeline as the same options
+# in -o; missing spec file; bad mountpoints (missing, a file, not empty, already
+# mounted); bad sources (missing, corrupt .bfs, truncated .bfs, empty folder).
+# About 5 s.
+. "$(dirname "$0")/lib.sh"
+require_fuse
+
+"$GEN" "$T/images" 3 8 48 120 2 # 24 images
+"$MKBATCHFS" --quiet "$T/images" "$T/data.bfs"
+M=$T/mnt
+mkdir "$M"
+# a daemon that wrongly mounts and daemonizes (no -f below) is found and unmounted at exit
+MOUNTS+=("$M") DAEMONS+=("") LOGS+=("$T/unused.log")
+
+# refused SOURCE MNT ARGS... -- TEXT...: batchfs must exit non-zero (not by a signal or a
+# hang) with every TEXT in its stderr, mount nothing at MNT and leave no daemon.
+refused() {
+    local src=$1 mnt=$2 args=() rc=0
+    shift 2
+    while [ "$1" != -- ]; do args+=("$1") && shift; done
+    shift
+    (cd "$T" && timeout 20 "$BATCHFS" "$src" "$mnt" "${args[@]}") >"$T/out" 2>"$T/err" || rc=$?
+    local what="batchfs $src $mnt ${args[*]}"
+    [ $rc -ne 0 ] || fail "$what: exit status 0, expected a refusal"
+    [ $rc -ne 124 ] || fail "$what: still running after 20 s"
+    [ $rc -lt 128 ] || fail "$what: killed by signal $((rc - 128))"
+    local t
+    for t in "$@"; do
+        grep -qF -- "$t" "$T/err" || { cat "$T/err" >&2; fail "$what: stderr does not mention '$t'"; }
+    done
+    [ "$(wc -l <"$T/err")" -le 2 ] || { cat "$T/err" >&2; fail "$what: more than a short message"; }
+    if is_mounted "$mnt"; then fail "$what: refused, yet $mnt is mounted"; fi
+    if pgrep -f -- "$BATCHFS $src $mnt" >/dev/null; then fail "$what: a daemon is left running"; fi
+    echo "ok - refused (exit $rc): ${args[*]:-$src $mnt}: $(head -c 150 "$T/err" | head -n 1)"
+}
+
+# ---- bad options ------------------------------------------------------------------------
+refused "$T/data.bfs" "$M" -o batch=0 -- "batch=0" "1..65536"
+refused "$T/data.bfs" "$M" -o batch=8,shuffle=random -- "shuffle=random" "full|pages|none"
+refused "$T/data.bfs" "$M" -o size=0 -- "size=0"
+refused "$T/data.bfs" "$M" -o unknown=1 -- "unknown option 'unknown'"
+refused "$T/data.bfs" "$M" -o bach=8 -- "unknown option 'bach'" "did you mean 'batch'"
+refused "$T/data.bfs" "$M" -o shard=2/2 -- "shard=2/2" "I < N"
+refused "$T/data.bfs" "$M" -o dtype=u8,normalize=imagenet -- "normalize=imagenet" "dtype=u8"
+refused "$T/data.bfs" "$M" -o batch=8,drop_last -- "drop_last"
+refused "$T/data.bfs" "$M" -o batch=8,fuse_threads=0 -- "fuse_threads=0"
+refused "$T/data.bfs" "$M" -o batch=8 -o size=1e3 -- "size=1e3"
+refused "$T/data.bfs" "$M" -o batch=25 -- "batch=25" "24 samples"
+refused "$T/data.bfs" "$M" -o batch=8 --frobnicate -- "--frobnicate"
+refused "$T/data.bfs" "$M" -o -- "-o needs a value"
+
+# ---- spec files ---------------------------------------------------------------------------
+printf '%s\n' "# a spec file: key = value lines" "" "seed = 7" \
+    "batch = 6        # per GPU" "  size = 20x28" "shuffle=pages" "augment = eval" \
+    "dtype = f16   # normalize = imagenet by default for floats" "layout = nchw" \
+    "epochs = 4" "threads = 1" >"$T/train.spec"
+mount_bfs "$T/data.bfs" "$M" -o spec=train.spec # relative to the daemon's working directory
+cp "$M/pipeline" "$T/pipeline.spec"
+ls "$M/epoch/0" >"$T/ls.spec"
+cat "$M/epoch/1/batch_3" >"$T/b.spec"
+unmount_bfs "$M"
+mount_bfs "$T/data.bfs" "$M" -o seed=7,batch=6,size=20x28,shuffle=pages,augment=eval \
+    -o dtype=f16,layout=nchw,epochs=4,threads=2
+cmp "$T/pipeline.spec" "$M/pipeline" || { diff "$T/pipeline.spec" "$M/pipeline" >&2; fail "/pipeline of spec=FILE differs from the same options in -o"; }
+cmp "$T/b.spec" "$M/epoch/1/batch_3" || fail "batch 3 of epoch 1 differs between spec=FILE and -o"
+[ "$(ls "$M/epoch/0")" = "$(cat "$T/ls.spec")" ] || fail "epoch/0 lists differently"
+grep -qx "batch = 6" "$M/pipeline" && grep -qx "dtype = f16" "$M/pipeline" &&
+    grep -qx "normalize = 0.485,0.456,0.406/0.229,0.224,0.225" "$M/pipeline" ||
+    fail "/pipeline does not show the spec's options: $(cat "$M/pipeline")"
+unmount_bfs "$M"
+mount_bfs "$T/data.bfs" "$M" -o "spec=$T/train.spec,batch=4"
+grep -qx "batch = 4" "$M/pipeline" && grep -qx "seed = 7" "$M/pipeline" ||
+    fail "-o spec=FILE,batch=4: the later batch=4 should win: $(cat "$M/pipeline")"
+[ -f "$M/epoch/0/batch_5" ] || fail "-o spec=FILE,batch=4: 24 samples give 6 batches"
+unmount_bfs "$M"
+ok "spec=FILE (comments, blank lines, relative path) == the same -o: /pipeline, listing, bytes; a later -o wins"
+
+printf 'batch = 8\nsize = 32\nshuffle random\n' >"$T/bad.spec"
+refused "$T/data.bfs" "$M" -o "spec=$T/bad.spec" -- "bad.spec:3:" "shuffle random"
+printf 'batch = 8\nbatch_size = 32\n' >"$T/bad2.spec"
+refused "$T/data.bfs" "$M" -o "spec=$T/bad2.spec" -- "bad2.spec:2" "batch_size"
+refused "$T/data.bfs" "$M" -o "spec=$T/missing.spec" -- "spec=$T/missing.spec" "No such file"
+refused "$T/data.bfs" "$M" -o spec= -- "spec=FILE"
+
+# ---- mountpoints ---------------------------------------------------------------------------
+refused "$T/data.bfs" "$T/nowhere" -o batch=8 -- "$T/nowhere" "No such file" "mkdir"
+touch "$T/afile"
+refused "$T/data.bfs" "$T/afile" -o batch=8 -- "$T/afile" "not a directory"
+mkdir "$T/full" && touch "$T/full/keep.txt"
+refused "$T/data.bfs" "$T/full" -o batch=8 -- "$T/full" "not empty"
+[ -f "$T/full/keep.txt" ] || fail "the non-empty mountpoint lost its file"
+mount_bfs "$T/data.bfs" "$M" -o batch=8,size=16
+first=$DAEMON_PID
+rc=0
+(cd "$T" && timeout 20 "$BATCHFS" "$T/data.bfs" "$M" -o batch=4) 2>"$T/err" || rc=$?
+[ $rc -ne 0 ] && [ $rc -lt 124 ] || fail "a second batchfs on a mounted $M: exit $rc"
+grep -qF "$M" "$T/err" && grep -qiE "busy|already mounted" "$T/err" ||
+    { cat "$T/err" >&2; fail "a second mount on $M: no clear message"; }
+[ "$(grep -c " $M fuse.batchfs " /proc/self/mounts)" = 1 ] || fail "$M is mounted twice"
+grep -qx "batch = 8" "$M/pipeline" && cat "$M/epoch/0/batch_2" >/dev/null ||
+    fail "the first mount no longer works after a refused second mount"
+kill -0 "$first" || fail "the first daemon died"
+echo "ok - refused (exit $rc): a mounted mountpoint: $(head -n 1 "$T/err")"
+unmount_bfs "$M"
+
+# ---- sources -----------------------------------------------------------------------------
+refused "$T/missing.bfs" "$M" -o batch=8 -- "$T/missing.bfs" "No such file"
+flip_byte() { # FILE OFFSET: invert one byte in place
+    local b
+    b=$(od -An -tu1 -j "$2" -N1 "$1" | tr -d ' ')
+    printf "$(printf '\\%03o' $((b ^ 0xff)))" | dd of="$1" bs=1 seek="$2" conv=notrunc status=none
+}
+cp "$T/data.bfs" "$T/corrupt.bfs" && flip_byte "$T/corrupt.bfs" 16 # sample_count
+refused "$T/corrupt.bfs" "$M" -o batch=8 -- "$T/corrupt.bfs" "checksum"
+cp "$T/data.bfs" "$T/magic.bfs" && flip_byte "$T/magic.bfs" 1
+refused "$T/magic.bfs" "$M" -o batch=8 -- "$T/magic.bfs" "not a batchfs dataset"
+head -c 6000 "$T/data.bfs" >"$T/short.bfs"
+refused "$T/short.bfs" "$M" -o batch=8 -- "$T/short.bfs" "truncated"
+mkdir "$T/empty"
+refused "$T/empty" "$M" -o batch=8 -- "$T/empty" "class"
+rc=0
+"$BATCHFS" "$T/data.bfs" 2>"$T/err" || rc=$?
+[ $rc -ne 0 ] && grep -q "SOURCE and MOUNTPOINT" "$T/err" || fail "batchfs SOURCE (no MOUNTPOINT): exit $rc, $(cat "$T/err")"
+ok "refused: batchfs SOURCE without a MOUNTPOINT"
+
+# ---- after all that, a good mount still works on the same mountpoint ------------------------
+mount_bfs "$T/data.bfs" "$M" -o batch=8,size=16
+cmp <(cat "$M/epoch/0/batch_1") <(ref_batch "$T/data.bfs" batch=8,size=16 0 1 /dev/stdout) ||
+    fail "batch 1 differs from engine_tool's"
+unmount_bfs "$M"
+ok "the mountpoint is usable after the refusals"
