@@ -70,6 +70,8 @@ FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZERS  := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz/%)
 
 .PHONY: all deps test demo bench fuzz fuzz-build install uninstall clean format check-format
+# keep intermediate objects (tests/*_main.o etc.): no rebuilds on every make
+.SECONDARY:
 
 all: $(PROGS) $(TOOLS)
 
