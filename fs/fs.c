@@ -75,6 +75,7 @@ typedef struct fsstate {
     pthread_mutex_t lock; /* guards streams */
     stream streams[MAX_STREAMS];
     _Atomic uint64_t reads, bytes_served, read_errors;
+    _Atomic uint64_t served; /* batches handed to readers (first read of an open file) */
 } fsstate;
 
 typedef struct openfile {
@@ -336,9 +337,9 @@ static void make_stats(fsstate *fs, text *t)
             (unsigned long long)st.stages.decode_scaled, (unsigned long long)st.stages.decode_raw,
             (unsigned long long)st.stages.bad_samples);
     tprintf(t,
-            "  \"batches\": {\"computed\": %llu, \"failed\": %llu, \"in_flight\": %u, "
-            "\"prefetched\": %llu},\n",
-            (unsigned long long)st.computed, (unsigned long long)st.failed, st.in_flight,
+            "  \"batches\": {\"served\": %llu, \"computed\": %llu, \"failed\": %llu, "
+            "\"in_flight\": %u, \"prefetched\": %llu},\n",
+            (unsigned long long)atomic_load(&fs->served), (unsigned long long)st.computed, (unsigned long long)st.failed, st.in_flight,
             (unsigned long long)st.prefetched);
     tprintf(t,
             "  \"cache\": {\"hits\": %llu, \"joins\": %llu, \"misses\": %llu, \"evictions\": "
@@ -481,6 +482,8 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
             /* two reads of one open file may race here: keep one reference */
             if (__atomic_exchange_n(&of->b, b, __ATOMIC_ACQ_REL))
                 bfs_batch_release(b);
+            else
+                atomic_fetch_add(&fs->served, 1);
             follow_reader(fs, fuse_req_ctx(req)->pid, of->epoch, of->k);
         }
         data = bfs_batch_data(of->b), len = bfs_batch_size(of->b);
