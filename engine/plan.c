@@ -25,11 +25,11 @@
  */
 #include "engine/plan.h"
 
+#include "engine/err.h"
+
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
-#include <stdarg.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -39,6 +39,7 @@
 #define TAG_FULL     1u
 #define TAG_PAGES    2u
 #define TAG_WINDOW   3u
+#define PERM_SALT    0x3c6ef372fe94f82bull /* frac(sqrt(5)), SHA-512's third IV word */
 #define GOLDEN_GAMMA 0x9e3779b97f4a7c15ull /* splitmix64's increment: 2^64 / phi, odd */
 
 struct epoch_table {
@@ -101,20 +102,52 @@ static uint64_t derive_key(uint64_t seed, uint64_t epoch, uint64_t tag)
     return mix64(h ^ epoch);
 }
 
+/* Next value of a splitmix64 stream (Steele, Lea, Flood 2014). */
+static inline uint64_t splitmix_next(uint64_t *state)
+{
+    *state += GOLDEN_GAMMA;
+    return mix64(*state);
+}
+
+/* Uniform in [0, bound), bound <= 2^32, without bias (Lemire 2019, "Fast random integer
+ * generation in an interval": multiply, reject the few low products that would bias). */
+static uint32_t draw_below(uint64_t *state, uint32_t bound)
+{
+    uint64_t m = (splitmix_next(state) >> 32) * bound;
+    if ((uint32_t)m < bound) {
+        uint32_t threshold = (uint32_t)-bound % bound;
+        while ((uint32_t)m < threshold)
+            m = (splitmix_next(state) >> 32) * bound;
+    }
+    return (uint32_t)(m >> 32);
+}
+
 void bfs_perm_init(bfs_perm *p, uint64_t n, uint64_t key)
 {
-    uint32_t bits = n > 1 ? 64u - (uint32_t)__builtin_clzll(n - 1) : 0; /* to hold n-1 */
-    bits += bits & 1u;
-    if (bits < 2)
-        bits = 2;
+    memset(p, 0, sizeof *p);
     p->n = n;
+    /* Mixing the key first keeps structured keys (k, k + gamma, ...) from sharing round
+     * keys shifted by one round. */
+    uint64_t s = mix64(key ^ PERM_SALT);
+    if (n <= BFS_PERM_SMALL) {
+        for (uint32_t i = 0; i < n; i++)
+            p->fwd[i] = (uint8_t)i;
+        for (uint32_t i = (uint32_t)n; i-- > 1;) { /* Fisher-Yates */
+            uint32_t j = draw_below(&s, i + 1);
+            uint8_t t = p->fwd[i];
+            p->fwd[i] = p->fwd[j];
+            p->fwd[j] = t;
+        }
+        for (uint32_t i = 0; i < n; i++)
+            p->inv[p->fwd[i]] = (uint8_t)i;
+        return;
+    }
+    uint32_t bits = 64u - (uint32_t)__builtin_clzll(n - 1); /* to hold n-1; n > 64 here */
+    bits += bits & 1u;
     p->half_bits = bits / 2;
     p->half_mask = p->half_bits == 32 ? 0xffffffffull : (1ull << p->half_bits) - 1;
-    uint64_t s = key;
-    for (unsigned r = 0; r < BFS_PERM_ROUNDS; r++) {
-        s += GOLDEN_GAMMA;
-        p->round_key[r] = mix64(s);
-    }
+    for (unsigned r = 0; r < BFS_PERM_ROUNDS; r++)
+        p->round_key[r] = splitmix_next(&s);
 }
 
 /* One pass of the network over [0, 2^(2h)): rounds (L, R) -> (R, L ^ F_r(R)). */
@@ -146,8 +179,10 @@ static inline uint64_t feistel_backward(const bfs_perm *p, uint64_t x)
 
 uint64_t bfs_perm_apply(const bfs_perm *p, uint64_t i)
 {
-    if (i >= p->n || p->n == 1)
+    if (i >= p->n)
         return i;
+    if (p->n <= BFS_PERM_SMALL)
+        return p->fwd[i];
     /* Cycle walking: i lies on a cycle of the network that returns to i < n, so this
      * ends; the domain is < 4n, so the expected number of passes is < 4. */
     uint64_t x = i;
@@ -159,8 +194,10 @@ uint64_t bfs_perm_apply(const bfs_perm *p, uint64_t i)
 
 uint64_t bfs_perm_inverse(const bfs_perm *p, uint64_t v)
 {
-    if (v >= p->n || p->n == 1)
+    if (v >= p->n)
         return v;
+    if (p->n <= BFS_PERM_SMALL)
+        return p->inv[v];
     uint64_t x = v;
     do
         x = feistel_backward(p, x);
@@ -182,73 +219,64 @@ void bfs_plan_opts_default(bfs_plan_opts *o)
     o->page_samples = BFS_PLAN_PAGE_SAMPLES_DEFAULT;
 }
 
-__attribute__((format(printf, 3, 4))) static int fail(char *err, size_t errlen, const char *fmt,
-                                                      ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return -EINVAL;
-}
-
 static int check_opts(const bfs_plan_opts *o, uint64_t n, char *err, size_t errlen)
 {
     if (o->shuffle != BFS_SHUFFLE_FULL && o->shuffle != BFS_SHUFFLE_PAGES &&
         o->shuffle != BFS_SHUFFLE_NONE)
-        return fail(err, errlen, "shuffle: unknown mode %d (use full, pages or none)", o->shuffle);
+        return bfs_errf(-EINVAL, err, errlen, "shuffle: unknown mode %d (use full, pages or none)",
+                        o->shuffle);
     if (o->shard_count == 0)
-        return fail(err, errlen, "shard=%" PRIu32 "/0: the shard count must be at least 1",
-                    o->shard_index);
+        return bfs_errf(-EINVAL, err, errlen,
+                        "shard=%" PRIu32 "/0: the shard count must be at least 1", o->shard_index);
     if (o->shard_index >= o->shard_count)
-        return fail(err, errlen,
-                    "shard=%" PRIu32 "/%" PRIu32 ": the shard index must be below the "
-                    "shard count (shards are numbered 0..%" PRIu32 ")",
-                    o->shard_index, o->shard_count, o->shard_count - 1);
+        return bfs_errf(-EINVAL, err, errlen,
+                        "shard=%" PRIu32 "/%" PRIu32 ": the shard index must be below the "
+                        "shard count (shards are numbered 0..%" PRIu32 ")",
+                        o->shard_index, o->shard_count, o->shard_count - 1);
     if (o->batch == 0 || o->batch > INT32_MAX)
-        return fail(err, errlen, "batch=%" PRIu32 ": must be between 1 and %d", o->batch,
-                    INT32_MAX);
+        return bfs_errf(-EINVAL, err, errlen, "batch=%" PRIu32 ": must be between 1 and %d",
+                        o->batch, INT32_MAX);
     if (o->drop_last != 0 && o->drop_last != 1)
-        return fail(err, errlen, "drop_last=%d: must be 0 or 1", o->drop_last);
+        return bfs_errf(-EINVAL, err, errlen, "drop_last=%d: must be 0 or 1", o->drop_last);
     if (n == 0)
-        return fail(err, errlen, "the dataset has no samples: nothing to plan");
+        return bfs_errf(-EINVAL, err, errlen, "the dataset has no samples: nothing to plan");
     if (n < o->shard_count)
-        return fail(err, errlen,
-                    "shard=%" PRIu32 "/%" PRIu32 ": the dataset has only %" PRIu64
-                    " samples, fewer than the %" PRIu32 " shards; use at most %" PRIu64 " shards",
-                    o->shard_index, o->shard_count, n, o->shard_count, n);
+        return bfs_errf(-EINVAL, err, errlen,
+                        "shard=%" PRIu32 "/%" PRIu32 ": the dataset has only %" PRIu64
+                        " samples, fewer than the %" PRIu32 " shards; use at most %" PRIu64
+                        " shards",
+                        o->shard_index, o->shard_count, n, o->shard_count, n);
     uint64_t per = n / o->shard_count;
     if (o->drop_last && per < o->batch)
-        return fail(err, errlen,
-                    "batch=%" PRIu32 " with drop_last=1: shard %" PRIu32 "/%" PRIu32
-                    " has only %" PRIu64 " samples per epoch, not enough for one batch; "
-                    "use batch=%" PRIu64 " or less, or drop_last=0",
-                    o->batch, o->shard_index, o->shard_count, per, per);
+        return bfs_errf(-EINVAL, err, errlen,
+                        "batch=%" PRIu32 " with drop_last=1: shard %" PRIu32 "/%" PRIu32
+                        " has only %" PRIu64 " samples per epoch, not enough for one batch; "
+                        "use batch=%" PRIu64 " or less, or drop_last=0",
+                        o->batch, o->shard_index, o->shard_count, per, per);
     return 0;
 }
 
 static int check_pages(const uint64_t *pf, uint64_t npages, uint64_t n, char *err, size_t errlen)
 {
     if (npages == 0)
-        return fail(err, errlen, "shuffle=pages: the page table has no pages");
+        return bfs_errf(-EINVAL, err, errlen, "shuffle=pages: the page table has no pages");
     if (npages > (SIZE_MAX / sizeof(uint64_t)) - 1)
-        return fail(err, errlen, "shuffle=pages: %" PRIu64 " pages is too many", npages);
+        return bfs_errf(-EINVAL, err, errlen, "shuffle=pages: %" PRIu64 " pages is too many",
+                        npages);
     if (pf[0] != 0)
-        return fail(err, errlen,
-                    "shuffle=pages: the page table starts at sample %" PRIu64 ", not 0", pf[0]);
+        return bfs_errf(-EINVAL, err, errlen,
+                        "shuffle=pages: the page table starts at sample %" PRIu64 ", not 0", pf[0]);
     for (uint64_t p = 0; p < npages; p++)
         if (pf[p + 1] < pf[p])
-            return fail(err, errlen,
-                        "shuffle=pages: page table not sorted: page %" PRIu64
-                        " starts at sample %" PRIu64 ", page %" PRIu64 " at %" PRIu64,
-                        p, pf[p], p + 1, pf[p + 1]);
+            return bfs_errf(-EINVAL, err, errlen,
+                            "shuffle=pages: page table not sorted: page %" PRIu64
+                            " starts at sample %" PRIu64 ", page %" PRIu64 " at %" PRIu64,
+                            p, pf[p], p + 1, pf[p + 1]);
     if (pf[npages] != n)
-        return fail(err, errlen,
-                    "shuffle=pages: the page table covers %" PRIu64
-                    " samples but the dataset has %" PRIu64,
-                    pf[npages], n);
+        return bfs_errf(-EINVAL, err, errlen,
+                        "shuffle=pages: the page table covers %" PRIu64
+                        " samples but the dataset has %" PRIu64,
+                        pf[npages], n);
     return 0;
 }
 

@@ -289,6 +289,15 @@ int bfs_mountopts_parse(int argc, char **argv, bfs_mount_args *a, char *err, siz
                           : "expected SOURCE and MOUNTPOINT (see batchfs --help)");
     if (!rc)
         rc = bfs_pipeline_finish(&a->pipe, err, errlen);
+    /* options of features not built yet: refuse rather than silently ignore */
+    if (!rc && (a->pipe.cache_dir[0] || a->pipe.sample_cache_mb > 0))
+        rc = bfs_errf(-ENOTSUP, err, errlen,
+                      "%s: not implemented yet in batchfs %s (the shared cache directory and "
+                      "the decoded-sample cache are planned); remove the option",
+                      a->pipe.cache_dir[0] ? "cache_dir" : "sample_cache_mb", BATCHFS_VERSION);
+    if (!rc && (a->pipe.cpu_budget > 0 || a->pipe.ram_mb > 0))
+        fprintf(stderr, "batchfs: note: cpu_budget/ram_mb are accepted but not enforced yet "
+                        "(the autotuner is planned); threads= and cache_mb= bound resources\n");
     if (!rc && a->mode == BFS_MODE_BENCH && a->bench_epoch >= a->pipe.epochs)
         rc = bfs_errf(-EINVAL, err, errlen, "--epoch %llu: the pipeline has epochs 0..%u",
                       (unsigned long long)a->bench_epoch, a->pipe.epochs - 1);

@@ -1,4 +1,5 @@
-# tests/mount/lib.sh — sourced by every tests/mount/*.sh case (never run on its own).
+# tests/mount/lib.sh — sourced by every tests/mount/*.sh case. Executed directly (as
+# tests/run.sh does with every tests/mount/*.sh), it tests itself: see the end of the file.
 #
 # A case is run from anywhere as `BUILD=build bash tests/mount/CASE.sh` (tests/run.sh does
 # so from the repository root); exit 0 pass, 77 skip, anything else fail. This file:
@@ -12,10 +13,10 @@
 #   - mount_bfs SOURCE MNT ARGS...: `batchfs SOURCE MNT ARGS... -f` in the background,
 #     log in $T/daemon.N.log, waits (10 s at most) until the kernel lists the mount;
 #   - unmount_bfs MNT: fusermount3 -u, then the daemon must exit 0 within 10 s;
-#   - helpers: fail/ok, need_py (the numpy venv as $PY), is_mounted, wait_idle (poll /stats until no batch is in
-#     flight), ref_batch (engine_tool's in-process bytes), and $T/bfs.py, a stdlib-only
-#     Python module for safetensors headers, tensors and /stats (`pyx` runs python3
-#     with it importable).
+#   - helpers: fail/ok, need_py (the numpy venv as $PY), is_mounted, wait_idle (poll
+#     /stats until no batch is in flight), ref_batch (engine_tool's in-process bytes),
+#     and $T/bfs.py, a stdlib-only Python module for safetensors headers, tensors and
+#     /stats (`pyx` runs python3 with it importable).
 # Like libfuse's test/cases and squashfuse's ll-smoke: one script per case.
 
 set -euo pipefail
@@ -41,7 +42,7 @@ DAEMONS=()     # the matching daemon pids ('' once reaped)
 LOGS=()        # the matching daemon logs
 BG_PIDS=()     # other background processes of the case (readers): killed at exit
 EXPECTED=()    # extended regexes of daemon log lines the case expects
-DAEMON_PID= DAEMON_LOG=
+DAEMON_PID='' DAEMON_LOG=''
 
 fail() {
     echo "FAIL: $CASE: $*" >&2
@@ -71,7 +72,7 @@ require_fuse() {
         why="/dev/fuse cannot be opened for reading and writing"
     fi
     if [ -n "$why" ]; then
-        exec 9>&- 2>/dev/null || true
+        { exec 9>&-; } 2>/dev/null || true
         {
             echo "########################################################################"
             echo "## SKIP: $CASE: cannot test the mount on this machine:"
@@ -150,7 +151,7 @@ forget() {
 # unmount_bfs MNT: fusermount3 -u (retried for 5 s while busy), then the daemon that
 # mounted MNT must exit with status 0 within 10 s and the mount must be gone.
 unmount_bfs() {
-    local mnt=$1 i pid= log=
+    local mnt=$1 i pid='' log=''
     for i in "${!MOUNTS[@]}"; do
         if [ "${MOUNTS[i]}" = "$mnt" ] && [ -n "${DAEMONS[i]}" ]; then
             pid=${DAEMONS[i]} log=${LOGS[i]}
@@ -263,7 +264,9 @@ cleanup() {
             fi
             [ $rc -ne 0 ] || rc=1
         elif [ "$WAIT_RC" != 0 ] && [ $rc -eq 0 ]; then
-            echo "FAIL: $CASE: daemon $pid (${LOGS[i]##*/}) exited with status $WAIT_RC at unmount" >&2
+            local sig=
+            [ "$WAIT_RC" -lt 128 ] || sig=" (killed by signal $((WAIT_RC - 128)): a crash)"
+            echo "FAIL: $CASE: daemon $pid (${LOGS[i]##*/}) exited with status $WAIT_RC$sig at unmount" >&2
             rc=1
         fi
     done
@@ -297,3 +300,49 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
+
+# ---- executed, not sourced: a test of this harness -------------------------------------
+# tests/run.sh runs every tests/mount/*.sh, this file included. Run directly, it checks
+# the harness the cases rely on: a mount, read and unmount round trip; and, through small
+# cases of its own, that the final log scan, the crash check and the cleanup really fire.
+if [ "${BASH_SOURCE[0]}" = "$0" ]; then
+    require_fuse
+    "$GEN" "$T/images" 2 8 48 96 1
+    mkdir "$T/mnt"
+    mount_bfs "$T/images" "$T/mnt" -o batch=4,size=16,epochs=2
+    is_mounted "$T/mnt" || fail "is_mounted: false on a mount"
+    ref_batch "$T/images" batch=4,size=16 1 3 "$T/ref"
+    cmp "$T/mnt/epoch/1/batch_3" "$T/ref" || fail "epoch 1 batch 3 differs from engine_tool's"
+    unmount_bfs "$T/mnt"
+    if is_mounted "$T/mnt"; then fail "is_mounted: true after unmount_bfs"; fi
+    ok "harness: mount_bfs, read, unmount_bfs"
+
+    # selftest NAME WANT_RC WANT_STDERR BODY: a case sourcing this file; its exit status
+    # and stderr are checked, and it must leave no mount behind.
+    selftest() {
+        local name=$1 want=$2 text=$3 body=$4 rc=0
+        printf '%s\n' ". '$PWD/tests/mount/lib.sh'" "require_fuse" \
+            "\"\$GEN\" \"\$T/images\" 2 8 48 96 1" "mkdir \"\$T/mnt\"" \
+            "mount_bfs \"\$T/images\" \"\$T/mnt\" -o batch=4,size=16" \
+            "echo \"MNT=\$T/mnt\"" "$body" >"$T/$name.sh"
+        bash "$T/$name.sh" >"$T/$name.out" 2>"$T/$name.err" || rc=$?
+        local mnt
+        mnt=$(sed -n 's/^MNT=//p' "$T/$name.out")
+        [ -n "$mnt" ] || { cat "$T/$name.err" >&2; fail "self-test $name did not mount"; }
+        if is_mounted "$mnt"; then fail "self-test $name left $mnt mounted"; fi
+        [ -d "$(dirname "$mnt")" ] && fail "self-test $name left its directory $(dirname "$mnt")"
+        [ $rc -eq "$want" ] || { cat "$T/$name.err" >&2; fail "self-test $name: exit $rc, expected $want"; }
+        grep -qF -- "$text" "$T/$name.err" "$T/$name.out" ||
+            { cat "$T/$name.err" >&2; fail "self-test $name: no '$text' in its output"; }
+        ok "harness: $name -> exit $rc, '$text'"
+    }
+    selftest clean 0 "PASS: clean" 'cat "$T/mnt/epoch/0/batch_1" >/dev/null'
+    selftest left_mounted 0 "PASS: left_mounted" 'true # cleanup unmounts'
+    selftest unexpected_line 1 "unexpected line in daemon log daemon.0.log: batchfs: odd" \
+        'echo "batchfs: odd" >>"$DAEMON_LOG"'
+    selftest expected_line 0 "PASS: expected_line" \
+        'expect_log "^batchfs: odd\$"; echo "batchfs: odd" >>"$DAEMON_LOG"'
+    selftest crash 1 "killed by signal 11" 'kill -SEGV "$DAEMON_PID"; sleep 0.3'
+    selftest failing 1 "FAIL: failing: on purpose" 'fail "on purpose"'
+    selftest skip 77 "MNT=" 'exit 77 # a skip after mounting still unmounts'
+fi
