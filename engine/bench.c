@@ -75,7 +75,7 @@ int bfs_bench_run(const char *source, const bfs_pipeline_opts *o, const bfs_benc
     uint64_t want = b->batches ? b->batches : 20;
     if (want > nb)
         want = nb;
-    int prefetch = o->prefetch == BFS_AUTO ? 2 : o->prefetch;
+    int prefetch = o->prefetch == BFS_AUTO ? BFS_PREFETCH_AUTO : o->prefetch;
     uint64_t bytes = bfs_engine_batch_bytes(e, 0);
     bfs_exec *x;
     if ((rc = bfs_exec_create(e, o->threads == BFS_AUTO ? 0 : o->threads,

@@ -19,6 +19,9 @@
 
 #include "engine/engine.h"
 
+/* prefetch=auto until the autotuner chooses: batches computed ahead of each reader */
+#define BFS_PREFETCH_AUTO 3
+
 typedef struct bfs_exec bfs_exec;
 typedef struct bfs_batch bfs_batch;
 

@@ -48,7 +48,7 @@
 #define TIMEOUT       86400.0 /* batch files never change */
 #define MAX_STREAMS   64
 #define STREAM_IDLE   30.0 /* seconds before a reader's prefetch stream is forgotten */
-#define PREFETCH_AUTO 3    /* until the autotuner sets it */
+#define BFS_PREFETCH_AUTO 3    /* until the autotuner sets it */
 
 typedef struct stream {
     pid_t pid;
@@ -763,7 +763,7 @@ int bfs_fs_run(const bfs_mount_args *a)
     fs.batches = bfs_engine_batches(fs.e);
     fs.batch_bytes = bfs_engine_batch_bytes(fs.e, 0);
     fs.epochs = a->pipe.epochs;
-    fs.prefetch = a->pipe.prefetch == BFS_AUTO ? PREFETCH_AUTO : a->pipe.prefetch;
+    fs.prefetch = a->pipe.prefetch == BFS_AUTO ? BFS_PREFETCH_AUTO : a->pipe.prefetch;
     if (a->pipe.cache_mb == BFS_AUTO) {
         /* auto: a quarter of available memory, at least room for the prefetch window of
          * four readers (the autotuner will refine this) */
