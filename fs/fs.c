@@ -48,7 +48,6 @@
 #define TIMEOUT       86400.0 /* batch files never change */
 #define MAX_STREAMS   64
 #define STREAM_IDLE   30.0 /* seconds before a reader's prefetch stream is forgotten */
-#define BFS_PREFETCH_AUTO 3    /* until the autotuner sets it */
 
 typedef struct stream {
     pid_t pid;
