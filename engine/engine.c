@@ -26,8 +26,6 @@
 #include <string.h>
 #include <time.h>
 
-/* Stream of the substitute choice for bad samples (crop and flip use 0 and 1). */
-#define STREAM_SUBSTITUTE 7
 #define SUBSTITUTE_TRIES  8
 /* ImageNet mean as u8: the colour of a substitute when no other sample decodes */
 #define GRAY_R 124
@@ -401,7 +399,7 @@ int bfs_engine_sample(bfs_engine *e, bfs_engine_worker *w, uint64_t epoch, uint6
     /* substitute: another sample, drawn from this sample's own random stream, so the
      * choice is the same whoever computes it; its own crop and flip */
     bfs_rng r;
-    bfs_rng_init(&r, e->o.seed, epoch, idx, STREAM_SUBSTITUTE);
+    bfs_rng_init(&r, e->o.seed, epoch, idx, BFS_RNG_STREAM_SUBSTITUTE);
     uint64_t n = bfs_source_count(e->src);
     for (int t = 0; t < SUBSTITUTE_TRIES && n > 1; t++) {
         uint64_t alt = (uint64_t)bfs_rng_int(&r, 0, (int64_t)n - 2);

@@ -124,8 +124,9 @@ static uint32_t draw_below(uint64_t *state, uint32_t bound)
 
 void bfs_perm_init(bfs_perm *p, uint64_t n, uint64_t key)
 {
-    memset(p, 0, sizeof *p);
     p->n = n;
+    p->half_bits = 0;
+    p->half_mask = 0;
     /* Mixing the key first keeps structured keys (k, k + gamma, ...) from sharing round
      * keys shifted by one round. */
     uint64_t s = mix64(key ^ PERM_SALT);

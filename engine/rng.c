@@ -98,7 +98,11 @@ double bfs_rng_uniform_range(bfs_rng *r, double a, double b)
     double u = bfs_rng_uniform(r);
     if (!(a < b))
         return a;
-    double x = a + (b - a) * u;
+    /* Two statements, so that no compiler default fuses them into one FMA (a different
+     * rounding on machines that have FMA): GCC does not contract in ISO C mode (-std=c11)
+     * and Clang contracts only within one expression. */
+    double scaled = (b - a) * u;
+    double x = a + scaled;
     if (x >= b)
         x = nextafter(b, a); /* rounding reached b; still >= a because a < b */
     return x;

@@ -12,9 +12,10 @@
  * epoch plan (engine/plan.c) uses its own keyed Feistel bijection, not this generator.
  *
  * Invariants: no global state; the same inputs give the same outputs on every machine,
- * thread and build (integer arithmetic only, except the final scaling of uniform draws,
- * which is exact in IEEE binary64). A bfs_rng is a small caller-owned value: make one per
- * thread/use, never share one between threads without a lock.
+ * thread and build: integer arithmetic, then for doubles an exact scaling by 2^-53 and,
+ * in bfs_rng_uniform_range, two correctly rounded IEEE-754 operations (never fused).
+ * A bfs_rng is a small caller-owned value: make one per thread/use, never share one
+ * between threads without a lock.
  *
  * Layout of the Philox input (stable; changing it changes every augmentation):
  *   key     = 64-bit hash of (seed, epoch), split into key[0] (low), key[1] (high);
@@ -32,6 +33,7 @@
 enum {
     BFS_RNG_STREAM_CROP = 0, /* RandomResizedCrop box */
     BFS_RNG_STREAM_FLIP = 1, /* horizontal flip */
+    BFS_RNG_STREAM_SUBSTITUTE = 7, /* choice of a substitute for a bad sample */
     /* new uses append here; never renumber (it would change every served batch) */
 };
 
