@@ -191,6 +191,14 @@ int bfs_writer_add_class(bfs_writer *w, const char *name);
  */
 int bfs_writer_add(bfs_writer *w, const bfs_sample_in *s, const void *payload, size_t len);
 
+/*
+ * bfs_writer_add_hashed - bfs_writer_add with the payload's XXH64 (seed 0) already
+ * computed by the caller (mkbatchfs hashes in its parallel workers, keeping the single
+ * writer thread to the work only it can do). checksum must be bfs_xxh64(payload, len, 0).
+ */
+int bfs_writer_add_hashed(bfs_writer *w, const bfs_sample_in *s, const void *payload, size_t len,
+                          uint64_t checksum);
+
 /* bfs_writer_count - samples added so far. */
 uint64_t bfs_writer_count(const bfs_writer *w);
 

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #define WBUF_SIZE (4u << 20)
+#define DIRECT_MIN (32u << 10) /* payload chunks this large are written without copying */
 
 struct bfs_writer {
     int fd;
@@ -86,6 +87,19 @@ static int heap_append(bfs_writer *w, const uint8_t *data, size_t len)
         size_t n = len;
         if (n > w->page_size - in_page)
             n = (size_t)(w->page_size - in_page);
+        if (data && n >= DIRECT_MIN) {
+            /* large chunk: hash and write it from the caller's memory, no staging copy */
+            int rc = flush(w);
+            if (rc || (rc = write_all(w->fd, data, n)))
+                return rc;
+            bfs_xxh64_update(&w->page_hash, data, n);
+            w->heap_size += n;
+            data += n;
+            len -= n;
+            if (w->heap_size % w->page_size == 0 && (rc = push_page_sum(w)))
+                return rc;
+            continue;
+        }
         if (n > WBUF_SIZE - w->buffered)
             n = WBUF_SIZE - w->buffered;
         if (!data && n > sizeof zeros)
@@ -202,6 +216,12 @@ static void st64(uint8_t *p, uint64_t v)
 
 int bfs_writer_add(bfs_writer *w, const bfs_sample_in *s, const void *payload, size_t len)
 {
+    return bfs_writer_add_hashed(w, s, payload, len, bfs_xxh64(payload, len, 0));
+}
+
+int bfs_writer_add_hashed(bfs_writer *w, const bfs_sample_in *s, const void *payload, size_t len,
+                          uint64_t checksum)
+{
     if (len == 0 || len > UINT32_MAX || s->width == 0 || s->height == 0 ||
         (s->flags & ~BFS_FLAGS_KNOWN))
         return -EINVAL;
@@ -228,7 +248,7 @@ int bfs_writer_add(bfs_writer *w, const bfs_sample_in *s, const void *payload, s
     st16(e + 16, s->width);
     st16(e + 18, s->height);
     st16(e + 20, s->flags);
-    st32(e + 24, (uint32_t)bfs_xxh64(payload, len, 0));
+    st32(e + 24, (uint32_t)checksum);
     st32(e + 28, s->raw_size);
     int rc = heap_append(w, payload, len);
     if (rc)

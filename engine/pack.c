@@ -11,6 +11,7 @@
 #include "engine/bfs.h"
 #include "engine/err.h"
 #include "engine/folder.h"
+#include "engine/hash.h"
 #include "engine/jpeg.h"
 #include "engine/resize.h"
 
@@ -33,6 +34,7 @@ typedef struct result {
     const char *reason;
     uint8_t *data; /* payload (owned) */
     size_t len;
+    uint64_t hash; /* XXH64 of the payload, computed by the worker */
     uint64_t in_bytes;
     int reencoded;
     bfs_sample_in s;
@@ -264,6 +266,8 @@ static void *worker(void *arg)
 
         result r = {0};
         transform(p->o, p->f.paths[i], p->f.labels[i], &r, &scratch);
+        if (!r.err)
+            r.hash = bfs_xxh64(r.data, r.len, 0);
         pthread_mutex_lock(&p->lock);
         r.ready = 1;
         p->slots[i % p->window] = r;
@@ -342,7 +346,7 @@ static int write_all_items(pack *p, bfs_writer *w, bfs_pack_report *rep, uint64_
             else
                 rc = add_skip(rep, p->f.paths[i], r.reason);
         } else {
-            rc = bfs_writer_add(w, &r.s, r.data, r.len);
+            rc = bfs_writer_add_hashed(w, &r.s, r.data, r.len, r.hash);
             if (rc)
                 bfs_errf(rc, err, errlen, "writing %s: %s", bfs_writer_temp_path(w),
                          bfs_strerror(rc));
