@@ -38,10 +38,16 @@ cat_all >/dev/null # warm the page cache
 t_cat=$(best_of 3 cat_all)
 t_pack=$(best_of 3 "$BUILD/mkbatchfs" --quiet "$corpus" "$work/c.bfs")
 t_pack_nf=$(best_of 3 "$BUILD/mkbatchfs" --quiet --no-fsync "$corpus" "$work/c.bfs")
+shm=/dev/shm/batchfs-bench-pack.$$
+t_pack_shm=$(best_of 3 "$BUILD/mkbatchfs" --quiet --no-fsync "$corpus" "$shm.bfs")
+rm -f "$shm.bfs"
 printf 'cat:                     %6.3f s\n' "$t_cat"
-printf 'mkbatchfs (fsync):       %6.3f s   speed ratio vs cat %.2f (target >= 0.80)\n' \
+printf 'mkbatchfs to tmpfs:      %6.3f s   speed ratio vs cat %.2f (target >= 0.80: output on tmpfs, so\n' \
+    "$t_pack_shm" "$(awk -v a="$t_cat" -v b="$t_pack_shm" 'BEGIN{print a/b}')"
+echo '                                      the comparison is the reading and packing, not the disk)' 
+printf 'mkbatchfs to disk, fsync:%6.3f s   speed ratio vs cat %.2f (target >= 0.80)\n' \
     "$t_pack" "$(awk -v a="$t_cat" -v b="$t_pack" 'BEGIN{print a/b}')"
-printf 'mkbatchfs (--no-fsync):  %6.3f s   speed ratio vs cat %.2f\n' \
+printf 'mkbatchfs to disk:       %6.3f s   speed ratio vs cat %.2f\n' \
     "$t_pack_nf" "$(awk -v a="$t_cat" -v b="$t_pack_nf" 'BEGIN{print a/b}')"
 "$BUILD/mkbatchfs" --verify "$work/c.bfs"
 

@@ -6,8 +6,9 @@
 #   - cds to the repository root, makes BUILD absolute, names the programs;
 #   - makes a temporary directory $T and installs `trap cleanup EXIT`, which always
 #     unmounts what the case mounted (fusermount3 -u, then lazy -z), stops the daemons
-#     (TERM, then KILL), prints their logs when the case failed, and — when the case
-#     passed — scans every daemon log for lines the case did not declare (expect_log);
+#     (TERM, then KILL), checks that each exited 0, prints their logs when the case
+#     failed, and — when it passed — scans every daemon log for lines the case did not
+#     declare (expect_log);
 #   - require_fuse: exit 77 with a loud message only when the machine has no usable
 #     /dev/fuse or no fusermount3;
 #   - mount_bfs SOURCE MNT ARGS...: `batchfs SOURCE MNT ARGS... -f` in the background,
@@ -85,40 +86,47 @@ require_fuse() {
     exec 9>&-
 }
 
-# Print a daemon's log, framed, to stderr.
+# Print a daemon's log, framed, to stderr: its last 40 lines, or the start of the first
+# sanitizer report (the stacks that matter) and every SUMMARY line.
 show_log() { # LOG
     echo "--- daemon log $1:" >&2
-    if [ -s "$1" ]; then tail -n 40 "$1" | sed 's/^/  | /' >&2; else echo "  (empty)" >&2; fi
+    if [ ! -s "$1" ]; then
+        echo "  (empty)" >&2
+    elif grep -q "Sanitizer" "$1"; then
+        { grep -m1 -A50 "ERROR: .*Sanitizer\|WARNING: .*Sanitizer" "$1"; grep "^SUMMARY" "$1"; } |
+            sed 's/^/  | /' >&2
+    else
+        tail -n 40 "$1" | sed 's/^/  | /' >&2
+    fi
 }
 
-# mount_bfs SOURCE MNT [ARGS...]: start `batchfs SOURCE MNT ARGS... -f` in the background
-# (SIGINT reset to its default: bash makes background jobs ignore it, and libfuse only
-# installs its handler over the default), log to $T/daemon.N.log, and wait for the mount.
-# Sets DAEMON_PID and DAEMON_LOG. Fails the case (log printed) if the daemon exits first
-# or the mount does not appear within 10 s.
+# mount_bfs SOURCE MNT [ARGS...]: start `batchfs SOURCE MNT ARGS... -f` in $T (relative
+# paths are relative to $T) in the background (SIGINT reset to its default: bash makes
+# background jobs ignore it, and libfuse only installs its handler over the default), log
+# to $T/daemon.N.log, and wait for the mount. Sets DAEMON_PID and DAEMON_LOG. Fails the
+# case (log printed) if the daemon exits first or the mount does not appear within 10 s.
 mount_bfs() {
     local src=$1 mnt=$2
     shift 2
     local n=${#MOUNTS[@]}
-    local log=$T/daemon.$n.log
+    local log=$T/daemon.$n.log abs=$mnt
+    case $mnt in /*) ;; *) abs=$T/$mnt ;; esac
     (cd "$T" && exec env --default-signal=INT,QUIT "$BATCHFS" "$src" "$mnt" "$@" -f) \
         >"$log" 2>&1 </dev/null &
     local pid=$!
-    MOUNTS+=("$mnt") DAEMONS+=("$pid") LOGS+=("$log")
+    MOUNTS+=("$abs") DAEMONS+=("$pid") LOGS+=("$log")
     DAEMON_PID=$pid DAEMON_LOG=$log
     local i
     for i in $(seq 100); do
-        if is_mounted "$mnt"; then return 0; fi
+        if is_mounted "$abs"; then return 0; fi
         if ! kill -0 "$pid" 2>/dev/null; then
             local rc=0
             wait "$pid" || rc=$?
             DAEMONS[n]=
-            show_log "$log"
             fail "batchfs $src $mnt $* exited with status $rc before mounting"
         fi
         sleep 0.1
     done
-    show_log "$log"
     fail "batchfs $src $mnt $*: not mounted after 10 s"
 }
 
@@ -166,9 +174,9 @@ unmount_bfs() {
         fail "fusermount3 -u $mnt: still mounted after 5 s"
     fi
     [ -n "$pid" ] || return 0
-    wait_exit "$pid" 10 || { show_log "$log"; fail "daemon $pid did not exit within 10 s of the unmount of $mnt"; }
+    wait_exit "$pid" 10 || fail "daemon $pid did not exit within 10 s of the unmount of $mnt"
     forget "$pid"
-    [ "$WAIT_RC" = 0 ] || { show_log "$log"; fail "daemon of $mnt exited with status $WAIT_RC after a clean unmount"; }
+    [ "$WAIT_RC" = 0 ] || fail "daemon of $mnt exited with status $WAIT_RC after a clean unmount"
 }
 
 # wait_idle MNT: poll MNT/stats until no batch is in flight (10 s at most), so that
@@ -292,7 +300,9 @@ cleanup() {
             rc=1
         fi
     elif [ $rc -ne 77 ]; then
-        for log in "${LOGS[@]}"; do show_log "$log"; done
+        for log in "${LOGS[@]}"; do
+            if [ -s "$log" ]; then show_log "$log"; fi
+        done
     fi
     if [ "${KEEP:-}" = 1 ]; then echo "kept $T" >&2; else rm -rf "$T"; fi
     [ $rc -ne 0 ] || echo "PASS: $CASE"
@@ -342,7 +352,7 @@ if [ "${BASH_SOURCE[0]}" = "$0" ]; then
         'echo "batchfs: odd" >>"$DAEMON_LOG"'
     selftest expected_line 0 "PASS: expected_line" \
         'expect_log "^batchfs: odd\$"; echo "batchfs: odd" >>"$DAEMON_LOG"'
-    selftest crash 1 "killed by signal 11" 'kill -SEGV "$DAEMON_PID"; sleep 0.3'
+    selftest crash 1 "exited with status" 'kill -SEGV "$DAEMON_PID"; sleep 0.3' # 139, or 1 under ASan
     selftest failing 1 "FAIL: failing: on purpose" 'fail "on purpose"'
     selftest skip 77 "MNT=" 'exit 77 # a skip after mounting still unmounts'
 fi

@@ -6,7 +6,8 @@
 # non-zero status and a message — never by a signal (no crash, no core); the mount is gone;
 # no reader hangs (every read runs under `timeout`); a reader either fails with an error
 # or completes, and every file a reader completed equals the engine's bytes (no partial
-# or garbage batch ever looks complete). About 20 s.
+# or garbage batch ever looks complete). Then a relative mountpoint, as a user types it:
+# SIGINT must unmount it too. About 20 s.
 . "$(dirname "$0")/lib.sh"
 require_fuse
 
@@ -72,7 +73,8 @@ scenario() {
     forget "$daemon"
     local status=$WAIT_RC
     [ "$status" -lt 128 ] || fail "$name: the daemon died of signal $((status - 128)) (a crash)"
-    if [ "$status" -ne 0 ] && [ ! -s "$log" ]; then
+    if grep -q "Sanitizer" "$log"; then fail "$name: a sanitizer report in the daemon log"; fi
+    if [ "$status" -ne 0 ] && ! grep -q '^batchfs: ' "$log"; then
         fail "$name: the daemon exited with status $status without a message"
     fi
     touch "$T/stop"
@@ -127,3 +129,17 @@ scenario fusermount stop_fusermount
 scenario SIGTERM stop_signal TERM
 scenario SIGINT stop_signal INT
 scenario SIGHUP stop_signal HUP
+
+# ---- a relative mountpoint, as a user types it: a signal must still unmount it ---------
+# (the daemon runs in / once mounted, so it must keep the mountpoint's absolute path)
+mkdir "$T/rel"
+mount_bfs data.bfs rel -o "$OPTS" # relative to the daemon's working directory, $T
+cat "$T/rel/epoch/0/batch_0" >/dev/null
+kill -INT "$DAEMON_PID"
+wait_exit "$DAEMON_PID" 10 || fail "relative mountpoint: the daemon is still running 10 s after SIGINT"
+forget "$DAEMON_PID"
+[ "$WAIT_RC" = 0 ] || fail "relative mountpoint: the daemon exited with status $WAIT_RC after SIGINT"
+if is_mounted "$T/rel"; then
+    fail "relative mountpoint: 'batchfs data.bfs rel -f' left rel mounted (dead) after SIGINT"
+fi
+ok "relative mountpoint: SIGINT unmounts it"
