@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <lz4.h>
 #include <setjmp.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,7 +44,8 @@ struct bfs_decoder {
     size_t cap;
     uint8_t *row4; /* one CMYK row */
     size_t row4_cap;
-    bfs_decode_stats stats;
+    /* counters: incremented by the owning worker, read by /stats from other threads */
+    _Atomic uint64_t n_cropped, n_full, n_scaled, n_raw;
 };
 
 static void on_error(j_common_ptr c)
@@ -102,7 +104,10 @@ void bfs_decoder_destroy(bfs_decoder *d)
 
 void bfs_decoder_get_stats(const bfs_decoder *d, bfs_decode_stats *st)
 {
-    *st = d->stats;
+    st->cropped = atomic_load_explicit(&d->n_cropped, memory_order_relaxed);
+    st->full = atomic_load_explicit(&d->n_full, memory_order_relaxed);
+    st->scaled = atomic_load_explicit(&d->n_scaled, memory_order_relaxed);
+    st->raw = atomic_load_explicit(&d->n_raw, memory_order_relaxed);
 }
 
 int bfs_decoder_probe(const uint8_t *data, size_t len, bfs_image_info *info)
@@ -185,7 +190,7 @@ static int decode_raw(bfs_decoder *d, const uint8_t *data, size_t len, const bfs
                         .img_w = info->width,
                         .img_h = info->height,
                         .scale = 1};
-    d->stats.raw++;
+    atomic_fetch_add_explicit(&d->n_raw, 1, memory_order_relaxed);
     return 0;
 }
 
@@ -287,10 +292,10 @@ int bfs_decoder_decode(bfs_decoder *d, const uint8_t *data, size_t len, const bf
                         .img_h = sh,
                         .scale = scale};
     if (scale > 1)
-        d->stats.scaled++;
+        atomic_fetch_add_explicit(&d->n_scaled, 1, memory_order_relaxed);
     if (croppable && ((int)cw != sw || ry1 - ry0 != sh))
-        d->stats.cropped++;
+        atomic_fetch_add_explicit(&d->n_cropped, 1, memory_order_relaxed);
     else
-        d->stats.full++;
+        atomic_fetch_add_explicit(&d->n_full, 1, memory_order_relaxed);
     return 0;
 }

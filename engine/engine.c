@@ -393,7 +393,10 @@ int bfs_engine_sample(bfs_engine *e, bfs_engine_worker *w, uint64_t epoch, uint6
         snprintf(err, errlen, "bad sample %llu (%s) in epoch %llu batch %llu: %s",
                  (unsigned long long)idx, name, (unsigned long long)epoch, (unsigned long long)k,
                  bfs_strerror(rc));
-        log_bad(e, idx, rc, "failing its batch (bad_sample=fail)");
+        char what[128];
+        snprintf(what, sizeof what, "failing epoch %llu batch %llu (bad_sample=fail)",
+                 (unsigned long long)epoch, (unsigned long long)k);
+        log_bad(e, idx, rc, what);
         return rc;
     }
     /* substitute: another sample, drawn from this sample's own random stream, so the

@@ -21,6 +21,7 @@
 enum { JOB_PREPARING, JOB_RUNNING, JOB_READY, JOB_FAILED };
 
 #define POOL_MAX 4
+#define MAX_FAILED 1024 /* failed batches remembered (their error only) */
 
 struct bfs_batch { /* a job; "batch" is the name callers see */
     bfs_exec *x;
@@ -120,18 +121,21 @@ static uint8_t *alloc_data(bfs_exec *x, uint64_t size)
 }
 
 /* Evict finished, unreferenced jobs (LRU first) until within budget. Locked. Failed
- * jobs are dropped as soon as nobody holds them: a later read retries. */
+ * jobs keep only their error (failures are deterministic: a retry would fail again), at
+ * most MAX_FAILED of them. */
 static void evict(bfs_exec *x)
 {
     for (;;) {
         uint64_t held = 0;
-        bfs_batch *victim = NULL;
+        unsigned failed = 0;
+        bfs_batch *victim = NULL, *old_failed = NULL;
         for (bfs_batch *b = x->jobs; b; b = b->next_job) {
             if (b->refs)
                 continue;
             if (b->state == JOB_FAILED) {
-                victim = b;
-                break;
+                failed++;
+                if (!old_failed || b->used < old_failed->used)
+                    old_failed = b;
             }
             if (b->state == JOB_READY) {
                 held += b->size;
@@ -140,7 +144,9 @@ static void evict(bfs_exec *x)
             }
         }
         x->st.cached_bytes = held;
-        if (!victim || (victim->state == JOB_READY && held <= x->cache_bytes))
+        if (failed > MAX_FAILED)
+            victim = old_failed;
+        else if (!victim || held <= x->cache_bytes)
             return;
         unlink_job(x, victim);
         if (victim->state == JOB_READY) {
@@ -171,10 +177,13 @@ static void finish_slot(bfs_exec *x, bfs_batch *j)
     j->done++;
     if (j->active == 0 && (j->done == j->len || j->rc)) {
         j->state = j->rc ? JOB_FAILED : JOB_READY;
-        if (j->rc)
+        if (j->rc) {
             x->st.failed++;
-        else
+            free(j->data); /* a failed batch keeps only its error */
+            j->data = NULL;
+        } else {
             x->st.computed++;
+        }
         pthread_cond_broadcast(&x->ready);
         evict(x);
     }

@@ -71,13 +71,15 @@ typedef struct fsstate {
     double start;
     int prefetch;
     uint64_t cache_bytes;
-    pthread_mutex_t lock; /* guards streams */
+    pthread_mutex_t lock; /* guards streams and open_files */
+    struct openfile *open_files; /* released at exit if the kernel never sends RELEASE */
     stream streams[MAX_STREAMS];
     _Atomic uint64_t reads, bytes_served, read_errors;
     _Atomic uint64_t served; /* batches handed to readers (first read of an open file) */
 } fsstate;
 
 typedef struct openfile {
+    struct openfile *prev, *next; /* in fsstate.open_files, guarded by fsstate.lock */
     uint64_t epoch, k;
     bfs_batch *b; /* referenced after the first read; released at close */
     uint64_t served;
@@ -369,6 +371,22 @@ static void make_stats(fsstate *fs, text *t)
 
 /* ---- open, read, release ------------------------------------------------------------ */
 
+/* Unlink an open file from the list, drop its batch reference, free it. */
+static void forget_file(fsstate *fs, openfile *of)
+{
+    pthread_mutex_lock(&fs->lock);
+    if (of->prev)
+        of->prev->next = of->next;
+    else
+        fs->open_files = of->next;
+    if (of->next)
+        of->next->prev = of->prev;
+    pthread_mutex_unlock(&fs->lock);
+    bfs_batch_release(of->b);
+    free(of->text);
+    free(of);
+}
+
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     fsstate *fs = state(req);
@@ -401,10 +419,14 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         fi->keep_cache = 1; /* batches and /pipeline never change */
     }
     fi->fh = (uint64_t)(uintptr_t)of;
-    if (fuse_reply_open(req, fi) == -ENOENT) { /* interrupted: the kernel won't release */
-        free(of->text);
-        free(of);
-    }
+    pthread_mutex_lock(&fs->lock);
+    of->next = fs->open_files;
+    if (of->next)
+        of->next->prev = of;
+    fs->open_files = of;
+    pthread_mutex_unlock(&fs->lock);
+    if (fuse_reply_open(req, fi) == -ENOENT) /* interrupted: the kernel won't release */
+        forget_file(fs, of);
 }
 
 /* A reader started batch k of epoch: remember its stride, prefetch ahead of it. */
@@ -470,7 +492,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
             bfs_batch *b;
             int rc = bfs_exec_get(fs->x, of->epoch, of->k, &b, err, sizeof err);
             if (rc) {
-                if (rc != -ESHUTDOWN)
+                if (rc != -ESHUTDOWN && rc > BFS_E_LAST) /* engine logs bad samples once */
                     fprintf(stderr, "batchfs: epoch %llu batch %llu: %s\n",
                             (unsigned long long)of->epoch, (unsigned long long)of->k, err);
                 atomic_fetch_add(&fs->read_errors, 1);
@@ -494,20 +516,21 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     }
     size_t n = (uint64_t)off + size > len ? (size_t)(len - (uint64_t)off) : size;
     atomic_fetch_add(&fs->bytes_served, n);
+    /* decide before replying: once the reply is out, the file may be released (and `of`
+     * freed) by another thread; the batch itself stays referenced until then */
+    int consumed = of && of->b && __atomic_add_fetch(&of->served, n, __ATOMIC_RELAXED) >= len;
+    uint64_t epoch = of ? of->epoch : 0, k = of ? of->k : 0;
+    if (consumed)
+        bfs_exec_consumed(fs->x, epoch, k);
     fuse_reply_buf(req, (const char *)data + off, n);
-    if (of && of->b && __atomic_add_fetch(&of->served, n, __ATOMIC_RELAXED) >= len)
-        bfs_exec_consumed(fs->x, of->epoch, of->k);
 }
 
 static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     (void)ino;
     openfile *of = (openfile *)(uintptr_t)fi->fh;
-    if (of) {
-        bfs_batch_release(of->b);
-        free(of->text);
-        free(of);
-    }
+    if (of)
+        forget_file(state(req), of);
     fuse_reply_err(req, 0);
 }
 
@@ -748,8 +771,13 @@ int bfs_fs_run(const bfs_mount_args *a)
     pthread_mutex_init(&fs.lock, NULL);
 
     /* everything a user can get wrong is checked before mounting */
-    if (bfs_engine_create(a->source, &a->pipe, &fs.e, err, sizeof err)) {
+    int erc = bfs_engine_create(a->source, &a->pipe, &fs.e, err, sizeof err);
+    if (erc) {
         fprintf(stderr, "batchfs: %s\n", err);
+        if (erc >= BFS_E_FIRST && erc < BFS_E_LAST)
+            fprintf(stderr, "batchfs: the dataset file is damaged or not a dataset: check it "
+                            "with 'mkbatchfs --verify %s' and re-pack it with mkbatchfs\n",
+                    a->source);
         goto out;
     }
     if (check_mountpoint(a->mountpoint))
@@ -851,6 +879,8 @@ out:
     if (cfg)
         fuse_loop_cfg_destroy(cfg);
     fuse_opt_free_args(&fargs);
+    while (fs.open_files) /* files still open when the session ended (signal, abort) */
+        forget_file(&fs, fs.open_files);
     bfs_exec_destroy(fs.x);
     bfs_engine_destroy(fs.e);
     free(fs.pipeline);

@@ -306,7 +306,10 @@ int bfs_mountopts_parse(int argc, char **argv, bfs_mount_args *a, char *err, siz
          * daemon's working directory becomes */
         char *abs = realpath(pos[0], NULL);
         a->source = abs ? abs : strdup(pos[0]);
-        a->mountpoint = npos > 1 ? strdup(pos[1]) : NULL;
+        /* absolute too: the daemon's working directory becomes / (fuse_daemonize), and
+         * the unmount at exit must find the mountpoint */
+        char *mabs = npos > 1 ? realpath(pos[1], NULL) : NULL;
+        a->mountpoint = mabs ? mabs : npos > 1 ? strdup(pos[1]) : NULL;
         if (!a->fuse_opts)
             a->fuse_opts = strdup("");
         if (!a->source || (npos > 1 && !a->mountpoint) || !a->fuse_opts)

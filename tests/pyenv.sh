@@ -11,5 +11,5 @@ if [ ! -x "$_venv/bin/python" ] || [ tests/requirements.txt -nt "$_venv/.stamp" 
         echo "SKIP: cannot build the Python test venv (PyPI unreachable?)" >&2; exit 77
     fi
 fi
-PY=$PWD/$_venv/bin/python
+case $_venv in /*) PY=$_venv/bin/python ;; *) PY=$PWD/$_venv/bin/python ;; esac
 export PY
