@@ -87,9 +87,12 @@ int bfs_bench_run(const char *source, const bfs_pipeline_opts *o, const bfs_benc
         return rc;
     }
     uint64_t nb = bfs_engine_batches(e);
+    /* batches are read in order, continuing into the next epochs when one epoch has
+     * fewer than asked for: a short epoch must not turn the run into a warm-up */
     uint64_t want = b->batches ? b->batches : 20;
-    if (want > nb)
-        want = nb;
+    uint64_t avail = (uint64_t)(o->epochs - b->epoch) * nb;
+    if (want > avail)
+        want = avail;
     int prefetch = o->prefetch == BFS_AUTO ? BFS_PREFETCH_AUTO : o->prefetch;
     uint64_t bytes = bfs_engine_batch_bytes(e, 0);
     bfs_exec *x;
@@ -104,38 +107,48 @@ int bfs_bench_run(const char *source, const bfs_pipeline_opts *o, const bfs_benc
     size_t ref_have = 0;
     /* Warm-up, untimed: the first batches pay for fresh buffers (page faults), cold
      * decoder state and page-cache misses; a daemon runs in the steady state after. */
-    uint64_t warm = want >= 8 ? 2 : 0;
+    /* warm-up batches come from another epoch, so the timed ones are computed fresh */
+    /* warm-up from an epoch the timed part does not read (the last one), if any */
+    uint64_t last_read = b->epoch + (want - 1) / nb;
+    uint64_t warm_epoch = o->epochs - 1;
+    uint64_t warm = warm_epoch > last_read ? (nb < 2 ? nb : 2) : 0;
     for (uint64_t k = 0; k < warm && !rc; k++) {
         bfs_batch *bt;
-        if ((rc = bfs_exec_get(x, b->epoch, want + k < nb ? want + k : k, &bt, err, sizeof err)))
+        if ((rc = bfs_exec_get(x, warm_epoch, k, &bt, err, sizeof err)))
             fprintf(stderr, "batchfs: %s\n", err);
         bfs_batch_release(bt);
     }
     bfs_exec_stats warm_st;
     bfs_exec_get_stats(x, &warm_st);
     uint64_t images = 0, batches_bytes = 0;
-    uint64_t stride = want * bfs_engine_batch_len(e, 0) / ref_n + 1;
+    /* the reference decodes the same files the run reads: every stride-th of them, taken
+     * from the plan; it is timed in two halves, before and after the run, so a change of
+     * load on a shared machine during the run shifts both sides alike */
+    uint64_t stride = want * bfs_engine_batch_len(e, 0) / ref_n + 1, pos = 0;
+    uint64_t *bidx = malloc(bfs_engine_batch_len(e, 0) * sizeof *bidx);
+    for (uint64_t i = 0; i < want && ref_idx && bidx && ref_have < ref_n; i++) {
+        int n = bfs_engine_batch_indices(e, b->epoch + i / nb, i % nb, bidx);
+        for (int j = 0; j < n && ref_have < ref_n; j++, pos++)
+            if (pos % stride == 0)
+                ref_idx[ref_have++] = bidx[j];
+    }
+    free(bidx);
+    size_t half = ref_have / 2, used_a = 0, used_b = 0;
+    double cpu_a = 0, cpu_b = 0;
+    double ref_a = reference_rate(source, ref_idx, half, &used_a, &cpu_a);
     double t0 = now(), cpu0 = process_cpu();
-    for (uint64_t k = 0; k < want && !rc; k++) {
-        for (int p = 1; p <= prefetch && k + (uint64_t)p < want; p++)
-            bfs_exec_prefetch(x, b->epoch, k + (uint64_t)p);
+    for (uint64_t i = 0; i < want && !rc; i++) {
+        uint64_t ep = b->epoch + i / nb, k = i % nb;
+        for (int p = 1; p <= prefetch && i + (uint64_t)p < want; p++)
+            bfs_exec_prefetch(x, b->epoch + (i + (uint64_t)p) / nb, (i + (uint64_t)p) % nb);
         bfs_batch *bt;
-        if ((rc = bfs_exec_get(x, b->epoch, k, &bt, err, sizeof err))) {
+        if ((rc = bfs_exec_get(x, ep, k, &bt, err, sizeof err))) {
             fprintf(stderr, "batchfs: %s\n", err);
             break;
         }
         uint32_t len = bfs_engine_batch_len(e, k);
         images += len;
         batches_bytes += bfs_batch_size(bt);
-        /* the reference decodes the same files: every stride-th image read */
-        uint64_t idx_off = bfs_batch_size(bt) - 8ull * len; /* indices: the last tensor */
-        for (uint32_t j = 0; j < len && ref_idx && ref_have < ref_n; j++) {
-            if ((images - len + j) % stride)
-                continue;
-            int64_t v;
-            memcpy(&v, bfs_batch_data(bt) + idx_off + 8ull * j, 8);
-            ref_idx[ref_have++] = (uint64_t)v;
-        }
         bfs_batch_release(bt);
     }
     double secs = now() - t0, cpu_secs = process_cpu() - cpu0;
@@ -148,9 +161,11 @@ int bfs_bench_run(const char *source, const bfs_pipeline_opts *o, const bfs_benc
     st.stages.decode_ns -= warm_st.stages.decode_ns;
     st.stages.resize_ns -= warm_st.stages.resize_ns;
     st.stages.encode_ns -= warm_st.stages.encode_ns;
-    size_t ref_used = 0;
-    double ref_cpu = 0;
-    double ref = rc ? 0 : reference_rate(source, ref_idx, ref_have, &ref_used, &ref_cpu);
+    double ref_b = rc ? 0 : reference_rate(source, ref_idx + half, ref_have - half, &used_b, &cpu_b);
+    size_t ref_used = used_a + used_b;
+    /* images per second over both halves together */
+    double ref = ref_a > 0 && ref_b > 0 ? ref_used / (used_a / ref_a + used_b / ref_b) : 0;
+    double ref_cpu = cpu_a > 0 && cpu_b > 0 ? ref_used / (used_a / cpu_a + used_b / cpu_b) : 0;
     free(ref_idx);
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
@@ -192,7 +207,7 @@ int bfs_bench_run(const char *source, const bfs_pipeline_opts *o, const bfs_benc
                 (unsigned long long)bfs_engine_samples(e));
         fprintf(out, "pipeline:     %016llx\n%s", (unsigned long long)bfs_engine_fingerprint(e),
                 bfs_engine_canonical(e));
-        fprintf(out, "read:         %llu batches of epoch %llu, %llu images, %.1f MB in %.3f s\n",
+        fprintf(out, "read:         %llu batches from epoch %llu on, %llu images, %.1f MB in %.3f s\n",
                 (unsigned long long)want, (unsigned long long)b->epoch, (unsigned long long)images,
                 batches_bytes / 1e6, secs);
         fprintf(out, "throughput:   %.1f images/s with %d threads (%.1f images/s per core)\n", ips,

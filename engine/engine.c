@@ -226,6 +226,13 @@ int bfs_engine_batch_begin(bfs_engine *e, uint64_t epoch, uint64_t k, uint8_t *d
     return (int)len;
 }
 
+int bfs_engine_batch_indices(bfs_engine *e, uint64_t epoch, uint64_t k, uint64_t *out)
+{
+    if (epoch >= e->o.epochs)
+        return -ERANGE;
+    return bfs_plan_batch_indices(e->plan, epoch, k, out);
+}
+
 int bfs_engine_worker_create(bfs_engine *e, bfs_engine_worker **out)
 {
     bfs_engine_worker *w = calloc(1, sizeof *w);

@@ -69,6 +69,10 @@ int bfs_engine_batch_begin(bfs_engine *e, uint64_t epoch, uint64_t k, uint8_t *d
 int bfs_engine_sample(bfs_engine *e, bfs_engine_worker *w, uint64_t epoch, uint64_t k, uint32_t j,
                       uint64_t idx, uint8_t *dst, char *err, size_t errlen);
 
+/* bfs_engine_batch_indices - the dataset indices of batch k of epoch (plan only, no
+ * payload is read); out holds bfs_engine_batch_len values. Returns the count or -ERANGE. */
+int bfs_engine_batch_indices(bfs_engine *e, uint64_t epoch, uint64_t k, uint64_t *out);
+
 /* bfs_engine_worker_create - per-thread state. Returns 0 or -ENOMEM. */
 int bfs_engine_worker_create(bfs_engine *e, bfs_engine_worker **out);
 void bfs_engine_worker_destroy(bfs_engine_worker *w);
