@@ -102,6 +102,17 @@ int bfs_bench_run(const char *source, const bfs_pipeline_opts *o, const bfs_benc
         bfs_engine_destroy(e);
         return rc;
     }
+    bfs_store *store = NULL;
+    if (o->cache_dir[0]) {
+        bfs_store_opts so = {.budget_bytes = (uint64_t)o->cache_dir_mb << 20};
+        if ((rc = bfs_store_open(o->cache_dir, &so, &store, err, sizeof err))) {
+            fprintf(stderr, "batchfs: cache_dir=%s: %s\n", o->cache_dir, err);
+            bfs_exec_destroy(x);
+            bfs_engine_destroy(e);
+            return rc;
+        }
+        bfs_exec_set_store(x, store);
+    }
     size_t ref_n = (size_t)(b->reference > 0 ? b->reference : 400);
     uint64_t *ref_idx = calloc(ref_n, sizeof *ref_idx);
     size_t ref_have = 0;
@@ -155,6 +166,7 @@ int bfs_bench_run(const char *source, const bfs_pipeline_opts *o, const bfs_benc
     bfs_exec_stats st;
     bfs_exec_get_stats(x, &st);
     bfs_exec_destroy(x);
+    bfs_store_close(store);
     /* stage times of the timed part only */
     st.stages.samples -= warm_st.stages.samples;
     st.stages.read_ns -= warm_st.stages.read_ns;

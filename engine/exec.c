@@ -38,6 +38,7 @@ struct bfs_batch { /* a job; "batch" is the name callers see */
     int rc;
     char err[512];
     int refs;      /* references held by callers (and the creator while preparing) */
+    bfs_claim *claim; /* MINE claim in the host-wide store: publish when READY */
     uint64_t seq;  /* creation order (FIFO among equals) */
     uint64_t used; /* LRU tick */
     struct bfs_batch *next_job;
@@ -52,6 +53,7 @@ struct bfs_exec {
     uint64_t seq, tick;
     uint64_t cache_bytes; /* budget for finished unreferenced jobs */
     int stop, shutdown;
+    bfs_store *store; /* host-wide store, or NULL (set before use, then read-only) */
     int nthreads; /* threads started */
     int nworkers; /* worker contexts allocated */
     pthread_t *threads;
@@ -94,6 +96,10 @@ static void free_job(bfs_exec *x, bfs_batch *j)
         x->pool[x->npool++].size = j->size;
     } else {
         free(j->data);
+    }
+    if (j->claim) {
+        bfs_store_abandon(j->claim);
+        free(j->claim);
     }
     free(j->idx);
     free(j);
@@ -217,7 +223,28 @@ static void *worker_main(void *arg)
             snprintf(j->err, sizeof j->err, "%s", err[0] ? err : bfs_strerror(rc));
             j->next = j->len; /* claim nothing more of a failed batch */
         }
+        j->refs++; /* keep j alive while its claim is settled outside the lock */
         finish_slot(x, j);
+        bfs_claim *claim = NULL;
+        if (j->claim && (j->state == JOB_READY || j->state == JOB_FAILED)) {
+            claim = j->claim;
+            j->claim = NULL;
+        }
+        int ready = j->state == JOB_READY;
+        pthread_mutex_unlock(&x->lock);
+        if (claim) { /* I/O outside the lock; the bytes of a READY batch never change */
+            if (ready && bfs_store_publish(claim, j->data, j->size) == 0) {
+                pthread_mutex_lock(&x->lock);
+                x->st.store_publishes++;
+                pthread_mutex_unlock(&x->lock);
+            } else if (!ready) {
+                bfs_store_abandon(claim);
+            }
+            free(claim);
+        }
+        pthread_mutex_lock(&x->lock);
+        j->refs--;
+        evict(x);
     }
     pthread_mutex_unlock(&x->lock);
     return NULL;
@@ -312,6 +339,49 @@ void bfs_exec_shutdown(bfs_exec *x)
     pthread_mutex_unlock(&x->lock);
 }
 
+/* Ask the host-wide store for j's bytes (unlocked; j is PREPARING, so only this thread
+ * touches it). Returns 1 when j->data now holds the published batch; otherwise 0, with
+ * j->claim set when this process should compute and publish it. A batch another daemon
+ * is computing is waited for only when a reader demands it (up to STORE_WAIT_MS). */
+#define STORE_WAIT_MS 60000
+static int store_lookup(bfs_exec *x, bfs_batch *j, int demand)
+{
+    bfs_store_key key = {bfs_engine_fingerprint(x->e), j->epoch, j->k};
+    bfs_claim c;
+    int rc = bfs_store_claim(x->store, key, &c);
+    if (rc == 0 && c.state == BFS_STORE_BUSY) {
+        bfs_store_claim_close(&c);
+        if (!demand)
+            return 0; /* a prefetch computes rather than block its caller */
+        rc = bfs_store_wait(x->store, key, STORE_WAIT_MS, &c);
+    }
+    if (rc)
+        return 0;
+    if (c.state == BFS_STORE_HIT && c.size == j->size) {
+        memcpy(j->data, c.data, j->size);
+        bfs_store_claim_close(&c);
+        return 1;
+    }
+    if (c.state == BFS_STORE_MINE) {
+        bfs_claim *mine = malloc(sizeof *mine);
+        if (mine) {
+            *mine = c;
+            j->claim = mine;
+            return 0;
+        }
+        bfs_store_abandon(&c);
+        return 0;
+    }
+    bfs_store_claim_close(&c); /* a hit of the wrong size (cannot happen for one
+                                * fingerprint): compute instead */
+    return 0;
+}
+
+void bfs_exec_set_store(bfs_exec *x, bfs_store *s)
+{
+    x->store = s;
+}
+
 /* Find or create the job for (epoch, k). Locked on entry and exit; may unlock while
  * preparing a new job. Returns the job with one reference taken, or NULL and *rc. */
 static bfs_batch *acquire(bfs_exec *x, uint64_t epoch, uint64_t k, int demand, int *rc)
@@ -359,8 +429,13 @@ static bfs_batch *acquire(bfs_exec *x, uint64_t epoch, uint64_t k, int demand, i
         x->st.prefetched++;
     pthread_mutex_unlock(&x->lock);
     int n = bfs_engine_batch_begin(x->e, epoch, k, j->data, j->idx);
+    int hit = n >= 0 && x->store && store_lookup(x, j, demand);
     pthread_mutex_lock(&x->lock);
-    if (n < 0) {
+    if (hit) {
+        j->state = JOB_READY;
+        x->st.store_hits++;
+        pthread_cond_broadcast(&x->ready);
+    } else if (n < 0) {
         j->rc = n;
         snprintf(j->err, sizeof j->err, "planning epoch %llu batch %llu: %s",
                  (unsigned long long)epoch, (unsigned long long)k, bfs_strerror(n));

@@ -17,6 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cache/store.h"
 #include "engine/engine.h"
 
 /* prefetch=auto until the autotuner chooses: batches computed ahead of each reader */
@@ -36,6 +37,8 @@ typedef struct bfs_exec_stats {
     uint64_t cached_bytes; /* finished batches held now */
     uint32_t in_flight;    /* batches queued or being computed */
     int threads;
+    uint64_t store_hits;      /* batches served from the host-wide store, not computed */
+    uint64_t store_publishes; /* batches this process computed and published */
     bfs_stage_stats stages; /* summed over workers */
 } bfs_exec_stats;
 
@@ -45,6 +48,15 @@ typedef struct bfs_exec_stats {
  * referenced or in flight). Returns 0, -ENOMEM or -EAGAIN (threads).
  */
 int bfs_exec_create(bfs_engine *e, int threads, uint64_t cache_bytes, bfs_exec **out);
+
+/*
+ * bfs_exec_set_store - share finished batches through the host-wide store s (cache_dir=),
+ * keyed by (bfs_engine_fingerprint, epoch, batch): a batch another daemon already
+ * published is read instead of computed; a batch computed here is published. Call before
+ * the first get/prefetch; s must outlive x. Store errors never fail a read: the batch is
+ * computed instead.
+ */
+void bfs_exec_set_store(bfs_exec *x, bfs_store *s);
 
 /* bfs_exec_destroy - stop the workers (finishing the samples they hold) and free
  * everything. All batches must have been released. Accepts NULL. */

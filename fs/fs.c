@@ -60,6 +60,7 @@ typedef struct fsstate {
     const bfs_mount_args *args;
     bfs_engine *e;
     bfs_exec *x;
+    bfs_store *store; /* cache_dir=, or NULL */
     struct fuse_session *se;
     uint64_t batches, batch_bytes;
     uint32_t epochs;
@@ -348,6 +349,19 @@ static void make_stats(fsstate *fs, text *t)
             (unsigned long long)st.hits, (unsigned long long)st.joins,
             (unsigned long long)st.misses, (unsigned long long)st.evictions,
             (unsigned long long)st.cached_bytes, (unsigned long long)fs->cache_bytes);
+    if (fs->store) {
+        bfs_store_stats ss;
+        bfs_store_get_stats(fs->store, &ss);
+        tprintf(t,
+                "  \"cache_dir\": {\"served\": %llu, \"published\": %llu, \"hits\": %llu, "
+                "\"misses\": %llu, \"busy\": %llu, \"corrupt\": %llu, \"evictions\": %llu, "
+                "\"usage_bytes\": %llu, \"budget_bytes\": %llu},\n",
+                (unsigned long long)st.store_hits, (unsigned long long)st.store_publishes,
+                (unsigned long long)ss.hits, (unsigned long long)ss.misses,
+                (unsigned long long)ss.busy, (unsigned long long)ss.corrupt,
+                (unsigned long long)ss.evictions, (unsigned long long)ss.usage_bytes,
+                (unsigned long long)ss.budget_bytes);
+    }
     tprintf(t, "  \"reads\": {\"requests\": %llu, \"bytes\": %llu, \"errors\": %llu},\n",
             (unsigned long long)atomic_load(&fs->reads),
             (unsigned long long)atomic_load(&fs->bytes_served),
@@ -782,6 +796,13 @@ int bfs_fs_run(const bfs_mount_args *a)
     }
     if (check_mountpoint(a->mountpoint))
         goto out;
+    if (a->pipe.cache_dir[0]) {
+        bfs_store_opts so = {.budget_bytes = (uint64_t)a->pipe.cache_dir_mb << 20};
+        if (bfs_store_open(a->pipe.cache_dir, &so, &fs.store, err, sizeof err)) {
+            fprintf(stderr, "batchfs: cache_dir=%s: %s\n", a->pipe.cache_dir, err);
+            goto out;
+        }
+    }
     struct stat st;
     if (stat(a->source, &st) == 0)
         fs.mtime = st.st_mtim;
@@ -847,6 +868,8 @@ int bfs_fs_run(const bfs_mount_args *a)
         fprintf(stderr, "batchfs: cannot start workers: %s\n", bfs_strerror(rc));
         goto out;
     }
+    if (fs.store)
+        bfs_exec_set_store(fs.x, fs.store);
     fs.start = now();
     if (pthread_create(&watch, NULL, exit_watch, &fs) == 0)
         watching = 1;
@@ -882,6 +905,7 @@ out:
     while (fs.open_files) /* files still open when the session ended (signal, abort) */
         forget_file(&fs, fs.open_files);
     bfs_exec_destroy(fs.x);
+    bfs_store_close(fs.store);
     bfs_engine_destroy(fs.e);
     free(fs.pipeline);
     pthread_mutex_destroy(&fs.lock);

@@ -290,11 +290,11 @@ int bfs_mountopts_parse(int argc, char **argv, bfs_mount_args *a, char *err, siz
     if (!rc)
         rc = bfs_pipeline_finish(&a->pipe, err, errlen);
     /* options of features not built yet: refuse rather than silently ignore */
-    if (!rc && (a->pipe.cache_dir[0] || a->pipe.sample_cache_mb > 0))
+    if (!rc && a->pipe.sample_cache_mb > 0)
         rc = bfs_errf(-ENOTSUP, err, errlen,
-                      "%s: not implemented yet in batchfs %s (the shared cache directory and "
-                      "the decoded-sample cache are planned); remove the option",
-                      a->pipe.cache_dir[0] ? "cache_dir" : "sample_cache_mb", BATCHFS_VERSION);
+                      "sample_cache_mb: not implemented yet in batchfs %s (the decoded-sample "
+                      "cache is planned); remove the option",
+                      BATCHFS_VERSION);
     if (!rc && (a->pipe.cpu_budget > 0 || a->pipe.ram_mb > 0))
         fprintf(stderr, "batchfs: note: cpu_budget/ram_mb are accepted but not enforced yet "
                         "(the autotuner is planned); threads= and cache_mb= bound resources\n");

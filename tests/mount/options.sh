@@ -52,7 +52,9 @@ refused "$T/data.bfs" "$M" -o batch=8 -o size=1e3 -- "size=1e3"
 refused "$T/data.bfs" "$M" -o batch=25 -- "batch=25" "24 samples"
 refused "$T/data.bfs" "$M" -o batch=8 --frobnicate -- "--frobnicate"
 refused "$T/data.bfs" "$M" -o -- "-o needs a value"
-refused "$T/data.bfs" "$M" -o batch=8,cache_dir=/var/cache/batchfs -- "cache_dir" "not implemented"
+refused "$T/data.bfs" "$M" -o batch=8,cache_dir=relative/dir -- "cache_dir"
+touch "$T/not-a-dir"
+refused "$T/data.bfs" "$M" -o batch=8,cache_dir="$T/not-a-dir" -- "cache_dir"
 refused "$T/data.bfs" "$M" -o batch=8,sample_cache_mb=64 -- "sample_cache_mb" "not implemented"
 
 # ---- spec files ---------------------------------------------------------------------------
