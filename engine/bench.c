@@ -103,16 +103,14 @@ int bfs_bench_run(const char *source, const bfs_pipeline_opts *o, const bfs_benc
         return rc;
     }
     bfs_store *store = NULL;
-    if (o->cache_dir[0]) {
-        bfs_store_opts so = {.budget_bytes = (uint64_t)o->cache_dir_mb << 20};
-        if ((rc = bfs_store_open(o->cache_dir, &so, &store, err, sizeof err))) {
-            fprintf(stderr, "batchfs: cache_dir=%s: %s\n", o->cache_dir, err);
-            bfs_exec_destroy(x);
-            bfs_engine_destroy(e);
-            return rc;
-        }
-        bfs_exec_set_store(x, store);
+    if ((rc = bfs_exec_open_store(o, &store, err, sizeof err))) {
+        fprintf(stderr, "batchfs: %s\n", err);
+        bfs_exec_destroy(x);
+        bfs_engine_destroy(e);
+        return rc;
     }
+    if (store)
+        bfs_exec_set_store(x, store);
     size_t ref_n = (size_t)(b->reference > 0 ? b->reference : 400);
     uint64_t *ref_idx = calloc(ref_n, sizeof *ref_idx);
     size_t ref_have = 0;

@@ -173,11 +173,11 @@ static const opt table[OPT_COUNT] = {
                       INT(prefetch, W_INT, 0, 1024, F_AUTO)},
     [OPT_CACHE_MB] = {PUB("cache_mb", K, "auto|N", "auto", "in-memory batch cache budget, MiB"),
                       INT(cache_mb, W_I64, 0, MIB_MAX, F_AUTO)},
-    [OPT_CACHE_DIR] = {PUB("cache_dir", K, "PATH|none", "none",
+    [OPT_CACHE_DIR] = {PUB("cache_dir", K, "PATH|auto|none", "none",
                            "host-wide content-addressed batch cache, shared by every mount of "
-                           "the same pipeline"),
+                           "the same pipeline; auto: a per-user directory under /dev/shm"),
                        FIELD(cache_dir), .set = set_path, .show = show_path,
-                       .allowed = "an absolute path or none"},
+                       .allowed = "an absolute path, auto or none"},
     [OPT_CACHE_DIR_MB] = {PUB("cache_dir_mb", K, "N", "4096",
                               "size budget of the cache directory (LRU), MiB"),
                           INT(cache_dir_mb, W_I64, 1, MIB_MAX, 0)},
@@ -632,7 +632,7 @@ static int set_path(const opt *d, bfs_pipeline_opts *o, const char *v, const cha
         o->cache_dir[0] = '\0';
         return 0;
     }
-    if (v[0] != '/')
+    if (v[0] != '/' && strcmp(v, "auto") != 0)
         return -EINVAL;
     if (n >= sizeof o->cache_dir) {
         *why = "path too long (at most 1023 bytes)";

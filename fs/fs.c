@@ -796,12 +796,9 @@ int bfs_fs_run(const bfs_mount_args *a)
     }
     if (check_mountpoint(a->mountpoint))
         goto out;
-    if (a->pipe.cache_dir[0]) {
-        bfs_store_opts so = {.budget_bytes = (uint64_t)a->pipe.cache_dir_mb << 20};
-        if (bfs_store_open(a->pipe.cache_dir, &so, &fs.store, err, sizeof err)) {
-            fprintf(stderr, "batchfs: cache_dir=%s: %s\n", a->pipe.cache_dir, err);
-            goto out;
-        }
+    if (bfs_exec_open_store(&a->pipe, &fs.store, err, sizeof err)) {
+        fprintf(stderr, "batchfs: %s\n", err);
+        goto out;
     }
     struct stat st;
     if (stat(a->source, &st) == 0)

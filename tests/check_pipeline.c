@@ -390,7 +390,7 @@ START_TEST(cache_dir)
     ck_assert_str_eq(o.cache_dir, "/a#b=c");
     const char *rel[] = {"relative/path", "./x", "", "~/x", " /x"};
     for (size_t i = 0; i < sizeof rel / sizeof *rel; i++)
-        bad("cache_dir", rel[i], "an absolute path or none");
+        bad("cache_dir", rel[i], "an absolute path, auto or none");
 
     char path[1100];
     memset(path, 'a', sizeof path);

@@ -51,4 +51,13 @@ for k in $(seq 0 5); do cmp "$T/a.$k" "$T/b.$k" || fail "batch $k served torn af
 corrupt=$(stat_of "$T/b" "d['cache_dir']['corrupt']")
 [ "$corrupt" -ge 1 ] || fail "corrupted entries not detected (corrupt=$corrupt)"
 ok "corrupted entries detected ($corrupt) and recomputed, bytes identical"
+unmount_bfs "$T/b"
+
+# cache_dir=auto: the per-user default directory under /dev/shm, private to the user
+mount_bfs "$T/d.bfs" "$T/c" -o "batch=8,size=32,seed=7,cache_dir=auto"
+cat "$T/c/epoch/0/batch_0" >/dev/null
+[ "$(stat_of "$T/c" "d['cache_dir']['published']")" -ge 1 ] || fail "cache_dir=auto published nothing"
+auto=/dev/shm/batchfs-$(id -u)
+[ "$(stat -c %a "$auto")" = 700 ] || fail "$auto is not private (mode $(stat -c %a "$auto"))"
+ok "cache_dir=auto uses $auto (mode 700)"
 expect_log "corrupt|removed|checksum"
