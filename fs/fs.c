@@ -77,6 +77,7 @@ typedef struct fsstate {
     stream streams[MAX_STREAMS];
     _Atomic uint64_t reads, bytes_served, read_errors;
     _Atomic uint64_t served; /* batches handed to readers (first read of an open file) */
+    atomic_int readahead_done; /* raise_readahead ran */
 } fsstate;
 
 typedef struct openfile {
@@ -385,6 +386,40 @@ static void make_stats(fsstate *fs, text *t)
 
 /* ---- open, read, release ------------------------------------------------------------ */
 
+/*
+ * The kernel caps a FUSE mount's readahead at its bdi's read_ahead_kb (128 KiB), so batch
+ * reads reach the daemon as 128 KiB requests: ~300 round trips per 38 MB batch, the main
+ * cost of serving cached batches. Raising it to 1 MiB (only root may) makes them 1 MiB
+ * requests (measured: dd from the daemon cache 1.0-1.9 -> 1.5-2.7 GB/s). The device
+ * number comes from /proc/self/mountinfo: stat() of our own mountpoint from a request
+ * handler would deadlock a single-threaded loop. Best effort, once, after INIT.
+ */
+static void raise_readahead(fsstate *fs)
+{
+    if (atomic_exchange(&fs->readahead_done, 1))
+        return;
+    FILE *f = fopen("/proc/self/mountinfo", "r");
+    char line[8192];
+    unsigned maj = 0, min = 0;
+    int found = 0;
+    while (f && !found && fgets(line, sizeof line, f)) {
+        char mnt[4096];
+        unsigned a, b;
+        if (sscanf(line, "%*s %*s %u:%u %*s %4095s", &a, &b, mnt) == 3 &&
+            !strcmp(mnt, fs->args->mountpoint))
+            maj = a, min = b, found = 1;
+    }
+    if (f)
+        fclose(f);
+    char path[128];
+    snprintf(path, sizeof path, "/sys/class/bdi/%u:%u/read_ahead_kb", maj, min);
+    FILE *ra = found ? fopen(path, "w") : NULL;
+    if (ra) {
+        fprintf(ra, "1024\n");
+        fclose(ra);
+    }
+}
+
 /* Unlink an open file from the list, drop its batch reference, free it. */
 static void forget_file(fsstate *fs, openfile *of)
 {
@@ -418,6 +453,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         fuse_reply_err(req, ENOENT);
         return;
     }
+    raise_readahead(fs);
     openfile *of = calloc(1, sizeof *of);
     if (!of) {
         fuse_reply_err(req, ENOMEM);
