@@ -30,6 +30,7 @@
 #include "cache/store.h"
 #include "cache/store_internal.h"
 #include "engine/err.h"
+#include "engine/io.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -109,24 +110,6 @@ static void touch_mtime(int fd)
 {
     struct timespec ts[2] = {{.tv_sec = 0, .tv_nsec = UTIME_OMIT}, now_realtime()};
     (void)futimens(fd, ts);
-}
-
-static int write_all(int fd, const void *data, size_t len)
-{
-    const uint8_t *p = data;
-    while (len) {
-        ssize_t n = write(fd, p, len);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            return -errno;
-        }
-        if (n == 0)
-            return -EIO;
-        p += n;
-        len -= (size_t)n;
-    }
-    return 0;
 }
 
 /* Paths relative to v1/. 96 bytes hold the longest: 16 + 1 + 20 + 1 + 20 + 19 + NUL. */
@@ -483,7 +466,7 @@ int bfs_store_write(bfs_claim *c, const void *data, size_t len)
         return c->priv.error;
     int rc = c->priv.tmp_fd < 0 ? open_temp(c) : 0;
     if (!rc)
-        rc = write_all(c->priv.tmp_fd, data, len);
+        rc = bfs_write_all(c->priv.tmp_fd, data, len);
     if (rc) {
         c->priv.error = rc;
         return rc;
@@ -575,7 +558,7 @@ int bfs_store_commit(bfs_claim *c)
     if (!rc) {
         uint8_t t[BFS_STORE_TRAILER];
         bfs_store_entry_trailer(&c->key, c->priv.written, bfs_xxh64_digest(&c->priv.hash), t);
-        rc = write_all(c->priv.tmp_fd, t, sizeof t);
+        rc = bfs_write_all(c->priv.tmp_fd, t, sizeof t);
     }
     if (!rc)
         touch_mtime(c->priv.tmp_fd);

@@ -171,7 +171,8 @@ int bfs_bench_run(const char *source, const bfs_pipeline_opts *o, const bfs_benc
     st.stages.decode_ns -= warm_st.stages.decode_ns;
     st.stages.resize_ns -= warm_st.stages.resize_ns;
     st.stages.encode_ns -= warm_st.stages.encode_ns;
-    double ref_b = rc ? 0 : reference_rate(source, ref_idx + half, ref_have - half, &used_b, &cpu_b);
+    double ref_b =
+        rc ? 0 : reference_rate(source, ref_idx + half, ref_have - half, &used_b, &cpu_b);
     size_t ref_used = used_a + used_b;
     /* images per second over both halves together */
     double ref = ref_a > 0 && ref_b > 0 ? ref_used / (used_a / ref_a + used_b / ref_b) : 0;
@@ -192,32 +193,33 @@ int bfs_bench_run(const char *source, const bfs_pipeline_opts *o, const bfs_benc
     double ratio_cpu = cpu_per_image > 0 && ref_cpu > 0 ? (1.0 / cpu_per_image) / ref_cpu : 0;
     double n = st.stages.samples ? (double)st.stages.samples : 1;
     if (b->json) {
-        fprintf(
-            out,
-            "{\"images\": %llu, \"batches\": %llu, \"seconds\": %.4f, \"images_per_s\": %.1f, "
-            "\"threads\": %d, \"images_per_s_core\": %.1f, "
-            "\"decode_limit_images_per_s_core\": %.1f, \"ratio_per_core\": %.3f, "
-            "\"images_per_cpu_s\": %.1f, \"decode_limit_images_per_cpu_s\": %.1f, "
+        fprintf(out,
+                "{\"images\": %llu, \"batches\": %llu, \"seconds\": %.4f, \"images_per_s\": %.1f, "
+                "\"threads\": %d, \"images_per_s_core\": %.1f, "
+                "\"decode_limit_images_per_s_core\": %.1f, \"ratio_per_core\": %.3f, "
+                "\"images_per_cpu_s\": %.1f, \"decode_limit_images_per_cpu_s\": %.1f, "
                 "\"ratio_cpu\": %.3f, "
                 "\"reference_images\": %zu, \"peak_rss_mb\": %.1f, \"batch_bytes\": %llu, "
-            "\"stage_us_per_image\": {\"read\": %.1f, \"decode\": %.1f, \"resize\": %.1f, "
-            "\"encode\": %.1f}, \"decodes\": {\"cropped\": %llu, \"full\": %llu, "
-            "\"scaled\": %llu, \"raw\": %llu}, \"bad_samples\": %llu, "
-            "\"fingerprint\": \"%016llx\"}\n",
-            (unsigned long long)images, (unsigned long long)want, secs, ips, st.threads, per_core,
-            ref, ratio, cpu_per_image > 0 ? 1.0 / cpu_per_image : 0.0, ref_cpu, ratio_cpu, ref_used,
-            rss_mb, (unsigned long long)bytes, st.stages.read_ns / n / 1e3,
-            st.stages.decode_ns / n / 1e3, st.stages.resize_ns / n / 1e3,
-            st.stages.encode_ns / n / 1e3, (unsigned long long)st.stages.decode_cropped,
-            (unsigned long long)st.stages.decode_full, (unsigned long long)st.stages.decode_scaled,
-            (unsigned long long)st.stages.decode_raw, (unsigned long long)st.stages.bad_samples,
-            (unsigned long long)bfs_engine_fingerprint(e));
+                "\"stage_us_per_image\": {\"read\": %.1f, \"decode\": %.1f, \"resize\": %.1f, "
+                "\"encode\": %.1f}, \"decodes\": {\"cropped\": %llu, \"full\": %llu, "
+                "\"scaled\": %llu, \"raw\": %llu}, \"bad_samples\": %llu, "
+                "\"fingerprint\": \"%016llx\"}\n",
+                (unsigned long long)images, (unsigned long long)want, secs, ips, st.threads,
+                per_core, ref, ratio, cpu_per_image > 0 ? 1.0 / cpu_per_image : 0.0, ref_cpu,
+                ratio_cpu, ref_used, rss_mb, (unsigned long long)bytes, st.stages.read_ns / n / 1e3,
+                st.stages.decode_ns / n / 1e3, st.stages.resize_ns / n / 1e3,
+                st.stages.encode_ns / n / 1e3, (unsigned long long)st.stages.decode_cropped,
+                (unsigned long long)st.stages.decode_full,
+                (unsigned long long)st.stages.decode_scaled,
+                (unsigned long long)st.stages.decode_raw, (unsigned long long)st.stages.bad_samples,
+                (unsigned long long)bfs_engine_fingerprint(e));
     } else {
         fprintf(out, "source:       %s (%llu samples)\n", source,
                 (unsigned long long)bfs_engine_samples(e));
         fprintf(out, "pipeline:     %016llx\n%s", (unsigned long long)bfs_engine_fingerprint(e),
                 bfs_engine_canonical(e));
-        fprintf(out, "read:         %llu batches from epoch %llu on, %llu images, %.1f MB in %.3f s\n",
+        fprintf(out,
+                "read:         %llu batches from epoch %llu on, %llu images, %.1f MB in %.3f s\n",
                 (unsigned long long)want, (unsigned long long)b->epoch, (unsigned long long)images,
                 batches_bytes / 1e6, secs);
         fprintf(out, "throughput:   %.1f images/s with %d threads (%.1f images/s per core)\n", ips,
@@ -242,8 +244,9 @@ int bfs_bench_run(const char *source, const bfs_pipeline_opts *o, const bfs_benc
                 "ratio:        %.2f per core (batchfs images/s per core / full-decode "
                 "images/s on one core)\n",
                 ratio);
-        fprintf(out, "CPU time:     %.1f images per CPU second (all threads) vs %.1f for the "
-                     "full decode: ratio %.2f (robust to other load on the machine)\n",
+        fprintf(out,
+                "CPU time:     %.1f images per CPU second (all threads) vs %.1f for the "
+                "full decode: ratio %.2f (robust to other load on the machine)\n",
                 cpu_per_image > 0 ? 1.0 / cpu_per_image : 0.0, ref_cpu, ratio_cpu);
         fprintf(out, "peak RSS:     %.1f MB\n", rss_mb);
     }

@@ -9,6 +9,7 @@
 #include "engine/bfs.h"
 #include "engine/err.h"
 #include "engine/hash.h"
+#include "engine/io.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -20,7 +21,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define WBUF_SIZE (4u << 20)
+#define WBUF_SIZE  (4u << 20)
 #define DIRECT_MIN (32u << 10) /* payload chunks this large are written without copying */
 
 struct bfs_writer {
@@ -42,24 +43,9 @@ struct bfs_writer {
     uint32_t flags;
 };
 
-static int write_all(int fd, const void *data, size_t len)
-{
-    const uint8_t *p = data;
-    while (len) {
-        ssize_t n = write(fd, p, len);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            return -errno;
-        }
-        p += n, len -= (size_t)n;
-    }
-    return 0;
-}
-
 static int flush(bfs_writer *w)
 {
-    int rc = write_all(w->fd, w->buf, w->buffered);
+    int rc = bfs_write_all(w->fd, w->buf, w->buffered);
     w->buffered = 0;
     return rc;
 }
@@ -90,7 +76,7 @@ static int heap_append(bfs_writer *w, const uint8_t *data, size_t len)
         if (data && n >= DIRECT_MIN) {
             /* large chunk: hash and write it from the caller's memory, no staging copy */
             int rc = flush(w);
-            if (rc || (rc = write_all(w->fd, data, n)))
+            if (rc || (rc = bfs_write_all(w->fd, data, n)))
                 return rc;
             bfs_xxh64_update(&w->page_hash, data, n);
             w->heap_size += n;
@@ -333,10 +319,11 @@ int bfs_writer_finish(bfs_writer *w, int do_fsync, char *err, size_t errlen)
     uint64_t pt_size = w->pages_done * 8;
     uint64_t file_size = pt_off + pt_size;
 
-    if ((rc = flush(w)) || (rc = write_all(w->fd, zeros, st_off - heap_end)) ||
-        (rc = write_all(w->fd, w->samples, st_size)) || (rc = write_all(w->fd, ct, ct_size)) ||
-        (rc = write_all(w->fd, zeros, pt_off - ct_off - ct_size)) ||
-        (rc = write_all(w->fd, w->page_sums, pt_size)))
+    if ((rc = flush(w)) || (rc = bfs_write_all(w->fd, zeros, st_off - heap_end)) ||
+        (rc = bfs_write_all(w->fd, w->samples, st_size)) ||
+        (rc = bfs_write_all(w->fd, ct, ct_size)) ||
+        (rc = bfs_write_all(w->fd, zeros, pt_off - ct_off - ct_size)) ||
+        (rc = bfs_write_all(w->fd, w->page_sums, pt_size)))
         goto write_failed;
 
     bfs_xxh64_state ts;

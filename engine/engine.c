@@ -26,7 +26,7 @@
 #include <string.h>
 #include <time.h>
 
-#define SUBSTITUTE_TRIES  8
+#define SUBSTITUTE_TRIES 8
 /* ImageNet mean as u8: the colour of a substitute when no other sample decodes */
 #define GRAY_R 124
 #define GRAY_G 116

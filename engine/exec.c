@@ -20,7 +20,7 @@
 
 enum { JOB_PREPARING, JOB_RUNNING, JOB_READY, JOB_FAILED };
 
-#define POOL_MAX 2
+#define POOL_MAX   2
 #define MAX_FAILED 1024 /* failed batches remembered (their error only) */
 
 struct bfs_batch { /* a job; "batch" is the name callers see */
@@ -37,10 +37,10 @@ struct bfs_batch { /* a job; "batch" is the name callers see */
     int demand; /* someone waits for it */
     int rc;
     char err[512];
-    int refs;      /* references held by callers (and the creator while preparing) */
+    int refs;         /* references held by callers (and the creator while preparing) */
     bfs_claim *claim; /* MINE claim in the host-wide store: publish when READY */
-    uint64_t seq;  /* creation order (FIFO among equals) */
-    uint64_t used; /* LRU tick */
+    uint64_t seq;     /* creation order (FIFO among equals) */
+    uint64_t used;    /* LRU tick */
     struct bfs_batch *next_job;
 };
 
@@ -54,8 +54,8 @@ struct bfs_exec {
     uint64_t cache_bytes; /* budget for finished unreferenced jobs */
     int stop, shutdown;
     bfs_store *store; /* host-wide store, or NULL (set before use, then read-only) */
-    int nthreads; /* threads started */
-    int nworkers; /* worker contexts allocated */
+    int nthreads;     /* threads started */
+    int nworkers;     /* worker contexts allocated */
     pthread_t *threads;
     bfs_engine_worker **workers;
     bfs_exec_stats st; /* counters (guarded by lock) */

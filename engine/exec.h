@@ -39,13 +39,14 @@ typedef struct bfs_exec_stats {
     int threads;
     uint64_t store_hits;      /* batches served from the host-wide store, not computed */
     uint64_t store_publishes; /* batches this process computed and published */
-    bfs_stage_stats stages; /* summed over workers */
+    bfs_stage_stats stages;   /* summed over workers */
 } bfs_exec_stats;
 
 /*
  * bfs_exec_create - start `threads` workers (<= 0: online CPUs) over engine e, keeping
  * at most cache_bytes of finished, unreferenced batches (0: keep none beyond those
- * referenced or in flight). Returns 0, -ENOMEM or -EAGAIN (threads).
+ * referenced or in flight), plus up to two freed batch buffers kept for reuse.
+ * Returns 0, -ENOMEM or -EAGAIN (threads).
  */
 int bfs_exec_create(bfs_engine *e, int threads, uint64_t cache_bytes, bfs_exec **out);
 

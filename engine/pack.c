@@ -12,6 +12,7 @@
 #include "engine/err.h"
 #include "engine/folder.h"
 #include "engine/hash.h"
+#include "engine/io.h"
 #include "engine/jpeg.h"
 #include "engine/resize.h"
 
@@ -69,50 +70,6 @@ static double now(void)
 
 /* ---- transform (workers) ---------------------------------------------------------- */
 
-static int read_whole(const char *path, uint8_t **data, size_t *len)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -errno;
-    struct stat st;
-    if (fstat(fd, &st) < 0) {
-        int e = errno;
-        close(fd);
-        return -e;
-    }
-    if (!S_ISREG(st.st_mode)) {
-        close(fd);
-        return -EINVAL;
-    }
-    if ((uint64_t)st.st_size > UINT32_MAX) {
-        close(fd);
-        return -EFBIG;
-    }
-    size_t size = (size_t)st.st_size;
-    uint8_t *buf = malloc(size ? size : 1);
-    if (!buf) {
-        close(fd);
-        return -ENOMEM;
-    }
-    size_t got = 0;
-    while (got < size) {
-        ssize_t r = read(fd, buf + got, size - got);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0) {
-            int e = r < 0 ? errno : EIO; /* shrank while reading */
-            free(buf);
-            close(fd);
-            return -e;
-        }
-        got += (size_t)r;
-    }
-    close(fd);
-    *data = buf;
-    *len = size;
-    return 0;
-}
-
 typedef struct rowsink {
     uint8_t *dst;
     size_t stride;
@@ -160,9 +117,10 @@ static void transform(const bfs_pack_opts *o, const char *path, uint32_t label, 
                       resize_scratch *scratch)
 {
     uint8_t *data = NULL, *rgb = NULL;
-    size_t len = 0;
-    int rc = read_whole(path, &data, &len);
+    size_t len = 0, cap = 0;
+    int rc = bfs_read_file(path, &data, &cap, &len);
     if (rc) {
+        free(data);
         r->err = rc;
         r->reason = rc == -EINVAL ? "not a regular file" : strerror(-rc);
         return;

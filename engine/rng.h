@@ -31,8 +31,8 @@
 /* Random stream identifiers: each independent use of a sample's randomness takes one, so
  * adding a draw to one use never shifts the values another use sees. */
 enum {
-    BFS_RNG_STREAM_CROP = 0, /* RandomResizedCrop box */
-    BFS_RNG_STREAM_FLIP = 1, /* horizontal flip */
+    BFS_RNG_STREAM_CROP = 0,       /* RandomResizedCrop box */
+    BFS_RNG_STREAM_FLIP = 1,       /* horizontal flip */
     BFS_RNG_STREAM_SUBSTITUTE = 7, /* choice of a substitute for a bad sample */
     /* new uses append here; never renumber (it would change every served batch) */
 };

@@ -3,6 +3,7 @@
 #include "engine/err.h"
 #include "engine/folder.h"
 #include "engine/hash.h"
+#include "engine/io.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -120,40 +121,6 @@ const char *bfs_source_path(const bfs_source *s)
     return s->path;
 }
 
-static int read_into(const char *path, bfs_source_scratch *sc, size_t *len)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -errno;
-    struct stat sb;
-    if (fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode) || sb.st_size > (off_t)UINT32_MAX) {
-        close(fd);
-        return -EINVAL;
-    }
-    size_t size = (size_t)sb.st_size;
-    if (sc->cap < size + 1) {
-        size_t cap = size + 1 > 2 * sc->cap ? size + 1 : 2 * sc->cap;
-        uint8_t *b = realloc(sc->buf, cap);
-        if (!b) {
-            close(fd);
-            return -ENOMEM;
-        }
-        sc->buf = b, sc->cap = cap;
-    }
-    size_t got = 0;
-    while (got < size) {
-        ssize_t n = pread(fd, sc->buf + got, size - got, (off_t)got);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            break; /* shrank under us: decode what we have, the decoder will judge */
-        got += (size_t)n;
-    }
-    close(fd);
-    *len = got;
-    return 0;
-}
-
 int bfs_source_get(bfs_source *s, uint64_t i, bfs_item *it, bfs_source_scratch *scratch)
 {
     memset(it, 0, sizeof *it);
@@ -180,7 +147,7 @@ int bfs_source_get(bfs_source *s, uint64_t i, bfs_item *it, bfs_source_scratch *
     }
     if (i >= s->folder.n)
         return BFS_E_SAMPLE_INDEX;
-    int rc = read_into(s->folder.paths[i], scratch, &it->len);
+    int rc = bfs_read_file(s->folder.paths[i], &scratch->buf, &scratch->cap, &it->len);
     if (rc)
         return rc;
     it->data = scratch->buf;

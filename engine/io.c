@@ -1,0 +1,63 @@
+/* io.c — whole-buffer file I/O (see io.h). */
+#include "engine/io.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+int bfs_write_all(int fd, const void *data, size_t len)
+{
+    const uint8_t *p = data;
+    while (len) {
+        ssize_t n = write(fd, p, len);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return -errno;
+        }
+        if (n == 0)
+            return -EIO;
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+int bfs_read_file(const char *path, uint8_t **buf, size_t *cap, size_t *len)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    struct stat st;
+    int rc = 0;
+    if (fstat(fd, &st) < 0)
+        rc = -errno;
+    else if (!S_ISREG(st.st_mode))
+        rc = -EINVAL;
+    else if ((uint64_t)st.st_size > UINT32_MAX)
+        rc = -EFBIG;
+    size_t size = rc ? 0 : (size_t)st.st_size;
+    if (!rc && *cap < size + 1) { /* +1: never a zero-sized allocation */
+        size_t want = size + 1 > 2 * *cap ? size + 1 : 2 * *cap;
+        uint8_t *b = realloc(*buf, want);
+        if (!b)
+            rc = -ENOMEM;
+        else
+            *buf = b, *cap = want;
+    }
+    for (size_t got = 0; !rc && got < size;) {
+        ssize_t n = pread(fd, *buf + got, size - got, (off_t)got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            rc = n < 0 ? -errno : -EIO; /* shrank while read */
+        else
+            got += (size_t)n;
+    }
+    close(fd);
+    if (!rc)
+        *len = size;
+    return rc;
+}

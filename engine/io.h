@@ -1,0 +1,24 @@
+/*
+ * io.h — whole-buffer file I/O shared by the writer, the packer, the sources and the
+ * cache store: retried on EINTR and short transfers, errors as negative errno.
+ */
+#ifndef BATCHFS_ENGINE_IO_H
+#define BATCHFS_ENGINE_IO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* bfs_write_all - write len bytes to fd. Returns 0 or a negative errno (-EIO when the
+ * kernel accepts nothing). */
+int bfs_write_all(int fd, const void *data, size_t len);
+
+/*
+ * bfs_read_file - read the whole regular file path into *buf, growing it (realloc) when
+ * *cap is too small; *buf may start NULL with *cap 0. *len gets the file size.
+ * Returns 0; -EINVAL (not a regular file); -EFBIG (over 4 GiB: no sample is that large);
+ * -EIO (the file shrank while read); -ENOMEM; or the errno of open/read. On failure *buf
+ * stays valid (possibly grown) and the caller still owns it.
+ */
+int bfs_read_file(const char *path, uint8_t **buf, size_t *cap, size_t *len);
+
+#endif
