@@ -39,15 +39,15 @@
 #include <time.h>
 #include <unistd.h>
 
-#define INO_ROOT      1
-#define INO_PIPELINE  2
-#define INO_STATS     3
-#define INO_EPOCHS    4
-#define EPOCH_BASE    16ull
-#define BATCH_BASE    (1ull << 32)
-#define TIMEOUT       86400.0 /* batch files never change */
-#define MAX_STREAMS   64
-#define STREAM_IDLE   30.0 /* seconds before a reader's prefetch stream is forgotten */
+#define INO_ROOT     1
+#define INO_PIPELINE 2
+#define INO_STATS    3
+#define INO_EPOCHS   4
+#define EPOCH_BASE   16ull
+#define BATCH_BASE   (1ull << 32)
+#define TIMEOUT      86400.0 /* batch files never change */
+#define MAX_STREAMS  64
+#define STREAM_IDLE  30.0 /* seconds before a reader's prefetch stream is forgotten */
 
 typedef struct stream {
     pid_t pid;
@@ -72,11 +72,11 @@ typedef struct fsstate {
     double start;
     int prefetch;
     uint64_t cache_bytes;
-    pthread_mutex_t lock; /* guards streams and open_files */
+    pthread_mutex_t lock;        /* guards streams and open_files */
     struct openfile *open_files; /* released at exit if the kernel never sends RELEASE */
     stream streams[MAX_STREAMS];
     _Atomic uint64_t reads, bytes_served, read_errors;
-    _Atomic uint64_t served; /* batches handed to readers (first read of an open file) */
+    _Atomic uint64_t served;   /* batches handed to readers (first read of an open file) */
     atomic_int readahead_done; /* raise_readahead ran */
 } fsstate;
 
@@ -342,8 +342,8 @@ static void make_stats(fsstate *fs, text *t)
     tprintf(t,
             "  \"batches\": {\"served\": %llu, \"computed\": %llu, \"failed\": %llu, "
             "\"in_flight\": %u, \"prefetched\": %llu},\n",
-            (unsigned long long)atomic_load(&fs->served), (unsigned long long)st.computed, (unsigned long long)st.failed, st.in_flight,
-            (unsigned long long)st.prefetched);
+            (unsigned long long)atomic_load(&fs->served), (unsigned long long)st.computed,
+            (unsigned long long)st.failed, st.in_flight, (unsigned long long)st.prefetched);
     tprintf(t,
             "  \"cache\": {\"hits\": %llu, \"joins\": %llu, \"misses\": %llu, \"evictions\": "
             "%llu, \"bytes\": %llu, \"budget_bytes\": %llu},\n",
@@ -825,8 +825,9 @@ int bfs_fs_run(const bfs_mount_args *a)
     if (erc) {
         fprintf(stderr, "batchfs: %s\n", err);
         if (erc >= BFS_E_FIRST && erc < BFS_E_LAST)
-            fprintf(stderr, "batchfs: the dataset file is damaged or not a dataset: check it "
-                            "with 'mkbatchfs --verify %s' and re-pack it with mkbatchfs\n",
+            fprintf(stderr,
+                    "batchfs: the dataset file is damaged or not a dataset: check it "
+                    "with 'mkbatchfs --verify %s' and re-pack it with mkbatchfs\n",
                     a->source);
         goto out;
     }
