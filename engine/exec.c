@@ -15,10 +15,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
-enum { JOB_PREPARING, JOB_RUNNING, JOB_READY, JOB_FAILED };
+#include "engine/io.h"
+
+/* SEALING: computed, its bytes being moved into a sealed memory file (memfd mode). */
+enum { JOB_PREPARING, JOB_RUNNING, JOB_SEALING, JOB_READY, JOB_FAILED };
 
 #define POOL_MAX   2
 #define MAX_FAILED 1024 /* failed batches remembered (their error only) */
@@ -26,8 +30,9 @@ enum { JOB_PREPARING, JOB_RUNNING, JOB_READY, JOB_FAILED };
 struct bfs_batch { /* a job; "batch" is the name callers see */
     bfs_exec *x;
     uint64_t epoch, k;
-    uint8_t *data;
+    uint8_t *data; /* malloc'ed, or a read-only mapping of fd (memfd mode) */
     uint64_t size;
+    int fd; /* sealed memfd holding the bytes of a READY batch, or -1 */
     uint64_t *idx;
     uint32_t len;
     uint32_t next;   /* next slot to claim */
@@ -53,6 +58,7 @@ struct bfs_exec {
     uint64_t seq, tick;
     uint64_t cache_bytes; /* budget for finished unreferenced jobs */
     int stop, shutdown;
+    int memfd;        /* finished batches go to sealed memfds (guarded by lock) */
     bfs_store *store; /* host-wide store, or NULL (set before use, then read-only) */
     int nthreads;     /* threads started */
     int nworkers;     /* worker contexts allocated */
@@ -86,16 +92,27 @@ static void unlink_job(bfs_exec *x, bfs_batch *j)
 }
 
 /* Locked. */
-static void free_job(bfs_exec *x, bfs_batch *j)
+static void free_data(bfs_exec *x, uint8_t *data, uint64_t size)
 {
     /* up to POOL_MAX freed buffers wait for the next batches: in the steady state the
      * cache is full and every new batch would otherwise fault in fresh, zeroed pages
      * (measured: 7% of a worker's time). Memory: cache budget + POOL_MAX batches. */
-    if (x && x->npool < POOL_MAX && j->data) {
-        x->pool[x->npool].data = j->data;
-        x->pool[x->npool++].size = j->size;
+    if (x && x->npool < POOL_MAX && data) {
+        x->pool[x->npool].data = data;
+        x->pool[x->npool++].size = size;
     } else {
-        free(j->data);
+        free(data);
+    }
+}
+
+/* Locked (x may be NULL at destroy). */
+static void free_job(bfs_exec *x, bfs_batch *j)
+{
+    if (j->fd >= 0) { /* memfd mode: data maps the file; readers of it hold their own */
+        munmap(j->data, j->size);
+        close(j->fd);
+    } else {
+        free_data(x, j->data, j->size);
     }
     if (j->claim) {
         bfs_store_abandon(j->claim);
@@ -175,22 +192,57 @@ static bfs_batch *pick(bfs_exec *x)
     return best;
 }
 
-static void finish_slot(bfs_exec *x, bfs_batch *j)
+/* Locked. Returns 1 when this slot completed the job: it is then FAILED, READY, or
+ * SEALING (memfd mode: the caller moves its bytes with to_memfd, then makes it READY). */
+static int finish_slot(bfs_exec *x, bfs_batch *j)
 {
     j->active--;
     j->done++;
-    if (j->active == 0 && (j->done == j->len || j->rc)) {
-        j->state = j->rc ? JOB_FAILED : JOB_READY;
-        if (j->rc) {
-            x->st.failed++;
-            free(j->data); /* a failed batch keeps only its error */
-            j->data = NULL;
-        } else {
-            x->st.computed++;
-        }
+    if (j->active || (j->done < j->len && !j->rc))
+        return 0;
+    if (j->rc) {
+        j->state = JOB_FAILED;
+        x->st.failed++;
+        free(j->data); /* a failed batch keeps only its error */
+        j->data = NULL;
+    } else {
+        x->st.computed++;
+        j->state = x->memfd ? JOB_SEALING : JOB_READY;
+    }
+    if (j->state != JOB_SEALING) {
         pthread_cond_broadcast(&x->ready);
         evict(x);
     }
+    return 1;
+}
+
+/*
+ * Move the bytes of job j (SEALING or PREPARING: no other thread touches its data) from
+ * src into a new sealed memfd, mapped read-only as j->data; j's malloc'ed buffer goes
+ * back to the pool. The file never changes after this (F_SEAL_WRITE), so the mount can
+ * hand it to the kernel as the batch file's backing file (FUSE passthrough) and readers
+ * may map it. On failure (no memfd, no memory) j keeps its buffer, with src copied into
+ * it if needed, and j->fd stays -1: the batch is still served, by copying. Unlocked.
+ */
+static void to_memfd(bfs_exec *x, bfs_batch *j, const uint8_t *src)
+{
+    int fd = memfd_create("batchfs-batch", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    void *m = MAP_FAILED;
+    if (fd >= 0 && bfs_write_all(fd, src, j->size) == 0 &&
+        fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) == 0)
+        m = mmap(NULL, j->size, PROT_READ, MAP_SHARED, fd, 0);
+    if (m == MAP_FAILED) {
+        if (fd >= 0)
+            close(fd);
+        if (src != j->data)
+            memcpy(j->data, src, j->size);
+        return;
+    }
+    pthread_mutex_lock(&x->lock);
+    free_data(x, j->data, j->size);
+    j->data = m;
+    j->fd = fd;
+    pthread_mutex_unlock(&x->lock);
 }
 
 typedef struct worker_arg {
@@ -223,8 +275,15 @@ static void *worker_main(void *arg)
             snprintf(j->err, sizeof j->err, "%s", err[0] ? err : bfs_strerror(rc));
             j->next = j->len; /* claim nothing more of a failed batch */
         }
-        j->refs++; /* keep j alive while its claim is settled outside the lock */
-        finish_slot(x, j);
+        j->refs++; /* keep j alive while it is sealed and its claim settled, unlocked */
+        if (finish_slot(x, j) && j->state == JOB_SEALING) {
+            pthread_mutex_unlock(&x->lock);
+            to_memfd(x, j, j->data);
+            pthread_mutex_lock(&x->lock);
+            j->state = JOB_READY;
+            pthread_cond_broadcast(&x->ready);
+            evict(x);
+        }
         bfs_claim *claim = NULL;
         if (j->claim && (j->state == JOB_READY || j->state == JOB_FAILED)) {
             claim = j->claim;
@@ -344,7 +403,7 @@ void bfs_exec_shutdown(bfs_exec *x)
  * j->claim set when this process should compute and publish it. A batch another daemon
  * is computing is waited for only when a reader demands it (up to STORE_WAIT_MS). */
 #define STORE_WAIT_MS 60000
-static int store_lookup(bfs_exec *x, bfs_batch *j, int demand)
+static int store_lookup(bfs_exec *x, bfs_batch *j, int demand, int memfd)
 {
     bfs_store_key key = {bfs_engine_fingerprint(x->e), j->epoch, j->k};
     bfs_claim c;
@@ -358,7 +417,10 @@ static int store_lookup(bfs_exec *x, bfs_batch *j, int demand)
     if (rc)
         return 0;
     if (c.state == BFS_STORE_HIT && c.size == j->size) {
-        memcpy(j->data, c.data, j->size);
+        if (memfd)
+            to_memfd(x, j, c.data); /* straight from the entry's mapping */
+        else
+            memcpy(j->data, c.data, j->size);
         bfs_store_claim_close(&c);
         return 1;
     }
@@ -380,6 +442,13 @@ static int store_lookup(bfs_exec *x, bfs_batch *j, int demand)
 void bfs_exec_set_store(bfs_exec *x, bfs_store *s)
 {
     x->store = s;
+}
+
+void bfs_exec_set_memfd(bfs_exec *x, int on)
+{
+    pthread_mutex_lock(&x->lock);
+    x->memfd = on;
+    pthread_mutex_unlock(&x->lock);
 }
 
 int bfs_exec_open_store(const bfs_pipeline_opts *o, bfs_store **out, char *err, size_t errlen)
@@ -435,6 +504,7 @@ static bfs_batch *acquire(bfs_exec *x, uint64_t epoch, uint64_t k, int demand, i
         return NULL;
     }
     j->x = x;
+    j->fd = -1;
     j->epoch = epoch, j->k = k, j->len = len, j->size = size;
     j->state = JOB_PREPARING;
     j->demand = demand;
@@ -446,9 +516,10 @@ static bfs_batch *acquire(bfs_exec *x, uint64_t epoch, uint64_t k, int demand, i
         x->st.misses++;
     else
         x->st.prefetched++;
+    int memfd = x->memfd;
     pthread_mutex_unlock(&x->lock);
     int n = bfs_engine_batch_begin(x->e, epoch, k, j->data, j->idx);
-    int hit = n >= 0 && x->store && store_lookup(x, j, demand);
+    int hit = n >= 0 && x->store && store_lookup(x, j, demand, memfd);
     pthread_mutex_lock(&x->lock);
     if (hit) {
         j->state = JOB_READY;
@@ -477,7 +548,7 @@ int bfs_exec_get(bfs_exec *x, uint64_t epoch, uint64_t k, bfs_batch **out, char 
         return -ESHUTDOWN;
     }
     bfs_batch *j = acquire(x, epoch, k, 1, &rc);
-    while (j && (j->state == JOB_PREPARING || j->state == JOB_RUNNING) && !x->shutdown)
+    while (j && j->state < JOB_READY && !x->shutdown)
         pthread_cond_wait(&x->ready, &x->lock);
     if (j && j->state == JOB_READY) {
         j->used = ++x->tick;
@@ -520,7 +591,7 @@ void bfs_exec_get_stats(bfs_exec *x, bfs_exec_stats *st)
     *st = x->st;
     st->in_flight = 0;
     for (bfs_batch *b = x->jobs; b; b = b->next_job)
-        st->in_flight += b->state == JOB_PREPARING || b->state == JOB_RUNNING;
+        st->in_flight += b->state < JOB_READY;
     pthread_mutex_unlock(&x->lock);
     memset(&st->stages, 0, sizeof st->stages);
     for (int i = 0; i < x->nthreads; i++) {
@@ -547,6 +618,11 @@ const uint8_t *bfs_batch_data(const bfs_batch *b)
 uint64_t bfs_batch_size(const bfs_batch *b)
 {
     return b->size;
+}
+
+int bfs_batch_fd(const bfs_batch *b)
+{
+    return b->fd;
 }
 
 void bfs_batch_release(bfs_batch *b)

@@ -60,6 +60,16 @@ int bfs_exec_create(bfs_engine *e, int threads, uint64_t cache_bytes, bfs_exec *
 void bfs_exec_set_store(bfs_exec *x, bfs_store *s);
 
 /*
+ * bfs_exec_set_memfd - from now on (on != 0), each finished batch is moved into a sealed
+ * memory file (memfd_create, F_SEAL_WRITE): one copy of ~1% of its compute time, after
+ * which its bytes can never change, so the mount can make that file the backing file of
+ * the batch file (FUSE passthrough: reads and mmap go from the kernel straight to it) and
+ * it may be handed to other processes. The batch's buffer returns to the pool. A batch
+ * that could not be moved (no memory) keeps its buffer and has no file (bfs_batch_fd -1).
+ */
+void bfs_exec_set_memfd(bfs_exec *x, int on);
+
+/*
  * bfs_exec_open_store - open the store o->cache_dir names ("" : none, *out = NULL; "auto":
  * the per-user default directory under /dev/shm, created if needed) with the budget
  * cache_dir_mb, for bfs_exec_set_store. Returns 0 or an error with a message naming the
@@ -100,6 +110,10 @@ void bfs_exec_get_stats(bfs_exec *x, bfs_exec_stats *st);
 /* bfs_batch_data / bfs_batch_size - the batch file's bytes; valid until release. */
 const uint8_t *bfs_batch_data(const bfs_batch *b);
 uint64_t bfs_batch_size(const bfs_batch *b);
+
+/* bfs_batch_fd - the sealed memfd holding the batch's bytes (bfs_exec_set_memfd), or -1;
+ * owned by the executor, open until the batch is freed (after the last release). */
+int bfs_batch_fd(const bfs_batch *b);
 
 /* bfs_batch_release - drop a reference; accepts NULL. */
 void bfs_batch_release(bfs_batch *b);

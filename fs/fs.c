@@ -13,6 +13,19 @@
  * stride s from that reader's previous batch (1 until known) makes batches K+s .. K+d*s
  * computed ahead, d = the prefetch depth, bounded by the cache budget.
  *
+ * FUSE passthrough (Linux >= 6.9, CONFIG_FUSE_PASSTHROUGH, CAP_SYS_ADMIN; passthrough=auto):
+ * libfuse 3.14 predates it, so batchfs talks to /dev/fuse through libfuse's custom I/O
+ * hooks: io_read notes whether the kernel's INIT offers FUSE_PASSTHROUGH, io_writev sets
+ * it (and max_stack_depth 1) in libfuse's INIT reply and the backing id in open replies.
+ * The executor then keeps every finished batch in a sealed memfd (bfs_exec_set_memfd),
+ * and opening a batch file computes the batch (instead of its first read) and registers
+ * that memfd as the file's backing file (FUSE_DEV_IOC_BACKING_OPEN): reads and mmap go
+ * from the kernel straight to the batch's pages, never through the daemon — as fast as
+ * tmpfs, zero-copy for mmap. The kernel allows one backing file per inode at a time, so
+ * one backing id per batch is shared by its open files (fsstate.backings) and closed with
+ * the last of them. Without passthrough (not root, older kernel, passthrough=off) the
+ * first read computes the batch and every read is copied by the daemon, as before.
+ *
  * Request threads may be cancelled by libfuse's loop at exit; handlers that wait on the
  * executor disable cancellation so no lock is left held.
  */
@@ -35,9 +48,33 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/fuse.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
+
+/* FUSE passthrough ABI (Linux 6.9 uapi; Debian 12's <linux/fuse.h> predates it) */
+#define PT_INIT_EXT       (1u << 30) /* FUSE_INIT_EXT: flags2 is valid */
+#define PT_FLAGS2_BIT     (1u << 5)  /* FUSE_PASSTHROUGH = 1ULL << 37, in flags2 */
+#define PT_FOPEN          (1u << 7)  /* FOPEN_PASSTHROUGH */
+#define PT_INIT_FLAGS     12         /* offsetof(struct fuse_init_out, flags) */
+#define PT_INIT_FLAGS2    32         /* offsetof(struct fuse_init_out, flags2) */
+#define PT_INIT_DEPTH     36         /* offsetof(struct fuse_init_out, max_stack_depth) */
+#define PT_INIT_IN_FLAGS2 16         /* offsetof(struct fuse_init_in, flags2) */
+struct pt_backing_map {
+    int32_t fd;
+    uint32_t flags;
+    uint64_t padding;
+};
+#define PT_IOC_BACKING_OPEN  _IOW(229, 1, struct pt_backing_map)
+#define PT_IOC_BACKING_CLOSE _IOW(229, 2, uint32_t)
+struct pt_open_out { /* struct fuse_open_out with the 6.9 field names */
+    uint64_t fh;
+    uint32_t open_flags;
+    int32_t backing_id;
+};
 
 #define INO_ROOT     1
 #define INO_PIPELINE 2
@@ -56,6 +93,14 @@ typedef struct stream {
     double seen;
 } stream;
 
+/* The backing file registered for an open batch (passthrough). */
+typedef struct backing {
+    struct backing *next;
+    uint64_t epoch, k;
+    int id;    /* backing id, or 0: this batch's files are open in copying mode */
+    int opens; /* open files of this batch */
+} backing;
+
 typedef struct fsstate {
     const bfs_mount_args *args;
     bfs_engine *e;
@@ -72,8 +117,13 @@ typedef struct fsstate {
     double start;
     int prefetch;
     uint64_t cache_bytes;
-    pthread_mutex_t lock;        /* guards streams and open_files */
+    pthread_mutex_t lock;        /* guards streams, open_files and backings */
     struct openfile *open_files; /* released at exit if the kernel never sends RELEASE */
+    backing *backings;           /* passthrough: batches open now, with their backing id */
+    uint64_t init_unique;        /* the INIT request being answered (request threads) */
+    atomic_int pt_offered;       /* the kernel's INIT offered FUSE_PASSTHROUGH */
+    atomic_int pt_active;        /* passthrough in use (cleared if BACKING_OPEN is refused) */
+    _Atomic uint64_t pt_opens;   /* batch files opened in passthrough mode */
     stream streams[MAX_STREAMS];
     _Atomic uint64_t reads, bytes_served, read_errors;
     _Atomic uint64_t served;   /* batches handed to readers (first read of an open file) */
@@ -83,7 +133,8 @@ typedef struct fsstate {
 typedef struct openfile {
     struct openfile *prev, *next; /* in fsstate.open_files, guarded by fsstate.lock */
     uint64_t epoch, k;
-    bfs_batch *b; /* referenced after the first read; released at close */
+    bfs_batch *b; /* referenced after the first read (or at open); released at close */
+    int backed;   /* counted in fsstate.backings (opened in passthrough mode) */
     uint64_t served;
     char *text; /* /stats snapshot */
     size_t text_len;
@@ -367,6 +418,14 @@ static void make_stats(fsstate *fs, text *t)
             (unsigned long long)atomic_load(&fs->reads),
             (unsigned long long)atomic_load(&fs->bytes_served),
             (unsigned long long)atomic_load(&fs->read_errors));
+    pthread_mutex_lock(&fs->lock);
+    unsigned nback = 0;
+    for (backing *b = fs->backings; b; b = b->next)
+        nback += b->id > 0;
+    pthread_mutex_unlock(&fs->lock);
+    tprintf(t, "  \"passthrough\": {\"active\": %s, \"opens\": %llu, \"backing_files\": %u},\n",
+            atomic_load(&fs->pt_active) ? "true" : "false",
+            (unsigned long long)atomic_load(&fs->pt_opens), nback);
     tprintf(t, "  \"prefetch\": {\"depth\": %d, \"streams\": [", fs->prefetch);
     pthread_mutex_lock(&fs->lock);
     double tnow = now();
@@ -420,6 +479,122 @@ static void raise_readahead(fsstate *fs)
     }
 }
 
+/* ---- passthrough --------------------------------------------------------------------- */
+
+/* Request threads answering an open in passthrough mode: the open reply to patch. */
+static __thread struct {
+    uint64_t fh;
+    int id;
+} tl_open;
+
+/* libfuse's read of a request: note what the kernel's INIT offers. */
+static ssize_t io_read(int fd, void *buf, size_t len, void *userdata)
+{
+    fsstate *fs = userdata;
+    ssize_t n = read(fd, buf, len);
+    const struct fuse_in_header *h = buf;
+    if (n >= (ssize_t)(sizeof *h + PT_INIT_IN_FLAGS2 + 4) && h->opcode == FUSE_INIT) {
+        const uint8_t *in = (const uint8_t *)(h + 1);
+        uint32_t flags, flags2;
+        memcpy(&flags, in + 12, 4); /* offsetof(struct fuse_init_in, flags) */
+        memcpy(&flags2, in + PT_INIT_IN_FLAGS2, 4);
+        fs->init_unique = h->unique;
+        atomic_store(&fs->pt_offered, (flags & PT_INIT_EXT) && (flags2 & PT_FLAGS2_BIT));
+    }
+    return n;
+}
+
+/* libfuse's write of a reply: enable passthrough in the INIT reply, set the backing id
+ * of an open reply (tl_open, set by op_open on this thread). */
+static ssize_t io_writev(int fd, struct iovec *iov, int count, void *userdata)
+{
+    fsstate *fs = userdata;
+    if (count >= 2 && iov[0].iov_len >= sizeof(struct fuse_out_header)) {
+        const struct fuse_out_header *oh = iov[0].iov_base;
+        uint8_t *out = iov[1].iov_base;
+        if (oh->unique == fs->init_unique && oh->error == 0 && atomic_load(&fs->pt_active) &&
+            iov[1].iov_len >= PT_INIT_DEPTH + 4) {
+            uint32_t flags, flags2, depth = 1; /* backing files on a plain fs: depth 1 */
+            memcpy(&flags, out + PT_INIT_FLAGS, 4);
+            memcpy(&flags2, out + PT_INIT_FLAGS2, 4);
+            flags |= PT_INIT_EXT, flags2 |= PT_FLAGS2_BIT;
+            memcpy(out + PT_INIT_FLAGS, &flags, 4);
+            memcpy(out + PT_INIT_FLAGS2, &flags2, 4);
+            memcpy(out + PT_INIT_DEPTH, &depth, 4);
+        } else if (tl_open.id > 0 && oh->error == 0 &&
+                   iov[1].iov_len == sizeof(struct pt_open_out)) {
+            struct pt_open_out o;
+            memcpy(&o, out, sizeof o);
+            if (o.fh == tl_open.fh) {
+                o.open_flags |= PT_FOPEN;
+                o.backing_id = tl_open.id;
+                memcpy(out, &o, sizeof o);
+            }
+        }
+    }
+    return writev(fd, iov, count);
+}
+
+/* The backing id for an open of batch (epoch, k) whose memfd is fd: the one its open
+ * files share, or a new one (0: open it in copying mode). Counts the open. */
+static int backing_acquire(fsstate *fs, uint64_t epoch, uint64_t k, int fd)
+{
+    pthread_mutex_lock(&fs->lock);
+    backing *b = fs->backings;
+    while (b && !(b->epoch == epoch && b->k == k))
+        b = b->next;
+    if (!b && (b = calloc(1, sizeof *b))) {
+        b->epoch = epoch, b->k = k;
+        if (fd >= 0 && atomic_load(&fs->pt_active)) {
+            struct pt_backing_map map = {.fd = fd};
+            b->id = ioctl(fuse_session_fd(fs->se), PT_IOC_BACKING_OPEN, &map);
+            if (b->id < 0) {
+                int e = errno;
+                b->id = 0;
+                if (e == EPERM || e == EINVAL || e == ENOTTY || e == EOPNOTSUPP) {
+                    /* not allowed here (no CAP_SYS_ADMIN in the initial user namespace):
+                     * stop trying; batches are copied from now on */
+                    atomic_store(&fs->pt_active, 0);
+                    bfs_exec_set_memfd(fs->x, 0);
+                    fprintf(stderr,
+                            "batchfs: FUSE passthrough refused by the kernel (%s): batch "
+                            "files are served by copying (run as root for passthrough)\n",
+                            strerror(e));
+                }
+            }
+        }
+        b->next = fs->backings;
+        fs->backings = b;
+    }
+    int id = -1;
+    if (b) {
+        b->opens++;
+        id = b->id;
+    }
+    pthread_mutex_unlock(&fs->lock);
+    return id;
+}
+
+static void backing_release(fsstate *fs, uint64_t epoch, uint64_t k)
+{
+    pthread_mutex_lock(&fs->lock);
+    for (backing **p = &fs->backings; *p; p = &(*p)->next) {
+        backing *b = *p;
+        if (b->epoch != epoch || b->k != k)
+            continue;
+        if (--b->opens == 0) {
+            if (b->id > 0) {
+                uint32_t id = (uint32_t)b->id;
+                ioctl(fuse_session_fd(fs->se), PT_IOC_BACKING_CLOSE, &id);
+            }
+            *p = b->next;
+            free(b);
+        }
+        break;
+    }
+    pthread_mutex_unlock(&fs->lock);
+}
+
 /* Unlink an open file from the list, drop its batch reference, free it. */
 static void forget_file(fsstate *fs, openfile *of)
 {
@@ -431,9 +606,37 @@ static void forget_file(fsstate *fs, openfile *of)
     if (of->next)
         of->next->prev = of->prev;
     pthread_mutex_unlock(&fs->lock);
+    if (of->backed)
+        backing_release(fs, of->epoch, of->k);
     bfs_batch_release(of->b);
     free(of->text);
     free(of);
+}
+
+static void follow_reader(fsstate *fs, pid_t pid, uint64_t epoch, uint64_t k);
+
+/* Make of hold its batch (computed now if needed; single-flight) and tell prefetch that
+ * reader pid started it. Returns 0 or the errno to reply (EIO, ENOMEM). Blocks: the
+ * caller disables cancellation. */
+static int take_batch(fsstate *fs, openfile *of, pid_t pid)
+{
+    char err[600];
+    bfs_batch *b;
+    int rc = bfs_exec_get(fs->x, of->epoch, of->k, &b, err, sizeof err);
+    if (rc) {
+        if (rc != -ESHUTDOWN && rc > BFS_E_LAST) /* engine logs bad samples once */
+            fprintf(stderr, "batchfs: epoch %llu batch %llu: %s\n", (unsigned long long)of->epoch,
+                    (unsigned long long)of->k, err);
+        atomic_fetch_add(&fs->read_errors, 1);
+        return rc == -ENOMEM ? ENOMEM : EIO;
+    }
+    /* two reads of one open file may race here: keep one reference */
+    if (__atomic_exchange_n(&of->b, b, __ATOMIC_ACQ_REL))
+        bfs_batch_release(b);
+    else
+        atomic_fetch_add(&fs->served, 1);
+    follow_reader(fs, pid, of->epoch, of->k);
+    return 0;
 }
 
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -460,13 +663,32 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         return;
     }
     of->epoch = epoch, of->k = k;
+    fi->keep_cache = 1; /* batches and /pipeline never change */
     if (kind == K_STATS) {
         text t = {0};
         make_stats(fs, &t);
         of->text = t.s, of->text_len = t.len;
+        fi->keep_cache = 0;
         fi->direct_io = 1; /* live content: size unknown in advance, never cached */
-    } else {
-        fi->keep_cache = 1; /* batches and /pipeline never change */
+    } else if (kind == K_BATCH && atomic_load(&fs->pt_active)) {
+        /* passthrough: the batch now, and its memfd as the file's backing file */
+        int old, rc;
+        pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old);
+        rc = take_batch(fs, of, fuse_req_ctx(req)->pid);
+        pthread_setcancelstate(old, NULL);
+        int id = rc ? -1 : backing_acquire(fs, epoch, k, bfs_batch_fd(of->b));
+        if (rc || id < 0) {
+            bfs_batch_release(of->b);
+            free(of);
+            fuse_reply_err(req, rc ? rc : ENOMEM);
+            return;
+        }
+        of->backed = 1;
+        if (id > 0) { /* FOPEN_PASSTHROUGH allows no keep_cache: there is no page cache */
+            fi->keep_cache = 0;
+            tl_open.fh = (uint64_t)(uintptr_t)of, tl_open.id = id;
+            atomic_fetch_add(&fs->pt_opens, 1);
+        }
     }
     fi->fh = (uint64_t)(uintptr_t)of;
     pthread_mutex_lock(&fs->lock);
@@ -475,7 +697,9 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         of->next->prev = of;
     fs->open_files = of;
     pthread_mutex_unlock(&fs->lock);
-    if (fuse_reply_open(req, fi) == -ENOENT) /* interrupted: the kernel won't release */
+    int rc = fuse_reply_open(req, fi);
+    tl_open.id = 0;
+    if (rc == -ENOENT) /* interrupted: the kernel won't release */
         forget_file(fs, of);
 }
 
@@ -537,25 +761,11 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     } else {
         int old;
         pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old);
-        if (!of->b) {
-            char err[600];
-            bfs_batch *b;
-            int rc = bfs_exec_get(fs->x, of->epoch, of->k, &b, err, sizeof err);
-            if (rc) {
-                if (rc != -ESHUTDOWN && rc > BFS_E_LAST) /* engine logs bad samples once */
-                    fprintf(stderr, "batchfs: epoch %llu batch %llu: %s\n",
-                            (unsigned long long)of->epoch, (unsigned long long)of->k, err);
-                atomic_fetch_add(&fs->read_errors, 1);
-                fuse_reply_err(req, rc == -ENOMEM ? ENOMEM : EIO);
-                pthread_setcancelstate(old, NULL);
-                return;
-            }
-            /* two reads of one open file may race here: keep one reference */
-            if (__atomic_exchange_n(&of->b, b, __ATOMIC_ACQ_REL))
-                bfs_batch_release(b);
-            else
-                atomic_fetch_add(&fs->served, 1);
-            follow_reader(fs, fuse_req_ctx(req)->pid, of->epoch, of->k);
+        int rc = of->b ? 0 : take_batch(fs, of, fuse_req_ctx(req)->pid);
+        if (rc) {
+            fuse_reply_err(req, rc);
+            pthread_setcancelstate(old, NULL);
+            return;
         }
         data = bfs_batch_data(of->b), len = bfs_batch_size(of->b);
         pthread_setcancelstate(old, NULL);
@@ -679,11 +889,31 @@ static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *n)
     fuse_reply_err(req, EROFS);
 }
 
+/* Does this process have CAP_SYS_ADMIN (which FUSE_DEV_IOC_BACKING_OPEN requires)? */
+static int has_sys_admin(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    unsigned long long caps = 0;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "CapEff: %llx", &caps) == 1)
+            break;
+    if (f)
+        fclose(f);
+    return (caps >> 21) & 1; /* CAP_SYS_ADMIN */
+}
+
 static void op_init(void *userdata, struct fuse_conn_info *conn)
 {
-    (void)userdata;
+    fsstate *fs = userdata;
     conn->max_readahead = 1 << 20;           /* 1 MiB requests, as batches are read whole */
     conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA; /* files never change: no invalidation */
+    /* passthrough excludes the writeback cache (never wanted: the mount is read-only) */
+    if (fs->args->passthrough && atomic_load(&fs->pt_offered) && has_sys_admin() &&
+        !(conn->want & FUSE_CAP_WRITEBACK_CACHE)) {
+        atomic_store(&fs->pt_active, 1); /* io_writev patches this INIT's reply */
+        bfs_exec_set_memfd(fs->x, 1);
+    }
 }
 
 static const struct fuse_lowlevel_ops ops = {
@@ -891,6 +1121,11 @@ int bfs_fs_run(const bfs_mount_args *a)
         goto out;
     }
     mounted = 1;
+    static const struct fuse_custom_io io = {.read = io_read, .writev = io_writev};
+    if (fuse_session_custom_io(fs.se, &io, fuse_session_fd(fs.se))) {
+        fprintf(stderr, "batchfs: cannot set up the FUSE channel\n");
+        goto out;
+    }
     if (fuse_daemonize(a->foreground)) {
         fprintf(stderr, "batchfs: cannot daemonize\n");
         goto out;

@@ -1,7 +1,8 @@
 /*
  * mountopts.c — see mountopts.h.
  *
- * `-o` items are classified in this order: batchfs mount options (spec=, fuse_threads=),
+ * `-o` items are classified in this order: batchfs mount options (spec=, fuse_threads=,
+ * passthrough=),
  * pipeline options (engine/pipeline.c's table), libfuse/kernel options that pass through
  * to the mount, mount(8)/fstab options that mean nothing here and are dropped. Anything
  * else is an error. The value of normalize= may contain commas (m0,m1,m2/s0,s1,s2): as in
@@ -144,6 +145,13 @@ static int take_item(bfs_mount_args *a, const char *item, char *err, size_t errl
         a->fuse_threads = (int)v;
         return 0;
     }
+    if (klen == 11 && !strncmp(item, "passthrough", 11)) {
+        if (!val || (strcmp(val, "auto") && strcmp(val, "off")))
+            return bfs_errf(-EINVAL, err, errlen, "passthrough=%s: must be auto or off",
+                            val ? val : "");
+        a->passthrough = !strcmp(val, "auto");
+        return 0;
+    }
     if (is_pipeline_key(item, klen)) {
         char key[64];
         snprintf(key, sizeof key, "%.*s", (int)klen, item);
@@ -163,7 +171,8 @@ static int take_item(bfs_mount_args *a, const char *item, char *err, size_t errl
     if (rc == -ENOENT) {
         size_t n = strlen(err);
         snprintf(err + n, errlen > n ? errlen - n : 0,
-                 "; batchfs also takes spec=FILE, fuse_threads=N and the FUSE mount options "
+                 "; batchfs also takes spec=FILE, fuse_threads=N, passthrough=auto|off and the "
+                 "FUSE mount options "
                  "allow_other, allow_root, auto_unmount, default_permissions, fsname=, "
                  "subtype=, max_read=");
     }
@@ -224,6 +233,7 @@ int bfs_mountopts_parse(int argc, char **argv, bfs_mount_args *a, char *err, siz
     memset(a, 0, sizeof *a);
     bfs_pipeline_defaults(&a->pipe);
     a->fuse_threads = FUSE_THREADS_DEFAULT;
+    a->passthrough = 1;
     const char *pos[3];
     int npos = 0, rc = 0;
     for (int i = 1; i < argc && !rc; i++) {
@@ -345,6 +355,10 @@ void bfs_mountopts_help(FILE *f)
             "mount options (-o):\n"
             "  spec=FILE          read pipeline options from FILE (`key = value` lines)\n"
             "  fuse_threads=N     FUSE request threads (default %d)\n"
+            "  passthrough=auto|off  auto (default): when the kernel offers FUSE passthrough\n"
+            "                     (Linux >= 6.9) and batchfs runs as root, batch files are\n"
+            "                     backed by the batch's sealed memory file: reads and mmap\n"
+            "                     go straight to it; off: every read is copied by the daemon\n"
             "  allow_other, allow_root, auto_unmount, default_permissions, fsname=,\n"
             "  subtype=, max_read=, and the kernel's generic options pass to the mount.\n"
             "  Unknown options are errors.\n"

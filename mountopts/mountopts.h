@@ -27,6 +27,7 @@ typedef struct bfs_mount_args {
     int debug;         /* -d (implies -f) */
     int single_thread; /* -s */
     int fuse_threads;  /* fuse_threads=N: FUSE request threads (default 32) */
+    int passthrough;   /* passthrough=auto (1, default) | off (0) */
     int allow_other;   /* allow_other given (the zero-copy socket checks it later) */
     /* bench mode */
     uint64_t bench_batches, bench_epoch;

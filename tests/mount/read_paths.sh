@@ -4,7 +4,10 @@
 # offsets of a cold file, python mmap, two processes at once. Epochs differ; batch K read
 # cold equals batch K read after 0..K-1; a remount (and other performance knobs) gives
 # identical bytes; an ImageFolder and its .bfs serve identical tensors.
-# 64 images, batch=16 (4 batches an epoch), size=48. About 10 s.
+# The read paths run twice: with FUSE passthrough where the machine allows it (root,
+# Linux >= 6.9: reads go to the batch's memfd) and with passthrough=off (every read is
+# copied by the daemon), so both ways of serving are checked whatever the default.
+# 64 images, batch=16 (4 batches an epoch), size=48. About 15 s.
 . "$(dirname "$0")/lib.sh"
 require_fuse
 
@@ -19,7 +22,11 @@ done
 size=$(stat -c %s "$T/ref/e0_b0")
 
 # ---- each read path on a batch nobody has read yet (so it reaches the daemon) --------
-mount_bfs "$T/data.bfs" "$M" -o "$OPTS,epochs=4"
+read_paths() { # EXTRA_OPTS MODE_NAME
+mount_bfs "$T/data.bfs" "$M" -o "$OPTS,epochs=4$1"
+active=$(pyx -c 'import bfs, sys; print(int(bfs.stats(sys.argv[1])["passthrough"]["active"]))' "$M")
+echo "# $2: passthrough active: $active"
+if [ "$1" = ",passthrough=off" ] && [ "$active" = 1 ]; then fail "passthrough=off: /stats says passthrough is active"; fi
 cat "$M/epoch/0/batch_0" >"$T/out/cat"
 cmp "$T/out/cat" "$T/ref/e0_b0" || fail "cat of epoch 0 batch 0 differs from engine_tool's bytes"
 dd if="$M/epoch/0/batch_1" of="$T/out/dd1M" bs=1M status=none
@@ -101,7 +108,15 @@ for e in (0, 1):
 EOF
 cmp -s "$M/epoch/0/batch_0" "$M/epoch/1/batch_0" && fail "epoch 0 and 1 batch 0 are identical"
 ok "epochs differ; each epoch's indices are a permutation of the dataset"
+if [ "$active" = 1 ]; then
+    opens=$(pyx -c 'import bfs, sys; print(bfs.stats(sys.argv[1])["passthrough"]["opens"])' "$M")
+    [ "$opens" -ge 8 ] || fail "$2: passthrough active but only $opens passthrough opens"
+fi
 unmount_bfs "$M"
+ok "$2: every read path gives the engine's bytes"
+}
+read_paths "" "default (passthrough=auto)"
+read_paths ",passthrough=off" "passthrough=off"
 
 # ---- determinism: batch 3 cold on a fresh mount == after 0..2; remount; other knobs --
 mount_bfs "$T/data.bfs" "$M" -o "$OPTS,epochs=4"
