@@ -5,7 +5,11 @@
  * header and plans the indices, outside the lock) -> QUEUED/RUNNING (workers claim slots
  * one at a time) -> READY or FAILED. Workers pick the oldest demanded job first, then the
  * oldest prefetched one, so a reader's request is never stuck behind prefetches.
- * Finished jobs with no references stay cached until the byte budget evicts them (LRU).
+ * Finished jobs with no references stay cached until the byte budget evicts them: first
+ * those no active reader will read (LRU among them), then the one whose next read is
+ * farthest away (Belady's order over the known readers' positions and strides).
+ *
+ * Readers (x->readers, guarded by x->lock) are a fixed table of BFS_EXEC_MAX_READERS.
  */
 #include "engine/exec.h"
 #include "engine/err.h"
@@ -49,6 +53,18 @@ struct bfs_batch { /* a job; "batch" is the name callers see */
     struct bfs_batch *next_job;
 };
 
+typedef struct reader {
+    uint64_t key; /* 0: free slot */
+    uint32_t id;
+    uint64_t epoch, k;
+    int64_t stride;
+    int depth; /* own depth, or -1: x->prefetch */
+    uint64_t batches;
+    double asked;  /* when it asked for its last batch */
+    double waited; /* how long it waited for that batch */
+    double own_s, wait_s;
+} reader;
+
 struct bfs_exec {
     bfs_engine *e;
     pthread_mutex_t lock;
@@ -61,7 +77,11 @@ struct bfs_exec {
     int memfd;        /* finished batches go to sealed memfds (guarded by lock) */
     bfs_store *store; /* host-wide store, or NULL (set before use, then read-only) */
     int nthreads;     /* threads started */
-    int nworkers;     /* worker contexts allocated */
+    int active;       /* workers with id < active may compute (guarded by lock) */
+    int prefetch;     /* default depth per reader (guarded by lock) */
+    reader readers[BFS_EXEC_MAX_READERS]; /* guarded by lock */
+    uint32_t next_reader_id;              /* guarded by lock */
+    int nworkers;                         /* worker contexts allocated */
     pthread_t *threads;
     bfs_engine_worker **workers;
     bfs_exec_stats st; /* counters (guarded by lock) */
@@ -141,15 +161,36 @@ static uint8_t *alloc_data(bfs_exec *x, uint64_t size)
     return d;
 }
 
-/* Evict finished, unreferenced jobs (LRU first) until within budget. Locked. Failed
- * jobs keep only their error (failures are deterministic: a retry would fail again), at
- * most MAX_FAILED of them. */
+/* In how many of its steps the nearest active reader will read b (each reader reads
+ * k, k+s, k+2s, ... of its epoch; stride 0 counts as 1), or UINT64_MAX when none will.
+ * Locked. */
+static uint64_t next_read(const bfs_exec *x, const bfs_batch *b)
+{
+    uint64_t best = UINT64_MAX;
+    for (int i = 0; i < BFS_EXEC_MAX_READERS; i++) {
+        const reader *r = &x->readers[i];
+        if (!r->key || r->epoch != b->epoch)
+            continue;
+        int64_t s = r->stride ? r->stride : 1;
+        int64_t d = (int64_t)b->k - (int64_t)r->k;
+        if (d % s || d / s <= 0)
+            continue; /* behind it, its own batch (read already), or off its stride */
+        if ((uint64_t)(d / s) < best)
+            best = (uint64_t)(d / s);
+    }
+    return best;
+}
+
+/* Evict finished, unreferenced jobs until within budget: first what no active reader will
+ * read (LRU first), then what the nearest reader will read last. Locked. Failed jobs keep
+ * only their error (failures are deterministic: a retry would fail again), at most
+ * MAX_FAILED of them. */
 static void evict(bfs_exec *x)
 {
     for (;;) {
         uint64_t held = 0;
         unsigned failed = 0;
-        bfs_batch *victim = NULL, *old_failed = NULL;
+        bfs_batch *old_failed = NULL;
         for (bfs_batch *b = x->jobs; b; b = b->next_job) {
             if (b->refs)
                 continue;
@@ -158,20 +199,32 @@ static void evict(bfs_exec *x)
                 if (!old_failed || b->used < old_failed->used)
                     old_failed = b;
             }
-            if (b->state == JOB_READY) {
+            if (b->state == JOB_READY)
                 held += b->size;
-                if (!victim || b->used < victim->used)
-                    victim = b;
-            }
         }
         x->st.cached_bytes = held;
-        if (failed > MAX_FAILED)
+        bfs_batch *victim = NULL;
+        uint64_t victim_next = 0;
+        if (failed > MAX_FAILED) {
             victim = old_failed;
-        else if (!victim || held <= x->cache_bytes)
+        } else if (held > x->cache_bytes) {
+            for (bfs_batch *b = x->jobs; b; b = b->next_job) {
+                if (b->refs || b->state != JOB_READY)
+                    continue;
+                uint64_t nr = next_read(x, b);
+                if (!victim || nr > victim_next || (nr == victim_next && b->used < victim->used))
+                    victim = b, victim_next = nr;
+            }
+        }
+        if (!victim)
             return;
         unlink_job(x, victim);
         if (victim->state == JOB_READY) {
             x->st.evictions++;
+            if (victim_next == UINT64_MAX)
+                x->st.evicted_passed++;
+            else
+                x->st.evicted_ahead++;
             x->st.cached_bytes -= victim->size;
         }
         free_job(x, victim);
@@ -255,11 +308,12 @@ static void *worker_main(void *arg)
     worker_arg *a = arg;
     bfs_exec *x = a->x;
     bfs_engine_worker *w = x->workers[a->id];
+    int a_id = a->id;
     free(a);
     pthread_mutex_lock(&x->lock);
     for (;;) {
         bfs_batch *j;
-        while (!x->stop && !(j = pick(x)))
+        while (!x->stop && (a_id >= x->active || !(j = pick(x))))
             pthread_cond_wait(&x->work, &x->lock);
         if (x->stop)
             break;
@@ -348,7 +402,8 @@ int bfs_exec_create(bfs_engine *e, int threads, uint64_t cache_bytes, bfs_exec *
         }
         x->nthreads++;
     }
-    x->st.threads = threads;
+    x->active = threads;
+    x->prefetch = BFS_PREFETCH_AUTO;
     *out = x;
     return 0;
 }
@@ -589,6 +644,10 @@ void bfs_exec_get_stats(bfs_exec *x, bfs_exec_stats *st)
 {
     pthread_mutex_lock(&x->lock);
     *st = x->st;
+    st->threads = x->active;
+    st->max_threads = x->nthreads;
+    st->prefetch = x->prefetch;
+    st->cache_budget = x->cache_bytes;
     st->in_flight = 0;
     for (bfs_batch *b = x->jobs; b; b = b->next_job)
         st->in_flight += b->state < JOB_READY;
@@ -634,4 +693,168 @@ void bfs_batch_release(bfs_batch *b)
     b->refs--;
     evict(x);
     pthread_mutex_unlock(&x->lock);
+}
+
+/* ---- readers ------------------------------------------------------------------------ */
+
+/* Forget readers idle too long, or idle a while with their key gone. Locked. */
+static void expire_readers(bfs_exec *x, double now, bfs_exec_alive_fn alive)
+{
+    for (int i = 0; i < BFS_EXEC_MAX_READERS; i++) {
+        reader *r = &x->readers[i];
+        if (!r->key)
+            continue;
+        double idle = now - r->asked;
+        if (idle > BFS_EXEC_READER_IDLE || (idle > 2.0 && alive && !alive(r->key)))
+            r->key = 0;
+    }
+}
+
+/* Smoothing of a reader's step times: the newest step weighs 1/4 (a few batches follow a
+ * change of pace; one slow batch does not). */
+static double smooth(double old, double v, uint64_t n)
+{
+    return n <= 1 ? v : 0.75 * old + 0.25 * v;
+}
+
+uint32_t bfs_exec_follow(bfs_exec *x, uint64_t key, uint64_t epoch, uint64_t k, double now,
+                         double wait_s, bfs_exec_alive_fn alive)
+{
+    if (!key)
+        key = UINT64_MAX; /* 0 marks a free slot */
+    pthread_mutex_lock(&x->lock);
+    reader *r = NULL, *adopt = NULL, *free_slot = NULL, *oldest = NULL;
+    for (int i = 0; i < BFS_EXEC_MAX_READERS; i++) {
+        reader *c = &x->readers[i];
+        if (c->key == key)
+            r = c;
+        else if (!c->key)
+            free_slot = free_slot ? free_slot : c;
+        else if (!oldest || c->asked < oldest->asked)
+            oldest = c;
+    }
+    if (!r) { /* a new key: the next batch of a reader whose process is gone? */
+        for (int i = 0; i < BFS_EXEC_MAX_READERS && alive && !adopt; i++) {
+            reader *c = &x->readers[i];
+            if (c->key && c->epoch == epoch &&
+                (int64_t)c->k + (c->stride ? c->stride : 1) == (int64_t)k && !alive(c->key))
+                adopt = c;
+        }
+        if (adopt) {
+            r = adopt;
+            r->key = key;
+        } else {
+            expire_readers(x, now, alive);
+            if (!free_slot || free_slot->key)
+                for (int i = 0; i < BFS_EXEC_MAX_READERS && (!free_slot || free_slot->key); i++)
+                    if (!x->readers[i].key)
+                        free_slot = &x->readers[i];
+            r = free_slot && !free_slot->key ? free_slot : oldest;
+            *r = (reader){.key = key,
+                          .id = ++x->next_reader_id,
+                          .epoch = epoch,
+                          .k = k,
+                          .depth = -1,
+                          .asked = now};
+        }
+    }
+    if (r->batches) { /* the step it took since its last batch, less the wait for it */
+        double own = now - r->asked - r->waited;
+        r->own_s = smooth(r->own_s, own > 0 ? own : 0, r->batches);
+        r->wait_s = smooth(r->wait_s, wait_s, r->batches);
+        if (r->epoch == epoch && k != r->k)
+            r->stride = (int64_t)k - (int64_t)r->k;
+        else if (r->epoch != epoch)
+            r->stride = 0;
+    } else {
+        r->wait_s = wait_s;
+    }
+    r->epoch = epoch, r->k = k, r->asked = now, r->waited = wait_s;
+    r->batches++;
+    uint32_t id = r->id;
+    int64_t stride = r->stride ? r->stride : 1;
+    int depth = r->depth >= 0 ? r->depth : x->prefetch;
+    /* the budget is shared by the active readers, each holding one batch being read */
+    unsigned active = 0;
+    for (int i = 0; i < BFS_EXEC_MAX_READERS; i++)
+        active += x->readers[i].key != 0;
+    uint64_t size = bfs_engine_batch_bytes(x->e, 0);
+    uint64_t per = size ? x->cache_bytes / size / (active ? active : 1) : 0;
+    if ((uint64_t)depth + 1 > per)
+        depth = per > 1 ? (int)(per - 1) : 0;
+    pthread_mutex_unlock(&x->lock);
+    uint64_t nb = bfs_engine_batches(x->e);
+    for (int d = 1; d <= depth; d++) {
+        int64_t next = (int64_t)k + stride * d;
+        if (next < 0 || (uint64_t)next >= nb)
+            break;
+        bfs_exec_prefetch(x, epoch, (uint64_t)next);
+    }
+    return id;
+}
+
+int bfs_exec_readers(bfs_exec *x, double now, bfs_exec_alive_fn alive, bfs_exec_reader *out,
+                     int max)
+{
+    int n = 0;
+    pthread_mutex_lock(&x->lock);
+    expire_readers(x, now, alive);
+    for (int i = 0; i < BFS_EXEC_MAX_READERS && n < max; i++) {
+        const reader *r = &x->readers[i];
+        if (!r->key)
+            continue;
+        out[n++] = (bfs_exec_reader){.id = r->id,
+                                     .key = r->key,
+                                     .epoch = r->epoch,
+                                     .k = r->k,
+                                     .stride = r->stride,
+                                     .depth = r->depth >= 0 ? r->depth : x->prefetch,
+                                     .batches = r->batches,
+                                     .own_s = r->own_s,
+                                     .wait_s = r->wait_s,
+                                     .idle_s = now - r->asked};
+    }
+    pthread_mutex_unlock(&x->lock);
+    for (int i = 1; i < n; i++) /* id order: insertion sort, n <= 64 */
+        for (int j = i; j > 0 && out[j - 1].id > out[j].id; j--) {
+            bfs_exec_reader t = out[j];
+            out[j] = out[j - 1];
+            out[j - 1] = t;
+        }
+    return n;
+}
+
+void bfs_exec_set_prefetch(bfs_exec *x, int depth)
+{
+    pthread_mutex_lock(&x->lock);
+    if (depth >= 0)
+        x->prefetch = depth;
+    pthread_mutex_unlock(&x->lock);
+}
+
+void bfs_exec_set_reader_depth(bfs_exec *x, uint32_t id, int depth)
+{
+    pthread_mutex_lock(&x->lock);
+    for (int i = 0; i < BFS_EXEC_MAX_READERS; i++)
+        if (x->readers[i].key && x->readers[i].id == id)
+            x->readers[i].depth = depth < 0 ? -1 : depth;
+    pthread_mutex_unlock(&x->lock);
+}
+
+void bfs_exec_set_cache_bytes(bfs_exec *x, uint64_t bytes)
+{
+    pthread_mutex_lock(&x->lock);
+    x->cache_bytes = bytes;
+    evict(x);
+    pthread_mutex_unlock(&x->lock);
+}
+
+int bfs_exec_set_threads(bfs_exec *x, int n)
+{
+    pthread_mutex_lock(&x->lock);
+    x->active = n < 1 ? 1 : n > x->nthreads ? x->nthreads : n;
+    n = x->active;
+    pthread_cond_broadcast(&x->work);
+    pthread_mutex_unlock(&x->lock);
+    return n;
 }

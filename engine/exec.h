@@ -33,10 +33,15 @@ typedef struct bfs_exec_stats {
     uint64_t misses;     /* gets that started a computation */
     uint64_t prefetched; /* computations started by prefetch */
     uint64_t evictions;
-    uint64_t failed;       /* batches that failed (bad_sample=fail) */
-    uint64_t cached_bytes; /* finished batches held now */
-    uint32_t in_flight;    /* batches queued or being computed */
-    int threads;
+    uint64_t failed;          /* batches that failed (bad_sample=fail) */
+    uint64_t cached_bytes;    /* finished batches held now */
+    uint32_t in_flight;       /* batches queued or being computed */
+    int threads;              /* workers allowed to compute now (bfs_exec_set_threads) */
+    int max_threads;          /* workers started */
+    int prefetch;             /* default prefetch depth per reader */
+    uint64_t cache_budget;    /* finished-batch budget now */
+    uint64_t evicted_passed;  /* evictions of batches no active reader will read */
+    uint64_t evicted_ahead;   /* evictions of batches a reader would still read (window) */
     uint64_t store_hits;      /* batches served from the host-wide store, not computed */
     uint64_t store_publishes; /* batches this process computed and published */
     bfs_stage_stats stages;   /* summed over workers */
@@ -96,6 +101,68 @@ int bfs_exec_get(bfs_exec *x, uint64_t epoch, uint64_t k, bfs_batch **out, char 
  * Returns 0 (queued, in flight or finished), -ERANGE, -ESHUTDOWN or -ENOMEM.
  */
 int bfs_exec_prefetch(bfs_exec *x, uint64_t epoch, uint64_t k);
+
+/*
+ * Readers. A reader is one consumer of batch files (the mount keys them by the requesting
+ * pid). The executor keeps a small table of active readers: position, stride, the time
+ * each spends between batches, and its prefetch depth. The table drives three things:
+ *  - prefetch: after a reader starts batch k with stride s, batches k+s .. k+d*s are
+ *    computed ahead (d its depth), bounded by the cache budget shared among readers;
+ *  - eviction, a sliding window over every reader (tf.data service's cross-trainer cache,
+ *    with recomputation instead of skipping): a finished batch that no active reader will
+ *    read is evicted first (least recently used first), then the one whose next read by
+ *    any reader is farthest away. A reader that falls behind the window gets its batches
+ *    recomputed, with the same bytes;
+ *  - the autotuner's inputs (bfs_exec_readers).
+ */
+typedef struct bfs_exec_reader {
+    uint32_t id;       /* small stable number, for /stats */
+    uint64_t key;      /* the caller's key (a pid) */
+    uint64_t epoch, k; /* the batch it started last */
+    int64_t stride;    /* k minus its previous batch; 0 until known (treated as 1) */
+    int depth;         /* prefetch depth in use */
+    uint64_t batches;  /* batches started */
+    double own_s;      /* smoothed time between batches not spent waiting for one: the
+                        * reader's read + compute step; 0 until two batches are seen */
+    double wait_s;     /* smoothed time the reader waited for a batch to be computed */
+    double idle_s;     /* since its last batch */
+} bfs_exec_reader;
+
+#define BFS_EXEC_MAX_READERS 64
+#define BFS_EXEC_READER_IDLE 30.0 /* seconds without a batch before a reader is forgotten */
+
+/* bfs_exec_alive_fn - does the reader key still exist (a live process)? */
+typedef int (*bfs_exec_alive_fn)(uint64_t key);
+
+/*
+ * bfs_exec_follow - reader `key` asked for batch k of epoch at time `now` (seconds on
+ * CLOCK_MONOTONIC) and waited wait_s for it to be computed. Records its position and
+ * stride and prefetches its next batches (bfs_exec_prefetch). A key seen for the first
+ * time whose batch is exactly the next one of a reader whose key is gone (alive() false;
+ * alive may be NULL) takes over that reader: a shell loop of `cat` is one reader, not one
+ * per pid. Returns the reader's id.
+ */
+uint32_t bfs_exec_follow(bfs_exec *x, uint64_t key, uint64_t epoch, uint64_t k, double now,
+                         double wait_s, bfs_exec_alive_fn alive);
+
+/* bfs_exec_readers - the active readers at time now (at most max), in id order; readers
+ * idle longer than BFS_EXEC_READER_IDLE, or idle over 2 s with their key gone (alive),
+ * are forgotten first. Returns how many were written. */
+int bfs_exec_readers(bfs_exec *x, double now, bfs_exec_alive_fn alive, bfs_exec_reader *out,
+                     int max);
+
+/* bfs_exec_set_prefetch - the depth of readers without one of their own (-1: keep).
+ * bfs_exec_set_reader_depth - the depth of reader id (the autotuner's per-reader choice;
+ * -1: back to the default). Unknown ids are ignored. */
+void bfs_exec_set_prefetch(bfs_exec *x, int depth);
+void bfs_exec_set_reader_depth(bfs_exec *x, uint32_t id, int depth);
+
+/* bfs_exec_set_cache_bytes - change the finished-batch budget (evicts at once if lower). */
+void bfs_exec_set_cache_bytes(bfs_exec *x, uint64_t bytes);
+
+/* bfs_exec_set_threads - how many of the workers started at create may compute (1 ..
+ * that count; others sleep). Returns the count now in effect. */
+int bfs_exec_set_threads(bfs_exec *x, int n);
 
 /* bfs_exec_consumed - a hint that batch k of epoch has been read in full by its reader:
  * it becomes the first to evict (the kernel's page cache serves repeat reads). */

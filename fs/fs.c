@@ -8,10 +8,11 @@
  * invalidation; a second reader of a batch is served by the kernel's page cache.
  *
  * A read of batch K asks the executor (single-flight: concurrent readers share one
- * computation) and holds a reference for the open file. Prefetch follows each reader:
- * readers are told apart by the requesting thread's pid; after a read starts batch K, the
- * stride s from that reader's previous batch (1 until known) makes batches K+s .. K+d*s
- * computed ahead, d = the prefetch depth, bounded by the cache budget.
+ * computation) and holds a reference for the open file. Prefetch follows each reader
+ * (the executor's reader table, bfs_exec_follow): readers are told apart by the
+ * requesting thread's pid, and a new pid that continues a dead pid's stream (a shell loop
+ * of `cat`) takes it over; after a reader starts batch K, the stride s from its previous
+ * batch (1 until known) makes batches K+s .. K+d*s computed ahead, d its prefetch depth.
  *
  * FUSE passthrough (Linux >= 6.9, CONFIG_FUSE_PASSTHROUGH, CAP_SYS_ADMIN; passthrough=auto):
  * libfuse 3.14 predates it, so batchfs talks to /dev/fuse through libfuse's custom I/O
@@ -43,6 +44,7 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -83,15 +85,6 @@ struct pt_open_out { /* struct fuse_open_out with the 6.9 field names */
 #define EPOCH_BASE   16ull
 #define BATCH_BASE   (1ull << 32)
 #define TIMEOUT      86400.0 /* batch files never change */
-#define MAX_STREAMS  64
-#define STREAM_IDLE  30.0 /* seconds before a reader's prefetch stream is forgotten */
-
-typedef struct stream {
-    pid_t pid;
-    uint64_t epoch, last_k;
-    int64_t stride;
-    double seen;
-} stream;
 
 /* The backing file registered for an open batch (passthrough). */
 typedef struct backing {
@@ -117,14 +110,13 @@ typedef struct fsstate {
     double start;
     int prefetch;
     uint64_t cache_bytes;
-    pthread_mutex_t lock;        /* guards streams, open_files and backings */
+    pthread_mutex_t lock;        /* guards open_files and backings */
     struct openfile *open_files; /* released at exit if the kernel never sends RELEASE */
     backing *backings;           /* passthrough: batches open now, with their backing id */
     uint64_t init_unique;        /* the INIT request being answered (request threads) */
     atomic_int pt_offered;       /* the kernel's INIT offered FUSE_PASSTHROUGH */
     atomic_int pt_active;        /* passthrough in use (cleared if BACKING_OPEN is refused) */
     _Atomic uint64_t pt_opens;   /* batch files opened in passthrough mode */
-    stream streams[MAX_STREAMS];
     _Atomic uint64_t reads, bytes_served, read_errors;
     _Atomic uint64_t served;   /* batches handed to readers (first read of an open file) */
     atomic_int readahead_done; /* raise_readahead ran */
@@ -368,6 +360,12 @@ static void tprintf(text *t, const char *fmt, ...)
     }
 }
 
+/* A reader key (pid) is alive while its process exists (EPERM: another user's). */
+static int pid_alive(uint64_t key)
+{
+    return key <= INT32_MAX && (kill((pid_t)key, 0) == 0 || errno == EPERM);
+}
+
 static void make_stats(fsstate *fs, text *t)
 {
     bfs_exec_stats st;
@@ -397,10 +395,12 @@ static void make_stats(fsstate *fs, text *t)
             (unsigned long long)st.failed, st.in_flight, (unsigned long long)st.prefetched);
     tprintf(t,
             "  \"cache\": {\"hits\": %llu, \"joins\": %llu, \"misses\": %llu, \"evictions\": "
-            "%llu, \"bytes\": %llu, \"budget_bytes\": %llu},\n",
+            "%llu, \"evicted_passed\": %llu, \"evicted_ahead\": %llu, \"bytes\": %llu, "
+            "\"budget_bytes\": %llu},\n",
             (unsigned long long)st.hits, (unsigned long long)st.joins,
             (unsigned long long)st.misses, (unsigned long long)st.evictions,
-            (unsigned long long)st.cached_bytes, (unsigned long long)fs->cache_bytes);
+            (unsigned long long)st.evicted_passed, (unsigned long long)st.evicted_ahead,
+            (unsigned long long)st.cached_bytes, (unsigned long long)st.cache_budget);
     if (fs->store) {
         bfs_store_stats ss;
         bfs_store_get_stats(fs->store, &ss);
@@ -426,21 +426,19 @@ static void make_stats(fsstate *fs, text *t)
     tprintf(t, "  \"passthrough\": {\"active\": %s, \"opens\": %llu, \"backing_files\": %u},\n",
             atomic_load(&fs->pt_active) ? "true" : "false",
             (unsigned long long)atomic_load(&fs->pt_opens), nback);
-    tprintf(t, "  \"prefetch\": {\"depth\": %d, \"streams\": [", fs->prefetch);
-    pthread_mutex_lock(&fs->lock);
-    double tnow = now();
-    int first = 1;
-    for (int i = 0; i < MAX_STREAMS; i++) {
-        stream *s = &fs->streams[i];
-        if (!s->pid || tnow - s->seen > STREAM_IDLE)
-            continue;
-        tprintf(t, "%s\n    {\"pid\": %d, \"epoch\": %llu, \"batch\": %llu, \"stride\": %lld}",
-                first ? "" : ",", (int)s->pid, (unsigned long long)s->epoch,
-                (unsigned long long)s->last_k, (long long)s->stride);
-        first = 0;
-    }
-    pthread_mutex_unlock(&fs->lock);
-    tprintf(t, "%s]}\n}\n", first ? "" : "\n  ");
+    bfs_exec_reader rd[BFS_EXEC_MAX_READERS];
+    int nr = bfs_exec_readers(fs->x, now(), pid_alive, rd, BFS_EXEC_MAX_READERS);
+    tprintf(t, "  \"prefetch\": {\"depth\": %d, \"streams\": [", st.prefetch);
+    for (int i = 0; i < nr; i++)
+        tprintf(t,
+                "%s\n    {\"id\": %u, \"pid\": %llu, \"epoch\": %llu, \"batch\": %llu, "
+                "\"stride\": %lld, \"depth\": %d, \"batches\": %llu, \"step_ms\": %.1f, "
+                "\"wait_ms\": %.1f, \"idle_s\": %.1f}",
+                i ? "," : "", rd[i].id, (unsigned long long)rd[i].key,
+                (unsigned long long)rd[i].epoch, (unsigned long long)rd[i].k,
+                (long long)rd[i].stride, rd[i].depth, (unsigned long long)rd[i].batches,
+                rd[i].own_s * 1e3, rd[i].wait_s * 1e3, rd[i].idle_s);
+    tprintf(t, "%s]}\n}\n", nr ? "\n  " : "");
 }
 
 /* ---- open, read, release ------------------------------------------------------------ */
@@ -613,8 +611,6 @@ static void forget_file(fsstate *fs, openfile *of)
     free(of);
 }
 
-static void follow_reader(fsstate *fs, pid_t pid, uint64_t epoch, uint64_t k);
-
 /* Make of hold its batch (computed now if needed; single-flight) and tell prefetch that
  * reader pid started it. Returns 0 or the errno to reply (EIO, ENOMEM). Blocks: the
  * caller disables cancellation. */
@@ -622,6 +618,7 @@ static int take_batch(fsstate *fs, openfile *of, pid_t pid)
 {
     char err[600];
     bfs_batch *b;
+    double asked = now();
     int rc = bfs_exec_get(fs->x, of->epoch, of->k, &b, err, sizeof err);
     if (rc) {
         if (rc != -ESHUTDOWN && rc > BFS_E_LAST) /* engine logs bad samples once */
@@ -635,7 +632,7 @@ static int take_batch(fsstate *fs, openfile *of, pid_t pid)
         bfs_batch_release(b);
     else
         atomic_fetch_add(&fs->served, 1);
-    follow_reader(fs, pid, of->epoch, of->k);
+    bfs_exec_follow(fs->x, (uint64_t)pid, of->epoch, of->k, asked, now() - asked, pid_alive);
     return 0;
 }
 
@@ -701,49 +698,6 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     tl_open.id = 0;
     if (rc == -ENOENT) /* interrupted: the kernel won't release */
         forget_file(fs, of);
-}
-
-/* A reader started batch k of epoch: remember its stride, prefetch ahead of it. */
-static void follow_reader(fsstate *fs, pid_t pid, uint64_t epoch, uint64_t k)
-{
-    double t = now();
-    int64_t stride = 1;
-    int active = 0;
-    pthread_mutex_lock(&fs->lock);
-    stream *s = NULL, *oldest = &fs->streams[0];
-    for (int i = 0; i < MAX_STREAMS; i++) {
-        stream *c = &fs->streams[i];
-        if (c->pid && t - c->seen <= STREAM_IDLE)
-            active++;
-        if (c->pid == pid)
-            s = c;
-        if (c->seen < oldest->seen)
-            oldest = c;
-    }
-    if (!s) {
-        s = oldest;
-        *s = (stream){.pid = pid, .epoch = epoch, .last_k = k, .stride = 0};
-        active++;
-    } else if (s->epoch == epoch && k != s->last_k) {
-        s->stride = (int64_t)k - (int64_t)s->last_k;
-    } else if (s->epoch != epoch) {
-        s->stride = 0;
-    }
-    s->epoch = epoch, s->last_k = k, s->seen = t;
-    if (s->stride)
-        stride = s->stride;
-    pthread_mutex_unlock(&fs->lock);
-    /* depth bounded by the budget shared among active readers (one batch each being read) */
-    uint64_t per = fs->batch_bytes ? fs->cache_bytes / fs->batch_bytes / (uint64_t)active : 0;
-    int depth = fs->prefetch;
-    if ((uint64_t)depth + 1 > per)
-        depth = per > 1 ? (int)(per - 1) : 0;
-    for (int d = 1; d <= depth; d++) {
-        int64_t next = (int64_t)k + stride * d;
-        if (next < 0 || (uint64_t)next >= fs->batches)
-            break;
-        bfs_exec_prefetch(fs->x, epoch, (uint64_t)next);
-    }
 }
 
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
@@ -1139,6 +1093,7 @@ int bfs_fs_run(const bfs_mount_args *a)
     }
     if (fs.store)
         bfs_exec_set_store(fs.x, fs.store);
+    bfs_exec_set_prefetch(fs.x, fs.prefetch);
     fs.start = now();
     if (pthread_create(&watch, NULL, exit_watch, &fs) == 0)
         watching = 1;

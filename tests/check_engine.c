@@ -449,6 +449,135 @@ START_TEST(sizes_and_ranges)
 }
 END_TEST
 
+/* get + release batch k of epoch 0 */
+static void touch(bfs_exec *x, uint64_t k)
+{
+    bfs_batch *b;
+    char err[512];
+    ck_assert_msg(bfs_exec_get(x, 0, k, &b, err, sizeof err) == 0, "%s", err);
+    bfs_batch_release(b);
+}
+
+/* The window: with readers known, eviction takes what no reader will read first, then the
+ * batch whose next read is farthest away; plain LRU would pick other victims here. */
+START_TEST(reader_aware_eviction)
+{
+    bfs_engine *e = engine(packed, "batch=4,size=32");
+    uint64_t one = bfs_engine_batch_bytes(e, 0);
+    bfs_exec *x;
+    ck_assert_int_eq(bfs_exec_create(e, 1, 2 * one, &x), 0);
+    bfs_exec_set_prefetch(x, 0);
+    bfs_exec_follow(x, 7, 0, 0, 1.0, 0, NULL); /* one reader at batch 0, stride 1 */
+    touch(x, 2);
+    touch(x, 1); /* LRU order now: 2 (oldest), 1 */
+    touch(x, 0); /* 3 held > 2: victim 0 (the reader's own, read: passed), not LRU's 2 */
+    bfs_exec_stats st;
+    bfs_exec_get_stats(x, &st);
+    ck_assert_uint_eq(st.computed, 3);
+    ck_assert_uint_eq(st.evictions, 1);
+    ck_assert_uint_eq(st.evicted_passed, 1);
+    touch(x, 3); /* held 1,2,3: the reader reads 1 next, 2 then, 3 last: victim 3 */
+    bfs_exec_get_stats(x, &st);
+    ck_assert_uint_eq(st.evicted_ahead, 1);
+    touch(x, 1);
+    touch(x, 2);
+    bfs_exec_get_stats(x, &st);
+    ck_assert_uint_eq(st.computed, 4); /* 1 and 2 were kept: hits */
+    ck_assert_uint_eq(st.hits, 2);
+    /* a second reader behind: its next batch (1) outranks the first reader's far ones */
+    bfs_exec_follow(x, 7, 0, 1, 2.0, 0, NULL); /* reader 7 moves to 1: needs 2 next */
+    touch(x, 5);                               /* held 1,2,5: 1 passed -> evicted */
+    bfs_exec_get_stats(x, &st);
+    ck_assert_uint_eq(st.evicted_passed, 2);
+    touch(x, 2);
+    bfs_exec_get_stats(x, &st);
+    ck_assert_uint_eq(st.computed, 5); /* 2 still there */
+    bfs_exec_destroy(x);
+    bfs_engine_destroy(e);
+}
+END_TEST
+
+static int alive_none(uint64_t key)
+{
+    (void)key;
+    return 0;
+}
+
+static int alive_all(uint64_t key)
+{
+    (void)key;
+    return 1;
+}
+
+/* Readers: stride, own step time, depth, and a shell loop of `cat` (a new pid per batch,
+ * each continuing where the dead one stopped) is one reader. */
+START_TEST(readers_follow_and_adopt)
+{
+    bfs_engine *e = engine(packed, "batch=4,size=32");
+    bfs_exec *x;
+    ck_assert_int_eq(bfs_exec_create(e, 1, 64 * bfs_engine_batch_bytes(e, 0), &x), 0);
+    bfs_exec_set_prefetch(x, 2);
+    uint32_t a = bfs_exec_follow(x, 100, 0, 0, 10.0, 0.5, alive_all);
+    ck_assert_uint_eq(bfs_exec_follow(x, 100, 0, 2, 11.0, 0.1, alive_all), a);
+    bfs_exec_reader r[BFS_EXEC_MAX_READERS];
+    ck_assert_int_eq(bfs_exec_readers(x, 11.5, alive_all, r, BFS_EXEC_MAX_READERS), 1);
+    ck_assert_uint_eq(r[0].id, a);
+    ck_assert_int_eq(r[0].stride, 2);
+    ck_assert_int_eq(r[0].depth, 2);
+    ck_assert_msg(fabs(r[0].own_s - 0.5) < 1e-9, "own %f", r[0].own_s); /* 11 - 10 - 0.5 */
+    ck_assert_msg(fabs(r[0].idle_s - 0.5) < 1e-9, "idle %f", r[0].idle_s);
+    /* a new live key elsewhere is a second reader */
+    uint32_t b = bfs_exec_follow(x, 200, 0, 7, 11.6, 0, alive_all);
+    ck_assert_uint_ne(b, a);
+    /* a new key at reader a's next batch (2 + 2) takes it over when a's key is gone */
+    ck_assert_uint_eq(bfs_exec_follow(x, 101, 0, 4, 12.0, 0, alive_none), a);
+    /* ... but not when it is alive, nor off its stride */
+    ck_assert_uint_ne(bfs_exec_follow(x, 102, 0, 6, 12.1, 0, alive_all), a);
+    bfs_exec_set_reader_depth(x, a, 5);
+    int n = bfs_exec_readers(x, 12.2, alive_all, r, BFS_EXEC_MAX_READERS);
+    ck_assert_int_eq(n, 3);
+    ck_assert_uint_eq(r[0].id, a);
+    ck_assert_uint_eq(r[0].key, 101);
+    ck_assert_int_eq(r[0].depth, 5);
+    ck_assert_uint_eq(r[0].k, 4);
+    /* readers idle 2 s with their key gone, or 30 s, are forgotten */
+    ck_assert_int_eq(bfs_exec_readers(x, 15.0, alive_none, r, BFS_EXEC_MAX_READERS), 0);
+    bfs_exec_follow(x, 300, 0, 0, 20.0, 0, alive_all);
+    ck_assert_int_eq(bfs_exec_readers(x, 51.0, alive_all, r, BFS_EXEC_MAX_READERS), 0);
+    /* thread count: clamped to the workers started */
+    ck_assert_int_eq(bfs_exec_set_threads(x, 8), 1);
+    ck_assert_int_eq(bfs_exec_set_threads(x, 0), 1);
+    bfs_exec_destroy(x);
+    bfs_engine_destroy(e);
+}
+END_TEST
+
+/* Fewer active workers still compute (and the same bytes). */
+START_TEST(thread_count_changes)
+{
+    bfs_engine *e = engine(packed, "batch=4,size=32");
+    uint64_t size;
+    uint8_t *ref = batch(e, 1, 0, 3, &size);
+    bfs_exec *x;
+    ck_assert_int_eq(bfs_exec_create(e, 3, 0, &x), 0);
+    ck_assert_int_eq(bfs_exec_set_threads(x, 1), 1);
+    bfs_batch *b;
+    ck_assert_int_eq(bfs_exec_get(x, 0, 3, &b, NULL, 0), 0);
+    check_same(ref, size, bfs_batch_data(b), bfs_batch_size(b));
+    bfs_batch_release(b);
+    bfs_exec_stats st;
+    bfs_exec_get_stats(x, &st);
+    ck_assert_int_eq(st.threads, 1);
+    ck_assert_int_eq(st.max_threads, 3);
+    ck_assert_int_eq(bfs_exec_set_threads(x, 2), 2);
+    ck_assert_int_eq(bfs_exec_get(x, 0, 4, &b, NULL, 0), 0);
+    bfs_batch_release(b);
+    bfs_exec_destroy(x);
+    free(ref);
+    bfs_engine_destroy(e);
+}
+END_TEST
+
 static Suite *engine_suite(void)
 {
     Suite *s = suite_create("engine");
@@ -464,6 +593,9 @@ static Suite *engine_suite(void)
     tcase_add_test(tc, flip_mirrors);
     tcase_add_test(tc, bad_samples);
     tcase_add_test(tc, sizes_and_ranges);
+    tcase_add_test(tc, reader_aware_eviction);
+    tcase_add_test(tc, readers_follow_and_adopt);
+    tcase_add_test(tc, thread_count_changes);
     suite_add_tcase(s, tc);
     return s;
 }

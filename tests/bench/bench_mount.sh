@@ -45,22 +45,30 @@ t1=$(now)
 ips_mount=$(awk -v n="$((nb * per))" -v a="$t0" -v b="$t1" 'BEGIN{print n/(b-a)}')
 echo "1. sequential reader through the mount: $ips_mount images/s; --bench: $ips_bench images/s; ratio $(ratio "$ips_mount" "$ips_bench") (target >= 0.90)"
 
-# 2. cached batches: daemon cache (page cache dropped), then page cache, vs tmpfs
+# 2. cached batches: daemon cache (page cache dropped), then page cache, vs tmpfs. One
+# round reads ~270 MB in ~40 ms, so a single timing is mostly noise: 7 rounds, tmpfs and
+# the mount alternating, and the median of the per-round ratios.
+# With FUSE passthrough (root, Linux >= 6.9) batch files are backed by the daemon's sealed
+# memfds: "daemon cache" and "page cache" are then the same shmem pages tmpfs uses.
 mkdir -p /dev/shm/batchfs-bench.$$
 for k in $(seq 0 $((nb - 1))); do cp "$mnt/epoch/0/batch_$k" /dev/shm/batchfs-bench.$$/; done
-t_tmpfs() { local t0; t0=$(now); cat /dev/shm/batchfs-bench.$$/* >/dev/null; awk -v a="$t0" -v b="$(now)" 'BEGIN{print b-a}'; }
-cat /dev/shm/batchfs-bench.$$/* >/dev/null
-tt=$(t_tmpfs)
+secs() { local t0; t0=$(now); "$@" >/dev/null; awk -v a="$t0" -v b="$(now)" 'BEGIN{print b-a}'; }
+cat_tmpfs() { cat /dev/shm/batchfs-bench.$$/*; }
+cat_mount() { cat "$mnt"/epoch/0/batch_*; }
+median() { sort -g | awk '{v[NR]=$1} END{print v[int((NR+1)/2)]}'; }
+cat_tmpfs >/dev/null
+pt=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['passthrough']['active'])" "$mnt/stats" 2>/dev/null || echo false)
 if [ -w /proc/sys/vm/drop_caches ]; then
-    sync; echo 1 > /proc/sys/vm/drop_caches
-    t0=$(now); cat "$mnt"/epoch/0/batch_* >/dev/null; td=$(awk -v a="$t0" -v b="$(now)" 'BEGIN{print b-a}')
-    echo "2a. daemon-cached batches: $(ratio "$tt" "$td") of tmpfs cat speed (target >= 0.70)"
+    r2a=$(for _ in 1 2 3 4 5 6 7; do
+        tt=$(secs cat_tmpfs); sync; echo 1 > /proc/sys/vm/drop_caches; td=$(secs cat_mount)
+        ratio "$tt" "$td"; echo; done | median)
+    echo "2a. daemon-cached batches: $r2a of tmpfs cat speed, median of 7 rounds (target >= 0.70; passthrough: $pt)"
 else
     echo "2a. skipped: /proc/sys/vm/drop_caches not writable (run as root)"
-    cat "$mnt"/epoch/0/batch_* >/dev/null
 fi
-t0=$(now); cat "$mnt"/epoch/0/batch_* >/dev/null; tp=$(awk -v a="$t0" -v b="$(now)" 'BEGIN{print b-a}')
-echo "2b. page-cached batches: $(ratio "$tt" "$tp") of tmpfs cat speed (target >= 0.95)"
+cat_mount >/dev/null
+r2b=$(for _ in 1 2 3 4 5 6 7; do tt=$(secs cat_tmpfs); tp=$(secs cat_mount); ratio "$tt" "$tp"; echo; done | median)
+echo "2b. page-cached batches: $r2b of tmpfs cat speed, median of 7 rounds (target >= 0.95)"
 fusermount3 -u "$mnt"
 
 # 3. random order vs in order, fresh mounts, epoch 1
