@@ -68,3 +68,7 @@ echo "peak RSS: $(field "$all" peak_rss_mb) MB"
 echo
 echo "== the mount (tests/bench/bench_mount.sh) =="
 bash tests/bench/bench_mount.sh "$corpus"
+
+echo
+echo "== many jobs, one host (tests/bench/bench_jobs.sh) =="
+bash tests/bench/bench_jobs.sh "$corpus"
