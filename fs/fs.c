@@ -196,7 +196,10 @@ static int fill_attr(fsstate *fs, fuse_ino_t ino, struct stat *st)
     st->st_uid = fs->uid;
     st->st_gid = fs->gid;
     st->st_atim = st->st_mtim = st->st_ctim = fs->mtime;
-    st->st_blksize = 1 << 20;
+    /* the I/O size tools like cat and cp pick: 1 MiB reads mean fewer FUSE round trips in
+     * copying mode; with passthrough the kernel reads the memfd itself, and 128 KiB
+     * buffers stay in L2 (1 MiB ones made `cat` ~6% slower than from tmpfs) */
+    st->st_blksize = atomic_load(&fs->pt_active) ? 128 << 10 : 1 << 20;
     switch (kind) {
     case K_ROOT:
     case K_EPOCHS:
