@@ -458,6 +458,18 @@ static void touch(bfs_exec *x, uint64_t k)
     bfs_batch_release(b);
 }
 
+/* Stats once evictions reach n: a worker drops its own reference to a batch just after
+ * the waiter wakes, and evicts then (bounded wait, then whatever they are). */
+static void stats_after(bfs_exec *x, uint64_t n, bfs_exec_stats *st)
+{
+    for (int i = 0; i < 500; i++) {
+        bfs_exec_get_stats(x, st);
+        if (st->evictions >= n)
+            return;
+        usleep(10000);
+    }
+}
+
 /* The window: with readers known, eviction takes what no reader will read first, then the
  * batch whose next read is farthest away; plain LRU would pick other victims here. */
 START_TEST(reader_aware_eviction)
@@ -472,12 +484,12 @@ START_TEST(reader_aware_eviction)
     touch(x, 1); /* LRU order now: 2 (oldest), 1 */
     touch(x, 0); /* 3 held > 2: victim 0 (the reader's own, read: passed), not LRU's 2 */
     bfs_exec_stats st;
-    bfs_exec_get_stats(x, &st);
+    stats_after(x, 1, &st);
     ck_assert_uint_eq(st.computed, 3);
     ck_assert_uint_eq(st.evictions, 1);
     ck_assert_uint_eq(st.evicted_passed, 1);
     touch(x, 3); /* held 1,2,3: the reader reads 1 next, 2 then, 3 last: victim 3 */
-    bfs_exec_get_stats(x, &st);
+    stats_after(x, 2, &st);
     ck_assert_uint_eq(st.evicted_ahead, 1);
     touch(x, 1);
     touch(x, 2);
@@ -487,7 +499,7 @@ START_TEST(reader_aware_eviction)
     /* a second reader behind: its next batch (1) outranks the first reader's far ones */
     bfs_exec_follow(x, 7, 0, 1, 2.0, 0, NULL); /* reader 7 moves to 1: needs 2 next */
     touch(x, 5);                               /* held 1,2,5: 1 passed -> evicted */
-    bfs_exec_get_stats(x, &st);
+    stats_after(x, 3, &st);
     ck_assert_uint_eq(st.evicted_passed, 2);
     touch(x, 2);
     bfs_exec_get_stats(x, &st);
