@@ -72,3 +72,7 @@ bash tests/bench/bench_mount.sh "$corpus"
 echo
 echo "== many jobs, one host (tests/bench/bench_jobs.sh) =="
 bash tests/bench/bench_jobs.sh "$corpus"
+
+echo
+echo "== autotuning vs a grid of fixed settings (tests/bench/bench_autotune.sh) =="
+bash tests/bench/bench_autotune.sh "$corpus"
