@@ -76,6 +76,13 @@ static double reference_rate(const char *source, const uint64_t *idx, size_t n, 
     return busy > 0 ? *used / busy : 0;
 }
 
+/* One epoch of the timed part. */
+typedef struct epoch_row {
+    uint64_t epoch, images;
+    double secs;
+    uint64_t hits, misses, inserts; /* sample cache, during this epoch */
+} epoch_row;
+
 int bfs_bench_run(const char *source, const bfs_pipeline_opts *o, const bfs_bench_opts *b,
                   FILE *out)
 {
@@ -117,7 +124,9 @@ int bfs_bench_run(const char *source, const bfs_pipeline_opts *o, const bfs_benc
     /* Warm-up, untimed: the first batches pay for fresh buffers (page faults), cold
      * decoder state and page-cache misses; a daemon runs in the steady state after. */
     /* warm-up batches come from another epoch, so the timed ones are computed fresh */
-    /* warm-up from an epoch the timed part does not read (the last one), if any */
+    /* warm-up from an epoch the timed part does not read (the last one), if any; with
+     * sample_cache_mb it also fills the cache for its samples (entries are per sample,
+     * not per epoch), which makes the timed first epoch look a little better, never worse */
     uint64_t last_read = b->epoch + (want - 1) / nb;
     uint64_t warm_epoch = o->epochs - 1;
     uint64_t warm = warm_epoch > last_read ? (nb < 2 ? nb : 2) : 0;
@@ -145,10 +154,19 @@ int bfs_bench_run(const char *source, const bfs_pipeline_opts *o, const bfs_benc
     size_t half = ref_have / 2, used_a = 0, used_b = 0;
     double cpu_a = 0, cpu_b = 0;
     double ref_a = reference_rate(source, ref_idx, half, &used_a, &cpu_a);
-    double t0 = now(), cpu0 = process_cpu();
+    /* per-epoch rows when the run spans epochs (the sample cache's epoch 1 vs epoch 0);
+     * prefetch stops at each epoch's end so an epoch's time holds only its batches */
+    uint64_t nep = (want + nb - 1) / nb;
+    epoch_row *rows = calloc(nep ? nep : 1, sizeof *rows);
+    if (!rows)
+        rc = -ENOMEM;
+    double t0 = now(), cpu0 = process_cpu(), ep_t0 = t0;
+    bfs_samplecache_stats sc0, sc1;
+    bfs_engine_sample_cache_stats(e, &sc0);
     for (uint64_t i = 0; i < want && !rc; i++) {
         uint64_t ep = b->epoch + i / nb, k = i % nb;
-        for (int p = 1; p <= prefetch && i + (uint64_t)p < want; p++)
+        for (int p = 1; p <= prefetch && i + (uint64_t)p < want && (i + (uint64_t)p) / nb == i / nb;
+             p++)
             bfs_exec_prefetch(x, b->epoch + (i + (uint64_t)p) / nb, (i + (uint64_t)p) % nb);
         bfs_batch *bt;
         if ((rc = bfs_exec_get(x, ep, k, &bt, err, sizeof err))) {
@@ -157,10 +175,24 @@ int bfs_bench_run(const char *source, const bfs_pipeline_opts *o, const bfs_benc
         }
         uint32_t len = bfs_engine_batch_len(e, k);
         images += len;
+        rows[i / nb].images += len;
         batches_bytes += bfs_batch_size(bt);
         bfs_batch_release(bt);
+        if (k == nb - 1 || i + 1 == want) { /* the end of an epoch (or of the run) */
+            double t = now();
+            bfs_engine_sample_cache_stats(e, &sc1);
+            epoch_row *r = &rows[i / nb];
+            r->epoch = ep;
+            r->secs = t - ep_t0;
+            r->hits = sc1.hits - sc0.hits;
+            r->misses = sc1.misses - sc0.misses;
+            r->inserts = sc1.inserts - sc0.inserts;
+            ep_t0 = t, sc0 = sc1;
+        }
     }
     double secs = now() - t0, cpu_secs = process_cpu() - cpu0;
+    bfs_samplecache_stats sc;
+    bfs_engine_sample_cache_stats(e, &sc);
     bfs_exec_stats st;
     bfs_exec_get_stats(x, &st);
     bfs_exec_destroy(x);
@@ -182,6 +214,7 @@ int bfs_bench_run(const char *source, const bfs_pipeline_opts *o, const bfs_benc
     getrusage(RUSAGE_SELF, &ru);
     double rss_mb = ru.ru_maxrss / 1024.0;
     if (rc) {
+        free(rows);
         bfs_engine_destroy(e);
         return rc;
     }
@@ -203,7 +236,7 @@ int bfs_bench_run(const char *source, const bfs_pipeline_opts *o, const bfs_benc
                 "\"stage_us_per_image\": {\"read\": %.1f, \"decode\": %.1f, \"resize\": %.1f, "
                 "\"encode\": %.1f}, \"decodes\": {\"cropped\": %llu, \"full\": %llu, "
                 "\"scaled\": %llu, \"raw\": %llu}, \"bad_samples\": %llu, "
-                "\"fingerprint\": \"%016llx\"}\n",
+                "\"fingerprint\": \"%016llx\", ",
                 (unsigned long long)images, (unsigned long long)want, secs, ips, st.threads,
                 per_core, ref, ratio, cpu_per_image > 0 ? 1.0 / cpu_per_image : 0.0, ref_cpu,
                 ratio_cpu, ref_used, rss_mb, (unsigned long long)bytes, st.stages.read_ns / n / 1e3,
@@ -213,6 +246,23 @@ int bfs_bench_run(const char *source, const bfs_pipeline_opts *o, const bfs_benc
                 (unsigned long long)st.stages.decode_scaled,
                 (unsigned long long)st.stages.decode_raw, (unsigned long long)st.stages.bad_samples,
                 (unsigned long long)bfs_engine_fingerprint(e));
+        fprintf(out,
+                "\"sample_cache\": {\"hits\": %llu, \"misses\": %llu, \"inserts\": %llu, "
+                "\"refused_budget\": %llu, \"bytes\": %llu, \"budget_bytes\": %llu}, \"epochs\": [",
+                (unsigned long long)sc.hits, (unsigned long long)sc.misses,
+                (unsigned long long)sc.inserts, (unsigned long long)sc.refused_budget,
+                (unsigned long long)sc.bytes, (unsigned long long)sc.budget_bytes);
+        for (uint64_t i = 0; i < nep; i++)
+            fprintf(out,
+                    "%s{\"epoch\": %llu, \"images\": %llu, \"seconds\": %.4f, "
+                    "\"images_per_s\": %.1f, \"sample_cache_hits\": %llu, "
+                    "\"sample_cache_misses\": %llu, \"sample_cache_inserts\": %llu}",
+                    i ? ", " : "", (unsigned long long)rows[i].epoch,
+                    (unsigned long long)rows[i].images, rows[i].secs,
+                    rows[i].secs > 0 ? rows[i].images / rows[i].secs : 0.0,
+                    (unsigned long long)rows[i].hits, (unsigned long long)rows[i].misses,
+                    (unsigned long long)rows[i].inserts);
+        fprintf(out, "]}\n");
     } else {
         fprintf(out, "source:       %s (%llu samples)\n", source,
                 (unsigned long long)bfs_engine_samples(e));
@@ -249,7 +299,22 @@ int bfs_bench_run(const char *source, const bfs_pipeline_opts *o, const bfs_benc
                 "full decode: ratio %.2f (robust to other load on the machine)\n",
                 cpu_per_image > 0 ? 1.0 / cpu_per_image : 0.0, ref_cpu, ratio_cpu);
         fprintf(out, "peak RSS:     %.1f MB\n", rss_mb);
+        if (sc.budget_bytes)
+            fprintf(out,
+                    "sample cache: %llu hits, %llu misses, %llu inserted, %llu refused (budget), "
+                    "%.1f of %.1f MB (whole run, warm-up included)\n",
+                    (unsigned long long)sc.hits, (unsigned long long)sc.misses,
+                    (unsigned long long)sc.inserts, (unsigned long long)sc.refused_budget,
+                    sc.bytes / 1e6, sc.budget_bytes / 1e6);
+        for (uint64_t i = 0; nep > 1 && i < nep; i++)
+            fprintf(out,
+                    "epoch %-6llu  %llu images in %.3f s: %.1f images/s; sample cache %llu hits, "
+                    "%llu misses\n",
+                    (unsigned long long)rows[i].epoch, (unsigned long long)rows[i].images,
+                    rows[i].secs, rows[i].secs > 0 ? rows[i].images / rows[i].secs : 0.0,
+                    (unsigned long long)rows[i].hits, (unsigned long long)rows[i].misses);
     }
+    free(rows);
     bfs_engine_destroy(e);
     return 0;
 }

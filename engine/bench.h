@@ -19,8 +19,11 @@ typedef struct bfs_bench_opts {
 
 /*
  * bfs_bench_run - read `batches` batches of `epoch` in order through the executor
- * (prefetching ahead like a reader would), then time tjDecompress2 full decodes of the
- * same samples on one core, and print both to out. Returns 0 or an error (message on
+ * (prefetching ahead like a reader would, never past the end of an epoch), then time
+ * tjDecompress2 full decodes of the same samples on one core, and print both to out.
+ * A run longer than one epoch continues into the next epochs and also prints images/s
+ * per epoch, with the decoded-sample cache's hits and misses in each (sample_cache_mb:
+ * epoch 1 against epoch 0 is the cache's gain). Returns 0 or an error (message on
  * stderr).
  */
 int bfs_bench_run(const char *source, const bfs_pipeline_opts *o, const bfs_bench_opts *b,

@@ -136,6 +136,13 @@ int bfs_read_sample(const bfs_reader *r, uint64_t i, unsigned verify, bfs_sample
                     size_t cap);
 
 /*
+ * bfs_advise_samples - tell the kernel the payloads of samples idx[0..n) will be read soon
+ * (posix_fadvise WILLNEED: asynchronous read-ahead, so a first epoch from a cold disk
+ * overlaps I/O with decoding). Invalid indices are skipped; best effort, no errors.
+ */
+void bfs_advise_samples(const bfs_reader *r, const uint64_t *idx, uint32_t n);
+
+/*
  * bfs_verify_page - check payload page p against the page table. Successful checks are
  * remembered, so each page is hashed at most once per reader (thread-safe).
  * Returns 0, BFS_E_PAGE_CHECKSUM, or BFS_E_SAMPLE_INDEX if p >= page_count.

@@ -399,3 +399,15 @@ int bfs_class_name(const bfs_reader *r, uint32_t c, const char **name, size_t *l
         *len = n;
     return 0;
 }
+
+void bfs_advise_samples(const bfs_reader *r, const uint64_t *idx, uint32_t n)
+{
+    if (r->fd < 0)
+        return;
+    for (uint32_t j = 0; j < n; j++) {
+        bfs_sample s;
+        if (bfs_get_sample(r, idx[j], &s) == 0)
+            posix_fadvise(r->fd, (off_t)(r->info.heap_offset + s.offset), s.length,
+                          POSIX_FADV_WILLNEED);
+    }
+}

@@ -172,18 +172,22 @@ static void cmyk_row_to_rgb(const uint8_t *in, uint8_t *out, int w)
     }
 }
 
+/* lz4 raw pixels into dst (the decoder's buffer when NULL; dst_size bytes otherwise). */
 static int decode_raw(bfs_decoder *d, const uint8_t *data, size_t len, const bfs_image_info *info,
-                      bfs_pixels *out)
+                      uint8_t *dst, size_t dst_size, bfs_pixels *out)
 {
     size_t need = (size_t)info->width * info->height * 3;
     if (need != info->raw_size || need > (size_t)LZ4_MAX_INPUT_SIZE || len > (size_t)INT32_MAX)
         return BFS_E_RAW_DATA;
-    if (grow(&d->buf, &d->cap, need))
+    if (dst && dst_size < need)
+        return -EINVAL;
+    if (!dst && grow(&d->buf, &d->cap, need))
         return -ENOMEM;
-    int n = LZ4_decompress_safe((const char *)data, (char *)d->buf, (int)len, (int)need);
+    uint8_t *to = dst ? dst : d->buf;
+    int n = LZ4_decompress_safe((const char *)data, (char *)to, (int)len, (int)need);
     if (n != (int)need)
         return BFS_E_RAW_DATA;
-    *out = (bfs_pixels){.rgb = d->buf,
+    *out = (bfs_pixels){.rgb = to,
                         .stride = (size_t)info->width * 3,
                         .w = info->width,
                         .h = info->height,
@@ -194,17 +198,30 @@ static int decode_raw(bfs_decoder *d, const uint8_t *data, size_t len, const bfs
     return 0;
 }
 
-int bfs_decoder_decode(bfs_decoder *d, const uint8_t *data, size_t len, const bfs_image_info *info,
-                       int scale, int x0, int y0, int x1, int y1, bfs_pixels *out)
+/*
+ * Decode [x0, x1) x [y0, y1) at 1/scale. With dst == NULL the pixels go to the decoder's
+ * buffer (region plus margin, columns snapped); otherwise the region must be the whole
+ * scaled image, and its rows go to dst, packed (stride = 3 * scaled width), exactly as a
+ * whole-region request would decode them into the buffer.
+ */
+static int decode(bfs_decoder *d, const uint8_t *data, size_t len, const bfs_image_info *info,
+                  int scale, int x0, int y0, int x1, int y1, uint8_t *dst, size_t dst_size,
+                  bfs_pixels *out)
 {
-    if ((info->flags & BFS_KIND_MASK) == BFS_KIND_RAW)
-        return decode_raw(d, data, len, info, out);
+    if ((info->flags & BFS_KIND_MASK) == BFS_KIND_RAW) {
+        if (dst && scale != 1)
+            return -EINVAL;
+        return decode_raw(d, data, len, info, dst, dst_size, out);
+    }
     if (scale != 1 && scale != 2 && scale != 4 && scale != 8)
         return -EINVAL;
     if ((uint64_t)info->width * info->height > MAX_PIXELS)
         return BFS_E_JPEG_UNSUPPORTED;
     int sw = scaled(info->width, scale), sh = scaled(info->height, scale);
     if (x0 < 0 || y0 < 0 || x1 > sw || y1 > sh || x0 >= x1 || y0 >= y1)
+        return -EINVAL;
+    if (dst &&
+        (x0 != 0 || y0 != 0 || x1 != sw || y1 != sh || dst_size / 3 / (size_t)sw < (size_t)sh))
         return -EINVAL;
     if (len < 4 || data[0] != 0xFF || data[1] != 0xD8)
         return BFS_E_NOT_JPEG;
@@ -255,7 +272,7 @@ int bfs_decoder_decode(bfs_decoder *d, const uint8_t *data, size_t len, const bf
             jpeg_crop_scanline(c, &cx, &cw);
     }
     size_t stride = (size_t)cw * 3;
-    if (grow(&d->buf, &d->cap, stride * (size_t)(ry1 - ry0)) ||
+    if ((!dst && grow(&d->buf, &d->cap, stride * (size_t)(ry1 - ry0))) ||
         (cmyk && grow(&d->row4, &d->row4_cap, (size_t)cw * 4))) {
         jpeg_abort_decompress(c);
         return -ENOMEM;
@@ -264,15 +281,16 @@ int bfs_decoder_decode(bfs_decoder *d, const uint8_t *data, size_t len, const bf
         jpeg_abort_decompress(c);
         return BFS_E_JPEG_DATA;
     }
+    uint8_t *to = dst ? dst : d->buf;
     for (int y = ry0; y < ry1;) {
-        JSAMPROW row = cmyk ? d->row4 : d->buf + (size_t)(y - ry0) * stride;
+        JSAMPROW row = cmyk ? d->row4 : to + (size_t)(y - ry0) * stride;
         JDIMENSION got = jpeg_read_scanlines(c, &row, 1);
         if (got != 1) {
             jpeg_abort_decompress(c);
             return BFS_E_JPEG_DATA;
         }
         if (cmyk)
-            cmyk_row_to_rgb(d->row4, d->buf + (size_t)(y - ry0) * stride, (int)cw);
+            cmyk_row_to_rgb(d->row4, to + (size_t)(y - ry0) * stride, (int)cw);
         y++;
     }
     /* Rows below the region are never decoded; finishing would read to EOI for nothing. */
@@ -282,7 +300,7 @@ int bfs_decoder_decode(bfs_decoder *d, const uint8_t *data, size_t len, const bf
         jpeg_finish_decompress(c);
     if (d->jerr.warnings)
         return BFS_E_JPEG_DATA;
-    *out = (bfs_pixels){.rgb = d->buf,
+    *out = (bfs_pixels){.rgb = to,
                         .stride = stride,
                         .x0 = (int)cx,
                         .y0 = ry0,
@@ -298,4 +316,20 @@ int bfs_decoder_decode(bfs_decoder *d, const uint8_t *data, size_t len, const bf
     else
         atomic_fetch_add_explicit(&d->n_full, 1, memory_order_relaxed);
     return 0;
+}
+
+int bfs_decoder_decode(bfs_decoder *d, const uint8_t *data, size_t len, const bfs_image_info *info,
+                       int scale, int x0, int y0, int x1, int y1, bfs_pixels *out)
+{
+    return decode(d, data, len, info, scale, x0, y0, x1, y1, NULL, 0, out);
+}
+
+int bfs_decoder_decode_image(bfs_decoder *d, const uint8_t *data, size_t len,
+                             const bfs_image_info *info, int scale, uint8_t *dst, size_t dst_size)
+{
+    if (info->width <= 0 || info->height <= 0 || scale < 1)
+        return -EINVAL;
+    bfs_pixels px;
+    return decode(d, data, len, info, scale, 0, 0, scaled(info->width, scale),
+                  scaled(info->height, scale), dst, dst_size, &px);
 }

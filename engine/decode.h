@@ -81,6 +81,18 @@ int bfs_decoder_max_scale(const bfs_image_info *info, double box_w, double box_h
 int bfs_decoder_decode(bfs_decoder *d, const uint8_t *data, size_t len, const bfs_image_info *info,
                        int scale, int x0, int y0, int x1, int y1, bfs_pixels *out);
 
+/*
+ * bfs_decoder_decode_image - decode the whole image at 1/scale into dst (the decoded-sample
+ * cache's entries): ceil(height / scale) packed rows of 3 * ceil(width / scale) bytes;
+ * dst_size must hold them. The pixels are those bfs_decoder_decode returns for the whole
+ * image, and so, inside any region it is asked for, those it returns for that region
+ * (tests/check_samplecache.c checks every sampling kind at every scale). Raw samples take
+ * scale 1 only. Counted as a full (or raw) decode.
+ * Returns 0; the errors of bfs_decoder_decode; -EINVAL (scale, or dst_size too small).
+ */
+int bfs_decoder_decode_image(bfs_decoder *d, const uint8_t *data, size_t len,
+                             const bfs_image_info *info, int scale, uint8_t *dst, size_t dst_size);
+
 /* bfs_decoder_get_stats - counters of decodes by path so far. */
 void bfs_decoder_get_stats(const bfs_decoder *d, bfs_decode_stats *st);
 

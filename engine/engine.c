@@ -5,6 +5,8 @@
  * the geometry at full resolution, pick the IDCT scale, ask resize_source_extent which
  * pixels the output window reads, decode only those, resample them straight into the
  * batch through the fused writer. Time per stage is accumulated per worker.
+ * With sample_cache_mb > 0 the decode step first asks the decoded-sample cache
+ * (samplecache.h) for the whole image at that scale; the resize reads the same pixels.
  */
 #include "engine/engine.h"
 #include "engine/augment.h"
@@ -15,6 +17,7 @@
 #include "engine/resize.h"
 #include "engine/rng.h"
 #include "engine/safetensors.h"
+#include "engine/samplecache.h"
 #include "engine/source.h"
 
 #include <errno.h>
@@ -25,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define SUBSTITUTE_TRIES 8
 /* ImageNet mean as u8: the colour of a substitute when no other sample decodes */
@@ -39,6 +43,7 @@ struct bfs_engine {
     bfs_out_format fmt;
     uint64_t fingerprint;
     char canonical[4096];
+    bfs_samplecache *scache; /* sample_cache_mb > 0; thread-safe itself (samplecache.h) */
     _Atomic uint64_t encode_ns;
     /* bad samples already logged: an open-addressing set of index+1, guarded by log_lock */
     pthread_mutex_t log_lock;
@@ -102,6 +107,23 @@ int bfs_engine_create(const char *source_path, const bfs_pipeline_opts *o, bfs_e
         snprintf(err, errlen, "%s: %s", source_path, why);
         goto fail;
     }
+    if (o->sample_cache_mb > 0 &&
+        (rc = bfs_samplecache_create(n, (uint64_t)o->sample_cache_mb << 20, &e->scache))) {
+        snprintf(err, errlen,
+                 "sample_cache_mb=%lld: out of memory for the cache's index of %llu samples "
+                 "(8 bytes each)",
+                 (long long)o->sample_cache_mb, (unsigned long long)n);
+        goto fail;
+    }
+    long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
+    if (e->scache && pages > 0 && psize > 0 &&
+        (uint64_t)o->sample_cache_mb > ((uint64_t)pages * (uint64_t)psize) >> 20)
+        /* never evicted: a budget past RAM ends with the OOM killer, not with the budget */
+        fprintf(stderr,
+                "batchfs: warning: sample_cache_mb=%lld is more than this machine's memory "
+                "(%llu MiB): the cache fills until memory runs out\n",
+                (long long)o->sample_cache_mb,
+                (unsigned long long)(((uint64_t)pages * (uint64_t)psize) >> 20));
     bfs_out_format_init(&e->fmt, o);
     e->fingerprint = bfs_pipeline_fingerprint(o, bfs_source_identity(e->src));
     if (bfs_pipeline_canonical(o, e->canonical, sizeof e->canonical) < 0)
@@ -117,6 +139,7 @@ void bfs_engine_destroy(bfs_engine *e)
 {
     if (!e)
         return;
+    bfs_samplecache_destroy(e->scache);
     bfs_plan_destroy(e->plan);
     bfs_source_close(e->src);
     pthread_mutex_destroy(&e->log_lock);
@@ -157,6 +180,11 @@ const char *bfs_engine_canonical(const bfs_engine *e)
 const char *bfs_engine_source_path(const bfs_engine *e)
 {
     return bfs_source_path(e->src);
+}
+
+void bfs_engine_sample_cache_stats(const bfs_engine *e, bfs_samplecache_stats *st)
+{
+    bfs_samplecache_get_stats(e->scache, st);
 }
 
 uint64_t bfs_engine_encode_ns(const bfs_engine *e)
@@ -273,6 +301,41 @@ void bfs_engine_worker_stats(const bfs_engine_worker *w, bfs_stage_stats *st)
     st->decode_raw = ds.raw;
 }
 
+/*
+ * The whole image of sample idx at IDCT scale s from the decoded-sample cache, decoded
+ * and inserted on a miss while the budget allows. Returns 0 with *px describing it (the
+ * cache's memory, valid for the engine's lifetime), or 1: not cached and not cachable
+ * now (no room, or the whole image does not decode though the region might: a file
+ * truncated below the crop) — the caller then decodes the region as without a cache, so
+ * the outcome, bad sample or not, is the uncached one.
+ */
+static int cached_image(bfs_engine *e, bfs_engine_worker *w, const bfs_item *it,
+                        const bfs_image_info *info, uint64_t idx, int s, bfs_pixels *px)
+{
+    bfs_samplecache_image im;
+    if (bfs_samplecache_lookup(e->scache, idx, s, &im) != 0) {
+        int sw = (info->width + s - 1) / s, sh = (info->height + s - 1) / s;
+        bfs_samplecache_entry *en;
+        uint8_t *dst;
+        if (bfs_samplecache_reserve(e->scache, idx, s, sw, sh, &en, &dst))
+            return 1;
+        if (bfs_decoder_decode_image(w->dec, it->data, it->len, info, s, dst,
+                                     (size_t)sw * (size_t)sh * 3)) {
+            bfs_samplecache_abandon(e->scache, en);
+            return 1;
+        }
+        bfs_samplecache_publish(e->scache, en, &im);
+    }
+    *px = (bfs_pixels){.rgb = im.rgb,
+                       .stride = im.stride,
+                       .w = im.w,
+                       .h = im.h,
+                       .img_w = im.w,
+                       .img_h = im.h,
+                       .scale = im.scale};
+    return 0;
+}
+
 /* Decode and resample dataset sample idx into the slot. Data errors are returned. */
 static int render(bfs_engine *e, bfs_engine_worker *w, uint64_t epoch, uint64_t idx,
                   uint8_t *slot_dst, int flip_override)
@@ -312,8 +375,11 @@ static int render(bfs_engine *e, bfs_engine_worker *w, uint64_t epoch, uint64_t 
     if (resize_source_extent(sp, &x0, &y0, &x1, &y1))
         return BFS_E_SAMPLE_RANGE;
     bfs_pixels px;
-    rc = bfs_decoder_decode(w->dec, it.data, it.len, &info, s, x0 + ox, y0 + oy, x1 + ox, y1 + oy,
-                            &px);
+    /* cached or not, the pixels inside the region are the same (samplecache.h) */
+    rc = e->scache ? cached_image(e, w, &it, &info, idx, s, &px) : 1;
+    if (rc == 1)
+        rc = bfs_decoder_decode(w->dec, it.data, it.len, &info, s, x0 + ox, y0 + oy, x1 + ox,
+                                y1 + oy, &px);
     uint64_t t2 = now_ns();
     add(&w->decode_ns, t2 - t1);
     if (rc)
@@ -428,4 +494,9 @@ int bfs_engine_sample(bfs_engine *e, bfs_engine_worker *w, uint64_t epoch, uint6
     bfs_out_fill(&s, GRAY_R, GRAY_G, GRAY_B);
     log_bad(e, idx, rc, "substituted by a gray image (no substitute decoded)");
     return 0;
+}
+
+void bfs_engine_advise(bfs_engine *e, const uint64_t *idx, uint32_t n)
+{
+    bfs_source_advise(e->src, idx, n);
 }

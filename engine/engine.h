@@ -6,8 +6,9 @@
  * of the dataset, the data-changing options, the epoch and the batch index (the
  * determinism contract): nothing here depends on thread, order or timing.
  *
- * Thread safety: an engine is shared read-only by all workers after creation; each
- * worker owns a bfs_engine_worker (decoder, scratch buffers, stage timers).
+ * Thread safety: an engine is shared read-only by all workers after creation (except its
+ * decoded-sample cache and bad-sample log, which synchronize themselves); each worker
+ * owns a bfs_engine_worker (decoder, scratch buffers, stage timers).
  */
 #ifndef BATCHFS_ENGINE_ENGINE_H
 #define BATCHFS_ENGINE_ENGINE_H
@@ -16,6 +17,7 @@
 #include <stdint.h>
 
 #include "engine/pipeline.h"
+#include "engine/samplecache.h"
 
 typedef struct bfs_engine bfs_engine;
 typedef struct bfs_engine_worker bfs_engine_worker;
@@ -69,6 +71,10 @@ int bfs_engine_batch_begin(bfs_engine *e, uint64_t epoch, uint64_t k, uint8_t *d
 int bfs_engine_sample(bfs_engine *e, bfs_engine_worker *w, uint64_t epoch, uint64_t k, uint32_t j,
                       uint64_t idx, uint8_t *dst, char *err, size_t errlen);
 
+/* bfs_engine_advise - start reading the payloads of samples idx[0..n) in the background
+ * (bfs_source_advise: read-ahead for a cold .bfs file); best effort. */
+void bfs_engine_advise(bfs_engine *e, const uint64_t *idx, uint32_t n);
+
 /* bfs_engine_batch_indices - the dataset indices of batch k of epoch (plan only, no
  * payload is read); out holds bfs_engine_batch_len values. Returns the count or -ERANGE. */
 int bfs_engine_batch_indices(bfs_engine *e, uint64_t epoch, uint64_t k, uint64_t *out);
@@ -79,6 +85,13 @@ void bfs_engine_worker_destroy(bfs_engine_worker *w);
 
 /* bfs_engine_worker_stats - this worker's counters (read racily by monitors: fine). */
 void bfs_engine_worker_stats(const bfs_engine_worker *w, bfs_stage_stats *st);
+
+/*
+ * bfs_engine_sample_cache_stats - the decoded-sample cache's counters (hits, misses,
+ * inserts, bytes, budget_bytes, refused_budget, index_bytes; engine/samplecache.h): all
+ * zero when sample_cache_mb=0. Safe to call while workers run (racy reads).
+ */
+void bfs_engine_sample_cache_stats(const bfs_engine *e, bfs_samplecache_stats *st);
 
 /* bfs_engine_encode_ns - add time spent in batch_begin (called by one thread per batch). */
 uint64_t bfs_engine_encode_ns(const bfs_engine *e);

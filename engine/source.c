@@ -155,6 +155,12 @@ int bfs_source_get(bfs_source *s, uint64_t i, bfs_item *it, bfs_source_scratch *
     return 0;
 }
 
+void bfs_source_advise(const bfs_source *s, const uint64_t *idx, uint32_t n)
+{
+    if (s->bfs)
+        bfs_advise_samples(s->bfs, idx, n);
+}
+
 uint32_t bfs_source_label(const bfs_source *s, uint64_t i)
 {
     if (s->bfs) {

@@ -56,6 +56,10 @@ uint64_t bfs_source_identity(const bfs_source *s);
 /* bfs_source_path - the path given to open. */
 const char *bfs_source_path(const bfs_source *s);
 
+/* bfs_source_advise - start reading the payloads of samples idx[0..n) in the background
+ * (.bfs sources: posix_fadvise WILLNEED; folders: nothing). Best effort. */
+void bfs_source_advise(const bfs_source *s, const uint64_t *idx, uint32_t n);
+
 /*
  * bfs_source_get - sample i's payload and table facts. The payload is read (pread) into
  * scratch, valid until the next call with the same scratch; for .bfs sources its checksum

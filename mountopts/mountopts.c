@@ -299,15 +299,6 @@ int bfs_mountopts_parse(int argc, char **argv, bfs_mount_args *a, char *err, siz
                           : "expected SOURCE and MOUNTPOINT (see batchfs --help)");
     if (!rc)
         rc = bfs_pipeline_finish(&a->pipe, err, errlen);
-    /* options of features not built yet: refuse rather than silently ignore */
-    if (!rc && a->pipe.sample_cache_mb > 0)
-        rc = bfs_errf(-ENOTSUP, err, errlen,
-                      "sample_cache_mb: not implemented yet in batchfs %s (the decoded-sample "
-                      "cache is planned); remove the option",
-                      BATCHFS_VERSION);
-    if (!rc && (a->pipe.cpu_budget > 0 || a->pipe.ram_mb > 0))
-        fprintf(stderr, "batchfs: note: cpu_budget/ram_mb are accepted but not enforced yet "
-                        "(the autotuner is planned); threads= and cache_mb= bound resources\n");
     if (!rc && a->mode == BFS_MODE_BENCH && a->bench_epoch >= a->pipe.epochs)
         rc = bfs_errf(-EINVAL, err, errlen, "--epoch %llu: the pipeline has epochs 0..%u",
                       (unsigned long long)a->bench_epoch, a->pipe.epochs - 1);

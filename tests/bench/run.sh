@@ -66,6 +66,10 @@ echo "scaling: all cores / 1 thread = $(awk -v a="$ipsn" -v b="$ips1" 'BEGIN{pri
 echo "peak RSS: $(field "$all" peak_rss_mb) MB"
 
 echo
+echo "== decoded-sample cache: epoch 1 vs epoch 0 (tests/bench/bench_sample_cache.sh) =="
+bash tests/bench/bench_sample_cache.sh "$corpus"
+
+echo
 echo "== the mount (tests/bench/bench_mount.sh) =="
 bash tests/bench/bench_mount.sh "$corpus"
 

@@ -56,7 +56,6 @@ refused "$T/data.bfs" "$M" -o -- "-o needs a value"
 refused "$T/data.bfs" "$M" -o batch=8,cache_dir=relative/dir -- "cache_dir"
 touch "$T/not-a-dir"
 refused "$T/data.bfs" "$M" -o batch=8,cache_dir="$T/not-a-dir" -- "cache_dir"
-refused "$T/data.bfs" "$M" -o batch=8,sample_cache_mb=64 -- "sample_cache_mb" "not implemented"
 
 # ---- spec files ---------------------------------------------------------------------------
 printf '%s\n' "# a spec file: key = value lines" "" "seed = 7" \
