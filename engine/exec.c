@@ -384,6 +384,7 @@ int bfs_exec_create(bfs_engine *e, int threads, uint64_t cache_bytes, bfs_exec *
         return -ENOMEM;
     }
     x->nworkers = threads;
+    x->active = threads; /* before any worker reads it */
     for (int i = 0; i < threads; i++) {
         worker_arg *a = malloc(sizeof *a);
         if (!a || bfs_engine_worker_create(e, &x->workers[i])) {
@@ -402,7 +403,6 @@ int bfs_exec_create(bfs_engine *e, int threads, uint64_t cache_bytes, bfs_exec *
         }
         x->nthreads++;
     }
-    x->active = threads;
     x->prefetch = BFS_PREFETCH_AUTO;
     *out = x;
     return 0;
@@ -575,6 +575,8 @@ static bfs_batch *acquire(bfs_exec *x, uint64_t epoch, uint64_t k, int demand, i
     pthread_mutex_unlock(&x->lock);
     int n = bfs_engine_batch_begin(x->e, epoch, k, j->data, j->idx);
     int hit = n >= 0 && x->store && store_lookup(x, j, demand, memfd);
+    if (n > 0 && !hit) /* cold data: the payloads' pages are read while workers decode */
+        bfs_engine_advise(x->e, j->idx, (uint32_t)n);
     pthread_mutex_lock(&x->lock);
     if (hit) {
         j->state = JOB_READY;

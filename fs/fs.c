@@ -35,6 +35,7 @@
 #include "engine/err.h"
 #include "engine/exec.h"
 #include "engine/engine.h"
+#include "engine/tuner.h"
 #include "engine/version.h"
 
 #include <dirent.h>
@@ -99,6 +100,9 @@ typedef struct fsstate {
     bfs_engine *e;
     bfs_exec *x;
     bfs_store *store; /* cache_dir=, or NULL */
+    bfs_tuner *tuner; /* the autotuner (always runs: fixed values are kept) */
+    int cpu_budget;
+    uint64_t ram_bytes;
     struct fuse_session *se;
     uint64_t batches, batch_bytes;
     uint32_t epochs;
@@ -404,6 +408,20 @@ static void make_stats(fsstate *fs, text *t)
             (unsigned long long)st.misses, (unsigned long long)st.evictions,
             (unsigned long long)st.evicted_passed, (unsigned long long)st.evicted_ahead,
             (unsigned long long)st.cached_bytes, (unsigned long long)st.cache_budget);
+    bfs_samplecache_stats sc;
+    bfs_engine_sample_cache_stats(fs->e, &sc);
+    if (sc.budget_bytes)
+        tprintf(t,
+                "  \"sample_cache\": {\"hits\": %llu, \"misses\": %llu, \"inserts\": %llu, "
+                "\"refused_budget\": %llu, \"bytes\": %llu, \"budget_bytes\": %llu},\n",
+                (unsigned long long)sc.hits, (unsigned long long)sc.misses,
+                (unsigned long long)sc.inserts, (unsigned long long)sc.refused_budget,
+                (unsigned long long)sc.bytes, (unsigned long long)sc.budget_bytes);
+    if (fs->tuner) {
+        char tj[16384];
+        bfs_tuner_json(fs->tuner, tj, sizeof tj);
+        tprintf(t, "  \"autotune\": %s,\n", tj);
+    }
     if (fs->store) {
         bfs_store_stats ss;
         bfs_store_get_stats(fs->store, &ss);
@@ -1033,10 +1051,15 @@ int bfs_fs_run(const bfs_mount_args *a)
     fs.batch_bytes = bfs_engine_batch_bytes(fs.e, 0);
     fs.epochs = a->pipe.epochs;
     fs.prefetch = a->pipe.prefetch == BFS_AUTO ? BFS_PREFETCH_AUTO : a->pipe.prefetch;
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    fs.cpu_budget = a->pipe.cpu_budget > 0 ? a->pipe.cpu_budget : cpus > 0 ? (int)cpus : 1;
+    fs.ram_bytes = a->pipe.ram_mb > 0 ? (uint64_t)a->pipe.ram_mb << 20 : mem_available() / 2;
     if (a->pipe.cache_mb == BFS_AUTO) {
-        /* auto: a quarter of available memory, at least room for the prefetch window of
-         * four readers (the autotuner will refine this) */
+        /* auto: a quarter of available memory within the RAM budget, at least room for the
+         * prefetch window of one reader; the autotuner sets it from then on */
         uint64_t want = mem_available() / 4, floor_ = fs.batch_bytes * (uint64_t)(fs.prefetch + 2);
+        if (want > fs.ram_bytes / 2)
+            want = fs.ram_bytes / 2;
         fs.cache_bytes = want > floor_ ? want : floor_;
     } else {
         fs.cache_bytes = (uint64_t)a->pipe.cache_mb << 20;
@@ -1088,7 +1111,8 @@ int bfs_fs_run(const bfs_mount_args *a)
         goto out;
     }
     /* threads only after daemonizing: fork keeps none */
-    int rc = bfs_exec_create(fs.e, a->pipe.threads == BFS_AUTO ? 0 : a->pipe.threads,
+    /* threads=auto: cpu_budget workers started, the autotuner lets 1..all of them run */
+    int rc = bfs_exec_create(fs.e, a->pipe.threads == BFS_AUTO ? fs.cpu_budget : a->pipe.threads,
                              fs.cache_bytes, &fs.x);
     if (rc) {
         fprintf(stderr, "batchfs: cannot start workers: %s\n", bfs_strerror(rc));
@@ -1097,6 +1121,18 @@ int bfs_fs_run(const bfs_mount_args *a)
     if (fs.store)
         bfs_exec_set_store(fs.x, fs.store);
     bfs_exec_set_prefetch(fs.x, fs.prefetch);
+    bfs_tuner_opts to = {.cpu_budget =
+                             a->pipe.threads == BFS_AUTO ? fs.cpu_budget : a->pipe.threads,
+                         .ram_bytes = fs.ram_bytes,
+                         .fixed_threads = a->pipe.threads == BFS_AUTO ? 0 : a->pipe.threads,
+                         .fixed_depth = a->pipe.prefetch == BFS_AUTO ? -1 : a->pipe.prefetch,
+                         .fixed_cache = a->pipe.cache_mb == BFS_AUTO ? 0 : fs.cache_bytes,
+                         .batch_samples = bfs_engine_batch_len(fs.e, 0),
+                         .batch_bytes = fs.batch_bytes,
+                         .alive = pid_alive};
+    if ((rc = bfs_tuner_start(fs.x, &to, &fs.tuner)))
+        fprintf(stderr, "batchfs: note: autotuner not started (%s): settings stay as given\n",
+                bfs_strerror(rc));
     fs.start = now();
     if (pthread_create(&watch, NULL, exit_watch, &fs) == 0)
         watching = 1;
@@ -1131,6 +1167,7 @@ out:
     fuse_opt_free_args(&fargs);
     while (fs.open_files) /* files still open when the session ended (signal, abort) */
         forget_file(&fs, fs.open_files);
+    bfs_tuner_stop(fs.tuner);
     bfs_exec_destroy(fs.x);
     bfs_store_close(fs.store);
     bfs_engine_destroy(fs.e);
