@@ -22,7 +22,8 @@
 #define SHIFT      0.25 /* a reader's pace or the per-sample time moving 25% resets the period */
 #define HALF_LIFE  1.0  /* seconds: smoothing of the per-sample service time */
 
-double bfs_tune_p_empty(int n, double x, double y)
+/* P(empty) for a real-valued buffer size (the variability-scaled depth). */
+static double p_empty(double n, double x, double y)
 {
     if (n < 0)
         n = 0;
@@ -39,10 +40,17 @@ double bfs_tune_p_empty(int n, double x, double y)
     return (1.0 - rho) / (1.0 - p);
 }
 
+double bfs_tune_p_empty(int n, double x, double y)
+{
+    return p_empty(n, x, y);
+}
+
 double bfs_tune_reader_time(double c, double x, double latency, int n, double *wait)
 {
     double y = c > 0 ? 1.0 / c : INFINITY;
-    double w = bfs_tune_p_empty(n, x, y) * latency;
+    /* n > 0 buffers act as n / V exponential ones (Kingman: waits scale with the
+     * variability (ca^2 + cs^2) / 2); with n = 0 the reader always waits */
+    double w = p_empty(n > 0 ? n / BFS_TUNE_VARIABILITY : 0, x, y) * latency;
     if (wait)
         *wait = w;
     double t = c + w, floor_ = x > 0 ? 1.0 / x : INFINITY;
@@ -244,7 +252,7 @@ void bfs_tune_choose(const bfs_tune_input *in, bfs_tune_choice *out)
                  "depth %d%s gives P(empty)=%.2f, %.1f ms wait per batch",
                  r->id, 1.0 / r->own_s, xs[deep], out->depth[deep],
                  in->fixed_depth >= 0 ? " (prefetch= fixed)" : "",
-                 bfs_tune_p_empty(out->depth[deep], xs[deep], 1.0 / r->own_s),
+                 p_empty(out->depth[deep] / BFS_TUNE_VARIABILITY, xs[deep], 1.0 / r->own_s),
                  out->wait_s[deep] * 1e3);
     else
         snprintf(out->why_depth, sizeof out->why_depth,

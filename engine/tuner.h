@@ -16,7 +16,8 @@
  * demanded batch in L = C/w and produce x = w/C batches/s, shared by the readers in
  * proportion to their demand. Reader i spends c_i seconds per batch itself (read + its
  * training step: the time between its batches not spent waiting), so it consumes at most
- * y_i = 1/c_i. Its prefetch buffer of depth n is an M/M/1/n queue: P(empty) =
+ * y_i = 1/c_i. Its prefetch buffer of depth n is an M/M/1/n' queue (n' = n/V, V the
+ * variability below): P(empty) =
  * (1−ρ)/(1−ρ^(n+1)) with ρ = x_i/y_i (1/(n+1) when ρ = 1), the expected wait per batch
  * W_i = P(empty)·L, and its time per batch T_i = max(c_i + W_i, 1/x_i). The chooser
  * maximises Σ 1/T_i (batches/s delivered), then takes the cheapest setting within 1% of
@@ -36,6 +37,13 @@
  * with a step of 0 the model sees no gain in prefetching for a reader that never pauses,
  * yet the workers would idle while it reads. */
 #define BFS_TUNE_MIN_STEP 1e-3
+/* Variability of batch and step times relative to exponential ones, (ca^2 + cs^2) / 2
+ * (Kingman). tf.data's model takes exponential times (1); a batch time is the sum of B
+ * sample times and training steps are regular, so a buffer of n behaves like one of n/V
+ * in the M/M/1/n formula. With V = 1 the model asked a slow reader for depth 8 where
+ * depth 1-2 kept it fed (bench_autotune.sh: 1.5x the CPU of the best grid point, all of
+ * it speculative batches past the reader's end). */
+#define BFS_TUNE_VARIABILITY 0.25
 
 typedef struct bfs_tune_reader {
     uint32_t id;

@@ -32,9 +32,11 @@ END_TEST
 START_TEST(reader_time_hand_values)
 {
     double w;
-    /* c = 0.15 s, x = 10/s, L = 0.1 s, n = 1: rho 1.5, P 0.4, W 0.04, T = 0.19 */
-    NEAR_EQ(bfs_tune_reader_time(0.15, 10, 0.1, 1, &w), 0.19);
-    NEAR_EQ(w, 0.04);
+    /* c = 0.15 s, x = 10/s, L = 0.1 s, n = 1 (acts as 1/V = 4): rho 1.5,
+     * P = 0.5 / (1.5^5 - 1), W = P * 0.1 */
+    double p = 0.5 / (pow(1.5, 1 / BFS_TUNE_VARIABILITY + 1) - 1);
+    NEAR_EQ(bfs_tune_reader_time(0.15, 10, 0.1, 1, &w), 0.15 + p * 0.1);
+    NEAR_EQ(w, p * 0.1);
     /* a fast reader is held to the producer's rate: T >= 1/x */
     NEAR_EQ(bfs_tune_reader_time(0.001, 10, 0.1, 4, NULL), 0.1);
     /* no prefetch: it waits the whole latency after its own step */

@@ -105,7 +105,7 @@ run() { # scenario options -> prints "images_per_s cpu_s rss_mb" (best images/s 
     echo "$best"
 }
 
-for sc in fast slow four; do
+for sc in ${SCENARIOS:-fast slow four}; do
     echo "== $sc =="
     rows=()
     for t in $THREADS; do for p in $PREFETCH; do
