@@ -1,12 +1,13 @@
 /*
  * batchfs — the daemon's entry point: parse the command line (mountopts/), then mount
- * (fs/fs.c) or run the in-process benchmark (engine/bench.c).
+ * (fs/fs.c), run the in-process benchmark (engine/bench.c) or watch a mount (fs/top.c).
  *
  * Exit status: 0 success, 1 failure, 2 usage or option error.
  */
 #include "engine/bench.h"
 #include "engine/version.h"
 #include "fs/fs.h"
+#include "fs/top.h"
 #include "mountopts/mountopts.h"
 
 #include <stdio.h>
@@ -35,6 +36,9 @@ int main(int argc, char **argv)
         status = bfs_bench_run(a.source, &a.pipe, &b, stdout) ? 1 : 0;
         break;
     }
+    case BFS_MODE_TOP:
+        status = bfs_top_run(a.mountpoint, a.top_interval, a.top_iterations, stdout) ? 1 : 0;
+        break;
     default:
         status = bfs_fs_run(&a);
     }

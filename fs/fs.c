@@ -757,6 +757,20 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     uint64_t epoch = of ? of->epoch : 0, k = of ? of->k : 0;
     if (consumed)
         bfs_exec_consumed(fs->x, epoch, k);
+    if (ino == INO_STATS) {
+        /* the snapshot belongs to the open file, which a RELEASE may free the moment the
+         * reply is out (ASan's writev interceptor reads the iovec after the call, so it
+         * saw a use-after-free): reply from a copy this thread owns */
+        char *copy = malloc(n ? n : 1);
+        if (!copy) {
+            fuse_reply_err(req, ENOMEM);
+            return;
+        }
+        memcpy(copy, data + off, n);
+        fuse_reply_buf(req, copy, n);
+        free(copy);
+        return;
+    }
     fuse_reply_buf(req, (const char *)data + off, n);
 }
 

@@ -12,6 +12,7 @@
 #include "mountopts/mountopts.h"
 #include "engine/err.h"
 #include "engine/version.h"
+#include "fs/top.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -228,12 +229,89 @@ static int want_value(int argc, char **argv, int *i, const char *name, char *err
     return 0;
 }
 
+#define TOP_USAGE "usage: batchfs top MNT [--interval S] [-n N]"
+
+/* `batchfs top ...` or `batchfs ... --top ...`? (a SOURCE named top is written ./top) */
+static int is_top(int argc, char **argv)
+{
+    if (argc > 1 && !strcmp(argv[1], "top"))
+        return 1;
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--top"))
+            return 1;
+    return 0;
+}
+
+/* `batchfs top MNT [--interval S] [-n N]`, `--top` anywhere in place of `top`. */
+static int parse_top(int argc, char **argv, bfs_mount_args *a, char *err, size_t errlen)
+{
+    a->mode = BFS_MODE_TOP;
+    a->top_interval = BFS_TOP_INTERVAL_DEFAULT;
+    const char *mnt = NULL, *v;
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        if ((i == 1 && !strcmp(arg, "top")) || !strcmp(arg, "--top"))
+            continue;
+        if (!strcmp(arg, "-h") || !strcmp(arg, "--help")) {
+            a->mode = BFS_MODE_HELP;
+            return 0;
+        }
+        if (!strncmp(arg, "--interval", 10) && (!arg[10] || arg[10] == '=')) {
+            if (want_value(argc, argv, &i, "--interval", err, errlen, &v))
+                return -EINVAL;
+            char *end;
+            errno = 0;
+            double s = strtod(v, &end);
+            if (errno || end == v || *end || !(s >= BFS_TOP_INTERVAL_MIN) ||
+                !(s <= BFS_TOP_INTERVAL_MAX))
+                return bfs_errf(-EINVAL, err, errlen,
+                                "--interval %s: must be a number of seconds from %g to %d", v,
+                                BFS_TOP_INTERVAL_MIN, BFS_TOP_INTERVAL_MAX);
+            a->top_interval = s;
+        } else if (!strncmp(arg, "-n", 2)) {
+            long n;
+            if (arg[2])
+                v = arg + 2 + (arg[2] == '=');
+            else if (want_value(argc, argv, &i, "-n", err, errlen, &v))
+                return -EINVAL;
+            if (parse_uint(v, 0, 1000000000L, &n))
+                return bfs_errf(-EINVAL, err, errlen,
+                                "-n %s: must be a number of updates in 0..1000000000 (0: until "
+                                "stopped)",
+                                v);
+            a->top_iterations = (int)n;
+        } else if (arg[0] == '-' && arg[1]) {
+            return bfs_errf(-EINVAL, err, errlen, "top: unknown argument '%s' (" TOP_USAGE ")",
+                            arg);
+        } else if (mnt) {
+            return bfs_errf(-EINVAL, err, errlen,
+                            "top: one MNT only, '%s' is one too many (" TOP_USAGE ")", arg);
+        } else {
+            mnt = arg;
+        }
+    }
+    if (!mnt)
+        return bfs_errf(-EINVAL, err, errlen,
+                        "top: which mount? give its mount point (" TOP_USAGE ")");
+    a->mountpoint = strdup(mnt);
+    a->fuse_opts = strdup("");
+    if (!a->mountpoint || !a->fuse_opts)
+        return bfs_errf(-ENOMEM, err, errlen, "out of memory");
+    return 0;
+}
+
 int bfs_mountopts_parse(int argc, char **argv, bfs_mount_args *a, char *err, size_t errlen)
 {
     memset(a, 0, sizeof *a);
     bfs_pipeline_defaults(&a->pipe);
     a->fuse_threads = FUSE_THREADS_DEFAULT;
     a->passthrough = 1;
+    if (is_top(argc, argv)) {
+        int rc = parse_top(argc, argv, a, err, errlen);
+        if (rc)
+            bfs_mountopts_free(a);
+        return rc;
+    }
     const char *pos[3];
     int npos = 0, rc = 0;
     for (int i = 1; i < argc && !rc; i++) {
@@ -327,6 +405,7 @@ void bfs_mountopts_help(FILE *f)
             "usage: batchfs SOURCE MOUNTPOINT [-o OPTIONS] [-f] [-d] [-s]\n"
             "       batchfs --bench SOURCE [-o OPTIONS] [--batches N] [--epoch E] "
             "[--reference N] [--json]\n"
+            "       batchfs top MNT [--interval S] [-n N]     (or batchfs --top MNT ...)\n"
             "       batchfs --help | --version\n"
             "\n"
             "Mounts the input pipeline over SOURCE (a .bfs file made by mkbatchfs, or an\n"
@@ -342,6 +421,12 @@ void bfs_mountopts_help(FILE *f)
             "                     stage, and libjpeg-turbo's single-core full-decode rate on\n"
             "                     the same files (--batches N [20], --epoch E [0],\n"
             "                     --reference N images [400], --json)\n"
+            "  top MNT, --top MNT watch a mount live, from MNT/stats: images/s, batches/s,\n"
+            "                     time per stage, cache hit rates, readers, autotune\n"
+            "                     decisions; q or Ctrl-C quits. Not on a terminal: one line\n"
+            "                     per interval. --interval S seconds between updates [%g],\n"
+            "                     -n N updates, then exit [0: until stopped]. (A SOURCE\n"
+            "                     named top is written ./top.)\n"
             "\n"
             "mount options (-o):\n"
             "  spec=FILE          read pipeline options from FILE (`key = value` lines)\n"
@@ -355,5 +440,5 @@ void bfs_mountopts_help(FILE *f)
             "  Unknown options are errors.\n"
             "\n"
             "pipeline options (-o key=value,...; -o may repeat; last value wins):\n%s",
-            FUSE_THREADS_DEFAULT, bfs_pipeline_help());
+            BFS_TOP_INTERVAL_DEFAULT, FUSE_THREADS_DEFAULT, bfs_pipeline_help());
 }

@@ -2,7 +2,7 @@
  * mountopts.h — the batchfs command line: mount and bench modes, `-o` options split
  * between the pipeline (engine/pipeline.h's table), batchfs's own mount options, and
  * libfuse/kernel mount options; `-o spec=FILE`; validation before anything is mounted;
- * --help with defaults.
+ * --help with defaults. Also `batchfs top MNT` (fs/top.h), which mounts nothing.
  *
  * Neighbours: fs/batchfs_main.c calls bfs_mountopts_parse first and mounts only if it
  * succeeds. Unknown options are errors: a typo never silently changes a pipeline.
@@ -15,12 +15,14 @@
 
 #include "engine/pipeline.h"
 
-enum { BFS_MODE_MOUNT, BFS_MODE_BENCH, BFS_MODE_HELP, BFS_MODE_VERSION };
+enum { BFS_MODE_MOUNT, BFS_MODE_BENCH, BFS_MODE_HELP, BFS_MODE_VERSION, BFS_MODE_TOP };
+
+#define BFS_TOP_INTERVAL_DEFAULT 1.0 /* seconds between two samples of `batchfs top` */
 
 typedef struct bfs_mount_args {
     int mode;
     char *source;     /* as given */
-    char *mountpoint; /* as given */
+    char *mountpoint; /* absolute when it exists; top mode: MNT as given */
     bfs_pipeline_opts pipe;
     char *fuse_opts;   /* comma list for libfuse (-o), malloc'ed; never NULL after parse */
     int foreground;    /* -f */
@@ -32,6 +34,9 @@ typedef struct bfs_mount_args {
     /* bench mode */
     uint64_t bench_batches, bench_epoch;
     int bench_reference, bench_json;
+    /* top mode: `batchfs top MNT` or `batchfs --top MNT` */
+    double top_interval; /* --interval S (default BFS_TOP_INTERVAL_DEFAULT) */
+    int top_iterations;  /* -n N; 0: until stopped */
 } bfs_mount_args;
 
 /*

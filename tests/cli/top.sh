@@ -1,0 +1,298 @@
+#!/usr/bin/env bash
+# tests/cli/top.sh — `batchfs top MNT` as a user meets it (fs/top.c, fs/statsjson.c):
+#   1. usage and not-a-mount errors: exit 2 for usage, exit 1 with a message naming the
+#      path for a directory without stats (/tmp too), a missing path, a stats file that is
+#      not JSON or not batchfs statistics;
+#   2. a stand-in mount (a directory with a `stats` file written by this script, in the
+#      format of fs/fs.c make_stats with the optional sample_cache and autotune sections):
+#      plain lines (piped): -n 2 gives exactly 2 lines with every field in order and the
+#      values of the file; with the file rewritten by a background loop that advances the
+#      counters, images/s, batches/s and hit% are rates between samples (positive);
+#   3. under a terminal (script(1) from util-linux, a pty): the full-screen view shows the
+#      autotune decisions and their reasons, the readers and the cache rows; `q` ends it
+#      with status 0 within a few seconds, so do Ctrl-C (the pty sends SIGINT) and SIGTERM;
+#      each time the output ends with the exit-alternate-screen sequence and `stty -g` is
+#      the same before and after (the terminal is restored); a string from /stats with an
+#      escape sequence is shown defused;
+#   4. a real mount (tests/mount/lib.sh; exit 77 only without /dev/fuse): while a reader
+#      reads batches, `top -n 2 --interval 0.2 | cat` prints 2 lines with images/s > 0,
+#      served and computed > 0, readers >= 1; under a pty it shows the mount and quits on
+#      `q`; when the mount goes away under a running top, top exits 1 naming MNT/stats.
+# Run: BUILD=build bash tests/cli/top.sh (tests/run.sh does). About 15 s.
+. "$(dirname "$0")/../mount/lib.sh"
+
+command -v script >/dev/null || fail "script(1) (util-linux) is needed for the terminal checks"
+
+rc=0
+# run CMD...: stdout/stderr in $T/out, $T/err; status in $rc
+run() {
+    set +e
+    "$@" >"$T/out" 2>"$T/err"
+    rc=$?
+    set -e
+}
+expect() { # RC WHAT
+    if [ "$rc" -ne "$1" ]; then
+        echo "--- stdout:" >&2 && head -c 2000 "$T/out" >&2
+        echo "--- stderr:" >&2 && cat "$T/err" >&2
+        fail "$2: exit status $rc, expected $1"
+    fi
+}
+expect_err() { # TEXT WHAT
+    grep -qF -- "$1" "$T/err" || { cat "$T/err" >&2; fail "$2: stderr lacks '$1'"; }
+}
+
+# ---- 1. usage and not-a-mount errors ------------------------------------------------------
+run "$BATCHFS" top
+expect 2 "top without MNT"
+expect_err "batchfs top MNT" "top without MNT"
+run "$BATCHFS" --top
+expect 2 "--top without MNT"
+run "$BATCHFS" top "$T" "$T"
+expect 2 "top with two MNTs"
+run "$BATCHFS" top "$T" --interval 0
+expect 2 "--interval 0"
+expect_err "--interval 0: must be a number of seconds" "--interval 0"
+run "$BATCHFS" top "$T" --interval abc
+expect 2 "--interval abc"
+run "$BATCHFS" top "$T" -n -1
+expect 2 "-n -1"
+run "$BATCHFS" top "$T" -o batch=4
+expect 2 "top with -o"
+expect_err "unknown argument '-o'" "top with -o"
+run "$BATCHFS" --help
+expect 0 "--help"
+grep -qF "batchfs top MNT [--interval S] [-n N]" "$T/out" || fail "--help does not show top"
+ok "usage errors: exit 2 with a message; --help shows top"
+
+mkdir "$T/empty"
+run "$BATCHFS" top "$T/empty" -n 1
+expect 1 "top of an empty directory"
+expect_err "batchfs top: $T/empty is not a batchfs mount (no $T/empty/stats" "empty directory"
+if [ ! -e /tmp/stats ]; then
+    run "$BATCHFS" top /tmp
+    expect 1 "top /tmp"
+    expect_err "/tmp is not a batchfs mount" "top /tmp"
+fi
+run "$BATCHFS" --top "$T/nowhere"
+expect 1 "top of a missing path"
+expect_err "$T/nowhere: No such file or directory" "missing path"
+mkdir "$T/junk"
+printf 'version: 1\n' >"$T/junk/stats"
+run "$BATCHFS" top "$T/junk/"
+expect 1 "stats not JSON"
+expect_err "$T/junk/ is not a batchfs mount: $T/junk/stats is not batchfs statistics (byte 0:" "junk"
+printf '[1, 2]' >"$T/junk/stats"
+run "$BATCHFS" top "$T/junk"
+expect 1 "stats JSON but not batchfs statistics"
+expect_err 'no "version"' "not statistics"
+[ ! -s "$T/out" ] || fail "a failed top wrote to stdout"
+ok "not a mount: exit 1, the message names the path"
+
+# ---- 2. a stand-in mount, plain lines -------------------------------------------------------
+F=$T/fake
+mkdir "$F"
+# write_stats DIR I: stats of step I (counters grow with I), written whole, then renamed
+write_stats() {
+    local d=$1 i=$2
+    cat >"$d/stats.tmp" <<EOF
+{
+  "version": "9.9.9",
+  "fingerprint": "00000000000000ff",
+  "uptime_s": $((10 + i)).0,
+  "threads": 6,
+  "images": $((1000 + 640 * i)),
+  "images_per_s": 100.0,
+  "stage_us_per_image": {"read": 10.0, "decode": 800.0, "resize": 150.0, "encode": 40.0},
+  "decodes": {"cropped": 1, "full": 2, "scaled": 3, "raw": 0},
+  "bad_samples": 0,
+  "batches": {"served": $((10 + 10 * i)), "computed": $((12 + 10 * i)), "failed": 0, "in_flight": 2, "prefetched": 8},
+  "cache": {"hits": $((5 + 3 * i)), "joins": 0, "misses": $((5 + i)), "evictions": 0, "bytes": 1048576, "budget_bytes": 1073741824},
+  "sample_cache": {"hits": $((7 * i)), "misses": $((100 + i)), "bytes": 52428800, "budget_bytes": 268435456},
+  "autotune": {"threads": {"value": 6, "why": "six workers: 4.1 batch/s predicted \u001b[2J for 2 readers"},
+    "prefetch": {"value": 4, "why": "M/M/1/4: P(empty)=0.02 at depth 4"},
+    "cache_bytes": {"value": 536870912, "why": "half of ram_mb"},
+    "period_ms": 2000, "stages_us_per_sample": {"read": 10.0, "decode": 800.0, "resize": 150.0},
+    "readers": [{"id": 1, "epoch": 0, "batch": 12, "stride": 2, "consume_batch_per_s": 2.5, "think_ms": 400.0, "depth": 4, "predicted_wait_ms": 3.5},
+                {"id": 7, "epoch": 1, "batch": 3, "stride": 1, "consume_batch_per_s": 1.0, "think_ms": 1000.0, "depth": 2, "predicted_wait_ms": 0.0}]},
+  "reads": {"requests": 512, "bytes": 33554432, "errors": 0},
+  "passthrough": {"active": false, "opens": 0, "backing_files": 0},
+  "prefetch": {"depth": 4, "streams": [
+    {"id": 1, "pid": 4242, "epoch": 0, "batch": 12, "stride": 2, "depth": 4, "batches": 7, "step_ms": 400.0, "wait_ms": 1.0, "idle_s": 0.1}
+  ]},
+  "a_future_key": {"nested": [1, 2, {"x": null}]}
+}
+EOF
+    mv -f "$d/stats.tmp" "$d/stats"
+}
+write_stats "$F" 0
+
+# check_lines FILE N: N plain lines, every field in order; prints nothing
+FIELDS='^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2} images/s=[^ ]+ avg_images/s=[^ ]+ batches/s=[^ ]+ served=[^ ]+ computed=[^ ]+ in_flight=[^ ]+ hit%=[^ ]+ dir_hit%=[^ ]+ sample_hit%=[^ ]+ threads=[^ ]+ prefetch=[^ ]+ readers=[^ ]+$'
+check_lines() {
+    local n
+    n=$(wc -l <"$1")
+    [ "$n" -eq "$2" ] || { cat "$1" >&2; fail "expected $2 plain lines, got $n"; }
+    if grep -vqE "$FIELDS" "$1"; then
+        cat "$1" >&2
+        fail "a plain line lacks the expected fields"
+    fi
+}
+# field FILE LINE KEY: the value of KEY= on line LINE
+field() { sed -n "$2p" "$1" | tr ' ' '\n' | awk -v k="$3=" 'index($0, k) == 1 { print substr($0, length(k) + 1) }'; }
+
+run "$BATCHFS" top "$F" -n 2 --interval 0.1
+expect 0 "top -n 2 of a stand-in mount"
+check_lines "$T/out" 2
+for want in "images/s=0.0" "avg_images/s=100.0" "batches/s=0.00" "served=10" "computed=12" \
+    "in_flight=2" "hit%=-" "dir_hit%=-" "sample_hit%=-" "threads=6" "prefetch=4" "readers=1"; do
+    grep -q " $want\( \|$\)" "$T/out" || { cat "$T/out" >&2; fail "plain line lacks $want"; }
+done
+ok "plain lines: -n 2 gives 2 lines with every field; unchanged counters give rate 0, no hit rate"
+
+# the counters advance every 50 ms: rates between samples, not averages (the writer stops
+# at $T/stop, between two whole writes)
+(
+    i=1
+    while [ ! -e "$T/stop" ]; do
+        write_stats "$F" $i
+        i=$((i + 1))
+        sleep 0.05
+    done
+) &
+writer=$!
+BG_PIDS+=("$writer")
+sleep 0.2
+run "$BATCHFS" --top "$F" --interval 0.5 -n 3
+expect 0 "top of a changing stand-in"
+check_lines "$T/out" 3
+for l in 1 2 3; do
+    ips=$(field "$T/out" $l images/s) bps=$(field "$T/out" $l batches/s)
+    hit=$(field "$T/out" $l hit%) shit=$(field "$T/out" $l sample_hit%)
+    awk -v a="$ips" -v b="$bps" -v h="$hit" -v s="$shit" 'BEGIN {
+        # 640 images and 10 batches a step, 3 hits of 4 lookups, 7 of 8; at most 20 steps/s
+        # (sleep 0.05 plus the writes), at least one step in each 0.5 s
+        exit !(a > 600 && a <= 20000 && b > 9 && b <= 300 && h == 75.0 && s == 87.5) }' ||
+        { cat "$T/out" >&2; fail "line $l: images/s=$ips batches/s=$bps hit%=$hit sample_hit%=$shit: not rates between samples"; }
+done
+# the average is the daemon's own (100.0 in every file), not the rate
+[ "$(field "$T/out" 1 avg_images/s)" = 100.0 ] || fail "avg_images/s is not the daemon's"
+touch "$T/stop"
+wait "$writer"
+ok "plain lines: images/s, batches/s and hit rates come from differences between samples"
+
+# ---- 3. under a terminal --------------------------------------------------------------------
+# in_pty NAME INPUT_SCRIPT CMD: run CMD under script(1) (a 150x50 pty as stdin/stdout), with what
+# INPUT_SCRIPT prints (a shell snippet, run in the background) as keyboard input; the
+# pty output in $T/NAME.out, `stty -g` before and after CMD in $T/NAME.before/.after;
+# sets rc and the elapsed seconds in $elapsed.
+elapsed=0
+in_pty() {
+    local name=$1 input=$2 cmd=$3 t0
+    t0=$(date +%s%N)
+    set +e
+    bash -c "$input" | timeout 20 script -qfec \
+        "stty cols 150 rows 50; stty -g >'$T/$name.before'; echo \$\$ >'$T/$name.pid'; $cmd; r=\$?; stty -g >'$T/$name.after'; exit \$r" \
+        /dev/null >"$T/$name.out" 2>"$T/$name.err"
+    rc=$?
+    set -e
+    elapsed=$((($(date +%s%N) - t0) / 1000000))
+    if [ "$rc" -ne 0 ]; then
+        echo "--- $name: the end of the pty output:" >&2
+        tail -c 600 "$T/$name.out" | sed 's/\x1b\[[0-9;?]*[A-Za-z]//g; s/\r//g' >&2
+        cat "$T/$name.err" >&2
+    fi
+}
+# restored NAME: the output ends by leaving the alternate screen; the tty modes are back
+restored() {
+    [ -s "$T/$1.out" ] || fail "$1: no output under the pty"
+    [ "$(head -c 8 "$T/$1.out")" = $'\e[?1049h' ] || fail "$1: did not start in the alternate screen"
+    [ "$(tail -c 8 "$T/$1.out")" = $'\e[?1049l' ] ||
+        fail "$1: the output does not end with the exit-alternate-screen sequence (ends: $(tail -c 16 "$T/$1.out" | od -An -c | tr -s ' '))"
+    grep -qF $'\e[?25h' "$T/$1.out" || fail "$1: the cursor was not shown again"
+    [ -s "$T/$1.before" ] && [ -s "$T/$1.after" ] || fail "$1: stty -g before/after missing"
+    cmp -s "$T/$1.before" "$T/$1.after" ||
+        fail "$1: terminal modes not restored: $(cat "$T/$1.before") -> $(cat "$T/$1.after")"
+}
+# strip NAME: the visible text of the pty output (escape sequences removed)
+strip() { sed 's/\x1b\[[0-9;?]*[A-Za-z]//g; s/\r//g' "$T/$1.out"; }
+
+write_stats "$F" 5
+in_pty quit "sleep 1.5; printf q" "'$BATCHFS' top '$F' --interval 0.2"
+[ "$rc" -eq 0 ] || { cat "$T/quit.err" >&2; fail "q: top under a pty exited $rc"; }
+[ "$elapsed" -lt 5000 ] || fail "q: top took $elapsed ms to quit (q sent after 1.5 s)"
+restored quit
+strip quit >"$T/quit.txt"
+for want in "batchfs top  $F" "batchfs 9.9.9" "throughput" "time per image" "decode" \
+    "memory" "samples" "cache_dir" "readers         2" "4242" "autotune" \
+    "six workers: 4.1 batch/s predicted ?[2J for 2 readers" "M/M/1/4: P(empty)=0.02" \
+    "half of ram_mb" "512 MiB" "every 2000 ms"; do
+    grep -qF -- "$want" "$T/quit.txt" || { cat "$T/quit.txt" >&2; fail "the view lacks '$want'"; }
+done
+if grep -qF $'\e[2J for' "$T/quit.out"; then fail "an escape sequence from /stats reached the terminal"; fi
+grep -q '|#\+ *|' "$T/quit.txt" || fail "no stage bars in the view"
+ok "terminal: the view has throughput, stages, caches, readers and autotune reasons; q quits in ${elapsed} ms"
+
+in_pty ctrlc "sleep 1; printf '\\003'" "'$BATCHFS' top '$F' --interval 0.2"
+[ "$rc" -eq 0 ] || { cat "$T/ctrlc.err" >&2; fail "Ctrl-C: top under a pty exited $rc"; }
+[ "$elapsed" -lt 5000 ] || fail "Ctrl-C: top took $elapsed ms to quit"
+restored ctrlc
+ok "terminal: Ctrl-C quits with status 0 and the terminal restored"
+
+# SIGTERM to top itself: the pty's shell execs nothing, so take top's pid from ps
+in_pty term "sleep 1; p=\$(cat '$T/term.pid'); kill -TERM \$(ps -o pid= --ppid \$p); sleep 3" \
+    "'$BATCHFS' top '$F' --interval 0.2"
+[ "$rc" -eq 0 ] || { cat "$T/term.err" >&2; fail "SIGTERM: top under a pty exited $rc"; }
+restored term
+ok "terminal: SIGTERM ends it with status 0 and the terminal restored"
+
+# ---- 4. a real mount ------------------------------------------------------------------------
+require_fuse
+"$GEN" "$T/images" 2 64 48 96 3
+M=$T/mnt
+mkdir "$M"
+mount_bfs "$T/images" "$M" -o batch=8,size=32,epochs=100
+for k in 0 1 2; do cat "$M/epoch/0/batch_$k" >/dev/null; done
+# a reader going through the epochs while top watches
+(
+    for e in $(seq 1 99); do
+        for k in $(seq 0 15); do cat "$M/epoch/$e/batch_$k" >/dev/null 2>&1 || exit 0; done
+    done
+) &
+BG_PIDS+=($!)
+sleep 0.3
+set +e
+"$BATCHFS" top "$M" -n 2 --interval 0.2 2>"$T/err" | cat >"$T/out"
+rc=${PIPESTATUS[0]}
+set -e
+expect 0 "top -n 2 of a mount, piped"
+check_lines "$T/out" 2
+for l in 1 2; do
+    ips=$(field "$T/out" $l images/s) served=$(field "$T/out" $l served)
+    computed=$(field "$T/out" $l computed) readers=$(field "$T/out" $l readers)
+    awk -v a="$ips" -v s="$served" -v c="$computed" -v r="$readers" \
+        'BEGIN { exit !(a > 0 && s >= 3 && c >= 3 && r >= 1) }' ||
+        { cat "$T/out" >&2; fail "line $l of a mount being read: images/s=$ips served=$served computed=$computed readers=$readers"; }
+done
+ok "mount: 2 plain lines while a reader reads, images/s=$(field "$T/out" 2 images/s) > 0"
+
+in_pty mount "sleep 1; printf q" "'$BATCHFS' top '$M' --interval 0.2"
+[ "$rc" -eq 0 ] || { cat "$T/mount.err" >&2; fail "q: top of a mount under a pty exited $rc"; }
+restored mount
+strip mount >"$T/mount.txt"
+grep -qF "batchfs top  $M" "$T/mount.txt" || fail "the view of the mount lacks its title"
+ok "mount: the terminal view quits on q with the terminal restored"
+
+# the mount goes away under a running top
+kill "${BG_PIDS[-1]}" && wait "${BG_PIDS[-1]}" 2>/dev/null || true
+"$BATCHFS" top "$M" --interval 0.1 >"$T/gone.out" 2>"$T/gone.err" &
+top_pid=$!
+BG_PIDS+=("$top_pid")
+sleep 0.5
+unmount_bfs "$M"
+wait_exit "$top_pid" 5 || fail "top still running 5 s after its mount went away"
+[ "$WAIT_RC" = 1 ] || { cat "$T/gone.err" >&2; fail "top exited $WAIT_RC when its mount went away, expected 1"; }
+grep -qF "batchfs top: $M/stats: " "$T/gone.err" && grep -qF "the mount went away" "$T/gone.err" ||
+    { cat "$T/gone.err" >&2; fail "no message naming $M/stats when the mount went away"; }
+[ "$(wc -l <"$T/gone.out")" -ge 2 ] || fail "top printed no lines before the mount went away"
+ok "mount: unmounted under a running top -> exit 1, '$(cat "$T/gone.err")'"
