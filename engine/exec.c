@@ -725,16 +725,10 @@ uint32_t bfs_exec_follow(bfs_exec *x, uint64_t key, uint64_t epoch, uint64_t k, 
     if (!key)
         key = UINT64_MAX; /* 0 marks a free slot */
     pthread_mutex_lock(&x->lock);
-    reader *r = NULL, *adopt = NULL, *free_slot = NULL, *oldest = NULL;
-    for (int i = 0; i < BFS_EXEC_MAX_READERS; i++) {
-        reader *c = &x->readers[i];
-        if (c->key == key)
-            r = c;
-        else if (!c->key)
-            free_slot = free_slot ? free_slot : c;
-        else if (!oldest || c->asked < oldest->asked)
-            oldest = c;
-    }
+    reader *r = NULL, *adopt = NULL;
+    for (int i = 0; i < BFS_EXEC_MAX_READERS && !r; i++)
+        if (x->readers[i].key == key)
+            r = &x->readers[i];
     if (!r) { /* a new key: the next batch of a reader whose process is gone? */
         for (int i = 0; i < BFS_EXEC_MAX_READERS && alive && !adopt; i++) {
             reader *c = &x->readers[i];
@@ -746,12 +740,17 @@ uint32_t bfs_exec_follow(bfs_exec *x, uint64_t key, uint64_t epoch, uint64_t k, 
             r = adopt;
             r->key = key;
         } else {
+            /* a free slot (after forgetting stale readers), else the least recent */
             expire_readers(x, now, alive);
-            if (!free_slot || free_slot->key)
-                for (int i = 0; i < BFS_EXEC_MAX_READERS && (!free_slot || free_slot->key); i++)
-                    if (!x->readers[i].key)
-                        free_slot = &x->readers[i];
-            r = free_slot && !free_slot->key ? free_slot : oldest;
+            for (int i = 0; i < BFS_EXEC_MAX_READERS; i++) {
+                reader *c = &x->readers[i];
+                if (!c->key) {
+                    r = c;
+                    break;
+                }
+                if (!r || c->asked < r->asked)
+                    r = c;
+            }
             *r = (reader){.key = key,
                           .id = ++x->next_reader_id,
                           .epoch = epoch,

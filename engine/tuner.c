@@ -188,9 +188,9 @@ void bfs_tune_choose(const bfs_tune_input *in, bfs_tune_choice *out)
         out->new_depth = d;
         out->cache_bytes = cache;
         snprintf(out->why_threads, sizeof out->why_threads,
-                 "no reader yet: %d worker(s) ready for the first request", out->threads);
+                 "no reader consuming now: %d worker(s) ready for the next request", out->threads);
         snprintf(out->why_depth, sizeof out->why_depth,
-                 "no reader yet: a new reader starts at depth %d", d);
+                 "no reader consuming now: a new reader starts at depth %d", d);
         goto cache_why;
     }
 
@@ -352,8 +352,7 @@ static int tune_once(bfs_tuner *t)
         tr[l] = (bfs_tune_reader){.id = rd[i].id,
                                   .own_s = rd[i].batches >= 2 && rd[i].own_s > BFS_TUNE_MIN_STEP
                                                ? rd[i].own_s
-                                               : BFS_TUNE_MIN_STEP,
-                                  .depth = rd[i].depth};
+                                               : BFS_TUNE_MIN_STEP};
     }
     bfs_tune_input in = {.sample_s = t->sample_s,
                          .batch_s = t->batch_s,

@@ -48,7 +48,6 @@
 typedef struct bfs_tune_reader {
     uint32_t id;
     double own_s; /* c_i: its own time per batch; 0 = unknown or negligible (a fast reader) */
-    int depth;    /* depth in use (for hysteresis) */
 } bfs_tune_reader;
 
 typedef struct bfs_tune_input {
