@@ -4,7 +4,9 @@
 #  1. fast: one reader reading batches as fast as it can;
 #  2. slow: one reader that spends 1.5x a batch's compute time per batch (a training step);
 #  3. four: four readers at once, starting at batches 0, Q, 2Q, 3Q of one epoch (Q = a
-#     quarter of it), each reading R batches in order.
+#     quarter of it), each reading R batches in order;
+#  4. change: one reader that reads as fast as it can for the first half of its batches,
+#     then spends the slow step per batch (its speed changes in the middle of the epoch).
 # For each scenario, every grid point threads x prefetch (fixed) and `auto` run on a fresh
 # mount; each prints images/s (all readers together) and the daemon's CPU seconds.
 # Reported: autotuned / best grid point images/s (target >= 0.95); for "slow", the
@@ -45,8 +47,10 @@ umount_it() { # prints "cpu_seconds peak_rss_mb"
 }
 cat >"$work/reader.py" <<'PYEOF'
 import os, sys, time
-# reader.py MNT EPOCH FIRST COUNT PAUSE_S -> prints "images seconds wait_seconds"
+# reader.py MNT EPOCH FIRST COUNT PAUSE_S [FROM] -> prints "images seconds wait_seconds"
+# (pauses PAUSE_S after each batch from its FROM-th batch on; FROM defaults to 0)
 mnt, epoch, first, count, pause = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5])
+pause_from = int(sys.argv[6]) if len(sys.argv) > 6 else 0
 nb = len(os.listdir(f"{mnt}/epoch/{epoch}"))
 per = int(os.getxattr(f"{mnt}/epoch/{epoch}/batch_0", "user.batchfs.samples"))
 buf = None
@@ -65,7 +69,7 @@ for i in range(count):
                 raise SystemExit(f"short read of batch {k}")
             got += n
     wait += time.perf_counter() - a
-    if pause:
+    if pause and i >= pause_from:
         time.sleep(pause)
 print(count * per, time.perf_counter() - t0, wait)
 PYEOF
@@ -92,6 +96,7 @@ run() { # scenario options -> prints "images_per_s cpu_s rss_mb" (best images/s 
         case $sc in
         fast) line=$(python3 "$work/reader.py" "$mnt" "$epoch" 0 "$N" 0 | awk '{print $1 / $2}') ;;
         slow) line=$(python3 "$work/reader.py" "$mnt" "$epoch" 0 "$N" "$step" | awk '{print $1 / $2}') ;;
+        change) line=$(python3 "$work/reader.py" "$mnt" "$epoch" 0 "$N" "$step" $((N / 2)) | awk '{print $1 / $2}') ;;
         four) local t0 t1_ i
               t0=$(date +%s.%N)
               for i in 0 1 2 3; do python3 "$work/reader.py" "$mnt" "$epoch" $((i * Q)) "$R" 0 >/dev/null & done
@@ -105,7 +110,7 @@ run() { # scenario options -> prints "images_per_s cpu_s rss_mb" (best images/s 
     echo "$best"
 }
 
-for sc in ${SCENARIOS:-fast slow four}; do
+for sc in ${SCENARIOS:-fast slow four change}; do
     echo "== $sc =="
     rows=()
     for t in $THREADS; do for p in $PREFETCH; do
@@ -117,7 +122,7 @@ for sc in ${SCENARIOS:-fast slow four}; do
     printf '  auto                 %8.1f images/s  daemon CPU %6.2fs\n' ${a% *}
     best=$(printf '%s\n' "${rows[@]}" | sort -g -k1 | tail -n 1 | cut -d' ' -f1)
     echo "  autotuned / best grid point: $(awk -v a="${a%% *}" -v b="$best" 'BEGIN{printf "%.2f", a/b}') (target >= 0.95)"
-    if [ "$sc" = slow ]; then
+    if [ "$sc" = slow ] || [ "$sc" = change ]; then
         least=$(printf '%s\n' "${rows[@]}" | awk -v b="$best" '$1 >= 0.95 * b {print $2}' | sort -g | head -n 1)
         acpu=$(echo "$a" | cut -d' ' -f2)
         echo "  daemon CPU autotuned / least among fed grid points: $(awk -v a="$acpu" -v b="$least" 'BEGIN{printf "%.2f", a/b}') (target <= 1.2)"
