@@ -9,7 +9,8 @@
 #  3. cache_dir: a second mount of the same pipeline with a warm cache_dir: daemon CPU of
 #     the second mount / the first (target <= 0.10).
 # Daemon CPU is utime+stime of the daemon process (/proc/PID/stat), started in the
-# foreground so its pid is known. Prints ratios, asserts nothing.
+# foreground so its pid is known (BFS_DEBUG=1 also prints its utime/stime ticks per
+# mount). Prints ratios, asserts nothing.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BUILD=${BUILD:-build}
@@ -37,7 +38,7 @@ mount_it() { # extra options
     echo "mount failed: $(cat "$work/daemon.log")" >&2; exit 1
 }
 umount_it() { # prints the daemon's CPU seconds
-    local c; c=$(cpu_of "$dpid")
+    local c; c=$(cpu_of "$dpid"); [ -n "${BFS_DEBUG:-}" ] && awk '{print "utime", $14, "stime", $15}' /proc/$dpid/stat >&2
     fusermount3 -u "$mnt"; wait "$dpid" || true; dpid=
     echo "$c"
 }
