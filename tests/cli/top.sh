@@ -191,7 +191,10 @@ in_pty() {
     local name=$1 input=$2 cmd=$3 t0
     t0=$(date +%s%N)
     set +e
-    bash -c "$input" | timeout 20 script -qfec \
+    # script(1) runs CMD with $SHELL -c; dash (CI's /bin/sh, SHELL unset) dies of the pty's
+    # SIGINT while it waits for top, bash waits and goes on when top exits 0, as an
+    # interactive shell would (top runs in its own process group there)
+    bash -c "$input" | SHELL=/bin/bash timeout 20 script -qfec \
         "stty cols 150 rows 50; stty -g >'$T/$name.before'; echo \$\$ >'$T/$name.pid'; $cmd; r=\$?; stty -g >'$T/$name.after'; exit \$r" \
         /dev/null >"$T/$name.out" 2>"$T/$name.err"
     rc=$?
