@@ -11,16 +11,18 @@
  *    unlinked by its holder when done; a claimant that locked a file just unlinked by its
  *    previous holder notices (inode of the path != inode of its fd) and retries.
  *  - Publication: the payload goes into an O_TMPFILE (an unnamed inode in the entry's
- *    directory), then the trailer, then linkat() gives it its final name: an entry is
+ *    directory), then the trailer (as the xattr user.batchfs.entry, so the file holds
+ *    exactly the batch and can back the batch file; appended to the file where the file
+ *    system takes no user xattrs), then linkat() gives it its final name: an entry is
  *    complete or absent, and a writer killed at any moment leaves nothing behind. Where
  *    O_TMPFILE or /proc are missing, a named temporary file + rename() (temporaries of
  *    dead writers are removed by the scans: a writer holds a lock on its temporary, taken
  *    atomically with its creation under a guard lock, so an unlocked one is stale).
  *  - Verification: every claim maps the entry and checks size, key and XXH64 of every
  *    byte before answering HIT; a bad entry is removed under the key's lock.
- *  - Budget: a store-wide usage counter (a u64 in a shared mapping of `v1/.usage`,
+ *  - Budget: a store-wide usage counter (a u64 in a shared mapping of `v2/.usage`,
  *    updated atomically by every process) tells when a scan is due; the scan (one process
- *    at a time: OFD lock on `v1/.evict.lock`) recounts exactly, removes stale files and
+ *    at a time: OFD lock on `v2/.evict.lock`) recounts exactly, removes stale files and
  *    evicts by last use: the mtime, set explicitly to the current time at publish and at
  *    every hit (atime is unreliable under noatime/relatime). Eviction only unlinks.
  *
@@ -42,6 +44,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -59,16 +62,17 @@
 
 typedef struct counters {
     uint64_t hits, misses, busy, busy_waits, publishes, abandons, bytes_published, bytes_served,
-        evictions, bytes_evicted, corrupt, stale_removed;
+        evictions, bytes_evicted, corrupt, stale_removed, taken;
 } counters;
 
 struct bfs_store {
     char *root;       /* as given, for messages */
-    int vfd;          /* root/v1/ */
+    int vfd;          /* root/v2/ */
     bfs_store_opts o; /* immutable after open */
     int tmpfile_ok;   /* O_TMPFILE + linkat(/proc/self/fd/N) work here (probed at open) */
+    int no_xattr;     /* fsetxattr said EOPNOTSUPP: trailers go in the files (atomic) */
     uint64_t *usage;  /* shared usage counter (atomics; int64 semantics, clamped at 0) */
-    int usage_shared; /* usage points into the mapping of v1/.usage (else malloc'ed) */
+    int usage_shared; /* usage points into the mapping of v2/.usage (else malloc'ed) */
     uint32_t tmp_seq; /* atomic: named temporaries */
     counters st;      /* atomic */
 };
@@ -112,7 +116,7 @@ static void touch_mtime(int fd)
     (void)futimens(fd, ts);
 }
 
-/* Paths relative to v1/. 96 bytes hold the longest: 16 + 1 + 20 + 1 + 20 + 19 + NUL. */
+/* Paths relative to v2/. 96 bytes hold the longest: 16 + 1 + 20 + 1 + 20 + 19 + NUL. */
 enum { REL_MAX = 96 };
 
 static void key_dir(const bfs_store_key *k, char *buf)
@@ -223,40 +227,66 @@ static int open_entry(bfs_store *s, const bfs_store_key *k, const char *rel, bfs
     *ino = (uint64_t)st.st_ino;
     int reason = BFS_STORE_ENTRY_OK;
     uint64_t size = (uint64_t)st.st_size;
-    uint8_t t[BFS_STORE_TRAILER];
+    uint8_t t[BFS_STORE_TRAILER + 1];
     bfs_store_key tk;
     uint64_t len, hash;
-    if (!S_ISREG(st.st_mode)) {
+    /* the trailer first, 64 bytes from the xattr or the file's end: a torn file is
+     * refused without mapping it */
+    ssize_t xl = S_ISREG(st.st_mode) ? fgetxattr(fd, BFS_STORE_XATTR, t, sizeof t) : -1;
+    int xattr = xl >= 0 || errno == ERANGE; /* ERANGE: a value too long to be a trailer */
+    if (!S_ISREG(st.st_mode) || (xattr && xl != BFS_STORE_TRAILER)) {
         reason = BFS_STORE_ENTRY_MAGIC;
+    } else if (xattr) {
+        reason = bfs_store_entry_parse_trailer(t, size, 1, &tk, &len, &hash);
     } else if (size < BFS_STORE_TRAILER) {
         reason = BFS_STORE_ENTRY_SHORT;
-    } else if (pread(fd, t, sizeof t, (off_t)(size - BFS_STORE_TRAILER)) != (ssize_t)sizeof t) {
+    } else if (pread(fd, t, BFS_STORE_TRAILER, (off_t)(size - BFS_STORE_TRAILER)) !=
+               BFS_STORE_TRAILER) {
         reason = BFS_STORE_ENTRY_SHORT; /* shrunk under us */
     } else {
-        /* the trailer first, from 64 bytes: a torn file is refused without mapping it */
-        reason = bfs_store_entry_parse_trailer(t, size, &tk, &len, &hash);
+        reason = bfs_store_entry_parse_trailer(t, size, 0, &tk, &len, &hash);
     }
     if (reason) {
         close(fd);
         return reason;
     }
-    void *map = mmap(NULL, (size_t)size, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, 0);
+    static const uint8_t empty[1];
+    void *map = size ? mmap(NULL, (size_t)size, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, 0)
+                     : NULL; /* an empty payload under an xattr trailer: nothing to map */
     if (map == MAP_FAILED) {
         int e = errno;
         close(fd);
         return -e;
     }
-    reason = bfs_store_entry_check(map, size, k, &len);
+    reason = xattr ? bfs_store_entry_check_xattr(t, BFS_STORE_TRAILER, map ? map : empty, size, k,
+                                                 &len)
+                   : bfs_store_entry_check(map, size, k, &len);
     if (reason) {
-        munmap(map, (size_t)size);
+        if (map)
+            munmap(map, (size_t)size);
         close(fd);
         return reason;
     }
     c->fd = fd;
-    c->data = map;
+    c->data = map ? map : empty;
     c->size = len;
+    c->exact = xattr;
     c->priv.map = map;
     c->priv.map_len = (size_t)size;
+    return 0;
+}
+
+int bfs_store_claim_take(bfs_claim *c, int *fd, const uint8_t **data)
+{
+    if (!c || c->state != BFS_STORE_HIT || !c->exact || !c->priv.map)
+        return -EINVAL;
+    *fd = c->fd;
+    *data = c->data;
+    ADD(c->priv.store->st.taken, 1);
+    c->fd = -1;
+    c->priv.map = NULL;
+    c->data = NULL;
+    c->state = BFS_STORE_NONE;
     return 0;
 }
 
@@ -280,7 +310,7 @@ static void remove_corrupt(bfs_store *s, const bfs_store_key *k, const char *rel
     usage_add(s, -(int64_t)st.st_size);
     ADD(s->st.corrupt, 1);
     store_log(s,
-              "cache_dir %s: entry v1/%s (epoch %" PRIu64 ", batch %" PRIu64 ") %s: removed, "
+              "cache_dir %s: entry " BFS_STORE_DIR "/%s (epoch %" PRIu64 ", batch %" PRIu64 ") %s: removed, "
               "recomputing",
               s->root, rel, k->epoch, k->batch, bfs_store_entry_reason(reason));
 }
@@ -386,7 +416,7 @@ int bfs_store_wait(bfs_store *s, bfs_store_key key, int timeout_ms, bfs_claim *c
 
 /* ---- writing ------------------------------------------------------------------------- */
 
-/* Take the creation guard of named temporaries (v1/.tmp.guard) in mode F_RDLCK (writers,
+/* Take the creation guard of named temporaries (v2/.tmp.guard) in mode F_RDLCK (writers,
  * around create + lock of a temporary) or F_WRLCK (a scan, around its staleness check).
  * Every call opens its own descriptor: OFD locks of one descriptor never conflict, even
  * between threads. Returns the locked descriptor (close it to release) or -errno. */
@@ -549,16 +579,33 @@ int bfs_store_commit(bfs_claim *c)
     if (!c || c->state != BFS_STORE_MINE)
         return -EINVAL;
     bfs_store *s = c->priv.store;
-    uint64_t file_size = c->priv.written + BFS_STORE_TRAILER;
+    uint64_t file_size = c->priv.written;
     int rc = c->priv.error;
     if (!rc && s->o.budget_bytes && file_size > s->o.budget_bytes)
         rc = -EFBIG;
     if (!rc && c->priv.tmp_fd < 0)
         rc = open_temp(c); /* an empty payload */
     if (!rc) {
+        /* the trailer as the file's xattr, so the file is the batch file itself; after
+         * the payload where the file system takes no user xattrs */
         uint8_t t[BFS_STORE_TRAILER];
-        bfs_store_entry_trailer(&c->key, c->priv.written, bfs_xxh64_digest(&c->priv.hash), t);
-        rc = bfs_write_all(c->priv.tmp_fd, t, sizeof t);
+        uint64_t hash = bfs_xxh64_digest(&c->priv.hash);
+        int in_file = s->o.trailer_in_file || __atomic_load_n(&s->no_xattr, __ATOMIC_RELAXED);
+        if (!in_file) {
+            bfs_store_entry_trailer(&c->key, c->priv.written, hash, BFS_STORE_FLAG_XATTR, t);
+            if (fsetxattr(c->priv.tmp_fd, BFS_STORE_XATTR, t, sizeof t, 0) < 0) {
+                if (errno == EOPNOTSUPP || errno == ENOTSUP)
+                    __atomic_store_n(&s->no_xattr, 1, __ATOMIC_RELAXED);
+                in_file = 1; /* no xattrs here, or no room for one: the portable form */
+            }
+        }
+        if (in_file) {
+            bfs_store_entry_trailer(&c->key, c->priv.written, hash, 0, t);
+            rc = bfs_write_all(c->priv.tmp_fd, t, sizeof t);
+            file_size += BFS_STORE_TRAILER;
+            if (!rc && s->o.budget_bytes && file_size > s->o.budget_bytes)
+                rc = -EFBIG;
+        }
     }
     if (!rc)
         touch_mtime(c->priv.tmp_fd);
@@ -723,7 +770,7 @@ static int scan_file(bfs_store *s, scan *sc, const char *dir, const char *name)
         struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
         if (tfd >= 0 && fcntl(tfd, F_OFD_SETLK, &fl) == 0 && unlinkat(s->vfd, rel, 0) == 0) {
             ADD(s->st.stale_removed, 1);
-            store_log(s, "cache_dir %s: removed v1/%s left by a writer that died", s->root, rel);
+            store_log(s, "cache_dir %s: removed " BFS_STORE_DIR "/%s left by a writer that died", s->root, rel);
         }
         if (tfd >= 0)
             close(tfd);
@@ -890,7 +937,7 @@ static int check_owner(int fd, const char *what, char *err, size_t errlen)
     return 0;
 }
 
-/* Does O_TMPFILE + linkat(/proc/self/fd/N) work in v1/? (not on NFS, nor without /proc) */
+/* Does O_TMPFILE + linkat(/proc/self/fd/N) work in v2/? (not on NFS, nor without /proc) */
 static int probe_tmpfile(bfs_store *s)
 {
     int fd = openat(s->vfd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
@@ -906,7 +953,7 @@ static int probe_tmpfile(bfs_store *s)
     return ok;
 }
 
-/* Map v1/.usage (created on first use); falls back to a private counter if mmap fails. */
+/* Map v2/.usage (created on first use); falls back to a private counter if mmap fails. */
 static int map_usage(bfs_store *s)
 {
     int fd = openat(s->vfd, ".usage", O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
@@ -962,15 +1009,16 @@ int bfs_store_open(const char *root, const bfs_store_opts *opts, bfs_store **out
     rc = check_owner(rootfd, root, err, errlen);
     if (rc)
         goto fail_root;
-    if (mkdirat(rootfd, "v1", 0700) < 0 && errno != EEXIST) {
+    if (mkdirat(rootfd, BFS_STORE_DIR, 0700) < 0 && errno != EEXIST) {
         rc = -errno;
-        bfs_errf(rc, err, errlen, "cache_dir %s: cannot create v1/: %s", root, strerror(-rc));
+        bfs_errf(rc, err, errlen, "cache_dir %s: cannot create " BFS_STORE_DIR "/: %s", root,
+                 strerror(-rc));
         goto fail_root;
     }
-    s->vfd = openat(rootfd, "v1", O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+    s->vfd = openat(rootfd, BFS_STORE_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
     if (s->vfd < 0) {
         rc = -errno;
-        bfs_errf(rc, err, errlen, "cache_dir %s/v1: %s", root, strerror(-rc));
+        bfs_errf(rc, err, errlen, "cache_dir %s/" BFS_STORE_DIR ": %s", root, strerror(-rc));
         goto fail_root;
     }
     rc = check_owner(s->vfd, root, err, errlen);
@@ -1037,6 +1085,7 @@ void bfs_store_get_stats(bfs_store *s, bfs_store_stats *st)
     LOAD(bytes_evicted);
     LOAD(corrupt);
     LOAD(stale_removed);
+    LOAD(taken);
 #undef LOAD
     st->usage_bytes = (uint64_t)usage_get(s);
     st->budget_bytes = s->o.budget_bytes;

@@ -53,6 +53,9 @@ typedef struct bfs_store_opts {
     /* 1: publish through a named temporary file + rename even where O_TMPFILE works (the
      * fallback for file systems without it; tests use it to cover that path) */
     int named_temps;
+    /* 1: append the trailer to the entry file even where the file system takes user
+     * xattrs (the fallback for file systems without them; tests use it) */
+    int trailer_in_file;
     /* optional: one line, no newline, per noteworthy event (a corrupt entry removed, stale
      * files of dead writers removed); called from the thread that saw it */
     void (*log_cb)(void *arg, const char *msg);
@@ -79,7 +82,11 @@ typedef struct bfs_claim {
      * even if the entry is evicted meanwhile (unlink keeps an open inode readable). */
     int fd;
     const uint8_t *data;
-    uint64_t size; /* payload bytes (the file also has a 64-byte trailer after them) */
+    uint64_t size; /* payload bytes */
+    /* HIT: 1 when the file is exactly the payload (its trailer is an xattr), so fd can
+     * stand for the batch file itself (FUSE passthrough); 0 when the 64-byte trailer
+     * follows the payload in the file */
+    int exact;
     struct {       /* private */
         bfs_store *store;
         void *map;
@@ -90,7 +97,7 @@ typedef struct bfs_claim {
         int error;            /* MINE: first write error, reported by commit */
         uint64_t written;     /* MINE: payload bytes written */
         bfs_xxh64_state hash; /* MINE: XXH64 of the payload so far */
-        char tmp_name[128];   /* MINE, named temps: path relative to the store's v1/ */
+        char tmp_name[128];   /* MINE, named temps: path relative to the store's v2/ */
     } priv;
 } bfs_claim;
 
@@ -104,6 +111,7 @@ typedef struct bfs_store_stats {
     uint64_t abandons;        /* MINE claims given up (abandon, close, failed publish) */
     uint64_t bytes_published; /* payload bytes published */
     uint64_t bytes_served;    /* payload bytes of HIT claims */
+    uint64_t taken;           /* HIT claims whose file the caller took (bfs_store_claim_take) */
     uint64_t evictions;       /* entries evicted by this handle */
     uint64_t bytes_evicted;   /* file bytes they held */
     uint64_t corrupt;         /* torn or corrupt entries removed (each one recomputed) */
@@ -112,12 +120,12 @@ typedef struct bfs_store_stats {
     uint64_t budget_bytes;    /* this handle's budget (0: unlimited) */
 } bfs_store_stats;
 
-/* Size of the trailer after each entry's payload (docs/cache.md). */
+/* Size of each entry's trailer, in its xattr or after its payload (docs/cache.md). */
 #define BFS_STORE_TRAILER 64
 
 /*
  * bfs_store_open - open (creating it 0700 if missing) the store under directory root:
- * entries live in root/v1/. root must be owned by the effective user and not writable by
+ * entries live in root/v2/. root must be owned by the effective user and not writable by
  * all users (the store trusts its files). The first open on a host, and every open, scans
  * the store: removes lock and temporary files of dead claimants, counts the usage and
  * evicts down to opts->budget_bytes. opts may be NULL (defaults: no budget, SYNC_NONE).
@@ -184,6 +192,14 @@ int bfs_store_abandon(bfs_claim *c);
 /* bfs_store_claim_close - finish c in any state: unmap and close a HIT, abandon an
  * unfinished MINE, nothing for BUSY/NONE. Idempotent; accepts NULL. */
 void bfs_store_claim_close(bfs_claim *c);
+
+/*
+ * bfs_store_claim_take - take over an exact HIT claim's descriptor and mapping: *fd and
+ * *data (c->size bytes) become the caller's (close, munmap), valid for as long as it keeps
+ * them, whatever happens to the entry; c is then NONE. Returns 0, or -EINVAL when c is not
+ * an exact HIT of a non-empty payload (c is unchanged).
+ */
+int bfs_store_claim_take(bfs_claim *c, int *fd, const uint8_t **data);
 
 /*
  * bfs_store_evict - scan the whole store now: remove stale lock/temporary files, recount

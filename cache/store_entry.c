@@ -34,11 +34,11 @@ static uint32_t get32(const uint8_t *p)
 }
 
 void bfs_store_entry_trailer(const bfs_store_key *key, uint64_t payload_len, uint64_t payload_hash,
-                             uint8_t out[BFS_STORE_TRAILER])
+                             uint32_t flags, uint8_t out[BFS_STORE_TRAILER])
 {
     memcpy(out, BFS_STORE_MAGIC, 8); /* 7 letters and their NUL */
     put32(out + 8, BFS_STORE_VERSION);
-    put32(out + 12, 0);
+    put32(out + 12, flags);
     put64(out + 16, key->fingerprint);
     put64(out + 24, key->epoch);
     put64(out + 32, key->batch);
@@ -47,18 +47,19 @@ void bfs_store_entry_trailer(const bfs_store_key *key, uint64_t payload_len, uin
     put64(out + 56, bfs_xxh64(out, 56, 0));
 }
 
-int bfs_store_entry_parse_trailer(const uint8_t *t, uint64_t file_size, bfs_store_key *key,
-                                  uint64_t *payload_len, uint64_t *payload_hash)
+int bfs_store_entry_parse_trailer(const uint8_t *t, uint64_t file_size, int xattr,
+                                  bfs_store_key *key, uint64_t *payload_len,
+                                  uint64_t *payload_hash)
 {
-    if (file_size < BFS_STORE_TRAILER)
+    if (!xattr && file_size < BFS_STORE_TRAILER)
         return BFS_STORE_ENTRY_SHORT;
     if (memcmp(t, BFS_STORE_MAGIC, 8) != 0 || get32(t + 8) != BFS_STORE_VERSION ||
-        get32(t + 12) != 0)
+        get32(t + 12) != (xattr ? BFS_STORE_FLAG_XATTR : 0))
         return BFS_STORE_ENTRY_MAGIC;
     if (get64(t + 56) != bfs_xxh64(t, 56, 0))
         return BFS_STORE_ENTRY_TRAILER;
     uint64_t len = get64(t + 40);
-    if (len != file_size - BFS_STORE_TRAILER)
+    if (len != file_size - (xattr ? 0 : BFS_STORE_TRAILER))
         return BFS_STORE_ENTRY_LENGTH;
     key->fingerprint = get64(t + 16);
     key->epoch = get64(t + 24);
@@ -68,14 +69,13 @@ int bfs_store_entry_parse_trailer(const uint8_t *t, uint64_t file_size, bfs_stor
     return BFS_STORE_ENTRY_OK;
 }
 
-int bfs_store_entry_check(const uint8_t *file, uint64_t size, const bfs_store_key *key,
-                          uint64_t *payload_len)
+/* Verify file (size bytes) against trailer t, read from the xattr or from the file. */
+static int check(const uint8_t *t, int xattr, const uint8_t *file, uint64_t size,
+                 const bfs_store_key *key, uint64_t *payload_len)
 {
-    if (size < BFS_STORE_TRAILER)
-        return BFS_STORE_ENTRY_SHORT;
     bfs_store_key k;
     uint64_t len, hash;
-    int r = bfs_store_entry_parse_trailer(file + size - BFS_STORE_TRAILER, size, &k, &len, &hash);
+    int r = bfs_store_entry_parse_trailer(t, size, xattr, &k, &len, &hash);
     if (r)
         return r;
     if (key &&
@@ -86,6 +86,22 @@ int bfs_store_entry_check(const uint8_t *file, uint64_t size, const bfs_store_ke
     if (payload_len)
         *payload_len = len;
     return BFS_STORE_ENTRY_OK;
+}
+
+int bfs_store_entry_check(const uint8_t *file, uint64_t size, const bfs_store_key *key,
+                          uint64_t *payload_len)
+{
+    if (size < BFS_STORE_TRAILER)
+        return BFS_STORE_ENTRY_SHORT;
+    return check(file + size - BFS_STORE_TRAILER, 0, file, size, key, payload_len);
+}
+
+int bfs_store_entry_check_xattr(const uint8_t *xattr, size_t xattr_len, const uint8_t *file,
+                                uint64_t size, const bfs_store_key *key, uint64_t *payload_len)
+{
+    if (xattr_len != BFS_STORE_TRAILER)
+        return BFS_STORE_ENTRY_MAGIC;
+    return check(xattr, 1, file, size, key, payload_len);
 }
 
 const char *bfs_store_entry_reason(int reason)

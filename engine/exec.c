@@ -36,7 +36,8 @@ struct bfs_batch { /* a job; "batch" is the name callers see */
     uint64_t epoch, k;
     uint8_t *data; /* malloc'ed, or a read-only mapping of fd (memfd mode) */
     uint64_t size;
-    int fd; /* sealed memfd holding the bytes of a READY batch, or -1 */
+    int fd; /* the file holding the bytes of a READY batch (memfd mode), or -1: a sealed
+             * memfd, or the verified cache_dir entry it came from (never written in place) */
     uint64_t *idx;
     uint32_t len;
     uint32_t next;   /* next slot to claim */
@@ -472,6 +473,18 @@ static int store_lookup(bfs_exec *x, bfs_batch *j, int demand, int memfd)
     if (rc)
         return 0;
     if (c.state == BFS_STORE_HIT && c.size == j->size) {
+        int fd;
+        const uint8_t *map;
+        if (memfd && bfs_store_claim_take(&c, &fd, &map) == 0) {
+            /* the entry file is exactly the batch: it backs the batch file itself, no
+             * copy (it is never written in place: publication makes a new inode) */
+            pthread_mutex_lock(&x->lock);
+            free_data(x, j->data, j->size);
+            j->data = (uint8_t *)map;
+            j->fd = fd;
+            pthread_mutex_unlock(&x->lock);
+            return 1;
+        }
         if (memfd)
             to_memfd(x, j, c.data); /* straight from the entry's mapping */
         else

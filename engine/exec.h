@@ -73,6 +73,8 @@ void bfs_exec_set_store(bfs_exec *x, bfs_store *s);
  * that could not be moved (no memory) keeps its buffer and has no file (bfs_batch_fd -1).
  */
 void bfs_exec_set_memfd(bfs_exec *x, int on);
+/* With a store (bfs_exec_set_store), a batch found in it is not copied: when the entry
+ * file holds exactly the batch (bfs_claim.exact), that verified file is the batch's file. */
 
 /*
  * bfs_exec_open_store - open the store o->cache_dir names ("" : none, *out = NULL; "auto":
@@ -178,8 +180,9 @@ void bfs_exec_get_stats(bfs_exec *x, bfs_exec_stats *st);
 const uint8_t *bfs_batch_data(const bfs_batch *b);
 uint64_t bfs_batch_size(const bfs_batch *b);
 
-/* bfs_batch_fd - the sealed memfd holding the batch's bytes (bfs_exec_set_memfd), or -1;
- * owned by the executor, open until the batch is freed (after the last release). */
+/* bfs_batch_fd - the read-only file holding exactly the batch's bytes in memfd mode (a
+ * sealed memfd, or the cache_dir entry it was read from), or -1; owned by the executor,
+ * open until the batch is freed (after the last release). */
 int bfs_batch_fd(const bfs_batch *b);
 
 /* bfs_batch_release - drop a reference; accepts NULL. */

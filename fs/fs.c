@@ -18,8 +18,8 @@
  * libfuse 3.14 predates it, so batchfs talks to /dev/fuse through libfuse's custom I/O
  * hooks: io_read notes whether the kernel's INIT offers FUSE_PASSTHROUGH, io_writev sets
  * it (and max_stack_depth 1) in libfuse's INIT reply and the backing id in open replies.
- * The executor then keeps every finished batch in a sealed memfd (bfs_exec_set_memfd),
- * and opening a batch file computes the batch (instead of its first read) and registers
+ * The executor then keeps every finished batch in a sealed memfd (bfs_exec_set_memfd) or,
+ * for a batch found in cache_dir, in the store's own entry file, and opening a batch file computes the batch (instead of its first read) and registers
  * that memfd as the file's backing file (FUSE_DEV_IOC_BACKING_OPEN): reads and mmap go
  * from the kernel straight to the batch's pages, never through the daemon — as fast as
  * tmpfs, zero-copy for mmap. The kernel allows one backing file per inode at a time, so
@@ -428,12 +428,12 @@ static void make_stats(fsstate *fs, text *t)
         tprintf(t,
                 "  \"cache_dir\": {\"served\": %llu, \"published\": %llu, \"hits\": %llu, "
                 "\"misses\": %llu, \"busy\": %llu, \"corrupt\": %llu, \"evictions\": %llu, "
-                "\"usage_bytes\": %llu, \"budget_bytes\": %llu},\n",
+                "\"zero_copy\": %llu, \"usage_bytes\": %llu, \"budget_bytes\": %llu},\n",
                 (unsigned long long)st.store_hits, (unsigned long long)st.store_publishes,
                 (unsigned long long)ss.hits, (unsigned long long)ss.misses,
                 (unsigned long long)ss.busy, (unsigned long long)ss.corrupt,
-                (unsigned long long)ss.evictions, (unsigned long long)ss.usage_bytes,
-                (unsigned long long)ss.budget_bytes);
+                (unsigned long long)ss.evictions, (unsigned long long)ss.taken,
+                (unsigned long long)ss.usage_bytes, (unsigned long long)ss.budget_bytes);
     }
     tprintf(t, "  \"reads\": {\"requests\": %llu, \"bytes\": %llu, \"errors\": %llu},\n",
             (unsigned long long)atomic_load(&fs->reads),

@@ -31,6 +31,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -55,9 +56,41 @@ static uint8_t *payload(uint64_t seed, size_t len)
     return p;
 }
 
+/* The loop tests run in 4 modes (_i): bit 0, named temporaries instead of O_TMPFILE; bit 1,
+ * the trailer appended to each entry file instead of being its xattr (both fallbacks for
+ * file systems that lack the feature). */
+static int g_in_file;
+static void set_mode(int i)
+{
+    g_in_file = (i >> 1) & 1;
+}
+
+/* Does the test directory's file system take user xattrs? (else trailers go in files) */
+static int xattr_ok(void)
+{
+    static int ok = -1;
+    if (ok < 0) {
+        char *d = tu_mkdtemp("bfs-xattr");
+        char p[600];
+        snprintf(p, sizeof p, "%s/f", d);
+        ck_assert_int_eq(tu_write_file(p, "x", 1), 0);
+        ok = setxattr(p, "user.batchfs.probe", "1", 1, 0) == 0;
+        tu_rmtree(d);
+        free(d);
+    }
+    return ok;
+}
+
+/* The bytes an entry's trailer adds to its file in the current mode. */
+static uint64_t trl(void)
+{
+    return g_in_file || !xattr_ok() ? BFS_STORE_TRAILER : 0;
+}
+
 static bfs_store *open_store(const char *root, uint64_t budget, int named)
 {
-    bfs_store_opts o = {.budget_bytes = budget, .named_temps = named};
+    bfs_store_opts o = {.budget_bytes = budget, .named_temps = named,
+                        .trailer_in_file = g_in_file};
     bfs_store *s = NULL;
     char err[256] = "";
     int rc = bfs_store_open(root, &o, &s, err, sizeof err);
@@ -85,7 +118,8 @@ static void expect_hit(bfs_store *s, bfs_store_key k, const uint8_t *data, size_
     ck_assert(len == 0 || memcmp(c.data, data, len) == 0);
     struct stat st;
     ck_assert_int_eq(fstat(c.fd, &st), 0);
-    ck_assert_uint_eq((uint64_t)st.st_size, len + BFS_STORE_TRAILER);
+    ck_assert_uint_eq((uint64_t)st.st_size, len + trl());
+    ck_assert_int_eq(c.exact, trl() == 0);
     bfs_store_claim_close(&c);
     ck_assert_int_eq(c.state, BFS_STORE_NONE);
     bfs_store_claim_close(&c); /* idempotent */
@@ -102,7 +136,7 @@ static void expect_miss(bfs_store *s, bfs_store_key k)
 
 static void entry_path(const char *root, bfs_store_key k, const char *suffix, char *buf, size_t len)
 {
-    snprintf(buf, len, "%s/v1/%016" PRIx64 "/%" PRIu64 "/%" PRIu64 "%s", root, k.fingerprint,
+    snprintf(buf, len, "%s/v2/%016" PRIx64 "/%" PRIu64 "/%" PRIu64 "%s", root, k.fingerprint,
              k.epoch, k.batch, suffix);
 }
 
@@ -149,15 +183,15 @@ static void log_stderr(void *arg, const char *msg)
     fprintf(stderr, "check_store[%ld]: %s\n", (long)getpid(), msg);
 }
 
-static const int modes[2] = {0, 1}; /* named_temps off (O_TMPFILE), on (fallback) */
 
 /* ---- round trips and layout ---------------------------------------------------------- */
 
 START_TEST(round_trip)
 {
+    set_mode(_i);
     char *root = tu_mkdtemp("bfs-store");
     ck_assert_ptr_nonnull(root);
-    bfs_store *s = open_store(root, 0, modes[_i]);
+    bfs_store *s = open_store(root, 0, (_i & 1));
     size_t lens[] = {0, 1, 63, 64, 65, 4096, 100000, 1 << 20};
     for (size_t i = 0; i < sizeof lens / sizeof lens[0]; i++) {
         bfs_store_key k = key3(0x0123456789abcdefULL, 7, i);
@@ -171,10 +205,20 @@ START_TEST(round_trip)
         uint8_t *file;
         size_t flen;
         ck_assert_int_eq(tu_read_file(p, &file, &flen), 0);
-        ck_assert_uint_eq(flen, lens[i] + BFS_STORE_TRAILER);
+        ck_assert_uint_eq(flen, lens[i] + trl());
         ck_assert(lens[i] == 0 || memcmp(file, d, lens[i]) == 0);
-        ck_assert_int_eq(memcmp(file + lens[i], "BFSCENT\0", 8), 0);
-        ck_assert_int_eq(bfs_store_entry_check(file, flen, &k, NULL), BFS_STORE_ENTRY_OK);
+        if (trl()) {
+            ck_assert_int_eq(memcmp(file + lens[i], "BFSCENT\0", 8), 0);
+            ck_assert_int_eq(bfs_store_entry_check(file, flen, &k, NULL), BFS_STORE_ENTRY_OK);
+            ck_assert_int_lt(getxattr(p, BFS_STORE_XATTR, NULL, 0), 0);
+        } else {
+            uint8_t t[100];
+            ck_assert_int_eq(getxattr(p, BFS_STORE_XATTR, t, sizeof t), BFS_STORE_TRAILER);
+            ck_assert_int_eq(memcmp(t, "BFSCENT\0", 8), 0);
+            ck_assert_int_eq(bfs_store_entry_check_xattr(t, BFS_STORE_TRAILER, file, flen, &k,
+                                                         NULL),
+                             BFS_STORE_ENTRY_OK);
+        }
         free(file);
         free(d);
     }
@@ -193,11 +237,47 @@ START_TEST(round_trip)
     ck_assert_uint_eq(st.corrupt, 0);
     bfs_store_close(s);
     /* a new handle sees the same entries and recounts the same usage */
-    s = open_store(root, 0, modes[_i]);
+    s = open_store(root, 0, (_i & 1));
     bfs_store_get_stats(s, &st);
     ck_assert_uint_eq(st.usage_bytes, t.entry_bytes);
     uint8_t *d = payload(6, 100000);
     expect_hit(s, key3(0x0123456789abcdefULL, 7, 6), d, 100000);
+    /* an exact entry's file and mapping can be taken over, and outlive the entry */
+    bfs_claim c;
+    int fd = -1;
+    const uint8_t *m = NULL;
+    ck_assert_int_eq(bfs_store_claim(s, key3(0x0123456789abcdefULL, 7, 6), &c), 0);
+    ck_assert_int_eq(c.state, BFS_STORE_HIT);
+    if (trl()) {
+        ck_assert_int_eq(bfs_store_claim_take(&c, &fd, &m), -EINVAL);
+        ck_assert_int_eq(c.state, BFS_STORE_HIT);
+        bfs_store_claim_close(&c);
+    } else {
+        ck_assert_int_eq(bfs_store_claim_take(&c, &fd, &m), 0);
+        ck_assert_int_eq(c.state, BFS_STORE_NONE);
+        ck_assert_int_eq(c.fd, -1);
+        bfs_store_claim_close(&c); /* owns nothing now */
+        char p[512];
+        entry_path(root, key3(0x0123456789abcdefULL, 7, 6), ".st", p, sizeof p);
+        ck_assert_int_eq(unlink(p), 0);
+        ck_assert_int_eq(memcmp(m, d, 100000), 0);
+        uint8_t b[100];
+        ck_assert_int_eq(pread(fd, b, sizeof b, 500), (ssize_t)sizeof b);
+        ck_assert_int_eq(memcmp(b, d + 500, sizeof b), 0);
+        struct stat fst;
+        ck_assert_int_eq(fstat(fd, &fst), 0);
+        ck_assert_uint_eq((uint64_t)fst.st_size, 100000);
+        munmap((void *)m, 100000);
+        close(fd);
+        bfs_store_get_stats(s, &st);
+        ck_assert_uint_eq(st.taken, 1);
+    }
+    /* an empty payload has no mapping to take */
+    ck_assert_int_eq(bfs_store_claim(s, key3(0x0123456789abcdefULL, 7, 0), &c), 0);
+    ck_assert_int_eq(c.state, BFS_STORE_HIT);
+    ck_assert_int_eq(bfs_store_claim_take(&c, &fd, &m), -EINVAL);
+    bfs_store_claim_close(&c);
+    ck_assert_int_eq(bfs_store_claim_take(NULL, &fd, &m), -EINVAL);
     free(d);
     bfs_store_close(s);
     bfs_store_close(NULL);
@@ -208,8 +288,9 @@ END_TEST
 
 START_TEST(streamed_write)
 {
+    set_mode(_i);
     char *root = tu_mkdtemp("bfs-store");
-    bfs_store *s = open_store(root, 0, modes[_i]);
+    bfs_store *s = open_store(root, 0, (_i & 1));
     size_t len = 300001;
     uint8_t *d = payload(42, len);
     bfs_claim c;
@@ -278,9 +359,10 @@ END_TEST
 
 START_TEST(sync_policies)
 {
+    set_mode(_i);
     char *root = tu_mkdtemp("bfs-store");
     for (int p = BFS_STORE_SYNC_NONE; p <= BFS_STORE_SYNC_FULL; p++) {
-        bfs_store_opts o = {.sync = (bfs_store_sync)p, .named_temps = modes[_i]};
+        bfs_store_opts o = {.sync = (bfs_store_sync)p, .named_temps = _i & 1, .trailer_in_file = g_in_file};
         bfs_store *s;
         ck_assert_int_eq(bfs_store_open(root, &o, &s, NULL, 0), 0);
         uint8_t *d = payload((uint64_t)p, 5000);
@@ -311,9 +393,9 @@ START_TEST(fingerprints_never_share)
     /* a file copied to another key's path is refused (its trailer names its key) */
     char from[512], to[512], dir[512];
     entry_path(root, key3(0xaaaa, 0, 0), ".st", from, sizeof from);
-    snprintf(dir, sizeof dir, "%s/v1/%016x", root, 0xccccu);
+    snprintf(dir, sizeof dir, "%s/v2/%016x", root, 0xccccu);
     ck_assert_int_eq(mkdir(dir, 0700), 0);
-    snprintf(dir, sizeof dir, "%s/v1/%016x/0", root, 0xccccu);
+    snprintf(dir, sizeof dir, "%s/v2/%016x/0", root, 0xccccu);
     ck_assert_int_eq(mkdir(dir, 0700), 0);
     entry_path(root, key3(0xcccc, 0, 0), ".st", to, sizeof to);
     uint8_t *f;
@@ -336,8 +418,18 @@ END_TEST
 
 /* ---- corruption ---------------------------------------------------------------------- */
 
+/* Flip bit b of the byte at pos of the entry's trailer in its xattr. */
+static void flip_xattr(const char *p, size_t pos, int bit)
+{
+    uint8_t t[BFS_STORE_TRAILER];
+    ck_assert_int_eq(getxattr(p, BFS_STORE_XATTR, t, sizeof t), BFS_STORE_TRAILER);
+    t[pos] ^= (uint8_t)(1u << bit);
+    ck_assert_int_eq(setxattr(p, BFS_STORE_XATTR, t, sizeof t, 0), 0);
+}
+
 START_TEST(corrupt_byte_flips)
 {
+    g_in_file = _i; /* 0: the trailer is the xattr (where it can be), 1: in the file */
     char *root = tu_mkdtemp("bfs-store");
     bfs_store *s = open_store(root, 0, 0);
     size_t len = 50000;
@@ -353,13 +445,17 @@ START_TEST(corrupt_byte_flips)
         pos[n++] = len + (size_t)i;
     for (int i = 0; i < n; i++) {
         put(s, k, d, len);
-        int fd = open(p, O_RDWR);
-        ck_assert_int_ge(fd, 0);
-        uint8_t b;
-        ck_assert_int_eq(pread(fd, &b, 1, (off_t)pos[i]), 1);
-        b ^= (uint8_t)(1u << (i % 8));
-        ck_assert_int_eq(pwrite(fd, &b, 1, (off_t)pos[i]), 1);
-        close(fd);
+        if (pos[i] >= len && !trl()) {
+            flip_xattr(p, pos[i] - len, i % 8);
+        } else {
+            int fd = open(p, O_RDWR);
+            ck_assert_int_ge(fd, 0);
+            uint8_t b;
+            ck_assert_int_eq(pread(fd, &b, 1, (off_t)pos[i]), 1);
+            b ^= (uint8_t)(1u << (i % 8));
+            ck_assert_int_eq(pwrite(fd, &b, 1, (off_t)pos[i]), 1);
+            close(fd);
+        }
         /* detected, removed, answered as a miss */
         bfs_claim c;
         ck_assert_int_eq(bfs_store_claim(s, k, &c), 0);
@@ -382,6 +478,7 @@ END_TEST
 
 START_TEST(corrupt_truncated_and_garbage)
 {
+    g_in_file = _i;
     char *root = tu_mkdtemp("bfs-store");
     bfs_store *s = open_store(root, 0, 0);
     size_t len = 20000;
@@ -389,10 +486,17 @@ START_TEST(corrupt_truncated_and_garbage)
     bfs_store_key k = key3(78, 0, 0);
     char p[512];
     entry_path(root, k, ".st", p, sizeof p);
-    /* truncations (torn tails), one byte appended, a file of the right size but zeros */
-    long sizes[] = {0, 1, 63, 64, (long)len / 2, (long)len, (long)len + 63, -1, -2};
+    /* truncations (torn tails), one byte appended, a file of the right size but zeros; with
+     * the trailer in an xattr also: the xattr removed, too long, too short */
+    long sizes[] = {0, 1, 63, 64, (long)len / 2, (long)len - 1, (long)len, (long)len + 63,
+                    -1, -2, -3, -4, -5};
     int n = (int)(sizeof sizes / sizeof sizes[0]);
+    int done = 0;
     for (int i = 0; i < n; i++) {
+        if (trl() && (sizes[i] <= -3 || sizes[i] == (long)len - 1))
+            continue; /* xattr cases; len - 1 is covered by len + 63 */
+        if (!trl() && sizes[i] >= (long)len)
+            continue; /* len is the valid size; len + 63 is "one byte appended" again */
         put(s, k, d, len);
         if (sizes[i] >= 0) {
             ck_assert_int_eq(truncate(p, sizes[i]), 0);
@@ -400,13 +504,23 @@ START_TEST(corrupt_truncated_and_garbage)
             int fd = open(p, O_WRONLY | O_APPEND);
             ck_assert_int_eq(write(fd, "x", 1), 1);
             close(fd);
-        } else {
-            uint8_t *z = calloc(1, len + BFS_STORE_TRAILER);
-            ck_assert_int_eq(tu_write_file(p, z, len + BFS_STORE_TRAILER), 0);
+        } else if (sizes[i] == -2) {
+            uint8_t *z = calloc(1, len + trl());
+            ck_assert_int_eq(tu_write_file(p, z, len + trl()), 0);
             free(z);
+        } else if (sizes[i] == -3) {
+            ck_assert_int_eq(removexattr(p, BFS_STORE_XATTR), 0);
+        } else {
+            uint8_t t[BFS_STORE_TRAILER + 1];
+            ck_assert_int_eq(getxattr(p, BFS_STORE_XATTR, t, BFS_STORE_TRAILER),
+                             BFS_STORE_TRAILER);
+            t[BFS_STORE_TRAILER] = 0;
+            size_t tl = sizes[i] == -4 ? BFS_STORE_TRAILER + 1 : BFS_STORE_TRAILER - 1;
+            ck_assert_int_eq(setxattr(p, BFS_STORE_XATTR, t, tl, 0), 0);
         }
         expect_miss(s, k);
         ck_assert_msg(!exists(p), "bad entry %d not removed", i);
+        done++;
     }
     /* a symlink under the entry's name (even to a valid entry) is not an entry */
     put(s, k, d, len);
@@ -418,7 +532,7 @@ START_TEST(corrupt_truncated_and_garbage)
     ck_assert(!exists(p));
     bfs_store_stats st;
     bfs_store_get_stats(s, &st);
-    ck_assert_uint_eq(st.corrupt, (uint64_t)n + 1);
+    ck_assert_uint_eq(st.corrupt, (uint64_t)done + 1);
     ck_assert_uint_eq(st.hits, 0);
     free(d);
     bfs_store_close(s);
@@ -433,7 +547,7 @@ START_TEST(entry_format_functions)
     bfs_store_key k = key3(1, 2, 3);
     size_t len = 1000;
     uint8_t *f = payload(8, len + BFS_STORE_TRAILER);
-    bfs_store_entry_trailer(&k, len, bfs_xxh64(f, len, 0), f + len);
+    bfs_store_entry_trailer(&k, len, bfs_xxh64(f, len, 0), 0, f + len);
     uint64_t got = 0;
     ck_assert_int_eq(bfs_store_entry_check(f, len + BFS_STORE_TRAILER, &k, &got), 0);
     ck_assert_uint_eq(got, len);
@@ -455,6 +569,31 @@ START_TEST(entry_format_functions)
     f[len + 12] = 1; /* flags */
     ck_assert_int_eq(bfs_store_entry_check(f, len + BFS_STORE_TRAILER, &k, NULL),
                      BFS_STORE_ENTRY_MAGIC);
+    f[len + 12] = 0;
+    /* the xattr form: the same trailer with flags 1, the file is the payload only */
+    uint8_t t[BFS_STORE_TRAILER];
+    bfs_store_entry_trailer(&k, len, bfs_xxh64(f, len, 0), BFS_STORE_FLAG_XATTR, t);
+    got = 0;
+    ck_assert_int_eq(bfs_store_entry_check_xattr(t, sizeof t, f, len, &k, &got), 0);
+    ck_assert_uint_eq(got, len);
+    ck_assert_int_eq(bfs_store_entry_check_xattr(t, sizeof t, f, len, &other, NULL),
+                     BFS_STORE_ENTRY_KEY);
+    ck_assert_int_eq(bfs_store_entry_check_xattr(t, sizeof t - 1, f, len, &k, NULL),
+                     BFS_STORE_ENTRY_MAGIC);
+    ck_assert_int_eq(bfs_store_entry_check_xattr(t, sizeof t, f, len - 1, &k, NULL),
+                     BFS_STORE_ENTRY_LENGTH);
+    ck_assert_int_eq(bfs_store_entry_check_xattr(t, sizeof t, f, len + BFS_STORE_TRAILER, &k,
+                                                 NULL),
+                     BFS_STORE_ENTRY_LENGTH);
+    /* neither form passes for the other */
+    ck_assert_int_eq(bfs_store_entry_check_xattr(f + len, BFS_STORE_TRAILER, f, len, &k, NULL),
+                     BFS_STORE_ENTRY_MAGIC);
+    memcpy(f + len, t, sizeof t);
+    ck_assert_int_eq(bfs_store_entry_check(f, len + BFS_STORE_TRAILER, &k, NULL),
+                     BFS_STORE_ENTRY_MAGIC);
+    f[3] ^= 4;
+    ck_assert_int_eq(bfs_store_entry_check_xattr(t, sizeof t, f, len, &k, NULL),
+                     BFS_STORE_ENTRY_CHECKSUM);
     for (int r = 0; r <= BFS_STORE_ENTRY_CHECKSUM; r++)
         ck_assert(strlen(bfs_store_entry_reason(r)) > 0);
     free(f);
@@ -509,8 +648,9 @@ static void single_flight_child(const char *root, int named, int go_fd, int repo
 
 START_TEST(fork_single_flight)
 {
+    set_mode(_i);
     char *root = tu_mkdtemp("bfs-store");
-    bfs_store *s = open_store(root, 0, modes[_i]); /* creates the tree */
+    bfs_store *s = open_store(root, 0, (_i & 1)); /* creates the tree */
     bfs_store_close(s);
     size_t len = 200000;
     uint8_t *d = payload(11, len);
@@ -525,7 +665,7 @@ START_TEST(fork_single_flight)
         if (pids[i] == 0) {
             close(go[1]);
             close(rep[0]);
-            single_flight_child(root, modes[_i], go[0], rep[1], d, len);
+            single_flight_child(root, (_i & 1), go[0], rep[1], d, len);
         }
     }
     close(go[0]);
@@ -592,10 +732,11 @@ static void *thread_main(void *p)
 
 START_TEST(thread_single_flight)
 {
+    set_mode(_i);
     /* OFD locks belong to open file descriptions, not processes: threads of one daemon
      * sharing one handle are single-flighted too */
     char *root = tu_mkdtemp("bfs-store");
-    bfs_store *s = open_store(root, 0, modes[_i]);
+    bfs_store *s = open_store(root, 0, (_i & 1));
     enum { T = 6 };
     size_t len = 100000;
     uint8_t *d = payload(12, len);
@@ -717,8 +858,9 @@ END_TEST
 
 START_TEST(kill9_mid_publish)
 {
+    set_mode(_i);
     char *root = tu_mkdtemp("bfs-store");
-    bfs_store *s = open_store(root, 0, modes[_i]);
+    bfs_store *s = open_store(root, 0, (_i & 1));
     size_t len = 1 << 20;
     uint8_t *d = payload(13, len);
     bfs_store_key k = key3(0xdead, 0, 5);
@@ -727,7 +869,7 @@ START_TEST(kill9_mid_publish)
     pid_t pid = fork();
     ck_assert_int_ge(pid, 0);
     if (pid == 0) {
-        bfs_store_opts o = {.named_temps = modes[_i]};
+        bfs_store_opts o = {.named_temps = _i & 1, .trailer_in_file = g_in_file};
         bfs_store *cs;
         bfs_claim c;
         if (bfs_store_open(root, &o, &cs, NULL, 0) || bfs_store_claim(cs, k, &c) ||
@@ -743,13 +885,13 @@ START_TEST(kill9_mid_publish)
     ck_assert(!exists(p));
     struct tree_count t = count_tree(root);
     ck_assert_int_eq(t.entries, 0);
-    ck_assert_int_eq(t.temps, modes[_i] ? 1 : 0); /* O_TMPFILE leaves no file at all */
+    ck_assert_int_eq(t.temps, (_i & 1) ? 1 : 0); /* O_TMPFILE leaves no file at all */
     ck_assert_int_eq(t.locks, 1);                 /* unlocked by the kernel at death */
     /* a new daemon cleans up after the dead one at open */
-    bfs_store *s2 = open_store(root, 0, modes[_i]);
+    bfs_store *s2 = open_store(root, 0, (_i & 1));
     bfs_store_stats st;
     bfs_store_get_stats(s2, &st);
-    ck_assert_uint_eq(st.stale_removed, modes[_i] ? 2 : 1);
+    ck_assert_uint_eq(st.stale_removed, (_i & 1) ? 2 : 1);
     t = count_tree(root);
     ck_assert_int_eq(t.temps + t.locks + t.entries, 0);
     bfs_store_close(s2);
@@ -768,10 +910,11 @@ END_TEST
 
 START_TEST(kill9_while_others_wait)
 {
+    set_mode(_i);
     /* the computer dies with waiters queued: one waiter takes the key over (MINE) without
      * any cleanup having run, publishes, and the rest hit */
     char *root = tu_mkdtemp("bfs-store");
-    bfs_store *s = open_store(root, 0, modes[_i]);
+    bfs_store *s = open_store(root, 0, (_i & 1));
     size_t len = 300000;
     uint8_t *d = payload(14, len);
     bfs_store_key k = key3(0xbeef, 1, 1);
@@ -780,7 +923,7 @@ START_TEST(kill9_while_others_wait)
     pid_t victim = fork();
     ck_assert_int_ge(victim, 0);
     if (victim == 0) {
-        bfs_store_opts o = {.named_temps = modes[_i]};
+        bfs_store_opts o = {.named_temps = _i & 1, .trailer_in_file = g_in_file};
         bfs_store *cs;
         bfs_claim c;
         if (bfs_store_open(root, &o, &cs, NULL, 0) || bfs_store_claim(cs, k, &c) ||
@@ -799,7 +942,7 @@ START_TEST(kill9_while_others_wait)
         w[i] = fork();
         ck_assert_int_ge(w[i], 0);
         if (w[i] == 0) {
-            bfs_store_opts o = {.named_temps = modes[_i]};
+            bfs_store_opts o = {.named_temps = _i & 1, .trailer_in_file = g_in_file};
             bfs_store *cs;
             bfs_claim c;
             if (bfs_store_open(root, &o, &cs, NULL, 0) || bfs_store_claim(cs, k, &c))
@@ -845,11 +988,12 @@ END_TEST
 
 START_TEST(two_mine_in_process)
 {
+    set_mode(_i);
     /* Both MINE: the first claimant's lock file is removed under it (what a stale-marker
      * race would do), so a second claimant creates a new one. Commits in either order end
      * with one valid entry holding one publisher's bytes, and no leftovers. */
     char *root = tu_mkdtemp("bfs-store");
-    bfs_store *s1 = open_store(root, 0, modes[_i]), *s2 = open_store(root, 0, modes[_i]);
+    bfs_store *s1 = open_store(root, 0, (_i & 1)), *s2 = open_store(root, 0, (_i & 1));
     size_t len = 70000;
     uint8_t *a = payload(21, len), *b = payload(22, len);
     for (int order = 0; order < 2; order++) {
@@ -889,18 +1033,19 @@ END_TEST
 
 START_TEST(two_mine_concurrent)
 {
+    set_mode(_i);
     /* The same with two processes committing at the same moment, many rounds; meanwhile a
      * third process reads the key in a loop (it only ever sees a miss/busy or a valid,
      * whole entry) and a fourth scans the store in a loop (it must not take a live
      * writer's temporary file for a dead one's). */
     char *root = tu_mkdtemp("bfs-store");
-    bfs_store *s = open_store(root, 0, modes[_i]);
+    bfs_store *s = open_store(root, 0, (_i & 1));
     size_t len = 256 * 1024;
     uint8_t *a = payload(31, len), *b = payload(32, len);
     pid_t reader = fork();
     ck_assert_int_ge(reader, 0);
     if (reader == 0) {
-        bfs_store_opts o = {.named_temps = modes[_i]};
+        bfs_store_opts o = {.named_temps = _i & 1, .trailer_in_file = g_in_file};
         bfs_store *rs;
         if (bfs_store_open(root, &o, &rs, NULL, 0))
             _exit(1);
@@ -919,7 +1064,7 @@ START_TEST(two_mine_concurrent)
     pid_t scanner = fork();
     ck_assert_int_ge(scanner, 0);
     if (scanner == 0) {
-        bfs_store_opts o = {.named_temps = modes[_i], .log_cb = log_stderr};
+        bfs_store_opts o = {.named_temps = _i & 1, .trailer_in_file = g_in_file, .log_cb = log_stderr};
         bfs_store *ss;
         if (bfs_store_open(root, &o, &ss, NULL, 0))
             _exit(1);
@@ -939,7 +1084,7 @@ START_TEST(two_mine_concurrent)
             pid[i] = fork();
             ck_assert_int_ge(pid[i], 0);
             if (pid[i] == 0) {
-                bfs_store_opts o = {.named_temps = modes[_i]};
+                bfs_store_opts o = {.named_temps = _i & 1, .trailer_in_file = g_in_file};
                 bfs_store *cs;
                 bfs_claim c;
                 if (bfs_store_open(root, &o, &cs, NULL, 0))
@@ -1014,11 +1159,12 @@ END_TEST
 
 START_TEST(lru_eviction)
 {
+    set_mode(_i);
     char *root = tu_mkdtemp("bfs-store");
     size_t len = 10000;
-    uint64_t file = len + BFS_STORE_TRAILER;
+    uint64_t file = len + trl();
     uint64_t budget = file * 11 / 2; /* 5.5 entries: after a scan, 5 stay */
-    bfs_store *s = open_store(root, budget, modes[_i]);
+    bfs_store *s = open_store(root, budget, (_i & 1));
     uint8_t *d[40];
     for (int i = 0; i < 40; i++)
         d[i] = payload(100 + (uint64_t)i, len);
@@ -1051,7 +1197,7 @@ START_TEST(lru_eviction)
     expect_hit(s, key3(1, 0, 0), d[0], len);
     bfs_store_close(s);
     /* a handle with a smaller budget trims the store at open */
-    s = open_store(root, file * 2, modes[_i]);
+    s = open_store(root, file * 2, (_i & 1));
     ck_assert_uint_le(count_tree(root).entry_bytes, file * 2);
     /* an entry larger than the whole budget is refused, and the key stays free */
     uint8_t *big = payload(7, 3 * len);
@@ -1070,10 +1216,11 @@ END_TEST
 
 START_TEST(reader_survives_eviction)
 {
+    set_mode(_i);
     char *root = tu_mkdtemp("bfs-store");
     size_t len = 100000;
-    uint64_t file = len + BFS_STORE_TRAILER;
-    bfs_store *s = open_store(root, file * 5 / 2, modes[_i]);
+    uint64_t file = len + trl();
+    bfs_store *s = open_store(root, file * 5 / 2, (_i & 1));
     uint8_t *d[6];
     for (int i = 0; i < 6; i++)
         d[i] = payload(200 + (uint64_t)i, len);
@@ -1104,19 +1251,20 @@ END_TEST
 
 START_TEST(concurrent_eviction)
 {
+    set_mode(_i);
     /* 3 daemons publish and read 40 keys each into one store with room for ~10 entries */
     char *root = tu_mkdtemp("bfs-store");
     size_t len = 50000;
-    uint64_t file = len + BFS_STORE_TRAILER;
+    uint64_t file = len + trl();
     uint64_t budget = file * 10;
-    bfs_store *s = open_store(root, budget, modes[_i]);
+    bfs_store *s = open_store(root, budget, (_i & 1));
     enum { P = 3, K = 40 };
     pid_t pid[P];
     for (int p = 0; p < P; p++) {
         pid[p] = fork();
         ck_assert_int_ge(pid[p], 0);
         if (pid[p] == 0) {
-            bfs_store_opts o = {.budget_bytes = budget, .named_temps = modes[_i]};
+            bfs_store_opts o = {.budget_bytes = budget, .named_temps = _i & 1, .trailer_in_file = g_in_file};
             bfs_store *cs;
             if (bfs_store_open(root, &o, &cs, NULL, 0))
                 _exit(1);
@@ -1183,13 +1331,13 @@ START_TEST(stale_files_and_recount)
     ck_assert_int_eq(tu_write_file(p, "", 0), 0);
     entry_path(root, key3(8, 0, 3), ".st.tmp-999999-1", p, sizeof p);
     ck_assert_int_eq(tu_write_file(p, d, 500), 0);
-    snprintf(p, sizeof p, "%s/v1/%016x/0/notes.txt", root, 8u);
+    snprintf(p, sizeof p, "%s/v2/%016x/0/notes.txt", root, 8u);
     ck_assert_int_eq(tu_write_file(p, "x", 1), 0);
     s = open_store(root, 0, 0);
     bfs_store_stats st;
     bfs_store_get_stats(s, &st);
     ck_assert_uint_eq(st.stale_removed, 2);
-    ck_assert_uint_eq(st.usage_bytes, 2 * (1000 + BFS_STORE_TRAILER));
+    ck_assert_uint_eq(st.usage_bytes, 2 * (1000 + trl()));
     struct tree_count t = count_tree(root);
     ck_assert_int_eq(t.temps, 0);
     ck_assert_int_eq(t.locks, 1); /* key 4's, held */
@@ -1284,7 +1432,7 @@ START_TEST(private_dir_rules)
     snprintf(p, sizeof p, "%s/a/b/c", base);
     ck_assert_int_eq(bfs_store_open(p, NULL, &s, err, sizeof err), 0);
     bfs_store_close(s);
-    snprintf(p, sizeof p, "%s/a/b/c/v1", base);
+    snprintf(p, sizeof p, "%s/a/b/c/v2", base);
     ck_assert(exists(p));
     tu_rmtree(base);
     free(base);
@@ -1298,34 +1446,34 @@ static Suite *store_suite(void)
     Suite *s = suite_create("store");
     TCase *basic = tcase_create("basic");
     tcase_set_timeout(basic, 120);
-    tcase_add_loop_test(basic, round_trip, 0, 2);
-    tcase_add_loop_test(basic, streamed_write, 0, 2);
+    tcase_add_loop_test(basic, round_trip, 0, 4);
+    tcase_add_loop_test(basic, streamed_write, 0, 4);
     tcase_add_test(basic, api_misuse);
-    tcase_add_loop_test(basic, sync_policies, 0, 2);
+    tcase_add_loop_test(basic, sync_policies, 0, 4);
     tcase_add_test(basic, fingerprints_never_share);
     suite_add_tcase(s, basic);
     TCase *bad = tcase_create("corruption");
     tcase_set_timeout(bad, 120);
-    tcase_add_test(bad, corrupt_byte_flips);
-    tcase_add_test(bad, corrupt_truncated_and_garbage);
+    tcase_add_loop_test(bad, corrupt_byte_flips, 0, 2);
+    tcase_add_loop_test(bad, corrupt_truncated_and_garbage, 0, 2);
     tcase_add_test(bad, entry_format_functions);
     suite_add_tcase(s, bad);
     TCase *flight = tcase_create("single_flight");
     tcase_set_timeout(flight, 120);
-    tcase_add_loop_test(flight, fork_single_flight, 0, 2);
-    tcase_add_loop_test(flight, thread_single_flight, 0, 2);
+    tcase_add_loop_test(flight, fork_single_flight, 0, 4);
+    tcase_add_loop_test(flight, thread_single_flight, 0, 4);
     tcase_add_test(flight, wait_timeout);
     tcase_add_test(flight, mine_is_exclusive_under_churn);
-    tcase_add_loop_test(flight, kill9_mid_publish, 0, 2);
-    tcase_add_loop_test(flight, kill9_while_others_wait, 0, 2);
-    tcase_add_loop_test(flight, two_mine_in_process, 0, 2);
-    tcase_add_loop_test(flight, two_mine_concurrent, 0, 2);
+    tcase_add_loop_test(flight, kill9_mid_publish, 0, 4);
+    tcase_add_loop_test(flight, kill9_while_others_wait, 0, 4);
+    tcase_add_loop_test(flight, two_mine_in_process, 0, 4);
+    tcase_add_loop_test(flight, two_mine_concurrent, 0, 4);
     suite_add_tcase(s, flight);
     TCase *ev = tcase_create("eviction");
     tcase_set_timeout(ev, 120);
-    tcase_add_loop_test(ev, lru_eviction, 0, 2);
-    tcase_add_loop_test(ev, reader_survives_eviction, 0, 2);
-    tcase_add_loop_test(ev, concurrent_eviction, 0, 2);
+    tcase_add_loop_test(ev, lru_eviction, 0, 4);
+    tcase_add_loop_test(ev, reader_survives_eviction, 0, 4);
+    tcase_add_loop_test(ev, concurrent_eviction, 0, 4);
     tcase_add_test(ev, stale_files_and_recount);
     suite_add_tcase(s, ev);
     TCase *dirs = tcase_create("directories");

@@ -33,6 +33,34 @@ computed=$(stat_of "$T/b" "d['batches']['computed']")
     fail "mount B: served $served from cache_dir, computed $computed (expected >= 6 and 0)"
 for k in $(seq 0 5); do cmp "$T/a.$k" "$T/b.$k" || fail "batch $k differs between A and B"; done
 ok "B computed nothing: $served batches served from cache_dir, identical bytes"
+
+# where the file system takes user xattrs, an entry is exactly the batch file (its trailer
+# is the xattr user.batchfs.entry), and under FUSE passthrough B serves the entries
+# themselves, without a copy (cache_dir.zero_copy)
+ent=$(find "$D" -type f -path '*/0/0.st')
+if python3 -c "import os,sys; os.getxattr(sys.argv[1], 'user.batchfs.entry')" "$ent" 2>/dev/null; then
+    [ "$(stat -c %s "$ent")" = "$(stat -c %s "$T/a.0")" ] || fail "entry $ent is not exactly batch 0"
+    zc=$(stat_of "$T/b" "d['cache_dir']['zero_copy']")
+    if [ "$(stat_of "$T/b" "d['passthrough']['active']")" = True ]; then
+        [ "$zc" -ge 6 ] || fail "B served from cache_dir under passthrough with $zc zero-copy batches (< 6)"
+        ok "entries are the batch files: $zc of B's batches are backed by them (zero copy)"
+    else
+        ok "entries are the batch files (no passthrough here: served by copying)"
+    fi
+else
+    ok "no user xattrs under $D: entries carry their trailer in the file"
+fi
+# removing every entry under a live mount changes nothing for its readers
+find "$D" -type f -name '*.st' -delete
+for k in $(seq 0 5); do
+    cat "$T/b/epoch/0/batch_$k" | cmp - "$T/a.$k" || fail "batch $k differs after its entry was removed"
+done
+ok "entries removed under B: B still serves identical bytes"
+unmount_bfs "$T/b"
+# the store is empty again: publish epoch 0 anew for the corruption check below
+find "$D" -type f -name '*.st' | grep -q . && fail "entries left after removal"
+mount_bfs "$T/d.bfs" "$T/b" -o "$OPTS"
+read_all "$T/b"
 unmount_bfs "$T/b"
 
 mount_bfs "$T/d.bfs" "$T/c" -o "batch=8,size=32,seed=6,cache_dir=$D"
