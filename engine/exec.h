@@ -44,6 +44,7 @@ typedef struct bfs_exec_stats {
     uint64_t evicted_ahead;   /* evictions of batches a reader would still read (window) */
     uint64_t store_hits;      /* batches served from the host-wide store, not computed */
     uint64_t store_publishes; /* batches this process computed and published */
+    int huge_files;           /* batch files live on the private huge-page tmpfs */
     bfs_stage_stats stages;   /* summed over workers */
 } bfs_exec_stats;
 
@@ -56,6 +57,15 @@ typedef struct bfs_exec_stats {
 int bfs_exec_create(bfs_engine *e, int threads, uint64_t cache_bytes, bfs_exec **out);
 
 /*
+ * bfs_exec_set_passed_max - of the cache budget, at most `bytes` may hold finished batches
+ * that no active reader will read (read already, or off every reader's stride); beyond
+ * that the least recently used of them are evicted even under budget, so memory is
+ * recycled while it is still mapped and warm instead of growing to the budget with fresh
+ * pages (default 1 GiB; UINT64_MAX: only the budget bounds them).
+ */
+void bfs_exec_set_passed_max(bfs_exec *x, uint64_t bytes);
+
+/*
  * bfs_exec_set_store - share finished batches through the host-wide store s (cache_dir=),
  * keyed by (bfs_engine_fingerprint, epoch, batch): a batch another daemon already
  * published is read instead of computed; a batch computed here is published. Call before
@@ -65,14 +75,17 @@ int bfs_exec_create(bfs_engine *e, int threads, uint64_t cache_bytes, bfs_exec *
 void bfs_exec_set_store(bfs_exec *x, bfs_store *s);
 
 /*
- * bfs_exec_set_memfd - from now on (on != 0), each finished batch is moved into a sealed
- * memory file (memfd_create, F_SEAL_WRITE): one copy of ~1% of its compute time, after
- * which its bytes can never change, so the mount can make that file the backing file of
- * the batch file (FUSE passthrough: reads and mmap go from the kernel straight to it) and
- * it may be handed to other processes. The batch's buffer returns to the pool. A batch
- * that could not be moved (no memory) keeps its buffer and has no file (bfs_batch_fd -1).
+ * bfs_exec_set_memfd - from now on (on != 0), each finished batch is moved into a
+ * read-only memory file: one copy of ~5% of its compute time, after which its bytes can
+ * never change, so the mount can make that file the backing file of the batch file (FUSE
+ * passthrough: reads and mmap go from the kernel straight to it) and it may be handed to
+ * other processes. The file is a sealed memfd (memfd_create, F_SEAL_WRITE), or with huge
+ * != 0 an O_TMPFILE on a private tmpfs with 2 MiB pages (huge_pages=1; needs
+ * CAP_SYS_ADMIN, else memfds; bfs_exec_stats.huge_files tells). The batch's buffer returns
+ * to the pool. A batch that could not be moved (no memory) keeps its buffer and has no file
+ * (bfs_batch_fd -1).
  */
-void bfs_exec_set_memfd(bfs_exec *x, int on);
+void bfs_exec_set_memfd(bfs_exec *x, int on, int huge);
 /* With a store (bfs_exec_set_store), a batch found in it is not copied: when the entry
  * file holds exactly the batch (bfs_claim.exact), that verified file is the batch's file. */
 

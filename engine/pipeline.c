@@ -54,6 +54,7 @@ enum {
     OPT_SAMPLE_CACHE_MB,
     OPT_CPU_BUDGET,
     OPT_RAM_MB,
+    OPT_HUGE_PAGES,
     OPT_COUNT
 };
 _Static_assert(OPT_COUNT <= 32, "bfs_pipeline_opts.given has one bit per option");
@@ -188,6 +189,11 @@ static const opt table[OPT_COUNT] = {
                         INT(cpu_budget, W_INT, 1, 1024, F_LATER)},
     [OPT_RAM_MB] = {PUB("ram_mb", K, "N", "half of RAM", "memory the autotuner may use, MiB"),
                     INT(ram_mb, W_I64, 16, MIB_MAX, F_LATER)},
+    [OPT_HUGE_PAGES] = {PUB("huge_pages", K, "0|1", "0",
+                            "1: finished batch files on 2 MiB pages (needs root, as FUSE "
+                            "passthrough does): faster to read and to recycle, slower while "
+                            "the daemon first grows on VMs that return free memory to the host"),
+                        ENUM(huge_pages)},
 };
 
 #undef PUB

@@ -81,6 +81,7 @@ typedef struct bfs_pipeline_opts {
     int64_t sample_cache_mb; /* sample_cache_mb=N (0), 0..2^40 */
     int cpu_budget;          /* cpu_budget=N (online CPUs; 0 = default), 1..1024 */
     int64_t ram_mb;          /* ram_mb=N (half of available RAM; 0 = default), 16..2^40 */
+    int huge_pages;          /* huge_pages=0|1 (0): batch files on huge pages (exec.h) */
     /* bookkeeping for validation: which keys were given explicitly */
     uint32_t given; /* bit i: option i (bfs_pipeline_option_at(i)) was set */
 } bfs_pipeline_opts;

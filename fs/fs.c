@@ -18,9 +18,11 @@
  * libfuse 3.14 predates it, so batchfs talks to /dev/fuse through libfuse's custom I/O
  * hooks: io_read notes whether the kernel's INIT offers FUSE_PASSTHROUGH, io_writev sets
  * it (and max_stack_depth 1) in libfuse's INIT reply and the backing id in open replies.
- * The executor then keeps every finished batch in a sealed memfd (bfs_exec_set_memfd) or,
- * for a batch found in cache_dir, in the store's own entry file, and opening a batch file computes the batch (instead of its first read) and registers
- * that memfd as the file's backing file (FUSE_DEV_IOC_BACKING_OPEN): reads and mmap go
+ * The executor then keeps every finished batch in a read-only memory file (a sealed memfd,
+ * or with huge_pages=1 a file on 2 MiB pages: bfs_exec_set_memfd) or, for a batch found in
+ * cache_dir, in the store's own entry file, and opening a batch file computes the batch
+ * (instead of its first read) and registers that file as the batch file's backing file
+ * (FUSE_DEV_IOC_BACKING_OPEN): reads and mmap go
  * from the kernel straight to the batch's pages, never through the daemon — as fast as
  * tmpfs, zero-copy for mmap. The kernel allows one backing file per inode at a time, so
  * one backing id per batch is shared by its open files (fsstate.backings) and closed with
@@ -468,9 +470,12 @@ static void make_stats(fsstate *fs, text *t)
     for (backing *b = fs->backings; b; b = b->next)
         nback += b->id > 0;
     pthread_mutex_unlock(&fs->lock);
-    tprintf(t, "  \"passthrough\": {\"active\": %s, \"opens\": %llu, \"backing_files\": %u},\n",
+    tprintf(t,
+            "  \"passthrough\": {\"active\": %s, \"opens\": %llu, \"backing_files\": %u, "
+            "\"huge_pages\": %s},\n",
             atomic_load(&fs->pt_active) ? "true" : "false",
-            (unsigned long long)atomic_load(&fs->pt_opens), nback);
+            (unsigned long long)atomic_load(&fs->pt_opens), nback,
+            st.huge_files ? "true" : "false");
     bfs_exec_reader rd[BFS_EXEC_MAX_READERS];
     int nr = bfs_exec_readers(fs->x, now(), pid_alive, rd, BFS_EXEC_MAX_READERS);
     tprintf(t, "  \"prefetch\": {\"depth\": %d, \"streams\": [", st.prefetch);
@@ -606,7 +611,7 @@ static int backing_acquire(fsstate *fs, uint64_t epoch, uint64_t k, int fd)
                     /* not allowed here (no CAP_SYS_ADMIN in the initial user namespace):
                      * stop trying; batches are copied from now on */
                     atomic_store(&fs->pt_active, 0);
-                    bfs_exec_set_memfd(fs->x, 0);
+                    bfs_exec_set_memfd(fs->x, 0, 0);
                     fprintf(stderr,
                             "batchfs: FUSE passthrough refused by the kernel (%s): batch "
                             "files are served by copying (run as root for passthrough)\n",
@@ -933,7 +938,17 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
     if (fs->args->passthrough && atomic_load(&fs->pt_offered) && has_sys_admin() &&
         !(conn->want & FUSE_CAP_WRITEBACK_CACHE)) {
         atomic_store(&fs->pt_active, 1); /* io_writev patches this INIT's reply */
-        bfs_exec_set_memfd(fs->x, 1);
+        bfs_exec_set_memfd(fs->x, 1, fs->args->pipe.huge_pages);
+    }
+    if (fs->args->pipe.huge_pages) {
+        bfs_exec_stats st;
+        bfs_exec_get_stats(fs->x, &st);
+        if (!st.huge_files)
+            fprintf(stderr, "batchfs: note: huge_pages=1 has no effect: %s\n",
+                    atomic_load(&fs->pt_active)
+                        ? "this kernel refused a private tmpfs with huge pages (fsopen)"
+                        : "batch files are files only under FUSE passthrough (root, Linux >= "
+                          "6.9, passthrough=auto)");
     }
 }
 

@@ -470,6 +470,18 @@ static void stats_after(bfs_exec *x, uint64_t n, bfs_exec_stats *st)
     }
 }
 
+/* Stats once cached_bytes is `bytes` (updated when the worker drops its reference to a
+ * finished batch, just after the waiter wakes; bounded wait). */
+static void stats_cached(bfs_exec *x, uint64_t bytes, bfs_exec_stats *st)
+{
+    for (int i = 0; i < 500; i++) {
+        bfs_exec_get_stats(x, st);
+        if (st->cached_bytes == bytes)
+            return;
+        usleep(10000);
+    }
+}
+
 /* The window: with readers known, eviction takes what no reader will read first, then the
  * batch whose next read is farthest away; plain LRU would pick other victims here. */
 START_TEST(reader_aware_eviction)
@@ -504,6 +516,48 @@ START_TEST(reader_aware_eviction)
     touch(x, 2);
     bfs_exec_get_stats(x, &st);
     ck_assert_uint_eq(st.computed, 5); /* 2 still there */
+    bfs_exec_destroy(x);
+    bfs_engine_destroy(e);
+}
+END_TEST
+
+/* Batches no reader will read stay cached only up to passed_max, even far under budget;
+ * what a reader will still read is not bounded by it. */
+START_TEST(passed_batches_bounded)
+{
+    bfs_engine *e = engine(packed, "batch=4,size=32");
+    uint64_t one = bfs_engine_batch_bytes(e, 0);
+    ck_assert_uint_ge(bfs_engine_batches(e), 9);
+    bfs_exec *x;
+    ck_assert_int_eq(bfs_exec_create(e, 1, 64 * one, &x), 0);
+    bfs_exec_set_prefetch(x, 0);
+    bfs_exec_set_passed_max(x, 2 * one);
+    for (uint64_t k = 0; k < 5; k++) { /* a reader reads 0..4 */
+        bfs_exec_follow(x, 7, 0, k, 1.0 + (double)k, 0, NULL);
+        touch(x, k);
+    }
+    bfs_exec_stats st;
+    stats_after(x, 3, &st);
+    ck_assert_uint_eq(st.computed, 5);
+    ck_assert_uint_eq(st.evicted_passed, 3);
+    ck_assert_uint_eq(st.cached_bytes, 2 * one);
+    touch(x, 4); /* the two most recently used passed batches were kept */
+    touch(x, 3);
+    bfs_exec_get_stats(x, &st);
+    ck_assert_uint_eq(st.computed, 5);
+    /* four batches ahead of the reader (it is at 4, stride 1): all kept */
+    for (uint64_t k = 5; k < 9; k++)
+        touch(x, k);
+    stats_cached(x, 6 * one, &st);
+    ck_assert_uint_eq(st.computed, 9);
+    ck_assert_uint_eq(st.evicted_ahead, 0);
+    ck_assert_uint_eq(st.cached_bytes, 6 * one);
+    /* no bound: nothing more is evicted */
+    bfs_exec_set_passed_max(x, UINT64_MAX);
+    touch(x, 0);
+    stats_cached(x, 7 * one, &st);
+    ck_assert_uint_eq(st.evictions, 3);
+    ck_assert_uint_eq(st.cached_bytes, 7 * one);
     bfs_exec_destroy(x);
     bfs_engine_destroy(e);
 }
@@ -606,6 +660,7 @@ static Suite *engine_suite(void)
     tcase_add_test(tc, bad_samples);
     tcase_add_test(tc, sizes_and_ranges);
     tcase_add_test(tc, reader_aware_eviction);
+    tcase_add_test(tc, passed_batches_bounded);
     tcase_add_test(tc, readers_follow_and_adopt);
     tcase_add_test(tc, thread_count_changes);
     suite_add_tcase(s, tc);

@@ -74,6 +74,10 @@ echo "== the mount (tests/bench/bench_mount.sh) =="
 bash tests/bench/bench_mount.sh "$corpus"
 
 echo
+echo "== batch memory: 4 KiB vs huge pages over 12 epochs (tests/bench/bench_memory.sh) =="
+bash tests/bench/bench_memory.sh "$corpus"
+
+echo
 echo "== many jobs, one host (tests/bench/bench_jobs.sh) =="
 bash tests/bench/bench_jobs.sh "$corpus"
 

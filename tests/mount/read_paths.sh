@@ -6,7 +6,8 @@
 # identical bytes; an ImageFolder and its .bfs serve identical tensors.
 # The read paths run twice: with FUSE passthrough where the machine allows it (root,
 # Linux >= 6.9: reads go to the batch's memfd) and with passthrough=off (every read is
-# copied by the daemon), so both ways of serving are checked whatever the default.
+# copied by the daemon), so both ways of serving are checked whatever the default; then
+# with huge_pages=1 (batch files on a private tmpfs with 2 MiB pages, under passthrough).
 # 64 images, batch=16 (4 batches an epoch), size=48. About 15 s.
 . "$(dirname "$0")/lib.sh"
 require_fuse
@@ -27,6 +28,12 @@ mount_bfs "$T/data.bfs" "$M" -o "$OPTS,epochs=4$1"
 active=$(pyx -c 'import bfs, sys; print(int(bfs.stats(sys.argv[1])["passthrough"]["active"]))' "$M")
 echo "# $2: passthrough active: $active"
 if [ "$1" = ",passthrough=off" ] && [ "$active" = 1 ]; then fail "passthrough=off: /stats says passthrough is active"; fi
+huge=$(pyx -c 'import bfs, sys; print(int(bfs.stats(sys.argv[1])["passthrough"]["huge_pages"]))' "$M")
+case "$1,$active,$huge" in
+,huge_pages=1,1,1) echo "# batch files on the private huge-page tmpfs" ;;
+,huge_pages=1,1,0) fail "huge_pages=1 under passthrough: /stats says the batch files are not on huge pages" ;;
+*,1) fail "$2: /stats says huge_pages without huge_pages=1" ;;
+esac
 cat "$M/epoch/0/batch_0" >"$T/out/cat"
 cmp "$T/out/cat" "$T/ref/e0_b0" || fail "cat of epoch 0 batch 0 differs from engine_tool's bytes"
 dd if="$M/epoch/0/batch_1" of="$T/out/dd1M" bs=1M status=none
@@ -117,6 +124,9 @@ ok "$2: every read path gives the engine's bytes"
 }
 read_paths "" "default (passthrough=auto)"
 read_paths ",passthrough=off" "passthrough=off"
+# huge_pages=1 has an effect only under passthrough; otherwise the daemon says so
+expect_log '^batchfs: note: huge_pages=1 has no effect'
+read_paths ",huge_pages=1" "huge_pages=1"
 
 # ---- determinism: batch 3 cold on a fresh mount == after 0..2; remount; other knobs --
 mount_bfs "$T/data.bfs" "$M" -o "$OPTS,epochs=4"

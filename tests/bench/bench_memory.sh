@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# tests/bench/bench_memory.sh CORPUS [EPOCHS] — where batches live (docs/engine.md, "Batch
+# memory"): one reader reads EPOCHS (default 12) fresh epochs in order, batch by batch,
+# through a fresh mount, once with 4 KiB batch files (the default) and once with
+# huge_pages=1; prints images/s per epoch and the mean over the first and the last third.
+# With the passed-batch bound (1 GiB) the daemon recycles memory after ~1 GiB, so the
+# last third shows the steady state; the first third shows the cost of fresh pages.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+BUILD=${BUILD:-build}
+corpus=${1:?usage: bench_memory.sh CORPUS_DIR [EPOCHS]}
+epochs=${2:-12}
+opts=${BENCH_OPTS:-batch=256,size=224}
+work=$(mktemp -d "${TMPDIR:-/tmp}/batchfs-bmem.XXXXXX")
+mnt=$work/mnt
+mkdir -p "$mnt"
+cleanup() { fusermount3 -u "$mnt" 2>/dev/null || true; rm -rf "$work"; }
+trap cleanup EXIT
+"$BUILD/mkbatchfs" --quiet "$corpus" "$work/c.bfs"
+for extra in "" ",huge_pages=1"; do
+    "$BUILD/batchfs" "$work/c.bfs" "$mnt" -o "$opts$extra"
+    rates=$(python3 - "$mnt" "$epochs" <<'PYEOF'
+import os, sys, time
+mnt, epochs = sys.argv[1], int(sys.argv[2])
+nb = len(os.listdir(f"{mnt}/epoch/0"))
+per = int(os.getxattr(f"{mnt}/epoch/0/batch_0", "user.batchfs.samples"))
+for e in range(epochs):
+    t0 = time.perf_counter()
+    for k in range(nb):
+        with open(f"{mnt}/epoch/{e}/batch_{k}", "rb", buffering=0) as f:
+            while f.read(1 << 20):
+                pass
+    print(f"{nb * per / (time.perf_counter() - t0):.0f}")
+PYEOF
+)
+    hp=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['passthrough']['huge_pages'])" "$mnt/stats")
+    fusermount3 -u "$mnt"
+    third=$((epochs / 3))
+    first=$(echo "$rates" | head -n "$third" | awk '{s+=$1} END{printf "%.0f", s/NR}')
+    last=$(echo "$rates" | tail -n "$third" | awk '{s+=$1} END{printf "%.0f", s/NR}')
+    echo "${extra:+huge_pages=1}${extra:-4 KiB pages (default)} (huge pages in use: $hp): images/s per epoch: $(echo $rates)"
+    echo "   first third $first, last third $last images/s"
+    sleep 3 # let the freed memory go (free page reporting) as between two real jobs
+done
