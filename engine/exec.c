@@ -30,7 +30,7 @@
 /* SEALING: computed, its bytes being moved into a sealed memory file (memfd mode). */
 enum { JOB_PREPARING, JOB_RUNNING, JOB_SEALING, JOB_READY, JOB_FAILED };
 
-#define POOL_MAX   2
+#define POOL_MAX   16                  /* freed batch buffers kept at most (see free_data) */
 #define MAX_FAILED 1024                /* failed batches remembered (their error only) */
 #define PASSED_MAX ((uint64_t)1 << 30) /* default bfs_exec_set_passed_max */
 
@@ -98,6 +98,8 @@ struct bfs_exec {
         uint64_t size;
     } pool[POOL_MAX];
     int npool;
+    int bufs_out;  /* batch buffers allocated and not in the pool (guarded by lock) */
+    int bufs_peak; /* the most ever out at once (guarded by lock) */
 };
 
 static bfs_batch *find(bfs_exec *x, uint64_t epoch, uint64_t k)
@@ -120,10 +122,26 @@ static void unlink_job(bfs_exec *x, bfs_batch *j)
 /* Locked. */
 static void free_data(bfs_exec *x, uint8_t *data, uint64_t size)
 {
-    /* up to POOL_MAX freed buffers wait for the next batches: in the steady state the
-     * cache is full and every new batch would otherwise fault in fresh, zeroed pages
-     * (measured: 7% of a worker's time). Memory: cache budget + POOL_MAX batches. */
-    if (x && x->npool < POOL_MAX && data) {
+    /* Freed buffers wait for the next batches: a fresh 38 MB buffer costs ~10k page faults
+     * and zeroing (7% of a worker's time on warm memory, up to half of a batch's compute
+     * on fresh memory: docs/engine.md, "Batch memory"). Two are always kept. Batches come
+     * in bursts (a reader's prefetch window, an epoch's start), so more are kept while the
+     * cache budget has room for them, up to as many as were ever out at once and at most
+     * POOL_MAX: memory stays within the budget + 2 batches + those in flight, and a burst
+     * no larger than the last finds every buffer it needs. */
+    if (!data)
+        return;
+    if (!x) {
+        free(data);
+        return;
+    }
+    x->bufs_out--;
+    uint64_t pooled = 0;
+    for (int i = 0; i < x->npool; i++)
+        pooled += x->pool[i].size;
+    int keep = x->npool < 2 || (x->npool < POOL_MAX && x->bufs_out + x->npool < x->bufs_peak &&
+                                x->st.cached_bytes + pooled + size <= x->cache_bytes);
+    if (keep) {
         x->pool[x->npool].data = data;
         x->pool[x->npool++].size = size;
     } else {
@@ -156,6 +174,7 @@ static uint8_t *alloc_data(bfs_exec *x, uint64_t size)
         if (x->pool[i].size == size) {
             uint8_t *d = x->pool[i].data;
             x->pool[i] = x->pool[--x->npool];
+            x->bufs_out++;
             return d;
         }
     void *d = NULL;
@@ -164,6 +183,9 @@ static uint8_t *alloc_data(bfs_exec *x, uint64_t size)
         return NULL;
     if (align > 4096)
         madvise(d, size, MADV_HUGEPAGE);
+    x->st.buffer_allocs++;
+    if (++x->bufs_out > x->bufs_peak)
+        x->bufs_peak = x->bufs_out;
     return d;
 }
 
@@ -278,7 +300,7 @@ static int finish_slot(bfs_exec *x, bfs_batch *j)
     if (j->rc) {
         j->state = JOB_FAILED;
         x->st.failed++;
-        free(j->data); /* a failed batch keeps only its error */
+        free_data(x, j->data, j->size); /* a failed batch keeps only its error */
         j->data = NULL;
     } else {
         x->st.computed++;
@@ -771,6 +793,7 @@ void bfs_exec_get_stats(bfs_exec *x, bfs_exec_stats *st)
     st->prefetch = x->prefetch;
     st->cache_budget = x->cache_bytes;
     st->huge_files = x->hugefs >= 0;
+    st->buffers = x->bufs_out + x->npool;
     st->in_flight = 0;
     for (bfs_batch *b = x->jobs; b; b = b->next_job)
         st->in_flight += b->state < JOB_READY;
@@ -968,6 +991,15 @@ void bfs_exec_set_cache_bytes(bfs_exec *x, uint64_t bytes)
     pthread_mutex_lock(&x->lock);
     x->cache_bytes = bytes;
     evict(x);
+    /* pooled buffers beyond two lived in the budget's room: give back what no longer fits */
+    uint64_t pooled = 0;
+    for (int i = 0; i < x->npool; i++)
+        pooled += x->pool[i].size;
+    while (x->npool > 2 && x->st.cached_bytes + pooled > x->cache_bytes) {
+        x->npool--;
+        pooled -= x->pool[x->npool].size;
+        free(x->pool[x->npool].data);
+    }
     pthread_mutex_unlock(&x->lock);
 }
 

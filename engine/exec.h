@@ -45,13 +45,16 @@ typedef struct bfs_exec_stats {
     uint64_t store_hits;      /* batches served from the host-wide store, not computed */
     uint64_t store_publishes; /* batches this process computed and published */
     int huge_files;           /* batch files live on the private huge-page tmpfs */
+    int buffers;              /* batch buffers allocated now: in use + pooled */
+    uint64_t buffer_allocs;   /* batch buffers ever allocated (not taken from the pool) */
     bfs_stage_stats stages;   /* summed over workers */
 } bfs_exec_stats;
 
 /*
  * bfs_exec_create - start `threads` workers (<= 0: online CPUs) over engine e, keeping
  * at most cache_bytes of finished, unreferenced batches (0: keep none beyond those
- * referenced or in flight), plus up to two freed batch buffers kept for reuse.
+ * referenced or in flight), plus freed batch buffers kept for reuse: two, and more while
+ * the budget has room (see free_data in exec.c).
  * Returns 0, -ENOMEM or -EAGAIN (threads).
  */
 int bfs_exec_create(bfs_engine *e, int threads, uint64_t cache_bytes, bfs_exec **out);

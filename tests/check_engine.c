@@ -563,6 +563,42 @@ START_TEST(passed_batches_bounded)
 }
 END_TEST
 
+/* Freed batch buffers are kept, while the budget has room, for the next burst as large as
+ * the largest so far: a second prefetch window of the same size allocates nothing. */
+START_TEST(buffer_pool_follows_bursts)
+{
+    bfs_engine *e = engine(packed, "batch=4,size=32");
+    uint64_t one = bfs_engine_batch_bytes(e, 0);
+    bfs_exec *x;
+    ck_assert_int_eq(bfs_exec_create(e, 2, 64 * one, &x), 0);
+    bfs_exec_stats st;
+    for (int round = 0; round < 3; round++) {
+        bfs_batch *b[5];
+        char err[512];
+        bfs_exec_set_passed_max(x, UINT64_MAX);
+        for (uint64_t k = 0; k < 5; k++) /* five batches at once */
+            ck_assert_int_eq(bfs_exec_prefetch(x, (uint64_t)round, k), 0);
+        for (uint64_t k = 0; k < 5; k++)
+            ck_assert_msg(bfs_exec_get(x, (uint64_t)round, k, &b[k], err, sizeof err) == 0, "%s",
+                          err);
+        for (int k = 0; k < 5; k++)
+            bfs_batch_release(b[k]);
+        stats_cached(x, 5 * one, &st); /* the workers' references are dropped */
+        bfs_exec_set_passed_max(x, 0); /* all five evicted (no reader will read them) */
+        bfs_exec_get_stats(x, &st);
+        ck_assert_uint_eq(st.computed, 5 * (uint64_t)(round + 1));
+        ck_assert_uint_eq(st.evictions, 5 * (uint64_t)(round + 1));
+        ck_assert_uint_eq(st.buffer_allocs, 5); /* the first round's, reused since */
+        ck_assert_int_eq(st.buffers, 5);
+    }
+    bfs_exec_set_cache_bytes(x, one); /* a smaller budget: the pool gives back all but 2 */
+    bfs_exec_get_stats(x, &st);
+    ck_assert_int_eq(st.buffers, 2);
+    bfs_exec_destroy(x);
+    bfs_engine_destroy(e);
+}
+END_TEST
+
 static int alive_none(uint64_t key)
 {
     (void)key;
@@ -661,6 +697,7 @@ static Suite *engine_suite(void)
     tcase_add_test(tc, sizes_and_ranges);
     tcase_add_test(tc, reader_aware_eviction);
     tcase_add_test(tc, passed_batches_bounded);
+    tcase_add_test(tc, buffer_pool_follows_bursts);
     tcase_add_test(tc, readers_follow_and_adopt);
     tcase_add_test(tc, thread_count_changes);
     suite_add_tcase(s, tc);
