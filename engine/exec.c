@@ -863,6 +863,20 @@ static double smooth(double old, double v, uint64_t n)
     return n <= 1 ? v : 0.75 * old + 0.25 * v;
 }
 
+void bfs_exec_reader_waited(bfs_exec *x, uint32_t id, double wait_s)
+{
+    pthread_mutex_lock(&x->lock);
+    for (int i = 0; i < BFS_EXEC_MAX_READERS; i++) {
+        reader *r = &x->readers[i];
+        if (r->key && r->id == id) {
+            r->waited = wait_s;
+            r->wait_s = r->batches <= 1 ? wait_s : smooth(r->wait_s, wait_s, r->batches - 1);
+            break;
+        }
+    }
+    pthread_mutex_unlock(&x->lock);
+}
+
 uint32_t bfs_exec_follow(bfs_exec *x, uint64_t key, uint64_t epoch, uint64_t k, double now,
                          double wait_s, bfs_exec_alive_fn alive)
 {
@@ -906,15 +920,16 @@ uint32_t bfs_exec_follow(bfs_exec *x, uint64_t key, uint64_t epoch, uint64_t k, 
     if (r->batches) { /* the step it took since its last batch, less the wait for it */
         double own = now - r->asked - r->waited;
         r->own_s = smooth(r->own_s, own > 0 ? own : 0, r->batches);
-        r->wait_s = smooth(r->wait_s, wait_s, r->batches);
+        if (wait_s >= 0)
+            r->wait_s = smooth(r->wait_s, wait_s, r->batches);
         if (r->epoch == epoch && k != r->k)
             r->stride = (int64_t)k - (int64_t)r->k;
         else if (r->epoch != epoch)
             r->stride = 0;
-    } else {
+    } else if (wait_s >= 0) {
         r->wait_s = wait_s;
     }
-    r->epoch = epoch, r->k = k, r->asked = now, r->waited = wait_s;
+    r->epoch = epoch, r->k = k, r->asked = now, r->waited = wait_s >= 0 ? wait_s : 0;
     r->batches++;
     uint32_t id = r->id;
     int64_t stride = r->stride ? r->stride : 1;
