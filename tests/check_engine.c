@@ -642,8 +642,22 @@ START_TEST(readers_follow_and_adopt)
     ck_assert_uint_eq(r[0].key, 101);
     ck_assert_int_eq(r[0].depth, 5);
     ck_assert_uint_eq(r[0].k, 4);
+    /* the wait reported after the fact (the mount follows a reader before waiting):
+     * reader c asks at 13.0, waits 0.2 s, asks again at 13.5: own step 0.3 s */
+    uint32_t c = bfs_exec_follow(x, 400, 1, 0, 13.0, -1, alive_all);
+    bfs_exec_reader_waited(x, c, 0.2);
+    ck_assert_uint_eq(bfs_exec_follow(x, 400, 1, 1, 13.5, -1, alive_all), c);
+    bfs_exec_reader_waited(x, c, 0.1);
+    n = bfs_exec_readers(x, 13.6, alive_all, r, BFS_EXEC_MAX_READERS);
+    int ci = 0;
+    while (ci < n && r[ci].id != c)
+        ci++;
+    ck_assert_int_lt(ci, n);
+    ck_assert_msg(fabs(r[ci].own_s - 0.3) < 1e-9, "own %f", r[ci].own_s);
+    /* smoothed from the third batch on, as own_s: the second replaces the first */
+    ck_assert_msg(fabs(r[ci].wait_s - 0.1) < 1e-9, "wait %f", r[ci].wait_s);
     /* readers idle 2 s with their key gone, or 30 s, are forgotten */
-    ck_assert_int_eq(bfs_exec_readers(x, 15.0, alive_none, r, BFS_EXEC_MAX_READERS), 0);
+    ck_assert_int_eq(bfs_exec_readers(x, 16.0, alive_none, r, BFS_EXEC_MAX_READERS), 0);
     bfs_exec_follow(x, 300, 0, 0, 20.0, 0, alive_all);
     ck_assert_int_eq(bfs_exec_readers(x, 51.0, alive_all, r, BFS_EXEC_MAX_READERS), 0);
     /* thread count: clamped to the workers started */
