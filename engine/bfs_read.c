@@ -402,7 +402,11 @@ int bfs_class_name(const bfs_reader *r, uint32_t c, const char **name, size_t *l
 
 void bfs_advise_samples(const bfs_reader *r, const uint64_t *idx, uint32_t n)
 {
-    if (r->fd < 0)
+    /* BATCHFS_NO_READAHEAD=1: off, for A/B measurements (tests/bench/bench_cold.sh) */
+    static int off = -1;
+    if (off < 0)
+        off = getenv("BATCHFS_NO_READAHEAD") != NULL;
+    if (r->fd < 0 || off)
         return;
     for (uint32_t j = 0; j < n; j++) {
         bfs_sample s;

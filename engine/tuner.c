@@ -254,12 +254,18 @@ void bfs_tune_choose(const bfs_tune_input *in, bfs_tune_choice *out)
                  in->fixed_depth >= 0 ? " (prefetch= fixed)" : "",
                  p_empty(out->depth[deep] / BFS_TUNE_VARIABILITY, xs[deep], 1.0 / r->own_s),
                  out->wait_s[deep] * 1e3);
-    else
+    else if (out->depth[deep] > 0)
         snprintf(out->why_depth, sizeof out->why_depth,
                  "reader %u reads as fast as batches come (producer share %.1f batch/s): "
                  "depth %d%s keeps the workers busy while it reads",
                  r->id, xs[deep], out->depth[deep],
                  in->fixed_depth >= 0 ? " (prefetch= fixed)" : "");
+    else
+        snprintf(out->why_depth, sizeof out->why_depth,
+                 "reader %u reads as fast as batches come (producer share %.1f batch/s): "
+                 "depth 0%s, its next batch starts when it asks%s",
+                 r->id, xs[deep], in->fixed_depth >= 0 ? " (prefetch= fixed)" : "",
+                 in->fixed_depth >= 0 ? "" : " (computing ahead would gain under 1%)");
 cache_why:
     if (in->fixed_cache)
         snprintf(out->why_cache, sizeof out->why_cache, "cache_mb= fixed: %.0f MiB",
