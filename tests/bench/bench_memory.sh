@@ -38,7 +38,8 @@ PYEOF
     third=$((epochs / 3))
     first=$(echo "$rates" | head -n "$third" | awk '{s+=$1} END{printf "%.0f", s/NR}')
     last=$(echo "$rates" | tail -n "$third" | awk '{s+=$1} END{printf "%.0f", s/NR}')
-    echo "${extra:+huge_pages=1}${extra:-4 KiB pages (default)} (huge pages in use: $hp): images/s per epoch: $(echo $rates)"
+    label=${extra:+huge_pages=1}
+    echo "${label:-4 KiB pages (default)} (huge pages in use: $hp): images/s per epoch: $(echo $rates)"
     echo "   first third $first, last third $last images/s"
     sleep 3 # let the freed memory go (free page reporting) as between two real jobs
 done
