@@ -178,6 +178,15 @@ static const char *s_num(char *b, const sj_doc *d, const char *path, int prec)
     return f_num(b, ok, x, prec);
 }
 
+/* The prefetch depth readers get: the autotuner's choice (autotune.prefetch.value) when
+ * the daemon tunes, else the executor's default depth (prefetch.depth). */
+static const char *s_depth(char *b, const sj_doc *d)
+{
+    double x = 0;
+    int ok = num(d, "autotune.prefetch.value", &x) || num(d, "prefetch.depth", &x);
+    return f_num(b, ok, x, 0);
+}
+
 static const char *s_bytes(char *b, const sj_doc *d, const char *path)
 {
     double x = 0;
@@ -433,7 +442,7 @@ static void v_throughput(frame *f, const span *s)
     l_str(l, "workers");
     l_pad(l, 14);
     l_printf(l, "threads %s   prefetch depth %s   images %s   bad samples %s   read errors %s",
-             s_num(a, cur, "threads", 0), s_num(b, cur, "prefetch.depth", 0),
+             s_num(a, cur, "threads", 0), s_depth(b, cur),
              s_num(c, cur, "images", 0), s_num(d, cur, "bad_samples", 0),
              s_num(e, cur, "reads.errors", 0));
     f_end(f);
@@ -721,7 +730,7 @@ static void plain_line(frame *f, const bfs_top_view *v, const span *s)
              s_num(e, cur, "batches.computed", 0), s_num(g, cur, "batches.in_flight", 0),
              s_hit(h, s, "cache", 1, 1), s_hit(i, s, "cache_dir", 0, 1),
              s_hit(j, s, "sample_cache", 0, 1), s_num(k, cur, "threads", 0),
-             s_num(m, cur, "prefetch.depth", 0), f_num(n, nread >= 0, nread, 0));
+             s_depth(m, cur), f_num(n, nread >= 0, nread, 0));
     fwrite(l->b, 1, l->n, f->out);
     fputc('\n', f->out);
     f_begin(f);
