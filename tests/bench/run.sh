@@ -82,5 +82,9 @@ echo "== many jobs, one host (tests/bench/bench_jobs.sh) =="
 bash tests/bench/bench_jobs.sh "$corpus"
 
 echo
+echo "== cold data: first epoch from a throttled disk, read-ahead on vs off (tests/bench/bench_cold.sh) =="
+bash tests/bench/bench_cold.sh "$corpus"
+
+echo
 echo "== autotuning vs a grid of fixed settings (tests/bench/bench_autotune.sh) =="
 bash tests/bench/bench_autotune.sh "$corpus"
