@@ -402,11 +402,14 @@ int bfs_class_name(const bfs_reader *r, uint32_t c, const char **name, size_t *l
 
 void bfs_advise_samples(const bfs_reader *r, const uint64_t *idx, uint32_t n)
 {
-    /* BATCHFS_NO_READAHEAD=1: off, for A/B measurements (tests/bench/bench_cold.sh) */
-    static int off = -1;
-    if (off < 0)
-        off = getenv("BATCHFS_NO_READAHEAD") != NULL;
-    if (r->fd < 0 || off)
+    /* BATCHFS_NO_READAHEAD=1: off, for A/B measurements (tests/bench/bench_cold.sh);
+     * workers call this concurrently, all storing the same value */
+    static _Atomic int off = -1;
+    int o = atomic_load_explicit(&off, memory_order_relaxed);
+    if (o < 0)
+        atomic_store_explicit(&off, o = getenv("BATCHFS_NO_READAHEAD") != NULL,
+                              memory_order_relaxed);
+    if (r->fd < 0 || o)
         return;
     for (uint32_t j = 0; j < n; j++) {
         bfs_sample s;

@@ -23,6 +23,7 @@
 #include <linux/mount.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "engine/io.h"
@@ -647,10 +648,13 @@ void bfs_exec_set_memfd(bfs_exec *x, int on, int huge)
 {
     pthread_mutex_lock(&x->lock);
     x->memfd = on;
-    if (on && huge && x->hugefs == -1)
-        x->hugefs = open_hugefs();
-    if (x->hugefs < 0)
-        x->hugefs = -2; /* not wanted, or tried and refused: memfds */
+    /* decided once, before the first batch file (to_memfd reads hugefs unlocked, after a
+     * locked look at memfd) */
+    if (on && x->hugefs == -1) {
+        x->hugefs = huge ? open_hugefs() : -2;
+        if (x->hugefs < 0)
+            x->hugefs = -2; /* not wanted, or refused: memfds */
+    }
     pthread_mutex_unlock(&x->lock);
 }
 
@@ -729,6 +733,8 @@ static bfs_batch *acquire(bfs_exec *x, uint64_t epoch, uint64_t k, int demand, i
         x->st.store_hits++;
         pthread_cond_broadcast(&x->ready);
     } else if (n < 0) {
+        free_data(x, j->data, j->size); /* a failed batch keeps only its error */
+        j->data = NULL;
         j->rc = n;
         snprintf(j->err, sizeof j->err, "planning epoch %llu batch %llu: %s",
                  (unsigned long long)epoch, (unsigned long long)k, bfs_strerror(n));
@@ -741,16 +747,11 @@ static bfs_batch *acquire(bfs_exec *x, uint64_t epoch, uint64_t k, int demand, i
     return j;
 }
 
-int bfs_exec_get(bfs_exec *x, uint64_t epoch, uint64_t k, bfs_batch **out, char *err, size_t errlen)
+/* The end of a get: wait for job j (acquired, referenced; NULL when acquire failed with
+ * rc), then hand it out or drop it with the error. Locked. */
+static int get_wait(bfs_exec *x, bfs_batch *j, int rc, uint64_t epoch, uint64_t k, bfs_batch **out,
+                    char *err, size_t errlen)
 {
-    *out = NULL;
-    int rc = 0;
-    pthread_mutex_lock(&x->lock);
-    if (x->shutdown) {
-        pthread_mutex_unlock(&x->lock);
-        return -ESHUTDOWN;
-    }
-    bfs_batch *j = acquire(x, epoch, k, 1, &rc);
     while (j && j->state < JOB_READY && !x->shutdown)
         pthread_cond_wait(&x->ready, &x->lock);
     if (j && j->state == JOB_READY) {
@@ -766,7 +767,56 @@ int bfs_exec_get(bfs_exec *x, uint64_t epoch, uint64_t k, bfs_batch **out, char 
         snprintf(err, errlen, "epoch %llu batch %llu: %s", (unsigned long long)epoch,
                  (unsigned long long)k, rc == -ERANGE ? "no such batch" : bfs_strerror(rc));
     }
+    return rc;
+}
+
+int bfs_exec_get(bfs_exec *x, uint64_t epoch, uint64_t k, bfs_batch **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    int rc = 0;
+    pthread_mutex_lock(&x->lock);
+    if (x->shutdown) {
+        pthread_mutex_unlock(&x->lock);
+        return -ESHUTDOWN;
+    }
+    bfs_batch *j = acquire(x, epoch, k, 1, &rc);
+    rc = get_wait(x, j, rc, epoch, k, out, err, errlen);
     pthread_mutex_unlock(&x->lock);
+    return rc;
+}
+
+static double mono_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+int bfs_exec_get_as(bfs_exec *x, uint64_t key, double now, bfs_exec_alive_fn alive, uint64_t epoch,
+                    uint64_t k, bfs_batch **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    int rc = 0;
+    double t0 = mono_now();
+    pthread_mutex_lock(&x->lock);
+    if (x->shutdown) {
+        pthread_mutex_unlock(&x->lock);
+        return -ESHUTDOWN;
+    }
+    /* k first, demanded and referenced: the workers start it before the prefetches below,
+     * and while the reader's position moves to k (so that k counts as read) it cannot be
+     * evicted */
+    bfs_batch *j = acquire(x, epoch, k, 1, &rc);
+    uint32_t id = 0;
+    if (j) { /* (no such batch, no memory: no reader moves there) */
+        pthread_mutex_unlock(&x->lock);
+        id = bfs_exec_follow(x, key, epoch, k, now, -1, alive);
+        pthread_mutex_lock(&x->lock);
+    }
+    rc = get_wait(x, j, rc, epoch, k, out, err, errlen);
+    pthread_mutex_unlock(&x->lock);
+    if (id)
+        bfs_exec_reader_waited(x, id, epoch, k, mono_now() - t0);
     return rc;
 }
 
@@ -867,12 +917,13 @@ static double smooth(double old, double v, uint64_t n)
     return n <= 1 ? v : 0.75 * old + 0.25 * v;
 }
 
-void bfs_exec_reader_waited(bfs_exec *x, uint32_t id, double wait_s)
+void bfs_exec_reader_waited(bfs_exec *x, uint32_t id, uint64_t epoch, uint64_t k, double wait_s)
 {
     pthread_mutex_lock(&x->lock);
     for (int i = 0; i < BFS_EXEC_MAX_READERS; i++) {
         reader *r = &x->readers[i];
-        if (r->key && r->id == id) {
+        /* not when the reader moved on meanwhile (a threaded loader's next request) */
+        if (r->key && r->id == id && r->epoch == epoch && r->k == k) {
             r->waited = wait_s;
             r->wait_s = r->batches <= 1 ? wait_s : smooth(r->wait_s, wait_s, r->batches - 1);
             break;

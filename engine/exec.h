@@ -156,19 +156,30 @@ typedef int (*bfs_exec_alive_fn)(uint64_t key);
  * bfs_exec_follow - reader `key` asked for batch k of epoch at time `now` (seconds on
  * CLOCK_MONOTONIC) and waited wait_s for it to be computed (wait_s < 0: not known yet,
  * reported later with bfs_exec_reader_waited). Records its position and stride and
- * prefetches its next batches (bfs_exec_prefetch). Call it when the request arrives,
- * before waiting for batch k: the next batches are then queued while k is computed, so
- * workers that finish their part of k move straight on (called after the wait, a reader
- * with depth 1 left the workers idle at every batch boundary: 6% of a fast reader's rate
- * at batch=64). A key seen for the first time whose batch is exactly the next one of a
- * reader whose key is gone (alive() false; alive may be NULL) takes over that reader: a
- * shell loop of `cat` is one reader, not one per pid. Returns the reader's id.
+ * prefetches its next batches (bfs_exec_prefetch). bfs_exec_get_as calls it when the
+ * request arrives, once k is acquired, before waiting for k: the next batches are then
+ * queued while k is computed, so workers that finish their part of k move straight on
+ * (called after the wait, a reader with depth 1 left the workers idle at every batch
+ * boundary: 6-10% of a fast reader's rate at batch=64). A key seen for the first time whose batch
+ * is exactly the next one of a reader whose key is gone (alive() false; alive may be NULL) takes
+ * over that reader: a shell loop of `cat` is one reader, not one per pid. Returns the reader's id.
  */
 uint32_t bfs_exec_follow(bfs_exec *x, uint64_t key, uint64_t epoch, uint64_t k, double now,
                          double wait_s, bfs_exec_alive_fn alive);
 
-/* bfs_exec_reader_waited - reader id (bfs_exec_follow's) waited wait_s for its batch. */
-void bfs_exec_reader_waited(bfs_exec *x, uint32_t id, double wait_s);
+/* bfs_exec_reader_waited - reader id (bfs_exec_follow's) waited wait_s for batch k of
+ * epoch; ignored when the reader has asked for another batch since. */
+void bfs_exec_reader_waited(bfs_exec *x, uint32_t id, uint64_t epoch, uint64_t k, double wait_s);
+
+/*
+ * bfs_exec_get_as - bfs_exec_get for reader `key` (the mount's: a pid), in the order that
+ * keeps its pipeline full: batch k is acquired first (demanded, referenced), then the
+ * reader is followed (bfs_exec_follow at time now: its next batches are queued behind k
+ * while k is computed), then k is waited for and the wait recorded. Same returns as
+ * bfs_exec_get.
+ */
+int bfs_exec_get_as(bfs_exec *x, uint64_t key, double now, bfs_exec_alive_fn alive, uint64_t epoch,
+                    uint64_t k, bfs_batch **out, char *err, size_t errlen);
 
 /* bfs_exec_readers - the active readers at time now (at most max), in id order; readers
  * idle longer than BFS_EXEC_READER_IDLE, or idle over 2 s with their key gone (alive),

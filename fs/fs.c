@@ -677,11 +677,9 @@ static int take_batch(fsstate *fs, openfile *of, pid_t pid)
 {
     char err[600];
     bfs_batch *b;
-    double asked = now();
-    /* follow first: the reader's next batches are queued while this one is computed */
-    uint32_t id = bfs_exec_follow(fs->x, (uint64_t)pid, of->epoch, of->k, asked, -1, pid_alive);
-    int rc = bfs_exec_get(fs->x, of->epoch, of->k, &b, err, sizeof err);
-    bfs_exec_reader_waited(fs->x, id, now() - asked);
+    /* as reader pid: its next batches are queued while this one is computed */
+    int rc = bfs_exec_get_as(fs->x, (uint64_t)pid, now(), pid_alive, of->epoch, of->k, &b, err,
+                             sizeof err);
     if (rc) {
         if (rc != -ESHUTDOWN && rc > BFS_E_LAST) /* engine logs bad samples once */
             fprintf(stderr, "batchfs: epoch %llu batch %llu: %s\n", (unsigned long long)of->epoch,

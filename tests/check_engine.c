@@ -645,9 +645,10 @@ START_TEST(readers_follow_and_adopt)
     /* the wait reported after the fact (the mount follows a reader before waiting):
      * reader c asks at 13.0, waits 0.2 s, asks again at 13.5: own step 0.3 s */
     uint32_t c = bfs_exec_follow(x, 400, 1, 0, 13.0, -1, alive_all);
-    bfs_exec_reader_waited(x, c, 0.2);
+    bfs_exec_reader_waited(x, c, 1, 0, 0.2);
     ck_assert_uint_eq(bfs_exec_follow(x, 400, 1, 1, 13.5, -1, alive_all), c);
-    bfs_exec_reader_waited(x, c, 0.1);
+    bfs_exec_reader_waited(x, c, 1, 1, 0.1);
+    bfs_exec_reader_waited(x, c, 1, 0, 5.0); /* late, for batch 0: ignored */
     n = bfs_exec_readers(x, 13.6, alive_all, r, BFS_EXEC_MAX_READERS);
     int ci = 0;
     while (ci < n && r[ci].id != c)
