@@ -361,9 +361,11 @@ static int batch_file_create(bfs_exec *x, uint64_t size, int *sealable)
     return memfd_create("batchfs-batch", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 }
 
-/* Make the finished file fd read-only for good: seal a memfd; reopen a tmpfs file
- * read-only (through /proc/self/fd) so no descriptor that can write it remains. Returns
- * the descriptor to keep (fd itself, or the read-only one), or -1. */
+/* Make the finished file fd read-only: seal a memfd (no one can write it again); reopen a
+ * tmpfs file read-only (through /proc/self/fd) so that the daemon keeps no descriptor that
+ * can write it (unlike a seal, this does not stop a root process from reopening it for
+ * writing through /proc/PID/fd). Returns the descriptor to keep (fd itself, or the
+ * read-only one), or -1. */
 static int batch_file_freeze(int fd, int sealable)
 {
     if (sealable)
