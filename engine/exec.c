@@ -120,6 +120,15 @@ static void unlink_job(bfs_exec *x, bfs_batch *j)
         }
 }
 
+/* Bytes of the freed buffers in the pool. Locked. */
+static uint64_t pool_bytes(const bfs_exec *x)
+{
+    uint64_t n = 0;
+    for (int i = 0; i < x->npool; i++)
+        n += x->pool[i].size;
+    return n;
+}
+
 /* Locked. */
 static void free_data(bfs_exec *x, uint8_t *data, uint64_t size)
 {
@@ -137,11 +146,8 @@ static void free_data(bfs_exec *x, uint8_t *data, uint64_t size)
         return;
     }
     x->bufs_out--;
-    uint64_t pooled = 0;
-    for (int i = 0; i < x->npool; i++)
-        pooled += x->pool[i].size;
     int keep = x->npool < 2 || (x->npool < POOL_MAX && x->bufs_out + x->npool < x->bufs_peak &&
-                                x->st.cached_bytes + pooled + size <= x->cache_bytes);
+                                x->st.cached_bytes + pool_bytes(x) + size <= x->cache_bytes);
     if (keep) {
         x->pool[x->npool].data = data;
         x->pool[x->npool++].size = size;
@@ -225,9 +231,9 @@ static uint64_t next_read(const bfs_exec *x, const bfs_batch *b)
 static void evict(bfs_exec *x)
 {
     for (;;) {
-        uint64_t held = 0, passed = 0;
+        uint64_t held = 0, passed = 0, far_next = 0;
         unsigned failed = 0;
-        bfs_batch *old_failed = NULL, *old_passed = NULL;
+        bfs_batch *old_failed = NULL, *old_passed = NULL, *far = NULL;
         for (bfs_batch *b = x->jobs; b; b = b->next_job) {
             if (b->refs)
                 continue;
@@ -236,31 +242,27 @@ static void evict(bfs_exec *x)
                 if (!old_failed || b->used < old_failed->used)
                     old_failed = b;
             }
-            if (b->state == JOB_READY) {
-                held += b->size;
-                if (next_read(x, b) == UINT64_MAX) {
-                    passed += b->size;
-                    if (!old_passed || b->used < old_passed->used)
-                        old_passed = b;
-                }
+            if (b->state != JOB_READY)
+                continue;
+            held += b->size;
+            uint64_t nr = next_read(x, b); /* UINT64_MAX: passed */
+            if (nr == UINT64_MAX) {
+                passed += b->size;
+                if (!old_passed || b->used < old_passed->used)
+                    old_passed = b;
             }
+            if (!far || nr > far_next || (nr == far_next && b->used < far->used))
+                far = b, far_next = nr; /* the over-budget victim: farthest next read, LRU */
         }
         x->st.cached_bytes = held;
         bfs_batch *victim = NULL;
         uint64_t victim_next = 0;
-        if (failed > MAX_FAILED) {
+        if (failed > MAX_FAILED)
             victim = old_failed;
-        } else if (held > x->cache_bytes) {
-            for (bfs_batch *b = x->jobs; b; b = b->next_job) {
-                if (b->refs || b->state != JOB_READY)
-                    continue;
-                uint64_t nr = next_read(x, b);
-                if (!victim || nr > victim_next || (nr == victim_next && b->used < victim->used))
-                    victim = b, victim_next = nr;
-            }
-        } else if (passed > x->passed_max) {
+        else if (held > x->cache_bytes)
+            victim = far, victim_next = far_next;
+        else if (passed > x->passed_max)
             victim = old_passed, victim_next = UINT64_MAX;
-        }
         if (!victim)
             return;
         unlink_job(x, victim);
@@ -794,8 +796,8 @@ static double mono_now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-int bfs_exec_get_as(bfs_exec *x, uint64_t key, double now, bfs_exec_alive_fn alive, uint64_t epoch,
-                    uint64_t k, bfs_batch **out, char *err, size_t errlen)
+int bfs_exec_get_as(bfs_exec *x, uint64_t key, bfs_exec_alive_fn alive, uint64_t epoch, uint64_t k,
+                    bfs_batch **out, char *err, size_t errlen)
 {
     *out = NULL;
     int rc = 0;
@@ -812,7 +814,7 @@ int bfs_exec_get_as(bfs_exec *x, uint64_t key, double now, bfs_exec_alive_fn ali
     uint32_t id = 0;
     if (j) { /* (no such batch, no memory: no reader moves there) */
         pthread_mutex_unlock(&x->lock);
-        id = bfs_exec_follow(x, key, epoch, k, now, -1, alive);
+        id = bfs_exec_follow(x, key, epoch, k, t0, -1, alive);
         pthread_mutex_lock(&x->lock);
     }
     rc = get_wait(x, j, rc, epoch, k, out, err, errlen);
@@ -1064,14 +1066,8 @@ void bfs_exec_set_cache_bytes(bfs_exec *x, uint64_t bytes)
     x->cache_bytes = bytes;
     evict(x);
     /* pooled buffers beyond two lived in the budget's room: give back what no longer fits */
-    uint64_t pooled = 0;
-    for (int i = 0; i < x->npool; i++)
-        pooled += x->pool[i].size;
-    while (x->npool > 2 && x->st.cached_bytes + pooled > x->cache_bytes) {
-        x->npool--;
-        pooled -= x->pool[x->npool].size;
-        free(x->pool[x->npool].data);
-    }
+    while (x->npool > 2 && x->st.cached_bytes + pool_bytes(x) > x->cache_bytes)
+        free(x->pool[--x->npool].data);
     pthread_mutex_unlock(&x->lock);
 }
 

@@ -174,12 +174,12 @@ void bfs_exec_reader_waited(bfs_exec *x, uint32_t id, uint64_t epoch, uint64_t k
 /*
  * bfs_exec_get_as - bfs_exec_get for reader `key` (the mount's: a pid), in the order that
  * keeps its pipeline full: batch k is acquired first (demanded, referenced), then the
- * reader is followed (bfs_exec_follow at time now: its next batches are queued behind k
- * while k is computed), then k is waited for and the wait recorded. Same returns as
- * bfs_exec_get.
+ * reader is followed (bfs_exec_follow, now on CLOCK_MONOTONIC: its next batches are queued
+ * behind k while k is computed), then k is waited for and the wait recorded. Same returns
+ * as bfs_exec_get.
  */
-int bfs_exec_get_as(bfs_exec *x, uint64_t key, double now, bfs_exec_alive_fn alive, uint64_t epoch,
-                    uint64_t k, bfs_batch **out, char *err, size_t errlen);
+int bfs_exec_get_as(bfs_exec *x, uint64_t key, bfs_exec_alive_fn alive, uint64_t epoch, uint64_t k,
+                    bfs_batch **out, char *err, size_t errlen);
 
 /* bfs_exec_readers - the active readers at time now (at most max), in id order; readers
  * idle longer than BFS_EXEC_READER_IDLE, or idle over 2 s with their key gone (alive),

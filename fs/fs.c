@@ -678,8 +678,8 @@ static int take_batch(fsstate *fs, openfile *of, pid_t pid)
     char err[600];
     bfs_batch *b;
     /* as reader pid: its next batches are queued while this one is computed */
-    int rc = bfs_exec_get_as(fs->x, (uint64_t)pid, now(), pid_alive, of->epoch, of->k, &b, err,
-                             sizeof err);
+    int rc =
+        bfs_exec_get_as(fs->x, (uint64_t)pid, pid_alive, of->epoch, of->k, &b, err, sizeof err);
     if (rc) {
         if (rc != -ESHUTDOWN && rc > BFS_E_LAST) /* engine logs bad samples once */
             fprintf(stderr, "batchfs: epoch %llu batch %llu: %s\n", (unsigned long long)of->epoch,
