@@ -44,8 +44,12 @@ struct bfs_decoder {
     size_t cap;
     uint8_t *row4; /* one CMYK row */
     size_t row4_cap;
+    uint8_t *win; /* restart-segment window: a JPEG of the MCUs a crop needs */
+    size_t win_cap;
+    size_t *seg; /* offsets of restart segments: start of i at 2i, end at 2i + 1 */
+    size_t seg_cap;
     /* counters: incremented by the owning worker, read by /stats from other threads */
-    _Atomic uint64_t n_cropped, n_full, n_scaled, n_raw;
+    _Atomic uint64_t n_cropped, n_full, n_scaled, n_raw, n_window;
 };
 
 static void on_error(j_common_ptr c)
@@ -99,6 +103,8 @@ void bfs_decoder_destroy(bfs_decoder *d)
     jpeg_destroy_decompress(&d->cinfo);
     free(d->buf);
     free(d->row4);
+    free(d->win);
+    free(d->seg);
     free(d);
 }
 
@@ -108,6 +114,7 @@ void bfs_decoder_get_stats(const bfs_decoder *d, bfs_decode_stats *st)
     st->full = atomic_load_explicit(&d->n_full, memory_order_relaxed);
     st->scaled = atomic_load_explicit(&d->n_scaled, memory_order_relaxed);
     st->raw = atomic_load_explicit(&d->n_raw, memory_order_relaxed);
+    st->windowed = atomic_load_explicit(&d->n_window, memory_order_relaxed);
 }
 
 int bfs_decoder_probe(const uint8_t *data, size_t len, bfs_image_info *info)
@@ -199,50 +206,173 @@ static int decode_raw(bfs_decoder *d, const uint8_t *data, size_t len, const bfs
 }
 
 /*
- * Decode [x0, x1) x [y0, y1) at 1/scale. With dst == NULL the pixels go to the decoder's
- * buffer (region plus margin, columns snapped); otherwise the region must be the whole
- * scaled image, and its rows go to dst, packed (stride = 3 * scaled width), exactly as a
- * whole-region request would decode them into the buffer.
+ * Restart-segment windows. A baseline JPEG with restart markers (a DRI interval of R MCUs)
+ * is a row-major sequence of segments of R MCUs, each decodable on its own: at every RSTn
+ * the entropy decoder restarts and the DC predictions reset. On photos entropy decoding
+ * is ~80% of a decode (REFERENCES.md; tests/bench measures it), and the crop path pays it
+ * for every row above the crop (jpeg_skip_scanlines) and every column beside it
+ * (jpeg_crop_scanline saves only the IDCT). So, for a crop, build a smaller JPEG: the
+ * file's header with the window's size in its SOF, then only the segments covering the
+ * window's MCU rows and columns, renumbered RST0..7 in order, then EOI; decode that.
+ * Pixels: the IDCT works per block, so the window's blocks decode exactly as in the whole
+ * image; fancy upsampling treats the window's edges as image edges, which moves pixels
+ * within one chroma sample of them, and the window keeps MARGIN output pixels or more
+ * around the region (tests/check_decode.c compares windows with whole decodes).
+ * Columns are cut only when R divides the MCUs per row (segments then tile each row);
+ * otherwise windows are whole rows, starting at a row that starts a segment.
+ * Returns 1 with the window (*wdata, *wlen: the decoder's buffer) and its place in the
+ * image (*ox, *oy: origin, multiples of the MCU size; *ww, *wh: size, unscaled pixels);
+ * 0 when there is nothing to gain or the layout is not as expected (no DRI, not one
+ * interleaved baseline scan, a marker out of sequence, a truncated scan): the caller then
+ * decodes the file as it is, and reports whatever is wrong with it; -ENOMEM.
  */
-static int decode(bfs_decoder *d, const uint8_t *data, size_t len, const bfs_image_info *info,
-                  int scale, int x0, int y0, int x1, int y1, uint8_t *dst, size_t dst_size,
-                  bfs_pixels *out)
+static int build_window(bfs_decoder *d, const uint8_t *data, size_t len, int scale, int x0, int y0,
+                        int x1, int y1, const uint8_t **wdata, size_t *wlen, int *ox, int *oy,
+                        int *ww, int *wh)
 {
-    if ((info->flags & BFS_KIND_MASK) == BFS_KIND_RAW) {
-        if (dst && scale != 1)
-            return -EINVAL;
-        return decode_raw(d, data, len, info, dst, dst_size, out);
+    bfs_jpeg_header h;
+    if (bfs_jpeg_parse_header(data, len, &h) || h.restart_interval <= 0 || h.progressive ||
+        h.arithmetic || h.components != 3 || h.scan_components != 3 ||
+        h.sof_offset + 5 > h.scan_offset)
+        return 0;
+    long W = h.width, H = h.height, R = h.restart_interval;
+    long mw = 8L * h.hs[0], mh = 8L * h.vs[0]; /* croppable: luma has the largest factors */
+    long M = (W + mw - 1) / mw, MR = (H + mh - 1) / mh, nseg = (M * MR + R - 1) / R;
+    /* the region and its margin in unscaled pixels */
+    long ux0 = (long)(x0 - MARGIN) * scale, uy0 = (long)(y0 - MARGIN) * scale;
+    long ux1 = (long)(x1 + MARGIN) * scale, uy1 = (long)(y1 + MARGIN) * scale;
+    ux0 = ux0 < 0 ? 0 : ux0, uy0 = uy0 < 0 ? 0 : uy0;
+    ux1 = ux1 > W ? W : ux1, uy1 = uy1 > H ? H : uy1;
+    long r0 = uy0 / mh, r1 = (uy1 + mh - 1) / mh, c0 = 0, c1 = M;
+    if (M % R == 0) {
+        c0 = ux0 / mw / R * R;
+        c1 = ((ux1 + mw - 1) / mw + R - 1) / R * R;
+    } else {
+        while ((r0 * M) % R)
+            r0--;
     }
-    if (scale != 1 && scale != 2 && scale != 4 && scale != 8)
-        return -EINVAL;
-    if ((uint64_t)info->width * info->height > MAX_PIXELS)
-        return BFS_E_JPEG_UNSUPPORTED;
-    int sw = scaled(info->width, scale), sh = scaled(info->height, scale);
-    if (x0 < 0 || y0 < 0 || x1 > sw || y1 > sh || x0 >= x1 || y0 >= y1)
-        return -EINVAL;
-    if (dst &&
-        (x0 != 0 || y0 != 0 || x1 != sw || y1 != sh || dst_size / 3 / (size_t)sw < (size_t)sh))
-        return -EINVAL;
-    if (len < 4 || data[0] != 0xFF || data[1] != 0xD8)
-        return BFS_E_NOT_JPEG;
+    if (r0 == 0 && c0 == 0 && c1 == M)
+        return 0; /* the crop path skips nothing less */
+    int whole_rows = c0 == 0 && c1 == M;
+    long s_first = whole_rows ? r0 * M / R : (r0 * M + c0) / R;
+    long s_last = whole_rows ? (r1 * M + R - 1) / R - 1 : ((r1 - 1) * M + c1) / R - 1;
+    if (s_last >= nseg)
+        s_last = nseg - 1;
 
+    /* find segments 0..s_last: [seg[2k], seg[2k + 1]) */
+    if ((size_t)(s_last + 1) * 2 > d->seg_cap) {
+        size_t cap = (size_t)(s_last + 1) * 2;
+        size_t *n = realloc(d->seg, cap * sizeof *n);
+        if (!n)
+            return -ENOMEM;
+        d->seg = n, d->seg_cap = cap;
+    }
+    size_t p = h.scan_offset;
+    long k = 0;
+    d->seg[0] = p;
+    while (k <= s_last) {
+        const uint8_t *q = p < len ? memchr(data + p, 0xFF, len - p) : NULL;
+        if (!q)
+            return 0;
+        size_t f = (size_t)(q - data), e = f;
+        while (e + 1 < len && data[e + 1] == 0xFF)
+            e++; /* fill bytes before a marker */
+        if (e + 1 >= len)
+            return 0;
+        int b = data[e + 1];
+        if (b == 0x00 && e == f) { /* a stuffed 0xFF data byte */
+            p = f + 2;
+            continue;
+        }
+        if (b == 0x00)
+            return 0;
+        d->seg[2 * k + 1] = f;
+        k++;
+        if (b < 0xD0 || b > 0xD7) /* EOI or another marker: the scan ends */
+            break;
+        if (b != 0xD0 + ((k - 1) & 7))
+            return 0;
+        if (k <= s_last)
+            d->seg[2 * k] = e + 2;
+        p = e + 2;
+    }
+    if (k <= s_last)
+        return 0;
+
+    size_t need = h.scan_offset + 2;
+    if (whole_rows) {
+        for (long sg = s_first; sg <= s_last; sg++)
+            need += d->seg[2 * sg + 1] - d->seg[2 * sg] + 2;
+    } else {
+        for (long r = r0; r < r1; r++)
+            for (long sg = (r * M + c0) / R; sg < (r * M + c1) / R; sg++)
+                need += d->seg[2 * sg + 1] - d->seg[2 * sg] + 2;
+    }
+    if (grow(&d->win, &d->win_cap, need))
+        return -ENOMEM;
+    long wx = c0 * mw, wy = r0 * mh;
+    long wW = (c1 == M ? W : c1 * mw) - wx, wH = (r1 == MR ? H : r1 * mh) - wy;
+    uint8_t *o = d->win;
+    memcpy(o, data, h.scan_offset);
+    o[h.sof_offset + 1] = (uint8_t)(wH >> 8), o[h.sof_offset + 2] = (uint8_t)wH;
+    o[h.sof_offset + 3] = (uint8_t)(wW >> 8), o[h.sof_offset + 4] = (uint8_t)wW;
+    o += h.scan_offset;
+    long n = 0;
+#define EMIT(sg)                                                                                   \
+    do {                                                                                           \
+        if (n) {                                                                                   \
+            *o++ = 0xFF;                                                                           \
+            *o++ = (uint8_t)(0xD0 + ((n - 1) & 7));                                                \
+        }                                                                                          \
+        size_t l_ = d->seg[2 * (sg) + 1] - d->seg[2 * (sg)];                                       \
+        memcpy(o, data + d->seg[2 * (sg)], l_);                                                    \
+        o += l_;                                                                                   \
+        n++;                                                                                       \
+    } while (0)
+    if (whole_rows) {
+        for (long sg = s_first; sg <= s_last; sg++)
+            EMIT(sg);
+    } else {
+        for (long r = r0; r < r1; r++)
+            for (long sg = (r * M + c0) / R; sg < (r * M + c1) / R; sg++)
+                EMIT(sg);
+    }
+#undef EMIT
+    *o++ = 0xFF;
+    *o++ = 0xD9;
+    *wdata = d->win, *wlen = (size_t)(o - d->win);
+    *ox = (int)wx, *oy = (int)wy, *ww = (int)wW, *wh = (int)wH;
+    return 1;
+}
+
+/* One libjpeg pass over a file (or a window of it, see build_window). */
+typedef struct pass {
+    const uint8_t *data;
+    size_t len;
+    int iw, ih;         /* the file's size */
+    int sw, sh;         /* scaled */
+    int x0, y0, x1, y1; /* the region, scaled, in the file's coordinates */
+    int ox, oy;         /* the file's origin in the image (a window's), unscaled */
+    int windowed;
+} pass;
+
+static int decode_pass(bfs_decoder *d, const pass *p, const bfs_image_info *info, int scale,
+                       int cmyk, int croppable, uint8_t *dst, bfs_pixels *out)
+{
     struct jpeg_decompress_struct *c = &d->cinfo;
-    int cmyk = (info->flags & BFS_COLOR_MASK) == BFS_COLOR_CMYK;
-    int croppable = !(info->flags & (BFS_F_PROGRESSIVE | BFS_F_ODD_SAMPLING)) &&
-                    (info->flags & BFS_COLOR_MASK) == BFS_COLOR_YCC;
     d->jerr.warnings = 0;
     if (setjmp(d->jerr.jb)) {
         jpeg_abort_decompress(c);
         return BFS_E_JPEG_DATA;
     }
-    jpeg_mem_src(c, data, (unsigned long)len);
+    jpeg_mem_src(c, p->data, (unsigned long)p->len);
     if (jpeg_read_header(c, TRUE) != JPEG_HEADER_OK) {
         jpeg_abort_decompress(c);
         return BFS_E_JPEG_HEADER;
     }
     /* The table may disagree with the file (a corrupt entry, or a folder file changed
      * after probing): trust the file, but only when it is what we planned for. */
-    if ((int)c->image_width != info->width || (int)c->image_height != info->height ||
+    if ((int)c->image_width != p->iw || (int)c->image_height != p->ih ||
         (c->num_components == 4) != cmyk) {
         jpeg_abort_decompress(c);
         return BFS_E_JPEG_DATA;
@@ -253,19 +383,19 @@ static int decode(bfs_decoder *d, const uint8_t *data, size_t len, const bfs_ima
     c->dct_method = JDCT_ISLOW;
     c->do_fancy_upsampling = TRUE;
     jpeg_start_decompress(c);
-    if ((int)c->output_width != sw || (int)c->output_height != sh) {
+    if ((int)c->output_width != p->sw || (int)c->output_height != p->sh) {
         jpeg_abort_decompress(c);
         return -EINVAL;
     }
 
     /* Region to decode: the request plus a margin, columns snapped by libjpeg. */
     JDIMENSION cx = 0, cw = c->output_width;
-    int ry0 = 0, ry1 = sh;
+    int ry0 = 0, ry1 = p->sh;
     if (croppable) {
-        int mx0 = x0 - MARGIN < 0 ? 0 : x0 - MARGIN;
-        int mx1 = x1 + MARGIN > sw ? sw : x1 + MARGIN;
-        ry0 = y0 - MARGIN < 0 ? 0 : y0 - MARGIN;
-        ry1 = y1 + MARGIN > sh ? sh : y1 + MARGIN;
+        int mx0 = p->x0 - MARGIN < 0 ? 0 : p->x0 - MARGIN;
+        int mx1 = p->x1 + MARGIN > p->sw ? p->sw : p->x1 + MARGIN;
+        ry0 = p->y0 - MARGIN < 0 ? 0 : p->y0 - MARGIN;
+        ry1 = p->y1 + MARGIN > p->sh ? p->sh : p->y1 + MARGIN;
         cx = (JDIMENSION)mx0;
         cw = (JDIMENSION)(mx1 - mx0);
         if (cx != 0 || cw != c->output_width)
@@ -293,8 +423,9 @@ static int decode(bfs_decoder *d, const uint8_t *data, size_t len, const bfs_ima
             cmyk_row_to_rgb(d->row4, to + (size_t)(y - ry0) * stride, (int)cw);
         y++;
     }
-    /* Rows below the region are never decoded; finishing would read to EOI for nothing. */
-    if (ry1 < sh)
+    /* Rows below the region are never decoded; finishing would read to EOI for nothing.
+     * A window may end inside its last segment (whole rows): it is never finished. */
+    if (ry1 < p->sh || p->windowed)
         jpeg_abort_decompress(c);
     else
         jpeg_finish_decompress(c);
@@ -302,20 +433,70 @@ static int decode(bfs_decoder *d, const uint8_t *data, size_t len, const bfs_ima
         return BFS_E_JPEG_DATA;
     *out = (bfs_pixels){.rgb = to,
                         .stride = stride,
-                        .x0 = (int)cx,
-                        .y0 = ry0,
+                        .x0 = (int)cx + p->ox / scale,
+                        .y0 = ry0 + p->oy / scale,
                         .w = (int)cw,
                         .h = ry1 - ry0,
-                        .img_w = sw,
-                        .img_h = sh,
+                        .img_w = scaled(info->width, scale),
+                        .img_h = scaled(info->height, scale),
                         .scale = scale};
+    if (p->windowed)
+        atomic_fetch_add_explicit(&d->n_window, 1, memory_order_relaxed);
     if (scale > 1)
         atomic_fetch_add_explicit(&d->n_scaled, 1, memory_order_relaxed);
-    if (croppable && ((int)cw != sw || ry1 - ry0 != sh))
+    if (p->windowed || (croppable && ((int)cw != p->sw || ry1 - ry0 != p->sh)))
         atomic_fetch_add_explicit(&d->n_cropped, 1, memory_order_relaxed);
     else
         atomic_fetch_add_explicit(&d->n_full, 1, memory_order_relaxed);
     return 0;
+}
+
+/*
+ * Decode [x0, x1) x [y0, y1) at 1/scale. With dst == NULL the pixels go to the decoder's
+ * buffer (region plus margin, columns snapped); otherwise the region must be the whole
+ * scaled image, and its rows go to dst, packed (stride = 3 * scaled width), exactly as a
+ * whole-region request would decode them into the buffer.
+ */
+static int decode(bfs_decoder *d, const uint8_t *data, size_t len, const bfs_image_info *info,
+                  int scale, int x0, int y0, int x1, int y1, uint8_t *dst, size_t dst_size,
+                  bfs_pixels *out)
+{
+    if ((info->flags & BFS_KIND_MASK) == BFS_KIND_RAW) {
+        if (dst && scale != 1)
+            return -EINVAL;
+        return decode_raw(d, data, len, info, dst, dst_size, out);
+    }
+    if (scale != 1 && scale != 2 && scale != 4 && scale != 8)
+        return -EINVAL;
+    if ((uint64_t)info->width * info->height > MAX_PIXELS)
+        return BFS_E_JPEG_UNSUPPORTED;
+    int sw = scaled(info->width, scale), sh = scaled(info->height, scale);
+    if (x0 < 0 || y0 < 0 || x1 > sw || y1 > sh || x0 >= x1 || y0 >= y1)
+        return -EINVAL;
+    if (dst &&
+        (x0 != 0 || y0 != 0 || x1 != sw || y1 != sh || dst_size / 3 / (size_t)sw < (size_t)sh))
+        return -EINVAL;
+    if (len < 4 || data[0] != 0xFF || data[1] != 0xD8)
+        return BFS_E_NOT_JPEG;
+
+    int cmyk = (info->flags & BFS_COLOR_MASK) == BFS_COLOR_CMYK;
+    int croppable = !(info->flags & (BFS_F_PROGRESSIVE | BFS_F_ODD_SAMPLING)) &&
+                    (info->flags & BFS_COLOR_MASK) == BFS_COLOR_YCC;
+    /* a crop of a file with restart markers: decode only the segments it needs */
+    int ox = 0, oy = 0, iw = info->width, ih = info->height, windowed = 0;
+    if (croppable && !dst) {
+        windowed = build_window(d, data, len, scale, x0, y0, x1, y1, &data, &len, &ox, &oy, &iw,
+                                &ih);
+        if (windowed < 0)
+            return windowed;
+        if (windowed) { /* region and image in the window's coordinates from here on */
+            x0 -= ox / scale, x1 -= ox / scale, y0 -= oy / scale, y1 -= oy / scale;
+            sw = scaled(iw, scale), sh = scaled(ih, scale);
+        }
+    }
+    pass p = {.data = data, .len = len, .iw = iw, .ih = ih, .sw = sw, .sh = sh, .x0 = x0,
+              .y0 = y0, .x1 = x1, .y1 = y1, .ox = ox, .oy = oy, .windowed = windowed};
+    return decode_pass(d, &p, info, scale, cmyk, croppable, dst, out);
 }
 
 int bfs_decoder_decode(bfs_decoder *d, const uint8_t *data, size_t len, const bfs_image_info *info,

@@ -49,6 +49,7 @@ typedef struct bfs_image_info {
 /* Decode statistics of one decoder (per-thread; summed by the engine). */
 typedef struct bfs_decode_stats {
     uint64_t cropped, full, scaled, raw; /* decodes by path */
+    uint64_t windowed; /* of the cropped: only the crop's restart segments decoded */
 } bfs_decode_stats;
 
 /* bfs_decoder_create - a decoder for one thread. Returns 0 or -ENOMEM. */

@@ -4,9 +4,13 @@
 #include "engine/err.h"
 
 #include <errno.h>
+#include <setjmp.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <turbojpeg.h>
+
+#include <jpeglib.h>
 
 static int be16(const uint8_t *p)
 {
@@ -78,10 +82,19 @@ int bfs_jpeg_parse_header(const uint8_t *d, size_t len, bfs_jpeg_header *h)
             if (rc)
                 return rc;
             have_sof = 1;
+            h->sof_offset = (size_t)(seg - d);
         } else if (m == 0xEE && n >= 12 && memcmp(seg, "Adobe", 5) == 0) {
             h->adobe_transform = seg[11];
+        } else if (m == 0xDD) {
+            if (n < 2)
+                return BFS_E_JPEG_HEADER;
+            h->restart_interval = be16(seg); /* a later DRI replaces an earlier one */
         } else if (m == 0xDA) {
-            return have_sof ? 0 : BFS_E_JPEG_HEADER;
+            if (!have_sof || n < 1)
+                return BFS_E_JPEG_HEADER;
+            h->scan_components = seg[0];
+            h->scan_offset = pos + seglen;
+            return 0;
         }
         pos += seglen;
     }
@@ -180,5 +193,94 @@ int bfs_jpeg_encode_rgb(const uint8_t *rgb, int w, int h, int quality, int gray,
     memcpy(*out, buf, size);
     *len = size;
     tjFree(buf);
+    return 0;
+}
+
+typedef struct tr_err {
+    struct jpeg_error_mgr pub;
+    jmp_buf jb;
+    int warnings;
+} tr_err;
+
+static void tr_on_error(j_common_ptr c)
+{
+    longjmp(((tr_err *)c->err)->jb, 1);
+}
+
+static void tr_on_message(j_common_ptr c, int level)
+{
+    if (level < 0)
+        ((tr_err *)c->err)->warnings++;
+}
+
+/* the scan limit of decode.c (a progressive file can be a CPU bomb) */
+static void tr_on_progress(j_common_ptr c)
+{
+    if (c->is_decompressor && ((j_decompress_ptr)c)->input_scan_number > 500)
+        tr_on_error(c);
+}
+
+int bfs_jpeg_add_restarts(const uint8_t *data, size_t len, uint8_t **out, size_t *outlen)
+{
+    bfs_jpeg_header hd;
+    int rc = bfs_jpeg_parse_header(data, len, &hd);
+    if (rc)
+        return rc;
+    if (hd.components != 3 || hd.arithmetic ||
+        (hd.restart_interval == 1 && !hd.progressive && hd.scan_components == 3))
+        return 1;
+    struct jpeg_decompress_struct src;
+    struct jpeg_compress_struct dst;
+    struct jpeg_progress_mgr progress = {.progress_monitor = tr_on_progress};
+    tr_err se, de;
+    unsigned char *buf = NULL;
+    unsigned long size = 0;
+    /* volatile: read after a longjmp */
+    volatile int made_dst = 0;
+    src.err = jpeg_std_error(&se.pub);
+    se.pub.error_exit = tr_on_error;
+    se.pub.emit_message = tr_on_message;
+    se.warnings = 0;
+    dst.err = jpeg_std_error(&de.pub);
+    de.pub.error_exit = tr_on_error;
+    de.pub.emit_message = tr_on_message;
+    de.warnings = 0;
+    jpeg_create_decompress(&src);
+    src.progress = &progress;
+    if (setjmp(se.jb) || setjmp(de.jb)) {
+        if (made_dst)
+            jpeg_destroy_compress(&dst);
+        jpeg_destroy_decompress(&src);
+        free(buf);
+        return BFS_E_JPEG_DATA;
+    }
+    jpeg_mem_src(&src, data, (unsigned long)len);
+    jpeg_read_header(&src, TRUE);
+    if (src.jpeg_color_space != JCS_YCbCr) {
+        jpeg_destroy_decompress(&src);
+        return 1;
+    }
+    jvirt_barray_ptr *coef = jpeg_read_coefficients(&src);
+    if (se.warnings) { /* corrupt or truncated: libjpeg filled in; keep the file as it is */
+        jpeg_destroy_decompress(&src);
+        return BFS_E_JPEG_DATA;
+    }
+    jpeg_create_compress(&dst);
+    made_dst = 1;
+    jpeg_mem_dest(&dst, &buf, &size);
+    jpeg_copy_critical_parameters(&src, &dst);
+    dst.optimize_coding = TRUE;
+    dst.restart_interval = 1;
+    jpeg_write_coefficients(&dst, coef);
+    jpeg_finish_compress(&dst);
+    jpeg_finish_decompress(&src);
+    int warned = se.warnings || de.warnings;
+    jpeg_destroy_compress(&dst);
+    jpeg_destroy_decompress(&src);
+    if (warned || !buf) {
+        free(buf);
+        return BFS_E_JPEG_DATA;
+    }
+    *out = buf, *outlen = size;
     return 0;
 }

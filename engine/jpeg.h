@@ -23,6 +23,11 @@ typedef struct bfs_jpeg_header {
     int arithmetic;      /* SOF9 / SOF10 */
     int hs[4], vs[4];    /* sampling factors per component */
     int adobe_transform; /* APP14 Adobe transform byte, -1 when absent */
+    /* Where the first scan is, for restart-segment cropping (decode.c): */
+    int restart_interval; /* DRI in force at the first SOS, in MCUs; 0: no restart markers */
+    int scan_components;  /* components in the first scan (== components: interleaved) */
+    size_t sof_offset;    /* offset of the SOF segment's P byte (Y and X follow it) */
+    size_t scan_offset;   /* offset of the first entropy-coded byte after the first SOS */
 } bfs_jpeg_header;
 
 /*
@@ -50,5 +55,20 @@ int bfs_jpeg_decode_rgb(const uint8_t *data, size_t len, uint8_t **rgb, int *w, 
  */
 int bfs_jpeg_encode_rgb(const uint8_t *rgb, int w, int h, int quality, int gray, uint8_t **out,
                         size_t *len);
+
+/*
+ * bfs_jpeg_add_restarts - losslessly re-encode a 3-component YCbCr JPEG (baseline or
+ * progressive) as a baseline JPEG with a restart marker after every MCU and optimized
+ * Huffman tables (mkbatchfs --restart). The DCT coefficients, quantization tables and
+ * sampling are copied untouched, so every decoder produces the same pixels as from the
+ * original; the engine then decodes a crop from only the segments it covers (decode.c,
+ * build_window). Markers other than those (APPn, COM: EXIF, ICC) are not copied; torchvision
+ * and Pillow ignore them when decoding. *out is malloc'ed.
+ * Returns 0; 1 when the file is not eligible (other colour spaces, arithmetic coding, or
+ * already restart-marked every MCU): keep it as it is; BFS_E_JPEG_DATA when libjpeg-turbo
+ * reports an error or a warning (a corrupt file is stored untouched, to be reported as
+ * corrupt when decoded); -ENOMEM.
+ */
+int bfs_jpeg_add_restarts(const uint8_t *data, size_t len, uint8_t **out, size_t *outlen);
 
 #endif

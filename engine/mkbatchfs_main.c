@@ -1,7 +1,7 @@
 /*
  * mkbatchfs — pack an ImageFolder into a .bfs dataset file, and inspect one.
  *
- *   mkbatchfs [--jobs N] [--max-side PX] [--quality Q] [--raw] [--strict] SRC OUT.bfs
+ *   mkbatchfs [--jobs N] [--max-side PX] [--quality Q] [--raw] [--restart] [--strict] SRC OUT.bfs
  *   mkbatchfs --info F.bfs | --cat F.bfs I | --verify F.bfs
  *
  * Exit status: 0 success; 1 failure (message on stderr); 2 usage error; 130 interrupted.
@@ -54,6 +54,10 @@ static void usage(FILE *f)
             "  -q, --quality Q      JPEG quality of re-encoded images, 1..100 (default 90)\n"
             "  -r, --raw            store decoded RGB pixels, lz4-compressed, instead of JPEG\n"
             "                       (for small images, e.g. CIFAR-size; combine with --max-side)\n"
+            "  -R, --restart        losslessly re-encode colour JPEGs with a restart marker after\n"
+            "                       every MCU and optimized Huffman tables: the same pixels, and\n"
+            "                       random crops decode ~1.4x faster (only the crop's segments\n"
+            "                       are decoded); packing is CPU-bound then (default: off)\n"
             "  -s, --strict         fail on the first file that would be skipped\n"
             "  -p, --page-size B    payload page size, power of two, K/M suffix (default 8M)\n"
             "      --no-fsync       do not fsync the result before renaming it into place\n"
@@ -323,6 +327,9 @@ static int cmd_pack(const char *src, const char *out, bfs_pack_opts *o, int quie
                 o->raw ? ", raw lz4" : "", out, rep.seconds,
                 rep.seconds > 0 ? rep.bytes_in / rep.seconds / 1e6 : 0.0,
                 rep.nskipped ? "; some files skipped, see above" : "");
+    if (o->restart && !quiet)
+        fprintf(stderr, "gave %llu of %llu JPEGs a restart marker after every MCU\n",
+                (unsigned long long)rep.restarted, (unsigned long long)rep.packed);
     if (rep.reencoded && !quiet)
         fprintf(stderr, "re-encoded %llu images to a longer side of at most %d px\n",
                 (unsigned long long)rep.reencoded, o->max_side);
@@ -338,6 +345,7 @@ int main(int argc, char **argv)
         {"max-side", required_argument, NULL, 'm'},
         {"quality", required_argument, NULL, 'q'},
         {"raw", no_argument, NULL, 'r'},
+        {"restart", no_argument, NULL, 'R'},
         {"strict", no_argument, NULL, 's'},
         {"page-size", required_argument, NULL, 'p'},
         {"no-fsync", no_argument, NULL, OPT_NO_FSYNC},
@@ -352,7 +360,7 @@ int main(int argc, char **argv)
     bfs_pack_opts o = {.quality = 90, .fsync = 1};
     int quiet = 0, mode = 0, c;
     long v;
-    while ((c = getopt_long(argc, argv, "j:m:q:rsp:hV", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "j:m:q:rRsp:hV", longopts, NULL)) != -1) {
         switch (c) {
         case 'j':
             if (parse_int(optarg, "--jobs", 1, 256, &v))
@@ -371,6 +379,9 @@ int main(int argc, char **argv)
             break;
         case 'r':
             o.raw = 1;
+            break;
+        case 'R':
+            o.restart = 1;
             break;
         case 's':
             o.strict = 1;
@@ -404,6 +415,10 @@ int main(int argc, char **argv)
             usage(stderr);
             return 2;
         }
+    }
+    if (o.raw && o.restart) {
+        fprintf(stderr, "mkbatchfs: --raw stores pixels, not JPEGs: --restart does not apply\n");
+        return 2;
     }
     int nargs = argc - optind;
     char **args = argv + optind;

@@ -38,6 +38,7 @@ typedef struct result {
     uint64_t hash; /* XXH64 of the payload, computed by the worker */
     uint64_t in_bytes;
     int reencoded;
+    int restarted;
     bfs_sample_in s;
 } result;
 
@@ -113,6 +114,26 @@ static int shrink(uint8_t **rgb, int *w, int *h, int max_side, resize_scratch *s
     return 0;
 }
 
+/* --restart: replace r's JPEG bytes by their restart-marked re-encoding, and *hd by its
+ * header, where bfs_jpeg_add_restarts can; anything else keeps the bytes as they are (a
+ * corrupt file stays corrupt, to be reported when decoded). */
+static void restart(const bfs_pack_opts *o, result *r, bfs_jpeg_header *hd)
+{
+    uint8_t *out;
+    size_t n;
+    bfs_jpeg_header nh;
+    if (!o->restart || bfs_jpeg_add_restarts(r->data, r->len, &out, &n) != 0)
+        return;
+    if (bfs_jpeg_parse_header(out, n, &nh) || nh.width != hd->width || nh.height != hd->height) {
+        free(out);
+        return;
+    }
+    free(r->data);
+    r->data = out, r->len = n;
+    *hd = nh;
+    r->restarted = 1;
+}
+
 static void transform(const bfs_pack_opts *o, const char *path, uint32_t label, result *r,
                       resize_scratch *scratch)
 {
@@ -138,8 +159,9 @@ static void transform(const bfs_pack_opts *o, const char *path, uint32_t label, 
     if (!o->raw && (o->max_side <= 0 || side <= o->max_side)) {
         r->s.width = (uint16_t)hd.width;
         r->s.height = (uint16_t)hd.height;
-        r->s.flags = bfs_jpeg_sample_flags(&hd);
         r->data = data, r->len = len; /* stored as is */
+        restart(o, r, &hd);
+        r->s.flags = bfs_jpeg_sample_flags(&hd);
         return;
     }
     int w, h;
@@ -196,9 +218,10 @@ static void transform(const bfs_pack_opts *o, const char *path, uint32_t label, 
         r->reason = "re-encoded JPEG unreadable";
         return;
     }
-    r->s.flags = bfs_jpeg_sample_flags(&nh);
     r->data = jpg, r->len = jlen;
     r->reencoded = 1;
+    restart(o, r, &nh);
+    r->s.flags = bfs_jpeg_sample_flags(&nh);
 }
 
 typedef struct worker_arg {
@@ -310,6 +333,7 @@ static int write_all_items(pack *p, bfs_writer *w, bfs_pack_report *rep, uint64_
                          bfs_strerror(rc));
             rep->packed++;
             rep->reencoded += (uint64_t)r.reencoded;
+            rep->restarted += (uint64_t)r.restarted;
             rep->bytes_out += r.len;
             per_class[r.s.label]++;
         }

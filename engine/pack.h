@@ -22,6 +22,7 @@ typedef struct bfs_pack_opts {
     int max_side;       /* 0: keep JPEG bytes; else re-encode images whose longer side is larger */
     int quality;        /* re-encode quality, 1..100 (0: 90) */
     int raw;            /* store lz4-compressed RGB pixels instead of JPEG bytes */
+    int restart;        /* losslessly add a restart marker after every MCU (bfs_jpeg_add_restarts) */
     int strict;         /* fail on the first file that would be skipped */
     int fsync;          /* fsync the output before renaming it into place */
     uint32_t page_size; /* 0: BFS_PAGE_SIZE_DEFAULT */
@@ -38,6 +39,7 @@ typedef struct bfs_pack_report {
     uint64_t files;     /* files found */
     uint64_t packed;    /* samples written */
     uint64_t reencoded; /* JPEGs re-encoded below max_side */
+    uint64_t restarted; /* JPEGs given restart markers (restart) */
     uint32_t classes;
     uint64_t bytes_in, bytes_out; /* payload bytes read / stored */
     double seconds;
