@@ -226,26 +226,27 @@ int bfs_bench_run(const char *source, const bfs_pipeline_opts *o, const bfs_benc
     double ratio_cpu = cpu_per_image > 0 && ref_cpu > 0 ? (1.0 / cpu_per_image) / ref_cpu : 0;
     double n = st.stages.samples ? (double)st.stages.samples : 1;
     if (b->json) {
-        fprintf(out,
-                "{\"images\": %llu, \"batches\": %llu, \"seconds\": %.4f, \"images_per_s\": %.1f, "
-                "\"threads\": %d, \"images_per_s_core\": %.1f, "
-                "\"decode_limit_images_per_s_core\": %.1f, \"ratio_per_core\": %.3f, "
-                "\"images_per_cpu_s\": %.1f, \"decode_limit_images_per_cpu_s\": %.1f, "
-                "\"ratio_cpu\": %.3f, "
-                "\"reference_images\": %zu, \"peak_rss_mb\": %.1f, \"batch_bytes\": %llu, "
-                "\"stage_us_per_image\": {\"read\": %.1f, \"decode\": %.1f, \"resize\": %.1f, "
-                "\"encode\": %.1f}, \"decodes\": {\"cropped\": %llu, \"full\": %llu, "
-                "\"scaled\": %llu, \"raw\": %llu}, \"bad_samples\": %llu, "
-                "\"fingerprint\": \"%016llx\", ",
-                (unsigned long long)images, (unsigned long long)want, secs, ips, st.threads,
-                per_core, ref, ratio, cpu_per_image > 0 ? 1.0 / cpu_per_image : 0.0, ref_cpu,
-                ratio_cpu, ref_used, rss_mb, (unsigned long long)bytes, st.stages.read_ns / n / 1e3,
-                st.stages.decode_ns / n / 1e3, st.stages.resize_ns / n / 1e3,
-                st.stages.encode_ns / n / 1e3, (unsigned long long)st.stages.decode_cropped,
-                (unsigned long long)st.stages.decode_full,
-                (unsigned long long)st.stages.decode_scaled,
-                (unsigned long long)st.stages.decode_raw, (unsigned long long)st.stages.bad_samples,
-                (unsigned long long)bfs_engine_fingerprint(e));
+        fprintf(
+            out,
+            "{\"images\": %llu, \"batches\": %llu, \"seconds\": %.4f, \"images_per_s\": %.1f, "
+            "\"threads\": %d, \"images_per_s_core\": %.1f, "
+            "\"decode_limit_images_per_s_core\": %.1f, \"ratio_per_core\": %.3f, "
+            "\"images_per_cpu_s\": %.1f, \"decode_limit_images_per_cpu_s\": %.1f, "
+            "\"ratio_cpu\": %.3f, "
+            "\"reference_images\": %zu, \"peak_rss_mb\": %.1f, \"batch_bytes\": %llu, "
+            "\"stage_us_per_image\": {\"read\": %.1f, \"decode\": %.1f, \"resize\": %.1f, "
+            "\"encode\": %.1f}, \"decodes\": {\"cropped\": %llu, \"full\": %llu, "
+            "\"scaled\": %llu, \"raw\": %llu, \"windowed\": %llu}, \"bad_samples\": %llu, "
+            "\"fingerprint\": \"%016llx\", ",
+            (unsigned long long)images, (unsigned long long)want, secs, ips, st.threads, per_core,
+            ref, ratio, cpu_per_image > 0 ? 1.0 / cpu_per_image : 0.0, ref_cpu, ratio_cpu, ref_used,
+            rss_mb, (unsigned long long)bytes, st.stages.read_ns / n / 1e3,
+            st.stages.decode_ns / n / 1e3, st.stages.resize_ns / n / 1e3,
+            st.stages.encode_ns / n / 1e3, (unsigned long long)st.stages.decode_cropped,
+            (unsigned long long)st.stages.decode_full, (unsigned long long)st.stages.decode_scaled,
+            (unsigned long long)st.stages.decode_raw, (unsigned long long)st.stages.decode_windowed,
+            (unsigned long long)st.stages.bad_samples,
+            (unsigned long long)bfs_engine_fingerprint(e));
         fprintf(out,
                 "\"sample_cache\": {\"hits\": %llu, \"misses\": %llu, \"inserts\": %llu, "
                 "\"refused_budget\": %llu, \"bytes\": %llu, \"budget_bytes\": %llu}, \"epochs\": [",
@@ -281,11 +282,12 @@ int bfs_bench_run(const char *source, const bfs_pipeline_opts *o, const bfs_benc
                 st.stages.resize_ns / n / 1e3, st.stages.encode_ns / n / 1e3);
         fprintf(
             out,
-            "decodes:      %llu cropped, %llu full, %llu with scaled IDCT, %llu raw; "
-            "%llu bad samples\n",
-            (unsigned long long)st.stages.decode_cropped, (unsigned long long)st.stages.decode_full,
-            (unsigned long long)st.stages.decode_scaled, (unsigned long long)st.stages.decode_raw,
-            (unsigned long long)st.stages.bad_samples);
+            "decodes:      %llu cropped (%llu from restart-segment windows), %llu full, "
+            "%llu with scaled IDCT, %llu raw; %llu bad samples\n",
+            (unsigned long long)st.stages.decode_cropped,
+            (unsigned long long)st.stages.decode_windowed,
+            (unsigned long long)st.stages.decode_full, (unsigned long long)st.stages.decode_scaled,
+            (unsigned long long)st.stages.decode_raw, (unsigned long long)st.stages.bad_samples);
         fprintf(out,
                 "reference:    libjpeg-turbo full decode (tjDecompress2 to RGB), 1 core, "
                 "same files (%zu images): %.1f images/s\n",

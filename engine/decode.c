@@ -485,8 +485,8 @@ static int decode(bfs_decoder *d, const uint8_t *data, size_t len, const bfs_ima
     /* a crop of a file with restart markers: decode only the segments it needs */
     int ox = 0, oy = 0, iw = info->width, ih = info->height, windowed = 0;
     if (croppable && !dst) {
-        windowed = build_window(d, data, len, scale, x0, y0, x1, y1, &data, &len, &ox, &oy, &iw,
-                                &ih);
+        windowed =
+            build_window(d, data, len, scale, x0, y0, x1, y1, &data, &len, &ox, &oy, &iw, &ih);
         if (windowed < 0)
             return windowed;
         if (windowed) { /* region and image in the window's coordinates from here on */
@@ -494,8 +494,19 @@ static int decode(bfs_decoder *d, const uint8_t *data, size_t len, const bfs_ima
             sw = scaled(iw, scale), sh = scaled(ih, scale);
         }
     }
-    pass p = {.data = data, .len = len, .iw = iw, .ih = ih, .sw = sw, .sh = sh, .x0 = x0,
-              .y0 = y0, .x1 = x1, .y1 = y1, .ox = ox, .oy = oy, .windowed = windowed};
+    pass p = {.data = data,
+              .len = len,
+              .iw = iw,
+              .ih = ih,
+              .sw = sw,
+              .sh = sh,
+              .x0 = x0,
+              .y0 = y0,
+              .x1 = x1,
+              .y1 = y1,
+              .ox = ox,
+              .oy = oy,
+              .windowed = windowed};
     return decode_pass(d, &p, info, scale, cmyk, croppable, dst, out);
 }
 

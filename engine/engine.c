@@ -299,6 +299,7 @@ void bfs_engine_worker_stats(const bfs_engine_worker *w, bfs_stage_stats *st)
     st->decode_full = ds.full;
     st->decode_scaled = ds.scaled;
     st->decode_raw = ds.raw;
+    st->decode_windowed = ds.windowed;
 }
 
 /*

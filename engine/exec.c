@@ -869,6 +869,7 @@ void bfs_exec_get_stats(bfs_exec *x, bfs_exec_stats *st)
         st->stages.decode_full += w.decode_full;
         st->stages.decode_scaled += w.decode_scaled;
         st->stages.decode_raw += w.decode_raw;
+        st->stages.decode_windowed += w.decode_windowed;
     }
     st->stages.encode_ns = bfs_engine_encode_ns(x->e);
 }

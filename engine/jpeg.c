@@ -90,8 +90,8 @@ int bfs_jpeg_parse_header(const uint8_t *d, size_t len, bfs_jpeg_header *h)
                 return BFS_E_JPEG_HEADER;
             h->restart_interval = be16(seg); /* a later DRI replaces an earlier one */
         } else if (m == 0xDA) {
-            if (!have_sof || n < 1)
-                return BFS_E_JPEG_HEADER;
+            if (!have_sof || n < 1 || seg[0] < 1 || seg[0] > 4)
+                return BFS_E_JPEG_HEADER; /* Ns: 1..4 components in a scan */
             h->scan_components = seg[0];
             h->scan_offset = pos + seglen;
             return 0;
@@ -220,14 +220,17 @@ static void tr_on_progress(j_common_ptr c)
         tr_on_error(c);
 }
 
-int bfs_jpeg_add_restarts(const uint8_t *data, size_t len, uint8_t **out, size_t *outlen)
+int bfs_jpeg_add_restarts(const uint8_t *data, size_t len, int interval, uint8_t **out,
+                          size_t *outlen)
 {
+    if (interval < 1 || interval > 65535)
+        return -EINVAL;
     bfs_jpeg_header hd;
     int rc = bfs_jpeg_parse_header(data, len, &hd);
     if (rc)
         return rc;
     if (hd.components != 3 || hd.arithmetic ||
-        (hd.restart_interval == 1 && !hd.progressive && hd.scan_components == 3))
+        (hd.restart_interval == interval && !hd.progressive && hd.scan_components == 3))
         return 1;
     struct jpeg_decompress_struct src;
     struct jpeg_compress_struct dst;
@@ -270,7 +273,7 @@ int bfs_jpeg_add_restarts(const uint8_t *data, size_t len, uint8_t **out, size_t
     jpeg_mem_dest(&dst, &buf, &size);
     jpeg_copy_critical_parameters(&src, &dst);
     dst.optimize_coding = TRUE;
-    dst.restart_interval = 1;
+    dst.restart_interval = (unsigned)interval;
     jpeg_write_coefficients(&dst, coef);
     jpeg_finish_compress(&dst);
     jpeg_finish_decompress(&src);

@@ -33,7 +33,8 @@ typedef struct bfs_jpeg_header {
 /*
  * bfs_jpeg_parse_header - walk the markers from SOI to SOS and describe the image.
  * Returns 0; BFS_E_NOT_JPEG (no SOI); BFS_E_JPEG_HEADER (truncated or malformed before
- * SOS, zero size, bad component count or sampling factors); BFS_E_JPEG_UNSUPPORTED
+ * SOS, zero size, bad component count or sampling factors, a scan of no or more than 4
+ * components); BFS_E_JPEG_UNSUPPORTED
  * (lossless, hierarchical, or not 8-bit: libjpeg-turbo 2.1 cannot decode them).
  */
 int bfs_jpeg_parse_header(const uint8_t *data, size_t len, bfs_jpeg_header *h);
@@ -58,17 +59,19 @@ int bfs_jpeg_encode_rgb(const uint8_t *rgb, int w, int h, int quality, int gray,
 
 /*
  * bfs_jpeg_add_restarts - losslessly re-encode a 3-component YCbCr JPEG (baseline or
- * progressive) as a baseline JPEG with a restart marker after every MCU and optimized
+ * progressive) as a baseline JPEG with a restart marker after every `interval` MCUs
+ * (1..65535; mkbatchfs --restart uses 1: the finest windows) and optimized
  * Huffman tables (mkbatchfs --restart). The DCT coefficients, quantization tables and
  * sampling are copied untouched, so every decoder produces the same pixels as from the
  * original; the engine then decodes a crop from only the segments it covers (decode.c,
  * build_window). Markers other than those (APPn, COM: EXIF, ICC) are not copied; torchvision
  * and Pillow ignore them when decoding. *out is malloc'ed.
  * Returns 0; 1 when the file is not eligible (other colour spaces, arithmetic coding, or
- * already restart-marked every MCU): keep it as it is; BFS_E_JPEG_DATA when libjpeg-turbo
- * reports an error or a warning (a corrupt file is stored untouched, to be reported as
- * corrupt when decoded); -ENOMEM.
+ * already a baseline file with that interval): keep it as it is; -EINVAL (interval);
+ * BFS_E_JPEG_DATA when libjpeg-turbo reports an error or a warning (a corrupt file is stored
+ * untouched, to be reported as corrupt when decoded); -ENOMEM.
  */
-int bfs_jpeg_add_restarts(const uint8_t *data, size_t len, uint8_t **out, size_t *outlen);
+int bfs_jpeg_add_restarts(const uint8_t *data, size_t len, int interval, uint8_t **out,
+                          size_t *outlen);
 
 #endif

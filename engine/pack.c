@@ -122,7 +122,7 @@ static void restart(const bfs_pack_opts *o, result *r, bfs_jpeg_header *hd)
     uint8_t *out;
     size_t n;
     bfs_jpeg_header nh;
-    if (!o->restart || bfs_jpeg_add_restarts(r->data, r->len, &out, &n) != 0)
+    if (!o->restart || bfs_jpeg_add_restarts(r->data, r->len, 1, &out, &n) != 0)
         return;
     if (bfs_jpeg_parse_header(out, n, &nh) || nh.width != hd->width || nh.height != hd->height) {
         free(out);

@@ -417,9 +417,10 @@ static void make_stats(fsstate *fs, text *t)
             st.stages.resize_ns / n / 1e3, st.stages.encode_ns / n / 1e3);
     tprintf(t,
             "  \"decodes\": {\"cropped\": %llu, \"full\": %llu, \"scaled\": %llu, \"raw\": "
-            "%llu},\n  \"bad_samples\": %llu,\n",
+            "%llu, \"windowed\": %llu},\n  \"bad_samples\": %llu,\n",
             (unsigned long long)st.stages.decode_cropped, (unsigned long long)st.stages.decode_full,
             (unsigned long long)st.stages.decode_scaled, (unsigned long long)st.stages.decode_raw,
+            (unsigned long long)st.stages.decode_windowed,
             (unsigned long long)st.stages.bad_samples);
     tprintf(t,
             "  \"batches\": {\"served\": %llu, \"computed\": %llu, \"failed\": %llu, "

@@ -309,6 +309,22 @@ run "$MK" --verify "$T/raw.bfs"
 expect_rc 0 "--verify of a --raw pack"
 ok "--raw packs and verifies"
 
+run "$MK" --no-fsync --restart "$SRC" "$T/rst.bfs"
+expect_rc 0 "pack --restart"
+grep -Eq "gave [0-9]+ of 103 JPEGs a restart marker after every MCU" "$T/stderr" ||
+    fail "--restart: no summary line"
+nrst=$(sed -n 's/.*gave \([0-9]*\) of 103 JPEGs.*/\1/p' "$T/stderr")
+[ "$nrst" -gt 50 ] || fail "--restart: only $nrst of 103 JPEGs re-encoded"
+run "$MK" --verify "$T/rst.bfs"
+expect_rc 0 "--verify of a --restart pack"
+# sample 0 (4:2:0, baseline): its stored bytes now carry DRI = 1 (FF DD 00 04 00 01)
+"$MK" --cat "$T/rst.bfs" 0 | LC_ALL=C grep -qaP '\xff\xdd\x00\x04\x00\x01' ||
+    fail "--restart: sample 0 has no restart interval of 1 MCU"
+run "$MK" --no-fsync --raw --restart "$SRC" "$T/rr.bfs"
+expect_rc 2 "--raw --restart"
+expect_err "--restart does not apply" "--raw --restart"
+ok "--restart: $nrst of 103 JPEGs given restart markers, verifies; refused with --raw"
+
 run "$MK" --quiet --no-fsync --page-size 4K "$SRC" "$T/p4k.bfs"
 expect_rc 0 "pack --page-size 4K"
 grep -q "pages of 4 KiB" < <("$MK" --info "$T/p4k.bfs") || fail "--page-size 4K not used"
@@ -356,7 +372,7 @@ interrupt_case TERM
 # ---- --help, --version -----------------------------------------------------------------
 run "$MK" --help
 expect_rc 0 "--help"
-for opt in --jobs --max-side --quality --raw --strict --page-size --no-fsync --quiet \
+for opt in --jobs --max-side --quality --raw --restart --strict --page-size --no-fsync --quiet \
     --info --cat --verify --help --version; do
     grep -qF -- "$opt" "$T/stdout" || fail "--help does not mention $opt"
 done

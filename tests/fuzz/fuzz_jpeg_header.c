@@ -7,8 +7,13 @@
  * whole image through libjpeg-turbo, which checks that what the walker accepts is what
  * the decoder sizes its buffer for. The pixel limit keeps one input's decode under the
  * fuzzer's time and memory limits (4 Mpx of RGB is 12 MiB).
+ * Files with restart markers also go through the crop decoder (engine/decode.c builds a
+ * restart-segment window from the scan's markers: untrusted bytes too) at a few regions
+ * and scales, and through bfs_jpeg_add_restarts (mkbatchfs --restart), whose output must
+ * parse as the same image with a marker after every MCU.
  */
 #include "engine/bfs.h"
+#include "engine/decode.h"
 #include "engine/err.h"
 #include "engine/jpeg.h"
 
@@ -41,6 +46,61 @@ static void touch(const uint8_t *p, size_t n)
     sink = x;
 }
 
+static int decode_error(int rc)
+{
+    return rc == BFS_E_JPEG_DATA || rc == BFS_E_JPEG_HEADER || rc == BFS_E_NOT_JPEG ||
+           rc == BFS_E_JPEG_UNSUPPORTED || rc == -EINVAL || rc == -ENOMEM;
+}
+
+/* crops of a restart-marked file: windows (or the plain path when the markers lie) */
+static void crops(const uint8_t *data, size_t size)
+{
+    static bfs_decoder *d;
+    if (!d && bfs_decoder_create(&d))
+        return;
+    bfs_image_info info;
+    if (bfs_decoder_probe(data, size, &info))
+        return;
+    for (int s = 1; s <= 2; s++) {
+        int sw = (info.width + s - 1) / s, sh = (info.height + s - 1) / s;
+        const int r[3][4] = {{sw / 2, sh / 2, sw, sh},
+                             {0, sh / 3, sw / 3 + 1, sh},
+                             {sw / 4, 0, sw / 2 + 1, sh / 2 + 1}};
+        for (int i = 0; i < 3; i++) {
+            bfs_pixels px;
+            int rc = bfs_decoder_decode(d, data, size, &info, s, r[i][0], r[i][1], r[i][2], r[i][3],
+                                        &px);
+            if (rc) {
+                CHECK(decode_error(rc));
+                continue;
+            }
+            CHECK(px.img_w == sw && px.img_h == sh);
+            CHECK(px.x0 <= r[i][0] && px.y0 <= r[i][1] && px.x0 + px.w >= r[i][2] &&
+                  px.y0 + px.h >= r[i][3]);
+            for (int y = r[i][1]; y < r[i][3]; y++)
+                touch(px.rgb + (size_t)(y - px.y0) * px.stride + 3 * (size_t)(r[i][0] - px.x0),
+                      3 * (size_t)(r[i][2] - r[i][0]));
+        }
+    }
+}
+
+static void add_restarts(const uint8_t *data, size_t size, const bfs_jpeg_header *h)
+{
+    uint8_t *out = NULL;
+    size_t n = 0;
+    int rc = bfs_jpeg_add_restarts(data, size, 1, &out, &n);
+    if (rc) {
+        CHECK(rc == 1 || decode_error(rc));
+        CHECK(out == NULL);
+        return;
+    }
+    bfs_jpeg_header nh;
+    CHECK(bfs_jpeg_parse_header(out, n, &nh) == 0);
+    CHECK(nh.width == h->width && nh.height == h->height && nh.components == 3);
+    CHECK(nh.restart_interval == 1 && !nh.progressive && nh.scan_components == 3);
+    free(out);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     bfs_jpeg_header h;
@@ -68,8 +128,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (h.components != 3)
         CHECK(!(flags & BFS_F_ODD_SAMPLING));
 
+    CHECK(h.restart_interval >= 0 && h.restart_interval <= 65535);
+    CHECK(h.sof_offset > 0 && h.sof_offset < h.scan_offset && h.scan_offset <= size);
+    CHECK(h.scan_components >= 1 && h.scan_components <= 4);
     if (size >= DECODE_MAX_INPUT || (uint64_t)h.width * (uint64_t)h.height > DECODE_MAX_PIXELS)
         return 0;
+    if (h.restart_interval > 0)
+        crops(data, size);
+    if (h.components == 3)
+        add_restarts(data, size, &h);
     uint8_t *rgb = NULL;
     int w = 0, ht = 0;
     rc = bfs_jpeg_decode_rgb(data, size, &rgb, &w, &ht);

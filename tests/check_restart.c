@@ -1,0 +1,367 @@
+/*
+ * check_restart.c — restart-marked JPEGs (mkbatchfs --restart, engine/decode.c windows):
+ *  - bfs_jpeg_add_restarts is lossless: the whole image decodes to the original's pixels,
+ *    for 4:2:0, 4:2:2, 4:4:4, 4:4:0 and progressive input, at sizes that are not multiples
+ *    of the MCU; what it does not take (gray, CMYK, arithmetic, corrupt, bad interval) it
+ *    refuses with the documented code;
+ *  - a crop decoded through a restart-segment window equals the same crop decoded from the
+ *    original file, byte for byte, at every IDCT scale, for intervals that tile the MCU rows
+ *    (column windows) and intervals that do not (whole-row windows), and windows were
+ *    really used (the decoder's counter);
+ *  - a restart layout that is not what the header promises (a marker out of sequence, a
+ *    scan cut short) falls back to the plain path: the same result as without windows;
+ *  - end to end: an ImageFolder packed with and without --restart gives batches whose
+ *    tensors are byte-identical, over two epochs of train and eval.
+ */
+#include "engine/bfs.h"
+#include "engine/decode.h"
+#include "engine/engine.h"
+#include "engine/err.h"
+#include "engine/exec.h"
+#include "engine/jpeg.h"
+#include "engine/pack.h"
+#include "engine/pipeline.h"
+#include "tests/testutil.h"
+
+#include <check.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <turbojpeg.h>
+
+typedef struct kind {
+    const char *name;
+    int subsamp, progressive;
+} kind;
+
+static const kind KINDS[] = {
+    {"4:2:0", TJSAMP_420, 0},
+    {"4:2:2", TJSAMP_422, 0},
+    {"4:4:4", TJSAMP_444, 0},
+    {"4:4:0", TJSAMP_440, 0},
+    {"progressive 4:2:0", TJSAMP_420, 1},
+};
+#define NKINDS (sizeof KINDS / sizeof KINDS[0])
+
+/* sizes: not multiples of the MCU, one narrower than two MCUs, one tall */
+static const int SIZES[][2] = {{203, 141}, {331, 250}, {23, 190}, {128, 64}};
+#define NSIZES (sizeof SIZES / sizeof SIZES[0])
+
+static void make(const kind *k, int w, int h, uint64_t seed, uint8_t **out, size_t *len)
+{
+    tu_jpeg_opts o = {.width = w,
+                      .height = h,
+                      .quality = 92,
+                      .subsamp = k->subsamp,
+                      .progressive = k->progressive,
+                      .seed = seed};
+    ck_assert_int_eq(tu_make_jpeg(&o, out, len), 0);
+}
+
+static void whole(const uint8_t *jpg, size_t len, uint8_t **rgb, int *w, int *h)
+{
+    ck_assert_int_eq(bfs_jpeg_decode_rgb(jpg, len, rgb, w, h), 0);
+}
+
+START_TEST(add_restarts_is_lossless)
+{
+    for (size_t ki = 0; ki < NKINDS; ki++)
+        for (size_t si = 0; si < NSIZES; si++) {
+            uint8_t *jpg, *rst, *a, *b;
+            size_t len, rlen;
+            int aw, ah, bw, bh;
+            make(&KINDS[ki], SIZES[si][0], SIZES[si][1], ki * 10 + si, &jpg, &len);
+            ck_assert_int_eq(bfs_jpeg_add_restarts(jpg, len, 1, &rst, &rlen), 0);
+            bfs_jpeg_header h;
+            ck_assert_int_eq(bfs_jpeg_parse_header(rst, rlen, &h), 0);
+            ck_assert_int_eq(h.restart_interval, 1);
+            ck_assert_int_eq(h.progressive, 0);
+            ck_assert_int_eq(h.scan_components, 3);
+            /* already marked that way: nothing to do */
+            uint8_t *again;
+            size_t alen;
+            ck_assert_int_eq(bfs_jpeg_add_restarts(rst, rlen, 1, &again, &alen), 1);
+            whole(jpg, len, &a, &aw, &ah);
+            whole(rst, rlen, &b, &bw, &bh);
+            ck_assert_int_eq(aw, bw);
+            ck_assert_int_eq(ah, bh);
+            ck_assert_msg(memcmp(a, b, (size_t)aw * ah * 3) == 0, "%s %dx%d: pixels differ",
+                          KINDS[ki].name, aw, ah);
+            free(a), free(b), free(jpg), free(rst);
+        }
+}
+END_TEST
+
+START_TEST(add_restarts_refuses)
+{
+    uint8_t *jpg, *out = NULL;
+    size_t len, olen;
+    tu_jpeg_opts g = {.width = 50, .height = 40, .quality = 90, .subsamp = TJSAMP_GRAY, .seed = 1};
+    ck_assert_int_eq(tu_make_jpeg(&g, &jpg, &len), 0);
+    ck_assert_int_eq(bfs_jpeg_add_restarts(jpg, len, 1, &out, &olen), 1); /* gray */
+    free(jpg);
+    make(&KINDS[0], 120, 90, 2, &jpg, &len);
+    ck_assert_int_eq(bfs_jpeg_add_restarts(jpg, len, 0, &out, &olen), -EINVAL);
+    ck_assert_int_eq(bfs_jpeg_add_restarts(jpg, len, 65536, &out, &olen), -EINVAL);
+    /* truncated in the scan: a warning to libjpeg, corrupt to us; the file is kept as is */
+    ck_assert_int_eq(bfs_jpeg_add_restarts(jpg, len * 2 / 3, 1, &out, &olen), BFS_E_JPEG_DATA);
+    ck_assert_int_eq(bfs_jpeg_add_restarts(jpg, 1, 1, &out, &olen), BFS_E_NOT_JPEG);
+    ck_assert_ptr_null(out);
+    free(jpg);
+}
+END_TEST
+
+/* Random regions (and the four corners) at every scale: the window's pixels equal the
+ * plain file's. Returns the number of windowed decodes. */
+static uint64_t compare_crops(const char *what, const uint8_t *plain, size_t plen,
+                              const uint8_t *rst, size_t rlen, uint64_t seed)
+{
+    bfs_decoder *dp, *dr;
+    ck_assert_int_eq(bfs_decoder_create(&dp), 0);
+    ck_assert_int_eq(bfs_decoder_create(&dr), 0);
+    bfs_image_info ip, ir;
+    ck_assert_int_eq(bfs_decoder_probe(plain, plen, &ip), 0);
+    ck_assert_int_eq(bfs_decoder_probe(rst, rlen, &ir), 0);
+    uint64_t rs = seed;
+    for (int s = 1; s <= 8; s *= 2) {
+        int sw = (ip.width + s - 1) / s, sh = (ip.height + s - 1) / s;
+        for (int t = 0; t < 60; t++) {
+            int x0 = (int)(tu_rand(&rs) % (uint64_t)sw);
+            int y0 = (int)(tu_rand(&rs) % (uint64_t)sh);
+            int x1 = x0 + 1 + (int)(tu_rand(&rs) % (uint64_t)(sw - x0));
+            int y1 = y0 + 1 + (int)(tu_rand(&rs) % (uint64_t)(sh - y0));
+            int cw = sw / 3 + 1, ch = sh / 3 + 1;
+            if (t < 4) { /* corners: image edges inside the window */
+                x0 = t & 1 ? sw - cw : 0, y0 = t & 2 ? sh - ch : 0;
+                x1 = x0 + cw, y1 = y0 + ch;
+            }
+            bfs_pixels a, b;
+            ck_assert_int_eq(bfs_decoder_decode(dp, plain, plen, &ip, s, x0, y0, x1, y1, &a), 0);
+            ck_assert_int_eq(bfs_decoder_decode(dr, rst, rlen, &ir, s, x0, y0, x1, y1, &b), 0);
+            ck_assert_int_eq(b.img_w, sw);
+            ck_assert_int_eq(b.img_h, sh);
+            ck_assert(b.x0 <= x0 && b.y0 <= y0 && b.x0 + b.w >= x1 && b.y0 + b.h >= y1);
+            for (int y = y0; y < y1; y++) {
+                const uint8_t *pa = a.rgb + (size_t)(y - a.y0) * a.stride + 3 * (size_t)(x0 - a.x0);
+                const uint8_t *pb = b.rgb + (size_t)(y - b.y0) * b.stride + 3 * (size_t)(x0 - b.x0);
+                ck_assert_msg(memcmp(pa, pb, 3 * (size_t)(x1 - x0)) == 0,
+                              "%s %dx%d scale 1/%d region %d,%d-%d,%d: row %d differs", what,
+                              ip.width, ip.height, s, x0, y0, x1, y1, y);
+            }
+        }
+    }
+    bfs_decode_stats st;
+    bfs_decoder_get_stats(dr, &st);
+    bfs_decoder_destroy(dp);
+    bfs_decoder_destroy(dr);
+    return st.windowed;
+}
+
+START_TEST(window_crops_equal_plain_crops)
+{
+    /* interval 1 and 2: column windows (2 divides the MCUs per row of some sizes only);
+     * 3 and 7: mostly whole-row windows */
+    static const int intervals[] = {1, 2, 3, 7};
+    uint64_t windowed = 0;
+    for (size_t ki = 0; ki < NKINDS; ki++)
+        for (size_t si = 0; si < NSIZES; si++)
+            for (size_t ii = 0; ii < sizeof intervals / sizeof intervals[0]; ii++) {
+                uint8_t *jpg, *rst;
+                size_t len, rlen;
+                make(&KINDS[ki], SIZES[si][0], SIZES[si][1], ki * 10 + si + 100, &jpg, &len);
+                ck_assert_int_eq(bfs_jpeg_add_restarts(jpg, len, intervals[ii], &rst, &rlen), 0);
+                char what[128];
+                snprintf(what, sizeof what, "%s interval %d", KINDS[ki].name, intervals[ii]);
+                windowed += compare_crops(what, jpg, len, rst, rlen, ki * 1000 + si * 10 + ii);
+                free(jpg), free(rst);
+            }
+    ck_assert_uint_gt(windowed, 1000); /* windows were really used */
+}
+END_TEST
+
+START_TEST(bad_layout_falls_back)
+{
+    uint8_t *jpg, *rst;
+    size_t len, rlen;
+    make(&KINDS[0], 331, 250, 7, &jpg, &len);
+    ck_assert_int_eq(bfs_jpeg_add_restarts(jpg, len, 1, &rst, &rlen), 0);
+    bfs_jpeg_header h;
+    ck_assert_int_eq(bfs_jpeg_parse_header(rst, rlen, &h), 0);
+    bfs_image_info info;
+    ck_assert_int_eq(bfs_decoder_probe(rst, rlen, &info), 0);
+    bfs_decoder *d;
+    ck_assert_int_eq(bfs_decoder_create(&d), 0);
+    bfs_pixels px;
+
+    /* a crop near the bottom right: windowed */
+    ck_assert_int_eq(bfs_decoder_decode(d, rst, rlen, &info, 1, 200, 150, 300, 240, &px), 0);
+    bfs_decode_stats st;
+    bfs_decoder_get_stats(d, &st);
+    ck_assert_uint_eq(st.windowed, 1);
+
+    /* the 5th RST marker renumbered out of sequence: no window; libjpeg resyncs with a
+     * warning, which the plain path reports as corrupt data */
+    uint8_t *bad = malloc(rlen);
+    ck_assert_ptr_nonnull(bad);
+    memcpy(bad, rst, rlen);
+    int seen = 0;
+    for (size_t i = h.scan_offset; i + 1 < rlen; i++)
+        if (bad[i] == 0xFF && bad[i + 1] >= 0xD0 && bad[i + 1] <= 0xD7 && ++seen == 5) {
+            bad[i + 1] = bad[i + 1] == 0xD7 ? 0xD0 : bad[i + 1] + 1;
+            break;
+        }
+    ck_assert_int_eq(seen, 5);
+    int rc = bfs_decoder_decode(d, bad, rlen, &info, 1, 200, 150, 300, 240, &px);
+    ck_assert_int_eq(rc, BFS_E_JPEG_DATA);
+    bfs_decoder_get_stats(d, &st);
+    ck_assert_uint_eq(st.windowed, 1);
+
+    /* the scan cut before the window's segments: no window, and the plain path reports
+     * the truncation */
+    rc = bfs_decoder_decode(d, rst, rlen / 2, &info, 1, 200, 150, 300, 240, &px);
+    ck_assert_int_eq(rc, BFS_E_JPEG_DATA);
+    bfs_decoder_get_stats(d, &st);
+    ck_assert_uint_eq(st.windowed, 1);
+
+    /* and the decoder is still fine */
+    ck_assert_int_eq(bfs_decoder_decode(d, rst, rlen, &info, 1, 10, 10, 60, 60, &px), 0);
+    bfs_decoder_get_stats(d, &st);
+    ck_assert_uint_eq(st.windowed, 2);
+    bfs_decoder_destroy(d);
+    free(bad), free(jpg), free(rst);
+}
+END_TEST
+
+/* ---- end to end: packed with and without --restart ---------------------------------------- */
+
+static char *tmp;
+static char folder[4096], plain_bfs[4096], rst_bfs[4096];
+
+static void pack(const char *out, int restart, uint64_t expect_restarted)
+{
+    bfs_pack_opts po = {.jobs = 2, .restart = restart};
+    bfs_pack_report rep;
+    char err[512];
+    ck_assert_msg(bfs_pack(folder, out, &po, &rep, NULL, err, sizeof err) == 0, "%s", err);
+    ck_assert_uint_eq(rep.nskipped, 0);
+    ck_assert_uint_eq(rep.restarted, expect_restarted);
+    bfs_pack_report_free(&rep);
+}
+
+static void setup(void)
+{
+    tmp = tu_mkdtemp("check_restart");
+    ck_assert_ptr_nonnull(tmp);
+    snprintf(folder, sizeof folder, "%s/src", tmp);
+    snprintf(plain_bfs, sizeof plain_bfs, "%s/plain.bfs", tmp);
+    snprintf(rst_bfs, sizeof rst_bfs, "%s/rst.bfs", tmp);
+    /* 2 x 20 images: 4:2:0 mostly, progressive, gray (not given markers), 4:4:4 */
+    ck_assert_int_eq(tu_make_imagefolder(folder, 2, 20, 60, 300, 77), 0);
+    pack(plain_bfs, 0, 0);
+}
+
+static void teardown(void)
+{
+    tu_rmtree(tmp);
+    free(tmp);
+}
+
+/* every batch of epochs 0 and 1, the tensors only (the header names the dataset's
+ * fingerprint, which is the file's: another file, another fingerprint) */
+static uint8_t *tensors(const char *src, const char *opts, size_t *size, uint64_t *windowed)
+{
+    bfs_pipeline_opts o;
+    bfs_pipeline_defaults(&o);
+    char err[1024];
+    ck_assert_msg(bfs_pipeline_parse(&o, opts, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(bfs_pipeline_finish(&o, err, sizeof err) == 0, "%s", err);
+    bfs_engine *e;
+    ck_assert_msg(bfs_engine_create(src, &o, &e, err, sizeof err) == 0, "%s", err);
+    bfs_exec *x;
+    ck_assert_int_eq(bfs_exec_create(e, 2, 64 << 20, &x), 0);
+    uint8_t *out = NULL;
+    *size = 0;
+    for (uint64_t ep = 0; ep < 2; ep++)
+        for (uint64_t k = 0; k < bfs_engine_batches(e); k++) {
+            bfs_batch *b;
+            ck_assert_msg(bfs_exec_get(x, ep, k, &b, err, sizeof err) == 0, "%s", err);
+            const uint8_t *p = bfs_batch_data(b);
+            uint64_t hl = 0;
+            for (int i = 7; i >= 0; i--)
+                hl = hl << 8 | p[i];
+            size_t n = bfs_batch_size(b) - 8 - (size_t)hl;
+            out = realloc(out, *size + n);
+            ck_assert_ptr_nonnull(out);
+            memcpy(out + *size, p + 8 + hl, n);
+            *size += n;
+            bfs_batch_release(b);
+        }
+    bfs_exec_stats xs;
+    bfs_exec_get_stats(x, &xs);
+    ck_assert_uint_eq(xs.stages.bad_samples, 0);
+    bfs_exec_destroy(x);
+    bfs_engine_destroy(e);
+    *windowed = xs.stages.decode_windowed;
+    return out;
+}
+
+START_TEST(packed_with_restart_same_tensors)
+{
+    /* every colour JPEG gets markers: all but the gray ones (every 11th, counted over the
+     * whole folder by tu_make_imagefolder) */
+    bfs_pipeline_opts o;
+    bfs_pipeline_defaults(&o);
+    char err[512];
+    ck_assert_msg(bfs_pipeline_parse(&o, "batch=1", err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(bfs_pipeline_finish(&o, err, sizeof err) == 0, "%s", err);
+    bfs_engine *e;
+    ck_assert_msg(bfs_engine_create(plain_bfs, &o, &e, err, sizeof err) == 0, "%s", err);
+    uint64_t n = bfs_engine_samples(e);
+    bfs_engine_destroy(e);
+    uint64_t gray = 0;
+    for (uint64_t k = 0; k < n; k++)
+        gray += k % 11 == 10;
+    pack(rst_bfs, 1, n - gray);
+    static const char *opts[] = {"batch=8,size=48,seed=3", "batch=8,size=64,augment=eval",
+                                 "batch=5,size=24,seed=9"};
+    for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++) {
+        size_t na, nb;
+        uint64_t wa, wb;
+        uint8_t *a = tensors(plain_bfs, opts[i], &na, &wa);
+        uint8_t *b = tensors(rst_bfs, opts[i], &nb, &wb);
+        ck_assert_uint_eq(na, nb);
+        ck_assert_msg(memcmp(a, b, na) == 0, "%s: tensors differ", opts[i]);
+        ck_assert_uint_eq(wa, 0);
+        ck_assert_uint_gt(wb, 0);
+        free(a), free(b);
+    }
+}
+END_TEST
+
+static Suite *restart_suite(void)
+{
+    Suite *s = suite_create("restart");
+    TCase *t = tcase_create("decode");
+    tcase_set_timeout(t, 120);
+    tcase_add_test(t, add_restarts_is_lossless);
+    tcase_add_test(t, add_restarts_refuses);
+    tcase_add_test(t, window_crops_equal_plain_crops);
+    tcase_add_test(t, bad_layout_falls_back);
+    suite_add_tcase(s, t);
+    TCase *e = tcase_create("engine");
+    tcase_set_timeout(e, 120);
+    tcase_add_checked_fixture(e, setup, teardown);
+    tcase_add_test(e, packed_with_restart_same_tensors);
+    suite_add_tcase(s, e);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *r = srunner_create(restart_suite());
+    srunner_run_all(r, CK_NORMAL);
+    int failed = srunner_ntests_failed(r);
+    srunner_free(r);
+    return failed ? 1 : 0;
+}
