@@ -88,6 +88,7 @@ struct bfs_exec {
     int prefetch;     /* default depth per reader (guarded by lock) */
     reader readers[BFS_EXEC_MAX_READERS]; /* guarded by lock */
     uint32_t next_reader_id;              /* guarded by lock */
+    uint64_t reader_news;                 /* guarded by lock: bfs_exec_readers_news */
     int nworkers;                         /* worker contexts allocated */
     pthread_t *threads;
     bfs_engine_worker **workers;
@@ -937,21 +938,35 @@ void bfs_exec_reader_waited(bfs_exec *x, uint32_t id, uint64_t epoch, uint64_t k
     pthread_mutex_unlock(&x->lock);
 }
 
+/* Does a request for (epoch, k) continue the walk of a reader last at (e0, k0) with
+ * stride s (0: not known yet, taken as 1)? Within the epoch, the next step; from the
+ * walk's last batch, the next epoch's first batch of the same residue: a training loop
+ * (or a rank reading k = r, r + s, ...) going on with its next epoch. */
+static int continues(uint64_t e0, uint64_t k0, int64_t s, uint64_t epoch, uint64_t k, uint64_t nb)
+{
+    if (s == 0)
+        s = 1;
+    if (epoch == e0)
+        return (int64_t)k0 + s == (int64_t)k;
+    return s > 0 && epoch == e0 + 1 && k0 + (uint64_t)s >= nb && k == k0 % (uint64_t)s;
+}
+
 uint32_t bfs_exec_follow(bfs_exec *x, uint64_t key, uint64_t epoch, uint64_t k, double now,
                          double wait_s, bfs_exec_alive_fn alive)
 {
     if (!key)
         key = UINT64_MAX; /* 0 marks a free slot */
     pthread_mutex_lock(&x->lock);
+    uint64_t nb = bfs_engine_batches(x->e), ne = bfs_engine_opts(x->e)->epochs;
     reader *r = NULL, *adopt = NULL;
     for (int i = 0; i < BFS_EXEC_MAX_READERS && !r; i++)
         if (x->readers[i].key == key)
             r = &x->readers[i];
-    if (!r) { /* a new key: the next batch of a reader whose process is gone? */
+    if (!r) { /* a new key: the next batch of a reader whose process is gone? (a shell
+               * loop of `cat`s, one process per batch, and per epoch) */
         for (int i = 0; i < BFS_EXEC_MAX_READERS && alive && !adopt; i++) {
             reader *c = &x->readers[i];
-            if (c->key && c->epoch == epoch &&
-                (int64_t)c->k + (c->stride ? c->stride : 1) == (int64_t)k && !alive(c->key))
+            if (c->key && continues(c->epoch, c->k, c->stride, epoch, k, nb) && !alive(c->key))
                 adopt = c;
         }
         if (adopt) {
@@ -975,6 +990,7 @@ uint32_t bfs_exec_follow(bfs_exec *x, uint64_t key, uint64_t epoch, uint64_t k, 
                           .k = k,
                           .depth = -1,
                           .asked = now};
+            x->reader_news++;
         }
     }
     if (r->batches) { /* the step it took since its last batch, less the wait for it */
@@ -984,13 +1000,14 @@ uint32_t bfs_exec_follow(bfs_exec *x, uint64_t key, uint64_t epoch, uint64_t k, 
             r->wait_s = smooth(r->wait_s, wait_s, r->batches);
         if (r->epoch == epoch && k != r->k)
             r->stride = (int64_t)k - (int64_t)r->k;
-        else if (r->epoch != epoch)
+        else if (r->epoch != epoch && !continues(r->epoch, r->k, r->stride, epoch, k, nb))
             r->stride = 0;
     } else if (wait_s >= 0) {
         r->wait_s = wait_s;
     }
     r->epoch = epoch, r->k = k, r->asked = now, r->waited = wait_s >= 0 ? wait_s : 0;
-    r->batches++;
+    if (++r->batches == 2)
+        x->reader_news++; /* its pace is known now */
     uint32_t id = r->id;
     int64_t stride = r->stride ? r->stride : 1;
     int depth = r->depth >= 0 ? r->depth : x->prefetch;
@@ -1003,12 +1020,23 @@ uint32_t bfs_exec_follow(bfs_exec *x, uint64_t key, uint64_t epoch, uint64_t k, 
     if ((uint64_t)depth + 1 > per)
         depth = per > 1 ? (int)(per - 1) : 0;
     pthread_mutex_unlock(&x->lock);
-    uint64_t nb = bfs_engine_batches(x->e);
+    /* the next `depth` batches of its walk; a forward walk goes on into the next epoch at
+     * the same residue (continues()): at an epoch's end the workers keep computing */
+    int64_t r0 = stride > 0 ? (int64_t)k % stride : 0;
+    int64_t m = stride > 0 ? ((int64_t)nb - r0 + stride - 1) / stride : 0; /* walk length */
     for (int d = 1; d <= depth; d++) {
         int64_t next = (int64_t)k + stride * d;
-        if (next < 0 || (uint64_t)next >= nb)
+        uint64_t ep = epoch;
+        if (stride > 0 && (uint64_t)next >= nb) {
+            int64_t i = ((int64_t)k - r0) / stride + d;
+            ep = epoch + (uint64_t)(i / m);
+            next = r0 + stride * (i % m);
+            if (ep >= ne)
+                break;
+        } else if (next < 0 || (uint64_t)next >= nb) {
             break;
-        bfs_exec_prefetch(x, epoch, (uint64_t)next);
+        }
+        bfs_exec_prefetch(x, ep, (uint64_t)next);
     }
     return id;
 }
@@ -1041,6 +1069,14 @@ int bfs_exec_readers(bfs_exec *x, double now, bfs_exec_alive_fn alive, bfs_exec_
             out[j] = out[j - 1];
             out[j - 1] = t;
         }
+    return n;
+}
+
+uint64_t bfs_exec_readers_news(bfs_exec *x)
+{
+    pthread_mutex_lock(&x->lock);
+    uint64_t n = x->reader_news;
+    pthread_mutex_unlock(&x->lock);
     return n;
 }
 

@@ -187,6 +187,11 @@ int bfs_exec_get_as(bfs_exec *x, uint64_t key, bfs_exec_alive_fn alive, uint64_t
 int bfs_exec_readers(bfs_exec *x, double now, bfs_exec_alive_fn alive, bfs_exec_reader *out,
                      int max);
 
+/* bfs_exec_readers_news - a count that grows when a reader appears or its pace is first
+ * measured (its second batch): the autotuner looks at it between decisions, so that a new
+ * reader gets its depth within one short period, not after the autotuner's longest one. */
+uint64_t bfs_exec_readers_news(bfs_exec *x);
+
 /* bfs_exec_set_prefetch - the depth of readers without one of their own (-1: keep).
  * bfs_exec_set_reader_depth - the depth of reader id (the autotuner's per-reader choice;
  * -1: back to the default). Unknown ids are ignored. */

@@ -413,13 +413,30 @@ static void *tuner_main(void *arg)
 {
     bfs_tuner *t = arg;
     pthread_mutex_lock(&t->lock);
+    uint64_t news = bfs_exec_readers_news(t->x);
     while (!t->stop) {
+        /* sleep one period, in slices of PERIOD_MIN: news of readers (a new one, or one
+         * whose pace is now measured) cuts it short */
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
-        double at = ts.tv_sec + ts.tv_nsec * 1e-9 + t->period;
-        ts.tv_sec = (time_t)at;
-        ts.tv_nsec = (long)((at - (double)ts.tv_sec) * 1e9);
-        pthread_cond_timedwait(&t->wake, &t->lock, &ts);
+        double end = ts.tv_sec + ts.tv_nsec * 1e-9 + t->period;
+        for (;;) {
+            clock_gettime(CLOCK_REALTIME, &ts);
+            double now = ts.tv_sec + ts.tv_nsec * 1e-9;
+            if (t->stop || now >= end)
+                break;
+            double at = now + (end - now < PERIOD_MIN ? end - now : PERIOD_MIN);
+            ts.tv_sec = (time_t)at;
+            ts.tv_nsec = (long)((at - (double)ts.tv_sec) * 1e9);
+            pthread_cond_timedwait(&t->wake, &t->lock, &ts);
+            pthread_mutex_unlock(&t->lock);
+            uint64_t n = bfs_exec_readers_news(t->x);
+            pthread_mutex_lock(&t->lock);
+            if (n != news) {
+                news = n;
+                break;
+            }
+        }
         if (t->stop)
             break;
         pthread_mutex_unlock(&t->lock);

@@ -619,8 +619,11 @@ START_TEST(readers_follow_and_adopt)
     bfs_exec *x;
     ck_assert_int_eq(bfs_exec_create(e, 1, 64 * bfs_engine_batch_bytes(e, 0), &x), 0);
     bfs_exec_set_prefetch(x, 2);
+    ck_assert_uint_eq(bfs_exec_readers_news(x), 0);
     uint32_t a = bfs_exec_follow(x, 100, 0, 0, 10.0, 0.5, alive_all);
+    ck_assert_uint_eq(bfs_exec_readers_news(x), 1); /* a new reader */
     ck_assert_uint_eq(bfs_exec_follow(x, 100, 0, 2, 11.0, 0.1, alive_all), a);
+    ck_assert_uint_eq(bfs_exec_readers_news(x), 2); /* its pace measured */
     bfs_exec_reader r[BFS_EXEC_MAX_READERS];
     ck_assert_int_eq(bfs_exec_readers(x, 11.5, alive_all, r, BFS_EXEC_MAX_READERS), 1);
     ck_assert_uint_eq(r[0].id, a);
@@ -632,7 +635,9 @@ START_TEST(readers_follow_and_adopt)
     uint32_t b = bfs_exec_follow(x, 200, 0, 7, 11.6, 0, alive_all);
     ck_assert_uint_ne(b, a);
     /* a new key at reader a's next batch (2 + 2) takes it over when a's key is gone */
+    uint64_t news = bfs_exec_readers_news(x);
     ck_assert_uint_eq(bfs_exec_follow(x, 101, 0, 4, 12.0, 0, alive_none), a);
+    ck_assert_uint_eq(bfs_exec_readers_news(x), news); /* no news: the same reader */
     /* ... but not when it is alive, nor off its stride */
     ck_assert_uint_ne(bfs_exec_follow(x, 102, 0, 6, 12.1, 0, alive_all), a);
     bfs_exec_set_reader_depth(x, a, 5);
@@ -664,6 +669,63 @@ START_TEST(readers_follow_and_adopt)
     /* thread count: clamped to the workers started */
     ck_assert_int_eq(bfs_exec_set_threads(x, 8), 1);
     ck_assert_int_eq(bfs_exec_set_threads(x, 0), 1);
+    bfs_exec_destroy(x);
+    bfs_engine_destroy(e);
+}
+END_TEST
+
+static uint64_t prefetched(bfs_exec *x)
+{
+    bfs_exec_stats st;
+    bfs_exec_get_stats(x, &st);
+    return st.prefetched;
+}
+
+/* A walk goes on into the next epoch: at an epoch's last batch the next epoch's first
+ * ones are prefetched (at the walk's residue for a strided rank), a new process there
+ * continues the dead one's reader, and nothing is prefetched beyond `epochs`. */
+START_TEST(walks_continue_into_next_epoch)
+{
+    bfs_engine *e = engine(packed, "batch=2,size=32,epochs=2");
+    uint64_t nb = bfs_engine_batches(e);
+    ck_assert_uint_ge(nb, 8);
+    bfs_exec *x;
+    ck_assert_int_eq(bfs_exec_create(e, 1, 64 * bfs_engine_batch_bytes(e, 0), &x), 0);
+    bfs_exec_set_prefetch(x, 2);
+    /* stride 1: epoch 0's last batch prefetches epoch 1's batches 0 and 1 */
+    uint32_t a = bfs_exec_follow(x, 100, 0, nb - 2, 1.0, 0, alive_all);
+    uint64_t p0 = prefetched(x); /* nb - 1 and (1, 0) */
+    ck_assert_uint_eq(p0, 2);
+    ck_assert_uint_eq(bfs_exec_follow(x, 101, 0, nb - 1, 2.0, 0, alive_none), a);
+    ck_assert_uint_eq(prefetched(x), p0 + 1); /* (1, 1); (1, 0) was queued already */
+    /* a new process at (1, 0) is the same reader (its stride kept) */
+    ck_assert_uint_eq(bfs_exec_follow(x, 102, 1, 0, 3.0, 0, alive_none), a);
+    bfs_exec_reader r[BFS_EXEC_MAX_READERS];
+    ck_assert_int_eq(bfs_exec_readers(x, 3.1, alive_all, r, BFS_EXEC_MAX_READERS), 1);
+    ck_assert_int_eq(r[0].stride, 1);
+    ck_assert_uint_eq(r[0].epoch, 1);
+    bfs_batch *b;
+    char err[256];
+    ck_assert_int_eq(bfs_exec_get(x, 1, 1, &b, err, sizeof err), 0); /* prefetched: no miss */
+    bfs_batch_release(b);
+    bfs_exec_stats st;
+    bfs_exec_get_stats(x, &st);
+    ck_assert_uint_eq(st.misses, 0);
+    /* the last epoch's end: nothing beyond epochs=2 */
+    uint64_t p1 = prefetched(x);
+    bfs_exec_follow(x, 102, 1, nb - 1, 4.0, 0, alive_all);
+    ck_assert_uint_eq(prefetched(x), p1); /* (1, nb - 1) is the one asked for: no prefetch */
+    /* a rank with stride 3 and residue 1: from its last batch of epoch 0 to (1, 1), (1, 4) */
+    uint64_t last = 1 + 3 * ((nb - 2) / 3);
+    uint32_t c = bfs_exec_follow(x, 500, 0, last - 3, 5.0, 0, alive_all);
+    ck_assert_uint_eq(bfs_exec_follow(x, 500, 0, last, 6.0, 0, alive_all), c);
+    ck_assert_int_eq(bfs_exec_get(x, 1, 4, &b, err, sizeof err), 0);
+    bfs_batch_release(b);
+    bfs_exec_get_stats(x, &st);
+    ck_assert_uint_eq(st.misses, 0); /* (1, 4) was prefetched by the rank's walk */
+    ck_assert_uint_eq(bfs_exec_follow(x, 501, 1, 1, 7.0, 0, alive_none), c);
+    /* but not a process starting elsewhere in the next epoch */
+    ck_assert_uint_ne(bfs_exec_follow(x, 600, 1, 2, 7.5, 0, alive_none), a);
     bfs_exec_destroy(x);
     bfs_engine_destroy(e);
 }
@@ -714,6 +776,7 @@ static Suite *engine_suite(void)
     tcase_add_test(tc, passed_batches_bounded);
     tcase_add_test(tc, buffer_pool_follows_bursts);
     tcase_add_test(tc, readers_follow_and_adopt);
+    tcase_add_test(tc, walks_continue_into_next_epoch);
     tcase_add_test(tc, thread_count_changes);
     suite_add_tcase(s, tc);
     return s;
