@@ -66,6 +66,19 @@ echo "scaling: all cores / 1 thread = $(awk -v a="$ipsn" -v b="$ips1" 'BEGIN{pri
 echo "peak RSS: $(field "$all" peak_rss_mb) MB"
 
 echo
+echo "== mkbatchfs --restart: lossless restart markers; crops decode only their segments =="
+t_rst=$(best_of 1 "$BUILD/mkbatchfs" --quiet --no-fsync --restart "$corpus" "$work/r.bfs")
+printf 'mkbatchfs --restart to disk: %6.3f s   speed ratio vs cat %.2f (CPU-bound: every JPEG re-encoded)\n' \
+    "$t_rst" "$(awk -v a="$t_cat" -v b="$t_rst" 'BEGIN{print a/b}')"
+rone=$("$BUILD/batchfs" --bench "$work/r.bfs" --batches "${BENCH_BATCHES:-8}" --json -o threads=1)
+one=$(json -o threads=1) # the plain pack again, next to it (this VM drifts)
+echo "1 thread, --restart pack: $rone"
+dec() { python3 -c "import json,sys; print(json.loads(sys.argv[1])['stage_us_per_image']['decode'])" "$1"; }
+echo "decode stage, us per image: plain $(dec "$one"), --restart $(dec "$rone"): $(awk -v a="$(dec "$one")" -v b="$(dec "$rone")" 'BEGIN{printf "%.2f", a/b}')x faster"
+echo "images/s, 1 thread: --restart / plain $(awk -v a="$(field "$rone" images_per_s)" -v b="$(field "$one" images_per_s)" 'BEGIN{printf "%.2f", a/b}'); per core vs full decode of each pack's own files: plain $(field "$one" ratio_per_core), --restart $(field "$rone" ratio_per_core)"
+echo "(the resize stage includes first-touch faults of fresh batch buffers, ~2 ms per MiB on this VM: images/s swing with the machine's memory, the decode stage does not)"
+
+echo
 echo "== decoded-sample cache: epoch 1 vs epoch 0 (tests/bench/bench_sample_cache.sh) =="
 bash tests/bench/bench_sample_cache.sh "$corpus"
 
