@@ -18,13 +18,13 @@
 #include <stdio.h>
 
 typedef struct bfs_pack_opts {
-    int jobs;           /* worker threads; <= 0: online CPUs */
-    int max_side;       /* 0: keep JPEG bytes; else re-encode images whose longer side is larger */
-    int quality;        /* re-encode quality, 1..100 (0: 90) */
-    int raw;            /* store lz4-compressed RGB pixels instead of JPEG bytes */
-    int restart;        /* losslessly add a restart marker after every MCU (bfs_jpeg_add_restarts) */
-    int strict;         /* fail on the first file that would be skipped */
-    int fsync;          /* fsync the output before renaming it into place */
+    int jobs;     /* worker threads; <= 0: online CPUs */
+    int max_side; /* 0: keep JPEG bytes; else re-encode images whose longer side is larger */
+    int quality;  /* re-encode quality, 1..100 (0: 90) */
+    int raw;      /* store lz4-compressed RGB pixels instead of JPEG bytes */
+    int restart;  /* losslessly add a restart marker after every MCU (bfs_jpeg_add_restarts) */
+    int strict;   /* fail on the first file that would be skipped */
+    int fsync;    /* fsync the output before renaming it into place */
     uint32_t page_size; /* 0: BFS_PAGE_SIZE_DEFAULT */
     int progress;       /* draw a progress bar on progress_out */
     FILE *progress_out; /* usually stderr */

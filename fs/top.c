@@ -442,9 +442,8 @@ static void v_throughput(frame *f, const span *s)
     l_str(l, "workers");
     l_pad(l, 14);
     l_printf(l, "threads %s   prefetch depth %s   images %s   bad samples %s   read errors %s",
-             s_num(a, cur, "threads", 0), s_depth(b, cur),
-             s_num(c, cur, "images", 0), s_num(d, cur, "bad_samples", 0),
-             s_num(e, cur, "reads.errors", 0));
+             s_num(a, cur, "threads", 0), s_depth(b, cur), s_num(c, cur, "images", 0),
+             s_num(d, cur, "bad_samples", 0), s_num(e, cur, "reads.errors", 0));
     f_end(f);
 }
 
@@ -729,8 +728,8 @@ static void plain_line(frame *f, const bfs_top_view *v, const span *s)
              s_rate(c, s, "batches.served", 2), s_num(d, cur, "batches.served", 0),
              s_num(e, cur, "batches.computed", 0), s_num(g, cur, "batches.in_flight", 0),
              s_hit(h, s, "cache", 1, 1), s_hit(i, s, "cache_dir", 0, 1),
-             s_hit(j, s, "sample_cache", 0, 1), s_num(k, cur, "threads", 0),
-             s_depth(m, cur), f_num(n, nread >= 0, nread, 0));
+             s_hit(j, s, "sample_cache", 0, 1), s_num(k, cur, "threads", 0), s_depth(m, cur),
+             f_num(n, nread >= 0, nread, 0));
     fwrite(l->b, 1, l->n, f->out);
     fputc('\n', f->out);
     f_begin(f);

@@ -89,8 +89,7 @@ static uint64_t trl(void)
 
 static bfs_store *open_store(const char *root, uint64_t budget, int named)
 {
-    bfs_store_opts o = {.budget_bytes = budget, .named_temps = named,
-                        .trailer_in_file = g_in_file};
+    bfs_store_opts o = {.budget_bytes = budget, .named_temps = named, .trailer_in_file = g_in_file};
     bfs_store *s = NULL;
     char err[256] = "";
     int rc = bfs_store_open(root, &o, &s, err, sizeof err);
@@ -183,7 +182,6 @@ static void log_stderr(void *arg, const char *msg)
     fprintf(stderr, "check_store[%ld]: %s\n", (long)getpid(), msg);
 }
 
-
 /* ---- round trips and layout ---------------------------------------------------------- */
 
 START_TEST(round_trip)
@@ -215,9 +213,9 @@ START_TEST(round_trip)
             uint8_t t[100];
             ck_assert_int_eq(getxattr(p, BFS_STORE_XATTR, t, sizeof t), BFS_STORE_TRAILER);
             ck_assert_int_eq(memcmp(t, "BFSCENT\0", 8), 0);
-            ck_assert_int_eq(bfs_store_entry_check_xattr(t, BFS_STORE_TRAILER, file, flen, &k,
-                                                         NULL),
-                             BFS_STORE_ENTRY_OK);
+            ck_assert_int_eq(
+                bfs_store_entry_check_xattr(t, BFS_STORE_TRAILER, file, flen, &k, NULL),
+                BFS_STORE_ENTRY_OK);
         }
         free(file);
         free(d);
@@ -362,7 +360,8 @@ START_TEST(sync_policies)
     set_mode(_i);
     char *root = tu_mkdtemp("bfs-store");
     for (int p = BFS_STORE_SYNC_NONE; p <= BFS_STORE_SYNC_FULL; p++) {
-        bfs_store_opts o = {.sync = (bfs_store_sync)p, .named_temps = _i & 1, .trailer_in_file = g_in_file};
+        bfs_store_opts o = {
+            .sync = (bfs_store_sync)p, .named_temps = _i & 1, .trailer_in_file = g_in_file};
         bfs_store *s;
         ck_assert_int_eq(bfs_store_open(root, &o, &s, NULL, 0), 0);
         uint8_t *d = payload((uint64_t)p, 5000);
@@ -488,8 +487,8 @@ START_TEST(corrupt_truncated_and_garbage)
     entry_path(root, k, ".st", p, sizeof p);
     /* truncations (torn tails), one byte appended, a file of the right size but zeros; with
      * the trailer in an xattr also: the xattr removed, too long, too short */
-    long sizes[] = {0, 1, 63, 64, (long)len / 2, (long)len - 1, (long)len, (long)len + 63,
-                    -1, -2, -3, -4, -5};
+    long sizes[] = {0,  1,  63, 64, (long)len / 2, (long)len - 1, (long)len, (long)len + 63, -1,
+                    -2, -3, -4, -5};
     int n = (int)(sizeof sizes / sizeof sizes[0]);
     int done = 0;
     for (int i = 0; i < n; i++) {
@@ -512,8 +511,7 @@ START_TEST(corrupt_truncated_and_garbage)
             ck_assert_int_eq(removexattr(p, BFS_STORE_XATTR), 0);
         } else {
             uint8_t t[BFS_STORE_TRAILER + 1];
-            ck_assert_int_eq(getxattr(p, BFS_STORE_XATTR, t, BFS_STORE_TRAILER),
-                             BFS_STORE_TRAILER);
+            ck_assert_int_eq(getxattr(p, BFS_STORE_XATTR, t, BFS_STORE_TRAILER), BFS_STORE_TRAILER);
             t[BFS_STORE_TRAILER] = 0;
             size_t tl = sizes[i] == -4 ? BFS_STORE_TRAILER + 1 : BFS_STORE_TRAILER - 1;
             ck_assert_int_eq(setxattr(p, BFS_STORE_XATTR, t, tl, 0), 0);
@@ -582,8 +580,7 @@ START_TEST(entry_format_functions)
                      BFS_STORE_ENTRY_MAGIC);
     ck_assert_int_eq(bfs_store_entry_check_xattr(t, sizeof t, f, len - 1, &k, NULL),
                      BFS_STORE_ENTRY_LENGTH);
-    ck_assert_int_eq(bfs_store_entry_check_xattr(t, sizeof t, f, len + BFS_STORE_TRAILER, &k,
-                                                 NULL),
+    ck_assert_int_eq(bfs_store_entry_check_xattr(t, sizeof t, f, len + BFS_STORE_TRAILER, &k, NULL),
                      BFS_STORE_ENTRY_LENGTH);
     /* neither form passes for the other */
     ck_assert_int_eq(bfs_store_entry_check_xattr(f + len, BFS_STORE_TRAILER, f, len, &k, NULL),
@@ -886,7 +883,7 @@ START_TEST(kill9_mid_publish)
     struct tree_count t = count_tree(root);
     ck_assert_int_eq(t.entries, 0);
     ck_assert_int_eq(t.temps, (_i & 1) ? 1 : 0); /* O_TMPFILE leaves no file at all */
-    ck_assert_int_eq(t.locks, 1);                 /* unlocked by the kernel at death */
+    ck_assert_int_eq(t.locks, 1);                /* unlocked by the kernel at death */
     /* a new daemon cleans up after the dead one at open */
     bfs_store *s2 = open_store(root, 0, (_i & 1));
     bfs_store_stats st;
@@ -1064,7 +1061,8 @@ START_TEST(two_mine_concurrent)
     pid_t scanner = fork();
     ck_assert_int_ge(scanner, 0);
     if (scanner == 0) {
-        bfs_store_opts o = {.named_temps = _i & 1, .trailer_in_file = g_in_file, .log_cb = log_stderr};
+        bfs_store_opts o = {
+            .named_temps = _i & 1, .trailer_in_file = g_in_file, .log_cb = log_stderr};
         bfs_store *ss;
         if (bfs_store_open(root, &o, &ss, NULL, 0))
             _exit(1);
@@ -1264,7 +1262,8 @@ START_TEST(concurrent_eviction)
         pid[p] = fork();
         ck_assert_int_ge(pid[p], 0);
         if (pid[p] == 0) {
-            bfs_store_opts o = {.budget_bytes = budget, .named_temps = _i & 1, .trailer_in_file = g_in_file};
+            bfs_store_opts o = {
+                .budget_bytes = budget, .named_temps = _i & 1, .trailer_in_file = g_in_file};
             bfs_store *cs;
             if (bfs_store_open(root, &o, &cs, NULL, 0))
                 _exit(1);

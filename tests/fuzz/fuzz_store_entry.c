@@ -169,8 +169,7 @@ static void check_as_payload(const uint8_t *data, size_t size)
     CHECK(bfs_store_entry_check(f, n, &k, &len) == BFS_STORE_ENTRY_OK && len == size);
     bfs_store_key got;
     uint64_t plen, phash;
-    CHECK(bfs_store_entry_parse_trailer(f + size, n, 0, &got, &plen, &phash) ==
-          BFS_STORE_ENTRY_OK);
+    CHECK(bfs_store_entry_parse_trailer(f + size, n, 0, &got, &plen, &phash) == BFS_STORE_ENTRY_OK);
     CHECK(got.fingerprint == k.fingerprint && got.epoch == k.epoch && got.batch == k.batch);
     CHECK(plen == size && phash == bfs_xxh64(data, size, 0));
     /* one bit of the trailer, and one of the payload, chosen by the input */
@@ -237,8 +236,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     check_as_payload(data, size);
     check_on_disk(data, size, NULL, 0);
     if (size >= BFS_STORE_TRAILER) /* the first 64 bytes as the xattr trailer */
-        check_on_disk(data + BFS_STORE_TRAILER, size - BFS_STORE_TRAILER, data,
-                      BFS_STORE_TRAILER);
+        check_on_disk(data + BFS_STORE_TRAILER, size - BFS_STORE_TRAILER, data, BFS_STORE_TRAILER);
     /* inputs too short for a key of their own: also try them with a valid trailer for the
      * on-disk key appended, and as the xattr, so that use 3 reaches the HIT path */
     if (size <= 4096) {
