@@ -64,6 +64,7 @@ typedef struct reader {
     uint64_t epoch, k;
     int64_t stride;
     int depth; /* own depth, or -1: x->prefetch */
+    int crossed; /* it went on from one epoch to the next (continues()) at least once */
     uint64_t batches;
     double asked;  /* when it asked for its last batch */
     double waited; /* how long it waited for that batch */
@@ -1000,7 +1001,9 @@ uint32_t bfs_exec_follow(bfs_exec *x, uint64_t key, uint64_t epoch, uint64_t k, 
             r->wait_s = smooth(r->wait_s, wait_s, r->batches);
         if (r->epoch == epoch && k != r->k)
             r->stride = (int64_t)k - (int64_t)r->k;
-        else if (r->epoch != epoch && !continues(r->epoch, r->k, r->stride, epoch, k, nb))
+        else if (r->epoch != epoch && continues(r->epoch, r->k, r->stride, epoch, k, nb))
+            r->crossed = 1;
+        else if (r->epoch != epoch)
             r->stride = 0;
     } else if (wait_s >= 0) {
         r->wait_s = wait_s;
@@ -1009,6 +1012,7 @@ uint32_t bfs_exec_follow(bfs_exec *x, uint64_t key, uint64_t epoch, uint64_t k, 
     if (++r->batches == 2)
         x->reader_news++; /* its pace is known now */
     uint32_t id = r->id;
+    int wrap = r->crossed;
     int64_t stride = r->stride ? r->stride : 1;
     int depth = r->depth >= 0 ? r->depth : x->prefetch;
     /* the budget is shared by the active readers, each holding one batch being read */
@@ -1020,14 +1024,16 @@ uint32_t bfs_exec_follow(bfs_exec *x, uint64_t key, uint64_t epoch, uint64_t k, 
     if ((uint64_t)depth + 1 > per)
         depth = per > 1 ? (int)(per - 1) : 0;
     pthread_mutex_unlock(&x->lock);
-    /* the next `depth` batches of its walk; a forward walk goes on into the next epoch at
-     * the same residue (continues()): at an epoch's end the workers keep computing */
+    /* the next `depth` batches of its walk; the walk of a reader that went on from one
+     * epoch to the next before goes on into the next epoch at the same residue
+     * (continues()): at a training loop's epoch end the workers keep computing, while a
+     * reader of one epoch (a validation pass, a scan) costs nothing beyond it */
     int64_t r0 = stride > 0 ? (int64_t)k % stride : 0;
     int64_t m = stride > 0 ? ((int64_t)nb - r0 + stride - 1) / stride : 0; /* walk length */
     for (int d = 1; d <= depth; d++) {
         int64_t next = (int64_t)k + stride * d;
         uint64_t ep = epoch;
-        if (stride > 0 && (uint64_t)next >= nb) {
+        if (wrap && stride > 0 && (uint64_t)next >= nb) {
             int64_t i = ((int64_t)k - r0) / stride + d;
             ep = epoch + (uint64_t)(i / m);
             next = r0 + stride * (i % m);

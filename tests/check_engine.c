@@ -681,51 +681,64 @@ static uint64_t prefetched(bfs_exec *x)
     return st.prefetched;
 }
 
-/* A walk goes on into the next epoch: at an epoch's last batch the next epoch's first
- * ones are prefetched (at the walk's residue for a strided rank), a new process there
- * continues the dead one's reader, and nothing is prefetched beyond `epochs`. */
+/* A walk goes on into the next epoch: a new process at the next epoch's first batch of
+ * the walk continues the dead one's reader; once a reader has gone on to a next epoch, at
+ * its walk's last batch the next epoch's first ones are prefetched (at the walk's residue
+ * for a strided rank), never beyond `epochs`; a reader of one epoch gets nothing beyond. */
 START_TEST(walks_continue_into_next_epoch)
 {
-    bfs_engine *e = engine(packed, "batch=2,size=32,epochs=2");
+    bfs_engine *e = engine(packed, "batch=2,size=32,epochs=3");
     uint64_t nb = bfs_engine_batches(e);
     ck_assert_uint_ge(nb, 8);
     bfs_exec *x;
     ck_assert_int_eq(bfs_exec_create(e, 1, 64 * bfs_engine_batch_bytes(e, 0), &x), 0);
     bfs_exec_set_prefetch(x, 2);
-    /* stride 1: epoch 0's last batch prefetches epoch 1's batches 0 and 1 */
+    /* first epoch: its end prefetches nothing of the next */
     uint32_t a = bfs_exec_follow(x, 100, 0, nb - 2, 1.0, 0, alive_all);
-    uint64_t p0 = prefetched(x); /* nb - 1 and (1, 0) */
-    ck_assert_uint_eq(p0, 2);
+    ck_assert_uint_eq(prefetched(x), 1); /* nb - 1 */
     ck_assert_uint_eq(bfs_exec_follow(x, 101, 0, nb - 1, 2.0, 0, alive_none), a);
-    ck_assert_uint_eq(prefetched(x), p0 + 1); /* (1, 1); (1, 0) was queued already */
+    ck_assert_uint_eq(prefetched(x), 1);
     /* a new process at (1, 0) is the same reader (its stride kept) */
     ck_assert_uint_eq(bfs_exec_follow(x, 102, 1, 0, 3.0, 0, alive_none), a);
+    ck_assert_uint_eq(prefetched(x), 3); /* (1, 1), (1, 2) */
     bfs_exec_reader r[BFS_EXEC_MAX_READERS];
     ck_assert_int_eq(bfs_exec_readers(x, 3.1, alive_all, r, BFS_EXEC_MAX_READERS), 1);
     ck_assert_int_eq(r[0].stride, 1);
     ck_assert_uint_eq(r[0].epoch, 1);
+    /* it went on once: epoch 1's end prefetches (2, 0) and (2, 1) */
+    for (uint64_t k = 1; k < nb - 1; k++)
+        bfs_exec_follow(x, 102, 1, k, 3.0 + 0.01 * (double)k, 0, alive_all);
+    uint64_t p0 = prefetched(x);
+    bfs_exec_follow(x, 102, 1, nb - 1, 4.0, 0, alive_all);
+    ck_assert_uint_eq(prefetched(x), p0 + 1); /* (2, 1); (2, 0) came with (1, nb - 2) */
     bfs_batch *b;
     char err[256];
-    ck_assert_int_eq(bfs_exec_get(x, 1, 1, &b, err, sizeof err), 0); /* prefetched: no miss */
+    ck_assert_int_eq(bfs_exec_get(x, 2, 1, &b, err, sizeof err), 0); /* prefetched: no miss */
     bfs_batch_release(b);
     bfs_exec_stats st;
     bfs_exec_get_stats(x, &st);
     ck_assert_uint_eq(st.misses, 0);
-    /* the last epoch's end: nothing beyond epochs=2 */
+    /* the last epoch's end: nothing beyond epochs=3 */
     uint64_t p1 = prefetched(x);
-    bfs_exec_follow(x, 102, 1, nb - 1, 4.0, 0, alive_all);
-    ck_assert_uint_eq(prefetched(x), p1); /* (1, nb - 1) is the one asked for: no prefetch */
-    /* a rank with stride 3 and residue 1: from its last batch of epoch 0 to (1, 1), (1, 4) */
+    bfs_exec_follow(x, 102, 2, nb - 1, 5.0, 0, alive_all);
+    ck_assert_uint_eq(prefetched(x), p1);
+    /* a rank with stride 3 and residue 1, past one epoch boundary: from its last batch of
+     * epoch 1 to (2, 1), (2, 4) */
     uint64_t last = 1 + 3 * ((nb - 2) / 3);
-    uint32_t c = bfs_exec_follow(x, 500, 0, last - 3, 5.0, 0, alive_all);
-    ck_assert_uint_eq(bfs_exec_follow(x, 500, 0, last, 6.0, 0, alive_all), c);
-    ck_assert_int_eq(bfs_exec_get(x, 1, 4, &b, err, sizeof err), 0);
+    uint32_t c = bfs_exec_follow(x, 500, 0, last - 3, 6.0, 0, alive_all);
+    ck_assert_uint_eq(bfs_exec_follow(x, 500, 0, last, 7.0, 0, alive_all), c);
+    ck_assert_uint_eq(bfs_exec_follow(x, 500, 1, 1, 8.0, 0, alive_all), c);
+    ck_assert_int_eq(bfs_exec_readers(x, 8.1, alive_all, r, BFS_EXEC_MAX_READERS), 2);
+    ck_assert_int_eq(r[1].stride, 3);
+    double t = 8.0;
+    for (uint64_t k = 4; k <= last; k += 3) /* its walk through epoch 1, a process a batch */
+        ck_assert_uint_eq(bfs_exec_follow(x, 500 + k, 1, k, t += 0.1, 0, alive_none), c);
+    ck_assert_int_eq(bfs_exec_get(x, 2, 4, &b, err, sizeof err), 0);
     bfs_batch_release(b);
     bfs_exec_get_stats(x, &st);
-    ck_assert_uint_eq(st.misses, 0); /* (1, 4) was prefetched by the rank's walk */
-    ck_assert_uint_eq(bfs_exec_follow(x, 501, 1, 1, 7.0, 0, alive_none), c);
-    /* but not a process starting elsewhere in the next epoch */
-    ck_assert_uint_ne(bfs_exec_follow(x, 600, 1, 2, 7.5, 0, alive_none), a);
+    ck_assert_uint_eq(st.misses, 0); /* (2, 4) was prefetched by the rank's walk */
+    /* but a process starting elsewhere in the next epoch is another reader */
+    ck_assert_uint_ne(bfs_exec_follow(x, 600, 2, 2, t + 0.1, 0, alive_none), c);
     bfs_exec_destroy(x);
     bfs_engine_destroy(e);
 }
