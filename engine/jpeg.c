@@ -230,6 +230,7 @@ int bfs_jpeg_add_restarts(const uint8_t *data, size_t len, int interval, uint8_t
     if (rc)
         return rc;
     if (hd.components != 3 || hd.arithmetic ||
+        (bfs_jpeg_sample_flags(&hd) & BFS_F_ODD_SAMPLING) || /* never cropped: no gain */
         (hd.restart_interval == interval && !hd.progressive && hd.scan_components == 3))
         return 1;
     struct jpeg_decompress_struct src;

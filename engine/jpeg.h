@@ -59,15 +59,15 @@ int bfs_jpeg_encode_rgb(const uint8_t *rgb, int w, int h, int quality, int gray,
 
 /*
  * bfs_jpeg_add_restarts - losslessly re-encode a 3-component YCbCr JPEG (baseline or
- * progressive) as a baseline JPEG with a restart marker after every `interval` MCUs
+ * progressive; 4:2:0, 4:2:2, 4:4:0 or 4:4:4, the samplings the crop decoder crops) as a baseline JPEG with a restart marker after every `interval` MCUs
  * (1..65535; mkbatchfs --restart uses 1: the finest windows) and optimized
  * Huffman tables (mkbatchfs --restart). The DCT coefficients, quantization tables and
  * sampling are copied untouched, so every decoder produces the same pixels as from the
  * original; the engine then decodes a crop from only the segments it covers (decode.c,
  * build_window). Markers other than those (APPn, COM: EXIF, ICC) are not copied; torchvision
  * and Pillow ignore them when decoding. *out is malloc'ed.
- * Returns 0; 1 when the file is not eligible (other colour spaces, arithmetic coding, or
- * already a baseline file with that interval): keep it as it is; -EINVAL (interval);
+ * Returns 0; 1 when the file is not eligible (other colour spaces or samplings, arithmetic
+ * coding, or already a baseline file with that interval): keep it as it is; -EINVAL (interval);
  * BFS_E_JPEG_DATA when libjpeg-turbo reports an error or a warning (a corrupt file is stored
  * untouched, to be reported as corrupt when decoded); -ENOMEM.
  */

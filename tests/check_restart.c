@@ -101,6 +101,10 @@ START_TEST(add_restarts_refuses)
     ck_assert_int_eq(tu_make_jpeg(&g, &jpg, &len), 0);
     ck_assert_int_eq(bfs_jpeg_add_restarts(jpg, len, 1, &out, &olen), 1); /* gray */
     free(jpg);
+    g.subsamp = TJSAMP_411; /* decoded whole anyway: nothing to gain */
+    ck_assert_int_eq(tu_make_jpeg(&g, &jpg, &len), 0);
+    ck_assert_int_eq(bfs_jpeg_add_restarts(jpg, len, 1, &out, &olen), 1);
+    free(jpg);
     make(&KINDS[0], 120, 90, 2, &jpg, &len);
     ck_assert_int_eq(bfs_jpeg_add_restarts(jpg, len, 0, &out, &olen), -EINVAL);
     ck_assert_int_eq(bfs_jpeg_add_restarts(jpg, len, 65536, &out, &olen), -EINVAL);
