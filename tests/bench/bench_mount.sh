@@ -131,12 +131,16 @@ else
 fi
 fusermount3 -u "$mnt"
 
-# 3. random order vs in order, fresh mounts, epoch 1
+# 3. random order vs in order, fresh mounts, epoch 1. One epoch here is under a second,
+# and single runs of the same order differ by 20% on this VM: 5 rounds, in order and
+# random alternating (another random order each round), the median per-round ratio.
 order() { mount_it; local t0; t0=$(now); for k in $1; do cat "$mnt/epoch/1/batch_$k" >/dev/null; done
           awk -v a="$t0" -v b="$(now)" 'BEGIN{print b-a}'; fusermount3 -u "$mnt"; }
-seq_t=$(order "$(seq 0 $((nb - 1)))")
-rnd_t=$(order "$(seq 0 $((nb - 1)) | shuf --random-source=<(yes))")
-echo "3. random order / in order time: $(ratio "$rnd_t" "$seq_t") (target <= 1.10)"
+r3=$(for round in 1 2 3 4 5; do
+    seq_t=$(order "$(seq 0 $((nb - 1)))")
+    rnd_t=$(order "$(seq 0 $((nb - 1)) | shuf --random-source=<(yes "$round"))")
+    ratio "$rnd_t" "$seq_t"; echo; done | median)
+echo "3. random order / in order time: $r3, median of 5 rounds (target <= 1.10)"
 
 # 4. PyTorch DataLoader on the same JPEGs
 venv=${BFS_TORCH_VENV:-/var/tmp/venv-torch}
