@@ -130,7 +130,7 @@ all-tests: all $(TESTS) $(TOOLS)
 
 # ---- fuzzing (clang, libFuzzer + ASan/UBSan; own object dir) -------------------------------
 FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -pthread -g -O1 -I. $(PKG_CFLAGS) \
-               -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined
+               -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -MMD -MP
 $(BUILD)/fuzz/obj/%.o: %.c
 	@mkdir -p $(@D)
 	$(CLANG) $(FUZZ_CFLAGS) -c $< -o $@

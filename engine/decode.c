@@ -1,9 +1,12 @@
 /*
  * decode.c — crop-aware JPEG and raw decoding (see decode.h).
  *
- * One jpeg_decompress_struct per thread, reused for every sample (creating one costs
- * more than decoding a small crop). Errors longjmp back to bfs_decoder_decode, which
- * aborts the decompressor so it is reusable.
+ * One jpeg_decompress_struct per thread, reused from sample to sample while each file
+ * brings every table it decodes with; before any other file (tables missing, progressive,
+ * several scans) it is made anew, since libjpeg keeps DHT/DQT tables from file to file and
+ * a file would otherwise decode with tables borrowed from whichever file the thread saw
+ * last (bfs_jpeg_self_contained). Errors longjmp back to the decode, which aborts the
+ * decompressor so it is reusable.
  */
 #include "engine/decode.h"
 #include "engine/bfs.h"
@@ -50,6 +53,7 @@ struct bfs_decoder {
     size_t seg_cap;
     /* counters: incremented by the owning worker, read by /stats from other threads */
     _Atomic uint64_t n_cropped, n_full, n_scaled, n_raw, n_window;
+    int stale; /* cinfo could not be made anew (no memory): try again before using it */
 };
 
 static void on_error(j_common_ptr c)
@@ -96,11 +100,26 @@ int bfs_decoder_create(bfs_decoder **out)
     return 0;
 }
 
+/* Replace the decompressor by a new one: no tables left from earlier files. */
+static int fresh_decompressor(bfs_decoder *d)
+{
+    if (!d->stale)
+        jpeg_destroy_decompress(&d->cinfo);
+    d->stale = 1;
+    if (setjmp(d->jerr.jb))
+        return -ENOMEM; /* jpeg_create_decompress could not allocate */
+    jpeg_create_decompress(&d->cinfo);
+    d->cinfo.progress = &d->progress;
+    d->stale = 0;
+    return 0;
+}
+
 void bfs_decoder_destroy(bfs_decoder *d)
 {
     if (!d)
         return;
-    jpeg_destroy_decompress(&d->cinfo);
+    if (!d->stale)
+        jpeg_destroy_decompress(&d->cinfo);
     free(d->buf);
     free(d->row4);
     free(d->win);
@@ -217,23 +236,30 @@ static int decode_raw(bfs_decoder *d, const uint8_t *data, size_t len, const bfs
  * Pixels: the IDCT works per block, so the window's blocks decode exactly as in the whole
  * image; fancy upsampling treats the window's edges as image edges, which moves pixels
  * within one chroma sample of them, and the window keeps MARGIN output pixels or more
- * around the region (tests/check_decode.c compares windows with whole decodes).
+ * around the region (tests/check_restart.c compares window crops with plain ones).
  * Columns are cut only when R divides the MCUs per row (segments then tile each row);
  * otherwise windows are whole rows, starting at a row that starts a segment.
  * Returns 1 with the window (*wdata, *wlen: the decoder's buffer) and its place in the
  * image (*ox, *oy: origin, multiples of the MCU size; *ww, *wh: size, unscaled pixels);
- * 0 when there is nothing to gain or the layout is not as expected (no DRI, not one
- * interleaved baseline scan, a marker out of sequence, a truncated scan): the caller then
- * decodes the file as it is, and reports whatever is wrong with it; -ENOMEM.
+ * 0 when there is nothing to gain, the layout is not as expected (no DRI, not one
+ * interleaved baseline scan of a croppable sampling, a size other than the table's, a
+ * marker out of sequence, a truncated scan) or memory is short: the caller then decodes
+ * the file as it is, and reports whatever is wrong with it.
+ * Corrupt data in segments the window leaves out goes unnoticed, as it does below the
+ * crop on the plain path: a sample is bad when what its crop needs does not decode.
  */
-static int build_window(bfs_decoder *d, const uint8_t *data, size_t len, int scale, int x0, int y0,
-                        int x1, int y1, const uint8_t **wdata, size_t *wlen, int *ox, int *oy,
-                        int *ww, int *wh)
+static int build_window(bfs_decoder *d, const uint8_t *data, size_t len, const bfs_jpeg_header *hp,
+                        const bfs_image_info *info, int scale, int x0, int y0, int x1, int y1,
+                        const uint8_t **wdata, size_t *wlen, int *ox, int *oy, int *ww, int *wh)
 {
-    bfs_jpeg_header h;
-    if (bfs_jpeg_parse_header(data, len, &h) || h.restart_interval <= 0 || h.progressive ||
-        h.arithmetic || h.components != 3 || h.scan_components != 3 ||
-        h.sof_offset + 5 > h.scan_offset)
+    /* the file's own header decides (a table entry may disagree with it: the plain path
+     * then reports the sample as corrupt), and it must be croppable by itself */
+    if (!hp)
+        return 0;
+    bfs_jpeg_header h = *hp;
+    if (h.restart_interval <= 0 || h.progressive || h.arithmetic || h.components != 3 ||
+        h.scan_components != 3 || h.sof_offset + 5 > h.scan_offset || h.width != info->width ||
+        h.height != info->height || (bfs_jpeg_sample_flags(&h) & BFS_F_ODD_SAMPLING))
         return 0;
     long W = h.width, H = h.height, R = h.restart_interval;
     long mw = 8L * h.hs[0], mh = 8L * h.vs[0]; /* croppable: luma has the largest factors */
@@ -259,17 +285,19 @@ static int build_window(bfs_decoder *d, const uint8_t *data, size_t len, int sca
     if (s_last >= nseg)
         s_last = nseg - 1;
 
-    /* find segments 0..s_last: [seg[2k], seg[2k + 1]) */
-    if ((size_t)(s_last + 1) * 2 > d->seg_cap) {
-        size_t cap = (size_t)(s_last + 1) * 2;
-        size_t *n = realloc(d->seg, cap * sizeof *n);
+    /* find segments s_first..s_last: segment k is [seg[2i], seg[2i + 1]), i = k - s_first
+     * (no memory, or none of the above: the plain path decodes it) */
+    size_t nneed = (size_t)(s_last - s_first + 1) * 2;
+    if (nneed > d->seg_cap) {
+        size_t *n = realloc(d->seg, nneed * sizeof *n);
         if (!n)
-            return -ENOMEM;
-        d->seg = n, d->seg_cap = cap;
+            return 0;
+        d->seg = n, d->seg_cap = nneed;
     }
     size_t p = h.scan_offset;
     long k = 0;
-    d->seg[0] = p;
+    if (s_first == 0)
+        d->seg[0] = p;
     while (k <= s_last) {
         const uint8_t *q = p < len ? memchr(data + p, 0xFF, len - p) : NULL;
         if (!q)
@@ -286,30 +314,33 @@ static int build_window(bfs_decoder *d, const uint8_t *data, size_t len, int sca
         }
         if (b == 0x00)
             return 0;
-        d->seg[2 * k + 1] = f;
+        if (k >= s_first)
+            d->seg[2 * (k - s_first) + 1] = f;
         k++;
         if (b < 0xD0 || b > 0xD7) /* EOI or another marker: the scan ends */
             break;
         if (b != 0xD0 + ((k - 1) & 7))
             return 0;
-        if (k <= s_last)
-            d->seg[2 * k] = e + 2;
+        if (k >= s_first && k <= s_last)
+            d->seg[2 * (k - s_first)] = e + 2;
         p = e + 2;
     }
     if (k <= s_last)
         return 0;
+#define SEG_START(sg) d->seg[2 * ((sg)-s_first)]
+#define SEG_END(sg)   d->seg[2 * ((sg)-s_first) + 1]
 
     size_t need = h.scan_offset + 2;
     if (whole_rows) {
         for (long sg = s_first; sg <= s_last; sg++)
-            need += d->seg[2 * sg + 1] - d->seg[2 * sg] + 2;
+            need += SEG_END(sg) - SEG_START(sg) + 2;
     } else {
         for (long r = r0; r < r1; r++)
             for (long sg = (r * M + c0) / R; sg < (r * M + c1) / R; sg++)
-                need += d->seg[2 * sg + 1] - d->seg[2 * sg] + 2;
+                need += SEG_END(sg) - SEG_START(sg) + 2;
     }
     if (grow(&d->win, &d->win_cap, need))
-        return -ENOMEM;
+        return 0;
     long wx = c0 * mw, wy = r0 * mh;
     long wW = (c1 == M ? W : c1 * mw) - wx, wH = (r1 == MR ? H : r1 * mh) - wy;
     uint8_t *o = d->win;
@@ -324,8 +355,8 @@ static int build_window(bfs_decoder *d, const uint8_t *data, size_t len, int sca
             *o++ = 0xFF;                                                                           \
             *o++ = (uint8_t)(0xD0 + ((n - 1) & 7));                                                \
         }                                                                                          \
-        size_t l_ = d->seg[2 * (sg) + 1] - d->seg[2 * (sg)];                                       \
-        memcpy(o, data + d->seg[2 * (sg)], l_);                                                    \
+        size_t l_ = SEG_END(sg) - SEG_START(sg);                                                   \
+        memcpy(o, data + SEG_START(sg), l_);                                                       \
         o += l_;                                                                                   \
         n++;                                                                                       \
     } while (0)
@@ -338,6 +369,8 @@ static int build_window(bfs_decoder *d, const uint8_t *data, size_t len, int sca
                 EMIT(sg);
     }
 #undef EMIT
+#undef SEG_START
+#undef SEG_END
     *o++ = 0xFF;
     *o++ = 0xD9;
     *wdata = d->win, *wlen = (size_t)(o - d->win);
@@ -482,13 +515,20 @@ static int decode(bfs_decoder *d, const uint8_t *data, size_t len, const bfs_ima
     int cmyk = (info->flags & BFS_COLOR_MASK) == BFS_COLOR_CMYK;
     int croppable = !(info->flags & (BFS_F_PROGRESSIVE | BFS_F_ODD_SAMPLING)) &&
                     (info->flags & BFS_COLOR_MASK) == BFS_COLOR_YCC;
+    /* the decompressor is reused only for files that bring every table they use (see
+     * bfs_jpeg_self_contained): any other gets a fresh one, as a new process would */
+    bfs_jpeg_header h;
+    int parsed = bfs_jpeg_parse_header(data, len, &h) == 0;
+    if (d->stale || !parsed || !bfs_jpeg_self_contained(&h)) {
+        int rc = fresh_decompressor(d);
+        if (rc)
+            return rc;
+    }
     /* a crop of a file with restart markers: decode only the segments it needs */
     int ox = 0, oy = 0, iw = info->width, ih = info->height, windowed = 0;
     if (croppable && !dst) {
-        windowed =
-            build_window(d, data, len, scale, x0, y0, x1, y1, &data, &len, &ox, &oy, &iw, &ih);
-        if (windowed < 0)
-            return windowed;
+        windowed = build_window(d, data, len, parsed ? &h : NULL, info, scale, x0, y0, x1, y1,
+                                &data, &len, &ox, &oy, &iw, &ih);
         if (windowed) { /* region and image in the window's coordinates from here on */
             x0 -= ox / scale, x1 -= ox / scale, y0 -= oy / scale, y1 -= oy / scale;
             sw = scaled(iw, scale), sh = scaled(ih, scale);

@@ -63,7 +63,7 @@ typedef struct reader {
     uint32_t id;
     uint64_t epoch, k;
     int64_t stride;
-    int depth; /* own depth, or -1: x->prefetch */
+    int depth;   /* own depth, or -1: x->prefetch */
     int crossed; /* it went on from one epoch to the next (continues()) at least once */
     uint64_t batches;
     double asked;  /* when it asked for its last batch */
@@ -90,7 +90,9 @@ struct bfs_exec {
     reader readers[BFS_EXEC_MAX_READERS]; /* guarded by lock */
     uint32_t next_reader_id;              /* guarded by lock */
     uint64_t reader_news;                 /* guarded by lock: bfs_exec_readers_news */
-    int nworkers;                         /* worker contexts allocated */
+    void (*news_fn)(void *);              /* guarded by lock: bfs_exec_on_reader_news */
+    void *news_arg;
+    int nworkers; /* worker contexts allocated */
     pthread_t *threads;
     bfs_engine_worker **workers;
     bfs_exec_stats st; /* counters (guarded by lock) */
@@ -939,6 +941,14 @@ void bfs_exec_reader_waited(bfs_exec *x, uint32_t id, uint64_t epoch, uint64_t k
     pthread_mutex_unlock(&x->lock);
 }
 
+/* Locked: a reader appeared or its pace became known (bfs_exec_on_reader_news). */
+static void news(bfs_exec *x)
+{
+    x->reader_news++;
+    if (x->news_fn)
+        x->news_fn(x->news_arg);
+}
+
 /* Does a request for (epoch, k) continue the walk of a reader last at (e0, k0) with
  * stride s (0: not known yet, taken as 1)? Within the epoch, the next step; from the
  * walk's last batch, the next epoch's first batch of the same residue: a training loop
@@ -991,7 +1001,7 @@ uint32_t bfs_exec_follow(bfs_exec *x, uint64_t key, uint64_t epoch, uint64_t k, 
                           .k = k,
                           .depth = -1,
                           .asked = now};
-            x->reader_news++;
+            news(x);
         }
     }
     if (r->batches) { /* the step it took since its last batch, less the wait for it */
@@ -1010,7 +1020,7 @@ uint32_t bfs_exec_follow(bfs_exec *x, uint64_t key, uint64_t epoch, uint64_t k, 
     }
     r->epoch = epoch, r->k = k, r->asked = now, r->waited = wait_s >= 0 ? wait_s : 0;
     if (++r->batches == 2)
-        x->reader_news++; /* its pace is known now */
+        news(x); /* its pace is known now */
     uint32_t id = r->id;
     int wrap = r->crossed;
     int64_t stride = r->stride ? r->stride : 1;
@@ -1034,6 +1044,8 @@ uint32_t bfs_exec_follow(bfs_exec *x, uint64_t key, uint64_t epoch, uint64_t k, 
         int64_t next = (int64_t)k + stride * d;
         uint64_t ep = epoch;
         if (wrap && stride > 0 && (uint64_t)next >= nb) {
+            if (m <= 0 || k >= nb)
+                break; /* k outside the epoch: no walk to go on with */
             int64_t i = ((int64_t)k - r0) / stride + d;
             ep = epoch + (uint64_t)(i / m);
             next = r0 + stride * (i % m);
@@ -1076,6 +1088,13 @@ int bfs_exec_readers(bfs_exec *x, double now, bfs_exec_alive_fn alive, bfs_exec_
             out[j - 1] = t;
         }
     return n;
+}
+
+void bfs_exec_on_reader_news(bfs_exec *x, void (*fn)(void *), void *arg)
+{
+    pthread_mutex_lock(&x->lock);
+    x->news_fn = fn, x->news_arg = arg;
+    pthread_mutex_unlock(&x->lock);
 }
 
 uint64_t bfs_exec_readers_news(bfs_exec *x)

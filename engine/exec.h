@@ -160,9 +160,13 @@ typedef int (*bfs_exec_alive_fn)(uint64_t key);
  * request arrives, once k is acquired, before waiting for k: the next batches are then
  * queued while k is computed, so workers that finish their part of k move straight on
  * (called after the wait, a reader with depth 1 left the workers idle at every batch
- * boundary: 6-10% of a fast reader's rate at batch=64). A key seen for the first time whose batch
- * is exactly the next one of a reader whose key is gone (alive() false; alive may be NULL) takes
- * over that reader: a shell loop of `cat` is one reader, not one per pid. Returns the reader's id.
+ * boundary: 6-10% of a fast reader's rate at batch=64). A key seen for the first time
+ * whose batch is exactly the next one of a reader whose key is gone (alive() false; alive
+ * may be NULL) takes over that reader: a shell loop of `cat` is one reader, not one per
+ * pid. The next one of a walk k0, k0 + s, ... at its epoch's end is the next epoch's first
+ * batch of the same residue (k0 mod s); a reader that has gone on to a next epoch once also
+ * prefetches across epoch ends (never at or beyond the pipeline's `epochs`).
+ * Returns the reader's id.
  */
 uint32_t bfs_exec_follow(bfs_exec *x, uint64_t key, uint64_t epoch, uint64_t k, double now,
                          double wait_s, bfs_exec_alive_fn alive);
@@ -188,9 +192,13 @@ int bfs_exec_readers(bfs_exec *x, double now, bfs_exec_alive_fn alive, bfs_exec_
                      int max);
 
 /* bfs_exec_readers_news - a count that grows when a reader appears or its pace is first
- * measured (its second batch): the autotuner looks at it between decisions, so that a new
- * reader gets its depth within one short period, not after the autotuner's longest one. */
+ * measured (its second batch). bfs_exec_on_reader_news - call fn(arg) each time it grows
+ * (NULL: no more calls; once it returns, no call is running). fn runs under the executor's
+ * lock: it must be quick and must not call the executor. The autotuner wakes itself with
+ * it, so that a new reader gets its depth at once, not after the autotuner's longest
+ * sleep (2 s). */
 uint64_t bfs_exec_readers_news(bfs_exec *x);
+void bfs_exec_on_reader_news(bfs_exec *x, void (*fn)(void *), void *arg);
 
 /* bfs_exec_set_prefetch - the depth of readers without one of their own (-1: keep).
  * bfs_exec_set_reader_depth - the depth of reader id (the autotuner's per-reader choice;

@@ -39,6 +39,9 @@ static int parse_sof(const uint8_t *seg, size_t n, int marker, bfs_jpeg_header *
     for (int c = 0; c < h->components; c++) {
         h->hs[c] = seg[6 + 3 * c + 1] >> 4;
         h->vs[c] = seg[6 + 3 * c + 1] & 15;
+        h->dqt_used |= 1u << (seg[6 + 3 * c + 2] & 3);
+        if (seg[6 + 3 * c + 2] > 3)
+            h->dqt_used |= 1u << 8; /* no such table: never self-contained */
         if (h->hs[c] < 1 || h->hs[c] > 4 || h->vs[c] < 1 || h->vs[c] > 4)
             return BFS_E_JPEG_HEADER;
     }
@@ -85,6 +88,26 @@ int bfs_jpeg_parse_header(const uint8_t *d, size_t len, bfs_jpeg_header *h)
             h->sof_offset = (size_t)(seg - d);
         } else if (m == 0xEE && n >= 12 && memcmp(seg, "Adobe", 5) == 0) {
             h->adobe_transform = seg[11];
+        } else if (m == 0xDB) { /* DQT: (Pq Tq, 64 or 128 values)... */
+            for (size_t i = 0; i < n;) {
+                size_t tl = 1 + ((seg[i] >> 4) ? 128 : 64);
+                if (i + tl > n)
+                    return BFS_E_JPEG_HEADER;
+                h->dqt_defined |= 1u << (seg[i] & 3);
+                i += tl;
+            }
+        } else if (m == 0xC4) { /* DHT: (Tc Th, 16 counts, values)... */
+            for (size_t i = 0; i < n;) {
+                if (i + 17 > n)
+                    return BFS_E_JPEG_HEADER;
+                size_t count = 0;
+                for (int b = 1; b <= 16; b++)
+                    count += seg[i + b];
+                if (i + 17 + count > n)
+                    return BFS_E_JPEG_HEADER;
+                h->dht_defined |= 1u << ((seg[i] >> 4 ? 4 : 0) + (seg[i] & 3));
+                i += 17 + count;
+            }
         } else if (m == 0xDD) {
             if (n < 2)
                 return BFS_E_JPEG_HEADER;
@@ -94,10 +117,22 @@ int bfs_jpeg_parse_header(const uint8_t *d, size_t len, bfs_jpeg_header *h)
                 return BFS_E_JPEG_HEADER; /* Ns: 1..4 components in a scan */
             h->scan_components = seg[0];
             h->scan_offset = pos + seglen;
+            for (size_t c = 0; c < (size_t)seg[0] && 2 + 2 * c < n; c++) {
+                unsigned t = seg[2 + 2 * c]; /* Td Ta */
+                h->dht_used |= 1u << (t >> 4 & 3) | 1u << (4 + (t & 3));
+                if ((t >> 4) > 3 || (t & 15) > 3)
+                    h->dht_used |= 1u << 8;
+            }
             return 0;
         }
         pos += seglen;
     }
+}
+
+int bfs_jpeg_self_contained(const bfs_jpeg_header *h)
+{
+    return !h->progressive && h->scan_components == h->components &&
+           !(h->dqt_used & ~h->dqt_defined) && !(h->dht_used & ~h->dht_defined);
 }
 
 uint16_t bfs_jpeg_sample_flags(const bfs_jpeg_header *h)
@@ -196,10 +231,12 @@ int bfs_jpeg_encode_rgb(const uint8_t *rgb, int w, int h, int quality, int gray,
     return 0;
 }
 
+/* Re-encoding (bfs_jpeg_add_restarts): one error manager and one jump target for both
+ * the decompressor and the compressor; the first warning is an error too (a corrupt file
+ * is kept as it is, so there is no point in decoding the rest of it). */
 typedef struct tr_err {
     struct jpeg_error_mgr pub;
     jmp_buf jb;
-    int warnings;
 } tr_err;
 
 static void tr_on_error(j_common_ptr c)
@@ -210,7 +247,7 @@ static void tr_on_error(j_common_ptr c)
 static void tr_on_message(j_common_ptr c, int level)
 {
     if (level < 0)
-        ((tr_err *)c->err)->warnings++;
+        tr_on_error(c);
 }
 
 /* the scan limit of decode.c (a progressive file can be a CPU bomb) */
@@ -219,6 +256,45 @@ static void tr_on_progress(j_common_ptr c)
     if (c->is_decompressor && ((j_decompress_ptr)c)->input_scan_number > 500)
         tr_on_error(c);
 }
+
+/* A growable output buffer whose current block is always known here (libjpeg-turbo's
+ * jpeg_mem_dest only reports it at the end: after an error its last block would leak and
+ * the first one be freed twice). */
+typedef struct tr_dest {
+    struct jpeg_destination_mgr pub;
+    uint8_t *buf;
+    size_t cap, len;
+} tr_dest;
+
+static void tr_dest_init(j_compress_ptr c)
+{
+    tr_dest *d = (tr_dest *)c->dest;
+    d->pub.next_output_byte = d->buf;
+    d->pub.free_in_buffer = d->cap;
+}
+
+static boolean tr_dest_grow(j_compress_ptr c)
+{
+    tr_dest *d = (tr_dest *)c->dest;
+    uint8_t *n = realloc(d->buf, d->cap * 2);
+    if (!n)
+        c->err->error_exit((j_common_ptr)c); /* out of memory: tr_on_error */
+    d->buf = n;
+    d->pub.next_output_byte = n + d->cap;
+    d->pub.free_in_buffer = d->cap;
+    d->cap *= 2;
+    return TRUE;
+}
+
+static void tr_dest_term(j_compress_ptr c)
+{
+    tr_dest *d = (tr_dest *)c->dest;
+    d->len = d->cap - d->pub.free_in_buffer;
+}
+
+/* Larger images keep their bytes: re-encoding holds every DCT coefficient in memory
+ * (~3 bytes per pixel at 4:2:0), per pack worker. 2^26 pixels is 8192 x 8192. */
+#define TR_MAX_PIXELS (1ULL << 26)
 
 int bfs_jpeg_add_restarts(const uint8_t *data, size_t len, int interval, uint8_t **out,
                           size_t *outlen)
@@ -231,60 +307,54 @@ int bfs_jpeg_add_restarts(const uint8_t *data, size_t len, int interval, uint8_t
         return rc;
     if (hd.components != 3 || hd.arithmetic ||
         (bfs_jpeg_sample_flags(&hd) & BFS_F_ODD_SAMPLING) || /* never cropped: no gain */
+        (uint64_t)hd.width * (uint64_t)hd.height > TR_MAX_PIXELS ||
         (hd.restart_interval == interval && !hd.progressive && hd.scan_components == 3))
         return 1;
     struct jpeg_decompress_struct src;
     struct jpeg_compress_struct dst;
     struct jpeg_progress_mgr progress = {.progress_monitor = tr_on_progress};
-    tr_err se, de;
-    unsigned char *buf = NULL;
-    unsigned long size = 0;
+    tr_err err;
+    tr_dest dest = {.pub = {.init_destination = tr_dest_init,
+                            .empty_output_buffer = tr_dest_grow,
+                            .term_destination = tr_dest_term},
+                    .cap = len + len / 8 + 4096};
     /* volatile: read after a longjmp */
-    volatile int made_dst = 0;
-    src.err = jpeg_std_error(&se.pub);
-    se.pub.error_exit = tr_on_error;
-    se.pub.emit_message = tr_on_message;
-    se.warnings = 0;
-    dst.err = jpeg_std_error(&de.pub);
-    de.pub.error_exit = tr_on_error;
-    de.pub.emit_message = tr_on_message;
-    de.warnings = 0;
-    jpeg_create_decompress(&src);
-    src.progress = &progress;
-    if (setjmp(se.jb) || setjmp(de.jb)) {
+    volatile int made_src = 0, made_dst = 0, keep = 0;
+    memset(&src, 0, sizeof src);
+    memset(&dst, 0, sizeof dst);
+    src.err = dst.err = jpeg_std_error(&err.pub);
+    err.pub.error_exit = tr_on_error;
+    err.pub.emit_message = tr_on_message;
+    if (!(dest.buf = malloc(dest.cap)))
+        return -ENOMEM;
+    if (setjmp(err.jb)) {
         if (made_dst)
             jpeg_destroy_compress(&dst);
-        jpeg_destroy_decompress(&src);
-        free(buf);
-        return BFS_E_JPEG_DATA;
+        if (made_src)
+            jpeg_destroy_decompress(&src);
+        free(dest.buf);
+        return keep ? 1 : BFS_E_JPEG_DATA;
     }
+    jpeg_create_decompress(&src);
+    made_src = 1;
+    src.progress = &progress;
     jpeg_mem_src(&src, data, (unsigned long)len);
     jpeg_read_header(&src, TRUE);
     if (src.jpeg_color_space != JCS_YCbCr) {
-        jpeg_destroy_decompress(&src);
-        return 1;
+        keep = 1;
+        longjmp(err.jb, 1);
     }
     jvirt_barray_ptr *coef = jpeg_read_coefficients(&src);
-    if (se.warnings) { /* corrupt or truncated: libjpeg filled in; keep the file as it is */
-        jpeg_destroy_decompress(&src);
-        return BFS_E_JPEG_DATA;
-    }
     jpeg_create_compress(&dst);
     made_dst = 1;
-    jpeg_mem_dest(&dst, &buf, &size);
+    dst.dest = &dest.pub;
     jpeg_copy_critical_parameters(&src, &dst);
     dst.optimize_coding = TRUE;
     dst.restart_interval = (unsigned)interval;
     jpeg_write_coefficients(&dst, coef);
     jpeg_finish_compress(&dst);
-    jpeg_finish_decompress(&src);
-    int warned = se.warnings || de.warnings;
     jpeg_destroy_compress(&dst);
-    jpeg_destroy_decompress(&src);
-    if (warned || !buf) {
-        free(buf);
-        return BFS_E_JPEG_DATA;
-    }
-    *out = buf, *outlen = size;
+    jpeg_destroy_decompress(&src); /* not finished: the rest of the file is not needed */
+    *out = dest.buf, *outlen = dest.len;
     return 0;
 }

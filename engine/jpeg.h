@@ -28,7 +28,21 @@ typedef struct bfs_jpeg_header {
     int scan_components;  /* components in the first scan (== components: interleaved) */
     size_t sof_offset;    /* offset of the SOF segment's P byte (Y and X follow it) */
     size_t scan_offset;   /* offset of the first entropy-coded byte after the first SOS */
+    /* Tables (before the first SOS): defined by the file, and used by its frame (quant)
+     * and its first scan (Huffman). Bits: DQT id i -> 1 << i; DHT DC id i -> 1 << i, AC id
+     * i -> 1 << (4 + i). See bfs_jpeg_self_contained. */
+    unsigned dqt_defined, dqt_used, dht_defined, dht_used;
 } bfs_jpeg_header;
+
+/*
+ * bfs_jpeg_self_contained - does the file define every table it decodes with, before its
+ * one interleaved sequential scan? libjpeg keeps tables from one image to the next in a
+ * reused decompressor (abbreviated datastreams), so a file missing one would borrow it from
+ * whatever file the decompressor saw before; a fresh one takes the standard Huffman tables
+ * for ids 0 and 1 and fails on any other missing table. The engine's decoder reuses its
+ * decompressor only for self-contained files.
+ */
+int bfs_jpeg_self_contained(const bfs_jpeg_header *h);
 
 /*
  * bfs_jpeg_parse_header - walk the markers from SOI to SOS and describe the image.
@@ -59,17 +73,19 @@ int bfs_jpeg_encode_rgb(const uint8_t *rgb, int w, int h, int quality, int gray,
 
 /*
  * bfs_jpeg_add_restarts - losslessly re-encode a 3-component YCbCr JPEG (baseline or
- * progressive; 4:2:0, 4:2:2, 4:4:0 or 4:4:4, the samplings the crop decoder crops) as a baseline JPEG with a restart marker after every `interval` MCUs
- * (1..65535; mkbatchfs --restart uses 1: the finest windows) and optimized
- * Huffman tables (mkbatchfs --restart). The DCT coefficients, quantization tables and
- * sampling are copied untouched, so every decoder produces the same pixels as from the
- * original; the engine then decodes a crop from only the segments it covers (decode.c,
+ * progressive; 4:2:0, 4:2:2, 4:4:0 or 4:4:4, the samplings the crop decoder crops) as a
+ * baseline JPEG with a restart marker after every `interval` MCUs (1..65535; mkbatchfs
+ * --restart uses 1: the finest windows) and optimized Huffman tables. The DCT coefficients,
+ * quantization tables and sampling are copied untouched, so every decoder produces the same pixels
+ * as from the original; the engine then decodes a crop from only the segments it covers (decode.c,
  * build_window). Markers other than those (APPn, COM: EXIF, ICC) are not copied; torchvision
  * and Pillow ignore them when decoding. *out is malloc'ed.
- * Returns 0; 1 when the file is not eligible (other colour spaces or samplings, arithmetic
- * coding, or already a baseline file with that interval): keep it as it is; -EINVAL (interval);
- * BFS_E_JPEG_DATA when libjpeg-turbo reports an error or a warning (a corrupt file is stored
- * untouched, to be reported as corrupt when decoded); -ENOMEM.
+ * Returns 0; 1 when the file is not eligible: other colour spaces or samplings,
+ * arithmetic coding, over 2^26 pixels (re-encoding holds every coefficient in memory), or
+ * already a baseline file with that interval: keep it as it is; the errors of
+ * bfs_jpeg_parse_header; BFS_E_JPEG_DATA when libjpeg-turbo reports an error or a warning
+ * (a corrupt file is stored untouched, to be reported as corrupt when decoded; an
+ * allocation failure inside libjpeg-turbo lands here too); -EINVAL (interval); -ENOMEM.
  */
 int bfs_jpeg_add_restarts(const uint8_t *data, size_t len, int interval, uint8_t **out,
                           size_t *outlen);

@@ -287,6 +287,7 @@ struct bfs_tuner {
     pthread_mutex_t lock; /* guards everything below */
     pthread_cond_t wake;
     int stop;
+    int poked; /* reader news since the last look (bfs_exec_on_reader_news) */
     double period;
     double sample_s, batch_s;                       /* smoothed */
     uint64_t samples, work_ns, encode_ns, computed; /* counters at the last look */
@@ -409,36 +410,34 @@ static int tune_once(bfs_tuner *t)
     return moved;
 }
 
+/* bfs_exec_on_reader_news: a new reader, or one whose pace is now known (called under
+ * the executor's lock; the tuner never calls the executor while holding its own lock) */
+static void poke(void *arg)
+{
+    bfs_tuner *t = arg;
+    pthread_mutex_lock(&t->lock);
+    t->poked = 1;
+    pthread_cond_signal(&t->wake);
+    pthread_mutex_unlock(&t->lock);
+}
+
 static void *tuner_main(void *arg)
 {
     bfs_tuner *t = arg;
     pthread_mutex_lock(&t->lock);
-    uint64_t news = bfs_exec_readers_news(t->x);
     while (!t->stop) {
-        /* sleep one period, in slices of PERIOD_MIN: news of readers (a new one, or one
-         * whose pace is now measured) cuts it short */
+        /* one period, or less when readers bring news */
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
-        double end = ts.tv_sec + ts.tv_nsec * 1e-9 + t->period;
-        for (;;) {
-            clock_gettime(CLOCK_REALTIME, &ts);
-            double now = ts.tv_sec + ts.tv_nsec * 1e-9;
-            if (t->stop || now >= end)
+        double at = ts.tv_sec + ts.tv_nsec * 1e-9 + t->period;
+        ts.tv_sec = (time_t)at;
+        ts.tv_nsec = (long)((at - (double)ts.tv_sec) * 1e9);
+        while (!t->stop && !t->poked)
+            if (pthread_cond_timedwait(&t->wake, &t->lock, &ts) == ETIMEDOUT)
                 break;
-            double at = now + (end - now < PERIOD_MIN ? end - now : PERIOD_MIN);
-            ts.tv_sec = (time_t)at;
-            ts.tv_nsec = (long)((at - (double)ts.tv_sec) * 1e9);
-            pthread_cond_timedwait(&t->wake, &t->lock, &ts);
-            pthread_mutex_unlock(&t->lock);
-            uint64_t n = bfs_exec_readers_news(t->x);
-            pthread_mutex_lock(&t->lock);
-            if (n != news) {
-                news = n;
-                break;
-            }
-        }
         if (t->stop)
             break;
+        t->poked = 0;
         pthread_mutex_unlock(&t->lock);
         int moved = tune_once(t);
         pthread_mutex_lock(&t->lock);
@@ -466,6 +465,7 @@ int bfs_tuner_start(bfs_exec *x, const bfs_tuner_opts *o, bfs_tuner **out)
         free(t);
         return -rc;
     }
+    bfs_exec_on_reader_news(x, poke, t);
     *out = t;
     return 0;
 }
@@ -474,6 +474,7 @@ void bfs_tuner_stop(bfs_tuner *t)
 {
     if (!t)
         return;
+    bfs_exec_on_reader_news(t->x, NULL, NULL); /* no poke runs or will run after this */
     pthread_mutex_lock(&t->lock);
     t->stop = 1;
     pthread_cond_signal(&t->wake);

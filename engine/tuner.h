@@ -111,7 +111,8 @@ typedef struct bfs_tuner_opts {
  * -EAGAIN. */
 int bfs_tuner_start(bfs_exec *x, const bfs_tuner_opts *o, bfs_tuner **out);
 
-/* bfs_tuner_stop - stop the thread and free; accepts NULL. */
+/* bfs_tuner_stop - stop the thread and free; accepts NULL. Before bfs_exec_destroy of its
+ * executor (the tuner unhooks itself from it: bfs_exec_on_reader_news). */
 void bfs_tuner_stop(bfs_tuner *t);
 
 /* bfs_tuner_json - the model's inputs and choices with their reasons, as a JSON object

@@ -7,9 +7,11 @@
  *  - a crop decoded through a restart-segment window equals the same crop decoded from the
  *    original file, byte for byte, at every IDCT scale, for intervals that tile the MCU rows
  *    (column windows) and intervals that do not (whole-row windows), and windows were
- *    really used (the decoder's counter);
+ *    really used (the decoder's counter); a table entry that disagrees with the file gets
+ *    no window;
  *  - a restart layout that is not what the header promises (a marker out of sequence, a
  *    scan cut short) falls back to the plain path: the same result as without windows;
+ *  - a reused decoder lends no Huffman or quantization tables from one file to the next;
  *  - end to end: an ImageFolder packed with and without --restart gives batches whose
  *    tensors are byte-identical, over two epochs of train and eval.
  */
@@ -164,9 +166,9 @@ static uint64_t compare_crops(const char *what, const uint8_t *plain, size_t ple
 
 START_TEST(window_crops_equal_plain_crops)
 {
-    /* interval 1 and 2: column windows (2 divides the MCUs per row of some sizes only);
-     * 3 and 7: mostly whole-row windows */
-    static const int intervals[] = {1, 2, 3, 7};
+    /* 1: column windows everywhere; 2, 5 and 7 divide the MCUs per row of some sizes and
+     * kinds only (column windows there, whole-row windows elsewhere) */
+    static const int intervals[] = {1, 2, 5, 7};
     uint64_t windowed = 0;
     for (size_t ki = 0; ki < NKINDS; ki++)
         for (size_t si = 0; si < NSIZES; si++)
@@ -228,12 +230,87 @@ START_TEST(bad_layout_falls_back)
     bfs_decoder_get_stats(d, &st);
     ck_assert_uint_eq(st.windowed, 1);
 
+    /* a table entry that disagrees with the file (its size): no window is built from the
+     * file's header; the plain path reports the sample as corrupt */
+    bfs_image_info lie = info;
+    lie.width -= 16;
+    ck_assert_int_eq(bfs_decoder_decode(d, rst, rlen, &lie, 1, 100, 150, 200, 240, &px),
+                     BFS_E_JPEG_DATA);
+    bfs_decoder_get_stats(d, &st);
+    ck_assert_uint_eq(st.windowed, 1);
+
     /* and the decoder is still fine */
     ck_assert_int_eq(bfs_decoder_decode(d, rst, rlen, &info, 1, 10, 10, 60, 60, &px), 0);
     bfs_decoder_get_stats(d, &st);
     ck_assert_uint_eq(st.windowed, 2);
     bfs_decoder_destroy(d);
     free(bad), free(jpg), free(rst);
+}
+END_TEST
+
+/* A reused decoder lends no tables: libjpeg keeps DHT/DQT tables from file to file in one
+ * decompressor, so a file without its own Huffman tables (legal: decoders then use the
+ * standard ones) decoded after a file with optimized tables would borrow those. Found by
+ * fuzz_jpeg_header comparing crops with whole decodes. */
+START_TEST(decoder_lends_no_tables)
+{
+    uint8_t *a, *b, *opt;
+    size_t alen, blen, olen;
+    make(&KINDS[0], 120, 90, 11, &a, &alen); /* standard tables (TurboJPEG's default) */
+    make(&KINDS[0], 200, 150, 12, &b, &blen);
+    ck_assert_int_eq(bfs_jpeg_add_restarts(b, blen, 1, &opt, &olen), 0); /* optimized tables */
+    /* a without its DHT segments */
+    uint8_t *bare = malloc(alen);
+    ck_assert_ptr_nonnull(bare);
+    size_t n = 0, pos = 2;
+    memcpy(bare, a, 2), n = 2;
+    int dropped = 0;
+    while (pos + 4 <= alen && a[pos] == 0xFF && a[pos + 1] != 0xDA) {
+        size_t seg = 2 + ((size_t)a[pos + 2] << 8 | a[pos + 3]);
+        if (a[pos + 1] == 0xC4)
+            dropped++;
+        else
+            memcpy(bare + n, a + pos, seg), n += seg;
+        pos += seg;
+    }
+    ck_assert_int_gt(dropped, 0);
+    memcpy(bare + n, a + pos, alen - pos), n += alen - pos;
+    bfs_jpeg_header h;
+    ck_assert_int_eq(bfs_jpeg_parse_header(bare, n, &h), 0);
+    ck_assert_int_eq(bfs_jpeg_self_contained(&h), 0);
+    ck_assert_int_eq(bfs_jpeg_parse_header(a, alen, &h), 0);
+    ck_assert_int_eq(bfs_jpeg_self_contained(&h), 1);
+
+    bfs_image_info ia, io;
+    ck_assert_int_eq(bfs_decoder_probe(a, alen, &ia), 0);
+    ck_assert_int_eq(bfs_decoder_probe(opt, olen, &io), 0);
+    bfs_decoder *fresh, *used;
+    ck_assert_int_eq(bfs_decoder_create(&fresh), 0);
+    ck_assert_int_eq(bfs_decoder_create(&used), 0);
+    size_t size = (size_t)ia.width * ia.height * 3;
+    uint8_t *want = malloc(size), *got = malloc(size);
+    ck_assert(want && got);
+    ck_assert_int_eq(bfs_decoder_decode_image(fresh, bare, n, &ia, 1, want, size), 0);
+    uint8_t *ref;
+    int rw, rh;
+    ck_assert_int_eq(bfs_jpeg_decode_rgb(a, alen, &ref, &rw, &rh), 0);
+    ck_assert(memcmp(want, ref, size) == 0); /* the standard tables are a's own */
+    uint8_t *big = malloc((size_t)io.width * io.height * 3);
+    ck_assert_ptr_nonnull(big);
+    ck_assert_int_eq(bfs_decoder_decode_image(used, opt, olen, &io, 1, big,
+                                              (size_t)io.width * io.height * 3),
+                     0);
+    ck_assert_int_eq(bfs_decoder_decode_image(used, bare, n, &ia, 1, got, size), 0);
+    ck_assert_msg(memcmp(want, got, size) == 0, "tables borrowed from the previous file");
+    bfs_pixels px; /* and a crop */
+    ck_assert_int_eq(bfs_decoder_decode(used, opt, olen, &io, 1, 50, 40, 150, 120, &px), 0);
+    ck_assert_int_eq(bfs_decoder_decode(used, bare, n, &ia, 1, 30, 20, 90, 70, &px), 0);
+    for (int y = 20; y < 70; y++)
+        ck_assert(memcmp(px.rgb + (size_t)(y - px.y0) * px.stride + 3 * (size_t)(30 - px.x0),
+                         want + ((size_t)y * ia.width + 30) * 3, 60 * 3) == 0);
+    bfs_decoder_destroy(fresh);
+    bfs_decoder_destroy(used);
+    free(a), free(b), free(opt), free(bare), free(want), free(got), free(ref), free(big);
 }
 END_TEST
 
@@ -352,6 +429,7 @@ static Suite *restart_suite(void)
     tcase_add_test(t, add_restarts_refuses);
     tcase_add_test(t, window_crops_equal_plain_crops);
     tcase_add_test(t, bad_layout_falls_back);
+    tcase_add_test(t, decoder_lends_no_tables);
     suite_add_tcase(s, t);
     TCase *e = tcase_create("engine");
     tcase_set_timeout(e, 120);

@@ -52,8 +52,11 @@ static int decode_error(int rc)
            rc == BFS_E_JPEG_UNSUPPORTED || rc == -EINVAL || rc == -ENOMEM;
 }
 
-/* crops of a restart-marked file: windows (or the plain path when the markers lie) */
-static void crops(const uint8_t *data, size_t size)
+/* Crops of a restart-marked file: windows (or the plain path when the markers lie). When
+ * the whole image decoded cleanly (whole != NULL), a crop at full scale must hold its very
+ * pixels. Then the same crops with a table entry that disagrees with the file (one pixel
+ * narrower; sampling flags claimed croppable): errors, never a crash. */
+static void crops(const uint8_t *data, size_t size, const uint8_t *whole)
 {
     static bfs_decoder *d;
     if (!d && bfs_decoder_create(&d))
@@ -61,25 +64,41 @@ static void crops(const uint8_t *data, size_t size)
     bfs_image_info info;
     if (bfs_decoder_probe(data, size, &info))
         return;
-    for (int s = 1; s <= 2; s++) {
-        int sw = (info.width + s - 1) / s, sh = (info.height + s - 1) / s;
-        const int r[3][4] = {{sw / 2, sh / 2, sw, sh},
-                             {0, sh / 3, sw / 3 + 1, sh},
-                             {sw / 4, 0, sw / 2 + 1, sh / 2 + 1}};
-        for (int i = 0; i < 3; i++) {
-            bfs_pixels px;
-            int rc = bfs_decoder_decode(d, data, size, &info, s, r[i][0], r[i][1], r[i][2], r[i][3],
-                                        &px);
-            if (rc) {
-                CHECK(decode_error(rc));
-                continue;
+    for (int pass = 0; pass < 2; pass++) {
+        bfs_image_info in = info;
+        if (pass) {
+            if (in.width < 2)
+                return;
+            in.width--;
+            in.flags &= (uint16_t)~BFS_F_ODD_SAMPLING;
+        }
+        for (int s = 1; s <= 2; s++) {
+            int sw = (in.width + s - 1) / s, sh = (in.height + s - 1) / s;
+            const int r[3][4] = {{sw / 2, sh / 2, sw, sh},
+                                 {0, sh / 3, sw / 3 + 1, sh},
+                                 {sw / 4, 0, sw / 2 + 1, sh / 2 + 1}};
+            for (int i = 0; i < 3; i++) {
+                bfs_pixels px;
+                int rc = bfs_decoder_decode(d, data, size, &in, s, r[i][0], r[i][1], r[i][2],
+                                            r[i][3], &px);
+                if (rc) {
+                    CHECK(decode_error(rc));
+                    continue;
+                }
+                CHECK(!pass); /* a size other than the file's is never decoded */
+                CHECK(px.img_w == sw && px.img_h == sh);
+                CHECK(px.x0 <= r[i][0] && px.y0 <= r[i][1] && px.x0 + px.w >= r[i][2] &&
+                      px.y0 + px.h >= r[i][3]);
+                for (int y = r[i][1]; y < r[i][3]; y++) {
+                    const uint8_t *row =
+                        px.rgb + (size_t)(y - px.y0) * px.stride + 3 * (size_t)(r[i][0] - px.x0);
+                    size_t n = 3 * (size_t)(r[i][2] - r[i][0]);
+                    touch(row, n);
+                    if (whole && s == 1)
+                        CHECK(memcmp(row, whole + ((size_t)y * (size_t)sw + (size_t)r[i][0]) * 3,
+                                     n) == 0);
+                }
             }
-            CHECK(px.img_w == sw && px.img_h == sh);
-            CHECK(px.x0 <= r[i][0] && px.y0 <= r[i][1] && px.x0 + px.w >= r[i][2] &&
-                  px.y0 + px.h >= r[i][3]);
-            for (int y = r[i][1]; y < r[i][3]; y++)
-                touch(px.rgb + (size_t)(y - px.y0) * px.stride + 3 * (size_t)(r[i][0] - px.x0),
-                      3 * (size_t)(r[i][2] - r[i][0]));
         }
     }
 }
@@ -133,8 +152,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     CHECK(h.scan_components >= 1 && h.scan_components <= 4);
     if (size >= DECODE_MAX_INPUT || (uint64_t)h.width * (uint64_t)h.height > DECODE_MAX_PIXELS)
         return 0;
-    if (h.restart_interval > 0)
-        crops(data, size);
     if (h.components == 3)
         add_restarts(data, size, &h);
     uint8_t *rgb = NULL;
@@ -143,10 +160,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (rc) {
         CHECK(rc == BFS_E_JPEG_DATA || rc == -ENOMEM);
         CHECK(rgb == NULL);
-        return 0;
+    } else {
+        CHECK(rgb != NULL && w == h.width && ht == h.height);
+        touch(rgb, (size_t)w * (size_t)ht * 3); /* the whole buffer the caller may read */
     }
-    CHECK(rgb != NULL && w == h.width && ht == h.height);
-    touch(rgb, (size_t)w * (size_t)ht * 3); /* the whole buffer the caller may read */
+    if (h.restart_interval > 0)
+        crops(data, size, rgb);
     free(rgb);
     return 0;
 }
