@@ -329,7 +329,7 @@ static int cmd_pack(const char *src, const char *out, bfs_pack_opts *o, int quie
                 rep.seconds > 0 ? rep.bytes_in / rep.seconds / 1e6 : 0.0,
                 rep.nskipped ? "; some files skipped, see above" : "");
     if (o->restart && !quiet)
-        fprintf(stderr, "gave %llu of %llu JPEGs a restart marker after every MCU\n",
+        fprintf(stderr, "%llu of %llu samples are JPEGs with a restart marker after every MCU\n",
                 (unsigned long long)rep.restarted, (unsigned long long)rep.packed);
     if (rep.reencoded && !quiet)
         fprintf(stderr, "re-encoded %llu images to a longer side of at most %d px\n",

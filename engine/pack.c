@@ -116,13 +116,19 @@ static int shrink(uint8_t **rgb, int *w, int *h, int max_side, resize_scratch *s
 
 /* --restart: replace r's JPEG bytes by their restart-marked re-encoding, and *hd by its
  * header, where bfs_jpeg_add_restarts can; anything else keeps the bytes as they are (a
- * corrupt file stays corrupt, to be reported when decoded). */
+ * corrupt file stays corrupt, to be reported when decoded). A file marked so already
+ * counts as restarted. */
 static void restart(const bfs_pack_opts *o, result *r, bfs_jpeg_header *hd)
 {
     uint8_t *out;
     size_t n;
     bfs_jpeg_header nh;
-    if (!o->restart || bfs_jpeg_add_restarts(r->data, r->len, 1, &out, &n) != 0)
+    if (!o->restart)
+        return;
+    int rc = bfs_jpeg_add_restarts(r->data, r->len, 1, &out, &n);
+    if (rc == 1 && hd->restart_interval == 1 && !hd->progressive && hd->scan_components == 3)
+        r->restarted = 1; /* marked so already */
+    if (rc != 0)
         return;
     if (bfs_jpeg_parse_header(out, n, &nh) || nh.width != hd->width || nh.height != hd->height) {
         free(out);

@@ -39,7 +39,7 @@ typedef struct bfs_pack_report {
     uint64_t files;     /* files found */
     uint64_t packed;    /* samples written */
     uint64_t reencoded; /* JPEGs re-encoded below max_side */
-    uint64_t restarted; /* JPEGs given restart markers (restart) */
+    uint64_t restarted; /* JPEGs with a restart marker after every MCU (restart) */
     uint32_t classes;
     uint64_t bytes_in, bytes_out; /* payload bytes read / stored */
     double seconds;

@@ -297,9 +297,9 @@ START_TEST(decoder_lends_no_tables)
     ck_assert(memcmp(want, ref, size) == 0); /* the standard tables are a's own */
     uint8_t *big = malloc((size_t)io.width * io.height * 3);
     ck_assert_ptr_nonnull(big);
-    ck_assert_int_eq(bfs_decoder_decode_image(used, opt, olen, &io, 1, big,
-                                              (size_t)io.width * io.height * 3),
-                     0);
+    ck_assert_int_eq(
+        bfs_decoder_decode_image(used, opt, olen, &io, 1, big, (size_t)io.width * io.height * 3),
+        0);
     ck_assert_int_eq(bfs_decoder_decode_image(used, bare, n, &ia, 1, got, size), 0);
     ck_assert_msg(memcmp(want, got, size) == 0, "tables borrowed from the previous file");
     bfs_pixels px; /* and a crop */

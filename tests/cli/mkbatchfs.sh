@@ -311,9 +311,9 @@ ok "--raw packs and verifies"
 
 run "$MK" --no-fsync --restart "$SRC" "$T/rst.bfs"
 expect_rc 0 "pack --restart"
-grep -Eq "gave [0-9]+ of 103 JPEGs a restart marker after every MCU" "$T/stderr" ||
+grep -Eq "^[0-9]+ of 103 samples are JPEGs with a restart marker after every MCU" "$T/stderr" ||
     fail "--restart: no summary line"
-nrst=$(sed -n 's/.*gave \([0-9]*\) of 103 JPEGs.*/\1/p' "$T/stderr")
+nrst=$(sed -n 's/^\([0-9]*\) of 103 samples are JPEGs.*/\1/p' "$T/stderr")
 [ "$nrst" -gt 50 ] || fail "--restart: only $nrst of 103 JPEGs re-encoded"
 run "$MK" --verify "$T/rst.bfs"
 expect_rc 0 "--verify of a --restart pack"
@@ -323,7 +323,16 @@ expect_rc 0 "--verify of a --restart pack"
 run "$MK" --no-fsync --raw --restart "$SRC" "$T/rr.bfs"
 expect_rc 2 "--raw --restart"
 expect_err "--restart does not apply" "--raw --restart"
-ok "--restart: $nrst of 103 JPEGs given restart markers, verifies; refused with --raw"
+# packing the packed samples again: the same count (marked so already, kept as they are)
+mkdir -p "$T/again/c"
+for i in 0 1 2; do "$MK" --cat "$T/rst.bfs" $i >"$T/again/c/$i.jpg"; done
+run "$MK" --no-fsync --restart "$T/again" "$T/again.bfs"
+expect_rc 0 "pack --restart of restart-marked files"
+grep -q "^3 of 3 samples are JPEGs with a restart marker" "$T/stderr" ||
+    fail "--restart: files marked already not counted"
+for i in 0 1 2; do "$MK" --cat "$T/again.bfs" $i | cmp -s - "$T/again/c/$i.jpg" ||
+    fail "--restart re-encoded a file marked already"; done
+ok "--restart: $nrst of 103 JPEGs given restart markers, verifies; files marked already kept as they are; refused with --raw"
 
 run "$MK" --quiet --no-fsync --page-size 4K "$SRC" "$T/p4k.bfs"
 expect_rc 0 "pack --page-size 4K"
