@@ -53,7 +53,7 @@ struct bfs_decoder {
     size_t seg_cap;
     /* counters: incremented by the owning worker, read by /stats from other threads */
     _Atomic uint64_t n_cropped, n_full, n_scaled, n_raw, n_window;
-    int stale; /* cinfo could not be made anew (no memory): try again before using it */
+    int stale; /* cinfo could not be made anew (no memory): make it before using it */
 };
 
 static void on_error(j_common_ptr c)
@@ -103,11 +103,12 @@ int bfs_decoder_create(bfs_decoder **out)
 /* Replace the decompressor by a new one: no tables left from earlier files. */
 static int fresh_decompressor(bfs_decoder *d)
 {
-    if (!d->stale)
-        jpeg_destroy_decompress(&d->cinfo);
+    jpeg_destroy_decompress(&d->cinfo); /* also after a failed create: frees what there is */
     d->stale = 1;
-    if (setjmp(d->jerr.jb))
-        return -ENOMEM; /* jpeg_create_decompress could not allocate */
+    if (setjmp(d->jerr.jb)) {
+        jpeg_destroy_decompress(&d->cinfo); /* jpeg_create_decompress could not allocate */
+        return -ENOMEM;
+    }
     jpeg_create_decompress(&d->cinfo);
     d->cinfo.progress = &d->progress;
     d->stale = 0;
@@ -118,8 +119,7 @@ void bfs_decoder_destroy(bfs_decoder *d)
 {
     if (!d)
         return;
-    if (!d->stale)
-        jpeg_destroy_decompress(&d->cinfo);
+    jpeg_destroy_decompress(&d->cinfo);
     free(d->buf);
     free(d->row4);
     free(d->win);

@@ -293,7 +293,7 @@ static void tr_dest_term(j_compress_ptr c)
 }
 
 /* Larger images keep their bytes: re-encoding holds every DCT coefficient in memory
- * (~3 bytes per pixel at 4:2:0), per pack worker. 2^26 pixels is 8192 x 8192. */
+ * (3 bytes per pixel at 4:2:0, 6 at 4:4:4), per pack worker. 2^26 pixels is 8192 x 8192. */
 #define TR_MAX_PIXELS (1ULL << 26)
 
 int bfs_jpeg_add_restarts(const uint8_t *data, size_t len, int interval, uint8_t **out,
@@ -318,8 +318,10 @@ int bfs_jpeg_add_restarts(const uint8_t *data, size_t len, int interval, uint8_t
                             .empty_output_buffer = tr_dest_grow,
                             .term_destination = tr_dest_term},
                     .cap = len + len / 8 + 4096};
-    /* volatile: read after a longjmp */
-    volatile int made_src = 0, made_dst = 0, keep = 0;
+    /* volatile: read after a longjmp. Both structs start zeroed, and jpeg_destroy_* of one
+     * never created, or created only in part, frees what there is (nothing when mem is
+     * NULL): the handler destroys both whatever happened. */
+    volatile int keep = 0;
     memset(&src, 0, sizeof src);
     memset(&dst, 0, sizeof dst);
     src.err = dst.err = jpeg_std_error(&err.pub);
@@ -328,15 +330,12 @@ int bfs_jpeg_add_restarts(const uint8_t *data, size_t len, int interval, uint8_t
     if (!(dest.buf = malloc(dest.cap)))
         return -ENOMEM;
     if (setjmp(err.jb)) {
-        if (made_dst)
-            jpeg_destroy_compress(&dst);
-        if (made_src)
-            jpeg_destroy_decompress(&src);
+        jpeg_destroy_compress(&dst);
+        jpeg_destroy_decompress(&src);
         free(dest.buf);
         return keep ? 1 : BFS_E_JPEG_DATA;
     }
     jpeg_create_decompress(&src);
-    made_src = 1;
     src.progress = &progress;
     jpeg_mem_src(&src, data, (unsigned long)len);
     jpeg_read_header(&src, TRUE);
@@ -346,7 +345,6 @@ int bfs_jpeg_add_restarts(const uint8_t *data, size_t len, int interval, uint8_t
     }
     jvirt_barray_ptr *coef = jpeg_read_coefficients(&src);
     jpeg_create_compress(&dst);
-    made_dst = 1;
     dst.dest = &dest.pub;
     jpeg_copy_critical_parameters(&src, &dst);
     dst.optimize_coding = TRUE;

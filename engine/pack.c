@@ -126,8 +126,10 @@ static void restart(const bfs_pack_opts *o, result *r, bfs_jpeg_header *hd)
     if (!o->restart)
         return;
     int rc = bfs_jpeg_add_restarts(r->data, r->len, 1, &out, &n);
-    if (rc == 1 && hd->restart_interval == 1 && !hd->progressive && hd->scan_components == 3)
-        r->restarted = 1; /* marked so already */
+    if (rc == 1 && hd->restart_interval == 1 && !hd->progressive && hd->scan_components == 3 &&
+        hd->components == 3 && !hd->arithmetic && hd->adobe_transform != 0 &&
+        !(bfs_jpeg_sample_flags(hd) & BFS_F_ODD_SAMPLING))
+        r->restarted = 1; /* marked so already, and croppable by windows */
     if (rc != 0)
         return;
     if (bfs_jpeg_parse_header(out, n, &nh) || nh.width != hd->width || nh.height != hd->height) {

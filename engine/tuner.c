@@ -421,26 +421,45 @@ static void poke(void *arg)
     pthread_mutex_unlock(&t->lock);
 }
 
+/* Absolute CLOCK_REALTIME time `at` (seconds) as a timespec, for pthread_cond_timedwait. */
+static struct timespec abs_time(double at)
+{
+    struct timespec ts;
+    ts.tv_sec = (time_t)at;
+    ts.tv_nsec = (long)((at - (double)ts.tv_sec) * 1e9);
+    return ts;
+}
+
+static double realtime(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
 static void *tuner_main(void *arg)
 {
     bfs_tuner *t = arg;
     pthread_mutex_lock(&t->lock);
+    double last = realtime();
     while (!t->stop) {
-        /* one period, or less when readers bring news */
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        double at = ts.tv_sec + ts.tv_nsec * 1e-9 + t->period;
-        ts.tv_sec = (time_t)at;
-        ts.tv_nsec = (long)((at - (double)ts.tv_sec) * 1e9);
-        while (!t->stop && !t->poked)
-            if (pthread_cond_timedwait(&t->wake, &t->lock, &ts) == ETIMEDOUT)
+        /* one period, or less when readers bring news, but PERIOD_MIN at least between
+         * looks (many short-lived readers do not make it spin) */
+        double end = last + t->period, soonest = last + PERIOD_MIN;
+        for (;;) {
+            double now = realtime();
+            if (t->stop || now >= end || (t->poked && now >= soonest))
                 break;
+            struct timespec ts = abs_time(t->poked ? soonest : end);
+            pthread_cond_timedwait(&t->wake, &t->lock, &ts);
+        }
         if (t->stop)
             break;
         t->poked = 0;
         pthread_mutex_unlock(&t->lock);
         int moved = tune_once(t);
         pthread_mutex_lock(&t->lock);
+        last = realtime();
         t->period = moved ? PERIOD_MIN : (t->period * 2 > PERIOD_MAX ? PERIOD_MAX : t->period * 2);
     }
     pthread_mutex_unlock(&t->lock);

@@ -611,6 +611,11 @@ static int alive_all(uint64_t key)
     return 1;
 }
 
+static void count_news(void *arg)
+{
+    (*(int *)arg)++;
+}
+
 /* Readers: stride, own step time, depth, and a shell loop of `cat` (a new pid per batch,
  * each continuing where the dead one stopped) is one reader. */
 START_TEST(readers_follow_and_adopt)
@@ -619,11 +624,14 @@ START_TEST(readers_follow_and_adopt)
     bfs_exec *x;
     ck_assert_int_eq(bfs_exec_create(e, 1, 64 * bfs_engine_batch_bytes(e, 0), &x), 0);
     bfs_exec_set_prefetch(x, 2);
+    int pokes = 0;
+    bfs_exec_on_reader_news(x, count_news, &pokes);
     ck_assert_uint_eq(bfs_exec_readers_news(x), 0);
     uint32_t a = bfs_exec_follow(x, 100, 0, 0, 10.0, 0.5, alive_all);
     ck_assert_uint_eq(bfs_exec_readers_news(x), 1); /* a new reader */
     ck_assert_uint_eq(bfs_exec_follow(x, 100, 0, 2, 11.0, 0.1, alive_all), a);
     ck_assert_uint_eq(bfs_exec_readers_news(x), 2); /* its pace measured */
+    ck_assert_int_eq(pokes, 2);                     /* the hook heard both */
     bfs_exec_reader r[BFS_EXEC_MAX_READERS];
     ck_assert_int_eq(bfs_exec_readers(x, 11.5, alive_all, r, BFS_EXEC_MAX_READERS), 1);
     ck_assert_uint_eq(r[0].id, a);
@@ -638,6 +646,8 @@ START_TEST(readers_follow_and_adopt)
     uint64_t news = bfs_exec_readers_news(x);
     ck_assert_uint_eq(bfs_exec_follow(x, 101, 0, 4, 12.0, 0, alive_none), a);
     ck_assert_uint_eq(bfs_exec_readers_news(x), news); /* no news: the same reader */
+    ck_assert_int_eq(pokes, (int)news);                /* the hook heard each, no more */
+    bfs_exec_on_reader_news(x, NULL, NULL);
     /* ... but not when it is alive, nor off its stride */
     ck_assert_uint_ne(bfs_exec_follow(x, 102, 0, 6, 12.1, 0, alive_all), a);
     bfs_exec_set_reader_depth(x, a, 5);
