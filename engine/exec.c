@@ -201,21 +201,32 @@ static uint8_t *alloc_data(bfs_exec *x, uint64_t size)
 }
 
 /* In how many of its steps the nearest active reader will read b (each reader reads
- * k, k+s, k+2s, ... of its epoch; stride 0 counts as 1), or UINT64_MAX when none will.
- * Locked. */
+ * k, k+s, k+2s, ... of its epoch; stride 0 counts as 1; a reader that went on from one
+ * epoch to the next before goes on into the next one at the same residue, as
+ * bfs_exec_follow prefetches), or UINT64_MAX when none will. Locked. */
 static uint64_t next_read(const bfs_exec *x, const bfs_batch *b)
 {
     uint64_t best = UINT64_MAX;
+    int64_t nb = (int64_t)bfs_engine_batches(x->e);
     for (int i = 0; i < BFS_EXEC_MAX_READERS; i++) {
         const reader *r = &x->readers[i];
-        if (!r->key || r->epoch != b->epoch)
+        if (!r->key)
             continue;
         int64_t s = r->stride ? r->stride : 1;
-        int64_t d = (int64_t)b->k - (int64_t)r->k;
-        if (d % s || d / s <= 0)
-            continue; /* behind it, its own batch (read already), or off its stride */
-        if ((uint64_t)(d / s) < best)
-            best = (uint64_t)(d / s);
+        int64_t d = (int64_t)b->k - (int64_t)r->k, steps;
+        if (r->epoch == b->epoch) {
+            if (d % s || d / s <= 0)
+                continue; /* behind it, its own batch (read already), or off its stride */
+            steps = d / s;
+        } else if (r->crossed && s > 0 && b->epoch == r->epoch + 1 && (int64_t)r->k < nb &&
+                   (int64_t)b->k % s == (int64_t)r->k % s) {
+            int64_t r0 = (int64_t)r->k % s, m = (nb - r0 + s - 1) / s;
+            steps = (m - 1 - ((int64_t)r->k - r0) / s) + ((int64_t)b->k - r0) / s + 1;
+        } else {
+            continue;
+        }
+        if ((uint64_t)steps < best)
+            best = (uint64_t)steps;
     }
     return best;
 }

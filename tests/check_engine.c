@@ -728,6 +728,18 @@ START_TEST(walks_continue_into_next_epoch)
     bfs_exec_stats st;
     bfs_exec_get_stats(x, &st);
     ck_assert_uint_eq(st.misses, 0);
+    /* and they count as ahead of it, not passed: kept when passed batches must go */
+    for (uint64_t k = 1; k < nb; k++) { /* epoch 1 finished (prefetched from 1 on) */
+        ck_assert_int_eq(bfs_exec_get(x, 1, k, &b, err, sizeof err), 0);
+        bfs_batch_release(b);
+    }
+    bfs_exec_set_passed_max(x, 0);
+    ck_assert_int_eq(bfs_exec_get(x, 2, 1, &b, err, sizeof err), 0);
+    bfs_batch_release(b);
+    bfs_exec_get_stats(x, &st);
+    ck_assert_uint_eq(st.misses, 0);
+    ck_assert_uint_gt(st.evicted_passed, 0); /* epoch 1's read batches did go */
+    bfs_exec_set_passed_max(x, 64 * bfs_engine_batch_bytes(e, 0));
     /* the last epoch's end: nothing beyond epochs=3 */
     uint64_t p1 = prefetched(x);
     bfs_exec_follow(x, 102, 2, nb - 1, 5.0, 0, alive_all);
