@@ -2,6 +2,7 @@
  * mkbatchfs — pack an ImageFolder into a .bfs dataset file, and inspect one.
  *
  *   mkbatchfs [--jobs N] [--max-side PX] [--quality Q] [--raw] [--restart] [--strict] SRC OUT.bfs
+ *     (SRC: an ImageFolder directory, or a .bfs file to re-pack)
  *   mkbatchfs --info F.bfs | --cat F.bfs I | --verify F.bfs
  *
  * Exit status: 0 success; 1 failure (message on stderr); 2 usage error; 130 interrupted.
@@ -45,7 +46,9 @@ static void usage(FILE *f)
            "\n"
            "SRC is an ImageFolder: one sub-directory per class (labels 0..C-1 in sorted name\n"
            "order), JPEG images inside (sorted; sub-directories walked). Files that are not\n"
-           "JPEG or cannot be read are skipped and listed at the end.\n"
+           "JPEG or cannot be read are skipped and listed at the end. SRC may also be a .bfs\n"
+           "file: its samples are re-packed in order, with their labels and class names\n"
+           "(e.g. mkbatchfs --restart old.bfs new.bfs); corrupt samples are skipped.\n"
            "\n"
            "options:\n"
            "  -j, --jobs N         worker threads (default: online CPUs)\n"

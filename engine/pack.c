@@ -44,7 +44,8 @@ typedef struct result {
 
 typedef struct pack {
     const bfs_pack_opts *o;
-    bfs_folder f; /* the files, their labels, the class names */
+    bfs_folder f;   /* the files, their labels, the class names */
+    bfs_reader *in; /* a .bfs source (f then names its samples "SRC[i]"), or NULL */
     /* work distribution */
     pthread_mutex_t lock;
     pthread_cond_t space, ready;
@@ -142,18 +143,12 @@ static void restart(const bfs_pack_opts *o, result *r, bfs_jpeg_header *hd)
     r->restarted = 1;
 }
 
-static void transform(const bfs_pack_opts *o, const char *path, uint32_t label, result *r,
-                      resize_scratch *scratch)
+/* A JPEG's bytes (owned: kept as the payload or freed) into r, as the options say. */
+static void transform_bytes(const bfs_pack_opts *o, uint8_t *data, size_t len, uint32_t label,
+                            result *r, resize_scratch *scratch)
 {
-    uint8_t *data = NULL, *rgb = NULL;
-    size_t len = 0, cap = 0;
-    int rc = bfs_read_file(path, &data, &cap, &len);
-    if (rc) {
-        free(data);
-        r->err = rc;
-        r->reason = rc == -EINVAL ? "not a regular file" : strerror(-rc);
-        return;
-    }
+    uint8_t *rgb = NULL;
+    int rc;
     r->in_bytes = len;
     bfs_jpeg_header hd;
     if ((rc = bfs_jpeg_parse_header(data, len, &hd))) {
@@ -232,6 +227,54 @@ static void transform(const bfs_pack_opts *o, const char *path, uint32_t label, 
     r->s.flags = bfs_jpeg_sample_flags(&nh);
 }
 
+/* File `path` of an ImageFolder into r. */
+static void transform(const bfs_pack_opts *o, const char *path, uint32_t label, result *r,
+                      resize_scratch *scratch)
+{
+    uint8_t *data = NULL;
+    size_t len = 0, cap = 0;
+    int rc = bfs_read_file(path, &data, &cap, &len);
+    if (rc) {
+        free(data);
+        r->err = rc;
+        r->reason = rc == -EINVAL ? "not a regular file" : strerror(-rc);
+        return;
+    }
+    transform_bytes(o, data, len, label, r, scratch);
+}
+
+/* Sample i of a .bfs source into r: its payload read and verified (a sample that fails is
+ * skipped, like an unreadable file), then JPEGs as the options say; raw samples are kept
+ * as they are. */
+static void transform_sample(const bfs_pack_opts *o, const bfs_reader *in, uint64_t i, result *r,
+                             resize_scratch *scratch)
+{
+    bfs_sample s;
+    int rc = bfs_get_sample(in, i, &s);
+    uint8_t *data = rc ? NULL : malloc(s.length ? s.length : 1);
+    if (!rc && !data)
+        rc = -ENOMEM;
+    if (!rc)
+        rc = bfs_read_sample(in, i, BFS_VERIFY_SAMPLE, &s, data, s.length);
+    if (rc) {
+        free(data);
+        r->err = rc;
+        r->reason = bfs_strerror(rc);
+        return;
+    }
+    if ((s.flags & BFS_KIND_MASK) == BFS_KIND_RAW) {
+        r->in_bytes = s.length;
+        r->s = (bfs_sample_in){.label = s.label,
+                               .width = s.width,
+                               .height = s.height,
+                               .flags = s.flags,
+                               .raw_size = s.raw_size};
+        r->data = data, r->len = s.length;
+        return;
+    }
+    transform_bytes(o, data, s.length, s.label, r, scratch);
+}
+
 typedef struct worker_arg {
     pack *p;
     volatile int *cancel;
@@ -254,7 +297,10 @@ static void *worker(void *arg)
         pthread_mutex_unlock(&p->lock);
 
         result r = {0};
-        transform(p->o, p->f.paths[i], p->f.labels[i], &r, &scratch);
+        if (p->in)
+            transform_sample(p->o, p->in, i, &r, &scratch);
+        else
+            transform(p->o, p->f.paths[i], p->f.labels[i], &r, &scratch);
         if (!r.err)
             r.hash = bfs_xxh64(r.data, r.len, 0);
         pthread_mutex_lock(&p->lock);
@@ -386,6 +432,49 @@ static void *waker_main(void *arg)
     }
 }
 
+/* A .bfs file as the source: its classes, and its samples in order, named "SRC[i]" in
+ * messages (bfs_folder's shape, so the rest of the pack does not change). */
+static int open_bfs_source(const char *src, pack *p, char *err, size_t errlen)
+{
+    char why[512] = "";
+    int rc = bfs_open(src, &p->in, why, sizeof why);
+    if (rc)
+        return bfs_errf(rc, err, errlen,
+                        "SRC is a file, so it must be a .bfs dataset to re-pack, and: %s", why);
+    const bfs_info *info = bfs_get_info(p->in);
+    bfs_folder *f = &p->f;
+    uint64_t n = info->sample_count;
+    uint32_t nc = info->class_count;
+    f->paths = calloc(n ? n : 1, sizeof *f->paths);
+    f->labels = calloc(n ? n : 1, sizeof *f->labels);
+    f->classes = calloc(nc ? nc : 1, sizeof *f->classes);
+    if (!f->paths || !f->labels || !f->classes)
+        return bfs_errf(-ENOMEM, err, errlen, "out of memory");
+    f->cap = n, f->class_cap = nc;
+    for (uint32_t c = 0; c < nc; c++) {
+        const char *name;
+        size_t len;
+        if ((rc = bfs_class_name(p->in, c, &name, &len)))
+            return bfs_errf(rc, err, errlen, "%s: class %u: %s", src, c, bfs_strerror(rc));
+        if (!(f->classes[c] = strndup(name, len)))
+            return bfs_errf(-ENOMEM, err, errlen, "out of memory");
+        f->nclasses = c + 1;
+    }
+    for (uint64_t i = 0; i < n; i++) {
+        bfs_sample s;
+        if (bfs_get_sample(p->in, i, &s) == 0)
+            f->labels[i] = s.label; /* a bad entry: the worker skips it with the reason */
+        if (asprintf(&f->paths[i], "%s[%llu]", src, (unsigned long long)i) < 0) {
+            f->paths[i] = NULL;
+            return bfs_errf(-ENOMEM, err, errlen, "out of memory");
+        }
+        f->n = i + 1;
+    }
+    if (n == 0)
+        return bfs_errf(BFS_E_EMPTY, err, errlen, "%s: no samples", src);
+    return 0;
+}
+
 int bfs_pack(const char *src, const char *out, const bfs_pack_opts *o, bfs_pack_report *rep,
              volatile int *cancel, char *err, size_t errlen)
 {
@@ -407,7 +496,12 @@ int bfs_pack(const char *src, const char *out, const bfs_pack_opts *o, bfs_pack_
     pthread_t waker_th;
     int have_waker = 0;
 
-    if ((rc = bfs_folder_scan(src, &p.f, err, errlen)))
+    struct stat st;
+    if (stat(src, &st) == 0 && S_ISREG(st.st_mode))
+        rc = open_bfs_source(src, &p, err, errlen);
+    else
+        rc = bfs_folder_scan(src, &p.f, err, errlen);
+    if (rc)
         goto out;
     rep->files = p.f.n;
     rep->classes = p.f.nclasses;
@@ -469,6 +563,7 @@ out:
     temp_path[0] = 0;
     rep->seconds = now() - t0;
     bfs_folder_free(&p.f);
+    bfs_close(p.in);
     free(p.slots);
     free(per_class);
     free(th);

@@ -48,10 +48,15 @@ typedef struct bfs_pack_report {
 } bfs_pack_report;
 
 /*
- * bfs_pack - pack src (an ImageFolder directory) into out.
+ * bfs_pack - pack src (an ImageFolder directory) into out. src may also be a .bfs file
+ * (any regular file is opened as one): its samples are re-packed in order with their
+ * labels and class names, JPEGs transformed as the options say and raw samples copied;
+ * a sample whose entry or checksum is bad is skipped like an unreadable file (named
+ * "SRC[i]"). Without options the output is byte-identical to src.
  * Returns 0, BFS_E_EMPTY (no class directories, an empty class, or a class whose files
- * were all skipped), -EINVAL (bad options), a negative errno (I/O), or in strict mode
- * the skip reason's code; err receives a message naming the directory or file.
+ * were all skipped), -EINVAL (bad options), a negative errno (I/O), bfs_open's errors for
+ * a file src that is not a valid .bfs, or in strict mode the skip reason's code; err
+ * receives a message naming the directory or file.
  * rep is filled either way; free it with bfs_pack_report_free.
  * If *cancel becomes non-zero (a signal handler may set it) the pack stops, the
  * temporary file is removed and -ECANCELED returned. cancel may be NULL.
