@@ -228,9 +228,9 @@ static int decode_raw(bfs_decoder *d, const uint8_t *data, size_t len, const bfs
  * Restart-segment windows. A baseline JPEG with restart markers (a DRI interval of R MCUs)
  * is a row-major sequence of segments of R MCUs, each decodable on its own: at every RSTn
  * the entropy decoder restarts and the DC predictions reset. On photos entropy decoding
- * is ~80% of a decode (REFERENCES.md; tests/bench measures it), and the crop path pays it
- * for every row above the crop (jpeg_skip_scanlines) and every column beside it
- * (jpeg_crop_scanline saves only the IDCT). So, for a crop, build a smaller JPEG: the
+ * is ~80% of a decode (570 of 710 µs per bench-corpus photo: docs/engine.md), and the
+ * crop path pays it for every row above the crop (jpeg_skip_scanlines) and every column
+ * beside it (jpeg_crop_scanline saves only the IDCT). So, for a crop, build a smaller JPEG: the
  * file's header with the window's size in its SOF, then only the segments covering the
  * window's MCU rows and columns, renumbered RST0..7 in order, then EOI; decode that.
  * Pixels: the IDCT works per block, so the window's blocks decode exactly as in the whole
@@ -256,7 +256,7 @@ static int build_window(bfs_decoder *d, const uint8_t *data, size_t len, const b
      * then reports the sample as corrupt), and it must be croppable by itself */
     if (!hp)
         return 0;
-    bfs_jpeg_header h = *hp;
+    const bfs_jpeg_header h = *hp;
     if (h.restart_interval <= 0 || h.progressive || h.arithmetic || h.components != 3 ||
         h.scan_components != 3 || h.sof_offset + 5 > h.scan_offset || h.width != info->width ||
         h.height != info->height || (bfs_jpeg_sample_flags(&h) & BFS_F_ODD_SAMPLING))

@@ -15,7 +15,12 @@
  *    IDCT is close to an s x s box filter, and with that slack the output stays within
  *    0.5/255 mean absolute error of Pillow's (measured by tests/cli/engine_pillow.sh);
  *    without scaling the output equals Pillow's up to the resampler's rounding;
+ *  - a file with restart markers (mkbatchfs --restart) is cropped further: only the
+ *    restart segments covering the region are entropy-decoded, from a smaller JPEG the
+ *    decoder builds of them (decode.c, build_window; counted as `windowed`);
  *  - progressive, CMYK/YCCK, grayscale and odd chroma sampling decode the whole image.
+ * The libjpeg decompressor is reused only between files that define every table they
+ * use (bfs_jpeg_self_contained); libjpeg would lend tables from one file to the next.
  * Pixels are those Pillow gets from the same file: ISLOW IDCT, fancy upsampling, RGB;
  * grayscale replicated; CMYK converted with Pillow's formula.
  *

@@ -200,6 +200,12 @@ static uint8_t *alloc_data(bfs_exec *x, uint64_t size)
     return d;
 }
 
+/* Batches a walk r0, r0 + s, ... (0 <= r0 < s) takes in an epoch of nb batches. */
+static int64_t walk_len(int64_t nb, int64_t r0, int64_t s)
+{
+    return (nb - r0 + s - 1) / s;
+}
+
 /* In how many of its steps the nearest active reader will read b (each reader reads
  * k, k+s, k+2s, ... of its epoch; stride 0 counts as 1; a reader that went on from one
  * epoch to the next before goes on into the next one at the same residue, as
@@ -220,7 +226,7 @@ static uint64_t next_read(const bfs_exec *x, const bfs_batch *b)
             steps = d / s;
         } else if (r->crossed && s > 0 && b->epoch == r->epoch + 1 && (int64_t)r->k < nb &&
                    (int64_t)b->k % s == (int64_t)r->k % s) {
-            int64_t r0 = (int64_t)r->k % s, m = (nb - r0 + s - 1) / s;
+            int64_t r0 = (int64_t)r->k % s, m = walk_len(nb, r0, s);
             steps = (m - 1 - ((int64_t)r->k - r0) / s) + ((int64_t)b->k - r0) / s + 1;
         } else {
             continue;
@@ -1050,7 +1056,7 @@ uint32_t bfs_exec_follow(bfs_exec *x, uint64_t key, uint64_t epoch, uint64_t k, 
      * (continues()): at a training loop's epoch end the workers keep computing, while a
      * reader of one epoch (a validation pass, a scan) costs nothing beyond it */
     int64_t r0 = stride > 0 ? (int64_t)k % stride : 0;
-    int64_t m = stride > 0 ? ((int64_t)nb - r0 + stride - 1) / stride : 0; /* walk length */
+    int64_t m = stride > 0 ? walk_len((int64_t)nb, r0, stride) : 0;
     for (int d = 1; d <= depth; d++) {
         int64_t next = (int64_t)k + stride * d;
         uint64_t ep = epoch;

@@ -44,8 +44,10 @@ typedef struct result {
 
 typedef struct pack {
     const bfs_pack_opts *o;
-    bfs_folder f;   /* the files, their labels, the class names */
-    bfs_reader *in; /* a .bfs source (f then names its samples "SRC[i]"), or NULL */
+    bfs_folder f;   /* the files, their labels, the class names (a .bfs source: names) */
+    bfs_reader *in; /* a .bfs source, or NULL */
+    const char *src;
+    uint64_t n; /* items: files, or the source's samples */
     /* work distribution */
     pthread_mutex_t lock;
     pthread_cond_t space, ready;
@@ -287,9 +289,9 @@ static void *worker(void *arg)
     resize_scratch scratch = {0};
     for (;;) {
         pthread_mutex_lock(&p->lock);
-        while (!p->stop && p->next < p->f.n && p->next >= p->written + p->window)
+        while (!p->stop && p->next < p->n && p->next >= p->written + p->window)
             pthread_cond_wait(&p->space, &p->lock);
-        if (p->stop || p->next >= p->f.n || (a->cancel && *a->cancel)) {
+        if (p->stop || p->next >= p->n || (a->cancel && *a->cancel)) {
             pthread_mutex_unlock(&p->lock);
             break;
         }
@@ -339,6 +341,18 @@ static void progress(const bfs_pack_opts *o, const bfs_pack_report *rep, uint64_
 
 /* ---- driver ----------------------------------------------------------------------- */
 
+#define ITEM_NAME_MAX 4200
+
+/* What messages call item i: its file, or "SRC[i]" for a .bfs source (written to buf,
+ * ITEM_NAME_MAX bytes). */
+static const char *item_name(const pack *p, size_t i, char *buf)
+{
+    if (!p->in)
+        return p->f.paths[i];
+    snprintf(buf, ITEM_NAME_MAX, "%s[%zu]", p->src, i);
+    return buf;
+}
+
 static int add_skip(bfs_pack_report *rep, const char *path, const char *reason)
 {
     bfs_pack_skip *v = realloc(rep->skipped, (rep->nskipped + 1) * sizeof *v);
@@ -367,7 +381,8 @@ static int write_all_items(pack *p, bfs_writer *w, bfs_pack_report *rep, uint64_
 {
     const bfs_pack_opts *o = p->o;
     int rc = 0;
-    for (size_t i = 0; i < p->f.n; i++) {
+    char name[ITEM_NAME_MAX];
+    for (size_t i = 0; i < p->n; i++) {
         pthread_mutex_lock(&p->lock);
         while (!p->slots[i % p->window].ready && !(cancel && *cancel))
             pthread_cond_wait(&p->ready, &p->lock);
@@ -377,9 +392,10 @@ static int write_all_items(pack *p, bfs_writer *w, bfs_pack_report *rep, uint64_
             return bfs_errf(-ECANCELED, err, errlen, "interrupted");
         if (r.err) {
             if (o->strict)
-                rc = bfs_errf(r.err, err, errlen, "%s: %s (--strict)", p->f.paths[i], r.reason);
+                rc = bfs_errf(r.err, err, errlen, "%s: %s (--strict)", item_name(p, i, name),
+                              r.reason);
             else
-                rc = add_skip(rep, p->f.paths[i], r.reason);
+                rc = add_skip(rep, item_name(p, i, name), r.reason);
         } else {
             rc = bfs_writer_add_hashed(w, &r.s, r.data, r.len, r.hash);
             if (rc)
@@ -432,8 +448,8 @@ static void *waker_main(void *arg)
     }
 }
 
-/* A .bfs file as the source: its classes, and its samples in order, named "SRC[i]" in
- * messages (bfs_folder's shape, so the rest of the pack does not change). */
+/* A .bfs file as the source: its classes; its samples, in order, are read by the
+ * workers (transform_sample) and named "SRC[i]" in messages (item_name). */
 static int open_bfs_source(const char *src, pack *p, char *err, size_t errlen)
 {
     char why[512] = "";
@@ -443,14 +459,10 @@ static int open_bfs_source(const char *src, pack *p, char *err, size_t errlen)
                         "SRC is a file, so it must be a .bfs dataset to re-pack, and: %s", why);
     const bfs_info *info = bfs_get_info(p->in);
     bfs_folder *f = &p->f;
-    uint64_t n = info->sample_count;
     uint32_t nc = info->class_count;
-    f->paths = calloc(n ? n : 1, sizeof *f->paths);
-    f->labels = calloc(n ? n : 1, sizeof *f->labels);
-    f->classes = calloc(nc ? nc : 1, sizeof *f->classes);
-    if (!f->paths || !f->labels || !f->classes)
+    if (!(f->classes = calloc(nc ? nc : 1, sizeof *f->classes)))
         return bfs_errf(-ENOMEM, err, errlen, "out of memory");
-    f->cap = n, f->class_cap = nc;
+    f->class_cap = nc;
     for (uint32_t c = 0; c < nc; c++) {
         const char *name;
         size_t len;
@@ -460,17 +472,8 @@ static int open_bfs_source(const char *src, pack *p, char *err, size_t errlen)
             return bfs_errf(-ENOMEM, err, errlen, "out of memory");
         f->nclasses = c + 1;
     }
-    for (uint64_t i = 0; i < n; i++) {
-        bfs_sample s;
-        if (bfs_get_sample(p->in, i, &s) == 0)
-            f->labels[i] = s.label; /* a bad entry: the worker skips it with the reason */
-        if (asprintf(&f->paths[i], "%s[%llu]", src, (unsigned long long)i) < 0) {
-            f->paths[i] = NULL;
-            return bfs_errf(-ENOMEM, err, errlen, "out of memory");
-        }
-        f->n = i + 1;
-    }
-    if (n == 0)
+    p->n = info->sample_count;
+    if (p->n == 0)
         return bfs_errf(BFS_E_EMPTY, err, errlen, "%s: no samples", src);
     return 0;
 }
@@ -484,7 +487,7 @@ int bfs_pack(const char *src, const char *out, const bfs_pack_opts *o, bfs_pack_
                         "bad options: max-side %d (0..65535), quality %d (1..100)", o->max_side,
                         o->quality);
     double t0 = now();
-    pack p = {.o = o};
+    pack p = {.o = o, .src = src};
     pthread_mutex_init(&p.lock, NULL);
     pthread_cond_init(&p.space, NULL);
     pthread_cond_init(&p.ready, NULL);
@@ -499,11 +502,11 @@ int bfs_pack(const char *src, const char *out, const bfs_pack_opts *o, bfs_pack_
     struct stat st;
     if (stat(src, &st) == 0 && S_ISREG(st.st_mode))
         rc = open_bfs_source(src, &p, err, errlen);
-    else
-        rc = bfs_folder_scan(src, &p.f, err, errlen);
+    else if (!(rc = bfs_folder_scan(src, &p.f, err, errlen)))
+        p.n = p.f.n;
     if (rc)
         goto out;
-    rep->files = p.f.n;
+    rep->files = p.n;
     rep->classes = p.f.nclasses;
     if ((rc = bfs_writer_create(out, o->page_size, &w, err, errlen)))
         goto out;

@@ -46,24 +46,12 @@ else
     echo "skipped: no blkio/io cgroup controller to throttle the disk"
     exit 0
 fi
-cat >"$work/read.py" <<'PYEOF'
-import os, sys, time
-mnt = sys.argv[1]
-nb = len(os.listdir(f"{mnt}/epoch/0"))
-per = int(os.getxattr(f"{mnt}/epoch/0/batch_0", "user.batchfs.samples"))
-t0 = time.perf_counter()
-for k in range(nb):
-    with open(f"{mnt}/epoch/0/batch_{k}", "rb", buffering=0) as f:
-        while f.read(1 << 20):
-            pass
-print(f"{nb * per / (time.perf_counter() - t0):.0f}")
-PYEOF
 run() { # ENV...: images/s of a cold epoch 0
     sync
     echo 3 >/proc/sys/vm/drop_caches
     sh -c 'echo $$ >"$1/cgroup.procs" 2>/dev/null || echo $$ >"$1/tasks"; shift; exec "$@"' \
         sh "$cg" env "$@" "$BUILD/batchfs" "$work/c.bfs" "$mnt" -o "$opts"
-    python3 "$work/read.py" "$mnt"
+    python3 tests/bench/read_epochs.py "$mnt" 1
     fusermount3 -u "$mnt"
 }
 echo "disk $disk ($majmin), $opts; page cache dropped before each run"

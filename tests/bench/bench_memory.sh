@@ -19,20 +19,7 @@ trap cleanup EXIT
 "$BUILD/mkbatchfs" --quiet "$corpus" "$work/c.bfs"
 for extra in "" ",huge_pages=1"; do
     "$BUILD/batchfs" "$work/c.bfs" "$mnt" -o "$opts$extra"
-    rates=$(python3 - "$mnt" "$epochs" <<'PYEOF'
-import os, sys, time
-mnt, epochs = sys.argv[1], int(sys.argv[2])
-nb = len(os.listdir(f"{mnt}/epoch/0"))
-per = int(os.getxattr(f"{mnt}/epoch/0/batch_0", "user.batchfs.samples"))
-for e in range(epochs):
-    t0 = time.perf_counter()
-    for k in range(nb):
-        with open(f"{mnt}/epoch/{e}/batch_{k}", "rb", buffering=0) as f:
-            while f.read(1 << 20):
-                pass
-    print(f"{nb * per / (time.perf_counter() - t0):.0f}")
-PYEOF
-)
+    rates=$(python3 tests/bench/read_epochs.py "$mnt" "$epochs")
     hp=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['passthrough']['huge_pages'])" "$mnt/stats")
     fusermount3 -u "$mnt"
     third=$((epochs / 3))
