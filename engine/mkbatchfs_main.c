@@ -372,7 +372,8 @@ int main(int argc, char **argv)
     bfs_pack_opts o = {.quality = 90, .fsync = 1};
     int quiet = 0, mode = 0, c;
     long v;
-    while ((c = getopt_long(argc, argv, "j:m:q:rRsp:hV", longopts, NULL)) != -1) {
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":j:m:q:rRsp:hV", longopts, NULL)) != -1) {
         switch (c) {
         case 'j':
             if (parse_int(optarg, "--jobs", 1, 256, &v))
@@ -423,7 +424,19 @@ int main(int argc, char **argv)
         case 'V':
             printf("mkbatchfs %s (.bfs format version %u)\n", BATCHFS_VERSION, BFS_VERSION);
             return 0;
-        default:
+        case ':':
+            fprintf(stderr, "mkbatchfs: %s needs a value\n\n", argv[optind - 1]);
+            usage(stderr);
+            return 2;
+        default: /* '?': our messages (opterr = 0), so that a negative number says why */
+            if (optopt >= '0' && optopt <= '9')
+                fprintf(stderr, "mkbatchfs: -%c...: negative numbers are not accepted (a sample "
+                                "index is 0 or more)\n\n",
+                        optopt);
+            else if (optopt)
+                fprintf(stderr, "mkbatchfs: unknown option -%c\n\n", optopt);
+            else
+                fprintf(stderr, "mkbatchfs: unknown option %s\n\n", argv[optind - 1]);
             usage(stderr);
             return 2;
         }

@@ -125,7 +125,10 @@ expect_err "$OUT" "--cat out-of-range index (file name)"
 run "$MK" --cat "$OUT" 12x
 expect_rc 2 "--cat with a non-numeric index"
 expect_err "--cat index" "--cat non-numeric index"
-ok "--cat: out-of-range and non-numeric indices fail clearly"
+run "$MK" --cat "$OUT" -1
+expect_rc 2 "--cat with a negative index"
+expect_err "negative numbers are not accepted" "--cat negative index"
+ok "--cat: out-of-range, non-numeric and negative indices fail clearly"
 
 # ---- --verify --------------------------------------------------------------------------
 run "$MK" --verify "$OUT"
@@ -212,6 +215,11 @@ usage_case "--info with two files" --info "$OUT" "$OUT"
 usage_case "--info and --verify" --info --verify "$OUT"
 usage_case "--cat without index" --cat "$OUT"
 usage_case "unknown option" --frobnicate "$SRC" "$T/x.bfs"
+expect_err "unknown option --frobnicate" "unknown long option (named)"
+usage_case "unknown short option" -z "$SRC" "$T/x.bfs"
+expect_err "unknown option -z" "unknown short option (named)"
+usage_case "--jobs without a value" "$SRC" "$T/x.bfs" --jobs
+expect_err "--jobs needs a value" "option without its value (named)"
 run "$MK" --jobs 0 "$SRC" "$T/x.bfs"
 expect_err "--jobs" "--jobs 0 (names the option)"
 run "$MK" --quality 101 "$SRC" "$T/x.bfs"
