@@ -17,6 +17,7 @@
 #include "tests/testutil.h"
 
 #include <check.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -636,6 +637,60 @@ START_TEST(memfd_batches_sealed)
 }
 END_TEST
 
+/* Batch files (memfds) open in this process now. */
+static int batch_files_open(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    ck_assert_ptr_nonnull(d);
+    int n = 0;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        char target[256];
+        ssize_t len = readlinkat(dirfd(d), de->d_name, target, sizeof target - 1);
+        if (len > 0) {
+            target[len] = 0;
+            n += strncmp(target, "/memfd:batchfs-batch", 20) == 0;
+        }
+    }
+    closedir(d);
+    return n;
+}
+
+/* Evicted batch files are closed (by the executor's reaper thread, soon after), a batch
+ * held by a caller is not, and destroy releases the rest before it returns. */
+START_TEST(evicted_batch_files_released)
+{
+    bfs_engine *e = engine(packed, "batch=4,size=32");
+    uint64_t one = bfs_engine_batch_bytes(e, 0);
+    bfs_exec *x;
+    char err[512];
+    ck_assert_int_eq(batch_files_open(), 0);
+    ck_assert_int_eq(bfs_exec_create(e, 2, 2 * one, &x), 0); /* room for 2 finished */
+    bfs_exec_set_memfd(x, 1, 0);
+    bfs_batch *held;
+    ck_assert_msg(bfs_exec_get(x, 0, 0, &held, err, sizeof err) == 0, "%s", err);
+    uint8_t first[64];
+    memcpy(first, bfs_batch_data(held), sizeof first);
+    for (uint64_t k = 1; k < 12; k++) {
+        bfs_batch *b;
+        ck_assert_msg(bfs_exec_get(x, 1, k % bfs_engine_batches(e), &b, err, sizeof err) == 0,
+                      "%s", err);
+        bfs_batch_release(b);
+    }
+    int open_now = 0;
+    for (int i = 0; i < 500 && (open_now = batch_files_open()) > 3; i++)
+        usleep(10000);
+    ck_assert_msg(open_now <= 3, "%d batch files open after evictions (budget: 2, held: 1)",
+                  open_now);
+    ck_assert_int_ge(fcntl(bfs_batch_fd(held), F_GET_SEALS), 0); /* still open */
+    ck_assert_mem_eq(bfs_batch_data(held), first, sizeof first);
+    bfs_batch_release(held);
+    bfs_exec_destroy(x);
+    ck_assert_int_eq(batch_files_open(), 0);
+    bfs_engine_destroy(e);
+}
+END_TEST
+
 static int alive_none(uint64_t key)
 {
     (void)key;
@@ -848,6 +903,7 @@ static Suite *engine_suite(void)
     tcase_add_test(tc, passed_batches_bounded);
     tcase_add_test(tc, buffer_pool_follows_bursts);
     tcase_add_test(tc, memfd_batches_sealed);
+    tcase_add_test(tc, evicted_batch_files_released);
     tcase_add_test(tc, readers_follow_and_adopt);
     tcase_add_test(tc, walks_continue_into_next_epoch);
     tcase_add_test(tc, thread_count_changes);

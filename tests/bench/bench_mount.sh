@@ -59,54 +59,80 @@ for round in 1 2 3 4 5; do
 done
 echo "1. sequential reader through the mount / --bench: $(printf '%s\n' "${r1[@]}" | median), median of 5 rounds (target >= 0.90)"
 ips_mount=$(printf '%s\n' "${m1[@]}" | median) # for 4.
-mount_it
+mount_it prefetch=0 # step 2 times reads only: no batches computed meanwhile
 
-# 2. cached batches: daemon cache (page cache dropped), then page cache, vs tmpfs. One
-# pass over the epoch reads ~270 MB in ~40 ms, and single timings of that vary by +-15% on
-# this VM, so: rounds with tmpfs and the mount alternating, the median of the per-round
-# ratios; 2b (no cache to drop between passes) reads 5 passes per round, in one `cat`.
-# File names are expanded before timing, for both sides: a listing is not a read.
+# 2. cached batches: daemon cache (page cache dropped), then page cache, vs tmpfs. Where a
+# file's pages land decides how fast it reads on this VM: two tmpfs copies of the same
+# bytes, written the same way, read up to +-8% apart (bench_pages), and a run reading one
+# placement per side draws that difference once (2b was 0.89-1.00 over 10 such runs while
+# the mount's own cost, 2c, was 2-4%). So each of 15 rounds makes both sides anew: the
+# mount computes an epoch not read before (new batch files), `cp` copies its batches to a
+# new directory on tmpfs (the first read; new pages), read once; then both are read
+# alternately: one pass each for 2a, the page cache dropped before the mount's; 5 passes
+# each, in one `cat`, for 2b. Reported: the median of the per-round ratios. The mount has
+# prefetch=0 here, so that no batch is computed while reads are timed (a reader that went
+# on to the next epoch would prefetch it). File names are expanded before timing, for both
+# sides: a listing is not a read.
 # With FUSE passthrough (root, Linux >= 6.9) batch files are backed by the daemon's sealed
 # memfds: "daemon cache" and "page cache" are then the same shmem pages tmpfs uses; with
 # huge_pages=1, files on 2 MiB pages (measured again below).
-mkdir -p /dev/shm/batchfs-bench.$$
-for k in $(seq 0 $((nb - 1))); do cp "$mnt/epoch/0/batch_$k" /dev/shm/batchfs-bench.$$/; done
 secs() { local t0; t0=$(now); "$@" >/dev/null; awk -v a="$t0" -v b="$(now)" 'BEGIN{print b-a}'; }
-tfiles=(/dev/shm/batchfs-bench.$$/*)
-mfiles=()
-for k in $(seq 0 $((nb - 1))); do mfiles+=("$mnt/epoch/0/batch_$k"); done
+tdir=/dev/shm/batchfs-bench.$$
+tfiles=() mfiles=()
 cat_tmpfs() { cat "${tfiles[@]}"; }
 cat_mount() { cat "${mfiles[@]}"; }
 cat_tmpfs5() { cat "${tfiles[@]}" "${tfiles[@]}" "${tfiles[@]}" "${tfiles[@]}" "${tfiles[@]}"; }
 cat_mount5() { cat "${mfiles[@]}" "${mfiles[@]}" "${mfiles[@]}" "${mfiles[@]}" "${mfiles[@]}"; }
-cat_tmpfs >/dev/null
-cached_reads() { # LABEL: 2a and 2b on the mounted epoch 0 (computed already)
-    local pt r2a r2b
+place() { # EPOCH: the mount computes EPOCH, tmpfs gets a new copy of its batches
+    local k
+    rm -rf "$tdir"
+    mkdir -p "$tdir"
+    tfiles=() mfiles=()
+    for k in $(seq 0 $((nb - 1))); do
+        mfiles+=("$mnt/epoch/$1/batch_$k") tfiles+=("$tdir/batch_$k")
+        cp "$mnt/epoch/$1/batch_$k" "$tdir/"
+    done
+    cat_tmpfs >/dev/null # read once, as the batch files were by cp
+}
+cached_reads() { # LABEL EPOCH0: 2a and 2b on the mount, epochs EPOCH0.. (not read before)
+    local pt r2a=() r2b=() round tt td
     pt=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['passthrough']['active'])" "$mnt/stats" 2>/dev/null || echo false)
-    if [ -w /proc/sys/vm/drop_caches ]; then
-        r2a=$(for _ in 1 2 3 4 5 6 7; do
-            tt=$(secs cat_tmpfs); sync; echo 1 > /proc/sys/vm/drop_caches; td=$(secs cat_mount)
-            ratio "$tt" "$td"; echo; done | median)
-        echo "2a$1. daemon-cached batches: $r2a of tmpfs cat speed, median of 7 rounds (target >= 0.70; passthrough: $pt)"
+    local drop=0
+    [ -w /proc/sys/vm/drop_caches ] && drop=1
+    for round in $(seq 15); do
+        place $(($2 + round))
+        if [ $drop = 1 ]; then
+            tt=$(secs cat_tmpfs)
+            sync
+            echo 1 > /proc/sys/vm/drop_caches
+            td=$(secs cat_mount)
+            r2a+=("$(ratio "$tt" "$td")")
+        fi
+        cat_mount >/dev/null
+        tt=$(secs cat_tmpfs5)
+        td=$(secs cat_mount5)
+        r2b+=("$(ratio "$tt" "$td")")
+    done
+    if [ $drop = 1 ]; then
+        echo "2a$1. daemon-cached batches: $(printf '%s\n' "${r2a[@]}" | median) of tmpfs cat speed, median of 15 rounds [${r2a[*]}] (target >= 0.70; passthrough: $pt)"
     else
         echo "2a$1. skipped: /proc/sys/vm/drop_caches not writable (run as root)"
     fi
-    cat_mount >/dev/null
-    r2b=$(for _ in 1 2 3 4 5 6 7 8 9; do tt=$(secs cat_tmpfs5); tp=$(secs cat_mount5); ratio "$tt" "$tp"; echo; done | median)
-    echo "2b$1. page-cached batches: $r2b of tmpfs cat speed, median of 9 rounds of 5 passes (target >= 0.95)"
+    echo "2b$1. page-cached batches: $(printf '%s\n' "${r2b[@]}" | median) of tmpfs cat speed, median of 15 rounds of 5 passes [${r2b[*]}] (target >= 0.95)"
     fusermount3 -u "$mnt"
 }
-cached_reads ""
+cached_reads "" 20
 # the same with batch files on 2 MiB pages (huge_pages=1; root: passthrough)
-mount_it huge_pages=1
-cat_mount >/dev/null
+mount_it huge_pages=1,prefetch=0
+cat "$mnt/epoch/0/batch_0" >/dev/null
 hp=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['passthrough']['huge_pages'])" "$mnt/stats" 2>/dev/null || echo false)
 if [ "$hp" = True ]; then
-    cached_reads " (huge_pages=1)"
+    cached_reads " (huge_pages=1)" 40
 else
     echo "2a/2b (huge_pages=1): skipped: batch files not on huge pages here (needs root and FUSE passthrough)"
     fusermount3 -u "$mnt"
 fi
+rm -rf "$tdir"
 
 # 2c. Two copies of the same bytes on tmpfs read at different speeds on this VM (+-15% per
 # 38 MB file, whichever process wrote them: physical placement), which 2a/2b cannot
@@ -114,6 +140,8 @@ fi
 # themselves (passthrough, xattr trailers), so `cat` of the entries and `cat` of the batch
 # files read the very same pages: the ratio is the mount's own cost.
 store=/dev/shm/batchfs-bench-store.$$
+mfiles=()
+for k in $(seq 0 $((nb - 1))); do mfiles+=("$mnt/epoch/0/batch_$k"); done
 mount_it "cache_dir=$store"
 cat_mount >/dev/null
 fusermount3 -u "$mnt"
