@@ -127,6 +127,8 @@ typedef struct fsstate {
     _Atomic uint64_t reads, bytes_served, read_errors;
     _Atomic uint64_t served;   /* batches handed to readers (first read of an open file) */
     atomic_int readahead_done; /* raise_readahead ran */
+    pthread_t loop_thread;     /* the thread in the FUSE session loop */
+    atomic_int loop_done;      /* it has left the loop (exit_watch stops waking it) */
 } fsstate;
 
 typedef struct openfile {
@@ -1155,15 +1157,39 @@ static int check_mountpoint(const char *mp)
     return 0;
 }
 
-/* Wakes readers blocked on the executor once the session is told to exit. */
+/* Sent by exit_watch to the session loop's thread; its handler does nothing, the point is
+ * the interrupted wait. A real-time signal: nothing else sends it. */
+#define WAKE_SIGNAL (SIGRTMIN + 3)
+
+static void wake_handler(int sig)
+{
+    (void)sig;
+}
+
+/*
+ * Once the session is told to exit (a signal's handler calls fuse_session_exit): wakes
+ * readers blocked on the executor, then the session loop. libfuse before 3.18 only sets a
+ * flag there, and the loop checks it when its wait ends: the multi-threaded loop's thread
+ * waits on a semaphore that request threads post when they end, and they end only after
+ * the next request from the kernel. A signal handled by any other thread (the kernel
+ * gives a process's signal to any thread not blocking it: the engine's workers, this one)
+ * or landing just before that wait, on an idle mount, left the daemon running until
+ * something touched the mount (a SIGTERM sent to a worker thread did so every time:
+ * tests/mount/unmount_under_load.sh, "worker thread"). So the loop's thread is interrupted
+ * until it has left the loop (sem_wait and read fail with EINTR; wake_handler is installed
+ * without SA_RESTART).
+ */
 static void *exit_watch(void *arg)
 {
     fsstate *fs = arg;
-    while (!fuse_session_exited(fs->se)) {
-        struct timespec ts = {0, 50 * 1000 * 1000};
+    struct timespec ts = {0, 50 * 1000 * 1000};
+    while (!fuse_session_exited(fs->se))
+        nanosleep(&ts, NULL);
+    bfs_exec_shutdown(fs->x);
+    while (!atomic_load(&fs->loop_done)) {
+        pthread_kill(fs->loop_thread, WAKE_SIGNAL);
         nanosleep(&ts, NULL);
     }
-    bfs_exec_shutdown(fs->x);
     return NULL;
 }
 
@@ -1305,7 +1331,11 @@ int bfs_fs_run(const bfs_mount_args *a)
         fprintf(stderr, "batchfs: note: autotuner not started (%s): settings stay as given\n",
                 bfs_strerror(rc));
     fs.start = now();
-    if (pthread_create(&watch, NULL, exit_watch, &fs) == 0)
+    fs.loop_thread = pthread_self();
+    struct sigaction wake = {.sa_handler = wake_handler}; /* (no SA_RESTART) */
+    sigemptyset(&wake.sa_mask);
+    if (sigaction(WAKE_SIGNAL, &wake, NULL) == 0 &&
+        pthread_create(&watch, NULL, exit_watch, &fs) == 0)
         watching = 1;
     if (a->single_thread) {
         rc = fuse_session_loop(fs.se);
@@ -1321,7 +1351,8 @@ int bfs_fs_run(const bfs_mount_args *a)
     }
     status = rc < 0 ? 1 : 0;
 out:
-    daemon_started(0); /* (if still starting: the parent exits 1) */
+    atomic_store(&fs.loop_done, 1); /* (before the join: exit_watch stops waking us) */
+    daemon_started(0);              /* (if still starting: the parent exits 1) */
     if (fs.se)
         fuse_session_exit(fs.se);
     if (fs.x)

@@ -14,6 +14,9 @@
 #   - mount_bfs SOURCE MNT ARGS...: `batchfs SOURCE MNT ARGS... -f` in the background,
 #     log in $T/daemon.N.log, waits (10 s at most) until the kernel lists the mount;
 #   - unmount_bfs MNT: fusermount3 -u, then the daemon must exit 0 within 10 s;
+#   - wait_exit PID SECONDS: wait for a daemon to exit; when it does not, show_stacks
+#     prints where each of its threads waits (kernel wait channel and stack, gdb's
+#     backtraces), so a hang in CI says where it hangs;
 #   - helpers: fail/ok, need_py (the numpy venv as $PY), is_mounted, wait_idle (poll
 #     /stats until no batch is in flight), ref_batch (engine_tool's in-process bytes),
 #     and $T/bfs.py, a stdlib-only Python module for safetensors headers, tensors and
@@ -44,6 +47,7 @@ LOGS=()        # the matching daemon logs
 BG_PIDS=()     # other background processes of the case (readers): killed at exit
 EXPECTED=()    # extended regexes of daemon log lines the case expects
 DAEMON_PID='' DAEMON_LOG=''
+DAEMON_WRAP=() # a command mount_bfs runs the daemon through (after resetting its signals)
 
 fail() {
     echo "FAIL: $CASE: $*" >&2
@@ -101,8 +105,9 @@ show_log() { # LOG
 }
 
 # mount_bfs SOURCE MNT [ARGS...]: start `batchfs SOURCE MNT ARGS... -f` in $T (relative
-# paths are relative to $T) in the background (SIGINT reset to its default: bash makes
-# background jobs ignore it, and libfuse only installs its handler over the default), log
+# paths are relative to $T) in the background (stop signals reset to their defaults:
+# libfuse only installs its handlers over the default, bash makes background jobs ignore
+# SIGINT, and a harness may run the tests under nohup, which ignores SIGHUP), log
 # to $T/daemon.N.log, and wait for the mount. Sets DAEMON_PID and DAEMON_LOG. Fails the
 # case (log printed) if the daemon exits first or the mount does not appear within 10 s.
 mount_bfs() {
@@ -111,7 +116,7 @@ mount_bfs() {
     local n=${#MOUNTS[@]}
     local log=$T/daemon.$n.log abs=$mnt
     case $mnt in /*) ;; *) abs=$T/$mnt ;; esac
-    (cd "$T" && exec env --default-signal=INT,QUIT "$BATCHFS" "$src" "$mnt" "$@" -f) \
+    (cd "$T" && exec env --default-signal=INT,QUIT,HUP,TERM "${DAEMON_WRAP[@]}" "$BATCHFS" "$src" "$mnt" "$@" -f) \
         >"$log" 2>&1 </dev/null &
     local pid=$!
     MOUNTS+=("$abs") DAEMONS+=("$pid") LOGS+=("$log")
@@ -145,7 +150,24 @@ wait_exit() {
         sleep 0.1
     done
     WAIT_RC=timeout
+    show_stacks "$pid"
     return 1
+}
+
+# show_stacks PID: where a process that should have exited is stuck, to stderr: each
+# thread's kernel wait channel and stack (root) and, with gdb, its user stack.
+show_stacks() {
+    local t
+    echo "--- process $1 did not exit; its threads:" >&2
+    for t in /proc/"$1"/task/*; do
+        [ -d "$t" ] || continue
+        echo "  thread ${t##*/} ($(cat "$t/comm" 2>/dev/null)): $(cat "$t/wchan" 2>/dev/null)" >&2
+        sed 's/^/    | /' "$t/stack" >&2 2>/dev/null || true
+    done
+    if command -v gdb >/dev/null 2>&1; then
+        timeout 60 gdb -p "$1" -batch -nx -ex 'thread apply all bt' 2>&1 |
+            grep -E '^(Thread|#)' | sed 's/^/  | /' >&2 || true
+    fi
 }
 
 # forget PID: the daemon was reaped by the case.
