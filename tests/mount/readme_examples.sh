@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# tests/mount/readme_examples.sh — the README's reader examples, taken from README.md as
+# they stand (its ```python / ```c blocks after "**Python**", "**C**" and "**PyTorch**")
+# with /mnt/train replaced by a test mount, run against it: the numpy one must give the
+# images and labels safetensors.numpy.load_file gives; the C one, wrapped in a main(),
+# must compile without warnings and find the images at byte 4096, the bytes numpy sees;
+# the PyTorch Dataset (run for 2 epochs where torch is installed: $BFS_TORCH_PY or the test
+# venv; otherwise said and skipped) must yield every batch of this rank, [B,H,W,3] uint8.
+# A README edit that breaks an example fails here. About 5 s.
+. "$(dirname "$0")/lib.sh"
+require_fuse
+need_py # $PY: python with numpy and safetensors
+
+"$GEN" "$T/images" 3 16 48 160 7 # 48 images: 6 batches of 8
+"$MKBATCHFS" --quiet "$T/images" "$T/data.bfs"
+M=$T/mnt
+mkdir "$M"
+mount_bfs "$T/data.bfs" "$M" -o batch=8,size=40,epochs=3
+
+# block MARKER LANG: the first ```LANG block after the line starting with MARKER in README
+block() {
+    awk -v mark="$1" -v lang="$2" '
+        index($0, mark) == 1 { found = 1; next }
+        found && !inside && $0 == "```" lang { inside = 1; next }
+        inside && $0 == "```" { exit }
+        inside { print }' README.md | sed "s#/mnt/train#$M#g"
+}
+block "**Python**, numpy only" python >"$T/numpy_example.py"
+block "**C**" c >"$T/c_example.body"
+block "**PyTorch**" python >"$T/torch_example.py"
+for f in numpy_example.py c_example.body torch_example.py; do
+    [ -s "$T/$f" ] || fail "README.md: no example found for $f (was a heading renamed?)"
+done
+
+# ---- numpy ---------------------------------------------------------------------------
+{
+    cat "$T/numpy_example.py"
+    cat <<'EOF'
+from safetensors.numpy import load_file
+ref = load_file(PATH)
+assert images.shape == (8, 40, 40, 3) and images.dtype == np.uint8, images.shape
+assert (images == ref["images"]).all(), "images differ from load_file's"
+assert (labels == ref["labels"]).all(), "labels differ from load_file's"
+print(int(images[0].astype(np.uint64).sum()), 8 + n)
+EOF
+} | sed "s#PATH#\"$M/epoch/0/batch_0\"#" >"$T/numpy_check.py"
+py_out=$("$PY" "$T/numpy_check.py") || fail "the README's numpy example failed (above)"
+ok "numpy example: images [8,40,40,3] and labels as load_file gives them"
+
+# ---- C ---------------------------------------------------------------------------------
+{
+    cat <<'EOF'
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+int main(void)
+{
+EOF
+    sed 's/^/    /' "$T/c_example.body"
+    cat <<'EOF'
+    if (p == MAP_FAILED || !strstr(json, "\"images\""))
+        return 1;
+    uint64_t sum = 0;
+    for (size_t i = 0; i < 40 * 40 * 3; i++)
+        sum += images[i];
+    printf("%llu %llu\n", (unsigned long long)sum, (unsigned long long)(8 + n));
+    return 0;
+}
+EOF
+} >"$T/c_example.c"
+${CC:-cc} -std=c11 -Wall -Wextra -Werror -Wno-unused-result -o "$T/c_example" "$T/c_example.c" ||
+    fail "the README's C example does not compile (wrapped: $T/c_example.c)"
+c_out=$("$T/c_example") || fail "the README's C example failed"
+[ "$c_out" = "$py_out" ] || fail "C example read '$c_out' (sum of image 0, data offset), numpy '$py_out'"
+[ "${c_out#* }" = 4096 ] || fail "C example: the images start at byte ${c_out#* }, the README says 4096"
+ok "C example: compiles with -Wall -Wextra -Werror, images at byte 4096, the bytes numpy sees"
+
+# ---- PyTorch ---------------------------------------------------------------------------
+TPY=${BFS_TORCH_PY:-$PY}
+if "$TPY" -c "import torch, safetensors.torch" 2>/dev/null; then
+    {
+        sed -e 's/range(90)/range(2)/' -e 's/^        \.\.\.$/        seen.append((epoch, tuple(images.shape), str(images.dtype), tuple(labels.shape)))/' \
+            "$T/torch_example.py" | sed '1i seen = []'
+        cat <<'EOF'
+assert len(seen) == 2 * 6, seen
+assert all(s[1:] == ((8, 40, 40, 3), "torch.uint8", (8,)) for s in seen), seen
+print(len(seen))
+EOF
+    } >"$T/torch_check.py"
+    grep -q "seen.append" "$T/torch_check.py" || fail "README's PyTorch example: its loop body is no longer '...'"
+    "$TPY" "$T/torch_check.py" >/dev/null || fail "the README's PyTorch example failed (above)"
+    ok "PyTorch example: 2 epochs x 6 batches, each [8,40,40,3] uint8 with [8] labels"
+else
+    echo "   (PyTorch example not run: no torch for $TPY; set BFS_TORCH_PY to a python with torch)"
+fi
+unmount_bfs "$M"
