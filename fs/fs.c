@@ -1334,8 +1334,9 @@ int bfs_fs_run(const bfs_mount_args *a)
     fs.loop_thread = pthread_self();
     struct sigaction wake = {.sa_handler = wake_handler}; /* (no SA_RESTART) */
     sigemptyset(&wake.sa_mask);
-    if (sigaction(WAKE_SIGNAL, &wake, NULL) == 0 &&
-        pthread_create(&watch, NULL, exit_watch, &fs) == 0)
+    if (sigaction(WAKE_SIGNAL, &wake, NULL))
+        atomic_store(&fs.loop_done, 1); /* no handler: the signal would kill, send none */
+    if (pthread_create(&watch, NULL, exit_watch, &fs) == 0)
         watching = 1;
     if (a->single_thread) {
         rc = fuse_session_loop(fs.se);

@@ -132,10 +132,19 @@ scenario SIGTERM stop_signal TERM
 scenario SIGINT stop_signal INT
 scenario SIGHUP stop_signal HUP
 
+# stopped_idle NAME SIGNAL MNT: the idle daemon just signalled exits 0 within 10 s and
+# leaves MNT unmounted.
+stopped_idle() {
+    wait_exit "$DAEMON_PID" 10 || fail "$1: the daemon is still running 10 s after $2"
+    forget "$DAEMON_PID"
+    [ "$WAIT_RC" = 0 ] || fail "$1: the daemon exited with status $WAIT_RC after $2"
+    if is_mounted "$3"; then fail "$1: $3 is still mounted (dead) after the daemon exited"; fi
+}
+
 # ---- a signal handled by a thread other than the session loop's, on an idle mount -------
 # The kernel gives a process's signal to any of its threads that does not block it; the
 # handler only flags the session's end, and libfuse < 3.18 then waits for the next request
-# before its loop returns: on an idle mount, for ever (a hang once in CI, with SIGHUP).
+# before its loop returns: on an idle mount, for ever.
 # tgkill sends SIGTERM to one of the engine's threads directly (one that does not block
 # it: libfuse's request threads do), so the loop's thread never sees it.
 mount_bfs "$T/data.bfs" "$M" -o "$OPTS"
@@ -151,10 +160,7 @@ done)
 [ -n "$tid" ] || fail "worker thread: no thread of daemon $DAEMON_PID takes SIGTERM"
 python3 -c 'import ctypes, sys; l = ctypes.CDLL(None, use_errno=True); sys.exit(l.tgkill(int(sys.argv[1]), int(sys.argv[2]), 15) != 0)' \
     "$DAEMON_PID" "$tid" || fail "tgkill $DAEMON_PID $tid SIGTERM"
-wait_exit "$DAEMON_PID" 10 || fail "worker thread: the daemon is still running 10 s after a SIGTERM its thread $tid handled"
-forget "$DAEMON_PID"
-[ "$WAIT_RC" = 0 ] || fail "worker thread: the daemon exited with status $WAIT_RC after SIGTERM"
-if is_mounted "$M"; then fail "worker thread: $M is still mounted after the daemon exited"; fi
+stopped_idle "worker thread" "a SIGTERM its thread $tid handled" "$M"
 ok "worker thread: a SIGTERM handled by thread $tid (not the session loop's) ends an idle daemon"
 
 # ---- a stop signal ignored when the daemon starts stays ignored (README: under nohup,
@@ -176,10 +182,5 @@ mkdir "$T/rel"
 mount_bfs data.bfs rel -o "$OPTS" # relative to the daemon's working directory, $T
 cat "$T/rel/epoch/0/batch_0" >/dev/null
 kill -INT "$DAEMON_PID"
-wait_exit "$DAEMON_PID" 10 || fail "relative mountpoint: the daemon is still running 10 s after SIGINT"
-forget "$DAEMON_PID"
-[ "$WAIT_RC" = 0 ] || fail "relative mountpoint: the daemon exited with status $WAIT_RC after SIGINT"
-if is_mounted "$T/rel"; then
-    fail "relative mountpoint: 'batchfs data.bfs rel -f' left rel mounted (dead) after SIGINT"
-fi
+stopped_idle "relative mountpoint ('batchfs data.bfs rel -f')" SIGINT "$T/rel"
 ok "relative mountpoint: SIGINT unmounts it"
