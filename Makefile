@@ -7,12 +7,14 @@
 #   make bench     benchmarks (print ratios measured in one run; never asserted)
 #   make fuzz      run every fuzz target for FUZZ_SECONDS each (clang + libFuzzer)
 #   make install PREFIX=/usr/local   |   make clean   |   make format
+#   make gpu       only libbatchfs-gpu (build/libbatchfs-gpu.so, .a, batchfs-gpu.pc)
 #
 #   SANITIZER=address|undefined|thread builds into build/san-$(SANITIZER)/.
 #   CI=true adds -Werror.
 #
 # Layout: every module directory (engine cache mountopts fs) contributes its *.c files
-# to one static library, except files named *_main.c, which are programs.
+# to one static library, except files named *_main.c, which are programs. gpu/ builds
+# libbatchfs-gpu (.so, .a, .pc) from its own files and the engine objects they use.
 
 PREFIX  ?= /usr/local
 CC      ?= cc
@@ -73,7 +75,7 @@ FUZZERS  := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz/%)
 # keep intermediate objects (tests/*_main.o etc.): no rebuilds on every make
 .SECONDARY:
 
-all: $(PROGS) $(TOOLS)
+all: $(PROGS) $(TOOLS) gpu
 
 # ---- dependencies ------------------------------------------------------------------------
 # Debian packages: build (fuse3 headers, libjpeg-turbo both APIs, lz4, check, pkg-config),
@@ -108,6 +110,51 @@ $(BUILD)/mkbatchfs: $(BUILD)/obj/engine/mkbatchfs_main.o $(LIB)
 $(BUILD)/batchfs: $(BUILD)/obj/fs/batchfs_main.o $(LIB)
 	$(CC) $(LDFLAGS) $^ $(LDLIBS_ALL) -o $@
 
+# ---- libbatchfs-gpu ------------------------------------------------------------------------
+# build/libbatchfs-gpu.so (soname .so.1; exports bfsg_* only), build/libbatchfs-gpu.a (one
+# relocatable object with the engine code it needs, bfsg_* global, the rest local),
+# build/batchfs-gpu.pc. No CUDA at build or link time: the driver is dlopen'ed.
+GPU_OBJ  := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard gpu/*.c)) $(BUILD)/obj/gen/convert_ptx.o
+GPU_SO   := $(BUILD)/libbatchfs-gpu.so
+GPU_A    := $(BUILD)/libbatchfs-gpu.a
+GPU_PC   := $(BUILD)/batchfs-gpu.pc
+FAKE_CUDA := $(BUILD)/tests/fakecuda/libcuda.so.1
+.PHONY: gpu
+gpu: $(GPU_SO) $(GPU_A) $(GPU_PC)
+
+# the kernel's PTX text, embedded as a C string (gpu/convert.ptx is the source)
+$(BUILD)/gen/convert_ptx.c: gpu/convert.ptx Makefile
+	@mkdir -p $(@D)
+	{ echo '/* generated from gpu/convert.ptx by the Makefile: do not edit */'; \
+	  echo '#include "gpu/convert.h"'; echo 'const char bfsgi_convert_ptx[] ='; \
+	  sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/    "/' -e 's/$$/\\n"/' $<; echo '    ;'; } >$@
+$(BUILD)/obj/gen/convert_ptx.o: $(BUILD)/gen/convert_ptx.c
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -c $< -o $@
+
+$(GPU_SO).1: $(GPU_OBJ) $(LIB) gpu/libbatchfs-gpu.map
+	$(CC) -shared $(LDFLAGS) -Wl,-soname,libbatchfs-gpu.so.1 -Wl,--version-script=gpu/libbatchfs-gpu.map \
+	  -Wl,--no-undefined $(GPU_OBJ) $(LIB) -Wl,--as-needed -lm -lpthread -ldl -o $@
+$(GPU_SO): $(GPU_SO).1
+	ln -sf libbatchfs-gpu.so.1 $@
+$(GPU_A): $(GPU_OBJ) $(LIB)
+	$(CC) -r -nostdlib $(GPU_OBJ) $(LIB) -o $(BUILD)/obj/gpu/libbatchfs-gpu-all.o
+	objcopy -w --keep-global-symbol='bfsg_*' $(BUILD)/obj/gpu/libbatchfs-gpu-all.o
+	rm -f $@ && ar rcs $@ $(BUILD)/obj/gpu/libbatchfs-gpu-all.o
+# the pkg-config file for PREFIX (make install writes it again for its own PREFIX)
+gpu_pc = printf '%s\n' 'prefix=$(1)' 'libdir=$${prefix}/lib' 'includedir=$${prefix}/include' '' \
+	  'Name: batchfs-gpu' 'Description: batches of a batchfs mount into GPU memory (CUDA loaded at run time)' \
+	  'Version: 0.1.0' 'Cflags: -I$${includedir}' 'Libs: -L$${libdir} -lbatchfs-gpu' \
+	  'Libs.private: -lm -lpthread -ldl'
+$(GPU_PC): Makefile
+	@mkdir -p $(@D)
+	$(call gpu_pc,$(PREFIX)) >$@
+
+# the test suite's fake CUDA driver (host memory behind the driver API)
+$(FAKE_CUDA): tests/gpu/fake_cuda.c gpu/cuda_api.h
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -Wno-missing-prototypes -shared -Wl,-soname,libcuda.so.1 $< -lpthread -o $@
+
 # ---- tests -------------------------------------------------------------------------------
 $(BUILD)/obj/tests/%.o: tests/%.c
 	@mkdir -p $(@D)
@@ -116,6 +163,12 @@ $(BUILD)/obj/tests/%.o: tests/%.c
 $(BUILD)/tests/check_%: $(BUILD)/obj/tests/check_%.o $(TESTUTIL_OBJ) $(LIB)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) $^ $(CHECK_LIBS) $(LDLIBS_ALL) -o $@
+
+# check_gpu links the built shared library itself (the artifact users get)
+$(BUILD)/tests/check_gpu: $(BUILD)/obj/tests/check_gpu.o $(TESTUTIL_OBJ) $(LIB) $(GPU_SO) $(FAKE_CUDA)
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) $(BUILD)/obj/tests/check_gpu.o $(TESTUTIL_OBJ) $(LIB) -L$(BUILD) -lbatchfs-gpu \
+	  -Wl,-rpath,$(abspath $(BUILD)) $(CHECK_LIBS) $(LDLIBS_ALL) -o $@
 
 $(BUILD)/tests/%: $(BUILD)/obj/tests/%_main.o $(TESTUTIL_OBJ) $(LIB)
 	@mkdir -p $(@D)
@@ -126,7 +179,7 @@ test: deps
 	BUILD=$(BUILD) FUZZ_SECONDS=$${FUZZ_SECONDS:-5} bash tests/run.sh
 
 .PHONY: all-tests
-all-tests: all $(TESTS) $(TOOLS)
+all-tests: all $(TESTS) $(TOOLS) $(FAKE_CUDA)
 
 # ---- fuzzing (clang, libFuzzer + ASan/UBSan; own object dir) -------------------------------
 FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -pthread -g -O1 -I. $(PKG_CFLAGS) \
@@ -166,6 +219,12 @@ install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/doc/batchfs
 	install -m 755 $(PROGS) $(DESTDIR)$(PREFIX)/bin/
 	install -m 644 README.md docs/*.md $(DESTDIR)$(PREFIX)/share/doc/batchfs/
+	install -d $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include
+	install -m 755 $(GPU_SO).1 $(DESTDIR)$(PREFIX)/lib/
+	ln -sf libbatchfs-gpu.so.1 $(DESTDIR)$(PREFIX)/lib/libbatchfs-gpu.so
+	install -m 644 $(GPU_A) $(DESTDIR)$(PREFIX)/lib/
+	install -m 644 gpu/batchfs_gpu.h $(DESTDIR)$(PREFIX)/include/
+	$(call gpu_pc,$(PREFIX)) >$(DESTDIR)$(PREFIX)/lib/pkgconfig/batchfs-gpu.pc
 	@# mount(8)'s helper for type fuse.batchfs: mount.fuse3 runs `batchfs ...` through
 	@# /bin/sh, and mount(8) gives helpers no PATH, so the helper puts PREFIX/bin first
 	@if [ -x $(DESTDIR)$(SBINDIR)/mount.fuse3 ]; then \
@@ -180,6 +239,9 @@ install: all
 
 uninstall:
 	rm -f $(PROGS:$(BUILD)/%=$(DESTDIR)$(PREFIX)/bin/%)
+	rm -f $(DESTDIR)$(PREFIX)/lib/libbatchfs-gpu.so $(DESTDIR)$(PREFIX)/lib/libbatchfs-gpu.so.1 \
+	  $(DESTDIR)$(PREFIX)/lib/libbatchfs-gpu.a $(DESTDIR)$(PREFIX)/include/batchfs_gpu.h \
+	  $(DESTDIR)$(PREFIX)/lib/pkgconfig/batchfs-gpu.pc
 	@# the mount helper only if it is this PREFIX's (another install may own it), or the
 	@# link to mount.fuse3 that earlier versions installed
 	h="$(DESTDIR)$(SBINDIR)/mount.fuse.batchfs"; \

@@ -17,6 +17,11 @@ make -s install BUILD="$BUILD" PREFIX="$T/prefix" SBINDIR="$T/sbin" >"$T/install
     { cat "$T/install.log" >&2; fail "make install"; }
 [ -x "$T/prefix/bin/batchfs" ] && [ -x "$T/prefix/bin/mkbatchfs" ] || fail "make install: programs missing"
 [ -x "$T/sbin/mount.fuse.batchfs" ] || fail "make install: no mount helper in SBINDIR"
+for f in lib/libbatchfs-gpu.so.1 lib/libbatchfs-gpu.so lib/libbatchfs-gpu.a include/batchfs_gpu.h; do
+    [ -e "$T/prefix/$f" ] || fail "make install: $f missing"
+done
+grep -qx "prefix=$T/prefix" "$T/prefix/lib/pkgconfig/batchfs-gpu.pc" ||
+    fail "make install: batchfs-gpu.pc does not name PREFIX: $(head -1 "$T/prefix/lib/pkgconfig/batchfs-gpu.pc")"
 
 rc=0
 MOUNTS+=("$T/mnt") DAEMONS+=("") LOGS+=("") # (unmounted by the cleanup if a check fails)
@@ -38,4 +43,6 @@ make -s uninstall BUILD="$BUILD" PREFIX="$T/prefix" SBINDIR="$T/sbin" >"$T/insta
     { cat "$T/install.log" >&2; fail "make uninstall"; }
 [ ! -e "$T/sbin/mount.fuse.batchfs" ] && [ ! -e "$T/prefix/bin/batchfs" ] ||
     fail "make uninstall left the helper or the programs"
+left=$(find "$T/prefix" -type f -o -type l)
+[ -z "$left" ] || fail "make uninstall left: $left"
 ok "make uninstall removes the programs and its mount helper"

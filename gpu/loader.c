@@ -1,0 +1,1207 @@
+/*
+ * loader.c — libbatchfs-gpu's loader (batchfs_gpu.h): the batch sequence of a rank, a
+ * ring of slots filled ahead by one background thread, and the copy paths (host read,
+ * pinned staging, registered mapping) with the device conversion.
+ *
+ * Neighbours: engine/safetensors.h checks every file (strict parser, batch schema);
+ * cuda.c loads the driver; convert.c builds the conversion table and converts on the
+ * host; convert.ptx is the device kernel. Nothing here includes FUSE or CUDA headers.
+ *
+ * Design:
+ * - Position p of the sequence is (epoch_begin + p / per_rank, rank + world * (p %
+ *   per_rank)). Slot ring[p % depth] holds position p; the producer fills positions
+ *   [next_pos, next_pos + depth) as their slots come free, the consumer (bfsg_next)
+ *   takes them in order. A seek bumps `gen`: work of an older generation is dropped.
+ * - A slot goes FREE -> FILLING (producer, without the lock) -> READY -> OUT (handed to
+ *   the caller) -> FREE at the next bfsg_next. A slot the caller retained is detached
+ *   instead: a new slot takes its place in the ring and the last release frees it.
+ * - Device memory of a slot is overwritten only after the consumer stream passed the
+ *   slot's `done` event (recorded when the slot came back), and its pinned staging
+ *   buffer only after its previous copies finished (its `ready` event).
+ * - The shared part (driver table, context, stream, kernel) is the refcounted `core`:
+ *   retained batches keep it alive after bfsg_destroy.
+ */
+#include "gpu/batchfs_gpu.h"
+#include "gpu/convert.h"
+#include "gpu/cuda_api.h"
+#include "gpu/dlpack.h"
+#include "engine/err.h"
+#include "engine/safetensors.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_DEPTH  8
+#define DEV_ALIGN  256u  /* device tensor alignment (cuMemAlloc's own is 256) */
+#define HOST_ALIGN 4096u /* host buffers: file offsets keep their alignment mod 4096 */
+#define ERRLEN     1024
+
+enum { SLOT_FREE, SLOT_FILLING, SLOT_READY, SLOT_OUT };
+enum { COPY_READ, COPY_STAGING, COPY_REGISTER, COPY_AUTO };
+
+typedef struct core {
+    atomic_int refs; /* the loader's, plus one per detached slot */
+    int cuda;        /* 0: host memory */
+    bfsg_cuda cu;
+    CUdevice dev;
+    int dev_id;
+    CUcontext ctx; /* the device's primary context (shared with the runtime, PyTorch) */
+    CUstream copy; /* the loader's non-blocking copy stream */
+    CUmodule mod;
+    CUfunction fn;
+    CUdeviceptr lut;
+} core;
+
+typedef struct slot {
+    bfsg_batch pub; /* first: a bfsg_batch * is a slot * */
+    core *core;
+    atomic_int refs;     /* the loader's hold while OUT, plus the caller's retains */
+    atomic_int detached; /* 1: out of the ring; the last release frees it */
+    int state;           /* SLOT_*, guarded by the loader's lock */
+    uint64_t pos, gen;   /* guarded by the loader's lock */
+    int rc;              /* the fill's result; err says why */
+    char err[ERRLEN];
+    char path[PATH_MAX];
+    uint8_t *host; /* CPU: the file's data region; CUDA: pinned staging */
+    size_t host_cap;
+    int host_pinned;
+    uint8_t *conv; /* CPU conversion output */
+    size_t conv_cap;
+    CUdeviceptr dptr;
+    size_t dcap;
+    CUevent ready, done;
+    int ready_recorded, done_recorded;
+    void *map; /* copy=register: the mapping still registered */
+    size_t map_len;
+} slot;
+
+struct bfsg_loader {
+    core *core;
+    char err[ERRLEN];
+    /* parameters (before bfsg_open) */
+    char device[32], cuda_library[PATH_MAX], dtype[16], normalize[128], layout[16];
+    int copy_req;
+    uint64_t epoch_begin, epoch_end, rank, world;
+    int epoch_end_set, depth;
+    CUstream consumer;
+    /* after bfsg_open */
+    int open;
+    char root[PATH_MAX];
+    uint64_t n_epochs, n_batches, per_rank, total;
+    int immutable; /* a batchfs mount: files never shrink, mapping them is safe */
+    int copy;      /* COPY_*: the path in use (COPY_AUTO while calibrating) */
+    bfsgi_convert conv;
+    bfs_st_file *stf; /* the producer's parse buffer */
+    pthread_t thread;
+    int thread_started;
+    /* pipeline, guarded by lock */
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    int stop;
+    slot *ring[MAX_DEPTH];
+    uint64_t next_pos, produce_pos, gen;
+    slot *out;
+    bfsg_stats st;
+};
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static size_t round_up(size_t v, size_t a)
+{
+    return (v + a - 1) / a * a;
+}
+
+static int seterr(bfsg_loader *l, int rc, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int seterr(bfsg_loader *l, int rc, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(l->err, sizeof l->err, fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+/* ---- core ------------------------------------------------------------------------ */
+
+static void core_unref(core *c)
+{
+    if (!c || atomic_fetch_sub(&c->refs, 1) != 1)
+        return;
+    if (c->cuda) {
+        bfsg_cuda *cu = &c->cu;
+        CUcontext prev;
+        cu->CtxPushCurrent(c->ctx);
+        if (c->copy)
+            cu->StreamDestroy(c->copy);
+        if (c->lut)
+            cu->MemFree(c->lut);
+        if (c->mod)
+            cu->ModuleUnload(c->mod);
+        cu->CtxPopCurrent(&prev);
+        cu->DevicePrimaryCtxRelease(c->dev);
+        bfsgi_cuda_unload(cu);
+    }
+    free(c);
+}
+
+/* cuda calls from a thread that may have another context current (the caller's) */
+static void ctx_push(core *c)
+{
+    if (c->cuda)
+        c->cu.CtxPushCurrent(c->ctx);
+}
+static void ctx_pop(core *c)
+{
+    CUcontext prev;
+    if (c->cuda)
+        c->cu.CtxPopCurrent(&prev);
+}
+
+/* ---- slots ------------------------------------------------------------------------- */
+
+static slot *slot_new(core *c)
+{
+    slot *s = calloc(1, sizeof *s);
+    if (!s)
+        return NULL;
+    s->core = c;
+    atomic_fetch_add(&c->refs, 1);
+    return s;
+}
+
+/* release what copy=register left pinned: after the copies from it finished */
+static void slot_unmap(slot *s)
+{
+    if (!s->map)
+        return;
+    bfsg_cuda *cu = &s->core->cu;
+    if (s->ready_recorded)
+        cu->EventSynchronize(s->ready);
+    cu->MemHostUnregister(s->map);
+    munmap(s->map, s->map_len);
+    s->map = NULL;
+}
+
+static void slot_destroy(slot *s)
+{
+    if (!s)
+        return;
+    core *c = s->core;
+    if (c->cuda) {
+        bfsg_cuda *cu = &c->cu;
+        ctx_push(c);
+        slot_unmap(s);
+        if (s->ready_recorded)
+            cu->EventSynchronize(s->ready);
+        if (s->host)
+            cu->MemFreeHost(s->host);
+        if (s->dptr)
+            cu->MemFree(s->dptr); /* synchronizes with work still reading it */
+        if (s->ready)
+            cu->EventDestroy(s->ready);
+        if (s->done)
+            cu->EventDestroy(s->done);
+        ctx_pop(c);
+    } else {
+        free(s->host);
+    }
+    free(s->conv);
+    free(s);
+    core_unref(c);
+}
+
+/* ---- parameters -------------------------------------------------------------------- */
+
+int bfsg_create(int api_version, bfsg_loader **out)
+{
+    if (!out)
+        return -EINVAL;
+    *out = NULL;
+    if (api_version != BFSG_API_VERSION)
+        return -EPROTO;
+    bfsg_loader *l = calloc(1, sizeof *l);
+    core *c = calloc(1, sizeof *c);
+    if (!l || !c) {
+        free(l);
+        free(c);
+        return -ENOMEM;
+    }
+    atomic_init(&c->refs, 1);
+    l->core = c;
+    snprintf(l->device, sizeof l->device, "auto");
+    l->copy_req = COPY_AUTO;
+    l->world = 1;
+    l->depth = 3;
+    pthread_mutex_init(&l->lock, NULL);
+    pthread_cond_init(&l->cond, NULL);
+    *out = l;
+    return 0;
+}
+
+const char *bfsg_error(const bfsg_loader *l)
+{
+    return l ? l->err : "no loader";
+}
+
+static int parse_u64(const char *s, uint64_t *v)
+{
+    if (!s || *s < '0' || *s > '9')
+        return -EINVAL;
+    errno = 0;
+    char *end;
+    unsigned long long x = strtoull(s, &end, 10);
+    if (errno || *end)
+        return -EINVAL;
+    *v = x;
+    return 0;
+}
+
+static int copy_text(bfsg_loader *l, char *dst, size_t cap, const char *name, const char *value)
+{
+    if (strlen(value) >= cap)
+        return seterr(l, -EINVAL, "%s=%s: too long (at most %zu bytes)", name, value, cap - 1);
+    memcpy(dst, value, strlen(value) + 1);
+    return 0;
+}
+
+int bfsg_set(bfsg_loader *l, const char *name, const char *value)
+{
+    if (!l || !name || !value)
+        return l ? seterr(l, -EINVAL, "bfsg_set: NULL name or value") : -EINVAL;
+    if (l->open)
+        return seterr(l, -EBUSY, "%s: parameters are set before bfsg_open", name);
+    l->err[0] = 0;
+    uint64_t v;
+    if (!strcmp(name, "device")) {
+        uint64_t n;
+        if (strcmp(value, "auto") && strcmp(value, "cpu") && strcmp(value, "cuda") &&
+            (strncmp(value, "cuda:", 5) || parse_u64(value + 5, &n) || n > 1024))
+            return seterr(l, -EINVAL, "device=%s: expected auto, cpu, cuda or cuda:N", value);
+        return copy_text(l, l->device, sizeof l->device, name, value);
+    }
+    if (!strcmp(name, "cuda_library"))
+        return copy_text(l, l->cuda_library, sizeof l->cuda_library, name, value);
+    if (!strcmp(name, "epoch_begin") || !strcmp(name, "epoch_end") || !strcmp(name, "rank") ||
+        !strcmp(name, "world") || !strcmp(name, "depth")) {
+        if (parse_u64(value, &v))
+            return seterr(l, -EINVAL, "%s=%s: expected a non-negative integer", name, value);
+        if (!strcmp(name, "epoch_begin"))
+            l->epoch_begin = v;
+        else if (!strcmp(name, "epoch_end"))
+            l->epoch_end = v, l->epoch_end_set = 1;
+        else if (!strcmp(name, "rank"))
+            l->rank = v;
+        else if (!strcmp(name, "world")) {
+            if (v == 0)
+                return seterr(l, -EINVAL, "world=0: expected at least 1");
+            l->world = v;
+        } else {
+            if (v < 1 || v > MAX_DEPTH)
+                return seterr(l, -EINVAL, "depth=%s: expected 1..%d", value, MAX_DEPTH);
+            l->depth = (int)v;
+        }
+        return 0;
+    }
+    if (!strcmp(name, "copy")) {
+        if (!strcmp(value, "auto"))
+            l->copy_req = COPY_AUTO;
+        else if (!strcmp(value, "staging"))
+            l->copy_req = COPY_STAGING;
+        else if (!strcmp(value, "register"))
+            l->copy_req = COPY_REGISTER;
+        else
+            return seterr(l, -EINVAL, "copy=%s: expected auto, staging or register", value);
+        return 0;
+    }
+    if (!strcmp(name, "dtype"))
+        return copy_text(l, l->dtype, sizeof l->dtype, name, value);
+    if (!strcmp(name, "normalize"))
+        return copy_text(l, l->normalize, sizeof l->normalize, name, value);
+    if (!strcmp(name, "layout"))
+        return copy_text(l, l->layout, sizeof l->layout, name, value);
+    return seterr(l, -EINVAL,
+                  "unknown parameter '%s' (known: device, cuda_library, epoch_begin, epoch_end, "
+                  "rank, world, depth, copy, dtype, normalize, layout)",
+                  name);
+}
+
+int bfsg_set_stream(bfsg_loader *l, void *cuda_stream)
+{
+    if (!l)
+        return -EINVAL;
+    if (l->open)
+        return seterr(l, -EBUSY, "the consumer stream is set before bfsg_open");
+    l->consumer = cuda_stream;
+    return 0;
+}
+
+/* ---- listing ----------------------------------------------------------------------- */
+
+/* count the entries of dir named prefix<decimal>, which must be 0..n-1 */
+static int count_entries(bfsg_loader *l, const char *dir, const char *prefix, uint64_t *n)
+{
+    DIR *d = opendir(dir);
+    if (!d) {
+        int e = errno;
+        return seterr(l, -e, "%s: %s", dir, strerror(e));
+    }
+    size_t plen = strlen(prefix);
+    uint64_t count = 0, max = 0;
+    struct dirent *de;
+    int rc = 0;
+    while ((de = readdir(d))) {
+        const char *nm = de->d_name;
+        if (nm[0] == '.')
+            continue;
+        uint64_t v;
+        if (strncmp(nm, prefix, plen) || parse_u64(nm + plen, &v) ||
+            (nm[plen] == '0' && nm[plen + 1])) {
+            rc = seterr(l, -EBADMSG, "%s/%s: not a %sN entry of a batchfs mount", dir, nm, prefix);
+            break;
+        }
+        count++;
+        if (v > max)
+            max = v;
+    }
+    closedir(d);
+    if (rc)
+        return rc;
+    if (count && max + 1 != count)
+        return seterr(l, -EBADMSG,
+                      "%s: %" PRIu64 " entries but the highest is %s%" PRIu64 " (some are missing)",
+                      dir, count, prefix, max);
+    *n = count;
+    return 0;
+}
+
+/* ---- device set-up ----------------------------------------------------------------- */
+
+static int cuda_check(bfsg_loader *l, CUresult rc, const char *what)
+{
+    if (rc == BFSG_CUDA_SUCCESS)
+        return 0;
+    return bfsgi_cuda_errf(&l->core->cu, rc, l->err, sizeof l->err, what);
+}
+
+/* open the driver and device; -ENODEV (with the reason in l->err) when there is none */
+static int cuda_open(bfsg_loader *l, int ordinal)
+{
+    core *c = l->core;
+    bfsg_cuda *cu = &c->cu;
+    int rc = bfsgi_cuda_load(cu, l->cuda_library, l->err, sizeof l->err);
+    if (rc)
+        return -ENODEV;
+    int count = 0;
+    if (cu->DeviceGetCount(&count) != BFSG_CUDA_SUCCESS || count <= ordinal) {
+        seterr(l, -ENODEV, "no CUDA device %d (the driver reports %d)", ordinal, count);
+        bfsgi_cuda_unload(cu);
+        return -ENODEV;
+    }
+    if ((rc = cuda_check(l, cu->DeviceGet(&c->dev, ordinal), "cuDeviceGet")) ||
+        (rc = cuda_check(l, cu->DevicePrimaryCtxRetain(&c->ctx, c->dev),
+                         "cuDevicePrimaryCtxRetain"))) {
+        bfsgi_cuda_unload(cu);
+        return rc;
+    }
+    c->cuda = 1; /* from here core_unref releases the context and the library */
+    c->dev_id = ordinal;
+    char name[64] = "";
+    cu->DeviceGetName(name, sizeof name, c->dev);
+    snprintf(l->st.device, sizeof l->st.device, "cuda:%d %s", ordinal, name);
+    ctx_push(c);
+    rc = cuda_check(l, cu->StreamCreate(&c->copy, BFSG_CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+    if (!rc && l->conv.active) {
+        /* the kernel and its table: JIT of PTX 6.0 by the driver */
+        size_t lut_bytes = 3 * 256 * (size_t)l->conv.elem;
+        rc = cuda_check(l, cu->ModuleLoadData(&c->mod, bfsgi_convert_ptx),
+                        "cuModuleLoadData (the conversion kernel)");
+        if (!rc)
+            rc = cuda_check(l, cu->ModuleGetFunction(&c->fn, c->mod, BFSG_CONVERT_KERNEL),
+                            "cuModuleGetFunction " BFSG_CONVERT_KERNEL);
+        if (!rc)
+            rc = cuda_check(l, cu->MemAlloc(&c->lut, lut_bytes), "cuMemAlloc (conversion table)");
+        if (!rc)
+            rc = cuda_check(l, cu->MemcpyHtoDAsync(c->lut, l->conv.lut, lut_bytes, c->copy),
+                            "cuMemcpyHtoDAsync (conversion table)");
+        if (!rc)
+            rc = cuda_check(l, cu->StreamSynchronize(c->copy), "cuStreamSynchronize");
+    }
+    ctx_pop(c);
+    return rc;
+}
+
+static int choose_device(bfsg_loader *l)
+{
+    int want_cuda = strcmp(l->device, "cpu") != 0;
+    int required = !strncmp(l->device, "cuda", 4);
+    int ordinal = !strncmp(l->device, "cuda:", 5) ? atoi(l->device + 5) : 0;
+    if (l->core->cuda) /* a bfsg_open that failed after this step, retried */
+        return 0;
+    snprintf(l->st.device, sizeof l->st.device, "cpu");
+    if (want_cuda) {
+        int rc = cuda_open(l, ordinal);
+        if (rc == 0)
+            return 0;
+        if (required)
+            return rc; /* l->err says why */
+        /* auto: the host path, and the reason kept for bfsg_get_stats */
+        snprintf(l->st.fallback, sizeof l->st.fallback, "%.255s", l->err);
+        l->err[0] = 0;
+    }
+    return 0;
+}
+
+static int choose_copy(bfsg_loader *l)
+{
+    core *c = l->core;
+    if (!c->cuda) {
+        l->copy = COPY_READ;
+        return 0;
+    }
+    int ro = 0;
+    c->cu.DeviceGetAttribute(&ro, BFSG_CU_ATTR_READ_ONLY_REGISTER, c->dev);
+    int can_register = ro && l->immutable;
+    if (l->copy_req == COPY_REGISTER && !can_register)
+        return seterr(l, -EINVAL, "copy=register: %s",
+                      !ro ? "the device does not support read-only host "
+                            "registration (attribute 113)"
+                          : "only for a batchfs mount, whose files cannot "
+                            "shrink while mapped; use copy=staging");
+    l->copy = l->copy_req == COPY_AUTO ? (can_register ? COPY_AUTO : COPY_STAGING) : l->copy_req;
+    return 0;
+}
+
+/* ---- filling a slot ------------------------------------------------------------------ */
+
+static int slot_errf(slot *s, int rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int slot_errf(slot *s, int rc, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(s->err, sizeof s->err, fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+static int slot_cuda(slot *s, CUresult r, const char *what)
+{
+    if (r == BFSG_CUDA_SUCCESS)
+        return 0;
+    return bfsgi_cuda_errf(&s->core->cu, r, s->err, sizeof s->err, what);
+}
+
+static int pread_full(slot *s, int fd, void *dst, size_t len, uint64_t off)
+{
+    size_t done = 0;
+    while (done < len) {
+        ssize_t n = pread(fd, (uint8_t *)dst + done, len - done, (off_t)(off + done));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            int e = errno;
+            return slot_errf(s, -e, "%s: read at byte %" PRIu64 ": %s", s->path, off + done,
+                             strerror(e));
+        }
+        if (n == 0)
+            return slot_errf(s, -EIO,
+                             "%s: file ends at byte %" PRIu64 ", its header says %" PRIu64
+                             " (truncated while read?)",
+                             s->path, off + done, off + len);
+        done += (size_t)n;
+    }
+    return 0;
+}
+
+static void set_view(bfsg_tensor *t, const char *name, bfsg_dtype dt, uint32_t ndim,
+                     const uint64_t *shape, void *data, uint64_t nbytes)
+{
+    t->name = name;
+    t->dtype = dt;
+    t->ndim = ndim;
+    int64_t stride = 1;
+    for (int i = (int)ndim - 1; i >= 0; i--) {
+        t->shape[i] = (int64_t)shape[i];
+        t->strides[i] = stride;
+        stride *= (int64_t)shape[i];
+    }
+    t->data = data;
+    t->nbytes = nbytes;
+}
+
+static bfsg_dtype to_bfsg(bfs_dtype d)
+{
+    return d == BFS_DT_U8     ? BFSG_U8
+           : d == BFS_DT_F16  ? BFSG_F16
+           : d == BFS_DT_BF16 ? BFSG_BF16
+                              : BFSG_F32;
+}
+
+/* What one batch file holds: the checked header and where each tensor lies. */
+typedef struct file_plan {
+    bfs_st_batch_desc d;
+    uint64_t size, lo;         /* file size; the 4096-aligned start of the region read */
+    const bfs_st_tensor *t[3]; /* images, labels, indices */
+    uint64_t out_shape[4];
+    uint64_t out_bytes; /* images bytes as delivered */
+    int out_nchw;
+} file_plan;
+
+static int plan_file(bfsg_loader *l, slot *s, int fd, uint64_t epoch, uint64_t k, file_plan *fp)
+{
+    struct stat st;
+    if (fstat(fd, &st))
+        return slot_errf(s, -errno, "%s: %s", s->path, strerror(errno));
+    if (!S_ISREG(st.st_mode))
+        return slot_errf(s, -EBADMSG, "%s: not a regular file", s->path);
+    fp->size = (uint64_t)st.st_size;
+    uint8_t head[4096];
+    size_t want = fp->size < sizeof head ? (size_t)fp->size : sizeof head;
+    int rc = pread_full(s, fd, head, want, 0);
+    if (rc)
+        return rc;
+    bfs_st_file *f = l->stf;
+    rc = bfs_st_parse_header(head, want, fp->size, f);
+    if (rc == -ENOBUFS) { /* headers above 4 KiB: large extras */
+        uint64_t n = f->data_offset;
+        uint8_t *big = malloc(n);
+        if (!big)
+            return slot_errf(s, -ENOMEM, "%s: no memory for a %" PRIu64 "-byte header", s->path, n);
+        rc = pread_full(s, fd, big, n, 0);
+        if (!rc)
+            rc = bfs_st_parse_header(big, n, fp->size, f);
+        free(big);
+        if (rc == -ENOBUFS || rc > 0)
+            rc = -EBADMSG;
+    }
+    if (rc == -EBADMSG || rc == -E2BIG)
+        return slot_errf(s, -EBADMSG, "%s: not a safetensors file: %s", s->path, f->err);
+    if (rc)
+        return s->err[0] ? rc : slot_errf(s, rc, "%s: %s", s->path, strerror(-rc));
+    char why[256];
+    if (bfs_st_batch_from_file(f, &fp->d, why, sizeof why))
+        return slot_errf(s, -EBADMSG, "%s: not a batchfs batch: %s", s->path, why);
+    if (fp->d.epoch != epoch || fp->d.batch_index != k)
+        return slot_errf(s, -EBADMSG,
+                         "%s: holds epoch %" PRIu64 " batch %" PRIu64 " (its metadata), not "
+                         "epoch %" PRIu64 " batch %" PRIu64,
+                         s->path, fp->d.epoch, fp->d.batch_index, epoch, k);
+    fp->t[0] = bfs_st_find(f, "images");
+    fp->t[1] = bfs_st_find(f, "labels");
+    fp->t[2] = bfs_st_find(f, "indices");
+    fp->lo = f->data_offset / HOST_ALIGN * HOST_ALIGN;
+    const bfsgi_convert *cv = &l->conv;
+    if (cv->active && fp->d.dtype != BFS_DT_U8)
+        return slot_errf(s, -EINVAL,
+                         "%s: images are %s; dtype=/layout= conversion needs u8 batch files "
+                         "(mount without dtype=)",
+                         s->path, bfs_dtype_name(fp->d.dtype));
+    fp->out_nchw = cv->active && cv->nchw >= 0 ? cv->nchw : fp->d.nchw;
+    uint64_t B = fp->d.batch, H = fp->d.height, W = fp->d.width;
+    uint64_t nhwc[4] = {B, H, W, 3}, nchw[4] = {B, 3, H, W};
+    memcpy(fp->out_shape, fp->out_nchw ? nchw : nhwc, sizeof nhwc);
+    fp->out_bytes = cv->active ? B * H * W * 3 * (uint64_t)cv->elem : fp->t[0]->nbytes;
+    return 0;
+}
+
+static void fill_views(bfsg_loader *l, slot *s, const file_plan *fp, void *images, void *labels,
+                       void *indices)
+{
+    bfsg_batch *b = &s->pub;
+    uint64_t one[1] = {fp->d.batch};
+    bfsg_dtype dt = l->conv.active ? (bfsg_dtype)l->conv.dtype : to_bfsg(fp->d.dtype);
+    set_view(&b->tensors[0], "images", dt, 4, fp->out_shape, images, fp->out_bytes);
+    set_view(&b->tensors[1], "labels", BFSG_I64, 1, one, labels, fp->t[1]->nbytes);
+    set_view(&b->tensors[2], "indices", BFSG_I64, 1, one, indices, fp->t[2]->nbytes);
+    b->n_tensors = 3;
+}
+
+static int fill_host(bfsg_loader *l, slot *s, int fd, const file_plan *fp)
+{
+    size_t need = (size_t)(fp->size - fp->lo);
+    if (need > s->host_cap) {
+        free(s->host);
+        s->host_cap = 0;
+        s->host = aligned_alloc(HOST_ALIGN, round_up(need, HOST_ALIGN));
+        if (!s->host)
+            return slot_errf(s, -ENOMEM, "%s: no memory for %zu bytes", s->path, need);
+        s->host_cap = round_up(need, HOST_ALIGN);
+    }
+    int rc = pread_full(s, fd, s->host, need, fp->lo);
+    if (rc)
+        return rc;
+    uint8_t *at[3];
+    for (int i = 0; i < 3; i++)
+        at[i] = s->host + (fp->t[i]->offset - fp->lo);
+    if (l->conv.active) {
+        if (fp->out_bytes > s->conv_cap) {
+            free(s->conv);
+            s->conv_cap = 0;
+            s->conv = aligned_alloc(HOST_ALIGN, round_up(fp->out_bytes, HOST_ALIGN));
+            if (!s->conv)
+                return slot_errf(s, -ENOMEM, "%s: no memory for the converted images", s->path);
+            s->conv_cap = round_up(fp->out_bytes, HOST_ALIGN);
+        }
+        bfsgi_convert_host(&l->conv, at[0], fp->d.nchw, s->conv, fp->d.batch, fp->d.height,
+                           fp->d.width);
+        at[0] = s->conv;
+    }
+    fill_views(l, s, fp, at[0], at[1], at[2]);
+    return 0;
+}
+
+/* device layout of a slot: images as delivered, labels, indices, then the u8 source of a
+ * conversion, each DEV_ALIGN-aligned */
+static void dev_layout(const bfsg_loader *l, const file_plan *fp, size_t off[4], size_t *total)
+{
+    size_t o = 0;
+    off[0] = o, o = round_up(o + fp->out_bytes, DEV_ALIGN);
+    off[1] = o, o = round_up(o + fp->t[1]->nbytes, DEV_ALIGN);
+    off[2] = o, o = round_up(o + fp->t[2]->nbytes, DEV_ALIGN);
+    off[3] = o;
+    if (l->conv.active)
+        o = round_up(o + fp->t[0]->nbytes, DEV_ALIGN);
+    *total = o;
+}
+
+static int fill_cuda(bfsg_loader *l, slot *s, int fd, const file_plan *fp, int use_register,
+                     uint64_t *host_ns)
+{
+    core *c = s->core;
+    bfsg_cuda *cu = &c->cu;
+    int rc;
+    if (!s->ready && (rc = slot_cuda(s, cu->EventCreate(&s->ready, BFSG_CU_EVENT_DISABLE_TIMING),
+                                     "cuEventCreate")))
+        return rc;
+    if (!s->done && (rc = slot_cuda(s, cu->EventCreate(&s->done, BFSG_CU_EVENT_DISABLE_TIMING),
+                                    "cuEventCreate")))
+        return rc;
+    /* the previous copies of this slot are done with its staging buffer and mapping */
+    slot_unmap(s);
+    if (s->ready_recorded &&
+        (rc = slot_cuda(s, cu->EventSynchronize(s->ready), "cuEventSynchronize")))
+        return rc;
+    size_t off[4], total;
+    dev_layout(l, fp, off, &total);
+    if (total > s->dcap) {
+        if (s->dptr)
+            cu->MemFree(s->dptr);
+        s->dptr = 0, s->dcap = 0;
+        if ((rc = slot_cuda(s, cu->MemAlloc(&s->dptr, total), "cuMemAlloc (batch buffer)")))
+            return rc;
+        s->dcap = total;
+    }
+    uint64_t t0 = now_ns();
+    const uint8_t *src; /* where file offset fp->lo is on the host */
+    if (use_register) {
+        size_t len = round_up((size_t)fp->size, (size_t)sysconf(_SC_PAGESIZE));
+        void *m = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
+        if (m == MAP_FAILED)
+            return slot_errf(s, -errno, "%s: mmap: %s", s->path, strerror(errno));
+        rc = slot_cuda(s, cu->MemHostRegister(m, len, BFSG_CU_MEMHOSTREGISTER_READ_ONLY),
+                       "cuMemHostRegister (read-only mapping of the batch file)");
+        if (rc) {
+            munmap(m, len);
+            return rc;
+        }
+        s->map = m, s->map_len = len;
+        src = (const uint8_t *)m + fp->lo;
+    } else {
+        size_t need = (size_t)(fp->size - fp->lo);
+        if (need > s->host_cap) {
+            if (s->host)
+                cu->MemFreeHost(s->host);
+            s->host = NULL, s->host_cap = 0;
+            void *p;
+            size_t cap = round_up(need, HOST_ALIGN);
+            if ((rc = slot_cuda(s, cu->MemHostAlloc(&p, cap, BFSG_CU_MEMHOSTALLOC_PORTABLE),
+                                "cuMemHostAlloc (pinned staging)")))
+                return rc;
+            s->host = p, s->host_cap = cap;
+        }
+        if ((rc = pread_full(s, fd, s->host, need, fp->lo)))
+            return rc;
+        src = s->host;
+    }
+    /* device memory: only after the consumer passed this slot's last use */
+    if (s->done_recorded &&
+        (rc = slot_cuda(s, cu->StreamWaitEvent(c->copy, s->done, 0), "cuStreamWaitEvent")))
+        return rc;
+    for (int i = 1; i < 3; i++)
+        if ((rc = slot_cuda(s,
+                            cu->MemcpyHtoDAsync(s->dptr + off[i], src + (fp->t[i]->offset - fp->lo),
+                                                fp->t[i]->nbytes, c->copy),
+                            "cuMemcpyHtoDAsync")))
+            return rc;
+    const uint8_t *img = src + (fp->t[0]->offset - fp->lo);
+    int kernel = l->conv.active && !(l->conv.elem == 1 && fp->out_nchw == fp->d.nchw);
+    rc = slot_cuda(
+        s, cu->MemcpyHtoDAsync(s->dptr + off[kernel ? 3 : 0], img, fp->t[0]->nbytes, c->copy),
+        "cuMemcpyHtoDAsync");
+    if (!rc && kernel) {
+        CUdeviceptr from = s->dptr + off[3], to = s->dptr + off[0], lut = c->lut;
+        unsigned long long pixels = (unsigned long long)fp->d.batch * fp->d.height * fp->d.width;
+        unsigned plane = fp->d.height * fp->d.width, elem = (unsigned)l->conv.elem;
+        unsigned src_nchw = (unsigned)fp->d.nchw, dst_nchw = (unsigned)fp->out_nchw;
+        void *params[] = {&from, &to, &lut, &pixels, &plane, &elem, &src_nchw, &dst_nchw};
+        unsigned long long blocks = (pixels + 255) / 256;
+        if (blocks > 4096) /* grid-stride loop: enough blocks to fill any current GPU */
+            blocks = 4096;
+        rc = slot_cuda(
+            s, cu->LaunchKernel(c->fn, (unsigned)blocks, 1, 1, 256, 1, 1, 0, c->copy, params, NULL),
+            "cuLaunchKernel " BFSG_CONVERT_KERNEL);
+    }
+    if (!rc)
+        rc = slot_cuda(s, cu->EventRecord(s->ready, c->copy), "cuEventRecord");
+    if (rc)
+        return rc;
+    s->ready_recorded = 1;
+    *host_ns = now_ns() - t0;
+    uint8_t *d = (uint8_t *)(uintptr_t)s->dptr;
+    fill_views(l, s, fp, d + off[0], d + off[1], d + off[2]);
+    return 0;
+}
+
+/* fill slot s with (epoch, k); the result in s->rc and s->err */
+static void fill(bfsg_loader *l, slot *s, uint64_t epoch, uint64_t k)
+{
+    s->err[0] = 0;
+    /* the root is shorter than PATH_MAX - 64 (bfsg_open): this fits */
+    if (snprintf(s->path, sizeof s->path, "%s/epoch/%" PRIu64 "/batch_%" PRIu64, l->root, epoch,
+                 k) >= (int)sizeof s->path)
+        s->path[0] = 0;
+    bfsg_batch *b = &s->pub;
+    b->epoch = epoch, b->index = k, b->path = s->path, b->n_tensors = 0;
+    b->device_type = s->core->cuda ? BFSG_DEVICE_CUDA : BFSG_DEVICE_CPU;
+    b->device_id = s->core->cuda ? s->core->dev_id : 0;
+    b->ready_event = NULL;
+    int fd = open(s->path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        int e = errno;
+        s->rc = slot_errf(s, -e, "%s: %s", s->path, strerror(e));
+        return;
+    }
+    file_plan fp;
+    int rc = plan_file(l, s, fd, epoch, k, &fp);
+    if (!rc && s->core->cuda) {
+        ctx_push(s->core);
+        int mode = l->copy;
+        if (mode == COPY_AUTO) /* calibrate: staging first, then register, then the cheaper */
+            mode = l->st.staging_ns_per_mb == 0 ? COPY_STAGING : COPY_REGISTER;
+        uint64_t host_ns = 0;
+        rc = fill_cuda(l, s, fd, &fp, mode == COPY_REGISTER, &host_ns);
+        if (!rc && l->copy == COPY_AUTO) {
+            uint64_t mb = (fp.size - fp.lo + (1u << 20) - 1) >> 20;
+            if (mode == COPY_REGISTER) {
+                uint64_t t0 = now_ns();
+                slot_unmap(s); /* the unregistering is part of the cost */
+                host_ns += now_ns() - t0;
+            }
+            uint64_t per_mb = host_ns / (mb ? mb : 1) + 1;
+            pthread_mutex_lock(&l->lock);
+            if (mode == COPY_STAGING)
+                l->st.staging_ns_per_mb = per_mb;
+            else {
+                l->st.register_ns_per_mb = per_mb;
+                l->copy = per_mb < l->st.staging_ns_per_mb ? COPY_REGISTER : COPY_STAGING;
+            }
+            pthread_mutex_unlock(&l->lock);
+        }
+        if (!rc) {
+            pthread_mutex_lock(&l->lock);
+            if (mode == COPY_REGISTER)
+                l->st.registered++;
+            else
+                l->st.staged++, l->st.host_copies++;
+            pthread_mutex_unlock(&l->lock);
+        }
+        b->ready_event = s->ready;
+        ctx_pop(s->core);
+    } else if (!rc) {
+        rc = fill_host(l, s, fd, &fp);
+        if (!rc) {
+            pthread_mutex_lock(&l->lock);
+            l->st.host_copies++;
+            pthread_mutex_unlock(&l->lock);
+        }
+    }
+    if (!rc) {
+        pthread_mutex_lock(&l->lock);
+        l->st.bytes_read += fp.size - fp.lo;
+        if (l->conv.active)
+            l->st.converted++;
+        pthread_mutex_unlock(&l->lock);
+    }
+    close(fd);
+    s->rc = rc;
+}
+
+static void *producer(void *arg)
+{
+    bfsg_loader *l = arg;
+    pthread_mutex_lock(&l->lock); /* fill() makes the context current around its calls */
+    while (!l->stop) {
+        uint64_t p = l->produce_pos;
+        slot *s = l->ring[p % (uint64_t)l->depth];
+        if (p >= l->total || p >= l->next_pos + (uint64_t)l->depth || s->state != SLOT_FREE) {
+            pthread_cond_wait(&l->cond, &l->lock);
+            continue;
+        }
+        s->state = SLOT_FILLING, s->pos = p, s->gen = l->gen;
+        l->produce_pos = p + 1;
+        uint64_t epoch = l->epoch_begin + p / l->per_rank;
+        uint64_t k = l->rank + l->world * (p % l->per_rank);
+        pthread_mutex_unlock(&l->lock);
+        fill(l, s, epoch, k);
+        pthread_mutex_lock(&l->lock);
+        s->state = s->gen == l->gen ? SLOT_READY : SLOT_FREE;
+        pthread_cond_broadcast(&l->cond);
+    }
+    pthread_mutex_unlock(&l->lock);
+    return NULL;
+}
+
+/* ---- open, next, seek, destroy --------------------------------------------------------- */
+
+int bfsg_open(bfsg_loader *l, const char *path)
+{
+    if (!l || !path)
+        return l ? seterr(l, -EINVAL, "bfsg_open: NULL path") : -EINVAL;
+    if (l->open)
+        return seterr(l, -EBUSY, "already open on %s", l->root);
+    l->err[0] = 0;
+    if (strlen(path) >= sizeof l->root - 64)
+        return seterr(l, -ENAMETOOLONG, "%s: path too long", path);
+    snprintf(l->root, sizeof l->root, "%s", path);
+    struct stat st;
+    if (stat(path, &st)) {
+        int e = errno;
+        return seterr(l, -e, "%s: %s", path, strerror(e));
+    }
+    if (!S_ISDIR(st.st_mode))
+        return seterr(l, -ENOTDIR,
+                      "%s: not a directory (a batchfs mount point, or a directory "
+                      "laid out like one: epoch/N/batch_K)",
+                      path);
+    char dir[PATH_MAX + 32];
+    snprintf(dir, sizeof dir, "%s/epoch", path);
+    if (stat(dir, &st) || !S_ISDIR(st.st_mode))
+        return seterr(l, -ENOENT,
+                      "%s has no epoch/ directory: not a batchfs mount (is it "
+                      "mounted?) nor a copy of one",
+                      path);
+    int rc = count_entries(l, dir, "", &l->n_epochs);
+    if (rc)
+        return rc;
+    if (l->n_epochs == 0)
+        return seterr(l, -EBADMSG, "%s: no epochs listed", dir);
+    uint64_t end = l->epoch_end_set ? l->epoch_end : l->n_epochs;
+    if (l->epoch_begin >= end || end > l->n_epochs)
+        return seterr(l, -EINVAL,
+                      "epoch_begin=%" PRIu64 ", epoch_end=%" PRIu64 ": %s lists epochs 0..%" PRIu64,
+                      l->epoch_begin, end, path, l->n_epochs - 1);
+    if (l->rank >= l->world)
+        return seterr(l, -EINVAL, "rank=%" PRIu64 " must be below world=%" PRIu64, l->rank,
+                      l->world);
+    snprintf(dir, sizeof dir, "%s/epoch/%" PRIu64, path, l->epoch_begin);
+    if ((rc = count_entries(l, dir, "batch_", &l->n_batches)))
+        return rc;
+    l->per_rank = l->n_batches / l->world;
+    if (l->per_rank == 0)
+        return seterr(l, -EINVAL,
+                      "world=%" PRIu64 " is more than the %" PRIu64 " batches of an epoch",
+                      l->world, l->n_batches);
+    l->total = (end - l->epoch_begin) * l->per_rank;
+    l->epoch_end = end;
+    char x[8];
+    l->immutable = getxattr(path, "user.batchfs.fingerprint", x, 0) >= 0;
+    if ((rc = bfsgi_convert_setup(&l->conv, l->dtype, l->normalize, l->layout, l->err,
+                                  sizeof l->err)))
+        return rc;
+    if ((rc = choose_device(l)) || (rc = choose_copy(l)))
+        goto fail;
+    l->stf = malloc(sizeof *l->stf);
+    if (!l->stf) {
+        rc = seterr(l, -ENOMEM, "out of memory");
+        goto fail;
+    }
+    for (int i = 0; i < l->depth; i++)
+        if (!(l->ring[i] = slot_new(l->core))) {
+            rc = seterr(l, -ENOMEM, "out of memory");
+            goto fail;
+        }
+    snprintf(l->st.copy, sizeof l->st.copy, "%s",
+             l->copy == COPY_READ       ? "read"
+             : l->copy == COPY_REGISTER ? "register"
+             : l->copy == COPY_STAGING  ? "staging"
+                                        : "auto");
+    if ((rc = pthread_create(&l->thread, NULL, producer, l))) {
+        rc = seterr(l, -rc, "cannot start the loader thread: %s", strerror(rc));
+        goto fail;
+    }
+    l->thread_started = 1;
+    l->open = 1;
+    return 0;
+fail:
+    for (int i = 0; i < MAX_DEPTH; i++) {
+        slot_destroy(l->ring[i]);
+        l->ring[i] = NULL;
+    }
+    free(l->stf);
+    l->stf = NULL;
+    return rc;
+}
+
+/* the slot the caller had comes back: to the ring, or detached when still retained.
+ * Called with l->lock held. */
+static int give_back(bfsg_loader *l, slot *s)
+{
+    int idx = (int)(s->pos % (uint64_t)l->depth);
+    slot *fresh = NULL;
+    if (atomic_load(&s->refs) > 1 && !(fresh = slot_new(l->core)))
+        return seterr(l, -ENOMEM, "out of memory");
+    atomic_store(&s->detached, 1);
+    if (atomic_fetch_sub(&s->refs, 1) == 1) { /* nobody else holds it: back to the ring */
+        atomic_store(&s->detached, 0);
+        if (fresh)
+            slot_destroy(fresh);
+        s->state = SLOT_FREE;
+        if (s->core->cuda && s->ready_recorded) {
+            ctx_push(s->core);
+            s->core->cu.EventRecord(s->done, l->consumer);
+            ctx_pop(s->core);
+            s->done_recorded = 1;
+        }
+    } else {
+        if (!fresh) /* a retain came in between: cannot happen from one thread */
+            fresh = slot_new(l->core);
+        l->ring[idx] = fresh; /* s is freed by its last release */
+    }
+    l->out = NULL;
+    pthread_cond_broadcast(&l->cond);
+    return 0;
+}
+
+int bfsg_next(bfsg_loader *l, bfsg_batch **out)
+{
+    if (!l || !out)
+        return l ? seterr(l, -EINVAL, "bfsg_next: NULL argument") : -EINVAL;
+    *out = NULL;
+    if (!l->open)
+        return seterr(l, -EINVAL, "bfsg_next before bfsg_open");
+    l->err[0] = 0;
+    pthread_mutex_lock(&l->lock);
+    int rc = 0;
+    if (l->out && (rc = give_back(l, l->out)))
+        goto done;
+    if (l->next_pos >= l->total)
+        goto done;
+    uint64_t t0 = now_ns(), p = l->next_pos;
+    slot *s;
+    while (s = l->ring[p % (uint64_t)l->depth],
+           !(s->state == SLOT_READY && s->pos == p && s->gen == l->gen))
+        pthread_cond_wait(&l->cond, &l->lock);
+    l->st.wait_ns += now_ns() - t0;
+    l->next_pos = p + 1; /* after an error too: the next call goes on with the next batch */
+    pthread_cond_broadcast(&l->cond);
+    if (s->rc) {
+        rc = s->rc;
+        snprintf(l->err, sizeof l->err, "%s", s->err);
+        s->state = SLOT_FREE;
+        goto done;
+    }
+    s->state = SLOT_OUT;
+    atomic_store(&s->refs, 1);
+    atomic_store(&s->detached, 0);
+    l->out = s;
+    l->st.batches++;
+    if (s->core->cuda) {
+        ctx_push(s->core);
+        CUresult r = s->core->cu.StreamWaitEvent(l->consumer, s->ready, 0);
+        ctx_pop(s->core);
+        if (r != BFSG_CUDA_SUCCESS) {
+            rc = cuda_check(l, r, "cuStreamWaitEvent (consumer stream)");
+            goto done;
+        }
+    }
+    *out = &s->pub;
+done:
+    pthread_mutex_unlock(&l->lock);
+    return rc;
+}
+
+int bfsg_seek(bfsg_loader *l, uint64_t epoch, uint64_t batch)
+{
+    if (!l)
+        return -EINVAL;
+    if (!l->open)
+        return seterr(l, -EINVAL, "bfsg_seek before bfsg_open");
+    if (epoch < l->epoch_begin || epoch >= l->epoch_end)
+        return seterr(l, -EINVAL,
+                      "seek to epoch %" PRIu64 ": outside epoch_begin=%" PRIu64
+                      ", epoch_end=%" PRIu64,
+                      epoch, l->epoch_begin, l->epoch_end);
+    if (batch % l->world != l->rank || batch / l->world >= l->per_rank)
+        return seterr(l, -EINVAL,
+                      "seek to batch %" PRIu64 ": not one of rank %" PRIu64 "'s (rank + world * i, "
+                      "i < %" PRIu64 ")",
+                      batch, l->rank, l->per_rank);
+    pthread_mutex_lock(&l->lock);
+    int rc = l->out ? give_back(l, l->out) : 0;
+    if (!rc) {
+        l->gen++;
+        l->next_pos = l->produce_pos = (epoch - l->epoch_begin) * l->per_rank + batch / l->world;
+        for (int i = 0; i < l->depth; i++)
+            if (l->ring[i]->state == SLOT_READY)
+                l->ring[i]->state = SLOT_FREE;
+        pthread_cond_broadcast(&l->cond);
+    }
+    pthread_mutex_unlock(&l->lock);
+    return rc;
+}
+
+void bfsg_destroy(bfsg_loader *l)
+{
+    if (!l)
+        return;
+    if (l->thread_started) {
+        pthread_mutex_lock(&l->lock);
+        l->stop = 1;
+        pthread_cond_broadcast(&l->cond);
+        pthread_mutex_unlock(&l->lock);
+        pthread_join(l->thread, NULL);
+    }
+    pthread_mutex_lock(&l->lock);
+    if (l->out)
+        give_back(l, l->out);
+    pthread_mutex_unlock(&l->lock);
+    for (int i = 0; i < MAX_DEPTH; i++)
+        slot_destroy(l->ring[i]);
+    free(l->stf);
+    core_unref(l->core);
+    pthread_mutex_destroy(&l->lock);
+    pthread_cond_destroy(&l->cond);
+    free(l);
+}
+
+/* ---- batches ------------------------------------------------------------------------- */
+
+int bfsg_batch_retain(bfsg_batch *b)
+{
+    if (!b)
+        return -EINVAL;
+    atomic_fetch_add(&((slot *)b)->refs, 1);
+    return 0;
+}
+
+void bfsg_batch_release(bfsg_batch *b)
+{
+    slot *s = (slot *)b;
+    if (s && atomic_fetch_sub(&s->refs, 1) == 1 && atomic_load(&s->detached))
+        slot_destroy(s);
+}
+
+int bfsg_batch_sync(bfsg_batch *b)
+{
+    slot *s = (slot *)b;
+    if (!s)
+        return -EINVAL;
+    if (!s->core->cuda)
+        return 0;
+    ctx_push(s->core);
+    CUresult r = s->core->cu.EventSynchronize(s->ready);
+    ctx_pop(s->core);
+    return r == BFSG_CUDA_SUCCESS ? 0 : -EPROTO;
+}
+
+int bfsg_batch_wait_stream(bfsg_batch *b, void *stream)
+{
+    slot *s = (slot *)b;
+    if (!s)
+        return -EINVAL;
+    if (!s->core->cuda)
+        return 0;
+    ctx_push(s->core);
+    CUresult r = s->core->cu.StreamWaitEvent((CUstream)stream, s->ready, 0);
+    ctx_pop(s->core);
+    return r == BFSG_CUDA_SUCCESS ? 0 : -EPROTO;
+}
+
+typedef struct dl_holder {
+    bfsg_DLManagedTensor m;
+    int64_t shape[BFSG_MAX_DIMS], strides[BFSG_MAX_DIMS];
+} dl_holder;
+
+static void dl_deleter(bfsg_DLManagedTensor *m)
+{
+    if (!m)
+        return;
+    bfsg_batch_release(m->manager_ctx);
+    free(m);
+}
+
+int bfsg_batch_dlpack(bfsg_batch *b, uint32_t i, void **out)
+{
+    if (!b || !out || i >= b->n_tensors)
+        return -EINVAL;
+    dl_holder *h = calloc(1, sizeof *h);
+    if (!h)
+        return -ENOMEM;
+    const bfsg_tensor *t = &b->tensors[i];
+    static const bfsg_DLDataType types[] = {
+        [BFSG_U8] = {BFSG_kDLUInt, 8, 1},      [BFSG_F16] = {BFSG_kDLFloat, 16, 1},
+        [BFSG_BF16] = {BFSG_kDLBfloat, 16, 1}, [BFSG_F32] = {BFSG_kDLFloat, 32, 1},
+        [BFSG_I64] = {BFSG_kDLInt, 64, 1},
+    };
+    memcpy(h->shape, t->shape, sizeof h->shape);
+    memcpy(h->strides, t->strides, sizeof h->strides);
+    h->m.dl_tensor.data = t->data;
+    h->m.dl_tensor.device.device_type =
+        b->device_type == BFSG_DEVICE_CUDA ? BFSG_kDLCUDA : BFSG_kDLCPU;
+    h->m.dl_tensor.device.device_id = b->device_id;
+    h->m.dl_tensor.ndim = (int32_t)t->ndim;
+    h->m.dl_tensor.dtype = types[t->dtype];
+    h->m.dl_tensor.shape = h->shape;
+    h->m.dl_tensor.strides = h->strides;
+    h->m.manager_ctx = b;
+    h->m.deleter = dl_deleter;
+    bfsg_batch_retain(b);
+    *out = &h->m;
+    return 0;
+}
+
+int bfsg_get_stats(const bfsg_loader *l, bfsg_stats *s)
+{
+    if (!l || !s)
+        return -EINVAL;
+    bfsg_loader *m = (bfsg_loader *)l; /* the lock only */
+    pthread_mutex_lock(&m->lock);
+    *s = l->st;
+    if (l->open)
+        snprintf(s->copy, sizeof s->copy, "%s",
+                 l->copy == COPY_READ       ? "read"
+                 : l->copy == COPY_REGISTER ? "register"
+                 : l->copy == COPY_STAGING  ? "staging"
+                                            : "auto");
+    pthread_mutex_unlock(&m->lock);
+    return 0;
+}

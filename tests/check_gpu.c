@@ -1,0 +1,658 @@
+/*
+ * check_gpu.c — libbatchfs-gpu (gpu/batchfs_gpu.h), linked as the built shared library:
+ * the CPU fallback (bytes equal the files, order, rank/world, epochs, seek, bad files
+ * named), the CUDA path against the suite's fake driver (build/tests/fakecuda/libcuda.so.1:
+ * device bytes equal the files, pinned staging, contexts, no leaks, injected failures),
+ * the conversion against the daemon's own dtype=/normalize=/layout= batches on both
+ * paths, retained batches and DLPack deleters that outlive the loader.
+ *
+ * Batch files are written in-process by the engine into DIR/epoch/N/batch_K (the mount's
+ * layout); tests/mount/gpu.sh runs the same library over a real mount.
+ */
+#include "gpu/batchfs_gpu.h"
+#include "gpu/dlpack.h"
+#include "gpu/cuda_api.h"
+#include "engine/engine.h"
+#include "engine/exec.h"
+#include "engine/pipeline.h"
+#include "engine/safetensors.h"
+#include "tests/testutil.h"
+
+#include <check.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define OPTS   "batch=4,size=16x12,seed=7"
+#define EPOCHS 3
+#define NB     5 /* 3 classes x 7 images = 21 samples, batch 4, drop_last: 5 batches */
+
+static char *tmp;
+static char root[4096], src[4096], fake[4096];
+
+/* write epochs 0..EPOCHS-1 of pipeline opts into dir/epoch/N/batch_K */
+static void write_batches(const char *dir, const char *opts, int epochs)
+{
+    bfs_pipeline_opts o;
+    bfs_pipeline_defaults(&o);
+    char err[1024], path[4200];
+    ck_assert_msg(bfs_pipeline_parse(&o, opts, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(bfs_pipeline_finish(&o, err, sizeof err) == 0, "%s", err);
+    bfs_engine *e;
+    bfs_exec *x;
+    ck_assert_msg(bfs_engine_create(src, &o, &e, err, sizeof err) == 0, "%s", err);
+    ck_assert_int_eq(bfs_exec_create(e, 1, 0, &x), 0);
+    snprintf(path, sizeof path, "%s/epoch", dir);
+    mkdir(dir, 0755);
+    mkdir(path, 0755);
+    for (int ep = 0; ep < epochs; ep++) {
+        snprintf(path, sizeof path, "%s/epoch/%d", dir, ep);
+        mkdir(path, 0755);
+        for (int k = 0; k < NB; k++) {
+            bfs_batch *b;
+            ck_assert_msg(bfs_exec_get(x, (uint64_t)ep, (uint64_t)k, &b, err, sizeof err) == 0,
+                          "%s", err);
+            snprintf(path, sizeof path, "%s/epoch/%d/batch_%d", dir, ep, k);
+            ck_assert_int_eq(tu_write_file(path, bfs_batch_data(b), bfs_batch_size(b)), 0);
+            bfs_batch_release(b);
+        }
+    }
+    bfs_exec_destroy(x);
+    bfs_engine_destroy(e);
+}
+
+static void setup(void)
+{
+    tmp = tu_mkdtemp("check_gpu");
+    ck_assert_ptr_nonnull(tmp);
+    snprintf(src, sizeof src, "%s/src", tmp);
+    snprintf(root, sizeof root, "%s/mnt", tmp);
+    ck_assert_int_eq(tu_make_imagefolder(src, 3, 7, 20, 60, 5), 0);
+    write_batches(root, OPTS, EPOCHS);
+    const char *b = getenv("BFS_BUILD");
+    snprintf(fake, sizeof fake, "%s/tests/fakecuda/libcuda.so.1", b ? b : "build");
+    ck_assert_msg(access(fake, R_OK) == 0, "fake driver %s not built", fake);
+}
+
+static void teardown(void)
+{
+    tu_rmtree(tmp);
+    free(tmp);
+}
+
+/* the file's bytes of tensor name */
+static uint8_t *file_tensor(const char *path, const char *name, uint64_t *n)
+{
+    uint8_t *data;
+    size_t len;
+    ck_assert_int_eq(tu_read_file(path, &data, &len), 0);
+    bfs_st_file *f = malloc(sizeof *f);
+    ck_assert_int_eq(bfs_st_parse(data, len, f), 0);
+    const bfs_st_tensor *t = bfs_st_find(f, name);
+    ck_assert_ptr_nonnull(t);
+    uint8_t *out = malloc(t->nbytes);
+    memcpy(out, data + t->offset, t->nbytes);
+    *n = t->nbytes;
+    free(f);
+    free(data);
+    return out;
+}
+
+static bfsg_loader *loader(const char *kv[])
+{
+    bfsg_loader *l;
+    ck_assert_int_eq(bfsg_create(BFSG_API_VERSION, &l), 0);
+    for (int i = 0; kv && kv[i]; i += 2)
+        ck_assert_msg(bfsg_set(l, kv[i], kv[i + 1]) == 0, "%s", bfsg_error(l));
+    return l;
+}
+
+/* the fake driver, to read device memory back (same handle the library holds) */
+static void *fake_sym(const char *name)
+{
+    void *h = dlopen(fake, RTLD_NOW | RTLD_NOLOAD);
+    if (!h)
+        h = dlopen(fake, RTLD_NOW);
+    ck_assert_ptr_nonnull(h);
+    void *s = dlsym(h, name);
+    ck_assert_ptr_nonnull(s);
+    return s;
+}
+static unsigned long long counter(const char *name)
+{
+    unsigned long long (*f)(const char *) =
+        (unsigned long long (*)(const char *))fake_sym("fake_cuda_counter");
+    return f(name);
+}
+/* copy n bytes of tensor t to the host, whatever its device */
+static uint8_t *host_bytes(const bfsg_batch *b, const bfsg_tensor *t)
+{
+    uint8_t *out = malloc(t->nbytes ? t->nbytes : 1);
+    if (b->device_type == BFSG_DEVICE_CPU) {
+        memcpy(out, t->data, t->nbytes);
+        return out;
+    }
+    CUresult (*retain)(CUcontext *, CUdevice) =
+        (CUresult(*)(CUcontext *, CUdevice))fake_sym("cuDevicePrimaryCtxRetain");
+    CUresult (*push)(CUcontext) = (CUresult(*)(CUcontext))fake_sym("cuCtxPushCurrent_v2");
+    CUresult (*pop)(CUcontext *) = (CUresult(*)(CUcontext *))fake_sym("cuCtxPopCurrent_v2");
+    CUresult (*release)(CUdevice) = (CUresult(*)(CUdevice))fake_sym("cuDevicePrimaryCtxRelease_v2");
+    CUresult (*dtoh)(void *, CUdeviceptr, size_t) =
+        (CUresult(*)(void *, CUdeviceptr, size_t))fake_sym("cuMemcpyDtoH_v2");
+    CUcontext c, prev;
+    ck_assert_int_eq(retain(&c, 0), 0);
+    ck_assert_int_eq(push(c), 0);
+    ck_assert_int_eq(dtoh(out, (CUdeviceptr)(uintptr_t)t->data, t->nbytes), 0);
+    pop(&prev);
+    release(0);
+    return out;
+}
+
+/* every batch's tensors equal the files' */
+static void check_equal_files(const bfsg_batch *b)
+{
+    ck_assert_uint_eq(b->n_tensors, 3);
+    for (uint32_t i = 0; i < 3; i++) {
+        const bfsg_tensor *t = &b->tensors[i];
+        uint64_t n;
+        uint8_t *want = file_tensor(b->path, t->name, &n);
+        ck_assert_uint_eq(t->nbytes, n);
+        uint8_t *got = host_bytes(b, t);
+        ck_assert_msg(memcmp(got, want, n) == 0, "%s: %s differs", b->path, t->name);
+        if (b->device_type == BFSG_DEVICE_CUDA)
+            ck_assert_uint_eq((uintptr_t)t->data % 256, 0);
+        else
+            ck_assert_uint_eq((uintptr_t)t->data % (t->dtype == BFSG_I64 ? 8 : 1), 0);
+        free(got);
+        free(want);
+    }
+    ck_assert_str_eq(b->tensors[0].name, "images");
+    ck_assert_int_eq(b->tensors[0].ndim, 4);
+    ck_assert_int_eq(b->tensors[0].shape[0], 4);
+    ck_assert_int_eq(b->tensors[0].shape[1], 16); /* size=HxW */
+    ck_assert_int_eq(b->tensors[0].shape[2], 12);
+    ck_assert_int_eq(b->tensors[0].strides[0], 12 * 16 * 3);
+    ck_assert_int_eq(b->tensors[1].dtype, BFSG_I64);
+}
+
+/* iterate to the end; check order against (rank, world, epochs) and bytes */
+static void run_all(bfsg_loader *l, uint64_t e0, uint64_t e1, uint64_t rank, uint64_t world)
+{
+    uint64_t per = NB / world, n = 0;
+    bfsg_batch *b;
+    for (;;) {
+        ck_assert_msg(bfsg_next(l, &b) == 0, "%s", bfsg_error(l));
+        if (!b)
+            break;
+        ck_assert_uint_eq(b->epoch, e0 + n / per);
+        ck_assert_uint_eq(b->index, rank + world * (n % per));
+        check_equal_files(b);
+        n++;
+    }
+    ck_assert_uint_eq(n, (e1 - e0) * per);
+    ck_assert_int_eq(bfsg_next(l, &b), 0); /* stays at the end */
+    ck_assert_ptr_null(b);
+}
+
+START_TEST(api_version_and_parameters)
+{
+    bfsg_loader *l;
+    ck_assert_int_eq(bfsg_create(BFSG_API_VERSION + 1, &l), -EPROTO);
+    ck_assert_int_eq(bfsg_create(BFSG_API_VERSION, NULL), -EINVAL);
+    bfsg_destroy(NULL);
+    ck_assert_int_eq(bfsg_create(BFSG_API_VERSION, &l), 0);
+    ck_assert_str_eq(bfsg_error(l), "");
+    ck_assert_int_eq(bfsg_set(l, "colour", "red"), -EINVAL);
+    ck_assert_ptr_nonnull(strstr(bfsg_error(l), "unknown parameter 'colour'"));
+    ck_assert_int_eq(bfsg_set(l, "rank", "-1"), -EINVAL);
+    ck_assert_ptr_nonnull(strstr(bfsg_error(l), "rank=-1"));
+    ck_assert_int_eq(bfsg_set(l, "world", "0"), -EINVAL);
+    ck_assert_int_eq(bfsg_set(l, "depth", "9"), -EINVAL);
+    ck_assert_int_eq(bfsg_set(l, "device", "tpu"), -EINVAL);
+    ck_assert_ptr_nonnull(strstr(bfsg_error(l), "device=tpu"));
+    ck_assert_int_eq(bfsg_set(l, "copy", "dma"), -EINVAL);
+    ck_assert_int_eq(bfsg_set(l, "device", "cuda:1"), 0);
+    ck_assert_int_eq(bfsg_set(l, "device", "cpu"), 0);
+    ck_assert_int_eq(bfsg_set(l, "dtype", "f64"), 0); /* checked at open, by the daemon's parser */
+    ck_assert_int_eq(bfsg_open(l, root), -EINVAL);
+    ck_assert_ptr_nonnull(strstr(bfsg_error(l), "dtype"));
+    ck_assert_int_eq(bfsg_set(l, "dtype", "f32"), 0);
+    ck_assert_int_eq(bfsg_open(l, root), 0);
+    ck_assert_int_eq(bfsg_set(l, "rank", "1"), -EBUSY);
+    ck_assert_int_eq(bfsg_open(l, root), -EBUSY);
+    bfsg_destroy(l);
+}
+END_TEST
+
+START_TEST(cpu_bytes_equal_files)
+{
+    const char *kv[] = {"device", "cpu", NULL};
+    bfsg_loader *l = loader(kv);
+    ck_assert_msg(bfsg_open(l, root) == 0, "%s", bfsg_error(l));
+    run_all(l, 0, EPOCHS, 0, 1);
+    bfsg_stats st;
+    ck_assert_int_eq(bfsg_get_stats(l, &st), 0);
+    ck_assert_str_eq(st.device, "cpu");
+    ck_assert_str_eq(st.copy, "read");
+    ck_assert_uint_eq(st.batches, EPOCHS * NB);
+    ck_assert_uint_eq(st.host_copies, EPOCHS * NB);
+    bfsg_destroy(l);
+}
+END_TEST
+
+START_TEST(rank_world_and_epochs)
+{
+    for (int depth = 1; depth <= 8; depth += 7) {
+        char d[4];
+        snprintf(d, sizeof d, "%d", depth);
+        const char *kv[] = {"device", "cpu",       "rank", "1",     "world", "2", "epoch_begin",
+                            "1",      "epoch_end", "3",    "depth", d,       NULL};
+        bfsg_loader *l = loader(kv);
+        ck_assert_msg(bfsg_open(l, root) == 0, "%s", bfsg_error(l));
+        run_all(l, 1, 3, 1, 2); /* batches 1, 3 of epochs 1, 2 (5 / 2 = 2 per rank) */
+        bfsg_destroy(l);
+    }
+    const char *bad[][4] = {{"rank", "2", "world", "2"},
+                            {"world", "6", "rank", "0"},
+                            {"epoch_begin", "3", "rank", "0"},
+                            {"epoch_end", "4", "rank", "0"}};
+    for (int i = 0; i < 4; i++) {
+        const char *kv[] = {"device", "cpu", bad[i][0], bad[i][1], bad[i][2], bad[i][3], NULL};
+        bfsg_loader *l = loader(kv);
+        ck_assert_int_eq(bfsg_open(l, root), -EINVAL);
+        ck_assert_msg(strlen(bfsg_error(l)) > 10, "no message for %s", bad[i][0]);
+        bfsg_destroy(l);
+    }
+}
+END_TEST
+
+START_TEST(seek_resumes)
+{
+    const char *kv[] = {"device", "cpu", NULL};
+    bfsg_loader *l = loader(kv);
+    ck_assert_int_eq(bfsg_open(l, root), 0);
+    bfsg_batch *b;
+    ck_assert_int_eq(bfsg_next(l, &b), 0);
+    ck_assert_int_eq(bfsg_seek(l, 2, 3), 0);
+    ck_assert_int_eq(bfsg_next(l, &b), 0);
+    ck_assert_uint_eq(b->epoch, 2);
+    ck_assert_uint_eq(b->index, 3);
+    check_equal_files(b);
+    ck_assert_int_eq(bfsg_next(l, &b), 0);
+    ck_assert_uint_eq(b->index, 4);
+    ck_assert_int_eq(bfsg_next(l, &b), 0);
+    ck_assert_ptr_null(b);
+    ck_assert_int_eq(bfsg_seek(l, 0, 0), 0); /* back after the end */
+    ck_assert_int_eq(bfsg_next(l, &b), 0);
+    ck_assert_uint_eq(b->epoch, 0);
+    ck_assert_uint_eq(b->index, 0);
+    ck_assert_int_eq(bfsg_seek(l, 3, 0), -EINVAL);
+    ck_assert_int_eq(bfsg_seek(l, 0, 5), -EINVAL);
+    ck_assert_ptr_nonnull(strstr(bfsg_error(l), "batch 5"));
+    bfsg_destroy(l);
+
+    const char *kv2[] = {"device", "cpu", "rank", "1", "world", "2", NULL};
+    l = loader(kv2);
+    ck_assert_int_eq(bfsg_open(l, root), 0);
+    ck_assert_int_eq(bfsg_seek(l, 1, 2), -EINVAL); /* rank 0's */
+    ck_assert_int_eq(bfsg_seek(l, 1, 3), 0);
+    ck_assert_int_eq(bfsg_next(l, &b), 0);
+    ck_assert_uint_eq(b->index, 3);
+    ck_assert_int_eq(bfsg_next(l, &b), 0);
+    ck_assert_uint_eq(b->epoch, 2);
+    ck_assert_uint_eq(b->index, 1);
+    bfsg_destroy(l);
+}
+END_TEST
+
+START_TEST(bad_paths_named)
+{
+    const char *kv[] = {"device", "cpu", NULL};
+    bfsg_loader *l = loader(kv);
+    char p[4200];
+    snprintf(p, sizeof p, "%s/nope", tmp);
+    ck_assert_int_eq(bfsg_open(l, p), -ENOENT);
+    ck_assert_ptr_nonnull(strstr(bfsg_error(l), p));
+    ck_assert_int_eq(bfsg_open(l, src), -ENOENT); /* a directory without epoch/ */
+    ck_assert_ptr_nonnull(strstr(bfsg_error(l), "no epoch/ directory"));
+    snprintf(p, sizeof p, "%s/epoch/0/batch_0", root);
+    ck_assert_int_eq(bfsg_open(l, p), -ENOTDIR);
+    snprintf(p, sizeof p, "%s/epoch/1/stray", root);
+    ck_assert_int_eq(tu_write_file(p, "x", 1), 0);
+    bfsg_destroy(l);
+    const char *kv1[] = {"device", "cpu", "epoch_begin", "1", NULL};
+    l = loader(kv1);
+    ck_assert_int_eq(bfsg_open(l, root), -EBADMSG);
+    ck_assert_ptr_nonnull(strstr(bfsg_error(l), "stray"));
+    bfsg_destroy(l);
+}
+END_TEST
+
+/* a truncated file, a non-batch file and a batch under another name: each named, the
+ * loader goes on with the next batch */
+START_TEST(bad_files_named_never_fatal)
+{
+    char p[4200], q[4200];
+    snprintf(p, sizeof p, "%s/epoch/0/batch_1", root);
+    ck_assert_int_eq(truncate(p, 5000), 0);
+    snprintf(p, sizeof p, "%s/epoch/0/batch_2", root);
+    ck_assert_int_eq(tu_write_file(p, "not a batch at all, just text\n", 30), 0);
+    snprintf(p, sizeof p, "%s/epoch/0/batch_3", root);
+    snprintf(q, sizeof q, "%s/epoch/0/batch_4", root);
+    ck_assert_int_eq(rename(q, p), 0); /* batch_3 now holds batch 4 */
+    ck_assert_int_eq(tu_write_file(q, "", 0), 0);
+    const char *devices[] = {"cpu", "cuda"};
+    for (int d = 0; d < 2; d++) {
+        const char *kv[] = {"device", devices[d], "cuda_library", fake, "epoch_end", "1", NULL};
+        bfsg_loader *l = loader(kv);
+        ck_assert_msg(bfsg_open(l, root) == 0, "%s", bfsg_error(l));
+        bfsg_batch *b;
+        ck_assert_int_eq(bfsg_next(l, &b), 0);
+        check_equal_files(b);
+        const char *want[] = {"batch_1: not a safetensors file", "batch_2: not a safetensors file",
+                              "holds epoch 0 batch 4", "batch_4: not a safetensors file"};
+        for (int i = 0; i < 4; i++) {
+            ck_assert_int_eq(bfsg_next(l, &b), -EBADMSG);
+            ck_assert_ptr_null(b);
+            ck_assert_msg(strstr(bfsg_error(l), want[i]), "%s: got '%s'", want[i], bfsg_error(l));
+        }
+        ck_assert_int_eq(bfsg_next(l, &b), 0);
+        ck_assert_ptr_null(b);
+        bfsg_destroy(l);
+    }
+}
+END_TEST
+
+START_TEST(cuda_bytes_equal_files_pinned_no_leaks)
+{
+    const char *kv[] = {"device", "cuda", "cuda_library", fake, NULL};
+    bfsg_loader *l = loader(kv);
+    ck_assert_msg(bfsg_open(l, root) == 0, "%s", bfsg_error(l));
+    run_all(l, 0, EPOCHS, 0, 1);
+    bfsg_stats st;
+    ck_assert_int_eq(bfsg_get_stats(l, &st), 0);
+    ck_assert_str_eq(st.device, "cuda:0 Fake CUDA Device 0");
+    ck_assert_str_eq(st.copy, "staging"); /* not a batchfs mount: no mapping */
+    ck_assert_uint_eq(st.staged, EPOCHS * NB);
+    ck_assert_uint_eq(counter("htod_pageable"), 0);
+    ck_assert_uint_eq(counter("htod_pinned"), 3 * EPOCHS * NB);
+    ck_assert_uint_eq(counter("wait_unrecorded"), 0);
+    ck_assert_uint_ge(counter("wait_event"), EPOCHS * NB);
+    ck_assert_uint_le(counter("dev_allocs"), 3); /* a ring of 3, reused */
+    bfsg_destroy(l);
+    ck_assert_uint_eq(counter("dev_live"), 0);
+    ck_assert_uint_eq(counter("host_live"), 0);
+    ck_assert_uint_eq(counter("streams_live"), 0);
+    ck_assert_uint_eq(counter("events_live"), 0);
+    ck_assert_uint_eq(counter("ctx_refs"), 0);
+}
+END_TEST
+
+START_TEST(cuda_rank_world_seek)
+{
+    const char *kv[] = {"device", "cuda:0", "cuda_library", fake, "rank", "0",
+                        "world",  "2",      "depth",        "2",  NULL};
+    bfsg_loader *l = loader(kv);
+    ck_assert_msg(bfsg_open(l, root) == 0, "%s", bfsg_error(l));
+    run_all(l, 0, EPOCHS, 0, 2);
+    ck_assert_int_eq(bfsg_seek(l, 1, 2), 0);
+    bfsg_batch *b;
+    ck_assert_int_eq(bfsg_next(l, &b), 0);
+    ck_assert_uint_eq(b->epoch, 1);
+    ck_assert_uint_eq(b->index, 2);
+    check_equal_files(b);
+    bfsg_destroy(l);
+    ck_assert_uint_eq(counter("dev_live"), 0);
+}
+END_TEST
+
+START_TEST(cuda_absent_falls_back_or_fails)
+{
+    /* no library */
+    const char *kv[] = {"cuda_library", "/nonexistent/libcuda.so.1", NULL};
+    bfsg_loader *l = loader(kv);
+    ck_assert_int_eq(bfsg_open(l, root), 0);
+    bfsg_stats st;
+    bfsg_get_stats(l, &st);
+    ck_assert_str_eq(st.device, "cpu");
+    ck_assert_ptr_nonnull(strstr(st.fallback, "cannot load the CUDA driver"));
+    bfsg_batch *b;
+    ck_assert_int_eq(bfsg_next(l, &b), 0);
+    ck_assert_int_eq(b->device_type, BFSG_DEVICE_CPU);
+    bfsg_destroy(l);
+    const char *kv2[] = {"cuda_library", "/nonexistent/libcuda.so.1", "device", "cuda", NULL};
+    l = loader(kv2);
+    ck_assert_int_eq(bfsg_open(l, root), -ENODEV);
+    ck_assert_ptr_nonnull(strstr(bfsg_error(l), "/nonexistent/libcuda.so.1"));
+    bfsg_destroy(l);
+    /* a driver without devices, via the environment's search path */
+    setenv("BATCHFS_GPU_LIBCUDA", fake, 1);
+    setenv("FAKE_CUDA_INIT_FAIL", "1", 1);
+    l = loader(NULL);
+    ck_assert_int_eq(bfsg_open(l, root), 0);
+    bfsg_get_stats(l, &st);
+    ck_assert_str_eq(st.device, "cpu");
+    ck_assert_ptr_nonnull(strstr(st.fallback, "CUDA_ERROR_NO_DEVICE"));
+    bfsg_destroy(l);
+    unsetenv("FAKE_CUDA_INIT_FAIL");
+    setenv("FAKE_CUDA_DEVICES", "1", 1);
+    const char *kv3[] = {"device", "cuda:1", NULL};
+    l = loader(kv3);
+    ck_assert_int_eq(bfsg_open(l, root), -ENODEV);
+    ck_assert_ptr_nonnull(strstr(bfsg_error(l), "no CUDA device 1"));
+    bfsg_destroy(l);
+    l = loader(NULL); /* auto with the environment's driver: the device */
+    ck_assert_int_eq(bfsg_open(l, root), 0);
+    ck_assert_int_eq(bfsg_next(l, &b), 0);
+    ck_assert_int_eq(b->device_type, BFSG_DEVICE_CUDA);
+    check_equal_files(b);
+    bfsg_destroy(l);
+}
+END_TEST
+
+START_TEST(cuda_failures_named)
+{
+    setenv("FAKE_CUDA_FAIL", "cuMemHostAlloc:2", 1);
+    const char *kv2[] = {"device", "cuda", "cuda_library", fake, "depth", "2", NULL};
+    bfsg_loader *l = loader(kv2);
+    bfsg_batch *b;
+    ck_assert_msg(bfsg_open(l, root) == 0, "%s", bfsg_error(l));
+    ck_assert_int_eq(bfsg_next(l, &b), 0);
+    ck_assert_int_eq(bfsg_next(l, &b), -EPROTO);
+    ck_assert_ptr_nonnull(strstr(bfsg_error(l), "cuMemHostAlloc (pinned staging) failed: "
+                                                "CUDA_ERROR_OUT_OF_MEMORY"));
+    ck_assert_int_eq(bfsg_next(l, &b), 0); /* goes on */
+    ck_assert_uint_eq(b->index, 2);
+    check_equal_files(b);
+    bfsg_destroy(l);
+    ck_assert_uint_eq(counter("dev_live"), 0);
+    ck_assert_uint_eq(counter("host_live"), 0);
+    unsetenv("FAKE_CUDA_FAIL");
+    setenv("FAKE_CUDA_FAIL", "cuMemAlloc_v2:1", 1);
+    const char *kv[] = {"device", "cuda", "cuda_library", fake, "depth", "1", NULL};
+    l = loader(kv);
+    ck_assert_int_eq(bfsg_open(l, root), 0);
+    ck_assert_int_eq(bfsg_next(l, &b), -EPROTO);
+    ck_assert_ptr_nonnull(strstr(bfsg_error(l), "cuMemAlloc (batch buffer)"));
+    bfsg_destroy(l);
+}
+END_TEST
+
+/* converted tensors equal the daemon's own dtype=/normalize=/layout= batches */
+static void check_convert(const char *device, const char *dtype, const char *normalize,
+                          const char *layout)
+{
+    char opts[256], dir[4200];
+    snprintf(opts, sizeof opts, "%s,dtype=%s%s%s,layout=%s", OPTS, dtype,
+             normalize ? ",normalize=" : "", normalize ? normalize : "", layout);
+    snprintf(dir, sizeof dir, "%s/ref-%s-%s", tmp, dtype, layout);
+    write_batches(dir, opts, 1);
+    const char *kv[] = {"device",
+                        device,
+                        "cuda_library",
+                        fake,
+                        "dtype",
+                        dtype,
+                        "layout",
+                        layout,
+                        "epoch_end",
+                        "1",
+                        normalize ? "normalize" : NULL,
+                        normalize,
+                        NULL};
+    bfsg_loader *l = loader(kv);
+    ck_assert_msg(bfsg_open(l, root) == 0, "%s", bfsg_error(l));
+    bfsg_batch *b;
+    int n = 0;
+    while (bfsg_next(l, &b) == 0 && b) {
+        char ref[4300];
+        snprintf(ref, sizeof ref, "%s/epoch/0/batch_%d", dir, (int)b->index);
+        uint64_t len;
+        uint8_t *want = file_tensor(ref, "images", &len);
+        const bfsg_tensor *t = &b->tensors[0];
+        ck_assert_uint_eq(t->nbytes, len);
+        int nchw = !strcmp(layout, "nchw");
+        ck_assert_int_eq(t->shape[1], nchw ? 3 : 16);
+        ck_assert_int_eq(t->shape[3], nchw ? 12 : 3);
+        uint8_t *got = host_bytes(b, t);
+        ck_assert_msg(memcmp(got, want, len) == 0, "%s %s %s: batch %d differs", device, dtype,
+                      layout, (int)b->index);
+        free(got);
+        free(want);
+        n++;
+    }
+    ck_assert_int_eq(n, NB);
+    bfsg_stats st;
+    bfsg_get_stats(l, &st);
+    ck_assert_uint_eq(st.converted, NB);
+    bfsg_destroy(l);
+}
+
+START_TEST(convert_matches_daemon_cpu)
+{
+    check_convert("cpu", "f32", NULL, "nchw");
+    check_convert("cpu", "f16", "imagenet", "nhwc");
+    check_convert("cpu", "bf16", "0.5,0.5,0.5/0.25,0.5,1", "nchw");
+    check_convert("cpu", "u8", NULL, "nchw");
+}
+END_TEST
+
+START_TEST(convert_matches_daemon_cuda)
+{
+    check_convert("cuda", "f32", NULL, "nchw");
+    check_convert("cuda", "f16", "imagenet", "nhwc");
+    check_convert("cuda", "bf16", "0.5,0.5,0.5/0.25,0.5,1", "nchw");
+    check_convert("cuda", "u8", NULL, "nchw");
+    ck_assert_uint_eq(counter("launches"), 4 * NB);
+    ck_assert_uint_eq(counter("modules_live"), 0);
+}
+END_TEST
+
+START_TEST(convert_refuses_float_files)
+{
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s/f32", tmp);
+    write_batches(dir, OPTS ",dtype=f32", 1);
+    const char *kv[] = {"device", "cpu", "dtype", "f16", NULL};
+    bfsg_loader *l = loader(kv);
+    ck_assert_int_eq(bfsg_open(l, dir), 0);
+    bfsg_batch *b;
+    ck_assert_int_eq(bfsg_next(l, &b), -EINVAL);
+    ck_assert_ptr_nonnull(strstr(bfsg_error(l), "images are F32"));
+    bfsg_destroy(l);
+    l = loader((const char *[]){"normalize", "imagenet", NULL});
+    ck_assert_int_eq(bfsg_open(l, root), -EINVAL);
+    ck_assert_ptr_nonnull(strstr(bfsg_error(l), "normalize=imagenet needs dtype"));
+    bfsg_destroy(l);
+}
+END_TEST
+
+/* retained batches and DLPack tensors keep their bytes across bfsg_next and outlive the
+ * loader; their memory is freed by the last release */
+static void retained(const char *device)
+{
+    const char *kv[] = {"device", device, "cuda_library", fake, "depth", "2", NULL};
+    bfsg_loader *l = loader(kv);
+    ck_assert_msg(bfsg_open(l, root) == 0, "%s", bfsg_error(l));
+    bfsg_batch *b, *keep[3];
+    void *dl[3];
+    for (int i = 0; i < 3; i++) {
+        ck_assert_int_eq(bfsg_next(l, &b), 0);
+        keep[i] = b;
+        ck_assert_int_eq(bfsg_batch_retain(b), 0);
+        ck_assert_int_eq(bfsg_batch_dlpack(b, 1, &dl[i]), 0);
+        bfsg_DLManagedTensor *m = dl[i];
+        ck_assert_int_eq(m->dl_tensor.ndim, 1);
+        ck_assert_int_eq(m->dl_tensor.shape[0], 4);
+        ck_assert_int_eq(m->dl_tensor.dtype.code, BFSG_kDLInt);
+        ck_assert_int_eq(m->dl_tensor.dtype.bits, 64);
+        ck_assert_int_eq(m->dl_tensor.device.device_type,
+                         b->device_type == BFSG_DEVICE_CUDA ? BFSG_kDLCUDA : BFSG_kDLCPU);
+        ck_assert_ptr_eq(m->dl_tensor.data, b->tensors[1].data);
+    }
+    ck_assert_int_eq(bfsg_batch_dlpack(keep[0], 3, &dl[0]), -EINVAL);
+    for (int i = 0; i < 6; i++) /* cycle the ring a few times */
+        ck_assert_int_eq(bfsg_next(l, &b), 0);
+    for (int i = 0; i < 3; i++)
+        check_equal_files(keep[i]);
+    bfsg_batch_release(keep[0]);
+    bfsg_destroy(l); /* keep[1], keep[2] and three DLPack tensors still out */
+    check_equal_files(keep[1]);
+    bfsg_batch_release(keep[1]);
+    bfsg_batch_release(keep[2]);
+    for (int i = 0; i < 3; i++) {
+        bfsg_DLManagedTensor *m = dl[i];
+        if (i == 2)
+            check_equal_files(keep[2]); /* the deleter's hold keeps it */
+        m->deleter(m);
+    }
+    if (!strcmp(device, "cuda")) {
+        ck_assert_uint_eq(counter("dev_live"), 0);
+        ck_assert_uint_eq(counter("host_live"), 0);
+        ck_assert_uint_eq(counter("ctx_refs"), 0);
+    }
+}
+
+START_TEST(retained_batches_outlive_loader)
+{
+    retained("cpu");
+    retained("cuda");
+}
+END_TEST
+
+static Suite *gpu_suite(void)
+{
+    Suite *s = suite_create("gpu");
+    TCase *tc = tcase_create("loader");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, api_version_and_parameters);
+    tcase_add_test(tc, cpu_bytes_equal_files);
+    tcase_add_test(tc, rank_world_and_epochs);
+    tcase_add_test(tc, seek_resumes);
+    tcase_add_test(tc, bad_paths_named);
+    tcase_add_test(tc, bad_files_named_never_fatal);
+    tcase_add_test(tc, cuda_bytes_equal_files_pinned_no_leaks);
+    tcase_add_test(tc, cuda_rank_world_seek);
+    tcase_add_test(tc, cuda_absent_falls_back_or_fails);
+    tcase_add_test(tc, cuda_failures_named);
+    tcase_add_test(tc, convert_matches_daemon_cpu);
+    tcase_add_test(tc, convert_matches_daemon_cuda);
+    tcase_add_test(tc, convert_refuses_float_files);
+    tcase_add_test(tc, retained_batches_outlive_loader);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(gpu_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
