@@ -155,6 +155,12 @@ $(FAKE_CUDA): tests/gpu/fake_cuda.c gpu/cuda_api.h
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) -Wno-missing-prototypes -shared -Wl,-soname,libcuda.so.1 $< -lpthread -o $@
 
+GPU_TOOL := $(BUILD)/tests/gpu_tool
+$(GPU_TOOL): $(BUILD)/obj/tests/gpu/gpu_tool.o $(TESTUTIL_OBJ) $(LIB) $(GPU_SO)
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) $(BUILD)/obj/tests/gpu/gpu_tool.o $(TESTUTIL_OBJ) $(LIB) -L$(BUILD) -lbatchfs-gpu \
+	  -Wl,-rpath,$(abspath $(BUILD)) $(LDLIBS_ALL) -o $@
+
 # ---- tests -------------------------------------------------------------------------------
 $(BUILD)/obj/tests/%.o: tests/%.c
 	@mkdir -p $(@D)
@@ -179,7 +185,7 @@ test: deps
 	BUILD=$(BUILD) FUZZ_SECONDS=$${FUZZ_SECONDS:-5} bash tests/run.sh
 
 .PHONY: all-tests
-all-tests: all $(TESTS) $(TOOLS) $(FAKE_CUDA)
+all-tests: all $(TESTS) $(TOOLS) $(FAKE_CUDA) $(GPU_TOOL)
 
 # ---- fuzzing (clang, libFuzzer + ASan/UBSan; own object dir) -------------------------------
 FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -pthread -g -O1 -I. $(PKG_CFLAGS) \

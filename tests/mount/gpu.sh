@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# tests/mount/gpu.sh — libbatchfs-gpu over a real mount (build/tests/gpu_tool):
+#   1. the CPU fallback delivers every batch of rank 1 of 2 for epochs 1..2, in order,
+#      with the bytes of the mount's files (gpu_tool files computes them from the files);
+#   2. with the suite's fake CUDA driver, each copy path over the mount: copy=staging
+#      (pinned staging, one host copy per batch), copy=register (the file's read-only
+#      mapping registered, no host copy: the files of a batchfs mount cannot shrink, which
+#      the loader knows from the root's user.batchfs.fingerprint xattr) and copy=auto
+#      (times both on the first two batches, then keeps one): the same bytes each time;
+#   3. dtype=f32,layout=nchw over a u8 mount equals a dtype=f32,layout=nchw mount of the
+#      same dataset, byte for byte (the device kernel's emulation in the fake driver and
+#      the daemon's own conversion);
+#   4. a directory that is not a mount: copy=register is refused with a reason, auto uses
+#      staging.
+# Run: BUILD=build bash tests/mount/gpu.sh (tests/run.sh does). About 5 s.
+. "$(dirname "$0")/lib.sh"
+require_fuse
+TOOL=$BUILD/tests/gpu_tool
+FAKE=$BUILD/tests/fakecuda/libcuda.so.1 # lib.sh made $BUILD absolute
+[ -x "$TOOL" ] && [ -f "$FAKE" ] || fail "gpu_tool or the fake driver not built (make all-tests)"
+
+"$GEN" "$T/images" 3 10 40 120 3 # 30 images: 7 batches of 4
+"$MKBATCHFS" --quiet "$T/images" "$T/data.bfs"
+M=$T/mnt F=$T/mntf
+mkdir "$M" "$F"
+mount_bfs "$T/data.bfs" "$M" -o batch=4,size=24x20,epochs=3
+mount_bfs "$T/data.bfs" "$F" -o batch=4,size=24x20,epochs=3,dtype=f32,layout=nchw
+
+"$TOOL" files "$M" 1 3 1 2 >"$T/want" || fail "gpu_tool files"
+[ "$(wc -l <"$T/want")" = 6 ] || fail "expected 6 batches of rank 1 of 2 (7 per epoch, 3 each), got $(wc -l <"$T/want")"
+"$TOOL" read "$M" device=cpu rank=1 world=2 epoch_begin=1 >"$T/got" || fail "gpu_tool read (cpu)"
+cmp <(grep -v ^stats "$T/got") "$T/want" || fail "CPU fallback bytes differ from the files: $(diff <(grep -v ^stats "$T/got") "$T/want" | head -3)"
+grep -q "^stats device=cpu copy=read batches=6 host_copies=6" "$T/got" || fail "cpu stats: $(grep ^stats "$T/got")"
+ok "CPU fallback: rank 1 of 2, epochs 1-2, in order, the files' bytes"
+
+"$TOOL" files "$M" 0 3 >"$T/want_all"
+for copy in staging register auto; do
+    "$TOOL" read "$M" device=cuda cuda_library="$FAKE" copy=$copy >"$T/got_$copy" 2>"$T/err" ||
+        fail "copy=$copy: $(cat "$T/err")"
+    cmp <(grep -v ^stats "$T/got_$copy") "$T/want_all" || fail "copy=$copy: device bytes differ from the files"
+done
+grep -q "copy=staging batches=21 host_copies=21 registered=0 staged=21" "$T/got_staging" ||
+    fail "staging stats: $(grep ^stats "$T/got_staging")"
+grep -q "copy=register batches=21 host_copies=0 registered=21 staged=0" "$T/got_register" ||
+    fail "register stats: $(grep ^stats "$T/got_register")"
+s=$(grep ^stats "$T/got_auto")
+case $s in
+*"copy=staging "*"registered=1 staged=20 "* | *"copy=register "*"registered=20 staged=1 "*) ;;
+*) fail "copy=auto: expected one batch staged, one registered, then one path: $s" ;;
+esac
+echo "$s" | grep -Eq 'staging_ns_per_mb=[1-9][0-9]* register_ns_per_mb=[1-9]' || fail "copy=auto timings missing: $s"
+ok "fake CUDA over the mount: staging, register (0 host copies) and auto ($(echo "$s" | grep -o 'copy=[a-z]*')) give the files' bytes"
+
+"$TOOL" files "$F" 0 1 >"$T/want_f32"
+"$TOOL" read "$M" device=cuda cuda_library="$FAKE" dtype=f32 layout=nchw epoch_end=1 >"$T/got_f32" ||
+    fail "dtype=f32 on the device"
+cmp <(grep -v ^stats "$T/got_f32") "$T/want_f32" ||
+    fail "device conversion differs from the daemon's dtype=f32,layout=nchw: $(diff <(grep -v ^stats "$T/got_f32") "$T/want_f32" | head -2)"
+"$TOOL" read "$M" device=cpu dtype=f32 layout=nchw epoch_end=1 | grep -v ^stats |
+    cmp - "$T/want_f32" || fail "host conversion differs from the daemon's"
+ok "dtype=f32,layout=nchw on the device and on the host equal a dtype=f32,layout=nchw mount"
+
+mkdir -p "$T/copy/epoch"
+cp -r "$M/epoch/0" "$T/copy/epoch/"
+rc=0
+"$TOOL" read "$T/copy" device=cuda cuda_library="$FAKE" copy=register >/dev/null 2>"$T/err" || rc=$?
+[ $rc = 1 ] && grep -q "copy=register: only for a batchfs mount" "$T/err" || fail "copy=register on a copy: rc=$rc $(cat "$T/err")"
+"$TOOL" read "$T/copy" device=cuda cuda_library="$FAKE" >"$T/got_copy" || fail "auto on a copy"
+grep -q "copy=staging batches=7 host_copies=7 registered=0" "$T/got_copy" || fail "auto on a copy: $(grep ^stats "$T/got_copy")"
+ok "a copy of the tree: copy=register refused with the reason, auto stages"
+echo "PASS: gpu"
