@@ -39,10 +39,11 @@ enum { BFS_LAYOUT_NHWC, BFS_LAYOUT_NCHW };
 enum { BFS_BAD_SUBSTITUTE, BFS_BAD_FAIL };
 
 /* Version of the algorithms that produce batch bytes (plan order, RNG streams, crop
- * geometry, decode and scaled-IDCT policy, resampler, output conversion, batch header).
- * It is hashed into every fingerprint: bump it with any change that alters a served byte,
- * or host-wide caches would serve batches computed by the old code. */
-#define BFS_OUTPUT_VERSION "batchfs/1"
+ * geometry, decode and scaled-IDCT policy, resampler, output conversion, batch header and
+ * layout). It is hashed into every fingerprint: bump it with any change that alters a
+ * served byte, or host-wide caches would serve batches computed by the old code.
+ * batchfs/2: labels and indices moved ahead of the images (engine/safetensors.h). */
+#define BFS_OUTPUT_VERSION "batchfs/2"
 
 #define BFS_AUTO (-1) /* value of threads/prefetch/cache_mb when "auto" */
 
@@ -162,7 +163,7 @@ int bfs_pipeline_finish(bfs_pipeline_opts *o, char *err, size_t errlen);
 int bfs_pipeline_canonical(const bfs_pipeline_opts *o, char *buf, size_t cap);
 
 /*
- * bfs_pipeline_fingerprint - XXH64 (seed 0) of "batchfs/1\n" + dataset_identity as 16
+ * bfs_pipeline_fingerprint - XXH64 (seed 0) of "batchfs/2\n" + dataset_identity as 16
  * lower-case hex digits + "\n" + canonical text. dataset_identity: the .bfs header
  * checksum, or a hash of an ImageFolder's sorted file list with sizes and mtimes.
  */

@@ -6,10 +6,12 @@
  *
  * Encoder. One emitter (emit_json) writes the JSON; it counts every byte even past the
  * end of its buffer, so the same code both writes the header and measures it. The
- * header region is sized by a dry run with the widest possible numbers (20-digit epoch,
- * batch index and offsets, 10-digit dimensions, the longest image dtype name), so the
- * real header always fits in it and the file size depends only on the shape, the dtype
- * and the extra metadata, never on which batch is written.
+ * layout is sized by a dry run with the widest possible numbers (20-digit epoch, batch
+ * index and offsets, 10-digit dimensions, the longest image dtype name), so the real
+ * header always fits ahead of labels_off and the file size depends only on the shape,
+ * the dtype and the extra metadata, never on which batch is written. Labels and indices
+ * come first in the data, right before the page-aligned images, so the I64 tensors are
+ * 8-byte aligned whatever the images' size (see safetensors.h).
  *
  * Parser. Schema-directed recursive descent with the recursion unrolled into three
  * fixed levels (root object, tensor entry or __metadata__ object, integer array): no
@@ -214,11 +216,11 @@ static void put_tensor(emitter *e, const char *name, const char *dtype, const ui
     put_s(e, "]}");
 }
 
-/* The numbers the JSON holds; the dry run that sizes the region fills them with maxima. */
+/* The numbers the JSON holds; the dry run that sizes the layout fills them with maxima. */
 typedef struct header_numbers {
     uint64_t b, h, w;
     uint64_t epoch, batch_index, fingerprint;
-    uint64_t off[4]; /* images begin, labels begin, indices begin, end (data-relative) */
+    uint64_t labels, indices, images, end; /* data-relative: begins in data order, end */
 } header_numbers;
 
 static void emit_json(emitter *e, const bfs_st_batch_desc *d, const char *dtype_name,
@@ -245,11 +247,11 @@ static void emit_json(emitter *e, const bfs_st_batch_desc *d, const char *dtype_
     uint64_t img[4] = {n->b, n->h, n->w, 3};
     if (d->nchw)
         img[1] = 3, img[2] = n->h, img[3] = n->w;
-    put_tensor(e, "images", dtype_name, img, 4, n->off[0], n->off[1]);
+    put_tensor(e, "images", dtype_name, img, 4, n->images, n->end);
     put(e, ",", 1);
-    put_tensor(e, "labels", "I64", &n->b, 1, n->off[1], n->off[2]);
+    put_tensor(e, "labels", "I64", &n->b, 1, n->labels, n->indices);
     put(e, ",", 1);
-    put_tensor(e, "indices", "I64", &n->b, 1, n->off[2], n->off[3]);
+    put_tensor(e, "indices", "I64", &n->b, 1, n->indices, n->images);
     put(e, "}", 1);
 }
 
@@ -284,7 +286,7 @@ int bfs_st_batch_layout(const bfs_st_batch_desc *d, bfs_st_layout *out)
     if (rc)
         return rc;
     bfs_st_layout l;
-    uint64_t hw, images, tensors;
+    uint64_t hw, images;
     if (__builtin_mul_overflow((uint64_t)d->height, (uint64_t)d->width, &hw) ||
         __builtin_mul_overflow(hw, 3u * (uint64_t)bfs_dtype_size(d->dtype), &l.sample_bytes) ||
         __builtin_mul_overflow(l.sample_bytes, (uint64_t)d->batch, &images))
@@ -296,19 +298,18 @@ int bfs_st_batch_layout(const bfs_st_batch_desc *d, bfs_st_layout *out)
     header_numbers widest;
     widest.b = widest.h = widest.w = UINT32_MAX;
     widest.epoch = widest.batch_index = widest.fingerprint = UINT64_MAX;
-    for (int i = 0; i < 4; i++)
-        widest.off[i] = UINT64_MAX;
+    widest.labels = widest.indices = widest.images = widest.end = UINT64_MAX;
     emitter e = {NULL, 0, 0};
     emit_json(&e, d, "BF16", &widest);
-    uint64_t need = 8 + (uint64_t)e.len;
-    l.header_size = (need + BFS_ST_HEADER_REGION - 1) / BFS_ST_HEADER_REGION * BFS_ST_HEADER_REGION;
-
-    l.images_off = l.header_size;
-    if (__builtin_add_overflow(images, l.labels_bytes + l.indices_bytes, &tensors) ||
-        __builtin_add_overflow(tensors, l.header_size, &l.file_size))
+    /* 8 + under 100 KB of JSON (8 extras of 2 x 1024 bytes, 6 per escaped byte) + 2^36:
+     * far from overflowing */
+    uint64_t need = 8 + (uint64_t)e.len + l.labels_bytes + l.indices_bytes;
+    l.images_off = (need + BFS_ST_IMAGES_ALIGN - 1) / BFS_ST_IMAGES_ALIGN * BFS_ST_IMAGES_ALIGN;
+    l.indices_off = l.images_off - l.indices_bytes;
+    l.labels_off = l.indices_off - l.labels_bytes;
+    l.header_size = l.labels_off;
+    if (__builtin_add_overflow(l.images_off, images, &l.file_size))
         return -EOVERFLOW;
-    l.labels_off = l.images_off + images;
-    l.indices_off = l.labels_off + l.labels_bytes;
     if (out)
         *out = l;
     return 0;
@@ -331,14 +332,14 @@ int bfs_st_write_header(const bfs_st_batch_desc *d, uint8_t *dst, size_t cap)
     header_numbers n = {.b = d->batch, .h = d->height, .w = d->width, .epoch = d->epoch};
     n.batch_index = d->batch_index;
     n.fingerprint = d->fingerprint;
-    n.off[0] = 0;
-    n.off[1] = l.images_bytes;
-    n.off[2] = n.off[1] + l.labels_bytes;
-    n.off[3] = n.off[2] + l.indices_bytes;
+    n.labels = 0;
+    n.indices = l.indices_off - l.header_size;
+    n.images = l.images_off - l.header_size;
+    n.end = l.file_size - l.header_size;
     size_t json_cap = (size_t)l.header_size - 8;
     emitter e = {dst + 8, json_cap, 0};
     emit_json(&e, d, bfs_dtype_name(d->dtype), &n);
-    if (e.len > json_cap) /* cannot happen: the region was sized by a wider dry run */
+    if (e.len > json_cap) /* cannot happen: the layout was sized by a wider dry run */
         return -EOVERFLOW;
     memset(dst + 8 + e.len, ' ', json_cap - e.len);
     uint64_t hl = json_cap;
@@ -1021,10 +1022,12 @@ int bfs_st_batch_from_file(const bfs_st_file *f, bfs_st_batch_desc *d, char *err
             return bfs_errf(-EBADMSG, err, errlen, "%s is not I64 [%llu]", names[i],
                             (unsigned long long)b);
     }
-    if (im->offset != f->data_offset || lb->offset != im->offset + im->nbytes ||
-        ix->offset != lb->offset + lb->nbytes)
+    /* batchfs/2 puts the I64 tensors first, so they are 8-byte aligned (safetensors.h) */
+    if (lb->offset != f->data_offset || ix->offset != lb->offset + lb->nbytes ||
+        im->offset != ix->offset + ix->nbytes)
         return bfs_errf(-EBADMSG, err, errlen,
-                        "tensor data is not in the order images, labels, indices");
+                        "tensor data is not in the " BFS_ST_FORMAT
+                        " order labels, indices, images");
     r.batch = (uint32_t)b;
     r.height = (uint32_t)h;
     r.width = (uint32_t)w;

@@ -16,21 +16,29 @@
  *   [8 + N, end)  the data buffer; begin/end are relative to its start; the tensors cover
  *                 it exactly, without holes or overlaps.
  *
- * Batch files (the encoder) are one such file with, in this order:
- *   "__metadata__": {"format": "batchfs/1", "layout": "nhwc" | "nchw", "epoch": "E",
+ * Batch files (the encoder) are one such file with, in this order in the JSON:
+ *   "__metadata__": {"format": "batchfs/2", "layout": "nhwc" | "nchw", "epoch": "E",
  *                    "batch": "K", "fingerprint": "<16 lowercase hex digits>", then the
  *                    extra pairs}   ("layout" disambiguates [B,3,3,3]-like shapes)
  *   "images":  U8 | F16 | BF16 | F32, [B,H,W,3] (NHWC) or [B,3,H,W] (NCHW)
  *   "labels":  I64 [B]
  *   "indices": I64 [B], the dataset index of each sample
- * and the tensor data in the same order, contiguous. The JSON is padded with spaces so
- * that 8 + N is the header region size, BFS_ST_HEADER_REGION (4096) unless the extra
- * metadata is larger than BFS_ST_EXTRA_BUDGET, in which case it is the next multiple of
- * 4096 that holds it. The region is sized for the widest possible numbers, so the file
- * size is known from the descriptor without building the header and never depends on
- * the epoch, batch index or fingerprint.
- * labels and indices are 8-byte aligned in the file only when the images tensor's byte
- * size is a multiple of 8 (safetensors allows no padding between tensors).
+ * and the tensor data in the order labels, indices, images, contiguous (safetensors
+ * allows no holes in the data buffer):
+ *   images_off  = the smallest multiple of BFS_ST_IMAGES_ALIGN (4096) that is at least
+ *                 8 + the widest possible JSON + 16 * B
+ *   labels_off  = images_off - 16 * B = 8 + N (the JSON is padded with spaces to end here)
+ *   indices_off = images_off - 8 * B
+ * so the images start on a page (mmap, O_DIRECT, DMA) and labels and indices, the I64
+ * tensors, are 8-byte aligned (their natural alignment: numpy/torch.frombuffer views and
+ * device copies need it) for every B, and 64-byte aligned when B is a multiple of 8 (the
+ * default 256 included). 64-byte alignment of all three for every B is impossible
+ * without a visible padding tensor: labels and indices are 8 * B bytes each and
+ * contiguous, so one of them starts 8 * B bytes after the other. Batch files before
+ * "batchfs/2" put the images first, which left labels and indices at any offset.
+ * The widest JSON is the header written with the widest possible numbers, so the layout
+ * is known from the descriptor without building the header and depends only on B and the
+ * extras, never on the shape, dtype, epoch, batch index or fingerprint.
  *
  * Invariants of the parser: it never reads outside [data, data + len), never allocates,
  * has no recursion (the schema bounds nesting at three levels: deeper input is rejected
@@ -45,8 +53,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define BFS_ST_HEADER_REGION 4096u /* tensor data starts here: mmap / O_DIRECT / DMA */
-#define BFS_ST_FORMAT        "batchfs/1"
+#define BFS_ST_IMAGES_ALIGN  4096u /* images start at a multiple: mmap / O_DIRECT / DMA */
+#define BFS_ST_FORMAT        "batchfs/2"
 #define BFS_ST_MAX_HEADER    100000000ull /* the reference reader's limit on N */
 #define BFS_ST_MAX_TENSORS   64u
 #define BFS_ST_MAX_DIMS      8u
@@ -55,8 +63,10 @@
 #define BFS_ST_MAX_EXTRA     8u     /* extra metadata pairs the encoder writes */
 #define BFS_ST_MAX_EXTRA_LEN 1024u  /* bytes per extra key or value (UTF-8) */
 /* Extras whose JSON (per pair: escaped key + escaped value + 6) totals at most this many
- * bytes keep the header region at BFS_ST_HEADER_REGION for every shape and dtype: the
- * rest of the widest possible header is 491 bytes of the 4088 (checked by the tests). */
+ * bytes cost at most one page ahead of the tensor data: the rest of the widest possible
+ * JSON is 491 bytes (checked by the tests), so 8 + 491 + the budget < 4096 and images_off
+ * <= 4096 + 16 * B rounded up to a multiple of 4096 (4096 for B <= 224 without extras),
+ * and the header (8 + N) is under 8192 bytes. */
 #define BFS_ST_EXTRA_BUDGET 3584u
 
 /*
@@ -125,24 +135,24 @@ typedef struct bfs_st_batch_desc {
     uint32_t n_extra;       /* <= BFS_ST_MAX_EXTRA */
 } bfs_st_batch_desc;
 
-/* Where everything lies in a batch file (absolute file offsets, bytes). */
+/* Where everything lies in a batch file (absolute file offsets, bytes), in file order. */
 typedef struct bfs_st_layout {
-    uint64_t header_size; /* 8 + N: BFS_ST_HEADER_REGION unless the extras are large */
-    uint64_t images_off, images_bytes;
-    uint64_t sample_bytes; /* images bytes of one sample (H*W*3*element size) */
-    uint64_t labels_off, labels_bytes;
-    uint64_t indices_off, indices_bytes;
-    uint64_t file_size; /* header_size + all tensor bytes */
+    uint64_t header_size;                /* 8 + N == labels_off */
+    uint64_t labels_off, labels_bytes;   /* 8-byte aligned; 64 when B % 8 == 0 */
+    uint64_t indices_off, indices_bytes; /* labels_off + 8 * B */
+    uint64_t images_off, images_bytes;   /* a multiple of BFS_ST_IMAGES_ALIGN */
+    uint64_t sample_bytes;               /* images bytes of one sample (H*W*3*element size) */
+    uint64_t file_size;                  /* images_off + images_bytes */
 } bfs_st_layout;
 
 /*
  * bfs_st_batch_layout - check d and compute the layout of its batch file, without
- * building the header: O(extras), no allocation. The header region is the smallest
- * multiple of BFS_ST_HEADER_REGION that holds 8 bytes plus the JSON written with the
- * widest possible numbers (20-digit epoch, batch index and offsets, 10-digit dimensions,
- * dtype "BF16"): 4096 whenever the extras fit BFS_ST_EXTRA_BUDGET. It depends only on
- * the extras, never on the shape, dtype, epoch, batch_index or fingerprint, so every
- * batch of a pipeline has the same header size.
+ * building the header: O(extras), no allocation. images_off is the smallest multiple of
+ * BFS_ST_IMAGES_ALIGN that holds 8 bytes, the JSON written with the widest possible
+ * numbers (20-digit epoch, batch index and offsets, 10-digit dimensions, dtype "BF16")
+ * and 16 * B bytes of labels and indices, which end where the images start (see the
+ * file comment). It depends only on B and the extras, never on H, W, the dtype, epoch,
+ * batch_index or fingerprint, so batches of one size have the same header size.
  * Returns 0, or -EINVAL: dtype not an image dtype, nchw not 0/1, B, H or W zero, more
  * than BFS_ST_MAX_EXTRA extras, an extra key or value NULL, over BFS_ST_MAX_EXTRA_LEN
  * bytes or not valid UTF-8, an extra key empty, equal to a reserved key (format,
@@ -156,12 +166,13 @@ int bfs_st_batch_layout(const bfs_st_batch_desc *d, bfs_st_layout *out);
 uint64_t bfs_st_batch_size(const bfs_st_batch_desc *d);
 
 /*
- * bfs_st_write_header - write d's header region (exactly layout.header_size bytes: the
- * 8-byte length, the JSON, then spaces) to dst. Keys in a fixed order (__metadata__
- * with format, layout, epoch, batch, fingerprint and the extras in order, as the
- * reference writer puts __metadata__ first; then images, labels, indices), numbers in
- * plain decimal, no whitespace inside the JSON; control characters, quotes and
- * backslashes in extras are escaped, other UTF-8 is written as is.
+ * bfs_st_write_header - write d's header (exactly layout.header_size bytes: the 8-byte
+ * length, the JSON, then spaces up to labels_off) to dst. Keys in a fixed order
+ * (__metadata__ with format, layout, epoch, batch, fingerprint and the extras in order,
+ * as the reference writer puts __metadata__ first; then images, labels, indices, though
+ * their data lies in the order labels, indices, images), numbers in plain decimal, no
+ * whitespace inside the JSON; control characters, quotes and backslashes in extras are
+ * escaped, other UTF-8 is written as is.
  * Returns 0, bfs_st_batch_layout's errors, or -ENOSPC when cap < header_size (nothing
  * is written then).
  */
@@ -223,19 +234,20 @@ int bfs_st_parse(const uint8_t *data, size_t len, bfs_st_file *out);
 
 /*
  * bfs_st_parse_header - parse and validate a file of file_size bytes of which data[0,
- * len) is a prefix holding at least the 8 + N header bytes (a pread of the first 4096
- * bytes is enough for a batch file). Checks: N <= 100 MB and 8 + N <= file_size; the
- * header is one UTF-8 JSON object with only JSON whitespace (space, tab, CR, LF)
- * before or after it; strings have valid escapes (\uXXXX surrogate pairs decoded to
- * UTF-8, no lone surrogates) and no raw control characters; numbers are non-negative
- * integers in plain decimal that fit 64 bits (fractions, exponents, signs and leading
- * zeros rejected); no duplicate keys anywhere; "__metadata__" is an object of string
- * values (or null, which the reference reader also accepts: no metadata); every other
- * key is a tensor: an object with exactly "dtype" (a known name), "shape" (integers)
- * and "data_offsets" ([begin, end], begin <= end); product(shape) * bits overflows
- * nothing, is a whole number of bytes and equals (end - begin) * 8; sorted by offsets
- * the tensors cover [0, data_size) without holes or overlaps; and 8 + N + data_size ==
- * file_size exactly. Only the first 8 + N bytes are read.
+ * len) is a prefix holding at least the 8 + N header bytes (a pread of the first 8192
+ * bytes is enough for a batch file whose extras fit BFS_ST_EXTRA_BUDGET). Checks: N <=
+ * 100 MB and 8 + N <= file_size; the header is one UTF-8 JSON object with only JSON
+ * whitespace (space, tab, CR, LF) before or after it; strings have valid escapes (\uXXXX
+ * surrogate pairs decoded to UTF-8, no lone surrogates) and no raw control characters;
+ * numbers are non-negative integers in plain decimal that fit 64 bits (fractions,
+ * exponents, signs and leading zeros rejected); no duplicate keys anywhere;
+ * "__metadata__" is an object of string values (or null, which the reference reader also
+ * accepts: no metadata); every other key is a tensor: an object with exactly "dtype" (a
+ * known name), "shape" (integers) and "data_offsets" ([begin, end], begin <= end);
+ * product(shape) * bits overflows nothing, is a whole number of bytes and equals (end -
+ * begin) * 8; sorted by offsets the tensors cover [0, data_size) without holes or
+ * overlaps; and 8 + N + data_size == file_size exactly. Only the first 8 + N bytes are
+ * read.
  * Returns 0; -EBADMSG: not a valid safetensors file (out->err says what, with the byte
  * offset in the file); -E2BIG: valid as far as checked but beyond this parser's limits
  * (more than BFS_ST_MAX_TENSORS tensors, BFS_ST_MAX_DIMS dimensions, BFS_ST_MAX_META
@@ -255,11 +267,14 @@ const char *bfs_st_meta_get(const bfs_st_file *f, const char *key);
 
 /*
  * bfs_st_batch_from_file - check that a parsed file is a batchfs batch and recover its
- * descriptor: metadata format == "batchfs/1", layout "nhwc" or "nchw", epoch and batch
+ * descriptor: metadata format == "batchfs/2", layout "nhwc" or "nchw", epoch and batch
  * in plain decimal, a 16-digit lowercase hex fingerprint; exactly the tensors images,
- * labels, indices, in that order in the header and in the data, with the dtypes and
- * shapes of a batch in that layout (B, H, W in [1, 2^32)). The extras are not recovered
- * (d->extra = NULL, d->n_extra = 0); the header region may be any size.
+ * labels, indices, in that order in the header, with the dtypes and shapes of a batch in
+ * that layout (B, H, W in [1, 2^32)), and their data in the order labels, indices,
+ * images (a "batchfs/1" file, images first, is refused by its format; one that claims
+ * "batchfs/2" in the old order by its order). The header may be any size, so the
+ * alignment of the file comment is not required. The extras are not recovered
+ * (d->extra = NULL, d->n_extra = 0).
  * Returns 0, -EBADMSG with a one-line reason in err (errlen bytes; err may be NULL when
  * errlen is 0), or -EINVAL (f or d NULL). d is written only on success.
  */

@@ -169,12 +169,15 @@ START_TEST(shards_disjoint_and_header)
             ck_assert_ptr_nonnull(im);
             ck_assert_ptr_nonnull(lb);
             ck_assert_ptr_nonnull(ix);
+            /* batchfs/2: labels, indices (8-byte aligned), then the images at 4096 */
             ck_assert_uint_eq(im->offset, 4096);
+            ck_assert_uint_eq(lb->offset, 4096 - 4 * 16);
+            ck_assert_uint_eq(ix->offset, 4096 - 4 * 8);
             ck_assert_int_eq(im->ndim, 4);
             ck_assert_uint_eq(im->shape[0], 4);
             ck_assert_uint_eq(im->shape[1], 16);
             ck_assert_uint_eq(im->shape[3], 3);
-            ck_assert_str_eq(bfs_st_meta_get(&f, "format"), "batchfs/1");
+            ck_assert_str_eq(bfs_st_meta_get(&f, "format"), "batchfs/2");
             ck_assert_str_eq(bfs_st_meta_get(&f, "epoch"), "4");
             for (int j = 0; j < 4; j++) {
                 int64_t idx, label;
@@ -420,8 +423,9 @@ START_TEST(sizes_and_ranges)
     bfs_engine *e = engine(packed, "batch=10,size=8x12,drop_last=0,epochs=2");
     ck_assert_uint_eq(bfs_engine_batches(e), 4);
     ck_assert_uint_eq(bfs_engine_batch_len(e, 3), 6);
-    ck_assert_uint_eq(bfs_engine_batch_bytes(e, 0), 4096 + 10 * 8 * 12 * 3 + 10 * 16);
-    ck_assert_uint_eq(bfs_engine_batch_bytes(e, 3), 4096 + 6 * 8 * 12 * 3 + 6 * 16);
+    /* labels and indices lie in the page before the images (4096) */
+    ck_assert_uint_eq(bfs_engine_batch_bytes(e, 0), 4096 + 10 * 8 * 12 * 3);
+    ck_assert_uint_eq(bfs_engine_batch_bytes(e, 3), 4096 + 6 * 8 * 12 * 3);
     uint64_t n;
     uint8_t *b = batch(e, 2, 1, 3, &n);
     bfs_st_file f;
@@ -673,8 +677,8 @@ START_TEST(evicted_batch_files_released)
     memcpy(first, bfs_batch_data(held), sizeof first);
     for (uint64_t k = 1; k < 12; k++) {
         bfs_batch *b;
-        ck_assert_msg(bfs_exec_get(x, 1, k % bfs_engine_batches(e), &b, err, sizeof err) == 0,
-                      "%s", err);
+        ck_assert_msg(bfs_exec_get(x, 1, k % bfs_engine_batches(e), &b, err, sizeof err) == 0, "%s",
+                      err);
         bfs_batch_release(b);
     }
     int open_now = 0;

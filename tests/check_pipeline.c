@@ -714,7 +714,7 @@ START_TEST(fingerprints)
     /* the documented construction */
     char c[1024], buf[2048];
     canon_of("", c, sizeof c);
-    int n = snprintf(buf, sizeof buf, "batchfs/1\n%016llx\n%s", 0x0123456789abcdefULL, c);
+    int n = snprintf(buf, sizeof buf, "batchfs/2\n%016llx\n%s", 0x0123456789abcdefULL, c);
     ck_assert_uint_eq(fp_of("", 0x0123456789abcdefULL), bfs_xxh64(buf, (size_t)n, 0));
 
     uint64_t base = fp_of("", 1);

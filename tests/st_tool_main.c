@@ -216,16 +216,9 @@ static int cmd_write(int argc, char **argv)
     }
     int bad = write_all(fp, hdr, l.header_size, out);
     free(hdr);
+    /* the data in file order: labels, indices, images (safetensors.h) */
     uint8_t buf[65536];
     size_t n = 0, es = bfs_dtype_size(d.dtype);
-    uint64_t count = l.images_bytes / es;
-    for (uint64_t k = 0; k < count && !bad; k++) {
-        n += image_element(d.dtype, k, buf + n);
-        if (n + 8 > sizeof buf) {
-            bad = write_all(fp, buf, n, out);
-            n = 0;
-        }
-    }
     for (int t = 0; t < 2 && !bad; t++)
         for (uint64_t i = 0; i < d.batch && !bad; i++) {
             int64_t v = (int64_t)i + (t ? 1000 : 0);
@@ -236,6 +229,14 @@ static int cmd_write(int argc, char **argv)
                 n = 0;
             }
         }
+    uint64_t count = l.images_bytes / es;
+    for (uint64_t k = 0; k < count && !bad; k++) {
+        n += image_element(d.dtype, k, buf + n);
+        if (n + 8 > sizeof buf) {
+            bad = write_all(fp, buf, n, out);
+            n = 0;
+        }
+    }
     if (!bad)
         bad = write_all(fp, buf, n, out);
     if (fclose(fp) && !bad) {

@@ -2,7 +2,9 @@
 # tests/cli/safetensors_python.sh — batch files written by engine/safetensors (through
 # build/tests/st_tool) must load in the reference implementation (the `safetensors`
 # Python package, Rust underneath) and in a numpy-only reader written from the format
-# description, with the right shapes, dtypes, values and metadata; and st_tool's parser
+# description, with the right shapes, dtypes, values and metadata, laid out as
+# batchfs/2 promises (labels, indices, images; I64 tensors 8-byte aligned, 64 when B is
+# a multiple of 8, images 4096-aligned, no holes); and st_tool's parser
 # must accept standard files written by safetensors.numpy.save_file (8-byte-aligned
 # header, no 4096 padding, every numpy dtype, zero-size and scalar tensors, metadata).
 # Run from the repository root (tests/run.sh does); BUILD names the build directory.
@@ -69,7 +71,8 @@ extras = {"note": 'caf\u00e9 "quoted" back\\slash \U0001F600', "seed": "42", "nl
 cases = 0
 for dt in ["u8", "f16", "bf16", "f32"]:
     for layout in ["nhwc", "nchw"]:
-        for b, h, w in [(1, 1, 1), (2, 3, 5), (4, 7, 9), (3, 32, 17), (16, 24, 24)]:
+        for b, h, w in [(1, 1, 1), (2, 3, 5), (4, 7, 9), (3, 32, 17), (16, 24, 24), (8, 15, 15),
+                        (13, 5, 3), (256, 3, 5)]:
             cases += 1
             path = f"{work}/{dt}_{layout}_{b}x{h}x{w}.safetensors"
             epoch, batch = 7 + b, 1000 + h
@@ -79,19 +82,29 @@ for dt in ["u8", "f16", "bf16", "f32"]:
             shape = (b, h, w, 3) if layout == "nhwc" else (b, 3, h, w)
             n_img = b * h * w * 3
             want_images = (np.arange(n_img) % 251).reshape(shape)
-            want_meta = {"format": "batchfs/1", "layout": layout, "epoch": str(epoch),
+            want_meta = {"format": "batchfs/2", "layout": layout, "epoch": str(epoch),
                          "batch": str(batch), "fingerprint": "00000000deadbeef", **extras}
             tag = f"{dt}/{layout}/{b}x{h}x{w}"
 
-            # the size formula: 4096-byte header region + tensor bytes
+            # the size formula without extras: images at the first multiple of 4096 that
+            # holds 8 bytes, the widest JSON (491 bytes) and 16 * B of labels and indices
             size = int(run("size", dt, layout, str(b), str(h), str(w)))
-            if size != 4096 + n_img * esize[dt] + 16 * b:
+            if size != (8 + 491 + 16 * b + 4095) // 4096 * 4096 + n_img * esize[dt]:
                 fail(f"{tag}: st_tool size {size}")
 
             # numpy-only reader
             tensors, meta, n, flen = np_load(path)
-            if n != 4088 or flen != size:
-                fail(f"{tag}: header length {n}, file size {flen} (want 4088, {size})")
+            images_off = 8 + n + 16 * b
+            if flen != images_off + n_img * esize[dt]:
+                fail(f"{tag}: header length {n}, file size {flen}")
+            # the layout: data order labels, indices, images, each naturally aligned
+            hdr = json.loads(open(path, "rb").read()[8:8 + n])
+            offs = {k: hdr[k]["data_offsets"] for k in ["labels", "indices", "images"]}
+            if offs != {"labels": [0, 8 * b], "indices": [8 * b, 16 * b],
+                        "images": [16 * b, 16 * b + n_img * esize[dt]]}:
+                fail(f"{tag}: data offsets {offs}")
+            if (8 + n) % 8 or images_off % 4096 or (b % 8 == 0 and (8 + n) % 64):
+                fail(f"{tag}: labels at {8 + n}, images at {images_off}: misaligned")
             if list(tensors) != ["images", "labels", "indices"]:
                 fail(f"{tag}: tensor order {list(tensors)}")
             if meta != want_meta:

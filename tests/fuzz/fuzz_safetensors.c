@@ -14,9 +14,10 @@
  *   3. as an encoder description: the first 32 bytes pick dtype, layout, B, H, W, epoch,
  *      batch index and fingerprint, the rest become up to 8 extra metadata pairs. When the
  *      encoder accepts them, its header must parse, be recognised as a batch with the same
- *      description, carry the extras verbatim, and keep the 4096-byte region whenever the
- *      extras fit BFS_ST_EXTRA_BUDGET. Files that (1) recognises as batches are re-encoded
- *      and re-parsed the same way.
+ *      description, carry the extras verbatim, lay the tensors out as labels, indices
+ *      (8-byte aligned, 64 when B % 8 == 0), images (4096-aligned), and cost at most one
+ *      page of padding whenever the extras fit BFS_ST_EXTRA_BUDGET. Files that (1)
+ *      recognises as batches are re-encoded and re-parsed the same way.
  */
 #include "engine/safetensors.h"
 
@@ -116,7 +117,7 @@ static void check_same(const bfs_st_file *a, const bfs_st_file *b)
               !memcmp(a->meta[i].value, b->meta[i].value, a->meta[i].value_len));
 }
 
-/* Encode d, parse the header region back, and check that everything survived. */
+/* Encode d, parse the header back, and check that everything survived. */
 static void encode_and_check(const bfs_st_batch_desc *d)
 {
     bfs_st_layout l;
@@ -127,7 +128,12 @@ static void encode_and_check(const bfs_st_batch_desc *d)
         return;
     }
     CHECK(bfs_st_batch_size(d) == l.file_size);
-    CHECK(l.header_size % BFS_ST_HEADER_REGION == 0 && l.images_off == l.header_size);
+    uint64_t b = d->batch;
+    CHECK(l.images_off % BFS_ST_IMAGES_ALIGN == 0 && l.labels_off % 8 == 0);
+    CHECK(b % 8 || (l.labels_off % 64 == 0 && l.indices_off % 64 == 0));
+    CHECK(l.header_size == l.labels_off && l.labels_bytes == 8 * b && l.indices_bytes == 8 * b);
+    CHECK(l.indices_off == l.labels_off + 8 * b && l.images_off == l.indices_off + 8 * b);
+    CHECK(l.file_size == l.images_off + l.images_bytes);
     size_t extras_json = 0;
     for (uint32_t i = 0; i < d->n_extra; i++) {
         const char *s[2] = {d->extra[i].key, d->extra[i].value};
@@ -136,8 +142,9 @@ static void encode_and_check(const bfs_st_batch_desc *d)
             for (const unsigned char *p = (const unsigned char *)s[k]; *p; p++)
                 extras_json += *p == '"' || *p == '\\' ? 2 : *p < 0x20 ? 6 : 1;
     }
-    if (extras_json <= BFS_ST_EXTRA_BUDGET)
-        CHECK(l.header_size == BFS_ST_HEADER_REGION);
+    const uint64_t page = BFS_ST_IMAGES_ALIGN;
+    if (extras_json <= BFS_ST_EXTRA_BUDGET) /* at most one page more than labels, indices */
+        CHECK(l.images_off <= page + (16 * b + page - 1) / page * page && l.header_size < 2 * page);
     uint8_t *hdr = malloc(l.header_size);
     CHECK(hdr != NULL);
     CHECK(bfs_st_write_header(d, hdr, l.header_size - 1) == -ENOSPC);

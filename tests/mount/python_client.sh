@@ -4,7 +4,8 @@
 # shapes and dtypes for dtype=u8/f32 x layout=nhwc/nchw (and a non-square size); the
 # float batch is the u8 batch / 255 transposed; labels match the ImageFolder's class order
 # (gen_imagefolder writes class_XXX/ with PER_CLASS images each: label == index //
-# PER_CLASS); each epoch's indices are a permutation; metadata epoch/batch/fingerprint.
+# PER_CLASS); each epoch's indices are a permutation; metadata epoch/batch/fingerprint;
+# mapped, labels and indices are 8-byte aligned (64 for batch=8) and images page-aligned.
 # Needs the test venv (tests/pyenv.sh: numpy, safetensors). About 10 s.
 . "$(dirname "$0")/lib.sh"
 require_fuse
@@ -38,7 +39,7 @@ check() { # OPTS: mount SOURCE with OPTS, check every batch of epochs 0 and 1 in
     local opts=$1
     mount_bfs "$T/images" "$M" -o "$opts,epochs=2"
     "$PY" - "$M" "$opts" "$PER" "$T/out_${opts//[^a-z0-9]/_}.npz" <<'EOF' || fail "Python client with -o $opts"
-import os, sys
+import json, mmap, os, struct, sys
 import numpy as np
 from safetensors.numpy import load_file
 from safetensors import safe_open
@@ -83,7 +84,20 @@ for e in (0, 1):
             die("epoch %d batch %d: labels %s != indices // %d %s" % (e, k, lab, per, idx // per))
         if not ((idx >= 0) & (idx < n)).all():
             die("indices out of range: %s" % idx)
-        want_meta = {"format": "batchfs/1", "layout": layout, "epoch": str(e), "batch": str(k),
+        if k == 0:  # mapped, as numpy sees it: I64 aligned (64 when B % 8 == 0), images on a page
+            with open(path, "rb") as f:
+                mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+            (hn,) = struct.unpack("<Q", mm[:8])
+            hdr = json.loads(mm[8:8 + hn])
+            i64_align = 64 if B % 8 == 0 else 8
+            for name, align in (("labels", i64_align), ("indices", i64_align), ("images", 4096)):
+                v = np.frombuffer(mm, np.uint8, 1, 8 + hn + hdr[name]["data_offsets"][0])
+                addr = v.ctypes.data
+                del v
+                if addr % align:
+                    die("epoch %d: %s mapped at %#x, not %d-byte aligned" % (e, name, addr, align))
+            mm.close()
+        want_meta = {"format": "batchfs/2", "layout": layout, "epoch": str(e), "batch": str(k),
                      "fingerprint": fp}
         if meta != want_meta or meta2 != want_meta:
             die("metadata %s / safe_open %s, expected %s" % (meta, meta2, want_meta))
@@ -107,6 +121,7 @@ EOF
 }
 
 check batch=8,size=24,dtype=u8,layout=nhwc
+check batch=3,size=15,dtype=u8,layout=nhwc # 2025 bytes of images: batchfs/1 put labels at 6121
 check batch=8,size=24,dtype=u8,layout=nchw
 check batch=8,size=24,dtype=f32,normalize=none,layout=nhwc
 check batch=8,size=24,dtype=f32,normalize=none,layout=nchw

@@ -3,7 +3,8 @@
 # they stand (its ```python / ```c blocks after "**Python**", "**C**" and "**PyTorch**")
 # with /mnt/train replaced by a test mount, run against it: the numpy one must give the
 # images and labels safetensors.numpy.load_file gives; the C one, wrapped in a main(),
-# must compile without warnings and find the images at byte 4096, the bytes numpy sees;
+# must compile without warnings and find the images at byte 4096 and the labels 8-byte
+# aligned before them (batch=8: at 4096 - 128), the bytes numpy sees;
 # the PyTorch Dataset (run for 2 epochs where torch is installed: $BFS_TORCH_PY or the test
 # venv; otherwise said and skipped) must yield every batch of this rank, [B,H,W,3] uint8.
 # A README edit that breaks an example fails here. About 5 s.
@@ -41,7 +42,8 @@ ref = load_file(PATH)
 assert images.shape == (8, 40, 40, 3) and images.dtype == np.uint8, images.shape
 assert (images == ref["images"]).all(), "images differ from load_file's"
 assert (labels == ref["labels"]).all(), "labels differ from load_file's"
-print(int(images[0].astype(np.uint64).sum()), 8 + n)
+print(int(images[0].astype(np.uint64).sum()), 8 + n + h["images"]["data_offsets"][0],
+      8 + n + h["labels"]["data_offsets"][0], int(labels.sum()))
 EOF
 } | sed "s#PATH#\"$M/epoch/0/batch_0\"#" >"$T/numpy_check.py"
 py_out=$("$PY" "$T/numpy_check.py") || fail "the README's numpy example failed (above)"
@@ -69,7 +71,12 @@ EOF
     uint64_t sum = 0;
     for (size_t i = 0; i < 40 * 40 * 3; i++)
         sum += images[i];
-    printf("%llu %llu\n", (unsigned long long)sum, (unsigned long long)(8 + n));
+    int64_t lsum = 0;
+    for (size_t i = 0; i < 8; i++)
+        lsum += labels[i];
+    printf("%llu %llu %llu %lld\n", (unsigned long long)sum,
+           (unsigned long long)(images - p), (unsigned long long)((const uint8_t *)labels - p),
+           (long long)lsum);
     return 0;
 }
 EOF
@@ -77,9 +84,12 @@ EOF
 ${CC:-cc} -std=c11 -Wall -Wextra -Werror -Wno-unused-result -o "$T/c_example" "$T/c_example.c" ||
     fail "the README's C example does not compile (wrapped: $T/c_example.c)"
 c_out=$("$T/c_example") || fail "the README's C example failed"
-[ "$c_out" = "$py_out" ] || fail "C example read '$c_out' (sum of image 0, data offset), numpy '$py_out'"
-[ "${c_out#* }" = 4096 ] || fail "C example: the images start at byte ${c_out#* }, the README says 4096"
-ok "C example: compiles with -Wall -Wextra -Werror, images at byte 4096, the bytes numpy sees"
+[ "$c_out" = "$py_out" ] ||
+    fail "C example read '$c_out' (sum of image 0, images and labels offsets, sum of labels), numpy '$py_out'"
+read -r _ c_images c_labels _ <<<"$c_out"
+[ "$c_images" = 4096 ] && [ "$c_labels" = $((4096 - 16 * 8)) ] ||
+    fail "C example: images at byte $c_images, labels at $c_labels; batch=8 puts them at 4096, 3968"
+ok "C example: compiles with -Wall -Wextra -Werror, labels at 3968, images at 4096, the bytes numpy sees"
 
 # ---- PyTorch ---------------------------------------------------------------------------
 TPY=${BFS_TORCH_PY:-$PY}
