@@ -118,7 +118,8 @@ const char *bfsg_error(const bfsg_loader *l);
  *   copy          auto | staging | register (CUDA only; default auto): staging preads
  *                 into pinned buffers; register pins a read-only mapping of the file and
  *                 copies from it (batchfs mounts only: their files cannot shrink); auto
- *                 times both on the first batches and keeps the cheaper one
+ *                 times both on the first batches and keeps the cheaper one. On the CPU
+ *                 a mount's files are mapped (no copy), other files read with pread
  *   dtype         u8 (default: the file's) | f16 | bf16 | f32: convert u8 images
  *   normalize     imagenet | none | m0,m1,m2/s0,s1,s2 (default: imagenet for float)
  *   layout        nhwc | nchw (default: the file's)

@@ -51,7 +51,7 @@
 #define ERRLEN     1024
 
 enum { SLOT_FREE, SLOT_FILLING, SLOT_READY, SLOT_OUT };
-enum { COPY_READ, COPY_STAGING, COPY_REGISTER, COPY_AUTO };
+enum { COPY_READ, COPY_MAP, COPY_STAGING, COPY_REGISTER, COPY_AUTO };
 
 typedef struct core {
     atomic_int refs; /* the loader's, plus one per detached slot */
@@ -194,10 +194,12 @@ static void slot_unmap(slot *s)
 {
     if (!s->map)
         return;
-    bfsg_cuda *cu = &s->core->cu;
-    if (s->ready_recorded)
-        cu->EventSynchronize(s->ready);
-    cu->MemHostUnregister(s->map);
+    if (s->core->cuda) {
+        bfsg_cuda *cu = &s->core->cu;
+        if (s->ready_recorded)
+            cu->EventSynchronize(s->ready);
+        cu->MemHostUnregister(s->map);
+    }
     munmap(s->map, s->map_len);
     s->map = NULL;
 }
@@ -223,6 +225,7 @@ static void slot_destroy(slot *s)
             cu->EventDestroy(s->done);
         ctx_pop(c);
     } else {
+        slot_unmap(s);
         free(s->host);
     }
     free(s->conv);
@@ -474,8 +477,8 @@ static int choose_device(bfsg_loader *l)
 static int choose_copy(bfsg_loader *l)
 {
     core *c = l->core;
-    if (!c->cuda) {
-        l->copy = COPY_READ;
+    if (!c->cuda) { /* a mount's files cannot shrink: map them, no copy at all */
+        l->copy = l->immutable ? COPY_MAP : COPY_READ;
         return 0;
     }
     int ro = 0;
@@ -637,21 +640,33 @@ static void fill_views(bfsg_loader *l, slot *s, const file_plan *fp, void *image
 
 static int fill_host(bfsg_loader *l, slot *s, int fd, const file_plan *fp)
 {
-    size_t need = (size_t)(fp->size - fp->lo);
-    if (need > s->host_cap) {
-        free(s->host);
-        s->host_cap = 0;
-        s->host = aligned_alloc(HOST_ALIGN, round_up(need, HOST_ALIGN));
-        if (!s->host)
-            return slot_errf(s, -ENOMEM, "%s: no memory for %zu bytes", s->path, need);
-        s->host_cap = round_up(need, HOST_ALIGN);
+    const uint8_t *base; /* where file offset fp->lo is */
+    slot_unmap(s);
+    if (l->copy == COPY_MAP) {
+        size_t len = (size_t)fp->size;
+        void *m = mmap(NULL, len, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, 0);
+        if (m == MAP_FAILED)
+            return slot_errf(s, -errno, "%s: mmap: %s", s->path, strerror(errno));
+        s->map = m, s->map_len = len;
+        base = (const uint8_t *)m + fp->lo;
+    } else {
+        size_t need = (size_t)(fp->size - fp->lo);
+        if (need > s->host_cap) {
+            free(s->host);
+            s->host_cap = 0;
+            s->host = aligned_alloc(HOST_ALIGN, round_up(need, HOST_ALIGN));
+            if (!s->host)
+                return slot_errf(s, -ENOMEM, "%s: no memory for %zu bytes", s->path, need);
+            s->host_cap = round_up(need, HOST_ALIGN);
+        }
+        int rc = pread_full(s, fd, s->host, need, fp->lo);
+        if (rc)
+            return rc;
+        base = s->host;
     }
-    int rc = pread_full(s, fd, s->host, need, fp->lo);
-    if (rc)
-        return rc;
     uint8_t *at[3];
     for (int i = 0; i < 3; i++)
-        at[i] = s->host + (fp->t[i]->offset - fp->lo);
+        at[i] = (uint8_t *)base + (fp->t[i]->offset - fp->lo);
     if (l->conv.active) {
         if (fp->out_bytes > s->conv_cap) {
             free(s->conv);
@@ -838,7 +853,7 @@ static void fill(bfsg_loader *l, slot *s, uint64_t epoch, uint64_t k)
         ctx_pop(s->core);
     } else if (!rc) {
         rc = fill_host(l, s, fd, &fp);
-        if (!rc) {
+        if (!rc && l->copy == COPY_READ) {
             pthread_mutex_lock(&l->lock);
             l->st.host_copies++;
             pthread_mutex_unlock(&l->lock);
@@ -949,11 +964,6 @@ int bfsg_open(bfsg_loader *l, const char *path)
             rc = seterr(l, -ENOMEM, "out of memory");
             goto fail;
         }
-    snprintf(l->st.copy, sizeof l->st.copy, "%s",
-             l->copy == COPY_READ       ? "read"
-             : l->copy == COPY_REGISTER ? "register"
-             : l->copy == COPY_STAGING  ? "staging"
-                                        : "auto");
     if ((rc = pthread_create(&l->thread, NULL, producer, l))) {
         rc = seterr(l, -rc, "cannot start the loader thread: %s", strerror(rc));
         goto fail;
@@ -1196,12 +1206,14 @@ int bfsg_get_stats(const bfsg_loader *l, bfsg_stats *s)
     bfsg_loader *m = (bfsg_loader *)l; /* the lock only */
     pthread_mutex_lock(&m->lock);
     *s = l->st;
-    if (l->open)
-        snprintf(s->copy, sizeof s->copy, "%s",
-                 l->copy == COPY_READ       ? "read"
-                 : l->copy == COPY_REGISTER ? "register"
-                 : l->copy == COPY_STAGING  ? "staging"
-                                            : "auto");
+    if (l->open) {
+        static const char *names[] = {[COPY_READ] = "read",
+                                      [COPY_MAP] = "map",
+                                      [COPY_STAGING] = "staging",
+                                      [COPY_REGISTER] = "register",
+                                      [COPY_AUTO] = "auto"};
+        snprintf(s->copy, sizeof s->copy, "%s", names[l->copy]);
+    }
     pthread_mutex_unlock(&m->lock);
     return 0;
 }

@@ -9,9 +9,14 @@
  *   gpu_tool files PATH E0 E1 [RANK WORLD]   the same lines computed from the files
  *       themselves (no loader), for epochs [E0, E1)
  *   gpu_tool bench PATH ROUNDS [KEY=VALUE]...   seconds (wall and CPU) to deliver every
- *       batch of PATH ROUNDS times (synchronized per batch), against a plain read() loop
- *       over the same files, and on a device against pinned cuMemcpyHtoDAsync of the
- *       same sizes; prints "ratio_wall=R ratio_cpu=R" lines
+ *       batch of PATH ROUNDS times with one loader (seeking back to the start, each batch
+ *       synchronized; on the CPU one byte of every page read, so mappings pay their page
+ *       faults), against a plain loop that read()s each whole file into one reused
+ *       buffer; prints "ratio_wall=R ratio_cpu=R" lines (loader bytes/s over read()'s)
+ *   gpu_tool device PATH ROUNDS [KEY=VALUE]...   on a CUDA device: the loader's delivery
+ *       rate (each batch synchronized) against pinned cuMemcpyHtoDAsync of the same sizes
+ *       from one pinned buffer (the DMA bound), and the same delivery while a spin
+ *       kernel keeps the consumer stream busy (copies must overlap it); ratio lines
  *
  * Exit 0, 1 on a loader error (message on stderr), 2 usage.
  */
@@ -97,15 +102,17 @@ static bfsg_loader *make_loader(const char *path, int argc, char **argv, const c
     if (bfsg_create(BFSG_API_VERSION, &l))
         exit(1);
     for (int i = 0; i < argc; i++) {
-        char *eq = strchr(argv[i], '=');
-        if (!eq) {
+        const char *eq = strchr(argv[i], '=');
+        char key[64];
+        if (!eq || eq - argv[i] >= (long)sizeof key) {
             fprintf(stderr, "gpu_tool: expected KEY=VALUE, not '%s'\n", argv[i]);
             exit(2);
         }
-        *eq = 0;
-        if (!strcmp(argv[i], "cuda_library"))
+        memcpy(key, argv[i], (size_t)(eq - argv[i]));
+        key[eq - argv[i]] = 0;
+        if (!strcmp(key, "cuda_library"))
             *lib = eq + 1;
-        if (bfsg_set(l, argv[i], eq + 1)) {
+        if (bfsg_set(l, key, eq + 1)) {
             fprintf(stderr, "gpu_tool: %s\n", bfsg_error(l));
             exit(1);
         }
@@ -218,26 +225,33 @@ static int cmd_bench(const char *path, int rounds, int argc, char **argv)
     const char *lib = NULL;
     /* the loader: every batch of every epoch, ROUNDS times, synchronized per batch */
     double w0 = now_s(), c0 = cpu_s();
-    uint64_t bytes = 0, batches = 0;
+    uint64_t bytes = 0, batches = 0, touched = 0;
     char dev[160] = "";
-    for (int r = 0; r < rounds; r++) {
-        bfsg_loader *l = make_loader(path, argc, argv, &lib);
+    bfsg_loader *l = make_loader(path, argc, argv, &lib);
+    for (int r = 0; r < rounds; r++) { /* one loader, as a training job has: seek back */
         bfsg_batch *b;
+        if (r && bfsg_seek(l, 0, 0))
+            return 1;
         while (bfsg_next(l, &b) == 0 && b) {
             if (bfsg_batch_sync(b))
                 return 1;
-            for (uint32_t i = 0; i < b->n_tensors; i++)
-                bytes += b->tensors[i].nbytes;
+            for (uint32_t i = 0; i < b->n_tensors; i++) {
+                const bfsg_tensor *t = &b->tensors[i];
+                if (b->device_type == BFSG_DEVICE_CPU)             /* touch every page: a mapping */
+                    for (uint64_t o = 0; o < t->nbytes; o += 4096) /* pays its faults */
+                        touched += ((const volatile uint8_t *)t->data)[o];
+                bytes += t->nbytes;
+            }
             batches++;
         }
-        bfsg_stats st;
-        bfsg_get_stats(l, &st);
-        snprintf(dev, sizeof dev, "%.96s copy=%.16s", st.device, st.copy);
-        bfsg_destroy(l);
     }
+    bfsg_stats st;
+    bfsg_get_stats(l, &st);
+    snprintf(dev, sizeof dev, "%.96s copy=%.16s", st.device, st.copy);
+    bfsg_destroy(l);
     double lw = now_s() - w0, lc = cpu_s() - c0;
-    /* the reference: read() of the same files into one buffer */
-    size_t cap = 1 << 20;
+    /* the reference: read() of each whole file into one reused buffer */
+    size_t cap = 1ull << 30;
     uint8_t *buf = malloc(cap);
     int nb = count_batches(path);
     char d[4200];
@@ -258,20 +272,135 @@ static int cmd_bench(const char *path, int rounds, int argc, char **argv)
                 snprintf(p, sizeof p, "%s/epoch/%d/batch_%d", path, e, k);
                 int fd = open(p, O_RDONLY);
                 ssize_t n;
-                while (fd >= 0 && (n = read(fd, buf, cap)) > 0)
-                    rbytes += (uint64_t)n;
+                size_t got = 0;
+                while (fd >= 0 && (n = read(fd, buf + got, cap - got)) > 0)
+                    got += (size_t)n;
+                rbytes += got;
                 if (fd >= 0)
                     close(fd);
             }
     double rw = now_s() - w0, rcpu = cpu_s() - c0;
     printf("loader: %" PRIu64 " batches, %.1f MB, %.3f s wall, %.3f s CPU (%s)\n", batches,
            (double)bytes / 1e6, lw, lc, dev);
+    (void)touched;
     printf("read(): %.1f MB, %.3f s wall, %.3f s CPU\n", (double)rbytes / 1e6, rw, rcpu);
     printf("ratio_wall=%.2f (loader MB/s over read() MB/s)\n",
            ((double)bytes / lw) / ((double)rbytes / rw));
     printf("ratio_cpu=%.2f (loader MB per CPU s over read()'s)\n",
            ((double)bytes / lc) / ((double)rbytes / rcpu));
     free(buf);
+    return 0;
+}
+
+/* a kernel that spins for p_cycles clock cycles (PTX 6.0, like the library's) */
+static const char spin_ptx[] = ".version 6.0\n.target sm_50\n.address_size 64\n"
+                               ".visible .entry bfsg_spin(.param .u64 p_cycles)\n{\n"
+                               "  .reg .pred %q;\n  .reg .b64 %n, %t0, %t;\n"
+                               "  ld.param.u64 %n, [p_cycles];\n  mov.u64 %t0, %clock64;\n"
+                               "LOOP:\n  mov.u64 %t, %clock64;\n  sub.u64 %t, %t, %t0;\n"
+                               "  setp.lt.u64 %q, %t, %n;\n  @%q bra LOOP;\n  ret;\n}\n";
+
+static int cmd_device(const char *path, int rounds, int argc, char **argv)
+{
+    const char *lib = NULL;
+    for (int i = 0; i < argc; i++)
+        if (!strncmp(argv[i], "cuda_library=", 13))
+            lib = argv[i] + 13;
+    void *h = driver(lib);
+#define SYM(var, name) *(void **)&var = dlsym(h, name)
+    CUresult (*init)(unsigned), (*retain)(CUcontext *, CUdevice), (*push)(CUcontext),
+        (*halloc)(void **, size_t, unsigned), (*dalloc)(CUdeviceptr *, size_t),
+        (*htod)(CUdeviceptr, const void *, size_t, CUstream), (*ssync)(CUstream),
+        (*screate)(CUstream *, unsigned), (*modload)(CUmodule *, const void *),
+        (*getfn)(CUfunction *, CUmodule, const char *),
+        (*launch)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                  CUstream, void **, void **),
+        (*attr)(int *, int, CUdevice);
+    SYM(init, "cuInit"), SYM(retain, "cuDevicePrimaryCtxRetain"), SYM(push, "cuCtxPushCurrent_v2");
+    SYM(halloc, "cuMemHostAlloc"), SYM(dalloc, "cuMemAlloc_v2"), SYM(htod, "cuMemcpyHtoDAsync_v2");
+    SYM(ssync, "cuStreamSynchronize"), SYM(screate, "cuStreamCreate"),
+        SYM(modload, "cuModuleLoadData");
+    SYM(getfn, "cuModuleGetFunction"), SYM(launch, "cuLaunchKernel"),
+        SYM(attr, "cuDeviceGetAttribute");
+    CUcontext ctx;
+    CUstream consumer;
+    if (init(0) || retain(&ctx, 0) || push(ctx) ||
+        screate(&consumer, BFSG_CU_STREAM_NON_BLOCKING)) {
+        fprintf(stderr, "gpu_tool: no CUDA device\n");
+        return 1;
+    }
+    /* 1. the loader, every batch synchronized */
+    double w0 = now_s();
+    uint64_t bytes = 0, batches = 0, largest = 0;
+    bfsg_loader *l = make_loader(path, argc, argv, &lib);
+    for (int r = 0; r < rounds; r++) {
+        bfsg_batch *b;
+        if (r && bfsg_seek(l, 0, 0))
+            return 1;
+        while (bfsg_next(l, &b) == 0 && b) {
+            uint64_t n = 0;
+            for (uint32_t i = 0; i < b->n_tensors; i++)
+                n += b->tensors[i].nbytes;
+            if (bfsg_batch_sync(b))
+                return 1;
+            bytes += n, batches++;
+            if (n > largest)
+                largest = n;
+        }
+    }
+    double loader_s = now_s() - w0;
+    bfsg_stats st;
+    bfsg_get_stats(l, &st);
+    bfsg_destroy(l);
+    /* 2. the DMA bound: pinned buffer to device, the same sizes */
+    void *pinned;
+    CUdeviceptr dev;
+    if (halloc(&pinned, largest, 0) || dalloc(&dev, largest))
+        return 1;
+    memset(pinned, 1, largest);
+    w0 = now_s();
+    for (uint64_t i = 0; i < batches; i++)
+        if (htod(dev, pinned, bytes / batches, consumer) || ssync(consumer))
+            return 1;
+    double dma_s = now_s() - w0;
+    printf("device: %s, copy=%s (staging %" PRIu64 " ns/MB, register %" PRIu64 " ns/MB), "
+           "host copies %" PRIu64 " of %" PRIu64 " batches\n",
+           st.device, st.copy, st.staging_ns_per_mb, st.register_ns_per_mb, st.host_copies,
+           st.batches);
+    printf("delivery: %.0f MB/s; pinned cuMemcpyHtoDAsync of the same sizes: %.0f MB/s; "
+           "ratio=%.2f (bar: >= 0.9)\n",
+           (double)bytes / 1e6 / loader_s, (double)bytes / 1e6 / dma_s, dma_s / loader_s);
+    /* 3. overlap: the consumer stream busy with a spin kernel as long as the copies took */
+    CUmodule mod;
+    CUfunction spin;
+    int khz = 0;
+    attr(&khz, 13 /* CU_DEVICE_ATTRIBUTE_CLOCK_RATE, kHz */, 0);
+    if (modload(&mod, spin_ptx) || getfn(&spin, mod, "bfsg_spin") || khz <= 0) {
+        printf("overlap: skipped (the spin kernel cannot run on this driver)\n");
+        return 0;
+    }
+    unsigned long long cycles = (unsigned long long)(loader_s * (double)khz * 1000.0);
+    void *params[] = {&cycles};
+    w0 = now_s();
+    if (launch(spin, 1, 1, 1, 1, 1, 1, 0, consumer, params, NULL))
+        return 1;
+    l = make_loader(path, argc, argv, &lib); /* copies on its own stream while the kernel runs */
+    for (int r = 0; r < rounds; r++) {
+        bfsg_batch *b;
+        if (r && bfsg_seek(l, 0, 0))
+            return 1;
+        while (bfsg_next(l, &b) == 0 && b)
+            if (bfsg_batch_sync(b)) /* the copy's event, not the consumer stream */
+                return 1;
+    }
+    double copies_s = now_s() - w0;
+    ssync(consumer);
+    double both_s = now_s() - w0;
+    bfsg_destroy(l);
+    printf("overlap: kernel %.3f s and copies %.3f s took %.3f s together (serial would be "
+           "%.3f s); overlapped=%s\n",
+           loader_s, copies_s, both_s, loader_s + copies_s,
+           both_s < 0.75 * (loader_s + copies_s) ? "yes" : "NO");
     return 0;
 }
 
@@ -285,8 +414,11 @@ int main(int argc, char **argv)
                          argc == 7 ? atoi(argv[6]) : 1);
     if (argc >= 4 && !strcmp(argv[1], "bench"))
         return cmd_bench(argv[2], atoi(argv[3]), argc - 4, argv + 4);
+    if (argc >= 4 && !strcmp(argv[1], "device"))
+        return cmd_device(argv[2], atoi(argv[3]), argc - 4, argv + 4);
     fprintf(stderr, "usage: gpu_tool read PATH [KEY=VALUE]...\n"
                     "       gpu_tool files PATH E0 E1 [RANK WORLD]\n"
-                    "       gpu_tool bench PATH ROUNDS [KEY=VALUE]...\n");
+                    "       gpu_tool bench PATH ROUNDS [KEY=VALUE]...\n"
+                    "       gpu_tool device PATH ROUNDS [KEY=VALUE]...\n");
     return 2;
 }
