@@ -105,3 +105,7 @@ bash tests/bench/bench_cold.sh "$corpus"
 echo
 echo "== autotuning vs a grid of fixed settings (tests/bench/bench_autotune.sh) =="
 bash tests/bench/bench_autotune.sh "$corpus"
+
+echo
+echo "== libbatchfs-gpu, CPU path vs read() of the same files (tests/bench/bench_gpu.sh) =="
+bash tests/bench/bench_gpu.sh
