@@ -34,7 +34,6 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -130,16 +129,9 @@ static size_t round_up(size_t v, size_t a)
     return (v + a - 1) / a * a;
 }
 
-static int seterr(bfsg_loader *l, int rc, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static int seterr(bfsg_loader *l, int rc, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(l->err, sizeof l->err, fmt, ap);
-    va_end(ap);
-    return rc;
-}
+/* the engine's formatter: message into the loader's or the slot's err, rc returned */
+#define seterr(l, rc, ...)    bfs_errf(rc, (l)->err, sizeof(l)->err, __VA_ARGS__)
+#define slot_errf(s, rc, ...) bfs_errf(rc, (s)->err, sizeof(s)->err, __VA_ARGS__)
 
 /* ---- core ------------------------------------------------------------------------ */
 
@@ -495,16 +487,6 @@ static int choose_copy(bfsg_loader *l)
 }
 
 /* ---- filling a slot ------------------------------------------------------------------ */
-
-static int slot_errf(slot *s, int rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int slot_errf(slot *s, int rc, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(s->err, sizeof s->err, fmt, ap);
-    va_end(ap);
-    return rc;
-}
 
 static int slot_cuda(slot *s, CUresult r, const char *what)
 {
