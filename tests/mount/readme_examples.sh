@@ -7,6 +7,8 @@
 # aligned before them (batch=8: at 4096 - 128), the bytes numpy sees;
 # the PyTorch Dataset (run for 2 epochs where torch is installed: $BFS_TORCH_PY or the test
 # venv; otherwise said and skipped) must yield every batch of this rank, [B,H,W,3] uint8.
+# and the GPU training loop (gpu/python's Loader and DLPack into torch; on the CPU fallback
+# without a GPU) runs 3 epochs x 6 steps where torch is installed.
 # A README edit that breaks an example fails here. About 5 s.
 . "$(dirname "$0")/lib.sh"
 require_fuse
@@ -29,7 +31,8 @@ block() {
 block "**Python**, numpy only" python >"$T/numpy_example.py"
 block "**C**" c >"$T/c_example.body"
 block "**PyTorch**" python >"$T/torch_example.py"
-for f in numpy_example.py c_example.body torch_example.py; do
+block "**GPU**" python >"$T/gpu_example.py"
+for f in numpy_example.py c_example.body torch_example.py gpu_example.py; do
     [ -s "$T/$f" ] || fail "README.md: no example found for $f (was a heading renamed?)"
 done
 
@@ -106,7 +109,15 @@ EOF
     grep -q "seen.append" "$T/torch_check.py" || fail "README's PyTorch example: its loop body is no longer '...'"
     "$TPY" "$T/torch_check.py" >/dev/null || fail "the README's PyTorch example failed (above)"
     ok "PyTorch example: 2 epochs x 6 batches, each [8,40,40,3] uint8 with [8] labels"
+    # the GPU loop: on a GPU where there is one, else the library's CPU fallback
+    { echo 'steps = 0'; sed 's/opt\.step()$/opt.step(); steps += 1/' "$T/gpu_example.py"
+      echo 'print("steps", steps)'; } >"$T/gpu_check.py"
+    grep -q "steps += 1" "$T/gpu_check.py" || fail "README's GPU example: its loop no longer ends in opt.step()"
+    out=$(PYTHONPATH=$PWD/gpu/python BATCHFS_GPU_LIBRARY=$BUILD/libbatchfs-gpu.so "$TPY" "$T/gpu_check.py") ||
+        fail "the README's GPU example failed (above)"
+    [ "$(echo "$out" | tail -1)" = "steps 18" ] || fail "README's GPU example: expected 18 steps (3 epochs x 6), got '$out'"
+    ok "GPU example: 18 training steps through batchfs_gpu and DLPack"
 else
-    echo "   (PyTorch example not run: no torch for $TPY; set BFS_TORCH_PY to a python with torch)"
+    echo "   (PyTorch and GPU examples not run: no torch for $TPY; set BFS_TORCH_PY to a python with torch)"
 fi
 unmount_bfs "$M"
