@@ -77,7 +77,6 @@ typedef struct slot {
     char path[PATH_MAX];
     uint8_t *host; /* CPU: the file's data region; CUDA: pinned staging */
     size_t host_cap;
-    int host_pinned;
     uint8_t *conv; /* CPU conversion output */
     size_t conv_cap;
     CUdeviceptr dptr;
@@ -201,10 +200,10 @@ static void slot_destroy(slot *s)
     if (!s)
         return;
     core *c = s->core;
+    ctx_push(c); /* no-op on the host */
+    slot_unmap(s);
     if (c->cuda) {
         bfsg_cuda *cu = &c->cu;
-        ctx_push(c);
-        slot_unmap(s);
         if (s->ready_recorded)
             cu->EventSynchronize(s->ready);
         if (s->host)
@@ -215,11 +214,10 @@ static void slot_destroy(slot *s)
             cu->EventDestroy(s->ready);
         if (s->done)
             cu->EventDestroy(s->done);
-        ctx_pop(c);
     } else {
-        slot_unmap(s);
         free(s->host);
     }
+    ctx_pop(c);
     free(s->conv);
     free(s);
     core_unref(c);
@@ -517,6 +515,19 @@ static int pread_full(slot *s, int fd, void *dst, size_t len, uint64_t off)
     return 0;
 }
 
+/* a host buffer of at least need bytes, HOST_ALIGN-aligned (its contents are not kept) */
+static int grow(slot *s, uint8_t **buf, size_t *cap, size_t need)
+{
+    if (need <= *cap)
+        return 0;
+    free(*buf);
+    *cap = 0;
+    if (!(*buf = aligned_alloc(HOST_ALIGN, round_up(need, HOST_ALIGN))))
+        return slot_errf(s, -ENOMEM, "%s: no memory for %zu bytes", s->path, need);
+    *cap = round_up(need, HOST_ALIGN);
+    return 0;
+}
+
 static void set_view(bfsg_tensor *t, const char *name, bfsg_dtype dt, uint32_t ndim,
                      const uint64_t *shape, void *data, uint64_t nbytes)
 {
@@ -633,16 +644,8 @@ static int fill_host(bfsg_loader *l, slot *s, int fd, const file_plan *fp)
         base = (const uint8_t *)m + fp->lo;
     } else {
         size_t need = (size_t)(fp->size - fp->lo);
-        if (need > s->host_cap) {
-            free(s->host);
-            s->host_cap = 0;
-            s->host = aligned_alloc(HOST_ALIGN, round_up(need, HOST_ALIGN));
-            if (!s->host)
-                return slot_errf(s, -ENOMEM, "%s: no memory for %zu bytes", s->path, need);
-            s->host_cap = round_up(need, HOST_ALIGN);
-        }
-        int rc = pread_full(s, fd, s->host, need, fp->lo);
-        if (rc)
+        int rc = grow(s, &s->host, &s->host_cap, need);
+        if (rc || (rc = pread_full(s, fd, s->host, need, fp->lo)))
             return rc;
         base = s->host;
     }
@@ -650,14 +653,9 @@ static int fill_host(bfsg_loader *l, slot *s, int fd, const file_plan *fp)
     for (int i = 0; i < 3; i++)
         at[i] = (uint8_t *)base + (fp->t[i]->offset - fp->lo);
     if (l->conv.active) {
-        if (fp->out_bytes > s->conv_cap) {
-            free(s->conv);
-            s->conv_cap = 0;
-            s->conv = aligned_alloc(HOST_ALIGN, round_up(fp->out_bytes, HOST_ALIGN));
-            if (!s->conv)
-                return slot_errf(s, -ENOMEM, "%s: no memory for the converted images", s->path);
-            s->conv_cap = round_up(fp->out_bytes, HOST_ALIGN);
-        }
+        int rc = grow(s, &s->conv, &s->conv_cap, (size_t)fp->out_bytes);
+        if (rc)
+            return rc;
         bfsgi_convert_host(&l->conv, at[0], fp->d.nchw, s->conv, fp->d.batch, fp->d.height,
                            fp->d.width);
         at[0] = s->conv;
@@ -798,10 +796,10 @@ static void fill(bfsg_loader *l, slot *s, uint64_t epoch, uint64_t k)
         return;
     }
     file_plan fp;
+    int mode = l->copy; /* what this batch took */
     int rc = plan_file(l, s, fd, epoch, k, &fp);
     if (!rc && s->core->cuda) {
         ctx_push(s->core);
-        int mode = l->copy;
         if (mode == COPY_AUTO) /* calibrate: staging first, then register, then the cheaper */
             mode = l->st.staging_ns_per_mb == 0 ? COPY_STAGING : COPY_REGISTER;
         uint64_t host_ns = 0;
@@ -823,29 +821,18 @@ static void fill(bfsg_loader *l, slot *s, uint64_t epoch, uint64_t k)
             }
             pthread_mutex_unlock(&l->lock);
         }
-        if (!rc) {
-            pthread_mutex_lock(&l->lock);
-            if (mode == COPY_REGISTER)
-                l->st.registered++;
-            else
-                l->st.staged++, l->st.host_copies++;
-            pthread_mutex_unlock(&l->lock);
-        }
         b->ready_event = s->ready;
         ctx_pop(s->core);
     } else if (!rc) {
         rc = fill_host(l, s, fd, &fp);
-        if (!rc && l->copy == COPY_READ) {
-            pthread_mutex_lock(&l->lock);
-            l->st.host_copies++;
-            pthread_mutex_unlock(&l->lock);
-        }
     }
     if (!rc) {
         pthread_mutex_lock(&l->lock);
         l->st.bytes_read += fp.size - fp.lo;
-        if (l->conv.active)
-            l->st.converted++;
+        l->st.host_copies += mode == COPY_READ || mode == COPY_STAGING;
+        l->st.staged += mode == COPY_STAGING;
+        l->st.registered += mode == COPY_REGISTER;
+        l->st.converted += l->conv.active != 0;
         pthread_mutex_unlock(&l->lock);
     }
     close(fd);
@@ -1112,30 +1099,29 @@ void bfsg_batch_release(bfsg_batch *b)
         slot_destroy(s);
 }
 
-int bfsg_batch_sync(bfsg_batch *b)
+/* stream NULL: block the host on b's ready event; else make stream wait on it */
+static int batch_wait(bfsg_batch *b, int host, CUstream stream)
 {
     slot *s = (slot *)b;
     if (!s)
         return -EINVAL;
     if (!s->core->cuda)
         return 0;
+    bfsg_cuda *cu = &s->core->cu;
     ctx_push(s->core);
-    CUresult r = s->core->cu.EventSynchronize(s->ready);
+    CUresult r = host ? cu->EventSynchronize(s->ready) : cu->StreamWaitEvent(stream, s->ready, 0);
     ctx_pop(s->core);
     return r == BFSG_CUDA_SUCCESS ? 0 : -EPROTO;
 }
 
+int bfsg_batch_sync(bfsg_batch *b)
+{
+    return batch_wait(b, 1, NULL);
+}
+
 int bfsg_batch_wait_stream(bfsg_batch *b, void *stream)
 {
-    slot *s = (slot *)b;
-    if (!s)
-        return -EINVAL;
-    if (!s->core->cuda)
-        return 0;
-    ctx_push(s->core);
-    CUresult r = s->core->cu.StreamWaitEvent((CUstream)stream, s->ready, 0);
-    ctx_pop(s->core);
-    return r == BFSG_CUDA_SUCCESS ? 0 : -EPROTO;
+    return batch_wait(b, 0, (CUstream)stream);
 }
 
 typedef struct dl_holder {

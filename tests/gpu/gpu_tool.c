@@ -156,18 +156,24 @@ static int cmd_read(const char *path, int argc, char **argv)
     return 0;
 }
 
+/* entries of DIR whose names start with prefix */
+static int count_entries(const char *dir, const char *prefix)
+{
+    DIR *d = opendir(dir);
+    int n = 0;
+    struct dirent *de;
+    while (d && (de = readdir(d)))
+        n += de->d_name[0] != '.' && !strncmp(de->d_name, prefix, strlen(prefix));
+    if (d)
+        closedir(d);
+    return n;
+}
+
 static int count_batches(const char *path)
 {
     char d[4200];
     snprintf(d, sizeof d, "%s/epoch/0", path);
-    DIR *dir = opendir(d);
-    int n = 0;
-    struct dirent *de;
-    while (dir && (de = readdir(dir)))
-        n += !strncmp(de->d_name, "batch_", 6);
-    if (dir)
-        closedir(dir);
-    return n;
+    return count_entries(d, "batch_");
 }
 
 static int cmd_files(const char *path, int e0, int e1, int rank, int world)
@@ -256,13 +262,7 @@ static int cmd_bench(const char *path, int rounds, int argc, char **argv)
     int nb = count_batches(path);
     char d[4200];
     snprintf(d, sizeof d, "%s/epoch", path);
-    DIR *ed = opendir(d);
-    int ne = 0;
-    struct dirent *de;
-    while (ed && (de = readdir(ed)))
-        ne += de->d_name[0] != '.';
-    if (ed)
-        closedir(ed);
+    int ne = count_entries(d, "");
     w0 = now_s(), c0 = cpu_s();
     uint64_t rbytes = 0;
     for (int r = 0; r < rounds; r++)
