@@ -140,7 +140,9 @@ int bfsg_set_stream(bfsg_loader *l, void *cuda_stream);
  * count epochs and batches, start the background thread at (epoch_begin, rank).
  * Returns 0; -ENOENT/-ENOTDIR/-EACCES (path or its epoch/ directory), -EBADMSG (a
  * listing that is not epoch/N/batch_K: names the entry), -ENODEV (device=cuda but no
- * usable driver or device: bfsg_error says why), -EINVAL (parameters inconsistent with
+ * usable driver or device: bfsg_error says why), -EPROTO (device=cuda and a CUDA call
+ * of the set-up failed, e.g. the kernel's JIT; device=auto falls back to the host
+ * instead), -EINVAL (parameters inconsistent with
  * the files, e.g. rank >= world, epoch_begin beyond the listing), -EBUSY (already open).
  */
 int bfsg_open(bfsg_loader *l, const char *path);

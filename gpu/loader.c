@@ -134,24 +134,31 @@ static size_t round_up(size_t v, size_t a)
 
 /* ---- core ------------------------------------------------------------------------ */
 
+/* give back everything cuda_open took: the stream, kernel, table, context, library */
+static void core_cuda_close(core *c)
+{
+    if (!c->cuda)
+        return;
+    bfsg_cuda *cu = &c->cu;
+    CUcontext prev;
+    cu->CtxPushCurrent(c->ctx);
+    if (c->copy)
+        cu->StreamDestroy(c->copy);
+    if (c->lut)
+        cu->MemFree(c->lut);
+    if (c->mod)
+        cu->ModuleUnload(c->mod);
+    cu->CtxPopCurrent(&prev);
+    cu->DevicePrimaryCtxRelease(c->dev);
+    bfsgi_cuda_unload(cu);
+    c->cuda = 0, c->copy = NULL, c->lut = 0, c->mod = NULL, c->fn = NULL;
+}
+
 static void core_unref(core *c)
 {
     if (!c || atomic_fetch_sub(&c->refs, 1) != 1)
         return;
-    if (c->cuda) {
-        bfsg_cuda *cu = &c->cu;
-        CUcontext prev;
-        cu->CtxPushCurrent(c->ctx);
-        if (c->copy)
-            cu->StreamDestroy(c->copy);
-        if (c->lut)
-            cu->MemFree(c->lut);
-        if (c->mod)
-            cu->ModuleUnload(c->mod);
-        cu->CtxPopCurrent(&prev);
-        cu->DevicePrimaryCtxRelease(c->dev);
-        bfsgi_cuda_unload(cu);
-    }
+    core_cuda_close(c);
     free(c);
 }
 
@@ -440,6 +447,8 @@ static int cuda_open(bfsg_loader *l, int ordinal)
             rc = cuda_check(l, cu->StreamSynchronize(c->copy), "cuStreamSynchronize");
     }
     ctx_pop(c);
+    if (rc) /* device=auto then falls back to the host: nothing of CUDA may stay */
+        core_cuda_close(c);
     return rc;
 }
 
@@ -459,6 +468,7 @@ static int choose_device(bfsg_loader *l)
             return rc; /* l->err says why */
         /* auto: the host path, and the reason kept for bfsg_get_stats */
         snprintf(l->st.fallback, sizeof l->st.fallback, "%.255s", l->err);
+        snprintf(l->st.device, sizeof l->st.device, "cpu");
         l->err[0] = 0;
     }
     return 0;

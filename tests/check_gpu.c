@@ -76,6 +76,9 @@ static void setup(void)
     const char *b = getenv("BFS_BUILD");
     snprintf(fake, sizeof fake, "%s/tests/fakecuda/libcuda.so.1", b ? b : "build");
     ck_assert_msg(access(fake, R_OK) == 0, "fake driver %s not built", fake);
+    /* held for the whole test: the fake's counters survive the loader's dlclose, so a
+     * leak counted before bfsg_destroy is still seen after it */
+    ck_assert_ptr_nonnull(dlopen(fake, RTLD_NOW));
 }
 
 static void teardown(void)
@@ -552,6 +555,36 @@ START_TEST(convert_matches_daemon_cuda)
 }
 END_TEST
 
+/* a set-up failure after the device was opened (here the kernel's JIT): device=auto
+ * gives back everything CUDA and converts on the host; device=cuda fails naming it */
+START_TEST(cuda_setup_failure_falls_back_whole)
+{
+    setenv("FAKE_CUDA_FAIL", "cuModuleLoadData:1", 1);
+    const char *kv[] = {"cuda_library", fake, "dtype", "f32", "layout", "nchw", NULL};
+    bfsg_loader *l = loader(kv);
+    ck_assert_msg(bfsg_open(l, root) == 0, "%s", bfsg_error(l));
+    bfsg_stats st;
+    bfsg_get_stats(l, &st);
+    ck_assert_str_eq(st.device, "cpu");
+    ck_assert_ptr_nonnull(strstr(st.fallback, "cuModuleLoadData (the conversion kernel) failed"));
+    ck_assert_uint_eq(counter("ctx_refs"), 0);
+    ck_assert_uint_eq(counter("streams_live"), 0);
+    bfsg_batch *b;
+    ck_assert_int_eq(bfsg_next(l, &b), 0);
+    ck_assert_int_eq(b->device_type, BFSG_DEVICE_CPU);
+    ck_assert_int_eq(b->tensors[0].dtype, BFSG_F32);
+    ck_assert_int_eq(b->tensors[0].shape[1], 3);
+    bfsg_destroy(l);
+    setenv("FAKE_CUDA_FAIL", "cuModuleLoadData:2", 1); /* the fake counts per process */
+    const char *kv2[] = {"device", "cuda", "cuda_library", fake, "dtype", "f32", NULL};
+    l = loader(kv2);
+    ck_assert_int_eq(bfsg_open(l, root), -EPROTO);
+    ck_assert_ptr_nonnull(strstr(bfsg_error(l), "CUDA_ERROR_INVALID_IMAGE"));
+    ck_assert_uint_eq(counter("ctx_refs"), 0);
+    bfsg_destroy(l);
+}
+END_TEST
+
 START_TEST(convert_refuses_float_files)
 {
     char dir[4200];
@@ -643,6 +676,7 @@ static Suite *gpu_suite(void)
     tcase_add_test(tc, convert_matches_daemon_cpu);
     tcase_add_test(tc, convert_matches_daemon_cuda);
     tcase_add_test(tc, convert_refuses_float_files);
+    tcase_add_test(tc, cuda_setup_failure_falls_back_whole);
     tcase_add_test(tc, retained_batches_outlive_loader);
     suite_add_tcase(s, tc);
     return s;

@@ -49,9 +49,10 @@ enum {
 /* counters, by name */
 #define COUNTERS(X)                                                                                \
     X(dev_allocs)                                                                                  \
-    X(dev_live) X(host_live) X(registered_live) X(register_calls) X(streams_live) X(events_live)   \
-        X(ctx_refs) X(modules_live) X(htod_pinned) X(htod_pageable) X(htod_bytes) X(launches)      \
-            X(wait_event) X(wait_unrecorded)
+    X(dev_live)                                                                                    \
+    X(host_live) X(registered_live) X(register_calls) X(streams_live) X(events_live) X(ctx_refs)   \
+        X(modules_live) X(htod_pinned) X(htod_pageable) X(htod_bytes) X(launches) X(wait_event)    \
+            X(wait_unrecorded)
 static struct {
 #define X(n) unsigned long long n;
     COUNTERS(X)
@@ -457,6 +458,8 @@ CUresult cuModuleLoadData(CUmodule *m, const void *image)
 {
     if (!have_ctx())
         return E_INVALID_CONTEXT;
+    if (fail_now("cuModuleLoadData"))
+        return E_INVALID_IMAGE; /* as a driver too old for the PTX would */
     const char *t = image;
     if (!strstr(t, ".version ") || !strstr(t, ".target ") || !strstr(t, ".entry "))
         return E_INVALID_IMAGE;
