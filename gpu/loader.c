@@ -40,14 +40,16 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
 
-#define MAX_DEPTH  8
-#define DEV_ALIGN  256u  /* device tensor alignment (cuMemAlloc's own is 256) */
-#define HOST_ALIGN 4096u /* host buffers: file offsets keep their alignment mod 4096 */
-#define ERRLEN     1024
+#define MAX_DEPTH        8
+#define DEV_ALIGN        256u  /* device tensor alignment (cuMemAlloc's own is 256) */
+#define HOST_ALIGN       4096u /* host buffers: file offsets keep their alignment mod 4096 */
+#define ERRLEN           1024
+#define FUSE_SUPER_MAGIC 0x65735546 /* linux/magic.h */
 
 enum { SLOT_FREE, SLOT_FILLING, SLOT_READY, SLOT_OUT };
 enum { COPY_READ, COPY_MAP, COPY_STAGING, COPY_REGISTER, COPY_AUTO };
@@ -926,8 +928,12 @@ int bfsg_open(bfsg_loader *l, const char *path)
                       l->world, l->n_batches);
     l->total = (end - l->epoch_begin) * l->per_rank;
     l->epoch_end = end;
+    /* a batchfs mount: a FUSE file system whose root has the fingerprint xattr (a copy of
+     * the tree that kept the xattr is not one: its files could shrink under a mapping) */
+    struct statfs sfs;
     char x[8];
-    l->immutable = getxattr(path, "user.batchfs.fingerprint", x, 0) >= 0;
+    l->immutable = statfs(path, &sfs) == 0 && sfs.f_type == FUSE_SUPER_MAGIC &&
+                   getxattr(path, "user.batchfs.fingerprint", x, 0) >= 0;
     if ((rc = bfsgi_convert_setup(&l->conv, l->dtype, l->normalize, l->layout, l->err,
                                   sizeof l->err)))
         return rc;

@@ -17,6 +17,7 @@
 . "$(dirname "$0")/lib.sh"
 require_fuse
 TOOL=$BUILD/tests/gpu_tool
+PYTHON3=$(command -v python3)
 FAKE=$BUILD/tests/fakecuda/libcuda.so.1 # lib.sh made $BUILD absolute
 [ -x "$TOOL" ] && [ -f "$FAKE" ] || fail "gpu_tool or the fake driver not built (make all-tests)"
 
@@ -69,5 +70,8 @@ rc=0
 "$TOOL" read "$T/copy" device=cuda cuda_library="$FAKE" >"$T/got_copy" || fail "auto on a copy"
 grep -q "copy=staging batches=7 host_copies=7 registered=0" "$T/got_copy" || fail "auto on a copy: $(grep ^stats "$T/got_copy")"
 "$TOOL" read "$T/copy" device=cpu | grep -q "copy=read batches=7 host_copies=7" || fail "a copy on the CPU is not read with pread"
-ok "a copy of the tree: copy=register refused with the reason, auto stages"
+"$PYTHON3" -c 'import os, sys; os.setxattr(sys.argv[1], "user.batchfs.fingerprint", b"0123456789abcdef")' "$T/copy" 2>/dev/null &&
+    { "$TOOL" read "$T/copy" device=cpu | grep -q "copy=read batches=7" ||
+        fail "a copy that kept the root's xattr was mapped: it is not a FUSE mount"; }
+ok "a copy of the tree: copy=register refused with the reason, auto stages, the CPU preads (also with the root's xattr copied)"
 echo "PASS: gpu"
