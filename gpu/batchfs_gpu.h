@@ -118,7 +118,8 @@ const char *bfsg_error(const bfsg_loader *l);
  *   copy          auto | staging | register (CUDA only; default auto): staging preads
  *                 into pinned buffers; register pins a read-only mapping of the file and
  *                 copies from it (batchfs mounts only: their files cannot shrink); auto
- *                 times both on the first batches and keeps the cheaper one. On the CPU
+ *                 stages the first batch, times both paths on its warm pages and keeps
+ *                 the cheaper for the rest. On the CPU
  *                 a mount's files are mapped (no copy), other files read with pread
  *   dtype         u8 (default: the file's) | f16 | bf16 | f32: convert u8 images
  *   normalize     imagenet | none | m0,m1,m2/s0,s1,s2 (default: imagenet for float)
@@ -201,9 +202,11 @@ typedef struct bfsg_stats {
     uint64_t staged;      /* batches copied through pinned staging buffers */
     uint64_t converted;   /* batches whose images were converted */
     uint64_t wait_ns;     /* time bfsg_next waited for the background thread */
-    uint64_t register_ns_per_mb, staging_ns_per_mb; /* copy=auto's timings (0: not run) */
+    uint64_t register_ns_per_mb, staging_ns_per_mb; /* copy=auto's timings (0: not run or
+                                                     * failed) */
     char device[96];                                /* "cpu" or "cuda:N NAME" */
-    char copy[16];      /* "read" on the CPU, else "staging" or "register" */
+    char copy[16];      /* CPU: "map" (a mount's files) or "read"; CUDA: "staging" or
+                         * "register" ("auto" until the first batch was timed) */
     char fallback[256]; /* device=auto on the CPU: why CUDA was not used */
 } bfsg_stats;
 

@@ -788,6 +788,39 @@ static int fill_cuda(bfsg_loader *l, slot *s, int fd, const file_plan *fp, int u
     return 0;
 }
 
+/*
+ * copy=auto: the host cost per MB of each path on the batch just staged, whose pages are
+ * now warm (timing the first delivery of each would include the daemon computing it): a
+ * pread of its bytes into the pinned buffer again, against mapping the file, registering
+ * the mapping read-only, unregistering and unmapping it. The cheaper path is kept; a
+ * registration that fails keeps staging. Both timings go to the stats.
+ */
+static void calibrate(bfsg_loader *l, slot *s, int fd, const file_plan *fp)
+{
+    bfsg_cuda *cu = &s->core->cu;
+    size_t need = (size_t)(fp->size - fp->lo);
+    uint64_t mb = (need + (1u << 20) - 1) >> 20, stage = 0, reg = 0;
+    if (cu->EventSynchronize(s->ready) == BFSG_CUDA_SUCCESS) { /* the staging buffer is free */
+        uint64_t t0 = now_ns();
+        if (!pread_full(s, fd, s->host, need, fp->lo))
+            stage = (now_ns() - t0) / (mb ? mb : 1) + 1;
+    }
+    size_t len = round_up((size_t)fp->size, (size_t)sysconf(_SC_PAGESIZE));
+    uint64_t t0 = now_ns();
+    void *m = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
+    if (m != MAP_FAILED) {
+        if (cu->MemHostRegister(m, len, BFSG_CU_MEMHOSTREGISTER_READ_ONLY) == BFSG_CUDA_SUCCESS &&
+            cu->MemHostUnregister(m) == BFSG_CUDA_SUCCESS)
+            reg = (now_ns() - t0) / (mb ? mb : 1) + 1;
+        munmap(m, len);
+    }
+    s->err[0] = 0;
+    pthread_mutex_lock(&l->lock);
+    l->st.staging_ns_per_mb = stage, l->st.register_ns_per_mb = reg;
+    l->copy = reg && stage && reg < stage ? COPY_REGISTER : COPY_STAGING;
+    pthread_mutex_unlock(&l->lock);
+}
+
 /* fill slot s with (epoch, k); the result in s->rc and s->err */
 static void fill(bfsg_loader *l, slot *s, uint64_t epoch, uint64_t k)
 {
@@ -812,27 +845,12 @@ static void fill(bfsg_loader *l, slot *s, uint64_t epoch, uint64_t k)
     int rc = plan_file(l, s, fd, epoch, k, &fp);
     if (!rc && s->core->cuda) {
         ctx_push(s->core);
-        if (mode == COPY_AUTO) /* calibrate: staging first, then register, then the cheaper */
-            mode = l->st.staging_ns_per_mb == 0 ? COPY_STAGING : COPY_REGISTER;
+        if (mode == COPY_AUTO) /* the first batch is staged, then timed both ways */
+            mode = COPY_STAGING;
         uint64_t host_ns = 0;
         rc = fill_cuda(l, s, fd, &fp, mode == COPY_REGISTER, &host_ns);
-        if (!rc && l->copy == COPY_AUTO) {
-            uint64_t mb = (fp.size - fp.lo + (1u << 20) - 1) >> 20;
-            if (mode == COPY_REGISTER) {
-                uint64_t t0 = now_ns();
-                slot_unmap(s); /* the unregistering is part of the cost */
-                host_ns += now_ns() - t0;
-            }
-            uint64_t per_mb = host_ns / (mb ? mb : 1) + 1;
-            pthread_mutex_lock(&l->lock);
-            if (mode == COPY_STAGING)
-                l->st.staging_ns_per_mb = per_mb;
-            else {
-                l->st.register_ns_per_mb = per_mb;
-                l->copy = per_mb < l->st.staging_ns_per_mb ? COPY_REGISTER : COPY_STAGING;
-            }
-            pthread_mutex_unlock(&l->lock);
-        }
+        if (!rc && l->copy == COPY_AUTO)
+            calibrate(l, s, fd, &fp);
         b->ready_event = s->ready;
         ctx_pop(s->core);
     } else if (!rc) {
