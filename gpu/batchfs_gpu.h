@@ -197,7 +197,7 @@ typedef struct bfsg_stats {
     uint64_t batches;     /* delivered by bfsg_next */
     uint64_t bytes_read;  /* file bytes moved to the host or device */
     uint64_t host_copies; /* batches the loader copied on the host (pread into a
-                           * buffer); 0 per batch under copy=register */
+                           * buffer); 0 for batches mapped or registered */
     uint64_t registered;  /* batches copied from a registered file mapping */
     uint64_t staged;      /* batches copied through pinned staging buffers */
     uint64_t converted;   /* batches whose images were converted */
