@@ -114,13 +114,13 @@ const char *bfsg_error(const bfsg_loader *l);
  *   rank, world   deliver batches rank, rank+world, ... of each epoch (default 0, 1),
  *                 the same count on every rank: floor(batches/world); with a mount's own
  *                 shard= option, leave world at 1
- *   depth         batches in flight ahead of the consumer, 1..8 (default 3)
+ *   depth         batches in flight ahead of the consumer, 1..8 (default: 3 on a CUDA
+ *                 device, 2 on the host, as measured in docs/gpu.md)
  *   copy          auto | staging | register (CUDA only; default auto): staging preads
  *                 into pinned buffers; register pins a read-only mapping of the file and
  *                 copies from it (batchfs mounts only: their files cannot shrink); auto
  *                 stages the first batch, times both paths on its warm pages and keeps
- *                 the cheaper for the rest. On the CPU
- *                 a mount's files are mapped (no copy), other files read with pread
+ *                 the cheaper for the rest. On the CPU files are read with pread
  *   dtype         u8 (default: the file's) | f16 | bf16 | f32: convert u8 images
  *   normalize     imagenet | none | m0,m1,m2/s0,s1,s2 (default: imagenet for float)
  *   layout        nhwc | nchw (default: the file's)
@@ -197,7 +197,7 @@ typedef struct bfsg_stats {
     uint64_t batches;     /* delivered by bfsg_next */
     uint64_t bytes_read;  /* file bytes moved to the host or device */
     uint64_t host_copies; /* batches the loader copied on the host (pread into a
-                           * buffer); 0 for batches mapped or registered */
+                           * buffer); 0 for batches copied from a registered mapping */
     uint64_t registered;  /* batches copied from a registered file mapping */
     uint64_t staged;      /* batches copied through pinned staging buffers */
     uint64_t converted;   /* batches whose images were converted */
@@ -205,8 +205,8 @@ typedef struct bfsg_stats {
     uint64_t register_ns_per_mb, staging_ns_per_mb; /* copy=auto's timings (0: not run or
                                                      * failed) */
     char device[96];                                /* "cpu" or "cuda:N NAME" */
-    char copy[16];      /* CPU: "map" (a mount's files) or "read"; CUDA: "staging" or
-                         * "register" ("auto" until the first batch was timed) */
+    char copy[16];      /* "read" on the CPU; CUDA: "staging" or "register" ("auto"
+                         * until the first batch was timed) */
     char fallback[256]; /* device=auto on the CPU: why CUDA was not used */
 } bfsg_stats;
 

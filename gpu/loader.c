@@ -45,14 +45,19 @@
 #include <time.h>
 #include <unistd.h>
 
-#define MAX_DEPTH        8
+#define MAX_DEPTH  8
+#define DEPTH_CUDA 3 /* copies overlap the consumer's kernels and each other */
+/* host: 2, measured (tests/bench/bench_gpu.sh, 9.6 MB batches): 0.91-0.96 of a read()
+ * loop's bytes/s, 1.20-1.31 with a consumer reading every byte; depth 3 rotates more
+ * buffers than the cache holds (0.71-0.81 bare) */
+#define DEPTH_HOST       2
 #define DEV_ALIGN        256u  /* device tensor alignment (cuMemAlloc's own is 256) */
 #define HOST_ALIGN       4096u /* host buffers: file offsets keep their alignment mod 4096 */
 #define ERRLEN           1024
 #define FUSE_SUPER_MAGIC 0x65735546 /* linux/magic.h */
 
 enum { SLOT_FREE, SLOT_FILLING, SLOT_READY, SLOT_OUT };
-enum { COPY_READ, COPY_MAP, COPY_STAGING, COPY_REGISTER, COPY_AUTO };
+enum { COPY_READ, COPY_STAGING, COPY_REGISTER, COPY_AUTO };
 
 typedef struct core {
     atomic_int refs; /* the loader's, plus one per detached slot */
@@ -96,7 +101,7 @@ struct bfsg_loader {
     char device[32], cuda_library[PATH_MAX], dtype[16], normalize[128], layout[16];
     int copy_req;
     uint64_t epoch_begin, epoch_end, rank, world;
-    int epoch_end_set, depth;
+    int epoch_end_set, depth; /* depth 0: DEPTH_CUDA or DEPTH_HOST */
     CUstream consumer;
     /* after bfsg_open */
     int open;
@@ -253,7 +258,7 @@ int bfsg_create(int api_version, bfsg_loader **out)
     snprintf(l->device, sizeof l->device, "auto");
     l->copy_req = COPY_AUTO;
     l->world = 1;
-    l->depth = 3;
+    l->depth = 0; /* the device's default, chosen at bfsg_open */
     pthread_mutex_init(&l->lock, NULL);
     pthread_cond_init(&l->cond, NULL);
     *out = l;
@@ -479,8 +484,8 @@ static int choose_device(bfsg_loader *l)
 static int choose_copy(bfsg_loader *l)
 {
     core *c = l->core;
-    if (!c->cuda) { /* a mount's files cannot shrink: map them, no copy at all */
-        l->copy = l->immutable ? COPY_MAP : COPY_READ;
+    if (!c->cuda) { /* pread: mapping a 9.6 MB batch cost more than copying it (docs/gpu.md) */
+        l->copy = COPY_READ;
         return 0;
     }
     int ro = 0;
@@ -645,28 +650,16 @@ static void fill_views(bfsg_loader *l, slot *s, const file_plan *fp, void *image
 
 static int fill_host(bfsg_loader *l, slot *s, int fd, const file_plan *fp)
 {
-    const uint8_t *base; /* where file offset fp->lo is */
-    slot_unmap(s);
-    if (l->copy == COPY_MAP) {
-        size_t len = (size_t)fp->size;
-        void *m = mmap(NULL, len, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, 0);
-        if (m == MAP_FAILED)
-            return slot_errf(s, -errno, "%s: mmap: %s", s->path, strerror(errno));
-        s->map = m, s->map_len = len;
-        base = (const uint8_t *)m + fp->lo;
-    } else {
-        size_t need = (size_t)(fp->size - fp->lo);
-        int rc = grow(s, &s->host, &s->host_cap, need);
-        if (rc || (rc = pread_full(s, fd, s->host, need, fp->lo)))
-            return rc;
-        base = s->host;
-    }
+    size_t need = (size_t)(fp->size - fp->lo);
+    int rc = grow(s, &s->host, &s->host_cap, need);
+    if (rc || (rc = pread_full(s, fd, s->host, need, fp->lo)))
+        return rc;
+    const uint8_t *base = s->host; /* where file offset fp->lo is */
     uint8_t *at[3];
     for (int i = 0; i < 3; i++)
         at[i] = (uint8_t *)base + (fp->t[i]->offset - fp->lo);
     if (l->conv.active) {
-        int rc = grow(s, &s->conv, &s->conv_cap, (size_t)fp->out_bytes);
-        if (rc)
+        if ((rc = grow(s, &s->conv, &s->conv_cap, (size_t)fp->out_bytes)))
             return rc;
         bfsgi_convert_host(&l->conv, at[0], fp->d.nchw, s->conv, fp->d.batch, fp->d.height,
                            fp->d.width);
@@ -957,6 +950,8 @@ int bfsg_open(bfsg_loader *l, const char *path)
         return rc;
     if ((rc = choose_device(l)) || (rc = choose_copy(l)))
         goto fail;
+    if (!l->depth)
+        l->depth = l->core->cuda ? DEPTH_CUDA : DEPTH_HOST;
     l->stf = malloc(sizeof *l->stf);
     if (!l->stf) {
         rc = seterr(l, -ENOMEM, "out of memory");
@@ -1210,7 +1205,6 @@ int bfsg_get_stats(const bfsg_loader *l, bfsg_stats *s)
     *s = l->st;
     if (l->open) {
         static const char *names[] = {[COPY_READ] = "read",
-                                      [COPY_MAP] = "map",
                                       [COPY_STAGING] = "staging",
                                       [COPY_REGISTER] = "register",
                                       [COPY_AUTO] = "auto"};

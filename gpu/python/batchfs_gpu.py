@@ -530,7 +530,8 @@ class Loader:
                     | "cpu" | "cuda" | "cuda:N"
       rank, world   deliver batches rank, rank+world, ... of each epoch
       epoch_begin   first epoch; epoch_end: one past the last (default: all listed)
-      depth         batches in flight ahead of the consumer, 1..8
+      depth         batches in flight ahead of the consumer, 1..8 (default: 3 on a
+                    device, 2 on the host)
       copy          "auto" | "staging" | "register" (CUDA only)
       dtype         "u8" | "f16" | "bf16" | "f32": convert u8 images on the device
       normalize     "imagenet" | "none" | "m0,m1,m2/s0,s1,s2", or ((m0,m1,m2), (s0,s1,s2))
@@ -548,7 +549,7 @@ class Loader:
 
     def __init__(self, path: Union[str, "os.PathLike[str]"], *, device: str = "auto",
                  rank: int = 0, world: int = 1, epoch_begin: int = 0,
-                 epoch_end: Optional[int] = None, depth: int = 3, copy: str = "auto",
+                 epoch_end: Optional[int] = None, depth: Optional[int] = None, copy: str = "auto",
                  dtype: Optional[str] = None,
                  normalize: Union[str, Tuple[Sequence[float], Sequence[float]], None] = None,
                  layout: Optional[str] = None, stream: Any = None,
