@@ -18,6 +18,9 @@
  * - Device memory of a slot is overwritten only after the consumer stream passed the
  *   slot's `done` event (recorded when the slot came back), and its pinned staging
  *   buffer only after its previous copies finished (its `ready` event).
+ * - A detached slot's last release puts it on the core's spare list (its `done` event
+ *   recorded on the consumer stream, as for a slot back in the ring), and the next
+ *   detach takes it from there; once the loader is destroyed, it is freed instead.
  * - The shared part (driver table, context, stream, kernel) is the refcounted `core`:
  *   retained batches keep it alive after bfsg_destroy.
  */
@@ -70,6 +73,13 @@ typedef struct core {
     CUmodule mod;
     CUfunction fn;
     CUdeviceptr lut;
+    CUstream consumer; /* the loader's consumer stream (NULL: the legacy stream) */
+    /* slots that were retained and came back: reused for the next detach, so a caller
+     * that holds each batch a little longer (DLPack) costs no allocation per batch */
+    pthread_mutex_t spare_lock;
+    struct slot *spare[MAX_DEPTH]; /* guarded by spare_lock */
+    int n_spare;                   /* guarded by spare_lock */
+    int closed;                    /* guarded by spare_lock: the loader is gone */
 } core;
 
 typedef struct slot {
@@ -166,6 +176,7 @@ static void core_unref(core *c)
     if (!c || atomic_fetch_sub(&c->refs, 1) != 1)
         return;
     core_cuda_close(c);
+    pthread_mutex_destroy(&c->spare_lock);
     free(c);
 }
 
@@ -186,7 +197,12 @@ static void ctx_pop(core *c)
 
 static slot *slot_new(core *c)
 {
-    slot *s = calloc(1, sizeof *s);
+    pthread_mutex_lock(&c->spare_lock);
+    slot *s = c->n_spare ? c->spare[--c->n_spare] : NULL;
+    pthread_mutex_unlock(&c->spare_lock);
+    if (s)
+        return s; /* already counted in c->refs */
+    s = calloc(1, sizeof *s);
     if (!s)
         return NULL;
     s->core = c;
@@ -237,6 +253,35 @@ static void slot_destroy(slot *s)
     core_unref(c);
 }
 
+/* a slot that came back from the caller: its device memory may be overwritten once the
+ * consumer stream passed what was queued on it until now */
+static void slot_mark_done(slot *s)
+{
+    core *c = s->core;
+    if (c->cuda && s->ready_recorded) {
+        ctx_push(c);
+        c->cu.EventRecord(s->done, c->consumer);
+        ctx_pop(c);
+        s->done_recorded = 1;
+    }
+}
+
+/* the last release of a detached slot: to the spare list while the loader lives */
+static void slot_recycle(slot *s)
+{
+    core *c = s->core;
+    pthread_mutex_lock(&c->spare_lock);
+    if (!c->closed && c->n_spare < MAX_DEPTH) {
+        slot_mark_done(s);
+        atomic_store(&s->detached, 0);
+        s->state = SLOT_FREE;
+        c->spare[c->n_spare++] = s;
+        s = NULL;
+    }
+    pthread_mutex_unlock(&c->spare_lock);
+    slot_destroy(s);
+}
+
 /* ---- parameters -------------------------------------------------------------------- */
 
 int bfsg_create(int api_version, bfsg_loader **out)
@@ -254,6 +299,7 @@ int bfsg_create(int api_version, bfsg_loader **out)
         return -ENOMEM;
     }
     atomic_init(&c->refs, 1);
+    pthread_mutex_init(&c->spare_lock, NULL);
     l->core = c;
     snprintf(l->device, sizeof l->device, "auto");
     l->copy_req = COPY_AUTO;
@@ -952,6 +998,7 @@ int bfsg_open(bfsg_loader *l, const char *path)
         goto fail;
     if (!l->depth)
         l->depth = l->core->cuda ? DEPTH_CUDA : DEPTH_HOST;
+    l->core->consumer = l->consumer;
     l->stf = malloc(sizeof *l->stf);
     if (!l->stf) {
         rc = seterr(l, -ENOMEM, "out of memory");
@@ -993,12 +1040,7 @@ static int give_back(bfsg_loader *l, slot *s)
         if (fresh)
             slot_destroy(fresh);
         s->state = SLOT_FREE;
-        if (s->core->cuda && s->ready_recorded) {
-            ctx_push(s->core);
-            s->core->cu.EventRecord(s->done, l->consumer);
-            ctx_pop(s->core);
-            s->done_recorded = 1;
-        }
+        slot_mark_done(s);
     } else {
         if (!fresh) /* a retain came in between: cannot happen from one thread */
             fresh = slot_new(l->core);
@@ -1104,8 +1146,16 @@ void bfsg_destroy(bfsg_loader *l)
     pthread_mutex_unlock(&l->lock);
     for (int i = 0; i < MAX_DEPTH; i++)
         slot_destroy(l->ring[i]);
+    core *c = l->core;
+    pthread_mutex_lock(&c->spare_lock);
+    c->closed = 1; /* retained slots released from now on are freed */
+    int n = c->n_spare;
+    c->n_spare = 0;
+    pthread_mutex_unlock(&c->spare_lock);
+    while (n)
+        slot_destroy(c->spare[--n]);
     free(l->stf);
-    core_unref(l->core);
+    core_unref(c);
     pthread_mutex_destroy(&l->lock);
     pthread_cond_destroy(&l->cond);
     free(l);
@@ -1125,7 +1175,7 @@ void bfsg_batch_release(bfsg_batch *b)
 {
     slot *s = (slot *)b;
     if (s && atomic_fetch_sub(&s->refs, 1) == 1 && atomic_load(&s->detached))
-        slot_destroy(s);
+        slot_recycle(s);
 }
 
 /* stream NULL: block the host on b's ready event; else make stream wait on it */

@@ -650,6 +650,34 @@ static void retained(const char *device)
     }
 }
 
+/* the usual Python loop: each batch held until the next one is taken (retained, released
+ * after bfsg_next) reuses the slots that come back instead of allocating per batch */
+START_TEST(held_batches_reuse_slots)
+{
+    const char *devices[] = {"cpu", "cuda"};
+    for (int d = 0; d < 2; d++) {
+        const char *kv[] = {"device", devices[d], "cuda_library", fake, "depth", "3", NULL};
+        bfsg_loader *l = loader(kv);
+        ck_assert_msg(bfsg_open(l, root) == 0, "%s", bfsg_error(l));
+        bfsg_batch *b, *prev = NULL;
+        int n = 0;
+        while (bfsg_next(l, &b) == 0 && b) {
+            bfsg_batch_retain(b);
+            bfsg_batch_release(prev);
+            check_equal_files(b);
+            prev = b, n++;
+        }
+        ck_assert_int_eq(n, EPOCHS * NB);
+        bfsg_batch_release(prev);
+        bfsg_destroy(l);
+    }
+    /* 3 ring slots and 1 circulating through the spare list, not one per batch */
+    ck_assert_uint_le(counter("dev_allocs"), 4);
+    ck_assert_uint_eq(counter("dev_live"), 0);
+    ck_assert_uint_eq(counter("host_live"), 0);
+}
+END_TEST
+
 START_TEST(retained_batches_outlive_loader)
 {
     retained("cpu");
@@ -678,6 +706,7 @@ static Suite *gpu_suite(void)
     tcase_add_test(tc, convert_refuses_float_files);
     tcase_add_test(tc, cuda_setup_failure_falls_back_whole);
     tcase_add_test(tc, retained_batches_outlive_loader);
+    tcase_add_test(tc, held_batches_reuse_slots);
     suite_add_tcase(s, tc);
     return s;
 }

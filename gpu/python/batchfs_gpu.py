@@ -16,8 +16,9 @@ Lifetimes: every Batch object holds a retain of its C batch (bfsg_batch_retain),
 exactly once by Batch.release() or when the object is collected, so a Batch and its
 tensors stay valid while referenced, also after the next batch was taken and after the
 Loader was closed. A batch still referenced when the next one is taken leaves the
-loader's ring, and a fresh buffer takes its place: drop references you no longer need
-(del batch) to keep the ring free of allocations. A DLPack capsule holds a retain of its
+loader's ring and a spare takes its place; its buffers become the next spare when its
+last reference goes, so holding batches a step longer allocates nothing. A DLPack
+capsule holds a retain of its
 own, released by the consumer (or by the capsule's destructor when it was never
 consumed).
 
