@@ -11,9 +11,11 @@
  * (bfs_sample), so a corrupt table can give an error but never an out-of-bounds access.
  * Payload checksums (per page and per sample) are verified on demand.
  *
- * The reader maps the file read-only and shared; pointers it returns stay valid until
- * bfs_close. Truncating the file while it is open is unsupported (SIGBUS, as for any
- * mapped file). A reader is safe to use from many threads at once.
+ * A file reader copies the header and tables into memory at open (32 bytes per sample)
+ * and reads payloads with pread, so a dataset overwritten or truncated while open gives
+ * BFS_E_CHANGED (or a checksum error), never SIGBUS; a file replaced by a rename keeps
+ * serving the old inode's bytes, which are still the dataset opened. Pointers the reader
+ * returns stay valid until bfs_close. A reader is safe to use from many threads at once.
  */
 #ifndef BATCHFS_ENGINE_BFS_H
 #define BATCHFS_ENGINE_BFS_H
@@ -89,9 +91,11 @@ typedef struct bfs_sample {
 typedef struct bfs_reader bfs_reader;
 
 /*
- * bfs_open - open and map a .bfs file, validating its header and layout (O(1)).
- * On failure returns BFS_E_MAGIC, BFS_E_VERSION, BFS_E_HEADER_CHECKSUM, BFS_E_TRUNCATED,
- * BFS_E_LAYOUT, BFS_E_COUNT or a negative errno, and writes a one-line explanation
+ * bfs_open - open a .bfs file (a regular file only, opened without blocking: see
+ * bfs_open_regular), validating its header and layout, and copy its tables into memory
+ * (O(tables): one sequential read). On failure returns BFS_E_MAGIC, BFS_E_VERSION,
+ * BFS_E_HEADER_CHECKSUM, BFS_E_TRUNCATED, BFS_E_LAYOUT, BFS_E_COUNT, BFS_E_NOT_REGULAR
+ * or a negative errno, and writes a one-line explanation
  * naming the file and the bad field into err (errlen bytes, may be 0).
  * The caller owns *out; release it with bfs_close.
  */
@@ -103,7 +107,7 @@ int bfs_open(const char *path, bfs_reader **out, char *err, size_t errlen);
  */
 int bfs_open_mem(const void *data, size_t len, bfs_reader **out, char *err, size_t errlen);
 
-/* bfs_close - unmap and free; accepts NULL. */
+/* bfs_close - close and free; accepts NULL. */
 void bfs_close(bfs_reader *r);
 
 /* bfs_get_info - the decoded header; valid until bfs_close. */
@@ -117,9 +121,10 @@ const bfs_info *bfs_get_info(const bfs_reader *r);
 int bfs_get_sample(const bfs_reader *r, uint64_t i, bfs_sample *s);
 
 /*
- * bfs_sample_data - pointer to sample i's payload inside the mapping.
- * verify: BFS_VERIFY_* bits. Returns bfs_get_sample's errors, BFS_E_SAMPLE_CHECKSUM or
- * BFS_E_PAGE_CHECKSUM. *data stays valid until bfs_close. s may be NULL.
+ * bfs_sample_data - pointer to sample i's payload inside a memory image (bfs_open_mem).
+ * verify: BFS_VERIFY_* bits. Returns bfs_get_sample's errors, BFS_E_SAMPLE_CHECKSUM,
+ * BFS_E_PAGE_CHECKSUM, or -ENOTSUP for a file reader (use bfs_read_sample). *data stays
+ * valid until bfs_close. s may be NULL.
  */
 int bfs_sample_data(bfs_reader *r, uint64_t i, unsigned verify, bfs_sample *s, const uint8_t **data,
                     size_t *len);
@@ -127,10 +132,11 @@ int bfs_sample_data(bfs_reader *r, uint64_t i, unsigned verify, bfs_sample *s, c
 /*
  * bfs_read_sample - copy sample i's payload into buf (cap bytes) with pread (from memory
  * for bfs_open_mem readers), verifying its checksum when verify has BFS_VERIFY_SAMPLE.
- * Unlike bfs_sample_data it does not touch the mapping, so payload pages never count in
- * the process's resident memory, and a file truncated underneath gives -EIO, not SIGBUS.
- * Returns 0, bfs_get_sample's errors, -ENOSPC (cap < length; s->length says how much),
- * BFS_E_SAMPLE_CHECKSUM, or a negative errno from pread. s must not be NULL.
+ * Payload pages never count in the process's resident memory. After the read the file's
+ * identity (inode, size, mtime) is compared with the one opened: a file overwritten or
+ * truncated in place gives BFS_E_CHANGED. Returns 0, bfs_get_sample's errors, -ENOSPC
+ * (cap < length; s->length says how much), BFS_E_SAMPLE_CHECKSUM, BFS_E_CHANGED, or a
+ * negative errno from pread/fstat. s must not be NULL.
  */
 int bfs_read_sample(const bfs_reader *r, uint64_t i, unsigned verify, bfs_sample *s, uint8_t *buf,
                     size_t cap);
@@ -145,7 +151,9 @@ void bfs_advise_samples(const bfs_reader *r, const uint64_t *idx, uint32_t n);
 /*
  * bfs_verify_page - check payload page p against the page table. Successful checks are
  * remembered, so each page is hashed at most once per reader (thread-safe).
- * Returns 0, BFS_E_PAGE_CHECKSUM, or BFS_E_SAMPLE_INDEX if p >= page_count.
+ * File readers read the page with pread (1 MiB at a time). Returns 0,
+ * BFS_E_PAGE_CHECKSUM, BFS_E_SAMPLE_INDEX if p >= page_count, or a read error
+ * (BFS_E_CHANGED, -EIO, -ENOMEM).
  */
 int bfs_verify_page(bfs_reader *r, uint64_t p);
 

@@ -49,6 +49,7 @@ struct bfs_engine {
     pthread_mutex_t log_lock;
     uint64_t *logged;
     size_t logged_cap, logged_n;
+    _Atomic int changed_logged; /* BFS_E_CHANGED said once */
 };
 
 struct bfs_engine_worker {
@@ -462,6 +463,20 @@ static void log_bad(bfs_engine *e, uint64_t idx, int rc, const char *what)
     }
 }
 
+/* The dataset file was overwritten or truncated in place: no sample of it can be trusted
+ * now, so batches fail (EIO at the mount) rather than fill with substitutes. Logged once. */
+static int dataset_changed(bfs_engine *e, uint64_t epoch, uint64_t k, char *err, size_t errlen)
+{
+    if (!atomic_exchange(&e->changed_logged, 1))
+        fprintf(stderr,
+                "batchfs: %s: %s; every batch computed from now on fails (remount to serve the "
+                "new file; replace a mounted dataset with a rename, never in place)\n",
+                bfs_source_path(e->src), bfs_strerror(BFS_E_CHANGED));
+    return bfs_errf(BFS_E_CHANGED, err, errlen, "epoch %llu batch %llu: %s: %s",
+                    (unsigned long long)epoch, (unsigned long long)k, bfs_source_path(e->src),
+                    bfs_strerror(BFS_E_CHANGED));
+}
+
 int bfs_engine_sample(bfs_engine *e, bfs_engine_worker *w, uint64_t epoch, uint64_t k, uint32_t j,
                       uint64_t idx, uint8_t *dst, char *err, size_t errlen)
 {
@@ -479,6 +494,8 @@ int bfs_engine_sample(bfs_engine *e, bfs_engine_worker *w, uint64_t epoch, uint6
     rc = render(e, w, epoch, idx, slot, -1);
     if (rc == 0 || rc == -ENOMEM)
         return rc;
+    if (rc == BFS_E_CHANGED)
+        return dataset_changed(e, epoch, k, err, errlen);
     add(&w->bad, 1);
     if (e->o.bad_sample == BFS_BAD_FAIL) {
         char name[4200];
@@ -500,7 +517,10 @@ int bfs_engine_sample(bfs_engine *e, bfs_engine_worker *w, uint64_t epoch, uint6
     for (int t = 0; t < SUBSTITUTE_TRIES && n > 1; t++) {
         uint64_t alt = (uint64_t)bfs_rng_int(&r, 0, (int64_t)n - 2);
         alt += alt >= idx; /* never itself */
-        if (render(e, w, epoch, alt, slot, -1) == 0) {
+        int arc = render(e, w, epoch, alt, slot, -1);
+        if (arc == BFS_E_CHANGED)
+            return dataset_changed(e, epoch, k, err, errlen);
+        if (arc == 0) {
             put_i64(dst + lay.labels_off + 8ull * j, bfs_source_label(e->src, alt));
             put_i64(dst + lay.indices_off + 8ull * j, (int64_t)alt);
             char what[96];

@@ -70,7 +70,8 @@ int bfs_engine_batch_begin(bfs_engine *e, uint64_t epoch, uint64_t k, uint8_t *d
  * another sample chosen deterministically from (seed, epoch, index), its label and index
  * written into the batch's tensors; logged once per sample) or fails
  * (bad_sample=fail: returns the error; err names the sample).
- * Returns 0, BFS_E_* data errors (fail mode), or -ENOMEM.
+ * Returns 0, BFS_E_* data errors (fail mode), BFS_E_CHANGED (the .bfs file was
+ * overwritten or truncated in place: whatever bad_sample says; logged once), or -ENOMEM.
  */
 int bfs_engine_sample(bfs_engine *e, bfs_engine_worker *w, uint64_t epoch, uint64_t k, uint32_t j,
                       uint64_t idx, uint8_t *dst, char *err, size_t errlen);

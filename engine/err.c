@@ -28,6 +28,9 @@ static const char *const messages[BFS_E_LAST - BFS_E_FIRST] = {
     [BFS_E_EMPTY - BFS_E_FIRST] = "nothing to pack",
     [BFS_E_JPEG_TOO_LARGE - BFS_E_FIRST] =
         "JPEG too large to decode (over 268 million pixels: refused as a decompression bomb)",
+    [BFS_E_NOT_REGULAR - BFS_E_FIRST] = "not a regular file (a FIFO, socket, device or directory)",
+    [BFS_E_CHANGED - BFS_E_FIRST] =
+        "dataset file changed since it was opened (overwritten or truncated in place)",
 };
 
 const char *bfs_strerror(int err)

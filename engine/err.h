@@ -32,6 +32,8 @@ enum {
     BFS_E_RAW_DATA,            /* raw (lz4) payload corrupt */
     BFS_E_EMPTY,               /* empty source directory or class */
     BFS_E_JPEG_TOO_LARGE,      /* JPEG of more than BFS_JPEG_MAX_PIXELS (a decompression bomb) */
+    BFS_E_NOT_REGULAR,         /* not a regular file (a FIFO, socket, device or directory) */
+    BFS_E_CHANGED,             /* dataset file overwritten or truncated since it was opened */
     BFS_E_LAST
 };
 

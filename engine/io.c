@@ -1,5 +1,6 @@
 /* io.c — whole-buffer file I/O (see io.h). */
 #include "engine/io.h"
+#include "engine/err.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -25,18 +26,41 @@ int bfs_write_all(int fd, const void *data, size_t len)
     return 0;
 }
 
-int bfs_read_file(const char *path, uint8_t **buf, size_t *cap, size_t *len)
+int bfs_open_regular(const char *path, struct stat *st)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat pre;
+    /* a stat first, so that devices are never opened at all (opening some has effects) */
+    if (stat(path, &pre) < 0)
+        return -errno;
+    if (!S_ISREG(pre.st_mode))
+        return BFS_E_NOT_REGULAR;
+    /* O_NONBLOCK: the file may have become a FIFO since the stat; opening a FIFO without
+     * a writer would block for good, in D state for a FUSE reader */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
     if (fd < 0)
         return -errno;
-    struct stat st;
     int rc = 0;
-    if (fstat(fd, &st) < 0)
+    if (fstat(fd, st) < 0)
         rc = -errno;
-    else if (!S_ISREG(st.st_mode))
-        rc = -EINVAL;
-    else if ((uint64_t)st.st_size > UINT32_MAX)
+    else if (!S_ISREG(st->st_mode))
+        rc = BFS_E_NOT_REGULAR;
+    else if (fcntl(fd, F_SETFL, 0) < 0) /* blocking reads again, as for any regular file */
+        rc = -errno;
+    if (rc) {
+        close(fd);
+        return rc;
+    }
+    return fd;
+}
+
+int bfs_read_file(const char *path, uint8_t **buf, size_t *cap, size_t *len)
+{
+    struct stat st;
+    int fd = bfs_open_regular(path, &st);
+    if (fd < 0)
+        return fd;
+    int rc = 0;
+    if ((uint64_t)st.st_size > UINT32_MAX)
         rc = -EFBIG;
     size_t size = rc ? 0 : (size_t)st.st_size;
     if (!rc && *cap < size + 1) { /* +1: never a zero-sized allocation */

@@ -7,15 +7,25 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 
 /* bfs_write_all - write len bytes to fd. Returns 0 or a negative errno (-EIO when the
  * kernel accepts nothing). */
 int bfs_write_all(int fd, const void *data, size_t len);
 
 /*
+ * bfs_open_regular - open path read-only if it is a regular file, without ever blocking
+ * (a FIFO named like a sample would otherwise wedge its reader until someone writes to
+ * it) and without opening devices. *st gets the open file's fstat. Returns the fd (with
+ * O_CLOEXEC; blocking reads) or BFS_E_NOT_REGULAR (a FIFO, socket, device or directory)
+ * or the negative errno of stat/open/fstat.
+ */
+int bfs_open_regular(const char *path, struct stat *st);
+
+/*
  * bfs_read_file - read the whole regular file path into *buf, growing it (realloc) when
  * *cap is too small; *buf may start NULL with *cap 0. *len gets the file size.
- * Returns 0; -EINVAL (not a regular file); -EFBIG (over 4 GiB: no sample is that large);
+ * Returns 0; BFS_E_NOT_REGULAR (bfs_open_regular); -EFBIG (over 4 GiB: no sample is that large);
  * -EIO (the file shrank while read); -ENOMEM; or the errno of open/read. On failure *buf
  * stays valid (possibly grown) and the caller still owns it.
  */

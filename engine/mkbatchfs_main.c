@@ -186,9 +186,15 @@ static int cmd_cat(const char *path, const char *index)
         return 2;
     if (open_or_die(path, &r))
         return 1;
-    const uint8_t *data;
-    size_t len;
-    int rc = bfs_sample_data(r, (uint64_t)i, BFS_VERIFY_SAMPLE, NULL, &data, &len);
+    uint8_t *buf = NULL;
+    bfs_sample s;
+    int rc = bfs_read_sample(r, (uint64_t)i, BFS_VERIFY_SAMPLE, &s, NULL, 0);
+    if (rc == -ENOSPC)
+        rc = (buf = malloc(s.length))
+                 ? bfs_read_sample(r, (uint64_t)i, BFS_VERIFY_SAMPLE, &s, buf, s.length)
+                 : -ENOMEM;
+    const uint8_t *data = buf;
+    size_t len = rc ? 0 : s.length;
     if (rc == BFS_E_SAMPLE_INDEX)
         fprintf(stderr, "mkbatchfs: %s: sample %ld out of range (the file has %llu samples)\n",
                 path, i, (unsigned long long)bfs_get_info(r)->sample_count);
@@ -205,6 +211,7 @@ static int cmd_cat(const char *path, const char *index)
         }
         data += n, len -= (size_t)n;
     }
+    free(buf);
     bfs_close(r);
     return rc ? 1 : 0;
 }
@@ -246,24 +253,29 @@ static int cmd_verify(const char *path)
     if (rc)
         fprintf(stderr, "mkbatchfs: %s: %s\n", path, bfs_strerror(rc));
     for (uint64_t p = 0; p < in->page_count; p++) {
-        if (bfs_verify_page(r, p) == 0)
+        int prc = bfs_verify_page(r, p);
+        if (prc == 0)
             continue;
         uint64_t b, e;
         bfs_page_range(r, p, &b, &e);
-        fprintf(stderr, "mkbatchfs: %s: page %llu (file bytes %llu..%llu) checksum mismatch\n",
-                path, (unsigned long long)p, (unsigned long long)(in->heap_offset + b),
-                (unsigned long long)(in->heap_offset + e - 1));
+        fprintf(stderr, "mkbatchfs: %s: page %llu (file bytes %llu..%llu): %s\n", path,
+                (unsigned long long)p, (unsigned long long)(in->heap_offset + b),
+                (unsigned long long)(in->heap_offset + e - 1),
+                prc == BFS_E_PAGE_CHECKSUM ? "checksum mismatch" : bfs_strerror(prc));
         bad_pages++;
     }
-    uint8_t *raw_buf = NULL;
-    size_t raw_cap = 0;
+    uint8_t *raw_buf = NULL, *buf = NULL;
+    size_t raw_cap = 0, cap = 0;
     for (uint64_t i = 0; i < in->sample_count; i++) {
         bfs_sample s;
-        const uint8_t *data;
-        size_t len;
-        int src = bfs_sample_data(r, i, BFS_VERIFY_SAMPLE, &s, &data, &len);
+        int src = bfs_read_sample(r, i, BFS_VERIFY_SAMPLE, &s, buf, cap);
+        if (src == -ENOSPC) {
+            uint8_t *nb = realloc(buf, s.length);
+            src = nb ? bfs_read_sample(r, i, BFS_VERIFY_SAMPLE, &s, buf = nb, cap = s.length)
+                     : -ENOMEM;
+        }
         if (!src)
-            src = check_payload(&s, data, len, &raw_buf, &raw_cap);
+            src = check_payload(&s, buf, s.length, &raw_buf, &raw_cap);
         if (src) {
             if (bad_samples < 20)
                 fprintf(stderr, "mkbatchfs: %s: sample %llu: %s\n", path, (unsigned long long)i,
@@ -272,6 +284,7 @@ static int cmd_verify(const char *path)
         }
     }
     free(raw_buf);
+    free(buf);
     for (uint32_t c = 0; c < in->class_count; c++) {
         const char *name;
         if (bfs_class_name(r, c, &name, NULL)) {
@@ -336,8 +349,7 @@ static int cmd_pack(const char *src, const char *out, bfs_pack_opts *o, int quie
                 rep.seconds > 0 ? rep.bytes_in / rep.seconds / 1e6 : 0.0,
                 rep.nskipped ? "; some files skipped, see above" : "");
     if (o->restart && !quiet)
-        fprintf(stderr,
-                "%llu of %llu samples are JPEGs with a restart marker after every MCU%s\n",
+        fprintf(stderr, "%llu of %llu samples are JPEGs with a restart marker after every MCU%s\n",
                 (unsigned long long)rep.restarted, (unsigned long long)rep.packed,
                 rep.restarted < rep.packed ? " (the others, gray, CMYK, of odd sampling or raw, "
                                              "are decoded whole anyway and keep their bytes)"
@@ -430,8 +442,9 @@ int main(int argc, char **argv)
             return 2;
         default: /* '?': our messages (opterr = 0), so that a negative number says why */
             if (optopt >= '0' && optopt <= '9')
-                fprintf(stderr, "mkbatchfs: -%c...: negative numbers are not accepted (a sample "
-                                "index is 0 or more)\n\n",
+                fprintf(stderr,
+                        "mkbatchfs: -%c...: negative numbers are not accepted (a sample "
+                        "index is 0 or more)\n\n",
                         optopt);
             else if (optopt)
                 fprintf(stderr, "mkbatchfs: unknown option -%c\n\n", optopt);

@@ -239,7 +239,7 @@ static void transform(const bfs_pack_opts *o, const char *path, uint32_t label, 
     if (rc) {
         free(data);
         r->err = rc;
-        r->reason = rc == -EINVAL ? "not a regular file" : strerror(-rc);
+        r->reason = bfs_strerror(rc);
         return;
     }
     transform_bytes(o, data, len, label, r, scratch);

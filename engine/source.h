@@ -1,5 +1,5 @@
 /*
- * source.h — where samples come from: a .bfs file (mapped, O(1) open) or an ImageFolder
+ * source.h — where samples come from: a .bfs file (tables read at open) or an ImageFolder
  * directory read in place (scanned at open: O(files) directory reads and stats).
  *
  * Neighbours: the engine (engine/engine.c) fetches sample payloads through it; the plan

@@ -17,7 +17,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <turbojpeg.h>
 #include <unistd.h>
 
@@ -63,6 +65,27 @@ static int count_entries(const char *dir)
 }
 
 /* ---- hash ------------------------------------------------------------------------ */
+
+/* Sample i of a file reader as bfs_sample_data gives it for memory images (pages, then
+ * the sample's checksum, as verify asks); *d points into a buffer valid until the next
+ * call. */
+static int read_sample(bfs_reader *r, uint64_t i, unsigned verify, bfs_sample *s, const uint8_t **d,
+                       size_t *len)
+{
+    static uint8_t buf[4 << 20];
+    int rc = bfs_get_sample(r, i, s);
+    if (rc)
+        return rc;
+    uint64_t ps = bfs_get_info(r)->page_size;
+    for (uint64_t pg = s->offset / ps;
+         (verify & BFS_VERIFY_PAGES) && pg <= (s->offset + s->length - 1) / ps; pg++)
+        if ((rc = bfs_verify_page(r, pg)))
+            return rc;
+    rc = bfs_read_sample(r, i, verify & BFS_VERIFY_SAMPLE, s, buf, sizeof buf);
+    *d = buf;
+    *len = s->length;
+    return rc;
+}
 
 START_TEST(xxh64_vectors)
 {
@@ -123,8 +146,8 @@ START_TEST(round_trip)
         bfs_sample s;
         const uint8_t *got;
         size_t glen;
-        ck_assert_int_eq(
-            bfs_sample_data(r, i, BFS_VERIFY_SAMPLE | BFS_VERIFY_PAGES, &s, &got, &glen), 0);
+        ck_assert_int_eq(read_sample(r, i, BFS_VERIFY_SAMPLE | BFS_VERIFY_PAGES, &s, &got, &glen),
+                         0);
         ck_assert_uint_eq(s.label, i / 9);
         ck_assert_uint_eq(glen, wlen);
         ck_assert_mem_eq(got, want, wlen);
@@ -164,8 +187,7 @@ START_TEST(random_access_and_pages)
         bfs_sample s;
         const uint8_t *d;
         size_t len;
-        ck_assert_int_eq(bfs_sample_data(r, i, BFS_VERIFY_PAGES | BFS_VERIFY_SAMPLE, &s, &d, &len),
-                         0);
+        ck_assert_int_eq(read_sample(r, i, BFS_VERIFY_PAGES | BFS_VERIFY_SAMPLE, &s, &d, &len), 0);
         ck_assert_uint_eq(d[0], 0xFF);
         ck_assert_uint_eq(d[1], 0xD8);
         uint64_t first = s.offset / 4096, last = (s.offset + s.length - 1) / 4096;
@@ -445,11 +467,66 @@ START_TEST(open_errors)
     ck_assert_int_eq(bfs_open(path, &r, err, sizeof err), -ENOENT);
     ck_assert_ptr_null(r);
     ck_assert_ptr_nonnull(strstr(err, "missing.bfs"));
-    ck_assert_int_eq(bfs_open(tmp, &r, err, sizeof err), -EINVAL); /* a directory */
+    ck_assert_int_eq(bfs_open(tmp, &r, err, sizeof err), BFS_E_NOT_REGULAR); /* a directory */
+    ck_assert_ptr_nonnull(strstr(err, "not a regular file"));
+    /* a FIFO is refused without blocking (no writer would ever come) */
+    snprintf(path, sizeof path, "%s/fifo.bfs", tmp);
+    ck_assert_int_eq(mkfifo(path, 0600), 0);
+    ck_assert_int_eq(bfs_open(path, &r, err, sizeof err), BFS_E_NOT_REGULAR);
+    ck_assert_ptr_null(r);
     snprintf(path, sizeof path, "%s/text.bfs", tmp);
     ck_assert_int_eq(tu_write_file(path, "hello, world\n", 13), 0);
     ck_assert_int_eq(bfs_open(path, &r, err, sizeof err), BFS_E_MAGIC);
     bfs_close(NULL); /* accepted */
+}
+END_TEST
+
+/* A dataset overwritten or truncated in place while open: errors, never SIGBUS. Replaced
+ * by a rename: the old inode's bytes, still right. */
+START_TEST(changed_underneath)
+{
+    ck_assert_int_eq(tu_make_imagefolder(src, 2, 6, 40, 120, 5), 0);
+    bfs_pack_report rep;
+    ck_assert_int_eq(pack_with(src, out, 1, 4096, &rep), 0);
+    bfs_pack_report_free(&rep);
+    bfs_reader *r;
+    bfs_sample s;
+    const uint8_t *d;
+    size_t len;
+    ck_assert_int_eq(bfs_open(out, &r, NULL, 0), 0);
+    uint64_t n = bfs_get_info(r)->sample_count;
+    ck_assert_int_eq(bfs_sample_data(r, 0, BFS_VERIFY_NONE, &s, &d, &len), -ENOTSUP);
+    ck_assert_int_eq(read_sample(r, n - 1, BFS_VERIFY_SAMPLE, &s, &d, &len), 0);
+    ck_assert_int_eq(truncate(out, 200), 0); /* in place: the tables are gone too */
+    ck_assert_int_eq(read_sample(r, n - 1, BFS_VERIFY_SAMPLE, &s, &d, &len), BFS_E_CHANGED);
+    ck_assert_int_eq(read_sample(r, 0, BFS_VERIFY_SAMPLE, &s, &d, &len), BFS_E_CHANGED);
+    ck_assert_int_eq(bfs_verify_page(r, 0), BFS_E_CHANGED);
+    ck_assert_int_eq(bfs_verify_tables(r), 0); /* the copy taken at open */
+    bfs_close(r);
+
+    /* overwritten in place, same size: a newer mtime */
+    ck_assert_int_eq(pack_with(src, out, 1, 4096, &rep), 0);
+    bfs_pack_report_free(&rep);
+    ck_assert_int_eq(bfs_open(out, &r, NULL, 0), 0);
+    ck_assert_int_eq(read_sample(r, 1, BFS_VERIFY_SAMPLE, &s, &d, &len), 0);
+    struct timespec later[2] = {{0, UTIME_OMIT}, {time(NULL) + 10, 0}};
+    ck_assert_int_eq(utimensat(AT_FDCWD, out, later, 0), 0);
+    ck_assert_int_eq(read_sample(r, 1, BFS_VERIFY_SAMPLE, &s, &d, &len), BFS_E_CHANGED);
+    bfs_close(r);
+
+    /* replaced by a rename: the reader keeps serving the file it opened */
+    ck_assert_int_eq(bfs_open(out, &r, NULL, 0), 0);
+    ck_assert_int_eq(read_sample(r, 2, BFS_VERIFY_SAMPLE, &s, &d, &len), 0);
+    uint8_t *before = malloc(len);
+    memcpy(before, d, len);
+    char other[4200];
+    snprintf(other, sizeof other, "%s/other.bfs", tmp);
+    ck_assert_int_eq(tu_write_file(other, "replacement", 11), 0);
+    ck_assert_int_eq(rename(other, out), 0);
+    ck_assert_int_eq(read_sample(r, 2, BFS_VERIFY_SAMPLE, &s, &d, &len), 0);
+    ck_assert_mem_eq(d, before, len);
+    free(before);
+    bfs_close(r);
 }
 END_TEST
 
@@ -611,7 +688,7 @@ START_TEST(pack_max_side_and_raw)
         bfs_sample s;
         const uint8_t *d;
         size_t len;
-        ck_assert_int_eq(bfs_sample_data(r, i, BFS_VERIFY_SAMPLE, &s, &d, &len), 0);
+        ck_assert_int_eq(read_sample(r, i, BFS_VERIFY_SAMPLE, &s, &d, &len), 0);
         ck_assert_int_le(s.width, 100);
         ck_assert_int_le(s.height, 100);
         bfs_jpeg_header h;
@@ -632,7 +709,7 @@ START_TEST(pack_max_side_and_raw)
         bfs_sample s;
         const uint8_t *d;
         size_t len;
-        ck_assert_int_eq(bfs_sample_data(r, i, BFS_VERIFY_SAMPLE, &s, &d, &len), 0);
+        ck_assert_int_eq(read_sample(r, i, BFS_VERIFY_SAMPLE, &s, &d, &len), 0);
         ck_assert_uint_eq(s.flags & BFS_KIND_MASK, BFS_KIND_RAW);
         ck_assert_uint_eq(s.raw_size, (uint32_t)s.width * s.height * 3);
         uint8_t *px = malloc(s.raw_size);
@@ -732,6 +809,7 @@ static Suite *format_suite(void)
     tcase_add_test(tc, random_access_and_pages);
     tcase_add_test(tc, deterministic_across_jobs);
     tcase_add_test(tc, open_errors);
+    tcase_add_test(tc, changed_underneath);
     tcase_add_test(tc, writer_contract);
     tcase_add_test(tc, pack_skips_and_strict);
     tcase_add_test(tc, pack_empty_inputs);
