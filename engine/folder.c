@@ -73,7 +73,8 @@ static int list_dir(const char *dir, char ***names, size_t *count, bfs_folder *h
         free(v);
         return rc;
     }
-    qsort(v, n, sizeof *v, cmp_str);
+    if (n > 1) /* v is NULL when the directory is empty: qsort(NULL, 0) is undefined */
+        qsort(v, n, sizeof *v, cmp_str);
     *names = v;
     *count = n;
     return 0;
@@ -129,7 +130,7 @@ static int walk_collect(const char *dir, dirlist *dirs, int depth)
     size_t n;
     int rc = list_dir(dir, &names, &n, NULL);
     if (rc)
-        return rc;
+        return rc == -ENOMEM ? rc : 0; /* scan_class lists it again and counts it */
     for (size_t i = 0; i < n && !rc; i++) {
         char *sub;
         struct stat st;
@@ -145,8 +146,19 @@ static int walk_collect(const char *dir, dirlist *dirs, int depth)
     return rc;
 }
 
-static int scan_class(bfs_folder *p, const char *cdir, uint32_t label, uint64_t *found, char *err,
-                      size_t errlen)
+/* A directory that could not be listed: counted, the first kept for the notes. */
+static int unreadable(bfs_folder *p, const char *dir, int rc)
+{
+    if (p->unreadable_dirs++ == 0) {
+        if (!(p->unreadable_example = strdup(dir)))
+            return -ENOMEM;
+        p->unreadable_err = rc;
+    }
+    return 0;
+}
+
+static int scan_class(bfs_folder *p, const char *cdir, uint32_t label, uint64_t *found, int *listed,
+                      char *err, size_t errlen)
 {
     dirlist dirs = {0};
     int rc = walk_collect(cdir, &dirs, 0);
@@ -156,12 +168,17 @@ static int scan_class(bfs_folder *p, const char *cdir, uint32_t label, uint64_t 
     }
     qsort(dirs.v, dirs.n, sizeof *dirs.v, cmp_str);
     *found = 0;
+    *listed = 1;
     for (size_t d = 0; d < dirs.n && !rc; d++) {
         char **names;
         size_t n;
         if ((rc = list_dir(dirs.v[d], &names, &n, NULL))) {
-            rc = bfs_errf(rc, err, errlen, "%s: %s", dirs.v[d], bfs_strerror(rc));
-            break;
+            if (rc == -ENOMEM)
+                break;
+            if (!strcmp(dirs.v[d], cdir))
+                *listed = 0;
+            rc = unreadable(p, dirs.v[d], rc);
+            continue;
         }
         for (size_t i = 0; i < n && !rc; i++) {
             char *path;
@@ -242,8 +259,9 @@ int bfs_folder_scan(const char *src, bfs_folder *p, char *err, size_t errlen)
             break;
         }
         uint64_t found = 0;
-        rc = scan_class(p, cdir, p->nclasses, &found, err, errlen);
-        if (!rc && found == 0)
+        int listed = 1;
+        rc = scan_class(p, cdir, p->nclasses, &found, &listed, err, errlen);
+        if (!rc && found == 0 && listed)
             rc = bfs_errf(BFS_E_EMPTY, err, errlen,
                           "class directory %s holds no .jpg or .jpeg file: every class needs "
                           "at least one JPEG image (remove the directory or add images)",
@@ -255,6 +273,10 @@ int bfs_folder_scan(const char *src, bfs_folder *p, char *err, size_t errlen)
     if (!rc && p->nclasses == 0)
         rc = bfs_errf(BFS_E_EMPTY, err, errlen,
                       "%s has no class sub-directories (expected SRC/<class>/<image>.jpg)", src);
+    if (!rc && p->n == 0)
+        rc = bfs_errf(BFS_E_EMPTY, err, errlen, "%s: no sample: %s could not be listed (%s)", src,
+                      p->unreadable_example ? p->unreadable_example : "?",
+                      bfs_strerror(p->unreadable_err));
     if (rc == -ENOMEM)
         bfs_errf(rc, err, errlen, "out of memory while scanning %s", src);
     if (rc)
@@ -275,6 +297,7 @@ void bfs_folder_free(bfs_folder *f)
     free(f->classes);
     free(f->ignored_example);
     free(f->hidden_example);
+    free(f->unreadable_example);
     memset(f, 0, sizeof *f);
 }
 
@@ -290,6 +313,15 @@ void bfs_folder_notes(const bfs_folder *f, char *buf, size_t len)
                               f->ignored == 1 ? "is" : "are",
                               f->ignored == 1 ? "a sample" : "samples",
                               f->ignored_example ? f->ignored_example : "?");
+    if (f->unreadable_dirs && n < len)
+        n += (size_t)snprintf(buf + n, len - n,
+                              "note: %u director%s could not be listed and %s skipped (e.g. %s: "
+                              "%s): the images in %s are not samples\n",
+                              f->unreadable_dirs, f->unreadable_dirs == 1 ? "y" : "ies",
+                              f->unreadable_dirs == 1 ? "is" : "are",
+                              f->unreadable_example ? f->unreadable_example : "?",
+                              bfs_strerror(f->unreadable_err),
+                              f->unreadable_dirs == 1 ? "it" : "them");
     if (f->hidden_dirs && n < len)
         snprintf(buf + n, len - n,
                  "note: %u hidden director%s beside the class directories (e.g. %s) %s skipped: "

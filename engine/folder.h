@@ -9,8 +9,12 @@
  * decodes JPEG only, so the other image extensions it accepts are not samples here). Names
  * starting with '.' are ignored (torchvision would count a hidden directory, such as
  * .ipynb_checkpoints, as a class: hidden_dirs tells). Files beside the class directories
- * are ignored. Files are not opened: whether a .jpg is a JPEG is the reader's business, so
- * the packer and the mount agree on the samples of any folder.
+ * are ignored. Files are not opened: whether a .jpg is a JPEG, or a readable regular file
+ * at all (a dangling symlink, a FIFO), is the reader's business, so the packer and the
+ * mount agree on the samples of any folder. A directory below the root that cannot be
+ * listed (permissions, I/O error) is skipped and counted (unreadable_dirs): its files are
+ * not samples, and a class directory that cannot be listed is a class without samples;
+ * the notes say so, and the sample list (hence the fingerprint) shows it.
  */
 #ifndef BATCHFS_ENGINE_FOLDER_H
 #define BATCHFS_ENGINE_FOLDER_H
@@ -24,16 +28,20 @@ typedef struct bfs_folder {
     uint64_t n, cap;
     char **classes; /* class names (directory names) */
     uint32_t nclasses, class_cap;
-    uint64_t ignored;      /* files below class directories not named .jpg/.jpeg */
-    char *ignored_example; /* the first of them (full path), or NULL */
-    uint32_t hidden_dirs;  /* hidden directories beside the class directories */
-    char *hidden_example;  /* the first of them (name), or NULL */
+    uint64_t ignored;         /* files below class directories not named .jpg/.jpeg */
+    char *ignored_example;    /* the first of them (full path), or NULL */
+    uint32_t hidden_dirs;     /* hidden directories beside the class directories */
+    char *hidden_example;     /* the first of them (name), or NULL */
+    uint32_t unreadable_dirs; /* directories below the root that could not be listed */
+    char *unreadable_example; /* the first of them (full path), or NULL */
+    int unreadable_err;       /* its error (negative errno) */
 } bfs_folder;
 
 /*
  * bfs_folder_scan - list root. Returns 0; -ENOENT / -ENOTDIR / -EACCES for the root;
- * BFS_E_EMPTY when there is no class directory or a class directory holds no .jpg/.jpeg
- * file; -ENOMEM. err names the directory. On failure f is left empty.
+ * BFS_E_EMPTY when there is no class directory or a readable class directory holds no
+ * .jpg/.jpeg file, or no sample at all was found; -ENOMEM. err names the directory. On failure f is
+ * left empty.
  */
 int bfs_folder_scan(const char *root, bfs_folder *f, char *err, size_t errlen);
 
@@ -45,7 +53,8 @@ int bfs_folder_is_jpeg_name(const char *name);
 
 /*
  * bfs_folder_notes - what a user should know about f's scan, as lines ending in '\n' (files
- * that are not samples, hidden directories that torchvision would count as classes), or ""
+ * that are not samples, hidden directories that torchvision would count as classes,
+ * directories that could not be listed), or ""
  * when nothing; written to buf (truncated to len).
  */
 void bfs_folder_notes(const bfs_folder *f, char *buf, size_t len);

@@ -31,10 +31,11 @@ static int folder_identity(bfs_source *s, char *err, size_t errlen)
     for (uint64_t i = 0; i < s->folder.n; i++) {
         struct stat sb;
         const char *p = s->folder.paths[i];
+        /* a file that cannot be stat'ed (a dangling symlink) is a bad sample when read,
+         * substituted per bad_sample: its error stands in for its size */
         if (stat(p, &sb) < 0) {
-            int e = errno;
-            snprintf(err, errlen, "%s: %s", p, strerror(e));
-            return -e;
+            memset(&sb, 0, sizeof sb);
+            sb.st_size = -(off_t)errno;
         }
         uint64_t facts[4] = {(uint64_t)sb.st_size, (uint64_t)sb.st_mtim.tv_sec,
                              (uint64_t)sb.st_mtim.tv_nsec, s->folder.labels[i]};
