@@ -15,6 +15,7 @@
 #include "engine/err.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -856,17 +857,23 @@ static bfs_batch *acquire(bfs_exec *x, uint64_t epoch, uint64_t k, int demand, i
 /* The end of a get: wait for job j (acquired, referenced; NULL when acquire failed with
  * rc), then hand it out or drop it with the error. Locked. */
 static int get_wait(bfs_exec *x, bfs_batch *j, int rc, uint64_t epoch, uint64_t k, bfs_batch **out,
-                    char *err, size_t errlen)
+                    bfs_exec_cancel *cancel, char *err, size_t errlen)
 {
-    while (j && j->state < JOB_READY && !x->shutdown)
+    while (j && j->state < JOB_READY && !x->shutdown &&
+           !(cancel && atomic_load_explicit(&cancel->requested, memory_order_relaxed)))
         pthread_cond_wait(&x->ready, &x->lock);
     if (j && j->state == JOB_READY) {
         j->used = ++x->tick;
         *out = j;
     } else if (j) {
-        rc = j->state == JOB_FAILED ? j->rc : -ESHUTDOWN;
+        /* interrupted: the batch goes on being computed (for the next reader, or this
+         * one's retry); only this wait ends */
+        rc = j->state == JOB_FAILED ? j->rc : x->shutdown ? -ESHUTDOWN : -EINTR;
         if (err && errlen)
-            snprintf(err, errlen, "%s", j->state == JOB_FAILED ? j->err : "shutting down");
+            snprintf(err, errlen, "%s",
+                     j->state == JOB_FAILED ? j->err
+                     : rc == -EINTR         ? "interrupted"
+                                            : "shutting down");
         j->refs--;
         evict(x);
     } else if (err && errlen) {
@@ -886,7 +893,7 @@ int bfs_exec_get(bfs_exec *x, uint64_t epoch, uint64_t k, bfs_batch **out, char 
         return -ESHUTDOWN;
     }
     bfs_batch *j = acquire(x, epoch, k, 1, &rc);
-    rc = get_wait(x, j, rc, epoch, k, out, err, errlen);
+    rc = get_wait(x, j, rc, epoch, k, out, NULL, err, errlen);
     pthread_mutex_unlock(&x->lock);
     return rc;
 }
@@ -898,8 +905,16 @@ static double mono_now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+void bfs_exec_cancel_wait(bfs_exec *x, bfs_exec_cancel *c)
+{
+    atomic_store(&c->requested, 1);
+    pthread_mutex_lock(&x->lock); /* a waiter between its test and its wait sees the flag */
+    pthread_cond_broadcast(&x->ready);
+    pthread_mutex_unlock(&x->lock);
+}
+
 int bfs_exec_get_as(bfs_exec *x, uint64_t key, bfs_exec_alive_fn alive, uint64_t epoch, uint64_t k,
-                    bfs_batch **out, char *err, size_t errlen)
+                    bfs_exec_cancel *cancel, bfs_batch **out, char *err, size_t errlen)
 {
     *out = NULL;
     int rc = 0;
@@ -919,7 +934,7 @@ int bfs_exec_get_as(bfs_exec *x, uint64_t key, bfs_exec_alive_fn alive, uint64_t
         id = bfs_exec_follow(x, key, epoch, k, t0, -1, alive);
         pthread_mutex_lock(&x->lock);
     }
-    rc = get_wait(x, j, rc, epoch, k, out, err, errlen);
+    rc = get_wait(x, j, rc, epoch, k, out, cancel, err, errlen);
     pthread_mutex_unlock(&x->lock);
     if (id)
         bfs_exec_reader_waited(x, id, epoch, k, mono_now() - t0);

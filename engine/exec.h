@@ -175,15 +175,25 @@ uint32_t bfs_exec_follow(bfs_exec *x, uint64_t key, uint64_t epoch, uint64_t k, 
  * epoch; ignored when the reader has asked for another batch since. */
 void bfs_exec_reader_waited(bfs_exec *x, uint32_t id, uint64_t epoch, uint64_t k, double wait_s);
 
+/* A wait that another thread may end: zero it, pass it to bfs_exec_get_as, and call
+ * bfs_exec_cancel_wait from anywhere (the mount: when the kernel sends FUSE INTERRUPT). */
+typedef struct bfs_exec_cancel {
+    _Atomic int requested;
+} bfs_exec_cancel;
+
+/* bfs_exec_cancel_wait - end the wait that c was given to (now or when it starts). */
+void bfs_exec_cancel_wait(bfs_exec *x, bfs_exec_cancel *c);
+
 /*
  * bfs_exec_get_as - bfs_exec_get for reader `key` (the mount's: a pid), in the order that
  * keeps its pipeline full: batch k is acquired first (demanded, referenced), then the
  * reader is followed (bfs_exec_follow, now on CLOCK_MONOTONIC: its next batches are queued
  * behind k while k is computed), then k is waited for and the wait recorded. Same returns
- * as bfs_exec_get.
+ * as bfs_exec_get, and -EINTR when cancel (may be NULL) was cancelled before k was ready:
+ * k goes on being computed, so that a retry finds it.
  */
 int bfs_exec_get_as(bfs_exec *x, uint64_t key, bfs_exec_alive_fn alive, uint64_t epoch, uint64_t k,
-                    bfs_batch **out, char *err, size_t errlen);
+                    bfs_exec_cancel *cancel, bfs_batch **out, char *err, size_t errlen);
 
 /* bfs_exec_readers - the active readers at time now (at most max), in id order; readers
  * idle longer than BFS_EXEC_READER_IDLE, or idle over 2 s with their key gone (alive),

@@ -124,7 +124,7 @@ typedef struct fsstate {
     atomic_int pt_offered;       /* the kernel's INIT offered FUSE_PASSTHROUGH */
     atomic_int pt_active;        /* passthrough in use (cleared if BACKING_OPEN is refused) */
     _Atomic uint64_t pt_opens;   /* batch files opened in passthrough mode */
-    _Atomic uint64_t reads, bytes_served, read_errors;
+    _Atomic uint64_t reads, bytes_served, read_errors, interrupted;
     _Atomic uint64_t served;   /* batches handed to readers (first read of an open file) */
     atomic_int readahead_done; /* raise_readahead ran */
     pthread_t loop_thread;     /* the thread in the FUSE session loop */
@@ -466,10 +466,13 @@ static void make_stats(fsstate *fs, text *t)
                 (unsigned long long)ss.evictions, (unsigned long long)ss.taken,
                 (unsigned long long)ss.usage_bytes, (unsigned long long)ss.budget_bytes);
     }
-    tprintf(t, "  \"reads\": {\"requests\": %llu, \"bytes\": %llu, \"errors\": %llu},\n",
+    tprintf(t,
+            "  \"reads\": {\"requests\": %llu, \"bytes\": %llu, \"errors\": %llu, "
+            "\"interrupted\": %llu},\n",
             (unsigned long long)atomic_load(&fs->reads),
             (unsigned long long)atomic_load(&fs->bytes_served),
-            (unsigned long long)atomic_load(&fs->read_errors));
+            (unsigned long long)atomic_load(&fs->read_errors),
+            (unsigned long long)atomic_load(&fs->interrupted));
     pthread_mutex_lock(&fs->lock);
     unsigned nback = 0;
     for (backing *b = fs->backings; b; b = b->next)
@@ -758,16 +761,42 @@ static void forget_file(fsstate *fs, openfile *of)
     free(of);
 }
 
+/* FUSE INTERRUPT of a request waiting in take_batch (the reader got a signal, kill -9
+ * included): libfuse calls this from the thread that read the INTERRUPT. */
+typedef struct interrupt_ctx {
+    fsstate *fs;
+    bfs_exec_cancel cancel;
+} interrupt_ctx;
+
+static void on_interrupt(fuse_req_t req, void *data)
+{
+    (void)req;
+    interrupt_ctx *c = data;
+    bfs_exec_cancel_wait(c->fs->x, &c->cancel);
+}
+
 /* Make of hold its batch (computed now if needed; single-flight) and tell prefetch that
- * reader pid started it. Returns 0 or the errno to reply (EIO, ENOMEM). Blocks: the
- * caller disables cancellation. */
-static int take_batch(fsstate *fs, openfile *of, pid_t pid)
+ * reader pid started it. Returns 0 or the errno to reply (EIO, ENOMEM, EINTR when the
+ * kernel interrupted req: the reader was signalled, and a killed reader would otherwise
+ * wait in D state until the batch is done, forever on a hung source). Blocks: the caller
+ * disables cancellation. */
+static int take_batch(fsstate *fs, openfile *of, fuse_req_t req)
 {
     char err[600];
     bfs_batch *b;
+    interrupt_ctx ic = {.fs = fs};
+    /* runs on_interrupt at once when the INTERRUPT came first */
+    fuse_req_interrupt_func(req, on_interrupt, &ic);
     /* as reader pid: its next batches are queued while this one is computed */
-    int rc =
-        bfs_exec_get_as(fs->x, (uint64_t)pid, pid_alive, of->epoch, of->k, &b, err, sizeof err);
+    int rc = bfs_exec_get_as(fs->x, (uint64_t)fuse_req_ctx(req)->pid, pid_alive, of->epoch, of->k,
+                             &ic.cancel, &b, err, sizeof err);
+    /* after this no on_interrupt runs or is running (libfuse serializes both on the
+     * request's lock), so ic may go */
+    fuse_req_interrupt_func(req, NULL, NULL);
+    if (rc == -EINTR) {
+        atomic_fetch_add(&fs->interrupted, 1);
+        return EINTR;
+    }
     if (rc) {
         if (rc != -ESHUTDOWN && rc > BFS_E_LAST) /* engine logs bad samples once */
             fprintf(stderr, "batchfs: epoch %llu batch %llu: %s\n", (unsigned long long)of->epoch,
@@ -818,7 +847,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         /* passthrough: the batch now, and its file as the batch file's backing file */
         int old, rc;
         pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old);
-        rc = take_batch(fs, of, fuse_req_ctx(req)->pid);
+        rc = take_batch(fs, of, req);
         pthread_setcancelstate(old, NULL);
         int id = rc ? -1 : backing_acquire(fs, epoch, k, bfs_batch_fd(of->b));
         if (rc || id < 0) {
@@ -863,9 +892,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         int old;
         pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old);
         /* (another read of this open file may be setting of->b: take_batch) */
-        int rc = __atomic_load_n(&of->b, __ATOMIC_ACQUIRE)
-                     ? 0
-                     : take_batch(fs, of, fuse_req_ctx(req)->pid);
+        int rc = __atomic_load_n(&of->b, __ATOMIC_ACQUIRE) ? 0 : take_batch(fs, of, req);
         if (rc) {
             fuse_reply_err(req, rc);
             pthread_setcancelstate(old, NULL);
