@@ -176,6 +176,19 @@ $(BUILD)/tests/check_gpu: $(BUILD)/obj/tests/check_gpu.o $(TESTUTIL_OBJ) $(LIB) 
 	$(CC) $(LDFLAGS) $(BUILD)/obj/tests/check_gpu.o $(TESTUTIL_OBJ) $(LIB) -L$(BUILD) -lbatchfs-gpu \
 	  -Wl,-rpath,$(abspath $(BUILD)) $(CHECK_LIBS) $(LDLIBS_ALL) -o $@
 
+# check_fault links tests/fault.c and redirects the calls fault injection reaches to its
+# shims (-Wl,--wrap: calls from the static objects only; tests/fault.h lists the classes)
+FAULT_WRAP := -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=posix_memalign \
+  -Wl,--wrap=aligned_alloc,--wrap=strdup,--wrap=strndup,--wrap=asprintf \
+  -Wl,--wrap=open64,--wrap=openat64,--wrap=mkostemp64,--wrap=opendir,--wrap=fdopendir \
+  -Wl,--wrap=memfd_create,--wrap=read,--wrap=pread64,--wrap=write,--wrap=pwrite64 \
+  -Wl,--wrap=ftruncate64,--wrap=fsetxattr,--wrap=fsync,--wrap=fdatasync,--wrap=readdir64 \
+  -Wl,--wrap=mmap64,--wrap=rename,--wrap=renameat,--wrap=linkat,--wrap=mkdir,--wrap=mkdirat \
+  -Wl,--wrap=pthread_create
+$(BUILD)/tests/check_fault: $(BUILD)/obj/tests/check_fault.o $(BUILD)/obj/tests/fault.o $(TESTUTIL_OBJ) $(LIB)
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) $(FAULT_WRAP) $^ $(CHECK_LIBS) $(LDLIBS_ALL) -o $@
+
 $(BUILD)/tests/%: $(BUILD)/obj/tests/%_main.o $(TESTUTIL_OBJ) $(LIB)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) $^ $(LDLIBS_ALL) -o $@

@@ -1,0 +1,601 @@
+/*
+ * check_fault.c — fault injection (tests/fault.h): every allocation, open, read, write,
+ * sync, directory read, mapping, rename/link/mkdir and thread start of an operation fails
+ * in turn, and the operation must either fail with a clear error or succeed with output
+ * byte-identical to the unfaulted run; never crash, hang or (under ASan) leak.
+ *
+ * Operations walked: one batch computed by the engine and its executor from a .bfs and
+ * from an ImageFolder (bad_sample=fail, so that a failed read cannot be hidden by a
+ * substitute); one batch through an executor that shares a store (a fault in the store must never
+ * fail the batch nor leave an entry that serves other bytes); a cache_dir store save (open, claim,
+ * publish with full sync) and load (open, claim, read), in both publication modes.
+ *
+ * For each operation: a counting run gives the number of calls of each class; then for
+ * each class, call N = 1..count fails once, fails from N on (persist), and for reads and
+ * writes transfers half the bytes once (short). Each walk prints
+ * its counts and a tally; FAULT_VERBOSE=1 prints every run. Run under ASan with CK_FORK=no
+ * so that LeakSanitizer sees the whole process (tests/README.md).
+ */
+#include "cache/store.h"
+#include "engine/engine.h"
+#include "engine/err.h"
+#include "engine/exec.h"
+#include "engine/pack.h"
+#include "engine/pipeline.h"
+#include "tests/fault.h"
+#include "tests/testutil.h"
+
+#include <check.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* ---- fixture: a small ImageFolder and its .bfs, shared by every test ------------------- */
+
+static char *tmp;
+static char folder[4096], packed[4096];
+
+static void setup(void)
+{
+    tmp = tu_mkdtemp("check_fault");
+    ck_assert_ptr_nonnull(tmp);
+    snprintf(folder, sizeof folder, "%s/src", tmp);
+    snprintf(packed, sizeof packed, "%s/data.bfs", tmp);
+    /* 2 classes x 4 images: small enough that every call of every run is walked */
+    ck_assert_int_eq(tu_make_imagefolder(folder, 2, 4, 32, 64, 23), 0);
+    bfs_pack_opts po = {.jobs = 1};
+    bfs_pack_report rep;
+    char err[512];
+    ck_assert_msg(bfs_pack(folder, packed, &po, &rep, NULL, err, sizeof err) == 0, "%s", err);
+    bfs_pack_report_free(&rep);
+}
+
+static void teardown(void)
+{
+    tu_rmtree(tmp);
+    free(tmp);
+}
+
+/* ---- the walk ----------------------------------------------------------------------- */
+
+/* Output of a run: copied into a buffer allocated before the run (an allocation of the
+ * test inside the run would be counted and failed as the operation's). */
+#define OUT_CAP (4u << 20)
+
+typedef struct scenario scenario;
+struct scenario {
+    const char *name;
+    /* before every run, not armed (may assert) */
+    void (*prepare)(scenario *s);
+    /* the operation, armed: 0 with the output in out/out_len, or an error (err says what
+     * failed, where the API gives messages) */
+    int (*run)(scenario *s, char *err, size_t errlen);
+    /* after every run, not armed: collect the output of a run that wrote files (rc 0), or
+     * check what a failed run left behind (rc != 0) */
+    void (*after)(scenario *s, int rc, const char *what);
+    int messages; /* failures must leave a message in err */
+    uint8_t *out;
+    size_t out_len;
+    const uint8_t *ref; /* the unfaulted run's output (NULL during that run) */
+    size_t ref_len;
+    uint64_t recomputed; /* runs that succeeded by recomputing (a store miss) */
+    int recompute;       /* set by run: this run recomputed */
+    uint64_t degraded;   /* runs that succeeded with a reported loss (files skipped) */
+    int skipped;         /* set by run: it reports files it could not read and skipped */
+};
+
+#define SCENARIO(name_, prepare_, run_, after_, messages_)                                         \
+    {                                                                                              \
+        .name = (name_), .prepare = (prepare_), .run = (run_), .after = (after_),                  \
+        .messages = (messages_)                                                                    \
+    }
+
+typedef struct tally {
+    uint64_t runs, failed, ok, unfired;
+} tally;
+
+static void one_run(scenario *s, const uint8_t *ref, size_t ref_len, fault_class c, uint64_t n,
+                    fault_mode mode, int persist, tally *t)
+{
+    char what[160];
+    snprintf(what, sizeof what, "%s: %s call %" PRIu64 " %s%s", s->name, fault_class_name(c), n,
+             mode == FAULT_SHORT ? "short" : "fails", persist ? " (and every later one)" : "");
+    char err[2048] = "";
+    s->prepare(s);
+    s->out_len = 0;
+    s->recompute = 0;
+    s->skipped = 0;
+    fault_arm(c, n, mode, persist);
+    int rc = s->run(s, err, sizeof err);
+    fault_stop();
+    uint64_t fired = fault_fired();
+    s->after(s, rc, what);
+    if (getenv("FAULT_VERBOSE")) /* one line per run */
+        printf("%s: fired %" PRIu64 ", rc %d%s%s%s %s\n", what, fired, rc,
+               s->recompute ? ", recomputed" : "", s->skipped ? ", skipped" : "", err[0] ? ":" : "",
+               err);
+    t->runs++;
+    t->unfired += !fired;
+    if (rc == 0) {
+        t->ok++;
+        s->recomputed += s->recompute;
+        /* a short read or write is no damage: it must not cost a stored entry */
+        ck_assert_msg(!s->recompute || mode != FAULT_SHORT, "%s: recomputed", what);
+        /* a file that cannot be read is skipped and listed (pack.h): allowed for a read
+         * error, not for a failure of the process (memory, descriptors, threads) */
+        if (s->skipped && c == FAULT_READ) {
+            s->degraded++;
+            return;
+        }
+        ck_assert_msg(!s->skipped, "%s: succeeded, skipping files", what);
+        ck_assert_msg(s->out_len == ref_len && memcmp(s->out, ref, ref_len) == 0,
+                      "%s: succeeded with other output (%zu bytes, expected %zu)", what, s->out_len,
+                      ref_len);
+        return;
+    }
+    t->failed++;
+    ck_assert_msg(rc < 0, "%s: returned %d", what, rc);
+    ck_assert_msg(fired, "%s: failed (%d %s) though no fault was injected", what, rc, err);
+    ck_assert_msg(!s->messages || err[0], "%s: failed (%d %s) without a message", what, rc,
+                  bfs_strerror(rc));
+}
+
+/*
+ * Count the calls of an unfaulted run, then fail each one of each class in turn. expect
+ * lists the classes that must have calls (the walk would prove nothing otherwise).
+ */
+static void walk(scenario *s, const fault_class *expect, int nexpect)
+{
+    s->out = malloc(OUT_CAP);
+    ck_assert_ptr_nonnull(s->out);
+    char err[2048] = "";
+    s->prepare(s);
+    fault_count_start();
+    int rc = s->run(s, err, sizeof err);
+    fault_stop();
+    s->after(s, rc, "unfaulted run");
+    ck_assert_msg(rc == 0, "%s: unfaulted run failed: %d %s", s->name, rc, err);
+    ck_assert_uint_gt(s->out_len, 0);
+    uint64_t counts[FAULT_NCLASSES];
+    printf("%s: calls:", s->name);
+    for (int c = 0; c < FAULT_NCLASSES; c++) {
+        counts[c] = fault_count((fault_class)c);
+        printf(" %s %" PRIu64, fault_class_name((fault_class)c), counts[c]);
+    }
+    printf("\n");
+    for (int i = 0; i < nexpect; i++)
+        ck_assert_msg(counts[expect[i]] > 0, "%s: no %s calls to fail", s->name,
+                      fault_class_name(expect[i]));
+    size_t ref_len = s->out_len;
+    uint8_t *ref = malloc(ref_len);
+    ck_assert_ptr_nonnull(ref);
+    memcpy(ref, s->out, ref_len);
+    s->ref = ref, s->ref_len = ref_len;
+
+    tally all = {0};
+    for (int c = 0; c < FAULT_NCLASSES; c++) {
+        /* with worker threads a run's count varies a little: walk a few calls beyond */
+        uint64_t last = counts[c] ? counts[c] + 2 : 0;
+        for (int v = 0; v < 3; v++) { /* fail, fail persist, short */
+            fault_mode mode = v >= 2 ? FAULT_SHORT : FAULT_FAIL;
+            if (mode == FAULT_SHORT && c != FAULT_READ && c != FAULT_WRITE)
+                continue;
+            tally t = {0};
+            for (uint64_t n = 1; n <= last; n++)
+                one_run(s, ref, ref_len, (fault_class)c, n, mode, v == 1, &t);
+            if (t.runs)
+                printf("%s: %-6s %-7s %4" PRIu64 " runs: %4" PRIu64 " failed cleanly, %4" PRIu64
+                       " ok, %3" PRIu64 " not reached\n",
+                       s->name, fault_class_name((fault_class)c),
+                       (const char *[]){"fail", "persist", "short"}[v], t.runs, t.failed, t.ok,
+                       t.unfired);
+            all.runs += t.runs, all.failed += t.failed, all.ok += t.ok;
+        }
+    }
+    printf("%s: %" PRIu64 " faulted runs, %" PRIu64 " clean failures, %" PRIu64
+           " successes (%" PRIu64 " by recomputing, %" PRIu64 " skipping unreadable files)\n",
+           s->name, all.runs, all.failed, all.ok, s->recomputed, s->degraded);
+    ck_assert_uint_gt(all.failed, 0); /* the faults did reach the operation */
+    s->ref = NULL;
+    free(ref);
+    free(s->out);
+}
+
+static void nothing(scenario *s)
+{
+    (void)s;
+}
+
+static void no_check(scenario *s, int rc, const char *what)
+{
+    (void)s, (void)rc, (void)what;
+}
+
+/* ---- one batch through the engine and its executor ----------------------------------- */
+
+typedef struct batch_scenario {
+    scenario s;
+    const char *src;
+    const char *store_root; /* NULL: no store */
+    const char *opts;       /* NULL: BATCH_OPTS */
+} batch_scenario;
+
+static const char *const BATCH_OPTS = "batch=4,size=24,bad_sample=fail";
+
+static int opts(bfs_pipeline_opts *o, const char *text, char *err, size_t errlen)
+{
+    bfs_pipeline_defaults(o);
+    int rc = bfs_pipeline_parse(o, text ? text : BATCH_OPTS, err, errlen);
+    return rc ? rc : bfs_pipeline_finish(o, err, errlen);
+}
+
+/* Batch 1 of epoch 0 (4 samples; 2 worker threads) into s->out. */
+static int run_batch(scenario *sc, char *err, size_t errlen)
+{
+    batch_scenario *b = (batch_scenario *)sc;
+    bfs_pipeline_opts o;
+    int rc = opts(&o, b->opts, err, errlen);
+    if (rc)
+        return rc;
+    bfs_engine *e = NULL;
+    bfs_store *st = NULL;
+    bfs_exec *x = NULL;
+    bfs_batch *bt = NULL;
+    if ((rc = bfs_engine_create(b->src, &o, &e, err, errlen)))
+        return rc;
+    if (b->store_root) {
+        bfs_store_opts so = {.sync = BFS_STORE_SYNC_FULL};
+        if (bfs_store_open(b->store_root, &so, &st, NULL, 0))
+            st = NULL; /* what the daemon does: serve without the store */
+    }
+    if ((rc = bfs_exec_create(e, 2, 0, &x))) {
+        snprintf(err, errlen, "bfs_exec_create: %s", bfs_strerror(rc));
+        goto out;
+    }
+    if (st)
+        bfs_exec_set_store(x, st);
+    if ((rc = bfs_exec_get(x, 0, 1, &bt, err, errlen)))
+        goto out;
+    bfs_exec_stats xs;
+    bfs_exec_get_stats(x, &xs);
+    sc->skipped = xs.stages.bad_samples > 0;
+    sc->out_len = bfs_batch_size(bt);
+    if (sc->out_len > OUT_CAP)
+        rc = -EFBIG;
+    else
+        memcpy(sc->out, bfs_batch_data(bt), sc->out_len);
+    bfs_batch_release(bt);
+out:
+    bfs_exec_destroy(x);
+    bfs_store_close(st);
+    bfs_engine_destroy(e);
+    return rc;
+}
+
+static const fault_class batch_expect[] = {FAULT_ALLOC, FAULT_OPEN, FAULT_READ, FAULT_THREAD};
+
+START_TEST(batch_from_bfs)
+{
+    batch_scenario b = {.s = SCENARIO("batch from .bfs", nothing, run_batch, no_check, 1),
+                        .src = packed};
+    walk(&b.s, batch_expect, 4);
+}
+END_TEST
+
+START_TEST(batch_from_folder)
+{
+    batch_scenario b = {.s = SCENARIO("batch from folder", nothing, run_batch, no_check, 1),
+                        .src = folder};
+    walk(&b.s, batch_expect, 4);
+}
+END_TEST
+
+/* The same batch through an executor that shares a store: a fresh store each run (the
+ * batch is computed and published), checked afterwards by a second, unfaulted executor
+ * on the same store: whatever the fault left there must serve the same bytes. */
+static char store_root[4200];
+
+static void fresh_store(scenario *s)
+{
+    (void)s;
+    tu_rmtree(store_root);
+}
+
+static void no_leftovers(const char *dir, const char *what);
+
+static void store_serves_same(scenario *sc, int rc, const char *what)
+{
+    (void)rc;
+    if (!sc->ref)
+        return; /* the reference run itself */
+    char v2[4300];
+    snprintf(v2, sizeof v2, "%s/v2", store_root);
+    no_leftovers(v2, what);
+    size_t keep_len = sc->out_len;
+    uint8_t *keep = malloc(keep_len + 1);
+    ck_assert_ptr_nonnull(keep);
+    memcpy(keep, sc->out, keep_len);
+    char err[2048] = "";
+    sc->out_len = 0;
+    int rc2 = run_batch(sc, err, sizeof err);
+    ck_assert_msg(rc2 == 0, "%s: then unfaulted: %d %s", what, rc2, err);
+    ck_assert_msg(sc->out_len == sc->ref_len && memcmp(sc->out, sc->ref, sc->ref_len) == 0,
+                  "%s: then the store serves other bytes", what);
+    memcpy(sc->out, keep, keep_len);
+    sc->out_len = keep_len;
+    free(keep);
+}
+
+START_TEST(batch_through_store)
+{
+    snprintf(store_root, sizeof store_root, "%s/store", tmp);
+    batch_scenario b = {
+        .s = SCENARIO("batch via store", fresh_store, run_batch, store_serves_same, 1),
+        .src = packed,
+        .store_root = store_root};
+    static const fault_class expect[] = {FAULT_ALLOC, FAULT_OPEN, FAULT_READ,
+                                         FAULT_WRITE, FAULT_SYNC, FAULT_NAME};
+    walk(&b.s, expect, 6);
+}
+END_TEST
+
+/* ---- a cache_dir store: save and load ------------------------------------------------ */
+
+typedef struct store_scenario {
+    scenario s;
+    bfs_store_opts o;
+    char root[4200];
+    uint8_t payload[50000];
+} store_scenario;
+
+static const bfs_store_key KEY = {.fingerprint = 0x0123456789abcdefull, .epoch = 3, .batch = 7};
+
+static int save(store_scenario *t)
+{
+    bfs_store *st;
+    int rc = bfs_store_open(t->root, &t->o, &st, NULL, 0);
+    if (rc)
+        return rc;
+    bfs_claim c;
+    rc = bfs_store_claim(st, KEY, &c);
+    if (!rc && c.state != BFS_STORE_MINE) {
+        bfs_store_claim_close(&c);
+        rc = -EEXIST;
+    }
+    if (!rc)
+        rc = bfs_store_publish(&c, t->payload, sizeof t->payload);
+    bfs_store_close(st);
+    return rc;
+}
+
+/* Open and claim: a HIT's bytes go to out; a miss "recomputes" (out = the payload). */
+static int load(store_scenario *t)
+{
+    bfs_store *st;
+    int rc = bfs_store_open(t->root, &t->o, &st, NULL, 0);
+    if (rc)
+        return rc;
+    bfs_claim c;
+    rc = bfs_store_claim(st, KEY, &c);
+    if (!rc && c.state == BFS_STORE_HIT) {
+        memcpy(t->s.out, c.data, c.size);
+        t->s.out_len = c.size;
+    } else if (!rc && c.state == BFS_STORE_MINE) {
+        memcpy(t->s.out, t->payload, sizeof t->payload);
+        t->s.out_len = sizeof t->payload;
+        t->s.recompute = 1;
+    } else if (!rc) {
+        rc = -EBUSY; /* nobody else claims it */
+    }
+    bfs_store_claim_close(&c);
+    bfs_store_close(st);
+    return rc;
+}
+
+static int run_save(scenario *sc, char *err, size_t errlen)
+{
+    (void)err, (void)errlen;
+    int rc = save((store_scenario *)sc);
+    if (!rc) {
+        /* the output of a save is what a later load serves */
+        memcpy(sc->out, ((store_scenario *)sc)->payload, sizeof((store_scenario *)sc)->payload);
+        sc->out_len = sizeof((store_scenario *)sc)->payload;
+    }
+    return rc;
+}
+
+static int run_load(scenario *sc, char *err, size_t errlen)
+{
+    (void)err, (void)errlen;
+    return load((store_scenario *)sc);
+}
+
+static void store_fresh(scenario *sc)
+{
+    tu_rmtree(((store_scenario *)sc)->root);
+}
+
+static void store_saved(scenario *sc)
+{
+    store_scenario *t = (store_scenario *)sc;
+    tu_rmtree(t->root);
+    ck_assert_int_eq(save(t), 0);
+}
+
+/* Files a closed store may hold besides entries (*.st) and directories. */
+static int store_own_file(const char *name)
+{
+    return !strcmp(name, ".usage") || !strcmp(name, ".tmp.guard") || !strcmp(name, ".evict.lock");
+}
+
+/* Fail on any file under dir (relative rel) but entries and the store's own files: a lock
+ * or temporary file left behind by a claim the run finished. */
+static void no_leftovers(const char *dir, const char *what)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+            continue;
+        char p[8192];
+        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+        struct stat st;
+        ck_assert_int_eq(lstat(p, &st), 0);
+        size_t n = strlen(e->d_name);
+        if (S_ISDIR(st.st_mode))
+            no_leftovers(p, what);
+        else
+            ck_assert_msg(store_own_file(e->d_name) || (n > 3 && !strcmp(e->d_name + n - 3, ".st")),
+                          "%s: left %s behind", what, p);
+    }
+    closedir(d);
+}
+
+/* After a save, faulted or not: nothing left but entries, and an unfaulted load serves
+ * the saved bytes (a save that returned 0 must have stored them) or misses (a failed
+ * save), never other bytes. After a load: nothing left behind. */
+static void store_after(scenario *sc, int rc, const char *what)
+{
+    store_scenario *t = (store_scenario *)sc;
+    char v2[4300];
+    snprintf(v2, sizeof v2, "%s/v2", t->root);
+    no_leftovers(v2, what);
+    if (sc->run != run_save)
+        return;
+    size_t keep_len = sc->out_len;
+    sc->out_len = 0;
+    sc->recompute = 0;
+    int lrc = load(t);
+    ck_assert_msg(lrc == 0, "%s: then unfaulted load: %s", what, bfs_strerror(lrc));
+    ck_assert_msg(sc->out_len == sizeof t->payload &&
+                      !memcmp(sc->out, t->payload, sizeof t->payload),
+                  "%s: then the store serves other bytes", what);
+    ck_assert_msg(rc != 0 || !sc->recompute, "%s: succeeded, but stored nothing", what);
+    sc->recompute = 0;
+    sc->out_len = keep_len; /* out holds the payload either way */
+}
+
+static void store_walk(const char *name, int save_not_load, int fallbacks)
+{
+    store_scenario *t = calloc(1, sizeof *t);
+    ck_assert_ptr_nonnull(t);
+    scenario s = SCENARIO(name, save_not_load ? store_fresh : store_saved,
+                          save_not_load ? run_save : run_load, store_after, 0);
+    t->s = s;
+    t->o.sync = BFS_STORE_SYNC_FULL;
+    t->o.named_temps = fallbacks;
+    t->o.trailer_in_file = fallbacks;
+    snprintf(t->root, sizeof t->root, "%s/store", tmp);
+    uint64_t seed = 99;
+    for (size_t i = 0; i < sizeof t->payload; i++)
+        t->payload[i] = (uint8_t)tu_rand(&seed);
+    static const fault_class save_expect[] = {FAULT_ALLOC, FAULT_OPEN, FAULT_WRITE,
+                                              FAULT_SYNC,  FAULT_DIR,  FAULT_MAP};
+    static const fault_class load_expect[] = {FAULT_ALLOC, FAULT_OPEN, FAULT_DIR, FAULT_MAP};
+    if (save_not_load)
+        walk(&t->s, save_expect, 6);
+    else
+        walk(&t->s, load_expect, 4);
+    free(t);
+}
+
+START_TEST(store_save)
+{
+    store_walk("store save", 1, 0);
+}
+END_TEST
+
+START_TEST(store_save_fallbacks)
+{
+    store_walk("store save (named temps, trailer in file)", 1, 1);
+}
+END_TEST
+
+START_TEST(store_load)
+{
+    store_walk("store load", 0, 0);
+}
+END_TEST
+
+START_TEST(store_load_fallbacks)
+{
+    store_walk("store load (trailer in file)", 0, 1);
+}
+END_TEST
+
+/* ---- the facility itself ------------------------------------------------------------- */
+
+/* The shims count and fail what they say, from any thread. */
+START_TEST(shims_count_and_fail)
+{
+    fault_count_start();
+    void *volatile p = malloc(16); /* volatile: gcc may drop an unused malloc/free pair */
+    char *volatile q = strdup(folder);
+    fault_stop();
+    ck_assert_uint_eq(fault_count(FAULT_ALLOC), 2);
+    free(p);
+    free(q);
+    fault_arm(FAULT_ALLOC, 2, FAULT_FAIL, 0);
+    void *a = malloc(8), *b = malloc(8), *c = malloc(8);
+    fault_stop();
+    ck_assert(a && !b && c);
+    ck_assert_uint_eq(fault_fired(), 1);
+    free(a);
+    free(c);
+    char path[4300];
+    snprintf(path, sizeof path, "%s/f", tmp);
+    ck_assert_int_eq(tu_write_file(path, "0123456789", 10), 0);
+    int fd = open(path, O_RDONLY);
+    ck_assert_int_ge(fd, 0);
+    char buf[10];
+    fault_arm(FAULT_READ, 1, FAULT_SHORT, 1);
+    ssize_t n1 = pread(fd, buf, 10, 0), n2 = pread(fd, buf, 1, 0);
+    fault_arm(FAULT_READ, 1, FAULT_FAIL, 0);
+    ssize_t n3 = pread(fd, buf, 10, 0);
+    int e3 = errno;
+    fault_arm(FAULT_SYNC, 1, FAULT_FAIL, 0);
+    int s1 = fsync(fd);
+    fault_stop();
+    close(fd);
+    ck_assert_int_eq(n1, 5);
+    ck_assert_int_eq(n2, 1); /* never shortened to 0 (end of file) */
+    ck_assert_int_eq(n3, -1);
+    ck_assert_int_eq(e3, EIO);
+    ck_assert_int_eq(s1, -1);
+}
+END_TEST
+
+static Suite *fault_suite(void)
+{
+    Suite *s = suite_create("fault");
+    TCase *tc = tcase_create("walk");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, shims_count_and_fail);
+    tcase_add_test(tc, batch_from_bfs);
+    tcase_add_test(tc, batch_from_folder);
+    tcase_add_test(tc, batch_through_store);
+    tcase_add_test(tc, store_save);
+    tcase_add_test(tc, store_save_fallbacks);
+    tcase_add_test(tc, store_load);
+    tcase_add_test(tc, store_load_fallbacks);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(fault_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
