@@ -42,6 +42,11 @@ const char *bfs_strerror(int err)
     return err == 0 ? "success" : "unknown error";
 }
 
+int bfs_err_is_resource(int err)
+{
+    return err == -ENOMEM || err == -EMFILE || err == -ENFILE;
+}
+
 int bfs_err_to_errno(int err)
 {
     if (err < 0 && err > -4096)

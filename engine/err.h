@@ -48,6 +48,11 @@ int bfs_errf(int rc, char *err, size_t errlen, const char *fmt, ...)
 /* bfs_strerror - a static English message for any code (project or errno). */
 const char *bfs_strerror(int err);
 
+/* bfs_err_is_resource - 1 when err says the process ran out of something (-ENOMEM,
+ * -EMFILE, -ENFILE), not that a file or sample is bad: such a failure is the operation's
+ * (a later try may succeed), never a reason to skip or substitute a sample. */
+int bfs_err_is_resource(int err);
+
 /* bfs_err_to_errno - the positive errno to report to the kernel for err (EIO for
  * data-integrity codes). err must be negative. */
 int bfs_err_to_errno(int err);

@@ -391,7 +391,9 @@ static int write_all_items(pack *p, bfs_writer *w, bfs_pack_report *rep, uint64_
         if (cancel && *cancel)
             return bfs_errf(-ECANCELED, err, errlen, "interrupted");
         if (r.err) {
-            if (o->strict)
+            if (bfs_err_is_resource(r.err)) /* not the file's fault: skipping would lose it */
+                rc = bfs_errf(r.err, err, errlen, "%s: %s", item_name(p, i, name), r.reason);
+            else if (o->strict)
                 rc = bfs_errf(r.err, err, errlen, "%s: %s (--strict)", item_name(p, i, name),
                               r.reason);
             else

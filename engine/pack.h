@@ -6,7 +6,8 @@
  * file below a class directory, in the order of a sorted recursive walk (directory path,
  * then file name). Files are recognised by content (a JPEG SOI and a decodable header),
  * not by extension. Files that are not JPEG or cannot be read are skipped and listed
- * (or, with strict, fail the pack).
+ * (or, with strict, fail the pack); running out of memory or file descriptors while
+ * reading one (bfs_err_is_resource) fails the pack.
  *
  * Workers (jobs) read, inspect and optionally re-encode files in parallel; one writer
  * appends them in dataset order, so the output is byte-identical whatever jobs is.
@@ -57,7 +58,8 @@ typedef struct bfs_pack_report {
  * "SRC[i]"). Without options the output is byte-identical to src.
  * Returns 0, BFS_E_EMPTY (no class directories, an empty class, or a class whose files
  * were all skipped), -EINVAL (bad options), a negative errno (I/O), bfs_open's errors for
- * a file src that is not a valid .bfs, or in strict mode the skip reason's code; err
+ * a file src that is not a valid .bfs, -ENOMEM/-EMFILE/-ENFILE while reading a file, or
+ * in strict mode the skip reason's code; err
  * receives a message naming the directory or file.
  * rep is filled either way; free it with bfs_pack_report_free.
  * If *cancel becomes non-zero (a signal handler may set it) the pack stops, the

@@ -7,8 +7,9 @@
  * Operations walked: one batch computed by the engine and its executor from a .bfs and
  * from an ImageFolder (bad_sample=fail, so that a failed read cannot be hidden by a
  * substitute); one batch through an executor that shares a store (a fault in the store must never
- * fail the batch nor leave an entry that serves other bytes); a cache_dir store save (open, claim,
- * publish with full sync) and load (open, claim, read), in both publication modes.
+ * fail the batch nor leave an entry that serves other bytes); a pack of an ImageFolder and of a
+ * .bfs (fsync on; on failure no output and no temporary may remain); a cache_dir store save (open,
+ * claim, publish with full sync) and load (open, claim, read), in both publication modes.
  *
  * For each operation: a counting run gives the number of calls of each class; then for
  * each class, call N = 1..count fails once, fails from N on (persist), and for reads and
@@ -345,6 +346,72 @@ START_TEST(batch_through_store)
 }
 END_TEST
 
+/* ---- a pack of an ImageFolder (and of a .bfs) into a .bfs ---------------------------- */
+
+typedef struct pack_scenario {
+    scenario s;
+    const char *src;
+    char dir[4200], out[4300];
+} pack_scenario;
+
+static int run_pack(scenario *sc, char *err, size_t errlen)
+{
+    pack_scenario *p = (pack_scenario *)sc;
+    bfs_pack_opts po = {.jobs = 2, .fsync = 1};
+    bfs_pack_report rep;
+    int rc = bfs_pack(p->src, p->out, &po, &rep, NULL, err, errlen);
+    sc->skipped = rep.nskipped > 0;
+    bfs_pack_report_free(&rep);
+    return rc;
+}
+
+/* Collect the packed file (rc 0); on failure the directory must be empty: no output, no
+ * temporary. */
+static void pack_after(scenario *sc, int rc, const char *what)
+{
+    pack_scenario *p = (pack_scenario *)sc;
+    if (rc == 0) {
+        uint8_t *data;
+        size_t len;
+        ck_assert_int_eq(tu_read_file(p->out, &data, &len), 0);
+        ck_assert_uint_le(len, OUT_CAP);
+        memcpy(sc->out, data, len);
+        sc->out_len = len;
+        free(data);
+        ck_assert_int_eq(unlink(p->out), 0);
+    }
+    DIR *d = opendir(p->dir);
+    ck_assert_ptr_nonnull(d);
+    struct dirent *e;
+    while ((e = readdir(d)))
+        ck_assert_msg(!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."), "%s: left %s/%s behind",
+                      what, p->dir, e->d_name);
+    closedir(d);
+}
+
+static void pack_walk(const char *name, const char *src)
+{
+    pack_scenario p = {.s = SCENARIO(name, nothing, run_pack, pack_after, 1), .src = src};
+    snprintf(p.dir, sizeof p.dir, "%s/packdir", tmp);
+    snprintf(p.out, sizeof p.out, "%s/out.bfs", p.dir);
+    ck_assert_int_eq(mkdir(p.dir, 0700), 0);
+    static const fault_class expect[] = {FAULT_ALLOC, FAULT_OPEN, FAULT_READ,
+                                         FAULT_WRITE, FAULT_SYNC, FAULT_NAME};
+    walk(&p.s, expect, 6);
+}
+
+START_TEST(pack_folder)
+{
+    pack_walk("pack folder", folder);
+}
+END_TEST
+
+START_TEST(pack_bfs)
+{
+    pack_walk("repack .bfs", packed);
+}
+END_TEST
+
 /* ---- a cache_dir store: save and load ------------------------------------------------ */
 
 typedef struct store_scenario {
@@ -583,6 +650,8 @@ static Suite *fault_suite(void)
     tcase_add_test(tc, batch_from_bfs);
     tcase_add_test(tc, batch_from_folder);
     tcase_add_test(tc, batch_through_store);
+    tcase_add_test(tc, pack_folder);
+    tcase_add_test(tc, pack_bfs);
     tcase_add_test(tc, store_save);
     tcase_add_test(tc, store_save_fallbacks);
     tcase_add_test(tc, store_load);
