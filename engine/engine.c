@@ -492,8 +492,16 @@ int bfs_engine_sample(bfs_engine *e, bfs_engine_worker *w, uint64_t epoch, uint6
     uint8_t *slot = dst + lay.images_off + lay.sample_bytes * j;
     add(&w->samples, 1);
     rc = render(e, w, epoch, idx, slot, -1);
-    if (rc == 0 || rc == -ENOMEM)
+    if (rc == 0)
+        return 0;
+    if (bfs_err_is_resource(rc)) { /* the process ran out, the sample is fine: no substitute */
+        char name[4200];
+        bfs_source_describe(e->src, idx, name, sizeof name);
+        snprintf(err, errlen, "sample %llu (%s) in epoch %llu batch %llu: %s",
+                 (unsigned long long)idx, name, (unsigned long long)epoch, (unsigned long long)k,
+                 bfs_strerror(rc));
         return rc;
+    }
     if (rc == BFS_E_CHANGED)
         return dataset_changed(e, epoch, k, err, errlen);
     add(&w->bad, 1);

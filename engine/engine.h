@@ -69,9 +69,11 @@ int bfs_engine_batch_begin(bfs_engine *e, uint64_t epoch, uint64_t k, uint8_t *d
  * bfs_engine_batch_begin into dst. A bad sample is substituted (bad_sample=substitute:
  * another sample chosen deterministically from (seed, epoch, index), its label and index
  * written into the batch's tensors; logged once per sample) or fails
- * (bad_sample=fail: returns the error; err names the sample).
- * Returns 0, BFS_E_* data errors (fail mode), BFS_E_CHANGED (the .bfs file was
- * overwritten or truncated in place: whatever bad_sample says; logged once), or -ENOMEM.
+ * (bad_sample=fail: returns the error; err names the sample). Running out of memory or
+ * descriptors (bfs_err_is_resource) is not the sample's fault: it fails in either mode,
+ * and so does BFS_E_CHANGED (the .bfs file was overwritten or truncated in place;
+ * logged once). Returns 0, BFS_E_* data errors or a read's -errno (fail mode), -ENOMEM,
+ * -EMFILE, -ENFILE (err names the sample) or BFS_E_CHANGED.
  */
 int bfs_engine_sample(bfs_engine *e, bfs_engine_worker *w, uint64_t epoch, uint64_t k, uint32_t j,
                       uint64_t idx, uint8_t *dst, char *err, size_t errlen);

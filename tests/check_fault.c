@@ -6,10 +6,12 @@
  *
  * Operations walked: one batch computed by the engine and its executor from a .bfs and
  * from an ImageFolder (bad_sample=fail, so that a failed read cannot be hidden by a
- * substitute); one batch through an executor that shares a store (a fault in the store must never
- * fail the batch nor leave an entry that serves other bytes); a pack of an ImageFolder and of a
- * .bfs (fsync on; on failure no output and no temporary may remain); a cache_dir store save (open,
- * claim, publish with full sync) and load (open, claim, read), in both publication modes.
+ * substitute); the same with bad_sample=substitute (only a read error may substitute);
+ * one batch through an executor that shares a store (a fault in the store must never fail
+ * the batch nor leave an entry that serves other bytes); a pack of an ImageFolder and of
+ * a .bfs (fsync on; on failure no output and no temporary may remain); a cache_dir store
+ * save (open, claim, publish with full sync) and load (open, claim, read), in both
+ * publication modes.
  *
  * For each operation: a counting run gives the number of calls of each class; then for
  * each class, call N = 1..count fails once, fails from N on (persist), and for reads and
@@ -293,6 +295,19 @@ START_TEST(batch_from_folder)
 {
     batch_scenario b = {.s = SCENARIO("batch from folder", nothing, run_batch, no_check, 1),
                         .src = folder};
+    walk(&b.s, batch_expect, 4);
+}
+END_TEST
+
+/* bad_sample=substitute: a sample that cannot be read is replaced (docs/engine.md), but
+ * a failure of the process (memory, descriptors, threads) is not the sample's: it must
+ * fail the batch, not change its bytes. */
+START_TEST(batch_substitute)
+{
+    batch_scenario b = {
+        .s = SCENARIO("batch, bad_sample=substitute", nothing, run_batch, no_check, 1),
+        .src = folder,
+        .opts = "batch=4,size=24,bad_sample=substitute"};
     walk(&b.s, batch_expect, 4);
 }
 END_TEST
@@ -649,6 +664,7 @@ static Suite *fault_suite(void)
     tcase_add_test(tc, shims_count_and_fail);
     tcase_add_test(tc, batch_from_bfs);
     tcase_add_test(tc, batch_from_folder);
+    tcase_add_test(tc, batch_substitute);
     tcase_add_test(tc, batch_through_store);
     tcase_add_test(tc, pack_folder);
     tcase_add_test(tc, pack_bfs);
