@@ -200,6 +200,24 @@ static void claim_reset(bfs_claim *c, bfs_store *s, bfs_store_key key)
 
 /* ---- reading ------------------------------------------------------------------------- */
 
+/* pread len bytes at off, across short reads (a short read is not the end of the file).
+ * Returns the bytes read: len, fewer at the end of the file, or -1 (errno set). */
+static ssize_t pread_full(int fd, void *buf, size_t len, off_t off)
+{
+    size_t got = 0;
+    while (got < len) {
+        ssize_t n = pread(fd, (uint8_t *)buf + got, len - got, off + (off_t)got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return -1;
+        if (n == 0)
+            break;
+        got += (size_t)n;
+    }
+    return (ssize_t)got;
+}
+
 /*
  * Open and verify the entry file rel of key into c (HIT fields). Returns 0; -ENOENT (no
  * entry, or no directory); a positive BFS_STORE_ENTRY_* reason (torn/corrupt: *ino is
@@ -240,9 +258,9 @@ static int open_entry(bfs_store *s, const bfs_store_key *k, const char *rel, bfs
         reason = bfs_store_entry_parse_trailer(t, size, 1, &tk, &len, &hash);
     } else if (size < BFS_STORE_TRAILER) {
         reason = BFS_STORE_ENTRY_SHORT;
-    } else if (pread(fd, t, BFS_STORE_TRAILER, (off_t)(size - BFS_STORE_TRAILER)) !=
+    } else if (pread_full(fd, t, BFS_STORE_TRAILER, (off_t)(size - BFS_STORE_TRAILER)) !=
                BFS_STORE_TRAILER) {
-        reason = BFS_STORE_ENTRY_SHORT; /* shrunk under us */
+        reason = BFS_STORE_ENTRY_SHORT; /* shrunk under us, or unreadable */
     } else {
         reason = bfs_store_entry_parse_trailer(t, size, 0, &tk, &len, &hash);
     }

@@ -15,7 +15,7 @@
  *
  * For each operation: a counting run gives the number of calls of each class; then for
  * each class, call N = 1..count fails once, fails from N on (persist), and for reads and
- * writes transfers half the bytes once (short). Each walk prints
+ * writes transfers half the bytes once (short) and from N on (shorts). Each walk prints
  * its counts and a tally; FAULT_VERBOSE=1 prints every run. Run under ASan with CK_FORK=no
  * so that LeakSanitizer sees the whole process (tests/README.md).
  */
@@ -185,19 +185,19 @@ static void walk(scenario *s, const fault_class *expect, int nexpect)
     for (int c = 0; c < FAULT_NCLASSES; c++) {
         /* with worker threads a run's count varies a little: walk a few calls beyond */
         uint64_t last = counts[c] ? counts[c] + 2 : 0;
-        for (int v = 0; v < 3; v++) { /* fail, fail persist, short */
+        for (int v = 0; v < 4; v++) { /* fail, fail persist, short, short persist */
             fault_mode mode = v >= 2 ? FAULT_SHORT : FAULT_FAIL;
             if (mode == FAULT_SHORT && c != FAULT_READ && c != FAULT_WRITE)
                 continue;
             tally t = {0};
             for (uint64_t n = 1; n <= last; n++)
-                one_run(s, ref, ref_len, (fault_class)c, n, mode, v == 1, &t);
+                one_run(s, ref, ref_len, (fault_class)c, n, mode, v % 2, &t);
             if (t.runs)
                 printf("%s: %-6s %-7s %4" PRIu64 " runs: %4" PRIu64 " failed cleanly, %4" PRIu64
                        " ok, %3" PRIu64 " not reached\n",
                        s->name, fault_class_name((fault_class)c),
-                       (const char *[]){"fail", "persist", "short"}[v], t.runs, t.failed, t.ok,
-                       t.unfired);
+                       (const char *[]){"fail", "persist", "short", "shorts"}[v], t.runs, t.failed,
+                       t.ok, t.unfired);
             all.runs += t.runs, all.failed += t.failed, all.ok += t.ok;
         }
     }
