@@ -528,6 +528,12 @@ int bfs_engine_sample(bfs_engine *e, bfs_engine_worker *w, uint64_t epoch, uint6
         int arc = render(e, w, epoch, alt, slot, -1);
         if (arc == BFS_E_CHANGED)
             return dataset_changed(e, epoch, k, err, errlen);
+        if (bfs_err_is_resource(arc)) { /* as above: not a reason to try another */
+            snprintf(err, errlen, "substitute sample %llu in epoch %llu batch %llu: %s",
+                     (unsigned long long)alt, (unsigned long long)epoch, (unsigned long long)k,
+                     bfs_strerror(arc));
+            return arc;
+        }
         if (arc == 0) {
             put_i64(dst + lay.labels_off + 8ull * j, bfs_source_label(e->src, alt));
             put_i64(dst + lay.indices_off + 8ull * j, (int64_t)alt);
