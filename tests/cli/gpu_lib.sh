@@ -52,7 +52,12 @@ int main(int argc, char **argv)
     return n == 1 ? 0 : 1;
 }
 C
-cc -Wall -Werror -I"$T/inc" "$T/user.c" "$B/libbatchfs-gpu.a" -lm -lpthread -o "$T/user_static"
+# a sanitizer build's .a needs the sanitizer's runtime (make SANITIZER=...)
+san= syms=$(nm "$B/libbatchfs-gpu.a" 2>/dev/null)
+grep -q ' U __ubsan_' <<<"$syms" && san="$san -fsanitize=undefined"
+grep -q ' U __asan_' <<<"$syms" && san="$san -fsanitize=address"
+grep -q ' U __tsan_' <<<"$syms" && san="$san -fsanitize=thread"
+cc -Wall -Werror -I"$T/inc" "$T/user.c" "$B/libbatchfs-gpu.a" -lm -lpthread $san -o "$T/user_static"
 "$T/user_static" "$T/d" >"$T/out" || fail "static: $(cat "$T/out")"
 grep -q 'images \[3,5,7,3\] 10 2$' "$T/out" || fail "static program read: $(cat "$T/out")"
 sed "s|^prefix=.*|prefix=$PWD/$B|; s|^libdir=.*|libdir=$PWD/$B|; s|^includedir=.*|includedir=$T/inc|" \
