@@ -319,7 +319,8 @@ static uint64_t next_read(const bfs_exec *x, const bfs_batch *b)
  * sequential reader fell from 2,500 to 1,400 images/s after 1.4 GB without this bound).
  * A re-read of a batch evicted this way is computed again,
  * identically. Locked. Failed jobs keep only their error (failures are deterministic: a
- * retry would fail again), at most MAX_FAILED of them. */
+ * retry would fail again), at most MAX_FAILED of them; acquire drops those that failed
+ * for lack of a resource (bfs_err_is_resource), which are not. */
 static void evict(bfs_exec *x)
 {
     for (;;) {
@@ -789,6 +790,13 @@ int bfs_exec_open_store(const bfs_pipeline_opts *o, bfs_store **out, char *err, 
 static bfs_batch *acquire(bfs_exec *x, uint64_t epoch, uint64_t k, int demand, int *rc)
 {
     bfs_batch *j = find(x, epoch, k);
+    if (j && j->state == JOB_FAILED && !j->refs && bfs_err_is_resource(j->rc)) {
+        /* the process ran out of memory or descriptors: that may be over now, and unlike
+         * a bad sample it says nothing about the batch, so compute it again */
+        unlink_job(x, j);
+        free_job(x, j);
+        j = NULL;
+    }
     if (j) {
         j->refs++;
         if (demand) {

@@ -281,6 +281,35 @@ out:
     return rc;
 }
 
+/* A batch that failed because the process ran out of descriptors is computed again on the
+ * next read (the executor keeps a failed batch's error only for failures of the data). */
+START_TEST(resource_failure_not_kept)
+{
+    bfs_pipeline_opts o;
+    char err[512];
+    ck_assert_msg(opts(&o, NULL, err, sizeof err) == 0, "%s", err);
+    bfs_engine *e;
+    bfs_exec *x, *ref;
+    bfs_batch *bt, *rb;
+    ck_assert_msg(bfs_engine_create(folder, &o, &e, err, sizeof err) == 0, "%s", err);
+    ck_assert_int_eq(bfs_exec_create(e, 2, 0, &x), 0);
+    ck_assert_int_eq(bfs_exec_create(e, 1, 0, &ref), 0);
+    fault_arm(FAULT_OPEN, 1, FAULT_FAIL, 1); /* every open fails: EMFILE */
+    int rc = bfs_exec_get(x, 0, 1, &bt, err, sizeof err);
+    fault_stop();
+    ck_assert_msg(rc == -EMFILE, "faulted get: %d (%s)", rc, err);
+    ck_assert_msg(bfs_exec_get(x, 0, 1, &bt, err, sizeof err) == 0, "retry: %s", err);
+    ck_assert_msg(bfs_exec_get(ref, 0, 1, &rb, err, sizeof err) == 0, "%s", err);
+    ck_assert_uint_eq(bfs_batch_size(bt), bfs_batch_size(rb));
+    ck_assert_mem_eq(bfs_batch_data(bt), bfs_batch_data(rb), bfs_batch_size(rb));
+    bfs_batch_release(bt);
+    bfs_batch_release(rb);
+    bfs_exec_destroy(x);
+    bfs_exec_destroy(ref);
+    bfs_engine_destroy(e);
+}
+END_TEST
+
 static const fault_class batch_expect[] = {FAULT_ALLOC, FAULT_OPEN, FAULT_READ, FAULT_THREAD};
 
 START_TEST(batch_from_bfs)
@@ -663,6 +692,7 @@ static Suite *fault_suite(void)
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, shims_count_and_fail);
     tcase_add_test(tc, batch_from_bfs);
+    tcase_add_test(tc, resource_failure_not_kept);
     tcase_add_test(tc, batch_from_folder);
     tcase_add_test(tc, batch_substitute);
     tcase_add_test(tc, batch_through_store);
