@@ -351,10 +351,8 @@ int bfs_writer_finish(bfs_writer *w, int do_fsync, char *err, size_t errlen)
     st32(h + 104, w->flags);
     st32(h + 108, BFS_SAMPLE_RECORD);
     st64(h + 120, bfs_xxh64(h, 120, 0));
-    if (pwrite(w->fd, h, sizeof h, 0) != (ssize_t)sizeof h) {
-        rc = errno ? -errno : -EIO;
+    if ((rc = bfs_pwrite_all(w->fd, h, sizeof h, 0)))
         goto write_failed;
-    }
     /* Readable by everyone the umask allows, like a file made with open(0666). */
     mode_t um = umask(0);
     umask(um);

@@ -26,6 +26,24 @@ int bfs_write_all(int fd, const void *data, size_t len)
     return 0;
 }
 
+int bfs_pwrite_all(int fd, const void *data, size_t len, uint64_t off)
+{
+    const uint8_t *p = data;
+    while (len) {
+        ssize_t n = pwrite(fd, p, len, (off_t)off);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return -errno;
+        }
+        if (n == 0)
+            return -EIO;
+        p += n, off += (uint64_t)n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
 int bfs_open_regular(const char *path, struct stat *st)
 {
     struct stat pre;

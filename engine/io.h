@@ -13,6 +13,9 @@
  * kernel accepts nothing). */
 int bfs_write_all(int fd, const void *data, size_t len);
 
+/* bfs_pwrite_all - the same at file offset off (pwrite: the file position is unchanged). */
+int bfs_pwrite_all(int fd, const void *data, size_t len, uint64_t off);
+
 /*
  * bfs_open_regular - open path read-only if it is a regular file, without ever blocking
  * (a FIFO named like a sample would otherwise wedge its reader until someone writes to
