@@ -541,13 +541,13 @@ int bfs_engine_sample(bfs_engine *e, bfs_engine_worker *w, uint64_t epoch, uint6
             snprintf(what, sizeof what, "substituted by sample %llu (bad_sample=substitute)",
                      (unsigned long long)alt);
             log_bad(e, idx, rc, what);
-            return 0;
+            return BFS_ENGINE_SUBSTITUTED;
         }
     }
     bfs_out_slot s = {&e->fmt, slot, 0};
     bfs_out_fill(&s, GRAY_R, GRAY_G, GRAY_B);
     log_bad(e, idx, rc, "substituted by a gray image (no substitute decoded)");
-    return 0;
+    return BFS_ENGINE_SUBSTITUTED;
 }
 
 void bfs_engine_advise(bfs_engine *e, const uint64_t *idx, uint32_t n)

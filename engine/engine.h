@@ -64,16 +64,22 @@ void bfs_engine_print_notes(const bfs_engine *e, FILE *f, const char *prog);
  */
 int bfs_engine_batch_begin(bfs_engine *e, uint64_t epoch, uint64_t k, uint8_t *dst, uint64_t *idx);
 
+/* bfs_engine_sample's answer when the slot holds a substitute for a bad sample. */
+#define BFS_ENGINE_SUBSTITUTED 1
+
 /*
  * bfs_engine_sample - compute slot j (dataset index idx) of a batch started with
  * bfs_engine_batch_begin into dst. A bad sample is substituted (bad_sample=substitute:
  * another sample chosen deterministically from (seed, epoch, index), its label and index
- * written into the batch's tensors; logged once per sample) or fails
+ * written into the batch's tensors, or a gray image; logged once per sample) or fails
  * (bad_sample=fail: returns the error; err names the sample). Running out of memory or
  * descriptors (bfs_err_is_resource) is not the sample's fault: it fails in either mode,
  * and so does BFS_E_CHANGED (the .bfs file was overwritten or truncated in place;
- * logged once). Returns 0, BFS_E_* data errors or a read's -errno (fail mode), -ENOMEM,
- * -EMFILE, -ENFILE (err names the sample) or BFS_E_CHANGED.
+ * logged once). Returns 0; BFS_ENGINE_SUBSTITUTED (the slot is filled, with a
+ * substitute: the batch is servable but is not the dataset's, so it must not be shared
+ * as if it were: a sample may be unreadable only for a while); BFS_E_* data errors or a
+ * read's -errno (fail mode); -ENOMEM, -EMFILE, -ENFILE (err names the sample); or
+ * BFS_E_CHANGED.
  */
 int bfs_engine_sample(bfs_engine *e, bfs_engine_worker *w, uint64_t epoch, uint64_t k, uint32_t j,
                       uint64_t idx, uint8_t *dst, char *err, size_t errlen);

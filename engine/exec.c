@@ -53,9 +53,10 @@ struct bfs_batch { /* a job; "batch" is the name callers see */
              * memfd, or the verified cache_dir entry it came from (never written in place) */
     uint64_t *idx;
     uint32_t len;
-    uint32_t next;   /* next slot to claim */
-    uint32_t active; /* slots being computed */
-    uint32_t done;   /* slots finished */
+    uint32_t next;        /* next slot to claim */
+    uint32_t active;      /* slots being computed */
+    uint32_t done;        /* slots finished */
+    uint32_t substituted; /* slots holding a substitute for a bad sample: never published */
     int state;
     int demand; /* someone waits for it */
     int rc;
@@ -542,6 +543,10 @@ static void *worker_main(void *arg)
         int rc = bfs_engine_sample(x->e, w, j->epoch, j->k, slot, j->idx[slot], j->data, err,
                                    sizeof err);
         pthread_mutex_lock(&x->lock);
+        if (rc == BFS_ENGINE_SUBSTITUTED) {
+            j->substituted++;
+            rc = 0;
+        }
         if (rc && !j->rc) {
             j->rc = rc;
             snprintf(j->err, sizeof j->err, "%s", err[0] ? err : bfs_strerror(rc));
@@ -562,14 +567,25 @@ static void *worker_main(void *arg)
             j->claim = NULL;
         }
         int ready = j->state == JOB_READY;
+        /* A substitute stands in for a sample that may be unreadable only for a while (a
+         * file being replaced, a flaky disk): the store would serve it to every later
+         * mount of the intact dataset as if it were the dataset's batch. */
+        int substituted = j->substituted != 0;
         pthread_mutex_unlock(&x->lock);
         if (claim) { /* I/O outside the lock; the bytes of a READY batch never change */
-            if (ready && bfs_store_publish(claim, j->data, j->size) == 0) {
-                pthread_mutex_lock(&x->lock);
-                x->st.store_publishes++;
-                pthread_mutex_unlock(&x->lock);
-            } else if (!ready) {
+            if (ready && !substituted) {
+                if (bfs_store_publish(claim, j->data, j->size) == 0) {
+                    pthread_mutex_lock(&x->lock);
+                    x->st.store_publishes++;
+                    pthread_mutex_unlock(&x->lock);
+                }
+            } else {
                 bfs_store_abandon(claim);
+                if (ready) {
+                    pthread_mutex_lock(&x->lock);
+                    x->st.store_withheld++;
+                    pthread_mutex_unlock(&x->lock);
+                }
             }
             free(claim);
         }

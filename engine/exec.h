@@ -44,6 +44,7 @@ typedef struct bfs_exec_stats {
     uint64_t evicted_ahead;   /* evictions of batches a reader would still read (window) */
     uint64_t store_hits;      /* batches served from the host-wide store, not computed */
     uint64_t store_publishes; /* batches this process computed and published */
+    uint64_t store_withheld;  /* computed with a substitute for a bad sample: not published */
     int huge_files;           /* batch files live on the private huge-page tmpfs */
     int buffers;              /* batch buffers allocated now: in use + pooled */
     uint64_t buffer_allocs;   /* batch buffers ever allocated (not taken from the pool) */
@@ -71,7 +72,9 @@ void bfs_exec_set_passed_max(bfs_exec *x, uint64_t bytes);
 /*
  * bfs_exec_set_store - share finished batches through the host-wide store s (cache_dir=),
  * keyed by (bfs_engine_fingerprint, epoch, batch): a batch another daemon already
- * published is read instead of computed; a batch computed here is published. Call before
+ * published is read instead of computed; a batch computed here is published, unless a
+ * slot holds a substitute for a bad sample (BFS_ENGINE_SUBSTITUTED; counted in
+ * store_withheld; the batch is still served and cached here). Call before
  * the first get/prefetch; s must outlive x. Store errors never fail a read: the batch is
  * computed instead.
  */

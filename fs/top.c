@@ -502,6 +502,11 @@ static void v_caches(frame *f, const span *s)
         {"cache_dir", "cache_dir", "cache_dir.usage_bytes", "cache_dir.budget_bytes", 0},
         {"samples", "sample_cache", "sample_cache.bytes", "sample_cache.budget_bytes", 0},
     };
+    static const struct {
+        const char *label, *path;
+    } warn[] = {
+        {"unpublished (substitutes)", "cache_dir.unpublished_substituted"},
+    };
     line *l = &f->l;
     char a[FMT], b[FMT], d[FMT], e[FMT], g[FMT], h[FMT];
     l_esc(l, "\033[1m");
@@ -525,6 +530,12 @@ static void v_caches(frame *f, const span *s)
                  s_num(e, s->cur, pm, 0), held);
         if (c[i].joins && sj_lookup(s->cur, SJ_ROOT, "cache.joins") >= 0)
             l_printf(l, "   joins %s", s_num(a, s->cur, "cache.joins", 0));
+        /* what the store did not get, only when it happened: it needs a look */
+        for (size_t w = 0; w < sizeof warn / sizeof warn[0]; w++) {
+            double x = 0;
+            if (!strcmp(c[i].sect, "cache_dir") && num(s->cur, warn[w].path, &x) && x > 0)
+                l_printf(l, "   %s %s", warn[w].label, s_num(a, s->cur, warn[w].path, 0));
+        }
         f_end(f);
     }
 }

@@ -338,7 +338,8 @@ static const char cur_json[] =
     " \"autotune\": {\"threads\": {\"value\": 6, \"why\": \"six \\u001b[2J workers\"},"
     " \"prefetch\": {\"value\": 4, \"why\": \"depth four\"}, \"cache_bytes\": {\"value\":"
     " 536870912, \"why\": \"half\"}, \"period_ms\": 2000, \"model\": {\"sample_us\":"
-    " 70.0, \"batch_header_us\": 9.5}, \"readers\": [{\"id\": 1, \"epoch\": 0, \"batch\": 20, \"stride\": 1,"
+    " 70.0, \"batch_header_us\": 9.5}, \"readers\": [{\"id\": 1, \"epoch\": 0, \"batch\": 20, "
+    "\"stride\": 1,"
     " \"consume_batch_per_s\": 2.5, \"think_ms\": 400.0, \"depth\": 4, \"predicted_wait_ms\":"
     " 3.5}, {\"id\": 7, \"epoch\": 1, \"batch\": 3, \"stride\": 2, \"think_ms\": 9.0,"
     " \"depth\": 2, \"predicted_wait_ms\": 0.25}]},"
@@ -506,6 +507,25 @@ START_TEST(screen_frame)
     ck_assert_msg(strstr(v, "... 2 more") && strstr(v, "every 2000 ms") &&
                       strstr(v, "cache         512 MiB"),
                   "short screen:\n%s", v);
+    free(v);
+    free(s);
+
+    /* cache_dir's batches not published: shown after its counts, only when there are */
+    sj_free(c);
+    c = parse_ok("{\"version\": \"x\", \"cache_dir\": {\"hits\": 5, \"misses\": 2,"
+                 " \"unpublished_substituted\": 3}}");
+    s = render(NULL, c, 0, 1, 160, 50);
+    v = visible(s, &lines);
+    ck_assert_msg(strstr(v, "cache_dir") && strstr(v, "   unpublished (substitutes) 3"),
+                  "cache_dir counters:\n%s", v);
+    free(v);
+    free(s);
+    sj_free(c);
+    c = parse_ok("{\"version\": \"x\", \"cache_dir\": {\"hits\": 5, \"misses\": 2,"
+                 " \"unpublished_substituted\": 0}}");
+    s = render(NULL, c, 0, 1, 160, 50);
+    v = visible(s, &lines);
+    ck_assert_msg(!strstr(v, "unpublished"), "a zero counter shown:\n%s", v);
     free(v);
     free(s);
 
