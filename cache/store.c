@@ -38,6 +38,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,21 +61,36 @@
 /* Stale probe files (a crash inside the O_TMPFILE probe at open) older than this go. */
 #define PROBE_STALE_S 60
 
+/* A problem that can repeat at every batch (a full file system, a failing disk) is logged
+ * the first time, then at most once per this many seconds, with the count of the ones not
+ * logged: visible, without a line per batch for as long as it lasts. */
+#define NOTE_INTERVAL_S 60
+
+/* Rate limit of one kind of log line (see NOTE_INTERVAL_S). */
+typedef struct note_limit {
+    pthread_mutex_t lock;
+    int logged;     /* a line of this kind was logged */
+    double last;    /* when (CLOCK_MONOTONIC, s) */
+    uint64_t quiet; /* events since, not logged */
+} note_limit;
+
 typedef struct counters {
     uint64_t hits, misses, busy, busy_waits, publishes, abandons, bytes_published, bytes_served,
-        evictions, bytes_evicted, corrupt, stale_removed, taken;
+        evictions, bytes_evicted, corrupt, stale_removed, taken, save_errors, no_space;
 } counters;
 
 struct bfs_store {
-    char *root;       /* as given, for messages */
-    int vfd;          /* root/v2/ */
-    bfs_store_opts o; /* immutable after open */
-    int tmpfile_ok;   /* O_TMPFILE + linkat(/proc/self/fd/N) work here (probed at open) */
-    int no_xattr;     /* fsetxattr said EOPNOTSUPP: trailers go in the files (atomic) */
-    uint64_t *usage;  /* shared usage counter (atomics; int64 semantics, clamped at 0) */
-    int usage_shared; /* usage points into the mapping of v2/.usage (else malloc'ed) */
-    uint32_t tmp_seq; /* atomic: named temporaries */
-    counters st;      /* atomic */
+    char *root;             /* as given, for messages */
+    int vfd;                /* root/v2/ */
+    bfs_store_opts o;       /* immutable after open */
+    int tmpfile_ok;         /* O_TMPFILE + linkat(/proc/self/fd/N) work here (probed at open) */
+    int no_xattr;           /* fsetxattr said EOPNOTSUPP: trailers go in the files (atomic) */
+    uint64_t *usage;        /* shared usage counter (atomics; int64 semantics, clamped at 0) */
+    int usage_shared;       /* usage points into the mapping of v2/.usage (else malloc'ed) */
+    uint32_t tmp_seq;       /* atomic: named temporaries */
+    counters st;            /* atomic */
+    note_limit note_full;   /* "file system full, made room" lines */
+    note_limit note_failed; /* "could not save" lines */
 };
 
 /* ---- small helpers ------------------------------------------------------------------- */
@@ -89,6 +105,45 @@ __attribute__((format(printf, 2, 3))) static void store_log(bfs_store *s, const 
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     s->o.log_cb(s->o.log_arg, msg);
+}
+
+static double mono_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Log msg under rate limit n: the first event, then one per NOTE_INTERVAL_S, each line
+ * saying how many were not logged since the previous one. */
+__attribute__((format(printf, 3, 4))) static void store_note(bfs_store *s, note_limit *n,
+                                                             const char *fmt, ...)
+{
+    if (!s->o.log_cb)
+        return;
+    double now = mono_s();
+    pthread_mutex_lock(&n->lock);
+    int first = !n->logged, due = first || now - n->last >= NOTE_INTERVAL_S;
+    uint64_t quiet = n->quiet;
+    if (due) {
+        n->logged = 1;
+        n->last = now;
+        n->quiet = 0;
+    } else {
+        n->quiet++;
+    }
+    pthread_mutex_unlock(&n->lock);
+    if (!due)
+        return;
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (first)
+        store_log(s, "%s (logged once a minute at most while it lasts)", msg);
+    else
+        store_log(s, "%s (%" PRIu64 " more since the last such line)", msg, quiet);
 }
 
 static int64_t usage_get(const bfs_store *s)
@@ -276,9 +331,9 @@ static int open_entry(bfs_store *s, const bfs_store_key *k, const char *rel, bfs
         close(fd);
         return -e;
     }
-    reason = xattr ? bfs_store_entry_check_xattr(t, BFS_STORE_TRAILER, map ? map : empty, size, k,
-                                                 &len)
-                   : bfs_store_entry_check(map, size, k, &len);
+    reason =
+        xattr ? bfs_store_entry_check_xattr(t, BFS_STORE_TRAILER, map ? map : empty, size, k, &len)
+              : bfs_store_entry_check(map, size, k, &len);
     if (reason) {
         if (map)
             munmap(map, (size_t)size);
@@ -328,8 +383,8 @@ static void remove_corrupt(bfs_store *s, const bfs_store_key *k, const char *rel
     usage_add(s, -(int64_t)st.st_size);
     ADD(s->st.corrupt, 1);
     store_log(s,
-              "cache_dir %s: entry " BFS_STORE_DIR "/%s (epoch %" PRIu64 ", batch %" PRIu64 ") %s: removed, "
-              "recomputing",
+              "cache_dir %s: entry " BFS_STORE_DIR "/%s (epoch %" PRIu64 ", batch %" PRIu64
+              ") %s: removed, recomputing",
               s->root, rel, k->epoch, k->batch, bfs_store_entry_reason(reason));
 }
 
@@ -390,9 +445,21 @@ static int claim_impl(bfs_store *s, bfs_store_key key, bfs_claim *c, int count_b
     return rc;
 }
 
+/* A claim failed with rc: the batch will be computed, and not stored. */
+static int claim_failed(bfs_store *s, const bfs_store_key *k, int rc)
+{
+    ADD(s->st.save_errors, 1);
+    store_note(s, &s->note_failed,
+               "cache_dir %s: could not look up or lock epoch %" PRIu64 " batch %" PRIu64
+               ": %s; the batch is computed and not stored",
+               s->root, k->epoch, k->batch, strerror(-rc));
+    return rc;
+}
+
 int bfs_store_claim(bfs_store *s, bfs_store_key key, bfs_claim *c)
 {
-    return claim_impl(s, key, c, 1);
+    int rc = claim_impl(s, key, c, 1);
+    return rc ? claim_failed(s, &key, rc) : 0;
 }
 
 static double elapsed_ms(const struct timespec *t0)
@@ -413,7 +480,7 @@ int bfs_store_wait(bfs_store *s, bfs_store_key key, int timeout_ms, bfs_claim *c
         if (rc || c->state != BFS_STORE_BUSY) {
             if (waited)
                 ADD(s->st.busy_waits, 1);
-            return rc;
+            return rc ? claim_failed(s, &key, rc) : 0;
         }
         waited = 1;
         double left = timeout_ms < 0 ? 1e18 : timeout_ms - elapsed_ms(&t0);
@@ -592,10 +659,10 @@ static int link_entry(bfs_claim *c, const char *ent)
     return -EEXIST;
 }
 
-int bfs_store_commit(bfs_claim *c)
+/* Append the trailer, sync, link: the work of bfs_store_commit, leaving c MINE whatever
+ * the outcome (the caller finishes it, or retries). Returns 0 or -errno. */
+static int commit_impl(bfs_claim *c)
 {
-    if (!c || c->state != BFS_STORE_MINE)
-        return -EINVAL;
     bfs_store *s = c->priv.store;
     uint64_t file_size = c->priv.written;
     int rc = c->priv.error;
@@ -654,20 +721,94 @@ int bfs_store_commit(bfs_claim *c)
             usage_add(s, (int64_t)file_size);
         ADD(s->st.bytes_published, c->priv.written);
     }
+    return rc;
+}
+
+/* Finish a MINE claim whose commit returned rc: release it, count and log a failure, and
+ * evict if the store went over budget. Returns rc. */
+static int commit_finish(bfs_claim *c, int rc)
+{
+    bfs_store *s = c->priv.store;
+    bfs_store_key k = c->key;
+    uint64_t written = c->priv.written;
     finish_mine(c, rc == 0);
+    if (rc) {
+        ADD(s->st.save_errors, 1);
+        if (rc == -EFBIG)
+            store_note(s, &s->note_failed,
+                       "cache_dir %s: could not save epoch %" PRIu64 " batch %" PRIu64
+                       ": its %" PRIu64 " bytes exceed the budget (cache_dir_mb=%" PRIu64
+                       "); the batch is served but not stored",
+                       s->root, k.epoch, k.batch, written, s->o.budget_bytes >> 20);
+        else
+            store_note(s, &s->note_failed,
+                       "cache_dir %s: could not save epoch %" PRIu64 " batch %" PRIu64
+                       ": %s; the batch is served but not stored",
+                       s->root, k.epoch, k.batch, strerror(-rc));
+    }
     if (!rc && s->o.budget_bytes && (uint64_t)usage_get(s) > s->o.budget_bytes)
         (void)bfs_store_evict(s, NULL);
     return rc;
 }
 
+int bfs_store_commit(bfs_claim *c)
+{
+    if (!c || c->state != BFS_STORE_MINE)
+        return -EINVAL;
+    return commit_finish(c, commit_impl(c));
+}
+
+static int no_space(int rc)
+{
+    return rc == -ENOSPC || rc == -EDQUOT;
+}
+
+/* Throw away what a MINE claim wrote so far (its temporary file), to write it again. */
+static void discard_written(bfs_claim *c)
+{
+    if (c->priv.tmp_fd >= 0)
+        close(c->priv.tmp_fd); /* an O_TMPFILE is freed here */
+    c->priv.tmp_fd = -1;
+    if (c->priv.tmp_name[0])
+        (void)unlinkat(c->priv.store->vfd, c->priv.tmp_name, 0);
+    c->priv.tmp_name[0] = 0;
+    c->priv.error = 0;
+    c->priv.written = 0;
+    bfs_xxh64_init(&c->priv.hash, 0);
+}
+
+static int evict_impl(bfs_store *s, uint64_t room, uint64_t *evicted, uint64_t *bytes);
+
 int bfs_store_publish(bfs_claim *c, const void *data, size_t len)
 {
+    if (!c || c->state != BFS_STORE_MINE)
+        return -EINVAL;
+    bfs_store *s = c->priv.store;
     int rc = bfs_store_write(c, data, len);
-    if (rc) {
-        bfs_store_claim_close(c);
-        return rc;
+    if (!rc)
+        rc = commit_impl(c);
+    if (no_space(rc)) {
+        /* The file system is full before the budget is (it is smaller, or shared with
+         * other files): make room for this entry and a slack by evicting least recently
+         * used entries, and try once more. */
+        int first = rc;
+        uint64_t n = 0, bytes = 0;
+        ADD(s->st.no_space, 1);
+        discard_written(c);
+        (void)evict_impl(s, (uint64_t)len + BFS_STORE_TRAILER, &n, &bytes);
+        rc = bfs_store_write(c, data, len);
+        if (!rc)
+            rc = commit_impl(c);
+        if (!rc)
+            store_note(s, &s->note_full,
+                       "cache_dir %s: its file system is full (%s) before the budget "
+                       "(cache_dir_mb=%" PRIu64 ", %" PRIu64 " bytes of entries): evicted %" PRIu64
+                       " least recently used entries (%" PRIu64 " bytes) to save epoch %" PRIu64
+                       " batch %" PRIu64,
+                       s->root, strerror(-first), s->o.budget_bytes >> 20, (uint64_t)usage_get(s),
+                       n, bytes, c->key.epoch, c->key.batch);
     }
-    return bfs_store_commit(c);
+    return commit_finish(c, rc);
 }
 
 int bfs_store_abandon(bfs_claim *c)
@@ -788,7 +929,8 @@ static int scan_file(bfs_store *s, scan *sc, const char *dir, const char *name)
         struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
         if (tfd >= 0 && fcntl(tfd, F_OFD_SETLK, &fl) == 0 && unlinkat(s->vfd, rel, 0) == 0) {
             ADD(s->st.stale_removed, 1);
-            store_log(s, "cache_dir %s: removed " BFS_STORE_DIR "/%s left by a writer that died", s->root, rel);
+            store_log(s, "cache_dir %s: removed " BFS_STORE_DIR "/%s left by a writer that died",
+                      s->root, rel);
         }
         if (tfd >= 0)
             close(tfd);
@@ -863,26 +1005,43 @@ static void remove_empty_dirs(bfs_store *s, const char *rel)
     }
 }
 
-int bfs_store_evict(bfs_store *s, uint64_t *evicted)
+/*
+ * The scan of bfs_store_evict. room 0: evict down to the budget's low water, skipping the
+ * scan when another one runs. room > 0 (the file system is full): wait for a running scan,
+ * then evict until room bytes and 1/16 of the store are freed, budget or not (the slack
+ * makes the next ENOSPC wait for another ~6% of the store to be published). *evicted and
+ * *bytes (may be NULL) get what was removed.
+ */
+static int evict_impl(bfs_store *s, uint64_t room, uint64_t *evicted, uint64_t *bytes)
 {
     if (evicted)
         *evicted = 0;
+    if (bytes)
+        *bytes = 0;
     int efd = openat(s->vfd, ".evict.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     if (efd < 0)
         return -errno;
     struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
-    if (fcntl(efd, F_OFD_SETLK, &fl) < 0) {
+    while (fcntl(efd, room ? F_OFD_SETLKW : F_OFD_SETLK, &fl) < 0) {
         int e = errno;
+        if (room && e == EINTR)
+            continue;
         close(efd);
         return e == EAGAIN || e == EACCES ? 0 : -e; /* someone else scans right now */
     }
     int64_t before = (int64_t)__atomic_load_n(s->usage, __ATOMIC_RELAXED);
     scan sc = {0};
     int rc = scan_store(s, &sc);
-    uint64_t budget = s->o.budget_bytes;
-    if (!rc && budget && sc.total > budget) {
+    uint64_t budget = s->o.budget_bytes, target = UINT64_MAX;
+    if (budget && sc.total > budget)
+        target = EVICT_LOW_WATER(budget);
+    if (room) {
+        uint64_t want = room + sc.total / 16;
+        uint64_t t = sc.total > want ? sc.total - want : 0;
+        target = t < target ? t : target;
+    }
+    if (!rc && target != UINT64_MAX) {
         qsort(sc.v, sc.n, sizeof *sc.v, by_mtime);
-        uint64_t target = EVICT_LOW_WATER(budget);
         for (size_t i = 0; i < sc.n && sc.total > target; i++) {
             scan_entry *e = &sc.v[i];
             struct stat st;
@@ -899,6 +1058,8 @@ int bfs_store_evict(bfs_store *s, uint64_t *evicted)
             ADD(s->st.bytes_evicted, e->size);
             if (evicted)
                 (*evicted)++;
+            if (bytes)
+                *bytes += e->size;
             remove_empty_dirs(s, e->rel);
         }
     }
@@ -910,6 +1071,11 @@ int bfs_store_evict(bfs_store *s, uint64_t *evicted)
     free(sc.v);
     close(efd); /* releases the scan lock */
     return rc;
+}
+
+int bfs_store_evict(bfs_store *s, uint64_t *evicted)
+{
+    return evict_impl(s, 0, evicted, NULL);
 }
 
 /* ---- open / close -------------------------------------------------------------------- */
@@ -1013,6 +1179,8 @@ int bfs_store_open(const char *root, const bfs_store_opts *opts, bfs_store **out
     }
     s->o = o;
     s->vfd = -1;
+    pthread_mutex_init(&s->note_full.lock, NULL);
+    pthread_mutex_init(&s->note_failed.lock, NULL);
     rc = mkdir_p(root);
     if (rc) {
         bfs_errf(rc, err, errlen, "cache_dir %s: cannot create it: %s", root, strerror(-rc));
@@ -1083,6 +1251,8 @@ void bfs_store_close(bfs_store *s)
     else
         free(s->usage);
     close(s->vfd);
+    pthread_mutex_destroy(&s->note_full.lock);
+    pthread_mutex_destroy(&s->note_failed.lock);
     free(s->root);
     free(s);
 }
@@ -1104,6 +1274,8 @@ void bfs_store_get_stats(bfs_store *s, bfs_store_stats *st)
     LOAD(corrupt);
     LOAD(stale_removed);
     LOAD(taken);
+    LOAD(save_errors);
+    LOAD(no_space);
 #undef LOAD
     st->usage_bytes = (uint64_t)usage_get(s);
     st->budget_bytes = s->o.budget_bytes;

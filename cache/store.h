@@ -56,8 +56,10 @@ typedef struct bfs_store_opts {
     /* 1: append the trailer to the entry file even where the file system takes user
      * xattrs (the fallback for file systems without them; tests use it) */
     int trailer_in_file;
-    /* optional: one line, no newline, per noteworthy event (a corrupt entry removed, stale
-     * files of dead writers removed); called from the thread that saw it */
+    /* optional: one line, no newline, per noteworthy event (a corrupt entry removed with
+     * its path and reason, stale files of dead writers removed; a save or lookup that
+     * failed and a full file system: those the first time, then at most once a minute
+     * with a count); called from the thread that saw it */
     void (*log_cb)(void *arg, const char *msg);
     void *log_arg;
 } bfs_store_opts;
@@ -87,7 +89,7 @@ typedef struct bfs_claim {
      * stand for the batch file itself (FUSE passthrough); 0 when the 64-byte trailer
      * follows the payload in the file */
     int exact;
-    struct {       /* private */
+    struct { /* private */
         bfs_store *store;
         void *map;
         size_t map_len;
@@ -116,6 +118,8 @@ typedef struct bfs_store_stats {
     uint64_t bytes_evicted;   /* file bytes they held */
     uint64_t corrupt;         /* torn or corrupt entries removed (each one recomputed) */
     uint64_t stale_removed;   /* lock and temporary files of dead claimants removed */
+    uint64_t save_errors;     /* batches not stored: a claim, write, commit or publish failed */
+    uint64_t no_space;        /* publishes that met ENOSPC/EDQUOT, evicted and retried once */
     uint64_t usage_bytes;     /* store-wide entry bytes now (exact after each scan) */
     uint64_t budget_bytes;    /* this handle's budget (0: unlimited) */
 } bfs_store_stats;
@@ -149,7 +153,8 @@ void bfs_store_close(bfs_store *s);
  *        the way is removed and counted in stats.corrupt.
  *  BUSY: a live claimant holds MINE for key: bfs_store_wait, or compute without the store.
  * Returns 0 (c->state set) or a negative errno (c->state NONE): -EMFILE, -ENOSPC, -EACCES,
- * -ENOMEM, -EIO... The caller then computes without the store. c needs no initialisation.
+ * -ENOMEM, -EIO... (counted in stats.save_errors, logged rate-limited). The caller then
+ * computes without the store. c needs no initialisation.
  */
 int bfs_store_claim(bfs_store *s, bfs_store_key key, bfs_claim *c);
 
@@ -173,16 +178,23 @@ int bfs_store_write(bfs_claim *c, const void *data, size_t len);
 /*
  * bfs_store_commit - finish a MINE claim: append the trailer, sync per the store's policy,
  * give the entry its name atomically, release the key, and evict if the store is over
- * budget. c->state becomes NONE whatever the outcome. If an entry appeared meanwhile (only
- * possible when a lock file was removed under a claimant), a valid one is kept and ours
- * dropped (with named temporaries the last rename wins): both hold the same bytes.
- * Returns 0; -EINVAL (not MINE); -EFBIG (the entry
- * alone exceeds the budget: not stored); a write error; -ENOSPC, -EIO, -errno of link/rename.
+ * budget. c->state becomes NONE whatever the outcome; a failure is counted in
+ * stats.save_errors and logged (rate-limited, see bfs_store_opts.log_cb). If an entry appeared
+ * meanwhile (only possible when a lock file was removed under a claimant), a valid one is kept and
+ * ours dropped (with named temporaries the last rename wins): both hold the same bytes. Returns 0;
+ * -EINVAL (not MINE); -EFBIG (the entry alone exceeds the budget: not stored); a write error;
+ * -ENOSPC, -EIO, -errno of link/rename.
  */
 int bfs_store_commit(bfs_claim *c);
 
-/* bfs_store_publish - bfs_store_write(c, data, len) then bfs_store_commit(c): data is
- * only read. On failure the claim is abandoned (state NONE). Returns as those. */
+/*
+ * bfs_store_publish - bfs_store_write(c, data, len) then bfs_store_commit(c): data is only
+ * read. When the file system is full (-ENOSPC, -EDQUOT) before the budget is, it evicts
+ * least recently used entries to free len bytes plus 1/16 of the store, budget or not, and
+ * tries once more (stats.no_space; logged, rate-limited). On failure the claim is
+ * abandoned (state NONE) and counted in stats.save_errors. Returns as those; -EINVAL when
+ * c is not MINE (c unchanged).
+ */
 int bfs_store_publish(bfs_claim *c, const void *data, size_t len);
 
 /* bfs_store_abandon - give a MINE claim up: nothing is stored, the key is free to claim

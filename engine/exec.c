@@ -782,6 +782,14 @@ void bfs_exec_set_memfd(bfs_exec *x, int on, int huge)
     pthread_mutex_unlock(&x->lock);
 }
 
+/* The store's noteworthy events (corrupt entries removed, saves that failed, a full file
+ * system) go to the daemon's log like every other message. */
+static void store_log_cb(void *arg, const char *msg)
+{
+    (void)arg;
+    fprintf(stderr, "batchfs: %s\n", msg);
+}
+
 int bfs_exec_open_store(const bfs_pipeline_opts *o, bfs_store **out, char *err, size_t errlen)
 {
     *out = NULL;
@@ -795,7 +803,7 @@ int bfs_exec_open_store(const bfs_pipeline_opts *o, bfs_store **out, char *err, 
             return bfs_errf(rc, err, errlen, "cache_dir=auto: %s", why);
         path = dir;
     }
-    bfs_store_opts so = {.budget_bytes = (uint64_t)o->cache_dir_mb << 20};
+    bfs_store_opts so = {.budget_bytes = (uint64_t)o->cache_dir_mb << 20, .log_cb = store_log_cb};
     if ((rc = bfs_store_open(path, &so, out, why, sizeof why)))
         return bfs_errf(rc, err, errlen, "cache_dir=%s: %s", path, why);
     return 0;

@@ -459,13 +459,14 @@ static void make_stats(fsstate *fs, text *t)
         tprintf(t,
                 "  \"cache_dir\": {\"served\": %llu, \"published\": %llu, \"hits\": %llu, "
                 "\"misses\": %llu, \"busy\": %llu, \"corrupt\": %llu, \"evictions\": %llu, "
-                "\"zero_copy\": %llu, \"unpublished_substituted\": %llu, \"usage_bytes\": %llu, "
-                "\"budget_bytes\": %llu},\n",
+                "\"zero_copy\": %llu, \"unpublished_substituted\": %llu, \"save_errors\": %llu, "
+                "\"no_space\": %llu, \"usage_bytes\": %llu, \"budget_bytes\": %llu},\n",
                 (unsigned long long)st.store_hits, (unsigned long long)st.store_publishes,
                 (unsigned long long)ss.hits, (unsigned long long)ss.misses,
                 (unsigned long long)ss.busy, (unsigned long long)ss.corrupt,
                 (unsigned long long)ss.evictions, (unsigned long long)ss.taken,
-                (unsigned long long)st.store_withheld, (unsigned long long)ss.usage_bytes,
+                (unsigned long long)st.store_withheld, (unsigned long long)ss.save_errors,
+                (unsigned long long)ss.no_space, (unsigned long long)ss.usage_bytes,
                 (unsigned long long)ss.budget_bytes);
     }
     tprintf(t,

@@ -506,6 +506,8 @@ static void v_caches(frame *f, const span *s)
         const char *label, *path;
     } warn[] = {
         {"unpublished (substitutes)", "cache_dir.unpublished_substituted"},
+        {"save errors", "cache_dir.save_errors"},
+        {"disk full", "cache_dir.no_space"},
     };
     line *l = &f->l;
     char a[FMT], b[FMT], d[FMT], e[FMT], g[FMT], h[FMT];

@@ -513,19 +513,21 @@ START_TEST(screen_frame)
     /* cache_dir's batches not published: shown after its counts, only when there are */
     sj_free(c);
     c = parse_ok("{\"version\": \"x\", \"cache_dir\": {\"hits\": 5, \"misses\": 2,"
-                 " \"unpublished_substituted\": 3}}");
-    s = render(NULL, c, 0, 1, 160, 50);
+                 " \"unpublished_substituted\": 3, \"save_errors\": 4, \"no_space\": 5}}");
+    s = render(NULL, c, 0, 1, 200, 50);
     v = visible(s, &lines);
-    ck_assert_msg(strstr(v, "cache_dir") && strstr(v, "   unpublished (substitutes) 3"),
+    ck_assert_msg(strstr(v, "cache_dir") && strstr(v, "   unpublished (substitutes) 3") &&
+                      strstr(v, "   save errors 4") && strstr(v, "   disk full 5"),
                   "cache_dir counters:\n%s", v);
     free(v);
     free(s);
     sj_free(c);
     c = parse_ok("{\"version\": \"x\", \"cache_dir\": {\"hits\": 5, \"misses\": 2,"
-                 " \"unpublished_substituted\": 0}}");
-    s = render(NULL, c, 0, 1, 160, 50);
+                 " \"unpublished_substituted\": 0, \"save_errors\": 0, \"no_space\": 0}}");
+    s = render(NULL, c, 0, 1, 200, 50);
     v = visible(s, &lines);
-    ck_assert_msg(!strstr(v, "unpublished"), "a zero counter shown:\n%s", v);
+    ck_assert_msg(!strstr(v, "unpublished") && !strstr(v, "save errors") && !strstr(v, "disk full"),
+                  "a zero counter shown:\n%s", v);
     free(v);
     free(s);
 

@@ -29,6 +29,7 @@
 #include <string.h>
 #include <sched.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <sys/xattr.h>
@@ -180,6 +181,33 @@ static void log_stderr(void *arg, const char *msg)
 {
     (void)arg;
     fprintf(stderr, "check_store[%ld]: %s\n", (long)getpid(), msg);
+}
+
+/* Log lines kept for the test to look at (one test process: no locking needed beyond the
+ * store's own calls, which may come from several threads: guarded by a mutex). */
+static struct {
+    pthread_mutex_t lock;
+    char text[16384];
+    size_t len;
+} g_log = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static void log_keep(void *arg, const char *msg)
+{
+    (void)arg;
+    pthread_mutex_lock(&g_log.lock);
+    int n = snprintf(g_log.text + g_log.len, sizeof g_log.text - g_log.len, "%s\n", msg);
+    if (n > 0 && g_log.len + (size_t)n < sizeof g_log.text)
+        g_log.len += (size_t)n;
+    pthread_mutex_unlock(&g_log.lock);
+}
+
+/* Lines of the kept log that contain needle. */
+static int log_count(const char *needle)
+{
+    int n = 0;
+    for (const char *p = g_log.text; (p = strstr(p, needle)); p += strlen(needle))
+        n++;
+    return n;
 }
 
 /* ---- round trips and layout ---------------------------------------------------------- */
@@ -1212,6 +1240,83 @@ START_TEST(lru_eviction)
 }
 END_TEST
 
+/*
+ * A store on a file system smaller than its budget (a tmpfs of 256 KiB, mounted in a
+ * private mount namespace of this test process: root only). Publishes that meet ENOSPC
+ * evict least recently used entries and succeed on their retry; the first such event is
+ * logged, the next ones within a minute are not. A payload larger than the file system
+ * fails (-ENOSPC), is counted in save_errors and logged once; a second failure is counted
+ * but not logged again (rate limit), and the keys stay free.
+ */
+START_TEST(full_file_system)
+{
+    set_mode(_i);
+    char *root = tu_mkdtemp("bfs-full");
+    if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
+        mount("tmpfs", root, "tmpfs", 0, "size=256k,mode=0700") < 0) {
+        fprintf(stderr,
+                "check_store: cannot mount a tmpfs (%s; not root?): full file system "
+                "not tested\n",
+                strerror(errno));
+        rmdir(root);
+        free(root);
+        return;
+    }
+    bfs_store_opts o = {.named_temps = _i & 1, .trailer_in_file = g_in_file, .log_cb = log_keep};
+    bfs_store *s = NULL;
+    char err[256] = "";
+    ck_assert_msg(bfs_store_open(root, &o, &s, err, sizeof err) == 0, "%s", err);
+    size_t len = 40 << 10; /* about 6 fit */
+    for (int i = 0; i < 30; i++) {
+        uint8_t *d = payload(300 + (uint64_t)i, len);
+        bfs_claim c;
+        ck_assert_int_eq(bfs_store_claim(s, key3(1, 0, (uint64_t)i), &c), 0);
+        ck_assert_int_eq(c.state, BFS_STORE_MINE);
+        int rc = bfs_store_publish(&c, d, len);
+        ck_assert_msg(rc == 0, "publish %d on a full file system: %s\nlog:\n%s", i, strerror(-rc),
+                      g_log.text);
+        expect_hit(s, key3(1, 0, (uint64_t)i), d, len);
+        free(d);
+    }
+    bfs_store_stats st;
+    bfs_store_get_stats(s, &st);
+    ck_assert_uint_eq(st.publishes, 30);
+    ck_assert_uint_eq(st.save_errors, 0);
+    ck_assert_uint_ge(st.no_space, 2);
+    ck_assert_uint_ge(st.evictions, 20);
+    ck_assert_uint_le(st.usage_bytes, 256 << 10);
+    expect_miss(s, key3(1, 0, 0)); /* the oldest went */
+    ck_assert_msg(log_count("file system is full") == 1 && strstr(g_log.text, root),
+                  "expected one 'file system is full' line naming the directory:\n%s", g_log.text);
+    /* larger than the file system: fails even after evicting everything */
+    size_t big = 300 << 10;
+    uint8_t *d = payload(9, big);
+    for (int i = 0; i < 2; i++) {
+        bfs_claim c;
+        ck_assert_int_eq(bfs_store_claim(s, key3(2, 0, 0), &c), 0);
+        ck_assert_int_eq(c.state, BFS_STORE_MINE);
+        ck_assert_int_eq(bfs_store_publish(&c, d, big), -ENOSPC);
+        ck_assert_int_eq(c.state, BFS_STORE_NONE);
+        bfs_store_get_stats(s, &st);
+        ck_assert_uint_eq(st.save_errors, (uint64_t)i + 1);
+        ck_assert_msg(log_count("could not save epoch 0 batch 0: No space left on device") == 1,
+                      "expected one 'could not save' line after %d failures:\n%s", i + 1,
+                      g_log.text);
+    }
+    free(d);
+    expect_miss(s, key3(2, 0, 0)); /* the key is free */
+    /* the store still works */
+    d = payload(10, len);
+    put(s, key3(3, 0, 0), d, len);
+    expect_hit(s, key3(3, 0, 0), d, len);
+    free(d);
+    bfs_store_close(s);
+    ck_assert_int_eq(umount2(root, MNT_DETACH), 0);
+    rmdir(root);
+    free(root);
+}
+END_TEST
+
 START_TEST(reader_survives_eviction)
 {
     set_mode(_i);
@@ -1473,6 +1578,7 @@ static Suite *store_suite(void)
     tcase_add_loop_test(ev, lru_eviction, 0, 4);
     tcase_add_loop_test(ev, reader_survives_eviction, 0, 4);
     tcase_add_loop_test(ev, concurrent_eviction, 0, 4);
+    tcase_add_loop_test(ev, full_file_system, 0, 4);
     tcase_add_test(ev, stale_files_and_recount);
     suite_add_tcase(s, ev);
     TCase *dirs = tcase_create("directories");

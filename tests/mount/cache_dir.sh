@@ -5,7 +5,8 @@
 #    while A is still up: reads epoch 0 without computing anything (/stats: computed 0,
 #    cache_dir.served == batches) and the bytes equal A's;
 #  - mount C with another seed (another fingerprint) shares nothing: it computes;
-#  - a corrupted entry in D is detected, recomputed, never served torn.
+#  - a corrupted entry in D is detected, recomputed, never served torn, and logged with its
+#    path and the reason.
 . "$(dirname "$0")/lib.sh"
 require_fuse
 
@@ -78,6 +79,9 @@ read_all "$T/b"
 for k in $(seq 0 5); do cmp "$T/a.$k" "$T/b.$k" || fail "batch $k served torn after corruption"; done
 corrupt=$(stat_of "$T/b" "d['cache_dir']['corrupt']")
 [ "$corrupt" -ge 1 ] || fail "corrupted entries not detected (corrupt=$corrupt)"
+# each one logged, with its path and the reason
+n=$(grep -cE "^batchfs: cache_dir $D: entry v2/[0-9a-f]{16}/0/[0-9]+\.st \(epoch 0, batch [0-9]+\) payload checksum mismatch \(corrupt\): removed, recomputing$" "$DAEMON_LOG" || true)
+[ "$n" = "$corrupt" ] || fail "$corrupt corrupt entries removed, $n logged with path and reason"
 ok "corrupted entries detected ($corrupt) and recomputed, bytes identical"
 unmount_bfs "$T/b"
 

@@ -21,6 +21,8 @@ mkdir -m 700 "$D"
 PIPE=batch=8,size=224,seed=3
 OPTS=$PIPE,cache_dir=$D
 nb=12
+# where O_TMPFILE is missing, temporaries of killed writers are removed, and logged
+expect_log "^batchfs: cache_dir ${D//./\\.}: removed v2/.* left by a writer that died$"
 
 stat_of() { python3 -c "import json,sys; d=json.load(open(sys.argv[1]+'/stats')); print(eval(sys.argv[2]))" "$@"; }
 rounds=6
