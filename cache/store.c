@@ -38,6 +38,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -1080,25 +1081,177 @@ int bfs_store_evict(bfs_store *s, uint64_t *evicted)
 
 /* ---- open / close -------------------------------------------------------------------- */
 
-/* mkdir -p path, creating missing components 0700. */
-static int mkdir_p(const char *path)
+/* Symbolic links followed in one walk at most (the kernel's MAXSYMLINKS). */
+#define WALK_SYMLINKS 40
+
+/*
+ * May the directory fd (shown, for messages) be trusted to keep the names in it: owned by
+ * root or by us, and writable by no one else unless sticky (in a sticky directory, only
+ * the owner of a name can remove or rename it; anyone can add new names, whose owners
+ * the walk checks). Returns 0 or -EPERM with a message.
+ */
+static int walk_trust_dir(int fd, const char *root, const char *shown, char *err, size_t errlen)
 {
-    char *p = strdup(path);
-    if (!p)
-        return -ENOMEM;
-    int rc = 0;
-    for (char *q = p + 1; !rc; q++) {
-        if (*q != '/' && *q != 0)
-            continue;
-        char c = *q;
-        *q = 0;
-        if (mkdir(p, 0700) < 0 && errno != EEXIST)
-            rc = -errno;
-        *q = c;
-        if (!c)
-            break;
+    struct stat st;
+    if (fstat(fd, &st) < 0)
+        return bfs_errf(-errno, err, errlen, "cache_dir %s: %s: %s", root, shown, strerror(errno));
+    if (st.st_uid != 0 && st.st_uid != geteuid())
+        return bfs_errf(-EPERM, err, errlen,
+                        "cache_dir %s: directory %s on its path is owned by uid %u, neither "
+                        "root nor this user (uid %u): its owner could redirect the store; "
+                        "choose a cache_dir below directories owned by you or root",
+                        root, shown, (unsigned)st.st_uid, (unsigned)geteuid());
+    if ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(st.st_mode & S_ISVTX))
+        return bfs_errf(-EPERM, err, errlen,
+                        "cache_dir %s: directory %s on its path is writable by other users "
+                        "and not sticky (mode %04o): they could replace the rest of the "
+                        "path; choose a cache_dir below directories only you or root can "
+                        "write to (or sticky ones, like /tmp)",
+                        root, shown, (unsigned)(st.st_mode & 07777));
+    return 0;
+}
+
+/*
+ * Open the directory root (absolute) without letting another user redirect it: walk it
+ * from / one component at a time with openat(O_NOFOLLOW), creating missing directories
+ * 0700. Every directory a name is looked up in must pass walk_trust_dir; a symbolic link
+ * is followed only if root or this user owns it (one planted by another user in a sticky
+ * directory such as /tmp is refused, not followed). The last directory is checked by the
+ * caller (check_owner). Returns 0 and *out, or -errno with a message naming the culprit.
+ */
+static int walk_open_root(const char *root, int *out, char *err, size_t errlen)
+{
+    *out = -1;
+    if (root[0] != '/')
+        return bfs_errf(-EINVAL, err, errlen, "cache_dir %s: not an absolute path", root);
+    size_t cap = strlen(root) + 1 + PATH_MAX;
+    char *rest = malloc(cap), *next = malloc(cap), *shown = malloc(PATH_MAX);
+    int rc = 0, fd = -1, links = 0;
+    if (!rest || !next || !shown) {
+        rc = bfs_errf(-ENOMEM, err, errlen, "cache_dir %s: out of memory", root);
+        goto out;
     }
-    free(p);
+    snprintf(rest, cap, "%s", root);
+    shown[0] = 0; /* the real path walked so far; "" is / */
+    fd = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) {
+        rc = bfs_errf(-errno, err, errlen, "cache_dir %s: /: %s", root, strerror(errno));
+        goto out;
+    }
+    const char *p = rest;
+    for (;;) {
+        while (*p == '/')
+            p++;
+        if (!*p)
+            break;
+        size_t n = strcspn(p, "/");
+        char comp[NAME_MAX + 1];
+        if (n > NAME_MAX) {
+            rc = bfs_errf(-ENAMETOOLONG, err, errlen, "cache_dir %s: a name is too long", root);
+            goto out;
+        }
+        memcpy(comp, p, n);
+        comp[n] = 0;
+        p += n;
+        if (!strcmp(comp, "."))
+            continue;
+        if ((rc = walk_trust_dir(fd, root, shown[0] ? shown : "/", err, errlen)))
+            goto out;
+        size_t slen = strlen(shown);
+        int appended = 0;
+        if (!strcmp(comp, "..")) {
+            char *slash = strrchr(shown, '/');
+            if (slash)
+                *slash = 0;
+        } else if (slen + 1 + n < PATH_MAX) {
+            snprintf(shown + slen, PATH_MAX - slen, "/%s", comp);
+            appended = 1;
+        }
+        struct stat st;
+        int r = fstatat(fd, comp, &st, AT_SYMLINK_NOFOLLOW);
+        if (r < 0 && errno == ENOENT) {
+            if (mkdirat(fd, comp, 0700) < 0 && errno != EEXIST) {
+                rc = bfs_errf(-errno, err, errlen, "cache_dir %s: cannot create %s: %s", root,
+                              shown, strerror(errno));
+                goto out;
+            }
+            r = fstatat(fd, comp, &st, AT_SYMLINK_NOFOLLOW);
+        }
+        if (r < 0) {
+            rc =
+                bfs_errf(-errno, err, errlen, "cache_dir %s: %s: %s", root, shown, strerror(errno));
+            goto out;
+        }
+        if (S_ISLNK(st.st_mode)) {
+            if (st.st_uid != 0 && st.st_uid != geteuid()) {
+                rc = bfs_errf(-EPERM, err, errlen,
+                              "cache_dir %s: %s is a symbolic link owned by uid %u, neither "
+                              "root nor this user (uid %u): another user may have planted it "
+                              "to redirect the store, so it is not followed; give the real "
+                              "path of a directory of your own",
+                              root, shown, (unsigned)st.st_uid, (unsigned)geteuid());
+                goto out;
+            }
+            if (++links > WALK_SYMLINKS) {
+                rc = bfs_errf(-ELOOP, err, errlen,
+                              "cache_dir %s: too many symbolic links (a loop?) at %s", root, shown);
+                goto out;
+            }
+            char target[PATH_MAX];
+            ssize_t tl = readlinkat(fd, comp, target, sizeof target - 1);
+            if (tl <= 0) {
+                rc = bfs_errf(tl < 0 ? -errno : -ENOENT, err, errlen,
+                              "cache_dir %s: symbolic link %s: %s", root, shown,
+                              tl < 0 ? strerror(errno) : "empty");
+                goto out;
+            }
+            target[tl] = 0;
+            /* the link's directory is where a relative target starts */
+            if (appended)
+                *strrchr(shown, '/') = 0;
+            if (target[0] == '/') {
+                int rfd = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+                if (rfd < 0) {
+                    rc =
+                        bfs_errf(-errno, err, errlen, "cache_dir %s: /: %s", root, strerror(errno));
+                    goto out;
+                }
+                close(fd);
+                fd = rfd;
+                shown[0] = 0;
+            }
+            if (strlen(target) + 1 + strlen(p) + 1 > cap) {
+                rc = bfs_errf(-ENAMETOOLONG, err, errlen, "cache_dir %s: path too long", root);
+                goto out;
+            }
+            snprintf(next, cap, "%s/%s", target, p);
+            char *t = rest;
+            rest = next, next = t;
+            p = rest;
+            continue;
+        }
+        if (!S_ISDIR(st.st_mode)) {
+            rc =
+                bfs_errf(-ENOTDIR, err, errlen, "cache_dir %s: %s is not a directory", root, shown);
+            goto out;
+        }
+        int nfd = openat(fd, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (nfd < 0) {
+            rc =
+                bfs_errf(-errno, err, errlen, "cache_dir %s: %s: %s", root, shown, strerror(errno));
+            goto out;
+        }
+        close(fd);
+        fd = nfd;
+    }
+    *out = fd;
+    fd = -1;
+out:
+    if (fd >= 0)
+        close(fd);
+    free(rest);
+    free(next);
+    free(shown);
     return rc;
 }
 
@@ -1181,17 +1334,9 @@ int bfs_store_open(const char *root, const bfs_store_opts *opts, bfs_store **out
     s->vfd = -1;
     pthread_mutex_init(&s->note_full.lock, NULL);
     pthread_mutex_init(&s->note_failed.lock, NULL);
-    rc = mkdir_p(root);
-    if (rc) {
-        bfs_errf(rc, err, errlen, "cache_dir %s: cannot create it: %s", root, strerror(-rc));
+    rc = walk_open_root(root, &rootfd, err, errlen);
+    if (rc)
         goto fail_alloc;
-    }
-    rootfd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (rootfd < 0) {
-        rc = -errno;
-        bfs_errf(rc, err, errlen, "cache_dir %s: %s", root, strerror(-rc));
-        goto fail_alloc;
-    }
     rc = check_owner(rootfd, root, err, errlen);
     if (rc)
         goto fail_root;

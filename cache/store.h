@@ -129,12 +129,17 @@ typedef struct bfs_store_stats {
 
 /*
  * bfs_store_open - open (creating it 0700 if missing) the store under directory root:
- * entries live in root/v2/. root must be owned by the effective user and not writable by
- * all users (the store trusts its files). The first open on a host, and every open, scans
- * the store: removes lock and temporary files of dead claimants, counts the usage and
- * evicts down to opts->budget_bytes. opts may be NULL (defaults: no budget, SYNC_NONE).
- * *out is owned by the caller: bfs_store_close. Returns 0; -EPERM (owner, permissions),
- * -ENOTDIR, -EACCES, -ENOSPC, -EINVAL (bad opts), -ENOMEM, other -errno of mkdir/open;
+ * entries live in root/v2/. root must be absolute, owned by the effective user and not
+ * writable by all users (the store trusts its files). It is opened by a walk from / with
+ * openat(O_NOFOLLOW) per component that another user cannot redirect: every directory on
+ * the way must be owned by root or the effective user and be writable by no one else
+ * unless sticky, and a symlink is followed only if root or the effective user owns it
+ * (docs/cache.md, "Location"). From then on the store works relative to that descriptor. The first
+ * open on a host, and every open, scans the store: removes lock and temporary files of dead
+ * claimants, counts the usage and evicts down to opts->budget_bytes. opts may be NULL (defaults: no
+ * budget, SYNC_NONE). *out is owned by the caller: bfs_store_close. Returns 0; -EPERM (owner,
+ * permissions, a directory or symlink on the path that another user controls), -ENOTDIR, -EACCES,
+ * -ELOOP, -ENOSPC, -EINVAL (bad opts, a relative root), -ENOMEM, other -errno of mkdir/open;
  * err (may be NULL) gets a message naming the directory and what to do.
  */
 int bfs_store_open(const char *root, const bfs_store_opts *opts, bfs_store **out, char *err,

@@ -1543,6 +1543,93 @@ START_TEST(private_dir_rules)
 }
 END_TEST
 
+/* bfs_store_open(path) must fail with rc and a message holding each of the words. */
+static void expect_refused(const char *path, int rc, const char *w1, const char *w2)
+{
+    bfs_store *s = NULL;
+    char err[512] = "";
+    int got = bfs_store_open(path, NULL, &s, err, sizeof err);
+    ck_assert_msg(got == rc && !s, "bfs_store_open(%s): %d, expected %d (%s)", path, got, rc, err);
+    ck_assert_msg(strstr(err, w1) && (!w2 || strstr(err, w2)), "message for %s: %s", path, err);
+}
+
+static void expect_opens(const char *path)
+{
+    bfs_store *s = NULL;
+    char err[512] = "";
+    ck_assert_msg(bfs_store_open(path, NULL, &s, err, sizeof err) == 0, "%s: %s", path, err);
+    bfs_store_close(s);
+}
+
+/*
+ * The path to the store is walked without following what another user could plant: a
+ * symlink owned by another user in a sticky world-writable directory (/tmp-like) is
+ * refused; this user's own symlink there, and root's, are followed (relative and absolute
+ * targets, ".."); a directory on the way owned by another user, or writable by others
+ * and not sticky, is refused; loops end with ELOOP. Root only (chown).
+ */
+START_TEST(path_walk_rules)
+{
+    if (geteuid() != 0) {
+        fprintf(stderr, "check_store: not root: cache_dir path rules not tested\n");
+        return;
+    }
+    char *base = tu_mkdtemp("bfs-walk");
+    char pub[512], target[512], link[600], p[700];
+    snprintf(pub, sizeof pub, "%s/pub", base);
+    snprintf(target, sizeof target, "%s/target", base);
+    ck_assert_int_eq(mkdir(pub, 0700), 0);
+    ck_assert_int_eq(chmod(pub, 01777), 0); /* like /tmp */
+    ck_assert_int_eq(mkdir(target, 0700), 0);
+    /* planted by uid 12345: refused, and nothing is created behind it */
+    snprintf(link, sizeof link, "%s/planted", pub);
+    ck_assert_int_eq(symlink(target, link), 0);
+    ck_assert_int_eq(lchown(link, 12345, 12345), 0);
+    expect_refused(link, -EPERM, "symbolic link owned by uid 12345", link);
+    snprintf(p, sizeof p, "%s/sub/dir", link);
+    expect_refused(p, -EPERM, "symbolic link owned by uid 12345", link);
+    snprintf(p, sizeof p, "%s/v2", target);
+    ck_assert(!exists(p));
+    /* our own symlink there: followed (absolute target) */
+    snprintf(link, sizeof link, "%s/mine", pub);
+    ck_assert_int_eq(symlink(target, link), 0);
+    expect_opens(link);
+    ck_assert(exists(p));
+    /* relative targets, "..", a missing tail created under the target */
+    snprintf(link, sizeof link, "%s/rel", pub);
+    ck_assert_int_eq(symlink("../target", link), 0);
+    snprintf(p, sizeof p, "%s/./new/../new2", link);
+    expect_opens(p);
+    snprintf(p, sizeof p, "%s/new2/v2", target);
+    ck_assert(exists(p));
+    /* a directory of another user on the way */
+    snprintf(p, sizeof p, "%s/other", base);
+    ck_assert_int_eq(mkdir(p, 0755), 0);
+    ck_assert_int_eq(chown(p, 12345, 12345), 0);
+    char below[800];
+    snprintf(below, sizeof below, "%s/store", p);
+    expect_refused(below, -EPERM, "owned by uid 12345", p);
+    /* a directory writable by others and not sticky on the way; sticky is fine */
+    snprintf(p, sizeof p, "%s/ww", base);
+    ck_assert_int_eq(mkdir(p, 0700), 0);
+    ck_assert_int_eq(chmod(p, 0777), 0);
+    snprintf(below, sizeof below, "%s/store", p);
+    expect_refused(below, -EPERM, "writable by other users", p);
+    ck_assert_int_eq(chmod(p, 0775), 0);
+    expect_refused(below, -EPERM, "writable by other users", p);
+    ck_assert_int_eq(chmod(p, 01777), 0);
+    expect_opens(below);
+    /* a loop */
+    snprintf(link, sizeof link, "%s/loop", base);
+    ck_assert_int_eq(symlink(link, link), 0);
+    expect_refused(link, -ELOOP, "too many symbolic links", NULL);
+    /* a relative cache_dir */
+    expect_refused("relative/store", -EINVAL, "not an absolute path", NULL);
+    tu_rmtree(base);
+    free(base);
+}
+END_TEST
+
 /* ---- suite --------------------------------------------------------------------------- */
 
 static Suite *store_suite(void)
@@ -1584,6 +1671,7 @@ static Suite *store_suite(void)
     TCase *dirs = tcase_create("directories");
     tcase_add_test(dirs, default_dir);
     tcase_add_test(dirs, private_dir_rules);
+    tcase_add_test(dirs, path_walk_rules);
     suite_add_tcase(s, dirs);
     return s;
 }
