@@ -63,7 +63,7 @@ grep -q 'images \[3,5,7,3\] 10 2$' "$T/out" || fail "static program read: $(cat 
 sed "s|^prefix=.*|prefix=$PWD/$B|; s|^libdir=.*|libdir=$PWD/$B|; s|^includedir=.*|includedir=$T/inc|" \
     "$B/batchfs-gpu.pc" >"$T/batchfs-gpu.pc"
 flags=$(PKG_CONFIG_PATH=$T pkg-config --cflags --libs batchfs-gpu)
-cc -Wall -Werror "$T/user.c" $flags -o "$T/user_shared"
+cc -Wall -Werror "$T/user.c" $flags $san -o "$T/user_shared"
 LD_LIBRARY_PATH=$PWD/$B "$T/user_shared" "$T/d" >"$T/out2" || fail "shared: $(cat "$T/out2")"
 cmp -s "$T/out" "$T/out2" || fail "static and shared programs differ"
 echo "ok: a program links the .a and, through pkg-config, the .so, and reads the batch"

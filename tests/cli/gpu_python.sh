@@ -35,6 +35,11 @@ export PYTHONDONTWRITEBYTECODE=1 # no __pycache__ in the source tree
 export PYTHONPATH=$PWD/gpu/python
 export BATCHFS_GPU_LIBRARY=$B/libbatchfs-gpu.so
 unset BATCHFS_GPU_LIBCUDA
+# an ASan build's library (make SANITIZER=address) needs ASan's runtime loaded first;
+# CPython itself leaks by design, so leak checking is off for this process
+if grep -q ' U __asan_' <<<"$(nm -D "$BATCHFS_GPU_LIBRARY" 2>/dev/null)"; then
+    export LD_PRELOAD=$(cc -print-file-name=libasan.so) ASAN_OPTIONS=detect_leaks=0
+fi
 
 "$PY" -c 'import py_compile, sys; py_compile.compile(sys.argv[1], cfile=sys.argv[2], doraise=True)' \
     gpu/python/batchfs_gpu.py "$T/batchfs_gpu.pyc"
