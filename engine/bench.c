@@ -3,6 +3,7 @@
 #include "engine/engine.h"
 #include "engine/err.h"
 #include "engine/exec.h"
+#include "engine/ram.h"
 #include "engine/source.h"
 
 #include <errno.h>
@@ -103,6 +104,15 @@ int bfs_bench_run(const char *source, const bfs_pipeline_opts *o, const bfs_benc
         want = avail;
     int prefetch = o->prefetch == BFS_AUTO ? BFS_PREFETCH_AUTO : o->prefetch;
     uint64_t bytes = bfs_engine_batch_bytes(e, 0);
+    /* batches past the memory the mount would have are refused as the mount refuses them */
+    bfs_ram_host host;
+    uint64_t budget;
+    bfs_ram_probe(NULL, NULL, NULL, &host);
+    if ((rc = bfs_ram_budget(o, bytes, &host, &budget, NULL, 0, err, sizeof err))) {
+        fprintf(stderr, "batchfs: %s\n", err);
+        bfs_engine_destroy(e);
+        return rc;
+    }
     bfs_exec *x;
     if ((rc = bfs_exec_create(e, o->threads == BFS_AUTO ? 0 : o->threads,
                               bytes * (uint64_t)(prefetch + 1), &x))) {

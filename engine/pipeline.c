@@ -187,7 +187,7 @@ static const opt table[OPT_COUNT] = {
                              INT(sample_cache_mb, W_I64, 0, MIB_MAX, 0)},
     [OPT_CPU_BUDGET] = {PUB("cpu_budget", K, "N", "online CPUs", "CPUs the autotuner may use"),
                         INT(cpu_budget, W_INT, 1, 1024, F_LATER)},
-    [OPT_RAM_MB] = {PUB("ram_mb", K, "N", "half of RAM", "memory the autotuner may use, MiB"),
+    [OPT_RAM_MB] = {PUB("ram_mb", K, "N", "half of free RAM", "memory the autotuner may use, MiB"),
                     INT(ram_mb, W_I64, 16, MIB_MAX, F_LATER)},
     [OPT_HUGE_PAGES] = {PUB("huge_pages", K, "0|1", "0",
                             "1: finished batch files on 2 MiB pages (needs root, as FUSE "

@@ -81,7 +81,7 @@ typedef struct bfs_pipeline_opts {
     int64_t cache_dir_mb;    /* cache_dir_mb=N (4096), 1..2^40 */
     int64_t sample_cache_mb; /* sample_cache_mb=N (0), 0..2^40 */
     int cpu_budget;          /* cpu_budget=N (online CPUs; 0 = default), 1..1024 */
-    int64_t ram_mb;          /* ram_mb=N (half of available RAM; 0 = default), 16..2^40 */
+    int64_t ram_mb;          /* ram_mb=N (half of free RAM; 0 = default), 16..2^40 */
     int huge_pages;          /* huge_pages=0|1 (0): batch files on huge pages (exec.h) */
     /* a spec file's `fingerprint = X` line (MNT/pipeline's): the pipeline must have it */
     uint64_t want_fingerprint;

@@ -37,6 +37,7 @@
 #include "engine/err.h"
 #include "engine/exec.h"
 #include "engine/engine.h"
+#include "engine/ram.h"
 #include "engine/tuner.h"
 #include "engine/version.h"
 
@@ -1223,19 +1224,6 @@ static void *exit_watch(void *arg)
     return NULL;
 }
 
-static uint64_t mem_available(void)
-{
-    FILE *f = fopen("/proc/meminfo", "r");
-    char line[256];
-    uint64_t kb = 0;
-    while (f && fgets(line, sizeof line, f))
-        if (sscanf(line, "MemAvailable: %" SCNu64 " kB", &kb) == 1)
-            break;
-    if (f)
-        fclose(f);
-    return kb * 1024;
-}
-
 int bfs_fs_run(const bfs_mount_args *a)
 {
     fsstate fs = {.args = a};
@@ -1245,6 +1233,8 @@ int bfs_fs_run(const bfs_mount_args *a)
     struct fuse_loop_config *cfg = NULL;
     pthread_t watch;
     int watching = 0, mounted = 0, handlers = 0;
+    bfs_ram_host host;
+    char note[512];
     pthread_mutex_init(&fs.lock, NULL);
 
     /* everything a user can get wrong is checked before mounting */
@@ -1262,6 +1252,17 @@ int bfs_fs_run(const bfs_mount_args *a)
         goto out;
     }
     bfs_engine_print_notes(fs.e, stderr, "batchfs");
+    fs.batch_bytes = bfs_engine_batch_bytes(fs.e, 0);
+    /* the budget: ram_mb, or half of what MemAvailable and the cgroup limit leave; batches
+     * that cannot fit in it are refused here, not by the OOM killer at the first read */
+    bfs_ram_probe(NULL, NULL, NULL, &host);
+    if (bfs_ram_budget(&a->pipe, fs.batch_bytes, &host, &fs.ram_bytes, note, sizeof note, err,
+                       sizeof err)) {
+        fprintf(stderr, "batchfs: %s\n", err);
+        goto out;
+    }
+    if (note[0])
+        fprintf(stderr, "batchfs: warning: %s\n", note);
     if (check_mountpoint(a->mountpoint))
         goto out;
     if (bfs_exec_open_store(&a->pipe, &fs.store, err, sizeof err)) {
@@ -1274,16 +1275,15 @@ int bfs_fs_run(const bfs_mount_args *a)
     fs.uid = getuid();
     fs.gid = getgid();
     fs.batches = bfs_engine_batches(fs.e);
-    fs.batch_bytes = bfs_engine_batch_bytes(fs.e, 0);
     fs.epochs = a->pipe.epochs;
     fs.prefetch = a->pipe.prefetch == BFS_AUTO ? BFS_PREFETCH_AUTO : a->pipe.prefetch;
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     fs.cpu_budget = a->pipe.cpu_budget > 0 ? a->pipe.cpu_budget : cpus > 0 ? (int)cpus : 1;
-    fs.ram_bytes = a->pipe.ram_mb > 0 ? (uint64_t)a->pipe.ram_mb << 20 : mem_available() / 2;
     if (a->pipe.cache_mb == BFS_AUTO) {
-        /* auto: a quarter of available memory within the RAM budget, at least room for the
+        /* auto: a quarter of usable memory within the RAM budget, at least room for the
          * prefetch window of one reader; the autotuner sets it from then on */
-        uint64_t want = mem_available() / 4, floor_ = fs.batch_bytes * (uint64_t)(fs.prefetch + 2);
+        uint64_t want = bfs_ram_default_budget(&host) / 2,
+                 floor_ = fs.batch_bytes * (uint64_t)(fs.prefetch + 2);
         if (want > fs.ram_bytes / 2)
             want = fs.ram_bytes / 2;
         fs.cache_bytes = want > floor_ ? want : floor_;

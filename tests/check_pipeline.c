@@ -141,7 +141,7 @@ START_TEST(defaults_match_design)
     ck_assert_int_eq(o.cache_dir_mb, 4096);
     ck_assert_int_eq(o.sample_cache_mb, 0);
     ck_assert_int_eq(o.cpu_budget, 0); /* online CPUs, resolved by the engine */
-    ck_assert_int_eq(o.ram_mb, 0);     /* half of RAM, resolved by the engine */
+    ck_assert_int_eq(o.ram_mb, 0);     /* half of free RAM, resolved by the engine */
     ck_assert_uint_eq(o.given, 0);
     ck_assert_int_eq(bfs_pipeline_finish(&o, err, sizeof err), 0);
     ck_assert_int_eq(o.normalize, 0); /* u8: none */
@@ -898,7 +898,7 @@ START_TEST(help_text)
                                  {"cache_dir_mb=N", "4096"},
                                  {"sample_cache_mb=N", "0"},
                                  {"cpu_budget=N", "online CPUs"},
-                                 {"ram_mb=N", "half of RAM"},
+                                 {"ram_mb=N", "half of free RAM"},
                                  {"huge_pages=", "0"}};
     for (size_t i = 0; i < sizeof defaults / sizeof *defaults; i++) {
         const char *row = strstr(h, defaults[i][0]);
@@ -916,7 +916,7 @@ START_TEST(help_text)
     const char *row = strstr(h, "  seed=N");
     ck_assert(row[dcol] == '0' && row[dcol - 1] == ' ');
     row = strstr(h, "  ram_mb=N");
-    ck_assert(strncmp(row + dcol, "half of RAM", 11) == 0);
+    ck_assert(strncmp(row + dcol, "half of free RAM", 16) == 0);
     /* no line wider than 100 columns; knobs are said to never change bytes */
     for (const char *l = h; *l;) {
         size_t len = strcspn(l, "\n");

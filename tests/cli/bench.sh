@@ -4,7 +4,8 @@
 # and --json gives one JSON object with those fields; an ImageFolder works as SOURCE and
 # prints the folder notes; bad arguments are refused with exit 2 and a message naming them
 # (a misspelled flag such as --epochs is not taken for --epoch, counts of 0, an epoch
-# beyond the pipeline's, a second SOURCE). No timing is asserted. A few seconds.
+# beyond the pipeline's, a second SOURCE), and batches too large for ram_mb with exit 1.
+# No timing is asserted. A few seconds.
 . "$(dirname "$0")/../mount/lib.sh"
 
 rc=0
@@ -62,3 +63,9 @@ refused "--epoch beyond epochs" "--epoch 5: the pipeline has epochs 0..4" \
     "$BATCHFS" --bench "$T/d.bfs" -o epochs=5 --epoch 5
 refused "--batches without a value" "--batches needs a value" "$BATCHFS" --bench "$T/d.bfs" --batches
 refused "two sources" "--bench takes one SOURCE" "$BATCHFS" --bench "$T/d.bfs" "$T/d.bfs"
+# batches too large for the RAM budget are refused before any is computed, as a mount does
+run "$BATCHFS" --bench "$T/d.bfs" -o batch=8,size=1024,dtype=f32,ram_mb=64 --batches 1
+[ "$rc" = 1 ] && grep -qF "batch=8,size=1024,dtype=f32 makes 100.7 MB batch files" "$T/err" &&
+    grep -qF "at most ram_mb=64 MiB" "$T/err" ||
+    { cat "$T/err" >&2; fail "--bench with ram_mb below two batches: exit $rc, expected 1 and the message"; }
+echo "ok - refused: --bench batches larger than ram_mb: $(head -n 1 "$T/err")"

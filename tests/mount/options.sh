@@ -5,7 +5,8 @@
 # relative path, -o after it overrides it) gives the same /pipeline as the same options
 # in -o; missing spec file; bad mountpoints (missing, a file, not empty, already
 # mounted); bad sources (missing, corrupt .bfs header or tables, truncated .bfs, empty
-# folder).
+# folder); batches too large for ram_mb, the machine or a (fake) cgroup memory.max, and the
+# cgroup limit lowering the default RAM budget.
 # About 5 s.
 . "$(dirname "$0")/lib.sh"
 require_fuse
@@ -57,6 +58,37 @@ refused "$T/data.bfs" "$M" -o -- "-o needs a value"
 refused "$T/data.bfs" "$M" -o batch=8,cache_dir=relative/dir -- "cache_dir"
 touch "$T/not-a-dir"
 refused "$T/data.bfs" "$M" -o batch=8,cache_dir="$T/not-a-dir" -- "cache_dir"
+
+# ---- memory: batches that cannot fit are refused at mount, not by the OOM killer --------
+# A fake cgroup v2 tree (BATCHFS_CGROUP_ROOT, engine/ram.h's test hook): an 8 GiB
+# memory.max on whatever path /proc/self/cgroup names (the walk up ends at this root).
+mkdir "$T/cg"
+echo 8589934592 >"$T/cg/memory.max"
+echo 1073741824 >"$T/cg/memory.current" # 1 GiB used: the default budget is 3.5 GiB
+export BATCHFS_CGROUP_ROOT=$T/cg
+refused "$T/data.bfs" "$M" -o batch=16,size=8192,dtype=f32 -- \
+    "batch=16,size=8192,dtype=f32 makes 12.9 GB batch files" "8 GiB (cgroup memory.max)" \
+    "lower batch or size"
+refused "$T/data.bfs" "$M" -o batch=16,size=8192,dtype=f32,ram_mb=1000000 -- \
+    "12.9 GB batch files" "cgroup memory.max"
+refused "$T/data.bfs" "$M" -o batch=16,size=4096,dtype=f32 -- "3.2 GB batch files" \
+    "at most 3584 MiB (ram_mb's default: half of the 7 GiB that cgroup memory.max 8 GiB leaves)" \
+    "raise ram_mb"
+mount_bfs "$T/data.bfs" "$M" -o batch=8,size=16
+grep -q '"ram_budget_bytes": 3758096384,' "$M/stats" ||
+    fail "8 GiB cgroup with 1 GiB used: the default RAM budget should be 3.5 GiB: $(grep -o '"ram_budget_bytes": [0-9]*' "$M/stats")"
+cmp <(cat "$M/epoch/0/batch_1") <(ref_batch "$T/data.bfs" batch=8,size=16 0 1 /dev/stdout) ||
+    fail "under the fake cgroup: batch 1 differs from engine_tool's"
+unmount_bfs "$M"
+unset BATCHFS_CGROUP_ROOT
+ok "cgroup memory.max: too-large batches refused with the options named, the default budget halved room"
+# ram_mb smaller than two 100 MB batches, on any machine
+refused "$T/data.bfs" "$M" -o batch=8,size=1024,dtype=f32,ram_mb=64 -- \
+    "batch=8,size=1024,dtype=f32 makes 100.7 MB batch files" "at most ram_mb=64 MiB" "raise ram_mb"
+mount_bfs "$T/data.bfs" "$M" -o batch=8,size=16
+grep -q '"ram_budget_bytes": [1-9]' "$M/stats" || fail "default mount: no RAM budget in /stats"
+unmount_bfs "$M"
+ok "ram_mb below what two batches need is refused; the default mount still works"
 
 # ---- in the background (no -f): the command returns once the kernel's INIT is answered,
 # with what the daemon says until then on its stderr; FUSE options such as max_read work
