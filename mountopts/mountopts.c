@@ -27,31 +27,14 @@
 #define SPEC_MAX             (1 << 20)
 
 /* libfuse / kernel mount options passed through ("name" or "name=") */
-static const char *const fuse_pass[] = {"allow_other",
-                                        "allow_root",
-                                        "auto_unmount",
-                                        "default_permissions",
-                                        "fsname=",
-                                        "subtype=",
-                                        "max_read=",
-                                        "dev",
-                                        "nodev",
-                                        "suid",
-                                        "nosuid",
-                                        "exec",
-                                        "noexec",
-                                        "atime",
-                                        "noatime",
-                                        "relatime",
-                                        "sync",
-                                        "async",
-                                        "dirsync",
-                                        "ro",
-                                        "context=",
-                                        "fscontext=",
-                                        "defcontext=",
-                                        "rootcontext=",
-                                        NULL};
+static const char *const fuse_pass[] = {
+    "allow_other", "allow_root", "auto_unmount", "default_permissions",
+    "fsname=",     "subtype=",   "max_read=",    "dev",
+    "nodev",       "suid",       "nosuid",       "exec",
+    "noexec",      "atime",      "noatime",      "relatime",
+    "sync",        "async",      "dirsync",      "ro",
+    "context=",    "fscontext=", "defcontext=",  "rootcontext=",
+    NULL};
 
 /* mount(8) / fstab options with no meaning for a read-only FUSE daemon: dropped */
 static const char *const dropped[] = {"defaults", "auto",    "noauto", "user", "users", "nouser",
@@ -91,25 +74,98 @@ static int append(char **list, const char *item)
     return 0;
 }
 
+/* What a file that is not a regular file is, for messages. */
+static const char *file_kind(mode_t m)
+{
+    return S_ISDIR(m)    ? "a directory"
+           : S_ISFIFO(m) ? "a FIFO (named pipe)"
+           : S_ISCHR(m)  ? "a character device"
+           : S_ISBLK(m)  ? "a block device"
+           : S_ISSOCK(m) ? "a socket"
+                         : "not a regular file";
+}
+
+/*
+ * Open path for reading as a regular file, or fail: O_NONBLOCK so that opening a FIFO
+ * with no writer (or a device) never blocks, fstat on what was opened (no race with a
+ * rename between a stat and the open). Returns the descriptor, -errno, or -EINVAL for a
+ * file of another kind (*mode says which). Local to spec files; the engine's dataset
+ * files have their own (engine/io.c): to be merged.
+ */
+static int open_regular(const char *path, mode_t *mode)
+{
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0)
+        return -errno;
+    struct stat st;
+    if (fstat(fd, &st)) {
+        int e = errno;
+        close(fd);
+        return -e;
+    }
+    *mode = st.st_mode;
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return -EINVAL;
+    }
+    return fd;
+}
+
+/*
+ * Read spec file path (at most SPEC_MAX bytes) and parse it. A spec file is text: a NUL
+ * byte would end the parser's C string there and silently drop the rest of the file, so
+ * it is refused with its line and column.
+ */
 static int read_spec(bfs_mount_args *a, const char *path, char *err, size_t errlen)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    mode_t mode = 0;
+    int fd = open_regular(path, &mode);
+    if (fd == -EINVAL)
+        return bfs_errf(-EINVAL, err, errlen,
+                        "spec=%s: is %s: a spec file must be a regular file of `key = value` "
+                        "lines",
+                        path, file_kind(mode));
     if (fd < 0)
-        return bfs_errf(-errno, err, errlen, "spec=%s: %s", path, strerror(errno));
+        return bfs_errf(fd, err, errlen, "spec=%s: %s", path, strerror(-fd));
     char *buf = malloc(SPEC_MAX + 1);
-    ssize_t n = buf ? read(fd, buf, SPEC_MAX + 1) : -1;
-    int e = errno;
+    if (!buf) {
+        close(fd);
+        return bfs_errf(-ENOMEM, err, errlen, "out of memory");
+    }
+    size_t n = 0;
+    int rc = 0;
+    while (n <= SPEC_MAX) { /* one byte more than allowed: tells "too large" */
+        ssize_t got = read(fd, buf + n, SPEC_MAX + 1 - n);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got < 0) {
+            rc = bfs_errf(-errno, err, errlen, "spec=%s: %s", path, strerror(errno));
+            break;
+        }
+        if (got == 0)
+            break;
+        n += (size_t)got;
+    }
     close(fd);
-    if (n < 0) {
-        free(buf);
-        return bfs_errf(buf ? -e : -ENOMEM, err, errlen, "spec=%s: %s", path, strerror(e));
+    if (!rc && n > SPEC_MAX)
+        rc = bfs_errf(-EFBIG, err, errlen, "spec=%s: larger than %d bytes", path, SPEC_MAX);
+    const char *nul = rc ? NULL : memchr(buf, '\0', n);
+    if (nul) {
+        unsigned long line = 1, col = 1;
+        for (const char *p = buf; p < nul; p++)
+            if (*p == '\n')
+                line++, col = 1;
+            else
+                col++;
+        rc = bfs_errf(-EINVAL, err, errlen,
+                      "%s:%lu:%lu: a NUL byte: a spec file is text (`key = value` lines); is "
+                      "this the right file?",
+                      path, line, col);
     }
-    if (n > SPEC_MAX) {
-        free(buf);
-        return bfs_errf(-EFBIG, err, errlen, "spec=%s: larger than %d bytes", path, SPEC_MAX);
+    if (!rc) {
+        buf[n] = 0;
+        rc = bfs_pipeline_parse_spec(&a->pipe, buf, path, err, errlen);
     }
-    buf[n] = 0;
-    int rc = bfs_pipeline_parse_spec(&a->pipe, buf, path, err, errlen);
     free(buf);
     return rc;
 }

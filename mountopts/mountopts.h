@@ -42,7 +42,9 @@ typedef struct bfs_mount_args {
 /*
  * bfs_mountopts_parse - parse argv. Returns 0; -EINVAL for a usage error or a bad option
  * (err: one line naming the option, the bad value and the allowed values); -ENOENT for
- * an unknown option; an errno for an unreadable spec file. On failure a is freed.
+ * an unknown option; an errno for an unreadable spec file; -EINVAL for a spec file that is
+ * not a regular file (FIFO, device, directory: refused by kind, never blocked on) or holds
+ * a NUL byte (err: FILE:LINE:COLUMN); -EFBIG for one over 1 MiB. On failure a is freed.
  */
 int bfs_mountopts_parse(int argc, char **argv, bfs_mount_args *a, char *err, size_t errlen);
 

@@ -3,7 +3,8 @@
 # before mounting: a non-zero exit, one message naming the option, file or directory, and
 # nothing mounted or left running afterwards. Bad options; -o spec=FILE (comments,
 # relative path, -o after it overrides it) gives the same /pipeline as the same options
-# in -o; missing spec file; bad mountpoints (missing, a file, not empty, already
+# in -o; missing spec file; spec files with a NUL byte, FIFOs (no hang), directories,
+# devices, over 1 MiB; bad mountpoints (missing, a file, not empty, already
 # mounted); bad sources (missing, corrupt .bfs header or tables, truncated .bfs, empty
 # folder); batches too large for ram_mb, the machine or a (fake) cgroup memory.max, and the
 # cgroup limit lowering the default RAM budget.
@@ -150,6 +151,19 @@ printf 'batch = 8\nbatch_size = 32\n' >"$T/bad2.spec"
 refused "$T/data.bfs" "$M" -o "spec=$T/bad2.spec" -- "bad2.spec:2" "batch_size"
 refused "$T/data.bfs" "$M" -o "spec=$T/missing.spec" -- "spec=$T/missing.spec" "No such file"
 refused "$T/data.bfs" "$M" -o spec= -- "spec=FILE"
+# a NUL byte used to end the text there: the rest of the line, and every line after it
+# (an unknown key included), was silently ignored
+printf 'batch = 8\nsize = 32\0 # rest\nunknown_key = 1\n' >"$T/nul.spec"
+refused "$T/data.bfs" "$M" -o "spec=$T/nul.spec" -- "nul.spec:2:10:" "NUL byte"
+# spec= naming a FIFO with no writer used to block in open() forever; a directory or a
+# device is refused by kind too (refused() gives up after 20 s: a hang fails, never stalls)
+mkfifo "$T/fifo.spec"
+refused "$T/data.bfs" "$M" -o "spec=$T/fifo.spec" -- "spec=$T/fifo.spec" "FIFO" "regular file"
+refused "$T/data.bfs" "$M" -o "spec=$T" -- "spec=$T: is a directory" "regular file"
+refused "$T/data.bfs" "$M" -o spec=/dev/zero -- "spec=/dev/zero: is a character device"
+head -c $((1024 * 1024 + 1)) /dev/zero | tr '\0' '#' >"$T/big.spec"
+refused "$T/data.bfs" "$M" -o "spec=$T/big.spec" -- "big.spec" "larger than 1048576 bytes"
+ok "spec files: NUL bytes refused with line and column; FIFOs, directories, devices and files over 1 MiB refused"
 
 # ---- mountpoints ---------------------------------------------------------------------------
 refused "$T/data.bfs" "$T/nowhere" -o batch=8 -- "$T/nowhere" "No such file" "mkdir"
