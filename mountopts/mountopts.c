@@ -88,23 +88,21 @@ static const char *file_kind(mode_t m)
 /*
  * Open path for reading as a regular file, or fail: O_NONBLOCK so that opening a FIFO
  * with no writer (or a device) never blocks, fstat on what was opened (no race with a
- * rename between a stat and the open). Returns the descriptor, -errno, or -EINVAL for a
- * file of another kind (*mode says which). Local to spec files; the engine's dataset
- * files have their own (engine/io.c): to be merged.
+ * rename between a stat and the open). Returns the descriptor with *st filled, -errno,
+ * or -EINVAL for a file of another kind (st->st_mode says which). Local to spec files;
+ * the engine's dataset files have their own (engine/io.c): to be merged.
  */
-static int open_regular(const char *path, mode_t *mode)
+static int open_regular(const char *path, struct stat *st)
 {
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
     if (fd < 0)
         return -errno;
-    struct stat st;
-    if (fstat(fd, &st)) {
+    if (fstat(fd, st)) {
         int e = errno;
         close(fd);
         return -e;
     }
-    *mode = st.st_mode;
-    if (!S_ISREG(st.st_mode)) {
+    if (!S_ISREG(st->st_mode)) {
         close(fd);
         return -EINVAL;
     }
@@ -114,37 +112,43 @@ static int open_regular(const char *path, mode_t *mode)
 /*
  * Read spec file path (at most SPEC_MAX bytes) and parse it. A spec file is text: a NUL
  * byte would end the parser's C string there and silently drop the rest of the file, so
- * it is refused with its line and column.
+ * it is refused with its line and column. The buffer starts at the file's size (spec
+ * files are small) and grows, up to SPEC_MAX + 1 bytes, for a file that grows or whose
+ * size says nothing (/proc).
  */
 static int read_spec(bfs_mount_args *a, const char *path, char *err, size_t errlen)
 {
-    mode_t mode = 0;
-    int fd = open_regular(path, &mode);
+    struct stat st;
+    int fd = open_regular(path, &st);
     if (fd == -EINVAL)
         return bfs_errf(-EINVAL, err, errlen,
                         "spec=%s: is %s: a spec file must be a regular file of `key = value` "
                         "lines",
-                        path, file_kind(mode));
+                        path, file_kind(st.st_mode));
     if (fd < 0)
         return bfs_errf(fd, err, errlen, "spec=%s: %s", path, strerror(-fd));
-    char *buf = malloc(SPEC_MAX + 1);
-    if (!buf) {
-        close(fd);
-        return bfs_errf(-ENOMEM, err, errlen, "out of memory");
-    }
-    size_t n = 0;
-    int rc = 0;
-    while (n <= SPEC_MAX) { /* one byte more than allowed: tells "too large" */
-        ssize_t got = read(fd, buf + n, SPEC_MAX + 1 - n);
+    size_t n = 0, cap = st.st_size < SPEC_MAX ? (size_t)st.st_size + 2 : SPEC_MAX + 2;
+    char *buf = malloc(cap); /* n < cap - 1 always: room for the NUL */
+    int rc = buf ? 0 : bfs_errf(-ENOMEM, err, errlen, "out of memory");
+    while (!rc && n <= SPEC_MAX) { /* a byte more than allowed tells "too large" */
+        if (n + 1 == cap) {
+            size_t want = cap * 2 < SPEC_MAX + 2 ? cap * 2 : SPEC_MAX + 2;
+            char *more = realloc(buf, want);
+            if (!more) {
+                rc = bfs_errf(-ENOMEM, err, errlen, "out of memory");
+                break;
+            }
+            buf = more, cap = want;
+        }
+        ssize_t got = read(fd, buf + n, cap - 1 - n);
         if (got < 0 && errno == EINTR)
             continue;
-        if (got < 0) {
+        if (got < 0)
             rc = bfs_errf(-errno, err, errlen, "spec=%s: %s", path, strerror(errno));
+        else if (got == 0)
             break;
-        }
-        if (got == 0)
-            break;
-        n += (size_t)got;
+        else
+            n += (size_t)got;
     }
     close(fd);
     if (!rc && n > SPEC_MAX)
