@@ -11,6 +11,7 @@
  */
 #include "mountopts/mountopts.h"
 #include "engine/err.h"
+#include "engine/io.h"
 #include "engine/version.h"
 #include "fs/top.h"
 
@@ -86,30 +87,6 @@ static const char *file_kind(mode_t m)
 }
 
 /*
- * Open path for reading as a regular file, or fail: O_NONBLOCK so that opening a FIFO
- * with no writer (or a device) never blocks, fstat on what was opened (no race with a
- * rename between a stat and the open). Returns the descriptor with *st filled, -errno,
- * or -EINVAL for a file of another kind (st->st_mode says which). Local to spec files;
- * the engine's dataset files have their own (engine/io.c): to be merged.
- */
-static int open_regular(const char *path, struct stat *st)
-{
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
-    if (fd < 0)
-        return -errno;
-    if (fstat(fd, st)) {
-        int e = errno;
-        close(fd);
-        return -e;
-    }
-    if (!S_ISREG(st->st_mode)) {
-        close(fd);
-        return -EINVAL;
-    }
-    return fd;
-}
-
-/*
  * Read spec file path (at most SPEC_MAX bytes) and parse it. A spec file is text: a NUL
  * byte would end the parser's C string there and silently drop the rest of the file, so
  * it is refused with its line and column. The buffer starts at the file's size (spec
@@ -119,12 +96,12 @@ static int open_regular(const char *path, struct stat *st)
 static int read_spec(bfs_mount_args *a, const char *path, char *err, size_t errlen)
 {
     struct stat st;
-    int fd = open_regular(path, &st);
-    if (fd == -EINVAL)
+    int fd = bfs_open_regular(path, &st); /* never blocks on a FIFO, never opens a device */
+    if (fd == BFS_E_NOT_REGULAR)
         return bfs_errf(-EINVAL, err, errlen,
                         "spec=%s: is %s: a spec file must be a regular file of `key = value` "
                         "lines",
-                        path, file_kind(st.st_mode));
+                        path, stat(path, &st) ? "not a regular file" : file_kind(st.st_mode));
     if (fd < 0)
         return bfs_errf(fd, err, errlen, "spec=%s: %s", path, strerror(-fd));
     size_t n = 0, cap = st.st_size < SPEC_MAX ? (size_t)st.st_size + 2 : SPEC_MAX + 2;
