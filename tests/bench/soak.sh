@@ -6,7 +6,8 @@
 # half way (its batches come from the store), for SECONDS (default 1800).
 #
 # Every SOAK_EVERY seconds (default 30) it prints a row: elapsed time, the daemon's RSS,
-# the memory of its cgroup (memory.current), its open file descriptors, batches served,
+# the memory of its cgroup (v2 memory.current or v1 memory.usage_in_bytes; the
+# cgroup holds this script and its readers too), its open file descriptors, batches served,
 # reader errors and the daemon's own counters of failures. At the end: pass when there
 # were 0 errors and, after warm-up (the first quarter), RSS and open fds stayed within
 # +-5% of their mean (exit 0), else fail (exit 1).
@@ -65,7 +66,9 @@ for i in 0 1 2 3 4 5 6 7; do
     if [ "$mnt" = "$m1" ]; then reader "$mnt" "$i" & pids+=($!); fi
 done
 
-cg=/sys/fs/cgroup$(sed -n 's/^0:://p' /proc/$d1/cgroup)
+# the daemon's cgroup memory: v1's memory controller where mounted, else v2's
+cgmem=/sys/fs/cgroup/memory$(sed -n 's/^[0-9]*:memory://p' /proc/$d1/cgroup)/memory.usage_in_bytes
+[ -r "$cgmem" ] || cgmem=/sys/fs/cgroup$(sed -n 's/^0:://p' /proc/$d1/cgroup)/memory.current
 stat_of() { python3 -c "
 import json, sys
 s = json.load(open(sys.argv[1]))
@@ -87,7 +90,7 @@ while [ $((SECONDS - t0)) -lt "$secs" ]; do
     fi
     kill -0 $d1 2>/dev/null || { echo "soak: the daemon died" >&2; cat "$work/daemon1.log" >&2; exit 1; }
     rss=$(awk '/^VmRSS/{printf "%.1f", $2/1024}' /proc/$d1/status)
-    cgm=$(awk '{printf "%.1f", $1/1048576}' "$cg/memory.current" 2>/dev/null || echo "?")
+    cgm=$(awk '{printf "%.1f", $1/1048576}' "$cgmem" 2>/dev/null || echo "?")
     fds=$(ls /proc/$d1/fd | wc -l)
     row="$t $rss $cgm $fds $(sum_files served) $(sum_files errors)"
     rows+=("$row")
