@@ -8,11 +8,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-int bfs_write_all(int fd, const void *data, size_t len)
+/* write (off < 0) or pwrite at off, until len bytes are out */
+static int write_loop(int fd, const uint8_t *p, size_t len, int64_t off)
 {
-    const uint8_t *p = data;
     while (len) {
-        ssize_t n = write(fd, p, len);
+        ssize_t n = off < 0 ? write(fd, p, len) : pwrite(fd, p, len, (off_t)off);
         if (n < 0) {
             if (errno == EINTR)
                 continue;
@@ -20,28 +20,20 @@ int bfs_write_all(int fd, const void *data, size_t len)
         }
         if (n == 0)
             return -EIO;
-        p += n;
-        len -= (size_t)n;
+        p += n, len -= (size_t)n;
+        off = off < 0 ? off : off + n;
     }
     return 0;
 }
 
+int bfs_write_all(int fd, const void *data, size_t len)
+{
+    return write_loop(fd, data, len, -1);
+}
+
 int bfs_pwrite_all(int fd, const void *data, size_t len, uint64_t off)
 {
-    const uint8_t *p = data;
-    while (len) {
-        ssize_t n = pwrite(fd, p, len, (off_t)off);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            return -errno;
-        }
-        if (n == 0)
-            return -EIO;
-        p += n, off += (uint64_t)n;
-        len -= (size_t)n;
-    }
-    return 0;
+    return write_loop(fd, data, len, (int64_t)off);
 }
 
 int bfs_open_regular(const char *path, struct stat *st)
