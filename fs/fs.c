@@ -2,7 +2,8 @@
  * fs.c — low-level FUSE operations over the engine (see fs.h).
  *
  * Inodes are computed, never stored: 1 root, 2 /pipeline, 3 /stats, 4 /epoch,
- * EPOCH_BASE + N for epoch/N, BATCH_BASE + N * batches + K for epoch/N/batch_K. Sizes
+ * FSN_EPOCH_BASE + N for epoch/N, FSN_BATCH_BASE + N * batches + K for epoch/N/batch_K;
+ * names, inodes, directory entries and read spans are pure functions in fs/names.c. Sizes
  * come from the plan (bfs_engine_batch_bytes), so lookup/getattr/readdir never compute a
  * batch. Batch files never change: long entry/attribute timeouts, keep_cache, no
  * invalidation; a second reader of a batch is served by the kernel's page cache.
@@ -34,6 +35,7 @@
  */
 #define FUSE_USE_VERSION 312
 #include "fs/fs.h"
+#include "fs/names.h"
 #include "engine/err.h"
 #include "engine/exec.h"
 #include "engine/engine.h"
@@ -82,13 +84,7 @@ struct pt_open_out { /* struct fuse_open_out with the 6.9 field names */
     int32_t backing_id;
 };
 
-#define INO_ROOT     1
-#define INO_PIPELINE 2
-#define INO_STATS    3
-#define INO_EPOCHS   4
-#define EPOCH_BASE   16ull
-#define BATCH_BASE   (1ull << 32)
-#define TIMEOUT      86400.0 /* batch files never change */
+#define TIMEOUT 86400.0 /* batch files never change */
 
 /* The backing file registered for an open batch (passthrough). */
 typedef struct backing {
@@ -156,45 +152,16 @@ static fsstate *state(fuse_req_t req)
 
 /* ---- names and inodes ------------------------------------------------------------- */
 
-/* Strict decimal: digits only, no leading zero (so "batch_01" is not batch 1). */
-static int parse_index(const char *s, uint64_t limit, uint64_t *out)
+/* The tree's shape, for the name and inode functions of fs/names.h. */
+static fsn_tree tree_of(const fsstate *fs)
 {
-    if (!*s || (s[0] == '0' && s[1]) || strlen(s) > 19)
-        return -1;
-    uint64_t v = 0;
-    for (; *s; s++) {
-        if (*s < '0' || *s > '9')
-            return -1;
-        v = v * 10 + (uint64_t)(*s - '0');
-    }
-    if (v >= limit)
-        return -1;
-    *out = v;
-    return 0;
+    return (fsn_tree){.epochs = fs->epochs, .batches = fs->batches};
 }
-
-enum { K_NONE, K_ROOT, K_PIPELINE, K_STATS, K_EPOCHS, K_EPOCH, K_BATCH };
 
 static int classify(const fsstate *fs, fuse_ino_t ino, uint64_t *epoch, uint64_t *k)
 {
-    if (ino == INO_ROOT)
-        return K_ROOT;
-    if (ino == INO_PIPELINE)
-        return K_PIPELINE;
-    if (ino == INO_STATS)
-        return K_STATS;
-    if (ino == INO_EPOCHS)
-        return K_EPOCHS;
-    if (ino >= EPOCH_BASE && ino < EPOCH_BASE + fs->epochs) {
-        *epoch = ino - EPOCH_BASE;
-        return K_EPOCH;
-    }
-    if (ino >= BATCH_BASE && ino - BATCH_BASE < (uint64_t)fs->epochs * fs->batches) {
-        *epoch = (ino - BATCH_BASE) / fs->batches;
-        *k = (ino - BATCH_BASE) % fs->batches;
-        return K_BATCH;
-    }
-    return K_NONE;
+    fsn_tree t = tree_of(fs);
+    return fsn_classify(&t, ino, epoch, k);
 }
 
 static int fill_attr(fsstate *fs, fuse_ino_t ino, struct stat *st)
@@ -211,22 +178,22 @@ static int fill_attr(fsstate *fs, fuse_ino_t ino, struct stat *st)
      * buffers stay in L2 (1 MiB ones made `cat` ~6% slower than from tmpfs) */
     st->st_blksize = atomic_load(&fs->pt_active) ? 128 << 10 : 1 << 20;
     switch (kind) {
-    case K_ROOT:
-    case K_EPOCHS:
-    case K_EPOCH:
+    case FSN_ROOT:
+    case FSN_EPOCHS:
+    case FSN_EPOCH:
         st->st_mode = S_IFDIR | 0555;
         st->st_nlink = 2;
         break;
-    case K_PIPELINE:
+    case FSN_PIPELINE:
         st->st_mode = S_IFREG | 0444;
         st->st_nlink = 1;
         st->st_size = (off_t)fs->pipeline_len;
         break;
-    case K_STATS:
+    case FSN_STATS:
         st->st_mode = S_IFREG | 0444; /* size 0: read with direct I/O, content is live */
         st->st_nlink = 1;
         break;
-    case K_BATCH:
+    case FSN_BATCH:
         st->st_mode = S_IFREG | 0444;
         st->st_nlink = 1;
         st->st_size = (off_t)bfs_engine_batch_bytes(fs->e, k);
@@ -241,21 +208,9 @@ static int fill_attr(fsstate *fs, fuse_ino_t ino, struct stat *st)
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
     fsstate *fs = state(req);
-    uint64_t epoch = 0, k = 0, v;
-    fuse_ino_t ino = 0;
-    int kind = classify(fs, parent, &epoch, &k);
-    if (kind == K_ROOT) {
-        ino = !strcmp(name, "pipeline") ? INO_PIPELINE
-              : !strcmp(name, "stats")  ? INO_STATS
-              : !strcmp(name, "epoch")  ? INO_EPOCHS
-                                        : 0;
-    } else if (kind == K_EPOCHS) {
-        if (!parse_index(name, fs->epochs, &v))
-            ino = EPOCH_BASE + v;
-    } else if (kind == K_EPOCH) {
-        if (!strncmp(name, "batch_", 6) && !parse_index(name + 6, fs->batches, &v))
-            ino = BATCH_BASE + epoch * fs->batches + v;
-    } else {
+    fsn_tree t = tree_of(fs);
+    uint64_t ino;
+    if (fsn_lookup(&t, parent, name, &ino)) {
         fuse_reply_err(req, ENOTDIR);
         return;
     }
@@ -268,7 +223,7 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
     }
     fill_attr(fs, ino, &e.attr);
     e.ino = ino;
-    e.attr_timeout = e.entry_timeout = ino == INO_STATS ? 0 : TIMEOUT;
+    e.attr_timeout = e.entry_timeout = ino == FSN_INO_STATS ? 0 : TIMEOUT;
     fuse_reply_entry(req, &e);
 }
 
@@ -279,7 +234,7 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
     if (fill_attr(state(req), ino, &st))
         fuse_reply_err(req, ENOENT);
     else
-        fuse_reply_attr(req, &st, ino == INO_STATS ? 0 : TIMEOUT);
+        fuse_reply_attr(req, &st, ino == FSN_INO_STATS ? 0 : TIMEOUT);
 }
 
 /* Directories never change (the plan fixes every name): the kernel may keep what readdir
@@ -289,11 +244,11 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 {
     uint64_t epoch = 0, k = 0;
     int kind = classify(state(req), ino, &epoch, &k);
-    if (kind == K_NONE) {
+    if (kind == FSN_NONE) {
         fuse_reply_err(req, ENOENT);
         return;
     }
-    if (kind != K_ROOT && kind != K_EPOCHS && kind != K_EPOCH) {
+    if (kind != FSN_ROOT && kind != FSN_EPOCHS && kind != FSN_EPOCH) {
         fuse_reply_err(req, ENOTDIR);
         return;
     }
@@ -311,40 +266,24 @@ static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 {
     (void)fi;
     fsstate *fs = state(req);
-    uint64_t epoch = 0, k = 0;
-    int kind = classify(fs, ino, &epoch, &k);
-    if (kind != K_ROOT && kind != K_EPOCHS && kind != K_EPOCH) {
+    fsn_tree t = tree_of(fs);
+    uint64_t count = fsn_dir_count(&t, ino);
+    if (!count) {
         fuse_reply_err(req, ENOTDIR);
         return;
     }
-    static const char *const root_names[] = {".", "..", "pipeline", "stats", "epoch"};
-    static const fuse_ino_t root_inos[] = {INO_ROOT, INO_ROOT, INO_PIPELINE, INO_STATS, INO_EPOCHS};
-    uint64_t count = kind == K_ROOT ? 5 : 2 + (kind == K_EPOCHS ? fs->epochs : fs->batches);
     char *buf = malloc(size);
     if (!buf) {
         fuse_reply_err(req, ENOMEM);
         return;
     }
     size_t used = 0;
-    for (uint64_t i = (uint64_t)off; i < count; i++) {
-        char name[64];
+    fsn_entry de;
+    for (uint64_t i = (uint64_t)off; i < count && !fsn_dirent(&t, ino, i, &de); i++) {
         struct stat st = {0};
-        if (kind == K_ROOT) {
-            snprintf(name, sizeof name, "%s", root_names[i]);
-            st.st_ino = root_inos[i];
-        } else if (i < 2) {
-            snprintf(name, sizeof name, "%s", i ? ".." : ".");
-            st.st_ino = i ? (kind == K_EPOCHS ? INO_ROOT : INO_EPOCHS) : ino;
-        } else if (kind == K_EPOCHS) {
-            snprintf(name, sizeof name, "%" PRIu64, i - 2);
-            st.st_ino = EPOCH_BASE + i - 2;
-        } else {
-            snprintf(name, sizeof name, "batch_%" PRIu64, i - 2);
-            st.st_ino = BATCH_BASE + epoch * fs->batches + i - 2;
-        }
-        st.st_mode =
-            (kind == K_ROOT && i >= 2 && i < 4) || (kind == K_EPOCH && i >= 2) ? S_IFREG : S_IFDIR;
-        size_t n = fuse_add_direntry(req, buf + used, size - used, name, &st, (off_t)(i + 1));
+        st.st_ino = de.ino;
+        st.st_mode = de.is_dir ? S_IFDIR : S_IFREG;
+        size_t n = fuse_add_direntry(req, buf + used, size - used, de.name, &st, (off_t)(i + 1));
         if (n > size - used)
             break;
         used += n;
@@ -825,11 +764,11 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         fuse_reply_err(req, EROFS);
         return;
     }
-    if (kind == K_ROOT || kind == K_EPOCHS || kind == K_EPOCH) {
+    if (kind == FSN_ROOT || kind == FSN_EPOCHS || kind == FSN_EPOCH) {
         fuse_reply_err(req, EISDIR);
         return;
     }
-    if (kind == K_NONE) {
+    if (kind == FSN_NONE) {
         fuse_reply_err(req, ENOENT);
         return;
     }
@@ -841,13 +780,13 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     }
     of->epoch = epoch, of->k = k;
     fi->keep_cache = 1; /* batches and /pipeline never change */
-    if (kind == K_STATS) {
+    if (kind == FSN_STATS) {
         text t = {0};
         make_stats(fs, &t);
         of->text = t.s, of->text_len = t.len;
         fi->keep_cache = 0;
         fi->direct_io = 1; /* live content: size unknown in advance, never cached */
-    } else if (kind == K_BATCH && atomic_load(&fs->pt_active)) {
+    } else if (kind == FSN_BATCH && atomic_load(&fs->pt_active)) {
         /* passthrough: the batch now, and its file as the batch file's backing file */
         int old, rc;
         pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old);
@@ -888,9 +827,9 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     atomic_fetch_add(&fs->reads, 1);
     const uint8_t *data;
     uint64_t len;
-    if (ino == INO_PIPELINE) {
+    if (ino == FSN_INO_PIPELINE) {
         data = (const uint8_t *)fs->pipeline, len = fs->pipeline_len;
-    } else if (ino == INO_STATS) {
+    } else if (ino == FSN_INO_STATS) {
         data = (const uint8_t *)of->text, len = of->text_len;
     } else {
         int old;
@@ -906,11 +845,11 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         data = bfs_batch_data(b), len = bfs_batch_size(b);
         pthread_setcancelstate(old, NULL);
     }
-    if ((uint64_t)off >= len) {
+    if (off < 0 || (uint64_t)off >= len) {
         fuse_reply_buf(req, NULL, 0);
         return;
     }
-    size_t n = (uint64_t)off + size > len ? (size_t)(len - (uint64_t)off) : size;
+    size_t n = fsn_read_span(len, off, size);
     atomic_fetch_add(&fs->bytes_served, n);
     /* decide before replying: once the reply is out, the file may be released (and `of`
      * freed) by another thread; the batch itself stays referenced until then */
@@ -919,7 +858,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     uint64_t epoch = of ? of->epoch : 0, k = of ? of->k : 0;
     if (consumed)
         bfs_exec_consumed(fs->x, epoch, k);
-    if (ino == INO_STATS) {
+    if (ino == FSN_INO_STATS) {
         /* the snapshot belongs to the open file, which a RELEASE may free the moment the
          * reply is out (ASan's writev interceptor reads the iovec after the call, so it
          * saw a use-after-free): reply from a copy this thread owns */
@@ -964,13 +903,13 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
     int kind = classify(fs, ino, &epoch, &k);
     char v[64];
     int n = -1;
-    if (kind == K_ROOT && !strcmp(name, "user.batchfs.fingerprint"))
+    if (kind == FSN_ROOT && !strcmp(name, "user.batchfs.fingerprint"))
         n = snprintf(v, sizeof v, "%016llx", (unsigned long long)bfs_engine_fingerprint(fs->e));
-    else if (kind == K_BATCH && !strcmp(name, "user.batchfs.epoch"))
+    else if (kind == FSN_BATCH && !strcmp(name, "user.batchfs.epoch"))
         n = snprintf(v, sizeof v, "%llu", (unsigned long long)epoch);
-    else if (kind == K_BATCH && !strcmp(name, "user.batchfs.batch"))
+    else if (kind == FSN_BATCH && !strcmp(name, "user.batchfs.batch"))
         n = snprintf(v, sizeof v, "%llu", (unsigned long long)k);
-    else if (kind == K_BATCH && !strcmp(name, "user.batchfs.samples"))
+    else if (kind == FSN_BATCH && !strcmp(name, "user.batchfs.samples"))
         n = snprintf(v, sizeof v, "%u", bfs_engine_batch_len(fs->e, k));
     if (n < 0)
         fuse_reply_err(req, ENODATA);
@@ -985,9 +924,9 @@ static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
     int kind = classify(fs, ino, &epoch, &k);
     static const char root[] = "user.batchfs.fingerprint";
     static const char batch[] = "user.batchfs.epoch\0user.batchfs.batch\0user.batchfs.samples";
-    if (kind == K_ROOT)
+    if (kind == FSN_ROOT)
         reply_xattr(req, root, sizeof root, size);
-    else if (kind == K_BATCH)
+    else if (kind == FSN_BATCH)
         reply_xattr(req, batch, sizeof batch, size);
     else
         reply_xattr(req, "", 0, size);
