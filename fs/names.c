@@ -20,16 +20,20 @@ int fsn_tree_valid(const fsn_tree *t)
            t->batches <= fsn_max_batches(t->epochs);
 }
 
-/* Strict decimal: digits only, no leading zero (so "batch_01" is not batch 1). */
+/* Strict decimal: digits only, no leading zero (so "batch_01" is not batch 1). Any
+ * 64-bit value, 20 digits included: readdir names batches up to 2^64 - 2^32 - 1. */
 int fsn_parse_index(const char *s, uint64_t limit, uint64_t *out)
 {
-    if (!*s || (s[0] == '0' && s[1]) || strlen(s) > 19)
+    if (!*s || (s[0] == '0' && s[1]))
         return -1;
     uint64_t v = 0;
     for (; *s; s++) {
         if (*s < '0' || *s > '9')
             return -1;
-        v = v * 10 + (uint64_t)(*s - '0');
+        unsigned d = (unsigned)(*s - '0');
+        if (v > (UINT64_MAX - d) / 10)
+            return -1; /* past 64 bits: above every limit */
+        v = v * 10 + d;
     }
     if (v >= limit)
         return -1;

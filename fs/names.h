@@ -57,8 +57,9 @@ int fsn_tree_valid(const fsn_tree *t);
 
 /*
  * fsn_parse_index - parse s as a strict decimal index below limit: digits only, no
- * sign, no leading zero ("0" itself is fine), at most 19 digits. Returns 0 with *out
- * set, or -1 (out untouched).
+ * sign, no leading zero ("0" itself is fine), any value below limit (so every name
+ * fsn_dirent gives parses back, 20 digits included). Returns 0 with *out set, or -1
+ * (out untouched).
  */
 int fsn_parse_index(const char *s, uint64_t limit, uint64_t *out);
 
