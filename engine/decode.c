@@ -195,12 +195,24 @@ static void cmyk_row_to_rgb(const uint8_t *in, uint8_t *out, int w)
     }
 }
 
-/* lz4 raw pixels into dst (the decoder's buffer when NULL; dst_size bytes otherwise). */
+/* lz4 raw pixels into dst (the decoder's buffer when NULL; dst_size bytes otherwise): the
+ * whole image, at scale 1 only, whatever region inside it was asked for. */
 static int decode_raw(bfs_decoder *d, const uint8_t *data, size_t len, const bfs_image_info *info,
-                      uint8_t *dst, size_t dst_size, bfs_pixels *out)
+                      int scale, int x0, int y0, int x1, int y1, uint8_t *dst, size_t dst_size,
+                      bfs_pixels *out)
 {
-    size_t need = (size_t)info->width * info->height * 3;
+    if (info->width <= 0 || info->height <= 0)
+        return BFS_E_RAW_DATA;
+    size_t need = (size_t)info->width * (size_t)info->height * 3;
     if (need != info->raw_size || need > (size_t)LZ4_MAX_INPUT_SIZE || len > (size_t)INT32_MAX)
+        return BFS_E_RAW_DATA;
+    if (scale != 1 || x0 < 0 || y0 < 0 || x1 > info->width || y1 > info->height || x0 >= x1 ||
+        y0 >= y1)
+        return -EINVAL;
+    /* An lz4 block yields at most 255 bytes per byte (a match's length bytes add 255
+     * each): a block too short for raw_size is corrupt, refused before the buffer for
+     * raw_size bytes (up to 2 GB from a table entry) is allocated. */
+    if ((uint64_t)len * 255 < need)
         return BFS_E_RAW_DATA;
     if (dst && dst_size < need)
         return -EINVAL;
@@ -491,11 +503,8 @@ static int decode(bfs_decoder *d, const uint8_t *data, size_t len, const bfs_ima
                   int scale, int x0, int y0, int x1, int y1, uint8_t *dst, size_t dst_size,
                   bfs_pixels *out)
 {
-    if ((info->flags & BFS_KIND_MASK) == BFS_KIND_RAW) {
-        if (dst && scale != 1)
-            return -EINVAL;
-        return decode_raw(d, data, len, info, dst, dst_size, out);
-    }
+    if ((info->flags & BFS_KIND_MASK) == BFS_KIND_RAW)
+        return decode_raw(d, data, len, info, scale, x0, y0, x1, y1, dst, dst_size, out);
     if (scale != 1 && scale != 2 && scale != 4 && scale != 8)
         return -EINVAL;
     if ((uint64_t)info->width * info->height > BFS_JPEG_MAX_PIXELS)

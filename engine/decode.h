@@ -80,9 +80,11 @@ int bfs_decoder_max_scale(const bfs_image_info *info, double box_w, double box_h
 /*
  * bfs_decoder_decode - decode the region [x0, x1) x [y0, y1) given in coordinates of the
  * image scaled by 1/scale (scaled size: ceil(width / scale) x ceil(height / scale)).
+ * Raw samples decode at scale 1 only, and always to the whole image (x0 = y0 = 0).
  * Returns 0; BFS_E_JPEG_DATA (corrupt or truncated JPEG); BFS_E_RAW_DATA (lz4 payload
- * does not decompress to raw_size); BFS_E_JPEG_HEADER / BFS_E_NOT_JPEG; -EINVAL (bad
- * region or scale); -ENOMEM.
+ * does not decompress to raw_size, which must be width * height * 3 with both >= 1; a
+ * payload shorter than raw_size / 255 is refused before any buffer is allocated);
+ * BFS_E_JPEG_HEADER / BFS_E_NOT_JPEG; -EINVAL (bad region or scale); -ENOMEM.
  */
 int bfs_decoder_decode(bfs_decoder *d, const uint8_t *data, size_t len, const bfs_image_info *info,
                        int scale, int x0, int y0, int x1, int y1, bfs_pixels *out);

@@ -17,6 +17,7 @@
 #include "engine/bfs.h"
 #include "engine/decode.h"
 #include "engine/engine.h"
+#include "engine/err.h"
 #include "engine/exec.h"
 #include "engine/pack.h"
 #include "engine/pipeline.h"
@@ -25,6 +26,8 @@
 
 #include <check.h>
 #include <errno.h>
+#include <lz4.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -200,6 +203,54 @@ START_TEST(whole_image_equals_region_decode)
     ck_assert_uint_gt(st.cropped, 0); /* the crop path was exercised */
     ck_assert_uint_gt(st.scaled, 0);
     ck_assert_int_eq(compared, (long)(NKINDS * 3 * 4 * 40));
+    bfs_decoder_destroy(d);
+}
+END_TEST
+
+/* ---- raw (lz4) samples: the decoder's contract ------------------------------------------- */
+
+START_TEST(raw_decode_contract)
+{
+    enum { W = 7, H = 5, N = W * H * 3 };
+    uint8_t pix[N];
+    for (int i = 0; i < N; i++)
+        pix[i] = (uint8_t)(i * 37 + 11);
+    char blk[LZ4_COMPRESSBOUND(N)];
+    int zn = LZ4_compress_default((const char *)pix, blk, N, (int)sizeof blk);
+    ck_assert_int_gt(zn, 0);
+    bfs_decoder *d;
+    ck_assert_int_eq(bfs_decoder_create(&d), 0);
+    bfs_image_info info = {W, H, BFS_KIND_RAW, N};
+    const uint8_t *b = (const uint8_t *)blk;
+    bfs_pixels px;
+    /* any region inside the image gives the whole image at scale 1 */
+    ck_assert_int_eq(bfs_decoder_decode(d, b, (size_t)zn, &info, 1, 2, 1, 4, 3, &px), 0);
+    ck_assert_int_eq(px.x0, 0);
+    ck_assert_int_eq(px.w, W);
+    ck_assert_int_eq(px.h, H);
+    ck_assert_int_eq(px.scale, 1);
+    ck_assert_mem_eq(px.rgb, pix, N);
+    /* raw samples have no scaled decode, and regions lie inside the image */
+    ck_assert_int_eq(bfs_decoder_decode(d, b, (size_t)zn, &info, 2, 0, 0, 4, 3, &px), -EINVAL);
+    ck_assert_int_eq(bfs_decoder_decode(d, b, (size_t)zn, &info, 1, 0, 0, W + 1, H, &px), -EINVAL);
+    ck_assert_int_eq(bfs_decoder_decode(d, b, (size_t)zn, &info, 1, 3, 0, 3, H, &px), -EINVAL);
+    ck_assert_int_eq(bfs_decoder_decode(d, b, (size_t)zn, &info, 1, -1, 0, W, H, &px), -EINVAL);
+    /* facts that describe no image: zero or negative sides (whose product can still match
+     * raw_size in size_t arithmetic) */
+    bfs_image_info zero = {0, H, BFS_KIND_RAW, 0};
+    ck_assert_int_eq(bfs_decoder_decode_image(d, (const uint8_t *)"", 1, &zero, 1, pix, N),
+                     -EINVAL);
+    ck_assert_int_eq(bfs_decoder_decode(d, (const uint8_t *)"", 1, &zero, 1, 0, 0, 1, 1, &px),
+                     BFS_E_RAW_DATA);
+    bfs_image_info neg = {-1, -1, BFS_KIND_RAW, 3};
+    ck_assert_int_eq(bfs_decoder_decode(d, b, (size_t)zn, &neg, 1, 0, 0, 1, 1, &px),
+                     BFS_E_RAW_DATA);
+    /* a 4-byte block cannot hold 1.2 GB of pixels (lz4: <= 255 bytes out per byte in):
+     * refused before the decoder's buffer grows to that size */
+    bfs_image_info huge = {20000, 20000, BFS_KIND_RAW, 20000u * 20000u * 3u};
+    size_t before = mallinfo2().hblkhd;
+    ck_assert_int_eq(bfs_decoder_decode(d, b, 4, &huge, 1, 0, 0, 1, 1, &px), BFS_E_RAW_DATA);
+    ck_assert_uint_lt(mallinfo2().hblkhd, before + (64u << 20));
     bfs_decoder_destroy(d);
 }
 END_TEST
@@ -663,6 +714,7 @@ static Suite *samplecache_suite(void)
     TCase *t = tcase_create("table");
     tcase_set_timeout(t, 120);
     tcase_add_test(t, whole_image_equals_region_decode);
+    tcase_add_test(t, raw_decode_contract);
     tcase_add_test(t, table_basics);
     tcase_add_test(t, table_concurrent_budget);
     suite_add_tcase(s, t);
