@@ -37,8 +37,9 @@ static int list_dir(const char *dir, char ***names, size_t *count, bfs_folder *h
     size_t n = 0, cap = 0;
     struct dirent *e;
     int rc = 0;
-    errno = 0;
-    while ((e = readdir(d))) {
+    /* errno is reset before every readdir: only its errors count, not those of the stat
+     * of a hidden entry (a dangling .link beside the classes failed the scan) */
+    while ((errno = 0, e = readdir(d))) {
         if (e->d_name[0] == '.') { /* hidden files and dirs are never data */
             struct stat st;
             char *sub = NULL;

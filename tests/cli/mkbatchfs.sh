@@ -244,6 +244,7 @@ echo "not an image" >"$SKIP/class_000/notes.txt"
 echo "not an image" >"$SKIP/class_000/fake.jpg"
 head -c 20 "$SKIP/class_000/img_00000.jpg" >"$SKIP/class_000/trunc.jpg"
 mkdir "$SKIP/.ipynb_checkpoints"
+ln -s missing "$SKIP/.dangling" # hidden: never data, and its failed stat fails nothing
 run "$MK" --no-fsync "$SKIP" "$T/skip.bfs"
 expect_rc 0 "pack with two unusable files"
 expect_err "note: 1 file below the class directories is not named .jpg or .jpeg, so not a sample" "ignored file (count)"
