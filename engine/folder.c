@@ -113,10 +113,33 @@ typedef struct dirlist {
     size_t n, cap;
 } dirlist;
 
-static int walk_collect(const char *dir, dirlist *dirs, int depth)
+/* The directories on the walk's current path, to tell a link back to one of them (a
+ * loop: following it never ends, and two such links made the walk exponential). */
+typedef struct ancestor {
+    dev_t dev;
+    ino_t ino;
+    const char *path;
+} ancestor;
+
+#define WALK_MAX_DEPTH 64
+
+static int walk_collect(const char *dir, dirlist *dirs, int depth, ancestor *anc, char *err,
+                        size_t errlen)
 {
-    if (depth > 64)
-        return -ELOOP;
+    if (depth > WALK_MAX_DEPTH)
+        return bfs_errf(-ELOOP, err, errlen, "%s: more than %d directory levels", dir,
+                        WALK_MAX_DEPTH);
+    struct stat st;
+    if (stat(dir, &st) == 0) {
+        for (int a = 0; a < depth; a++)
+            if (anc[a].dev == st.st_dev && anc[a].ino == st.st_ino)
+                return bfs_errf(-ELOOP, err, errlen,
+                                "%s leads back to %s: a directory link loop (remove the link)", dir,
+                                anc[a].path);
+        anc[depth] = (ancestor){st.st_dev, st.st_ino, dir};
+    } else {
+        anc[depth] = (ancestor){0, 0, dir}; /* list_dir fails below: counted as unreadable */
+    }
     if (dirs->n == dirs->cap) {
         size_t cap = dirs->cap ? dirs->cap * 2 : 16;
         char **nv = realloc(dirs->v, cap * sizeof *nv);
@@ -134,13 +157,12 @@ static int walk_collect(const char *dir, dirlist *dirs, int depth)
         return rc == -ENOMEM ? rc : 0; /* scan_class lists it again and counts it */
     for (size_t i = 0; i < n && !rc; i++) {
         char *sub;
-        struct stat st;
         if (asprintf(&sub, "%s/%s", dir, names[i]) < 0) {
             rc = -ENOMEM;
             break;
         }
         if (stat(sub, &st) == 0 && S_ISDIR(st.st_mode))
-            rc = walk_collect(sub, dirs, depth + 1);
+            rc = walk_collect(sub, dirs, depth + 1, anc, err, errlen);
         free(sub);
     }
     free_names(names, n);
@@ -162,11 +184,10 @@ static int scan_class(bfs_folder *p, const char *cdir, uint32_t label, uint64_t 
                       char *err, size_t errlen)
 {
     dirlist dirs = {0};
-    int rc = walk_collect(cdir, &dirs, 0);
-    if (rc) {
-        rc = bfs_errf(rc, err, errlen, "%s: %s", cdir, bfs_strerror(rc));
+    ancestor anc[WALK_MAX_DEPTH + 1];
+    int rc = walk_collect(cdir, &dirs, 0, anc, err, errlen); /* -ELOOP: err says where */
+    if (rc)
         goto out;
-    }
     qsort(dirs.v, dirs.n, sizeof *dirs.v, cmp_str);
     *found = 0;
     *listed = 1;

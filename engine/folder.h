@@ -14,7 +14,10 @@
  * mount agree on the samples of any folder. A directory below the root that cannot be
  * listed (permissions, I/O error) is skipped and counted (unreadable_dirs): its files are
  * not samples, and a class directory that cannot be listed is a class without samples;
- * the notes say so, and the sample list (hence the fingerprint) shows it.
+ * the notes say so, and the sample list (hence the fingerprint) shows it. Directory
+ * links are followed (torchvision walks with followlinks=True), except that a link back
+ * to a directory on its own path (a loop, which torchvision would follow until paths
+ * overflow) fails the scan with -ELOOP, as do more than 64 directory levels.
  */
 #ifndef BATCHFS_ENGINE_FOLDER_H
 #define BATCHFS_ENGINE_FOLDER_H
@@ -39,6 +42,7 @@ typedef struct bfs_folder {
 
 /*
  * bfs_folder_scan - list root. Returns 0; -ENOENT / -ENOTDIR / -EACCES for the root;
+ * -ELOOP for a directory link loop below a class directory (err names the link);
  * BFS_E_EMPTY when there is no class directory or a readable class directory holds no
  * .jpg/.jpeg file, or no sample at all was found; -ENOMEM. err names the directory. On failure f is
  * left empty.

@@ -237,6 +237,18 @@ cmp -s "$T/j1.bfs" "$OUT" || fail "--jobs 1 and --jobs 2 give different files"
 [ ! -s "$T/stderr" ] || fail "--quiet pack printed to stderr"
 ok "--jobs 1, 2 and 3 give byte-identical files; --quiet is quiet"
 
+# ---- directory link loops: refused at once, naming the link ---------------------------
+# (two loops made the walk exponential: it ran for minutes, ignoring SIGTERM)
+LOOP=$T/loop
+mkdir -p "$LOOP/c"
+cp "$SRC/class_000/img_00000.jpg" "$LOOP/c/x.jpg"
+ln -s .. "$LOOP/c/l1"
+ln -s . "$LOOP/_a"
+run timeout -s KILL 20 "$MK" --no-fsync "$LOOP" "$T/loop.bfs"
+expect_rc 1 "pack of a folder with link loops"
+expect_err "a directory link loop (remove the link)" "link loop message"
+ok "directory link loops are refused at once, naming the link"
+
 # ---- skipped files, --strict -----------------------------------------------------------
 SKIP=$T/skip
 cp -r "$SRC" "$SKIP"
