@@ -18,6 +18,13 @@
  *      (8-byte aligned, 64 when B % 8 == 0), images (4096-aligned), and cost at most one
  *      page of padding whenever the extras fit BFS_ST_EXTRA_BUDGET. Files that (1)
  *      recognises as batches are re-encoded and re-parsed the same way.
+ *   4. writer -> parser round trip of whole files: for every description (also shrunk to
+ *      B <= 8, H, W <= 16, so every dtype, layout and extras combination gets here) whose
+ *      file is at most FULL_FILE_MAX bytes, the header plus labels, indices and image bytes
+ *      from a generator make an exact-size file that bfs_st_parse must accept, with the
+ *      tensors (dtype, shape, offsets) and metadata the description says, each tensor's
+ *      bytes those written at its offset, nothing between them, and the description
+ *      recovered by bfs_st_batch_from_file; one byte short is -EBADMSG.
  */
 #include "engine/safetensors.h"
 
@@ -37,8 +44,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
         }                                                                                          \
     } while (0)
 
+#define FULL_FILE_MAX (4u << 20) /* whole files written and parsed up to this size */
+
 static volatile uint8_t sink;
-static bfs_st_file whole, prefix, again; /* ~24 KiB each: static, not on the stack */
+static bfs_st_file whole, prefix, again, full; /* ~24 KiB each: static, not on the stack */
 
 static void touch(const uint8_t *p, size_t n)
 {
@@ -117,6 +126,75 @@ static void check_same(const bfs_st_file *a, const bfs_st_file *b)
               !memcmp(a->meta[i].value, b->meta[i].value, a->meta[i].value_len));
 }
 
+/* A whole batch file from d's header and tensor data made here (labels, indices, image
+ * bytes from a generator seeded by the description), parsed back with bfs_st_parse: the
+ * same tensors at the layout's offsets, their bytes exactly those written. */
+static void full_file_check(const bfs_st_batch_desc *d, const bfs_st_layout *l, const uint8_t *hdr)
+{
+    size_t size = (size_t)l->file_size; /* exactly: ASan sees a read past the end */
+    size_t b = d->batch, ib = (size_t)l->images_bytes;
+    uint8_t *file = malloc(size), *labels = malloc(8 * b), *indices = malloc(8 * b);
+    uint8_t *images = malloc(ib ? ib : 1);
+    CHECK(file && labels && indices && images);
+    uint64_t x = (d->fingerprint ^ d->epoch * 0x9e3779b97f4a7c15ull ^ d->batch_index) | 1;
+    for (size_t i = 0; i < b; i++) { /* I64 little-endian, as the engine writes them */
+        uint64_t lv = i * 7919 % 1000, iv = d->batch_index * b + i;
+        for (int k = 0; k < 8; k++) {
+            labels[8 * i + (size_t)k] = (uint8_t)(lv >> 8 * k);
+            indices[8 * i + (size_t)k] = (uint8_t)(iv >> 8 * k);
+        }
+    }
+    for (size_t i = 0; i < ib; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17; /* xorshift64 */
+        images[i] = (uint8_t)(x >> 24);
+    }
+    memcpy(file, hdr, (size_t)l->header_size);
+    memcpy(file + l->labels_off, labels, 8 * b);
+    memcpy(file + l->indices_off, indices, 8 * b);
+    memcpy(file + l->images_off, images, ib);
+    CHECK(bfs_st_parse(file, size, &full) == 0);
+    check_parsed(&full, file, size);
+    check_same(&again, &full); /* the header alone parsed the same */
+    const bfs_st_tensor *im = bfs_st_find(&full, "images"), *lb = bfs_st_find(&full, "labels"),
+                        *ix = bfs_st_find(&full, "indices");
+    CHECK(im && lb && ix && full.n_tensors == 3);
+    CHECK(im->dtype == d->dtype && im->ndim == 4 && im->shape[0] == d->batch);
+    if (d->nchw)
+        CHECK(im->shape[1] == 3 && im->shape[2] == d->height && im->shape[3] == d->width);
+    else
+        CHECK(im->shape[1] == d->height && im->shape[2] == d->width && im->shape[3] == 3);
+    CHECK(im->offset == l->images_off && im->nbytes == l->images_bytes);
+    CHECK(im->nbytes == (uint64_t)d->batch * l->sample_bytes);
+    CHECK(l->sample_bytes == (uint64_t)d->height * d->width * 3 * bfs_dtype_size(d->dtype));
+    const bfs_st_tensor *i64[2] = {lb, ix};
+    const uint64_t offs[2] = {l->labels_off, l->indices_off};
+    for (int k = 0; k < 2; k++) {
+        CHECK(i64[k]->dtype == BFS_DT_I64 && i64[k]->ndim == 1 && i64[k]->shape[0] == d->batch);
+        CHECK(i64[k]->offset == offs[k] && i64[k]->nbytes == 8 * (uint64_t)d->batch);
+    }
+    /* labels, indices, images in that order with nothing between them, up to the end;
+     * each tensor's bytes are those written for it */
+    CHECK(lb->offset + lb->nbytes == ix->offset && ix->offset + ix->nbytes == im->offset &&
+          im->offset + im->nbytes == size && full.data_offset == lb->offset);
+    CHECK(memcmp(file + lb->offset, labels, 8 * b) == 0);
+    CHECK(memcmp(file + ix->offset, indices, 8 * b) == 0);
+    CHECK(memcmp(file + im->offset, images, ib) == 0);
+    const char *fmt = bfs_st_meta_get(&full, "format"), *lay = bfs_st_meta_get(&full, "layout");
+    CHECK(fmt && !strcmp(fmt, "batchfs/2") && lay && !strcmp(lay, d->nchw ? "nchw" : "nhwc"));
+    bfs_st_batch_desc back;
+    char err[128];
+    CHECK(bfs_st_batch_from_file(&full, &back, err, sizeof err) == 0);
+    CHECK(back.dtype == d->dtype && back.nchw == d->nchw && back.batch == d->batch &&
+          back.height == d->height && back.width == d->width && back.epoch == d->epoch &&
+          back.batch_index == d->batch_index && back.fingerprint == d->fingerprint);
+    /* one byte short, or one more: not this file any more */
+    CHECK(bfs_st_parse(file, size - 1, &full) == -EBADMSG);
+    free(file);
+    free(labels);
+    free(indices);
+    free(images);
+}
+
 /* Encode d, parse the header back, and check that everything survived. */
 static void encode_and_check(const bfs_st_batch_desc *d)
 {
@@ -166,6 +244,8 @@ static void encode_and_check(const bfs_st_batch_desc *d)
     CHECK(back.dtype == d->dtype && back.nchw == d->nchw && back.batch == d->batch &&
           back.height == d->height && back.width == d->width && back.epoch == d->epoch &&
           back.batch_index == d->batch_index && back.fingerprint == d->fingerprint);
+    if (l.file_size <= FULL_FILE_MAX)
+        full_file_check(d, &l, hdr);
     free(hdr);
 }
 
@@ -211,6 +291,11 @@ static void fuzz_encoder(const uint8_t *data, size_t size)
     }
     d.extra = kv;
     d.n_extra = n;
+    encode_and_check(&d);
+    /* the same description shrunk, so the whole file is written and parsed back too */
+    d.batch = 1 + d.batch % 8;
+    d.height = 1 + d.height % 16;
+    d.width = 1 + d.width % 16;
     encode_and_check(&d);
     free(strs);
 }
