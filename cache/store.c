@@ -1042,7 +1042,8 @@ static int evict_impl(bfs_store *s, uint64_t room, uint64_t *evicted, uint64_t *
         target = t < target ? t : target;
     }
     if (!rc && target != UINT64_MAX) {
-        qsort(sc.v, sc.n, sizeof *sc.v, by_mtime);
+        if (sc.n > 1) /* sc.v is NULL for an empty store: qsort(NULL, 0) is undefined */
+            qsort(sc.v, sc.n, sizeof *sc.v, by_mtime);
         for (size_t i = 0; i < sc.n && sc.total > target; i++) {
             scan_entry *e = &sc.v[i];
             struct stat st;
