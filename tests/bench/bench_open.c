@@ -1,12 +1,13 @@
 /*
- * bench_open — open cost must not grow with the sample count.
+ * bench_open — what opening a .bfs costs as the sample count grows.
  *
  * Writes two .bfs files with tiny payloads (10,000 and 1,000,000 samples), then times
- * bfs_open + bfs_get_info + one random sample access on each (best of 20 opens, page
- * cache warm) and prints the two times and their ratio. Target: ratio <= 2.
- * Also prints what the engine adds when it opens a .bfs source (the mount, --bench):
- * bfs_verify_tables, the tables' checksum (labels are covered by nothing else), which
- * grows with the sample count (32 bytes each; page cache warm).
+ * bfs_open + bfs_get_info + one random sample read on each (best of 20 opens, page cache
+ * warm). bfs_open copies the tables into memory (32 bytes per sample, one sequential read:
+ * a file overwritten under a reader must give an error, not SIGBUS), so it grows with the
+ * sample count. The engine checks the same tables against their checksum when it opens a
+ * .bfs source (the mount, --bench: bfs_verify_tables; labels are covered by nothing
+ * else), so the reference is that check: target, open of 1M samples <= 3x the check.
  *
  *   bench_open [DIR]        (default $TMPDIR or /tmp)
  */
@@ -87,10 +88,9 @@ static double time_open(const char *path, uint64_t n)
             return -1;
         x = x * 6364136223846793005ULL + 1442695040888963407ULL;
         bfs_sample s;
-        const uint8_t *d;
-        size_t len;
+        uint8_t d[64];
         if (bfs_get_info(r)->sample_count != n ||
-            bfs_sample_data(r, (x >> 11) % n, BFS_VERIFY_SAMPLE, &s, &d, &len)) {
+            bfs_read_sample(r, (x >> 11) % n, BFS_VERIFY_SAMPLE, &s, d, sizeof d)) {
             bfs_close(r);
             return -1;
         }
@@ -121,9 +121,9 @@ int main(int argc, char **argv)
     }
     printf("open+first access, 10,000 samples:    %8.1f us\n", ts * 1e6);
     printf("open+first access, 1,000,000 samples: %8.1f us\n", tl * 1e6);
-    printf("ratio 1M/10k: %.2f (target <= 2)\n", tl / ts);
     printf("engine's table check (bfs_verify_tables), 1,000,000 samples: %.1f ms (32 MB hashed: "
            "%.1f GB/s)\n",
            vl * 1e3, 32e6 / vl / 1e9);
+    printf("open of 1M samples / the engine's table check: %.2f (target <= 3)\n", tl / vl);
     return 0;
 }
