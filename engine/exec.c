@@ -804,8 +804,11 @@ int bfs_exec_open_store(const bfs_pipeline_opts *o, bfs_store **out, char *err, 
         path = dir;
     }
     bfs_store_opts so = {.budget_bytes = (uint64_t)o->cache_dir_mb << 20, .log_cb = store_log_cb};
-    if ((rc = bfs_store_open(path, &so, out, why, sizeof why)))
+    if ((rc = bfs_store_open(path, &so, out, why, sizeof why))) {
+        if (!strncmp(why, "cache_dir ", 10)) /* names the directory already */
+            return bfs_errf(rc, err, errlen, "%s", why);
         return bfs_errf(rc, err, errlen, "cache_dir=%s: %s", path, why);
+    }
     return 0;
 }
 
