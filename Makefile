@@ -12,7 +12,7 @@
 #   SANITIZER=address|undefined|thread builds into build/san-$(SANITIZER)/.
 #   CI=true adds -Werror.
 #
-# Layout: every module directory (engine cache mountopts fs) contributes its *.c files
+# Layout: every module directory (base engine cache mountopts fs) contributes its *.c files
 # to one static library, except files named *_main.c, which are programs. gpu/ builds
 # libbatchfs-gpu (.so, .a, .pc) from its own files and the engine objects they use.
 
@@ -57,7 +57,7 @@ else ifneq ($(SANITIZER),)
 $(error SANITIZER must be address, undefined or thread, not '$(SANITIZER)')
 endif
 
-MODULES  := engine cache mountopts fs
+MODULES  := base engine cache mountopts fs
 LIB_SRC  := $(filter-out %_main.c,$(foreach m,$(MODULES),$(wildcard $(m)/*.c)))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 LIB      := $(BUILD)/libbatchfs.a
@@ -71,7 +71,8 @@ BENCHES  := $(patsubst tests/bench/%.c,$(BUILD)/bench/%,$(wildcard tests/bench/b
 FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZERS  := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz/%)
 
-.PHONY: all deps test demo bench fuzz fuzz-build install uninstall clean format check-format
+.PHONY: all deps test demo bench fuzz fuzz-build install uninstall clean format check-format \
+        check-layering
 # keep intermediate objects (tests/*_main.o etc.): no rebuilds on every make
 .SECONDARY:
 
@@ -210,6 +211,10 @@ $(BUILD)/fuzz/obj/%.o: %.c
 $(BUILD)/fuzz/fuzz_%: $(BUILD)/fuzz/obj/tests/fuzz/fuzz_%.o $(LIB_SRC:%.c=$(BUILD)/fuzz/obj/%.o)
 	@mkdir -p $(@D)
 	$(CLANG) -fsanitize=fuzzer,address,undefined $^ $(LDLIBS_ALL) -o $@
+
+# ---- layering: includes go down the layers only (tests/check_layering.sh) ------------------
+check-layering:
+	@bash tests/check_layering.sh
 
 fuzz-build: $(FUZZERS)
 fuzz: deps

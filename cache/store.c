@@ -31,8 +31,9 @@
  */
 #include "cache/store.h"
 #include "cache/store_internal.h"
-#include "engine/err.h"
-#include "engine/io.h"
+#include "base/err.h"
+#include "base/io.h"
+#include "base/clock.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -108,13 +109,6 @@ __attribute__((format(printf, 2, 3))) static void store_log(bfs_store *s, const 
     s->o.log_cb(s->o.log_arg, msg);
 }
 
-static double mono_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 /* Log msg under rate limit n: the first event, then one per NOTE_INTERVAL_S, each line
  * saying how many were not logged since the previous one. */
 __attribute__((format(printf, 3, 4))) static void store_note(bfs_store *s, note_limit *n,
@@ -122,7 +116,7 @@ __attribute__((format(printf, 3, 4))) static void store_note(bfs_store *s, note_
 {
     if (!s->o.log_cb)
         return;
-    double now = mono_s();
+    double now = bfs_mono_s();
     pthread_mutex_lock(&n->lock);
     int first = !n->logged, due = first || now - n->last >= NOTE_INTERVAL_S;
     uint64_t quiet = n->quiet;

@@ -20,7 +20,7 @@
  *    only unlinks: a reader that holds a claim keeps reading its bytes.
  *
  * Every function is thread-safe on one bfs_store; a bfs_claim is used by one thread
- * at a time. Errors are 0 or a negative errno (engine/err.h). Store errors are never fatal
+ * at a time. Errors are 0 or a negative errno (base/err.h). Store errors are never fatal
  * for a daemon: the batch can always be computed and served without the store.
  */
 #ifndef BATCHFS_CACHE_STORE_H
@@ -29,7 +29,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "engine/hash.h"
+#include "base/hash.h"
 
 typedef struct bfs_store bfs_store;
 

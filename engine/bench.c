@@ -1,7 +1,7 @@
 /* bench.c — in-process pipeline benchmark (see bench.h). */
 #include "engine/bench.h"
 #include "engine/engine.h"
-#include "engine/err.h"
+#include "base/err.h"
 #include "engine/exec.h"
 #include "engine/ram.h"
 #include "engine/source.h"

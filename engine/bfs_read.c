@@ -10,9 +10,10 @@
  * shared freely between threads.
  */
 #include "engine/bfs.h"
-#include "engine/err.h"
-#include "engine/hash.h"
-#include "engine/io.h"
+#include "base/err.h"
+#include "base/hash.h"
+#include "base/io.h"
+#include "base/endian.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -23,10 +24,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
-#error "batchfs reads its little-endian formats with plain loads: big-endian hosts unsupported"
-#endif
 
 struct bfs_reader {
     const uint8_t *base; /* memory images: the whole image; NULL for files */
@@ -40,27 +37,6 @@ struct bfs_reader {
     bfs_info info;
     _Atomic uint64_t *verified; /* bit per page: checksum already verified OK */
 };
-
-static inline uint64_t ld64(const uint8_t *p)
-{
-    uint64_t v;
-    memcpy(&v, p, 8);
-    return v;
-}
-
-static inline uint32_t ld32(const uint8_t *p)
-{
-    uint32_t v;
-    memcpy(&v, p, 4);
-    return v;
-}
-
-static inline uint16_t ld16(const uint8_t *p)
-{
-    uint16_t v;
-    memcpy(&v, p, 2);
-    return v;
-}
 
 /* [off, off+size) inside [0, limit) without overflow */
 static int region_ok(uint64_t off, uint64_t size, uint64_t limit)
@@ -79,7 +55,7 @@ static int parse_header(bfs_reader *r, char *err, size_t errlen)
                         "file is %zu bytes, shorter than the %u-byte header", r->len,
                         BFS_HEADER_SIZE);
     if (r->len < 8 || memcmp(h, BFS_MAGIC, 8) != 0) {
-        if (r->len >= 8 && ld64(h) == 0)
+        if (r->len >= 8 && bfs_ld64(h) == 0)
             return bfs_errf(BFS_E_MAGIC, err, errlen,
                             "no magic number: the file starts with zeros (an interrupted "
                             "mkbatchfs leaves its temporary file like this)");
@@ -89,35 +65,35 @@ static int parse_header(bfs_reader *r, char *err, size_t errlen)
         return bfs_errf(BFS_E_TRUNCATED, err, errlen,
                         "file is %zu bytes, shorter than the %u-byte header", r->len,
                         BFS_HEADER_SIZE);
-    in->version = ld32(h + 8);
+    in->version = bfs_ld32(h + 8);
     if (in->version != BFS_VERSION)
         return bfs_errf(
             BFS_E_VERSION, err, errlen,
             "format version %u; this build reads version %u (repack with this mkbatchfs)",
             in->version, BFS_VERSION);
     uint64_t want = bfs_xxh64(h, 120, 0);
-    in->header_checksum = ld64(h + 120);
+    in->header_checksum = bfs_ld64(h + 120);
     if (want != in->header_checksum)
         return bfs_errf(BFS_E_HEADER_CHECKSUM, err, errlen,
                         "header checksum mismatch (stored %016llx, computed %016llx)",
                         (unsigned long long)in->header_checksum, (unsigned long long)want);
-    if (ld32(h + 12) != BFS_HEADER_SIZE || ld32(h + 108) != BFS_SAMPLE_RECORD)
+    if (bfs_ld32(h + 12) != BFS_HEADER_SIZE || bfs_ld32(h + 108) != BFS_SAMPLE_RECORD)
         return bfs_errf(BFS_E_VERSION, err, errlen,
-                        "header size %u / sample record size %u not %u / %u", ld32(h + 12),
-                        ld32(h + 108), BFS_HEADER_SIZE, BFS_SAMPLE_RECORD);
-    in->sample_count = ld64(h + 16);
-    in->class_count = ld32(h + 24);
-    in->page_size = ld32(h + 28);
-    in->heap_offset = ld64(h + 32);
-    in->heap_size = ld64(h + 40);
-    in->page_count = ld64(h + 48);
-    in->sample_table_offset = ld64(h + 56);
-    in->class_table_offset = ld64(h + 64);
-    in->class_table_size = ld64(h + 72);
-    in->page_table_offset = ld64(h + 80);
-    in->file_size = ld64(h + 88);
-    in->tables_checksum = ld64(h + 96);
-    in->flags = ld32(h + 104);
+                        "header size %u / sample record size %u not %u / %u", bfs_ld32(h + 12),
+                        bfs_ld32(h + 108), BFS_HEADER_SIZE, BFS_SAMPLE_RECORD);
+    in->sample_count = bfs_ld64(h + 16);
+    in->class_count = bfs_ld32(h + 24);
+    in->page_size = bfs_ld32(h + 28);
+    in->heap_offset = bfs_ld64(h + 32);
+    in->heap_size = bfs_ld64(h + 40);
+    in->page_count = bfs_ld64(h + 48);
+    in->sample_table_offset = bfs_ld64(h + 56);
+    in->class_table_offset = bfs_ld64(h + 64);
+    in->class_table_size = bfs_ld64(h + 72);
+    in->page_table_offset = bfs_ld64(h + 80);
+    in->file_size = bfs_ld64(h + 88);
+    in->tables_checksum = bfs_ld64(h + 96);
+    in->flags = bfs_ld32(h + 104);
 
     if (in->file_size > r->len)
         return bfs_errf(BFS_E_TRUNCATED, err, errlen,
@@ -309,18 +285,18 @@ int bfs_get_sample(const bfs_reader *r, uint64_t i, bfs_sample *s)
     if (i >= r->info.sample_count)
         return BFS_E_SAMPLE_INDEX;
     const uint8_t *e = at(r, r->info.sample_table_offset) + i * BFS_SAMPLE_RECORD;
-    s->offset = ld64(e);
-    s->length = ld32(e + 8);
-    s->label = ld32(e + 12);
-    s->width = ld16(e + 16);
-    s->height = ld16(e + 18);
-    s->flags = ld16(e + 20);
-    s->checksum = ld32(e + 24);
-    s->raw_size = ld32(e + 28);
+    s->offset = bfs_ld64(e);
+    s->length = bfs_ld32(e + 8);
+    s->label = bfs_ld32(e + 12);
+    s->width = bfs_ld16(e + 16);
+    s->height = bfs_ld16(e + 18);
+    s->flags = bfs_ld16(e + 20);
+    s->checksum = bfs_ld32(e + 24);
+    s->raw_size = bfs_ld32(e + 28);
     if (s->length == 0 || !region_ok(s->offset, s->length, r->info.heap_size))
         return BFS_E_SAMPLE_RANGE;
     if ((s->flags & ~BFS_FLAGS_KNOWN) || (s->flags & BFS_KIND_MASK) > BFS_KIND_RAW ||
-        s->width == 0 || s->height == 0 || ld16(e + 22) != 0)
+        s->width == 0 || s->height == 0 || bfs_ld16(e + 22) != 0)
         return BFS_E_SAMPLE_RANGE;
     if ((s->flags & BFS_KIND_MASK) == BFS_KIND_RAW &&
         (uint64_t)s->raw_size != (uint64_t)s->width * s->height * 3u)
@@ -346,7 +322,7 @@ int bfs_verify_page(bfs_reader *r, uint64_t p)
         return 0;
     uint64_t b, e, got;
     bfs_page_range(r, p, &b, &e);
-    uint64_t want = ld64(at(r, r->info.page_table_offset) + p * 8);
+    uint64_t want = bfs_ld64(at(r, r->info.page_table_offset) + p * 8);
     if (r->base) {
         got = bfs_xxh64(r->base + r->info.heap_offset + b, (size_t)(e - b), 0);
     } else {
@@ -471,7 +447,7 @@ int bfs_class_name(const bfs_reader *r, uint32_t c, const char **name, size_t *l
         return BFS_E_SAMPLE_INDEX;
     const uint8_t *t = at(r, r->info.class_table_offset);
     uint64_t size = r->info.class_table_size;
-    uint32_t off = ld32(t + (uint64_t)c * 8), n = ld32(t + (uint64_t)c * 8 + 4);
+    uint32_t off = bfs_ld32(t + (uint64_t)c * 8), n = bfs_ld32(t + (uint64_t)c * 8 + 4);
     uint64_t names = (uint64_t)r->info.class_count * 8;
     /* the name and its NUL inside the blob after the entries; no NUL inside the name */
     if (off < names || n == 0 || n > BFS_MAX_CLASS_NAME || !region_ok(off, (uint64_t)n + 1, size) ||

@@ -7,9 +7,10 @@
  * fsyncs and renames. Single-threaded: mkbatchfs's workers hand it payloads in order.
  */
 #include "engine/bfs.h"
-#include "engine/err.h"
-#include "engine/hash.h"
-#include "engine/io.h"
+#include "base/err.h"
+#include "base/hash.h"
+#include "base/io.h"
+#include "base/endian.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -187,19 +188,6 @@ uint64_t bfs_writer_count(const bfs_writer *w)
     return w->count;
 }
 
-static void st16(uint8_t *p, uint16_t v)
-{
-    memcpy(p, &v, 2);
-}
-static void st32(uint8_t *p, uint32_t v)
-{
-    memcpy(p, &v, 4);
-}
-static void st64(uint8_t *p, uint64_t v)
-{
-    memcpy(p, &v, 8);
-}
-
 int bfs_writer_add(bfs_writer *w, const bfs_sample_in *s, const void *payload, size_t len)
 {
     return bfs_writer_add_hashed(w, s, payload, len, bfs_xxh64(payload, len, 0));
@@ -228,14 +216,14 @@ int bfs_writer_add_hashed(bfs_writer *w, const bfs_sample_in *s, const void *pay
     }
     uint8_t *e = w->samples + w->count * BFS_SAMPLE_RECORD;
     memset(e, 0, BFS_SAMPLE_RECORD);
-    st64(e, w->heap_size);
-    st32(e + 8, (uint32_t)len);
-    st32(e + 12, s->label);
-    st16(e + 16, s->width);
-    st16(e + 18, s->height);
-    st16(e + 20, s->flags);
-    st32(e + 24, (uint32_t)checksum);
-    st32(e + 28, s->raw_size);
+    bfs_st64(e, w->heap_size);
+    bfs_st32(e + 8, (uint32_t)len);
+    bfs_st32(e + 12, s->label);
+    bfs_st16(e + 16, s->width);
+    bfs_st16(e + 18, s->height);
+    bfs_st16(e + 20, s->flags);
+    bfs_st32(e + 24, (uint32_t)checksum);
+    bfs_st32(e + 28, s->raw_size);
     int rc = heap_append(w, payload, len);
     if (rc)
         return rc;
@@ -275,8 +263,8 @@ static uint8_t *class_table(const bfs_writer *w, uint64_t *size)
     uint64_t pos = (uint64_t)w->nclasses * 8;
     for (uint32_t i = 0; i < w->nclasses; i++) {
         size_t len = strlen(w->classes[i]);
-        st32(t + i * 8ULL, (uint32_t)pos);
-        st32(t + i * 8ULL + 4, (uint32_t)len);
+        bfs_st32(t + i * 8ULL, (uint32_t)pos);
+        bfs_st32(t + i * 8ULL + 4, (uint32_t)len);
         memcpy(t + pos, w->classes[i], len + 1);
         pos += len + 1;
     }
@@ -334,23 +322,23 @@ int bfs_writer_finish(bfs_writer *w, int do_fsync, char *err, size_t errlen)
 
     uint8_t h[BFS_HEADER_SIZE] = {0};
     memcpy(h, BFS_MAGIC, 8);
-    st32(h + 8, BFS_VERSION);
-    st32(h + 12, BFS_HEADER_SIZE);
-    st64(h + 16, w->count);
-    st32(h + 24, w->nclasses);
-    st32(h + 28, w->page_size);
-    st64(h + 32, BFS_HEAP_ALIGN);
-    st64(h + 40, w->heap_size);
-    st64(h + 48, w->pages_done);
-    st64(h + 56, st_off);
-    st64(h + 64, ct_off);
-    st64(h + 72, ct_size);
-    st64(h + 80, pt_off);
-    st64(h + 88, file_size);
-    st64(h + 96, bfs_xxh64_digest(&ts));
-    st32(h + 104, w->flags);
-    st32(h + 108, BFS_SAMPLE_RECORD);
-    st64(h + 120, bfs_xxh64(h, 120, 0));
+    bfs_st32(h + 8, BFS_VERSION);
+    bfs_st32(h + 12, BFS_HEADER_SIZE);
+    bfs_st64(h + 16, w->count);
+    bfs_st32(h + 24, w->nclasses);
+    bfs_st32(h + 28, w->page_size);
+    bfs_st64(h + 32, BFS_HEAP_ALIGN);
+    bfs_st64(h + 40, w->heap_size);
+    bfs_st64(h + 48, w->pages_done);
+    bfs_st64(h + 56, st_off);
+    bfs_st64(h + 64, ct_off);
+    bfs_st64(h + 72, ct_size);
+    bfs_st64(h + 80, pt_off);
+    bfs_st64(h + 88, file_size);
+    bfs_st64(h + 96, bfs_xxh64_digest(&ts));
+    bfs_st32(h + 104, w->flags);
+    bfs_st32(h + 108, BFS_SAMPLE_RECORD);
+    bfs_st64(h + 120, bfs_xxh64(h, 120, 0));
     if ((rc = bfs_pwrite_all(w->fd, h, sizeof h, 0)))
         goto write_failed;
     /* Readable by everyone the umask allows, like a file made with open(0666). */

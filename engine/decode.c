@@ -10,7 +10,7 @@
  */
 #include "engine/decode.h"
 #include "engine/bfs.h"
-#include "engine/err.h"
+#include "base/err.h"
 #include "engine/jpeg.h"
 
 #include <errno.h>

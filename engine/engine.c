@@ -12,13 +12,15 @@
 #include "engine/augment.h"
 #include "engine/bfs.h"
 #include "engine/decode.h"
-#include "engine/err.h"
+#include "base/err.h"
 #include "engine/plan.h"
 #include "engine/resize.h"
 #include "engine/rng.h"
 #include "engine/safetensors.h"
 #include "engine/samplecache.h"
 #include "engine/source.h"
+#include "base/clock.h"
+#include "base/endian.h"
 
 #include <errno.h>
 #include <math.h>
@@ -60,13 +62,6 @@ struct bfs_engine_worker {
     /* counters: written by the owner thread, read racily by monitors */
     _Atomic uint64_t samples, read_ns, decode_ns, resize_ns, bad;
 };
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static void add(_Atomic uint64_t *c, uint64_t v)
 {
@@ -244,14 +239,9 @@ uint64_t bfs_engine_batch_bytes(const bfs_engine *e, uint64_t k)
     return bfs_st_batch_size(&d);
 }
 
-static void put_i64(uint8_t *p, int64_t v)
-{
-    memcpy(p, &v, 8);
-}
-
 int bfs_engine_batch_begin(bfs_engine *e, uint64_t epoch, uint64_t k, uint8_t *dst, uint64_t *idx)
 {
-    uint64_t t0 = now_ns();
+    uint64_t t0 = bfs_mono_ns();
     uint32_t len = bfs_plan_batch_len(e->plan, k);
     if (!len || epoch >= e->o.epochs)
         return -ERANGE;
@@ -267,10 +257,10 @@ int bfs_engine_batch_begin(bfs_engine *e, uint64_t epoch, uint64_t k, uint8_t *d
     if (rc < 0)
         return rc;
     for (uint32_t j = 0; j < len; j++) {
-        put_i64(dst + lay.labels_off + 8ull * j, bfs_source_label(e->src, idx[j]));
-        put_i64(dst + lay.indices_off + 8ull * j, (int64_t)idx[j]);
+        bfs_st64(dst + lay.labels_off + 8ull * j, (uint64_t)bfs_source_label(e->src, idx[j]));
+        bfs_st64(dst + lay.indices_off + 8ull * j, (uint64_t)(int64_t)idx[j]);
     }
-    add(&e->encode_ns, now_ns() - t0);
+    add(&e->encode_ns, bfs_mono_ns() - t0);
     return (int)len;
 }
 
@@ -361,10 +351,10 @@ static int cached_image(bfs_engine *e, bfs_engine_worker *w, const bfs_item *it,
 static int render(bfs_engine *e, bfs_engine_worker *w, uint64_t epoch, uint64_t idx,
                   uint8_t *slot_dst, int flip_override)
 {
-    uint64_t t0 = now_ns();
+    uint64_t t0 = bfs_mono_ns();
     bfs_item it;
     int rc = bfs_source_get(e->src, idx, &it, &w->scratch);
-    uint64_t t1 = now_ns();
+    uint64_t t1 = bfs_mono_ns();
     add(&w->read_ns, t1 - t0);
     if (rc)
         return rc;
@@ -401,7 +391,7 @@ static int render(bfs_engine *e, bfs_engine_worker *w, uint64_t epoch, uint64_t 
     if (rc == 1)
         rc = bfs_decoder_decode(w->dec, it.data, it.len, &info, s, x0 + ox, y0 + oy, x1 + ox,
                                 y1 + oy, &px);
-    uint64_t t2 = now_ns();
+    uint64_t t2 = bfs_mono_ns();
     add(&w->decode_ns, t2 - t1);
     if (rc)
         return rc;
@@ -420,7 +410,7 @@ static int render(bfs_engine *e, bfs_engine_worker *w, uint64_t epoch, uint64_t 
     resize_src src = {pix, px.stride, bx, by, bw, bh};
     bfs_out_slot slot = {&e->fmt, slot_dst, g.flip};
     rc = resize_rgb8(sp, &src, bfs_out_store_row, &slot, &w->rs);
-    add(&w->resize_ns, now_ns() - t2);
+    add(&w->resize_ns, bfs_mono_ns() - t2);
     return rc == -EINVAL ? BFS_E_SAMPLE_RANGE : rc;
 }
 
@@ -535,8 +525,8 @@ int bfs_engine_sample(bfs_engine *e, bfs_engine_worker *w, uint64_t epoch, uint6
             return arc;
         }
         if (arc == 0) {
-            put_i64(dst + lay.labels_off + 8ull * j, bfs_source_label(e->src, alt));
-            put_i64(dst + lay.indices_off + 8ull * j, (int64_t)alt);
+            bfs_st64(dst + lay.labels_off + 8ull * j, (uint64_t)bfs_source_label(e->src, alt));
+            bfs_st64(dst + lay.indices_off + 8ull * j, (uint64_t)(int64_t)alt);
             char what[96];
             snprintf(what, sizeof what, "substituted by sample %llu (bad_sample=substitute)",
                      (unsigned long long)alt);

@@ -12,7 +12,7 @@
  * Readers (x->readers, guarded by x->lock) are a fixed table of BFS_EXEC_MAX_READERS.
  */
 #include "engine/exec.h"
-#include "engine/err.h"
+#include "base/err.h"
 
 #include <errno.h>
 #include <stdatomic.h>
@@ -27,7 +27,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "engine/io.h"
+#include "base/io.h"
+#include "base/clock.h"
 
 /* SEALING: computed, its bytes being moved into a sealed memory file (memfd mode). */
 enum { JOB_PREPARING, JOB_RUNNING, JOB_SEALING, JOB_READY, JOB_FAILED };
@@ -933,13 +934,6 @@ int bfs_exec_get(bfs_exec *x, uint64_t epoch, uint64_t k, bfs_batch **out, char 
     return rc;
 }
 
-static double mono_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 void bfs_exec_cancel_wait(bfs_exec *x, bfs_exec_cancel *c)
 {
     atomic_store(&c->requested, 1);
@@ -953,7 +947,7 @@ int bfs_exec_get_as(bfs_exec *x, uint64_t key, bfs_exec_alive_fn alive, uint64_t
 {
     *out = NULL;
     int rc = 0;
-    double t0 = mono_now();
+    double t0 = bfs_mono_s();
     pthread_mutex_lock(&x->lock);
     if (x->shutdown) {
         pthread_mutex_unlock(&x->lock);
@@ -972,7 +966,7 @@ int bfs_exec_get_as(bfs_exec *x, uint64_t key, bfs_exec_alive_fn alive, uint64_t
     rc = get_wait(x, j, rc, epoch, k, out, cancel, err, errlen);
     pthread_mutex_unlock(&x->lock);
     if (id)
-        bfs_exec_reader_waited(x, id, epoch, k, mono_now() - t0);
+        bfs_exec_reader_waited(x, id, epoch, k, bfs_mono_s() - t0);
     return rc;
 }
 

@@ -4,7 +4,7 @@
  */
 #include "engine/folder.h"
 #include "engine/bfs.h"
-#include "engine/err.h"
+#include "base/err.h"
 
 #include <dirent.h>
 #include <errno.h>

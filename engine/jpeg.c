@@ -1,7 +1,7 @@
 /* jpeg.c — JPEG header walker and whole-image decode/encode (see jpeg.h). */
 #include "engine/jpeg.h"
 #include "engine/bfs.h"
-#include "engine/err.h"
+#include "base/err.h"
 
 #include <errno.h>
 #include <setjmp.h>

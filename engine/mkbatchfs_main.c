@@ -8,7 +8,7 @@
  * Exit status: 0 success; 1 failure (message on stderr); 2 usage error; 130 interrupted.
  */
 #include "engine/bfs.h"
-#include "engine/err.h"
+#include "base/err.h"
 #include "engine/jpeg.h"
 #include "engine/pack.h"
 #include "engine/version.h"

@@ -9,12 +9,13 @@
  */
 #include "engine/pack.h"
 #include "engine/bfs.h"
-#include "engine/err.h"
+#include "base/err.h"
 #include "engine/folder.h"
-#include "engine/hash.h"
-#include "engine/io.h"
+#include "base/hash.h"
+#include "base/io.h"
 #include "engine/jpeg.h"
 #include "engine/resize.h"
+#include "base/clock.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -63,13 +64,6 @@ static char temp_path[4096]; /* for signal handlers: see bfs_pack_temp_path */
 const char *bfs_pack_temp_path(void)
 {
     return temp_path[0] ? temp_path : NULL;
-}
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 /* ---- transform (workers) ---------------------------------------------------------- */
@@ -321,7 +315,7 @@ static void progress(const bfs_pack_opts *o, const bfs_pack_report *rep, uint64_
                      int final)
 {
     static double last;
-    double t = now();
+    double t = bfs_mono_s();
     if (!o->progress || !o->progress_out || (!final && t - last < 0.1))
         return;
     last = t;
@@ -490,7 +484,7 @@ int bfs_pack(const char *src, const char *out, const bfs_pack_opts *o, bfs_pack_
         return bfs_errf(-EINVAL, err, errlen,
                         "bad options: max-side %d (0..65535), quality %d (1..100)", o->max_side,
                         o->quality);
-    double t0 = now();
+    double t0 = bfs_mono_s();
     pack p = {.o = o, .src = src};
     pthread_mutex_init(&p.lock, NULL);
     pthread_cond_init(&p.space, NULL);
@@ -571,7 +565,7 @@ out:
     }
     bfs_writer_abort(w); /* after a failure: removes the temporary file */
     temp_path[0] = 0;
-    rep->seconds = now() - t0;
+    rep->seconds = bfs_mono_s() - t0;
     bfs_folder_free(&p.f);
     bfs_close(p.in);
     free(p.slots);

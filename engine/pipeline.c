@@ -13,8 +13,8 @@
  * canonical text, hence the fingerprint, must not depend on LC_NUMERIC.
  */
 #include "engine/pipeline.h"
-#include "engine/err.h"
-#include "engine/hash.h"
+#include "base/err.h"
+#include "base/hash.h"
 
 #include <ctype.h>
 #include <errno.h>

@@ -24,8 +24,9 @@
  * for the duration of its call (correct, only slower).
  */
 #include "engine/plan.h"
+#include "base/mix.h"
 
-#include "engine/err.h"
+#include "base/err.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -82,31 +83,20 @@ typedef struct epoch_view {
 
 /* ---- mixing and the Feistel bijection -------------------------------------------------- */
 
-/* splitmix64's finalizer (Steele, Lea, Flood 2014): a bijective, well-avalanching mixer. */
-static inline uint64_t mix64(uint64_t x)
-{
-    x ^= x >> 30;
-    x *= 0xbf58476d1ce4e5b9ull;
-    x ^= x >> 27;
-    x *= 0x94d049bb133111ebull;
-    x ^= x >> 31;
-    return x;
-}
-
 /* Key for (seed, epoch, tag). Each step is a bijection of the new input given the
  * previous ones, so for a fixed seed distinct epochs get distinct keys and vice versa. */
 static uint64_t derive_key(uint64_t seed, uint64_t epoch, uint64_t tag)
 {
-    uint64_t h = mix64(seed ^ PLAN_SALT);
-    h = mix64(h ^ tag);
-    return mix64(h ^ epoch);
+    uint64_t h = bfs_mix64(seed ^ PLAN_SALT);
+    h = bfs_mix64(h ^ tag);
+    return bfs_mix64(h ^ epoch);
 }
 
 /* Next value of a splitmix64 stream (Steele, Lea, Flood 2014). */
 static inline uint64_t splitmix_next(uint64_t *state)
 {
     *state += GOLDEN_GAMMA;
-    return mix64(*state);
+    return bfs_mix64(*state);
 }
 
 /* Uniform in [0, bound), bound <= 2^32, without bias (Lemire 2019, "Fast random integer
@@ -129,7 +119,7 @@ void bfs_perm_init(bfs_perm *p, uint64_t n, uint64_t key)
     p->half_mask = 0;
     /* Mixing the key first keeps structured keys (k, k + gamma, ...) from sharing round
      * keys shifted by one round. */
-    uint64_t s = mix64(key ^ PERM_SALT);
+    uint64_t s = bfs_mix64(key ^ PERM_SALT);
     if (n <= BFS_PERM_SMALL) {
         for (uint32_t i = 0; i < n; i++)
             p->fwd[i] = (uint8_t)i;
@@ -158,7 +148,7 @@ static inline uint64_t feistel_forward(const bfs_perm *p, uint64_t x)
     const uint64_t m = p->half_mask;
     uint64_t l = x >> h, r = x & m;
     for (unsigned i = 0; i < BFS_PERM_ROUNDS; i++) {
-        uint64_t t = l ^ (mix64(r ^ p->round_key[i]) & m);
+        uint64_t t = l ^ (bfs_mix64(r ^ p->round_key[i]) & m);
         l = r;
         r = t;
     }
@@ -171,7 +161,7 @@ static inline uint64_t feistel_backward(const bfs_perm *p, uint64_t x)
     const uint64_t m = p->half_mask;
     uint64_t l = x >> h, r = x & m;
     for (unsigned i = BFS_PERM_ROUNDS; i-- > 0;) {
-        uint64_t t = r ^ (mix64(l ^ p->round_key[i]) & m);
+        uint64_t t = r ^ (bfs_mix64(l ^ p->round_key[i]) & m);
         r = l;
         l = t;
     }
@@ -443,7 +433,7 @@ static const bfs_perm *window_perm(const bfs_plan *p, epoch_view *v, uint64_t w)
         const uint64_t wp = p->o.window_pages;
         uint64_t first = w * wp, end = first + wp < p->npages ? first + wp : p->npages;
         uint64_t start = cum_at(p, v, first);
-        bfs_perm_init(&v->memo_sigma, cum_at(p, v, end) - start, mix64(v->win_key ^ w));
+        bfs_perm_init(&v->memo_sigma, cum_at(p, v, end) - start, bfs_mix64(v->win_key ^ w));
         v->memo_w = w;
     }
     return &v->memo_sigma;

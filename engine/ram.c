@@ -6,7 +6,7 @@
  * unexpected layout) gets the MemAvailable-based budget it always had.
  */
 #include "engine/ram.h"
-#include "engine/err.h"
+#include "base/err.h"
 
 #include <errno.h>
 #include <inttypes.h>

@@ -10,6 +10,7 @@
  * with margin; 7 rounds already do).
  */
 #include "engine/rng.h"
+#include "base/mix.h"
 
 #include <math.h>
 
@@ -23,17 +24,6 @@
  * other salts). frac(sqrt(2)) in 64 bits, SHA-512's first IV word: a nothing-up-my-sleeve
  * number. Changing it changes every augmentation ever served. */
 #define RNG_KEY_SALT 0x6a09e667f3bcc908ull
-
-/* splitmix64's finalizer (Steele, Lea, Flood 2014): a bijective 64-bit mixer. */
-static inline uint64_t mix64(uint64_t x)
-{
-    x ^= x >> 30;
-    x *= 0xbf58476d1ce4e5b9ull;
-    x ^= x >> 27;
-    x *= 0x94d049bb133111ebull;
-    x ^= x >> 31;
-    return x;
-}
 
 void bfs_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4])
 {
@@ -61,7 +51,7 @@ void bfs_rng_init(bfs_rng *r, uint64_t seed, uint64_t epoch, uint64_t sample_ind
 {
     /* mix64 is a bijection, so for a fixed seed distinct epochs give distinct keys and
      * for a fixed epoch distinct seeds do. */
-    uint64_t k = mix64(mix64(seed ^ RNG_KEY_SALT) ^ epoch);
+    uint64_t k = bfs_mix64(bfs_mix64(seed ^ RNG_KEY_SALT) ^ epoch);
     r->key[0] = (uint32_t)k;
     r->key[1] = (uint32_t)(k >> 32);
     r->ctr[0] = 0;

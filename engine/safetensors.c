@@ -21,7 +21,7 @@
  * the data buffer exactly, as the reference reader does.
  */
 #include "engine/safetensors.h"
-#include "engine/err.h"
+#include "base/err.h"
 
 #include <errno.h>
 #include <stdarg.h>

@@ -1,9 +1,9 @@
 /* source.c — .bfs and ImageFolder sample sources (see source.h). */
 #include "engine/source.h"
-#include "engine/err.h"
+#include "base/err.h"
 #include "engine/folder.h"
-#include "engine/hash.h"
-#include "engine/io.h"
+#include "base/hash.h"
+#include "base/io.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -6,6 +6,7 @@
  * inputs and choice are kept under t->lock for bfs_tuner_json.
  */
 #include "engine/tuner.h"
+#include "base/clock.h"
 
 #include <errno.h>
 #include <math.h>
@@ -298,20 +299,13 @@ struct bfs_tuner {
     uint64_t decisions; /* changes applied */
 };
 
-static double mono(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 /* One look: smooth the stage times, read the readers, choose, apply. Returns 1 when the
  * inputs moved (the period starts over). */
 static int tune_once(bfs_tuner *t)
 {
     bfs_exec_stats st;
     bfs_exec_get_stats(t->x, &st);
-    double now = mono();
+    double now = bfs_mono_s();
     uint64_t work = st.stages.read_ns + st.stages.decode_ns + st.stages.resize_ns;
     bfs_exec_reader rd[BFS_EXEC_MAX_READERS];
     int n = bfs_exec_readers(t->x, now, t->o.alive, rd, BFS_EXEC_MAX_READERS);

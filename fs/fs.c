@@ -36,12 +36,13 @@
 #define FUSE_USE_VERSION 312
 #include "fs/fs.h"
 #include "fs/names.h"
-#include "engine/err.h"
+#include "base/err.h"
 #include "engine/exec.h"
 #include "engine/engine.h"
 #include "engine/ram.h"
 #include "engine/tuner.h"
 #include "engine/version.h"
+#include "base/clock.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -137,13 +138,6 @@ typedef struct openfile {
     char *text; /* /stats snapshot */
     size_t text_len;
 } openfile;
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static fsstate *state(fuse_req_t req)
 {
@@ -346,7 +340,7 @@ static void make_stats(fsstate *fs, text *t)
 {
     bfs_exec_stats st;
     bfs_exec_get_stats(fs->x, &st);
-    double up = now() - fs->start;
+    double up = bfs_mono_s() - fs->start;
     double n = st.stages.samples ? (double)st.stages.samples : 1;
     tprintf(t, "{\n  \"version\": \"%s\",\n  \"fingerprint\": \"%016llx\",\n", BATCHFS_VERSION,
             (unsigned long long)bfs_engine_fingerprint(fs->e));
@@ -428,7 +422,7 @@ static void make_stats(fsstate *fs, text *t)
             (unsigned long long)atomic_load(&fs->pt_opens), nback,
             st.huge_files ? "true" : "false");
     bfs_exec_reader rd[BFS_EXEC_MAX_READERS];
-    int nr = bfs_exec_readers(fs->x, now(), pid_alive, rd, BFS_EXEC_MAX_READERS);
+    int nr = bfs_exec_readers(fs->x, bfs_mono_s(), pid_alive, rd, BFS_EXEC_MAX_READERS);
     tprintf(t, "  \"prefetch\": {\"depth\": %d, \"streams\": [", st.prefetch);
     for (int i = 0; i < nr; i++)
         tprintf(t,
@@ -1299,7 +1293,7 @@ int bfs_fs_run(const bfs_mount_args *a)
     if ((rc = bfs_tuner_start(fs.x, &to, &fs.tuner)))
         fprintf(stderr, "batchfs: note: autotuner not started (%s): settings stay as given\n",
                 bfs_strerror(rc));
-    fs.start = now();
+    fs.start = bfs_mono_s();
     fs.loop_thread = pthread_self();
     struct sigaction wake = {.sa_handler = wake_handler}; /* (no SA_RESTART) */
     sigemptyset(&wake.sa_mask);

@@ -14,6 +14,7 @@
  * keyboard without ICANON and ECHO; ISIG stays on, so Ctrl-C and Ctrl-Z arrive as signals.
  */
 #include "fs/top.h"
+#include "base/clock.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -778,13 +779,6 @@ void bfs_top_render(const bfs_top_view *v, const sj_doc *prev, const sj_doc *cur
 
 /* ---- reading MNT/stats ----------------------------------------------------------------- */
 
-static double mono(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 /* The whole file at path (malloc'ed, *len bytes); 0 or a negative errno (-EFBIG). */
 static int read_all(const char *path, char **out, size_t *len)
 {
@@ -1008,7 +1002,7 @@ static int wait_until(top *t, double deadline)
                 draw(t);
             }
         }
-        double left = deadline - mono();
+        double left = deadline - bfs_mono_s();
         if (left <= 0)
             return WAIT_TICK;
         struct pollfd pf[2] = {{.fd = t->wake_r, .events = POLLIN},
@@ -1065,7 +1059,7 @@ int bfs_top_run(const char *mnt, double interval_s, int iterations, FILE *out)
         fprintf(stderr, "batchfs top: %s\n", msg);
         return rc;
     }
-    double t_cur = mono(), t_prev = 0;
+    double t_cur = bfs_mono_s(), t_prev = 0;
 
     top t = {.out = out, .in_fd = -1, .key_fd = -1, .wake_r = -1};
     t.screen = fileno(out) >= 0 && isatty(fileno(out));
@@ -1106,7 +1100,7 @@ int bfs_top_run(const char *mnt, double interval_s, int iterations, FILE *out)
         rc = load(mnt, path, 0, &cur, msg, sizeof msg);
         if (rc)
             break;
-        t_cur = mono();
+        t_cur = bfs_mono_s();
         /* the next tick one interval after the previous one; after a slow read (a busy
          * daemon), one interval from now rather than a burst of catching up */
         next = next + interval_s > t_cur ? next + interval_s : t_cur + interval_s;

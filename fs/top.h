@@ -19,8 +19,7 @@
 
 #include "fs/statsjson.h"
 
-#define BFS_TOP_INTERVAL_MIN 0.01  /* seconds; below this the view would only burn CPU */
-#define BFS_TOP_INTERVAL_MAX 86400 /* seconds */
+#include "mountopts/mountopts.h" /* BFS_TOP_INTERVAL_MIN/MAX: the command line's limits */
 
 /*
  * bfs_top_run - watch mount mnt: read mnt/stats every interval_s seconds, `iterations`

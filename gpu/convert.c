@@ -6,7 +6,7 @@
 #include "gpu/convert.h"
 #include "gpu/batchfs_gpu.h"
 #include "engine/augment.h"
-#include "engine/err.h"
+#include "base/err.h"
 #include "engine/pipeline.h"
 
 #include <errno.h>

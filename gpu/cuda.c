@@ -3,7 +3,7 @@
  * that calls dlopen; the loader (loader.c) uses the table it fills.
  */
 #include "gpu/cuda_api.h"
-#include "engine/err.h"
+#include "base/err.h"
 
 #include <dlfcn.h>
 #include <errno.h>

@@ -28,8 +28,9 @@
 #include "gpu/convert.h"
 #include "gpu/cuda_api.h"
 #include "gpu/dlpack.h"
-#include "engine/err.h"
+#include "base/err.h"
 #include "engine/safetensors.h"
+#include "base/clock.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -132,13 +133,6 @@ struct bfsg_loader {
     slot *out;
     bfsg_stats st;
 };
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static size_t round_up(size_t v, size_t a)
 {
@@ -756,7 +750,7 @@ static int fill_cuda(bfsg_loader *l, slot *s, int fd, const file_plan *fp, int u
             return rc;
         s->dcap = total;
     }
-    uint64_t t0 = now_ns();
+    uint64_t t0 = bfs_mono_ns();
     const uint8_t *src; /* where file offset fp->lo is on the host */
     if (use_register) {
         size_t len = round_up((size_t)fp->size, (size_t)sysconf(_SC_PAGESIZE));
@@ -821,7 +815,7 @@ static int fill_cuda(bfsg_loader *l, slot *s, int fd, const file_plan *fp, int u
     if (rc)
         return rc;
     s->ready_recorded = 1;
-    *host_ns = now_ns() - t0;
+    *host_ns = bfs_mono_ns() - t0;
     uint8_t *d = (uint8_t *)(uintptr_t)s->dptr;
     fill_views(l, s, fp, d + off[0], d + off[1], d + off[2]);
     return 0;
@@ -840,17 +834,17 @@ static void calibrate(bfsg_loader *l, slot *s, int fd, const file_plan *fp)
     size_t need = (size_t)(fp->size - fp->lo);
     uint64_t mb = (need + (1u << 20) - 1) >> 20, stage = 0, reg = 0;
     if (cu->EventSynchronize(s->ready) == BFSG_CUDA_SUCCESS) { /* the staging buffer is free */
-        uint64_t t0 = now_ns();
+        uint64_t t0 = bfs_mono_ns();
         if (!pread_full(s, fd, s->host, need, fp->lo))
-            stage = (now_ns() - t0) / (mb ? mb : 1) + 1;
+            stage = (bfs_mono_ns() - t0) / (mb ? mb : 1) + 1;
     }
     size_t len = round_up((size_t)fp->size, (size_t)sysconf(_SC_PAGESIZE));
-    uint64_t t0 = now_ns();
+    uint64_t t0 = bfs_mono_ns();
     void *m = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
     if (m != MAP_FAILED) {
         if (cu->MemHostRegister(m, len, BFSG_CU_MEMHOSTREGISTER_READ_ONLY) == BFSG_CUDA_SUCCESS &&
             cu->MemHostUnregister(m) == BFSG_CUDA_SUCCESS)
-            reg = (now_ns() - t0) / (mb ? mb : 1) + 1;
+            reg = (bfs_mono_ns() - t0) / (mb ? mb : 1) + 1;
         munmap(m, len);
     }
     s->err[0] = 0;
@@ -1065,12 +1059,12 @@ int bfsg_next(bfsg_loader *l, bfsg_batch **out)
         goto done;
     if (l->next_pos >= l->total)
         goto done;
-    uint64_t t0 = now_ns(), p = l->next_pos;
+    uint64_t t0 = bfs_mono_ns(), p = l->next_pos;
     slot *s;
     while (s = l->ring[p % (uint64_t)l->depth],
            !(s->state == SLOT_READY && s->pos == p && s->gen == l->gen))
         pthread_cond_wait(&l->cond, &l->lock);
-    l->st.wait_ns += now_ns() - t0;
+    l->st.wait_ns += bfs_mono_ns() - t0;
     l->next_pos = p + 1; /* after an error too: the next call goes on with the next batch */
     pthread_cond_broadcast(&l->cond);
     if (s->rc) {

@@ -10,10 +10,9 @@
  * continues it.
  */
 #include "mountopts/mountopts.h"
-#include "engine/err.h"
-#include "engine/io.h"
+#include "base/err.h"
+#include "base/io.h"
 #include "engine/version.h"
-#include "fs/top.h"
 
 #include <ctype.h>
 #include <errno.h>

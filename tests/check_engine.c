@@ -8,7 +8,7 @@
 #include "engine/bfs.h"
 #include "engine/decode.h"
 #include "engine/engine.h"
-#include "engine/err.h"
+#include "base/err.h"
 #include "engine/exec.h"
 #include "engine/jpeg.h"
 #include "engine/pack.h"

@@ -21,7 +21,7 @@
  */
 #include "cache/store.h"
 #include "engine/engine.h"
-#include "engine/err.h"
+#include "base/err.h"
 #include "engine/exec.h"
 #include "engine/pack.h"
 #include "engine/pipeline.h"

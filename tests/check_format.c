@@ -4,8 +4,8 @@
  * and every corruption we could think of, each with its own error code.
  */
 #include "engine/bfs.h"
-#include "engine/err.h"
-#include "engine/hash.h"
+#include "base/err.h"
+#include "base/hash.h"
 #include "engine/jpeg.h"
 #include "engine/pack.h"
 #include "tests/testutil.h"

@@ -5,7 +5,7 @@
  * changing it changes every fingerprint and orphans every cache directory), fingerprints
  * (knobs and epochs never change them, every data option does), spec files, --help.
  */
-#include "engine/hash.h"
+#include "base/hash.h"
 #include "engine/pipeline.h"
 
 #include <check.h>

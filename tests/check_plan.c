@@ -9,7 +9,7 @@
  * depend on them, so a change there must be deliberate (and announced: every cached
  * batch and every reproduced experiment changes with it).
  */
-#include "engine/err.h"
+#include "base/err.h"
 #include "engine/plan.h"
 #include "engine/rng.h"
 #include "tests/testutil.h"

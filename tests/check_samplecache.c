@@ -17,7 +17,7 @@
 #include "engine/bfs.h"
 #include "engine/decode.h"
 #include "engine/engine.h"
-#include "engine/err.h"
+#include "base/err.h"
 #include "engine/exec.h"
 #include "engine/pack.h"
 #include "engine/pipeline.h"

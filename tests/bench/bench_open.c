@@ -12,7 +12,7 @@
  *   bench_open [DIR]        (default $TMPDIR or /tmp)
  */
 #include "engine/bfs.h"
-#include "engine/err.h"
+#include "base/err.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -17,8 +17,8 @@
  * like a memory error does.
  */
 #include "engine/bfs.h"
-#include "engine/err.h"
-#include "engine/hash.h"
+#include "base/err.h"
+#include "base/hash.h"
 
 #include <stdio.h>
 #include <stdlib.h>

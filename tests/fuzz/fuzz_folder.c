@@ -34,7 +34,7 @@
  *    sample neither blocks nor crashes: FIFOs give BFS_E_NOT_REGULAR, dangling links
  *    -ENOENT (-ELOOP for a link to itself), files their exact bytes.
  */
-#include "engine/err.h"
+#include "base/err.h"
 #include "engine/folder.h"
 #include "engine/source.h"
 

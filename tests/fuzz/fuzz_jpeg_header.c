@@ -14,7 +14,7 @@
  */
 #include "engine/bfs.h"
 #include "engine/decode.h"
-#include "engine/err.h"
+#include "base/err.h"
 #include "engine/jpeg.h"
 
 #include <errno.h>

@@ -9,7 +9,7 @@
  * the batches concatenate to the shard's order, and bfs_plan_locate inverts it. The raw
  * bijection (bfs_perm) is checked on the same n. A violated contract aborts (CHECK).
  */
-#include "engine/err.h"
+#include "base/err.h"
 #include "engine/plan.h"
 
 #include <errno.h>

@@ -29,7 +29,7 @@
 #include "engine/augment.h"
 #include "engine/bfs.h"
 #include "engine/decode.h"
-#include "engine/err.h"
+#include "base/err.h"
 #include "engine/pipeline.h"
 #include "engine/resize.h"
 

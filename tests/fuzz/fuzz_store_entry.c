@@ -19,7 +19,7 @@
  */
 #include "cache/store.h"
 #include "cache/store_internal.h"
-#include "engine/hash.h"
+#include "base/hash.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -23,7 +23,7 @@
  */
 #include "gpu/batchfs_gpu.h"
 #include "gpu/cuda_api.h"
-#include "engine/hash.h"
+#include "base/hash.h"
 #include "engine/safetensors.h"
 #include "tests/testutil.h"
 

@@ -1,5 +1,5 @@
 /* err.c — messages for batchfs error codes (see err.h). */
-#include "engine/err.h"
+#include "base/err.h"
 
 #include <errno.h>
 #include <stdarg.h>

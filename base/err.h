@@ -5,8 +5,8 @@
  * project code below -4096 (BFS_E_*) on failure — the libuv/LMDB convention. fs/ flips
  * them to the positive errno that FUSE replies want (bfs_err_to_errno) exactly once.
  */
-#ifndef BATCHFS_ENGINE_ERR_H
-#define BATCHFS_ENGINE_ERR_H
+#ifndef BATCHFS_BASE_ERR_H
+#define BATCHFS_BASE_ERR_H
 
 #include <stddef.h>
 

@@ -3,8 +3,8 @@
  * cache entries, implemented from its public specification. Chosen over CRC32C for
  * speed without CPU dispatch (~10 GB/s portable) and a 64-bit result.
  */
-#ifndef BATCHFS_ENGINE_HASH_H
-#define BATCHFS_ENGINE_HASH_H
+#ifndef BATCHFS_BASE_HASH_H
+#define BATCHFS_BASE_HASH_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -2,8 +2,8 @@
  * io.h — whole-buffer file I/O shared by the writer, the packer, the sources and the
  * cache store: retried on EINTR and short transfers, errors as negative errno.
  */
-#ifndef BATCHFS_ENGINE_IO_H
-#define BATCHFS_ENGINE_IO_H
+#ifndef BATCHFS_BASE_IO_H
+#define BATCHFS_BASE_IO_H
 
 #include <stddef.h>
 #include <stdint.h>

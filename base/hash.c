@@ -1,6 +1,7 @@
 /* hash.c — XXH64 from the xxHash specification (see hash.h). Little-endian loads via
  * memcpy, so unaligned input is fine. */
-#include "engine/hash.h"
+#include "base/hash.h"
+#include "base/endian.h"
 
 #include <string.h>
 
@@ -13,20 +14,6 @@
 static inline uint64_t rotl(uint64_t x, int r)
 {
     return (x << r) | (x >> (64 - r));
-}
-
-static inline uint64_t rd64(const uint8_t *p)
-{
-    uint64_t v;
-    memcpy(&v, p, 8);
-    return v; /* the project targets little-endian hosts (checked in bfs.c) */
-}
-
-static inline uint32_t rd32(const uint8_t *p)
-{
-    uint32_t v;
-    memcpy(&v, p, 4);
-    return v;
 }
 
 static inline uint64_t round64(uint64_t acc, uint64_t in)
@@ -45,12 +32,12 @@ static inline uint64_t merge(uint64_t acc, uint64_t v)
 static uint64_t finish(uint64_t h, const uint8_t *p, size_t len)
 {
     while (len >= 8) {
-        h ^= round64(0, rd64(p));
+        h ^= round64(0, bfs_ld64(p));
         h = rotl(h, 27) * P1 + P4;
         p += 8, len -= 8;
     }
     if (len >= 4) {
-        h ^= (uint64_t)rd32(p) * P1;
+        h ^= (uint64_t)bfs_ld32(p) * P1;
         h = rotl(h, 23) * P2 + P3;
         p += 4, len -= 4;
     }
@@ -69,10 +56,10 @@ static uint64_t finish(uint64_t h, const uint8_t *p, size_t len)
 static const uint8_t *stripes(uint64_t v[4], const uint8_t *p, const uint8_t *limit)
 {
     do {
-        v[0] = round64(v[0], rd64(p));
-        v[1] = round64(v[1], rd64(p + 8));
-        v[2] = round64(v[2], rd64(p + 16));
-        v[3] = round64(v[3], rd64(p + 24));
+        v[0] = round64(v[0], bfs_ld64(p));
+        v[1] = round64(v[1], bfs_ld64(p + 8));
+        v[2] = round64(v[2], bfs_ld64(p + 16));
+        v[3] = round64(v[3], bfs_ld64(p + 24));
         p += 32;
     } while (p <= limit);
     return p;

@@ -1,6 +1,6 @@
 /* io.c — whole-buffer file I/O (see io.h). */
-#include "engine/io.h"
-#include "engine/err.h"
+#include "base/io.h"
+#include "base/err.h"
 
 #include <errno.h>
 #include <fcntl.h>

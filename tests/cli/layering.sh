@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# tests/cli/layering.sh — `make check-layering` (tests/check_layering.sh) passes on the
+# tree and fails on each kind of planted violation: a back edge (cache/ including fs/), a
+# FUSE header in engine/, a module's private header used by another module.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+bash tests/check_layering.sh || { echo "FAIL: the tree itself breaks the layers" >&2; exit 1; }
+T=$(mktemp -d "${TMPDIR:-/tmp}/layering.XXXXXX")
+trap 'rm -rf "$T"' EXIT
+plant() { # NAME FILE LINE EXPECTED-MESSAGE-REGEX
+    rm -rf "$T/tree" && mkdir "$T/tree"
+    cp -r base cache engine mountopts gpu fs "$T/tree/"
+    mkdir "$T/tree/tests" && cp tests/check_layering.sh "$T/tree/tests/"
+    printf '%s\n' "$3" >>"$T/tree/$2"
+    if bash "$T/tree/tests/check_layering.sh" "$T/tree" >"$T/out" 2>&1; then
+        echo "FAIL: $1: check-layering passed with $3 in $2" >&2
+        exit 1
+    fi
+    grep -Eq "$4" "$T/out" || { cat "$T/out" >&2; echo "FAIL: $1: wrong message" >&2; exit 1; }
+    echo "ok - $1: $(head -1 "$T/out")"
+}
+plant "back edge" cache/store.c '#include "fs/fs.h"' '^cache/store\.c:[0-9]+: cache/ \(layer 1\) includes fs/fs\.h \(layer 4\)'
+plant "FUSE outside fs/" engine/engine.c '#include <fuse_lowlevel.h>' '^engine/engine\.c:[0-9]+: FUSE header outside fs/'
+plant "private header" fs/fs.c '#include "engine/resize_internal.h"' 'includes engine/resize_internal\.h, private to engine/'
+plant "same layer" gpu/loader.c '#include "mountopts/mountopts.h"' 'gpu/ \(layer 3\) includes mountopts/mountopts\.h \(layer 3\)'
+echo "layering: all checks passed"
