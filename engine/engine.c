@@ -17,7 +17,7 @@
 #include "engine/resize.h"
 #include "engine/rng.h"
 #include "engine/safetensors.h"
-#include "engine/samplecache.h"
+#include "cache/samplecache.h"
 #include "engine/source.h"
 #include "base/clock.h"
 #include "base/endian.h"

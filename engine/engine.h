@@ -18,7 +18,7 @@
 #include <stdio.h>
 
 #include "engine/pipeline.h"
-#include "engine/samplecache.h"
+#include "cache/samplecache.h"
 
 typedef struct bfs_engine bfs_engine;
 typedef struct bfs_engine_worker bfs_engine_worker;
@@ -101,7 +101,7 @@ void bfs_engine_worker_stats(const bfs_engine_worker *w, bfs_stage_stats *st);
 
 /*
  * bfs_engine_sample_cache_stats - the decoded-sample cache's counters (hits, misses,
- * inserts, bytes, budget_bytes, refused_budget, index_bytes; engine/samplecache.h): all
+ * inserts, bytes, budget_bytes, refused_budget, index_bytes; cache/samplecache.h): all
  * zero when sample_cache_mb=0. Safe to call while workers run (racy reads).
  */
 void bfs_engine_sample_cache_stats(const bfs_engine *e, bfs_samplecache_stats *st);

@@ -1,5 +1,5 @@
 /*
- * check_samplecache.c — the decoded-sample cache (engine/samplecache.h, sample_cache_mb=):
+ * check_samplecache.c — the decoded-sample cache (cache/samplecache.h, sample_cache_mb=):
  *  - the claim it rests on: a whole-image decode at scale s holds, inside any region, the
  *    very pixels the crop-aware decoder returns for that region at s — for every JPEG
  *    kind the decoder meets (4:2:0, 4:2:2, 4:4:4, 4:4:0, 4:1:1, gray, progressive, RGB,
@@ -21,7 +21,7 @@
 #include "engine/exec.h"
 #include "engine/pack.h"
 #include "engine/pipeline.h"
-#include "engine/samplecache.h"
+#include "cache/samplecache.h"
 #include "tests/testutil.h"
 
 #include <check.h>

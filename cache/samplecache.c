@@ -7,7 +7,7 @@
  * lookups load it with acquire, so an entry's pixels are visible before its pointer.
  * Nothing is removed before destroy: no reclamation problem, no lock on the read path.
  */
-#include "engine/samplecache.h"
+#include "cache/samplecache.h"
 
 #include <errno.h>
 #include <stdatomic.h>

@@ -27,8 +27,8 @@
  * compare-and-swap; entries are immutable once published and live until destroy, so
  * lookups take no lock. The budget is a compare-and-swap counter that never exceeds it.
  */
-#ifndef BATCHFS_ENGINE_SAMPLECACHE_H
-#define BATCHFS_ENGINE_SAMPLECACHE_H
+#ifndef BATCHFS_CACHE_SAMPLECACHE_H
+#define BATCHFS_CACHE_SAMPLECACHE_H
 
 #include <stddef.h>
 #include <stdint.h>
