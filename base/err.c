@@ -7,30 +7,9 @@
 #include <string.h>
 
 static const char *const messages[BFS_E_LAST - BFS_E_FIRST] = {
-    [BFS_E_MAGIC - BFS_E_FIRST] = "not a batchfs dataset file (bad magic)",
-    [BFS_E_VERSION - BFS_E_FIRST] = "unsupported batchfs dataset version",
-    [BFS_E_HEADER_CHECKSUM - BFS_E_FIRST] = "dataset header checksum mismatch (file corrupt)",
-    [BFS_E_TRUNCATED - BFS_E_FIRST] = "dataset file is truncated",
-    [BFS_E_LAYOUT - BFS_E_FIRST] = "dataset header offsets point outside the file",
-    [BFS_E_COUNT - BFS_E_FIRST] = "dataset header has impossible counts",
-    [BFS_E_TABLE_CHECKSUM - BFS_E_FIRST] = "dataset table checksum mismatch (file corrupt)",
-    [BFS_E_PAGE_CHECKSUM - BFS_E_FIRST] = "payload page checksum mismatch (file corrupt)",
-    [BFS_E_SAMPLE_CHECKSUM - BFS_E_FIRST] = "sample checksum mismatch (file corrupt)",
-    [BFS_E_SAMPLE_RANGE - BFS_E_FIRST] = "sample entry points outside the payload heap",
-    [BFS_E_SAMPLE_INDEX - BFS_E_FIRST] = "sample index out of range",
-    [BFS_E_LABEL - BFS_E_FIRST] = "sample label out of range",
-    [BFS_E_CLASS_NAME - BFS_E_FIRST] = "class-name table entry invalid",
-    [BFS_E_NOT_JPEG - BFS_E_FIRST] = "not a JPEG file",
-    [BFS_E_JPEG_HEADER - BFS_E_FIRST] = "JPEG header truncated or malformed",
-    [BFS_E_JPEG_UNSUPPORTED - BFS_E_FIRST] = "unsupported JPEG (lossless or 12-bit)",
-    [BFS_E_JPEG_DATA - BFS_E_FIRST] = "corrupt JPEG data",
-    [BFS_E_RAW_DATA - BFS_E_FIRST] = "corrupt raw (lz4) sample",
-    [BFS_E_EMPTY - BFS_E_FIRST] = "nothing to pack",
-    [BFS_E_JPEG_TOO_LARGE - BFS_E_FIRST] =
-        "JPEG too large to decode (over 268 million pixels: refused as a decompression bomb)",
-    [BFS_E_NOT_REGULAR - BFS_E_FIRST] = "not a regular file (a FIFO, socket, device or directory)",
-    [BFS_E_CHANGED - BFS_E_FIRST] =
-        "dataset file changed since it was opened (overwritten or truncated in place)",
+#define BFS_E_MESSAGE(name, msg) [BFS_E_##name - BFS_E_FIRST] = msg,
+    BFS_ERRORS(BFS_E_MESSAGE)
+#undef BFS_E_MESSAGE
 };
 
 const char *bfs_strerror(int err)
@@ -49,9 +28,9 @@ int bfs_err_is_resource(int err)
 
 int bfs_err_to_errno(int err)
 {
-    if (err < 0 && err > -4096)
-        return -err;
-    return EIO;
+    if (err == -EINTR)
+        return EINTR;
+    return bfs_err_is_resource(err) ? ENOMEM : EIO;
 }
 
 int bfs_errf(int rc, char *err, size_t errlen, const char *fmt, ...)

@@ -2,39 +2,51 @@
  * err.h — batchfs error codes.
  *
  * Every function returns int: 0 on success, a negative errno (-ENOMEM, -EIO, ...) or a
- * project code below -4096 (BFS_E_*) on failure — the libuv/LMDB convention. fs/ flips
- * them to the positive errno that FUSE replies want (bfs_err_to_errno) exactly once.
+ * project code below -4096 (BFS_E_*) on failure — the libuv/LMDB convention. fs/ turns
+ * the error of a batch into the positive errno a reader gets with bfs_err_to_errno.
  */
 #ifndef BATCHFS_BASE_ERR_H
 #define BATCHFS_BASE_ERR_H
 
 #include <stddef.h>
 
+/*
+ * The codes and their messages, one list (X(NAME, message)): BFS_E_NAME counts up from
+ * BFS_E_FIRST in this order. Append new codes at the end: the values are not stored
+ * anywhere, but keeping them stable keeps logs comparable.
+ */
+#define BFS_ERRORS(X)                                                                              \
+    X(MAGIC, "not a batchfs dataset file (bad magic)")                                             \
+    X(VERSION, "unsupported batchfs dataset version")                                              \
+    X(HEADER_CHECKSUM, "dataset header checksum mismatch (file corrupt)")                          \
+    X(TRUNCATED, "dataset file is truncated")                                                      \
+    X(LAYOUT, "dataset header offsets point outside the file")                                     \
+    X(COUNT, "dataset header has impossible counts")                                               \
+    X(TABLE_CHECKSUM, "dataset table checksum mismatch (file corrupt)")                            \
+    X(PAGE_CHECKSUM, "payload page checksum mismatch (file corrupt)")                              \
+    X(SAMPLE_CHECKSUM, "sample checksum mismatch (file corrupt)")                                  \
+    X(SAMPLE_RANGE, "sample entry points outside the payload heap")                                \
+    X(SAMPLE_INDEX, "sample index out of range")                                                   \
+    X(LABEL, "sample label out of range")                                                          \
+    X(CLASS_NAME, "class-name table entry invalid")                                                \
+    X(NOT_JPEG, "not a JPEG file")                                                                 \
+    X(JPEG_HEADER, "JPEG header truncated or malformed")                                           \
+    X(JPEG_UNSUPPORTED, "unsupported JPEG (lossless or 12-bit)")                                   \
+    X(JPEG_DATA, "corrupt JPEG data")                                                              \
+    X(RAW_DATA, "corrupt raw (lz4) sample")                                                        \
+    X(EMPTY, "nothing to pack")                                                                    \
+    X(JPEG_TOO_LARGE,                                                                              \
+      "JPEG too large to decode (over 268 million pixels: refused as a decompression bomb)")       \
+    X(NOT_REGULAR, "not a regular file (a FIFO, socket, device or directory)")                     \
+    X(CHANGED, "dataset file changed since it was opened (overwritten or truncated in place)")
+
 enum {
-    BFS_E_FIRST = -4200,
-    BFS_E_MAGIC = BFS_E_FIRST, /* not a .bfs file (bad magic) */
-    BFS_E_VERSION,             /* .bfs version this build cannot read */
-    BFS_E_HEADER_CHECKSUM,     /* header checksum mismatch */
-    BFS_E_TRUNCATED,           /* file shorter than its header says */
-    BFS_E_LAYOUT,              /* offsets/sizes point outside the file or overlap */
-    BFS_E_COUNT,               /* absurd counts (samples, classes, pages, page size) */
-    BFS_E_TABLE_CHECKSUM,      /* sample/class table checksum mismatch */
-    BFS_E_PAGE_CHECKSUM,       /* payload page checksum mismatch */
-    BFS_E_SAMPLE_CHECKSUM,     /* sample payload checksum mismatch */
-    BFS_E_SAMPLE_RANGE,        /* sample entry points outside the payload heap */
-    BFS_E_SAMPLE_INDEX,        /* sample index >= sample count */
-    BFS_E_LABEL,               /* sample label >= class count */
-    BFS_E_CLASS_NAME,          /* class-name entry invalid */
-    BFS_E_NOT_JPEG,            /* payload is not a JPEG (no SOI marker) */
-    BFS_E_JPEG_HEADER,         /* JPEG header truncated or malformed */
-    BFS_E_JPEG_UNSUPPORTED,    /* JPEG kind libjpeg-turbo 2.1 cannot decode (lossless, 12-bit) */
-    BFS_E_JPEG_DATA,           /* JPEG entropy data corrupt or truncated */
-    BFS_E_RAW_DATA,            /* raw (lz4) payload corrupt */
-    BFS_E_EMPTY,               /* empty source directory or class */
-    BFS_E_JPEG_TOO_LARGE,      /* JPEG of more than BFS_JPEG_MAX_PIXELS (a decompression bomb) */
-    BFS_E_NOT_REGULAR,         /* not a regular file (a FIFO, socket, device or directory) */
-    BFS_E_CHANGED,             /* dataset file overwritten or truncated since it was opened */
-    BFS_E_LAST
+    BFS_E_BEFORE_FIRST = -4201,
+#define BFS_E_ENUM(name, msg) BFS_E_##name,
+    BFS_ERRORS(BFS_E_ENUM)
+#undef BFS_E_ENUM
+        BFS_E_LAST,
+    BFS_E_FIRST = BFS_E_BEFORE_FIRST + 1
 };
 
 /*
@@ -53,8 +65,11 @@ const char *bfs_strerror(int err);
  * (a later try may succeed), never a reason to skip or substitute a sample. */
 int bfs_err_is_resource(int err);
 
-/* bfs_err_to_errno - the positive errno to report to the kernel for err (EIO for
- * data-integrity codes). err must be negative. */
+/* bfs_err_to_errno - the positive errno a reader of a batch gets for err (negative):
+ * EINTR when its wait was interrupted, ENOMEM when the process ran out of memory or
+ * descriptors (bfs_err_is_resource: a retry may succeed), EIO for everything else. The
+ * errno of a source file (ENOENT, EACCES) is not passed on: it would say the batch file
+ * itself is missing or forbidden. */
 int bfs_err_to_errno(int err);
 
 #endif

@@ -732,14 +732,14 @@ static int take_batch(fsstate *fs, openfile *of, fuse_req_t req)
     fuse_req_interrupt_func(req, NULL, NULL);
     if (rc == -EINTR) {
         atomic_fetch_add(&fs->interrupted, 1);
-        return EINTR;
+        return bfs_err_to_errno(rc);
     }
     if (rc) {
         if (rc != -ESHUTDOWN && rc > BFS_E_LAST) /* engine logs bad samples once */
             fprintf(stderr, "batchfs: epoch %llu batch %llu: %s\n", (unsigned long long)of->epoch,
                     (unsigned long long)of->k, err);
         atomic_fetch_add(&fs->read_errors, 1);
-        return rc == -ENOMEM ? ENOMEM : EIO;
+        return bfs_err_to_errno(rc);
     }
     /* two reads of one open file may race here: keep one reference */
     if (__atomic_exchange_n(&of->b, b, __ATOMIC_ACQ_REL))

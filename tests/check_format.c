@@ -368,10 +368,21 @@ START_TEST(corrupt_header_cases)
     ck_assert_int_eq(open_copy(f, packed_len + 64, err, sizeof err), BFS_E_LAYOUT);
     free(f);
 
-    /* every error has its own message */
-    for (int e = BFS_E_FIRST; e < BFS_E_LAST; e++)
+    /* every error has its own message; the codes count up from BFS_E_FIRST (-4200) */
+    ck_assert_int_eq(BFS_E_MAGIC, -4200);
+    ck_assert_int_eq(BFS_E_CHANGED, BFS_E_LAST - 1);
+    for (int e = BFS_E_FIRST; e < BFS_E_LAST; e++) {
+        ck_assert_str_ne(bfs_strerror(e), "unknown error");
         for (int e2 = e + 1; e2 < BFS_E_LAST; e2++)
             ck_assert_str_ne(bfs_strerror(e), bfs_strerror(e2));
+    }
+    /* what a reader of a failed batch gets */
+    ck_assert_int_eq(bfs_err_to_errno(-EINTR), EINTR);
+    ck_assert_int_eq(bfs_err_to_errno(-ENOMEM), ENOMEM);
+    ck_assert_int_eq(bfs_err_to_errno(-EMFILE), ENOMEM);
+    ck_assert_int_eq(bfs_err_to_errno(-ENOENT), EIO); /* a source file's, not the batch's */
+    ck_assert_int_eq(bfs_err_to_errno(BFS_E_JPEG_DATA), EIO);
+    ck_assert_int_eq(bfs_err_to_errno(BFS_E_CHANGED), EIO);
 }
 END_TEST
 
