@@ -139,11 +139,6 @@ void bfs_out_format_init(bfs_out_format *f, const bfs_pipeline_opts *o)
         }
 }
 
-size_t bfs_out_sample_bytes(const bfs_out_format *f)
-{
-    return (size_t)f->out_w * f->out_h * 3 * f->elem;
-}
-
 void bfs_out_store_row(void *ctx, int row, const uint8_t *rgb, int width)
 {
     const bfs_out_slot *s = ctx;

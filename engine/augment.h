@@ -49,9 +49,6 @@ typedef struct bfs_out_format {
 /* bfs_out_format_init - build the tables for o (after bfs_pipeline_finish). */
 void bfs_out_format_init(bfs_out_format *f, const bfs_pipeline_opts *o);
 
-/* bytes of one sample's image in the batch */
-size_t bfs_out_sample_bytes(const bfs_out_format *f);
-
 /* Context of bfs_out_store_row: one sample's slot. */
 typedef struct bfs_out_slot {
     const bfs_out_format *f;

@@ -214,9 +214,6 @@ int bfs_writer_add(bfs_writer *w, const bfs_sample_in *s, const void *payload, s
 int bfs_writer_add_hashed(bfs_writer *w, const bfs_sample_in *s, const void *payload, size_t len,
                           uint64_t checksum);
 
-/* bfs_writer_count - samples added so far. */
-uint64_t bfs_writer_count(const bfs_writer *w);
-
 /*
  * bfs_writer_finish - write the tables and the header, fsync (if do_fsync), rename the
  * temporary file to its final path, and free w (also on failure, after removing the

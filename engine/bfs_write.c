@@ -183,11 +183,6 @@ int bfs_writer_add_class(bfs_writer *w, const char *name)
     return 0;
 }
 
-uint64_t bfs_writer_count(const bfs_writer *w)
-{
-    return w->count;
-}
-
 int bfs_writer_add(bfs_writer *w, const bfs_sample_in *s, const void *payload, size_t len)
 {
     return bfs_writer_add_hashed(w, s, payload, len, bfs_xxh64(payload, len, 0));

@@ -110,15 +110,6 @@ uint32_t bfs_source_class_count(const bfs_source *s)
     return s->bfs ? bfs_get_info(s->bfs)->class_count : s->folder.nclasses;
 }
 
-const char *bfs_source_class_name(const bfs_source *s, uint32_t c)
-{
-    if (s->bfs) {
-        const char *name;
-        return bfs_class_name(s->bfs, c, &name, NULL) ? NULL : name;
-    }
-    return c < s->folder.nclasses ? s->folder.classes[c] : NULL;
-}
-
 uint64_t bfs_source_identity(const bfs_source *s)
 {
     return s->identity;

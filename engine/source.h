@@ -47,8 +47,6 @@ void bfs_source_close(bfs_source *s);
 
 uint64_t bfs_source_count(const bfs_source *s);
 uint32_t bfs_source_class_count(const bfs_source *s);
-/* Class c's name, or NULL when c is out of range or its entry is corrupt. */
-const char *bfs_source_class_name(const bfs_source *s, uint32_t c);
 
 /* bfs_source_identity - the dataset content identity for fingerprints: the .bfs header
  * checksum, or XXH64 over the folder's sorted paths, sizes and mtimes. */
