@@ -81,9 +81,9 @@ all: $(PROGS) $(TOOLS) gpu
 # ---- dependencies ------------------------------------------------------------------------
 # Debian packages: build (fuse3 headers, libjpeg-turbo both APIs, lz4, check, pkg-config),
 # run (fuse3 for fusermount3), test (clang + compiler-rt for libFuzzer, python3-venv for
-# test clients). Installed only when missing.
+# test clients, clang-format for make check-format). Installed only when missing.
 DEB_PKGS := build-essential pkg-config libfuse3-dev fuse3 libjpeg62-turbo-dev libturbojpeg0-dev \
-            liblz4-dev check clang libclang-rt-dev python3 python3-venv
+            liblz4-dev check clang libclang-rt-dev clang-format python3 python3-venv
 deps:
 	@missing=""; for p in $(DEB_PKGS); do \
 	  dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' \

@@ -17,7 +17,7 @@
 
 enum { BFS_MODE_MOUNT, BFS_MODE_BENCH, BFS_MODE_HELP, BFS_MODE_VERSION, BFS_MODE_TOP };
 
-#define BFS_TOP_INTERVAL_DEFAULT 1.0 /* seconds between two samples of `batchfs top` */
+#define BFS_TOP_INTERVAL_DEFAULT 1.0   /* seconds between two samples of `batchfs top` */
 #define BFS_TOP_INTERVAL_MIN     0.01  /* seconds; below this the view would only burn CPU */
 #define BFS_TOP_INTERVAL_MAX     86400 /* seconds */
 

@@ -64,8 +64,7 @@ static double read_gbs(const int *fd, int n, size_t size)
 }
 
 /* One round: write (new files unless reuse) and read back; -1 on error. */
-static int round_(int fs, int *fd, int n, size_t size, const char *src, int reuse,
-                  const char *name)
+static int round_(int fs, int *fd, int n, size_t size, const char *src, int reuse, const char *name)
 {
     double t0 = now();
     for (int i = 0; i < n; i++) {
@@ -98,8 +97,7 @@ int main(int argc, char **argv)
         return 1;
     for (size_t i = 0; i < size; i++)
         src[i] = (char)(i * 7 + i / 4096);
-    printf("%d files of %zu MiB each, pwrite, then pread of 128 KiB (best of 3)\n", n,
-           size >> 20);
+    printf("%d files of %zu MiB each, pwrite, then pread of 128 KiB (best of 3)\n", n, size >> 20);
     const char *kinds[][2] = {{"never", "4 KiB pages"}, {"within_size", "2 MiB pages"}};
     for (int k = 0; k < 2; k++) {
         int fs = private_tmpfs(kinds[k][0]);
