@@ -11,6 +11,7 @@
 
 #include <errno.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -194,4 +195,14 @@ void bfs_samplecache_get_stats(const bfs_samplecache *c, bfs_samplecache_stats *
     st->bytes = atomic_load_explicit(&c->bytes, memory_order_relaxed);
     st->budget_bytes = c->budget;
     st->index_bytes = c->n * sizeof *c->index;
+}
+
+void bfs_samplecache_stats_json(const bfs_samplecache_stats *s, char *buf, size_t len)
+{
+    snprintf(buf, len,
+             "{\"hits\": %llu, \"misses\": %llu, \"inserts\": %llu, \"refused_budget\": %llu, "
+             "\"bytes\": %llu, \"budget_bytes\": %llu}",
+             (unsigned long long)s->hits, (unsigned long long)s->misses,
+             (unsigned long long)s->inserts, (unsigned long long)s->refused_budget,
+             (unsigned long long)s->bytes, (unsigned long long)s->budget_bytes);
 }

@@ -55,6 +55,11 @@ typedef struct bfs_samplecache_stats {
     uint64_t index_bytes;    /* the per-sample index (8 bytes a sample), outside the budget */
 } bfs_samplecache_stats;
 
+/* bfs_samplecache_stats_json - s as the JSON object `/stats` and `--bench --json` print
+ * ({"hits": N, "misses": N, "inserts": N, "refused_budget": N, "bytes": N,
+ * "budget_bytes": N}) into buf (len bytes, NUL-terminated, truncated if too small). */
+void bfs_samplecache_stats_json(const bfs_samplecache_stats *s, char *buf, size_t len);
+
 /*
  * bfs_samplecache_create - an empty cache for samples 0..nsamples-1 holding at most
  * budget_bytes of entries. The index (8 bytes a sample) is allocated now, outside the

@@ -258,12 +258,9 @@ int bfs_bench_run(const char *source, const bfs_pipeline_opts *o, const bfs_benc
             (unsigned long long)st.stages.decode_raw, (unsigned long long)st.stages.decode_windowed,
             (unsigned long long)st.stages.bad_samples,
             (unsigned long long)bfs_engine_fingerprint(e));
-        fprintf(out,
-                "\"sample_cache\": {\"hits\": %llu, \"misses\": %llu, \"inserts\": %llu, "
-                "\"refused_budget\": %llu, \"bytes\": %llu, \"budget_bytes\": %llu}, \"epochs\": [",
-                (unsigned long long)sc.hits, (unsigned long long)sc.misses,
-                (unsigned long long)sc.inserts, (unsigned long long)sc.refused_budget,
-                (unsigned long long)sc.bytes, (unsigned long long)sc.budget_bytes);
+        char scj[512];
+        bfs_samplecache_stats_json(&sc, scj, sizeof scj);
+        fprintf(out, "\"sample_cache\": %s, \"epochs\": [", scj);
         for (uint64_t i = 0; i < nep; i++)
             fprintf(out,
                     "%s{\"epoch\": %llu, \"images\": %llu, \"seconds\": %.4f, "

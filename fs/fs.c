@@ -375,13 +375,11 @@ static void make_stats(fsstate *fs, text *t)
             (unsigned long long)st.buffer_allocs);
     bfs_samplecache_stats sc;
     bfs_engine_sample_cache_stats(fs->e, &sc);
-    if (sc.budget_bytes)
-        tprintf(t,
-                "  \"sample_cache\": {\"hits\": %llu, \"misses\": %llu, \"inserts\": %llu, "
-                "\"refused_budget\": %llu, \"bytes\": %llu, \"budget_bytes\": %llu},\n",
-                (unsigned long long)sc.hits, (unsigned long long)sc.misses,
-                (unsigned long long)sc.inserts, (unsigned long long)sc.refused_budget,
-                (unsigned long long)sc.bytes, (unsigned long long)sc.budget_bytes);
+    if (sc.budget_bytes) {
+        char scj[512];
+        bfs_samplecache_stats_json(&sc, scj, sizeof scj);
+        tprintf(t, "  \"sample_cache\": %s,\n", scj);
+    }
     if (fs->tuner) {
         char tj[16384];
         bfs_tuner_json(fs->tuner, tj, sizeof tj);
