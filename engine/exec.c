@@ -12,6 +12,7 @@
  * Readers (x->readers, guarded by x->lock) are a fixed table of BFS_EXEC_MAX_READERS.
  */
 #include "engine/exec.h"
+#include "cache/batchcache.h"
 #include "base/err.h"
 
 #include <errno.h>
@@ -273,45 +274,21 @@ static uint8_t *alloc_data(bfs_exec *x, uint64_t size)
     return d;
 }
 
-/* Batches a walk r0, r0 + s, ... (0 <= r0 < s) takes in an epoch of nb batches. */
-static int64_t walk_len(int64_t nb, int64_t r0, int64_t s)
+/* The active readers, as the eviction policy takes them. Locked. */
+static int reader_table(const bfs_exec *x, bfs_bc_reader *out)
 {
-    return (nb - r0 + s - 1) / s;
-}
-
-/* In how many of its steps the nearest active reader will read b (each reader reads
- * k, k+s, k+2s, ... of its epoch; stride 0 counts as 1; a reader that went on from one
- * epoch to the next before goes on into the next one at the same residue, as
- * bfs_exec_follow prefetches), or UINT64_MAX when none will. Locked. */
-static uint64_t next_read(const bfs_exec *x, const bfs_batch *b)
-{
-    uint64_t best = UINT64_MAX;
-    int64_t nb = (int64_t)bfs_engine_batches(x->e);
+    int n = 0;
     for (int i = 0; i < BFS_EXEC_MAX_READERS; i++) {
         const reader *r = &x->readers[i];
-        if (!r->key)
-            continue;
-        int64_t s = r->stride ? r->stride : 1;
-        int64_t d = (int64_t)b->k - (int64_t)r->k, steps;
-        if (r->epoch == b->epoch) {
-            if (d % s || d / s <= 0)
-                continue; /* behind it, its own batch (read already), or off its stride */
-            steps = d / s;
-        } else if (r->crossed && s > 0 && b->epoch == r->epoch + 1 && (int64_t)r->k < nb &&
-                   (int64_t)b->k % s == (int64_t)r->k % s) {
-            int64_t r0 = (int64_t)r->k % s, m = walk_len(nb, r0, s);
-            steps = (m - 1 - ((int64_t)r->k - r0) / s) + ((int64_t)b->k - r0) / s + 1;
-        } else {
-            continue;
-        }
-        if ((uint64_t)steps < best)
-            best = (uint64_t)steps;
+        if (r->key)
+            out[n++] = (bfs_bc_reader){r->epoch, r->k, r->stride, r->crossed};
     }
-    return best;
+    return n;
 }
 
-/* Evict finished, unreferenced jobs until within budget: first what no active reader will
- * read (LRU first), then what the nearest reader will read last. What no active reader
+/* Evict finished, unreferenced jobs until within budget, as the policy of
+ * cache/batchcache.h says: first what no active reader will read (LRU first), then what
+ * the nearest reader will read last. What no active reader
  * will read is also kept to PASSED_MAX bytes even under budget, so that a daemon reading
  * an epoch larger than that recycles memory it touched moments ago instead of growing to
  * the whole budget: fresh memory costs a page fault per page, and on VMs that hand freed
@@ -325,10 +302,14 @@ static uint64_t next_read(const bfs_exec *x, const bfs_batch *b)
  * for lack of a resource (bfs_err_is_resource), which are not. */
 static void evict(bfs_exec *x)
 {
+    bfs_bc_reader rd[BFS_EXEC_MAX_READERS];
+    int nrd = reader_table(x, rd);
+    uint64_t nb = bfs_engine_batches(x->e);
     for (;;) {
-        uint64_t held = 0, passed = 0, far_next = 0;
         unsigned failed = 0;
-        bfs_batch *old_failed = NULL, *old_passed = NULL, *far = NULL;
+        bfs_batch *old_failed = NULL;
+        bfs_bc_choice c;
+        bfs_bc_begin(&c);
         for (bfs_batch *b = x->jobs; b; b = b->next_job) {
             if (b->refs)
                 continue;
@@ -337,33 +318,22 @@ static void evict(bfs_exec *x)
                 if (!old_failed || b->used < old_failed->used)
                     old_failed = b;
             }
-            if (b->state != JOB_READY)
-                continue;
-            held += b->size;
-            uint64_t nr = next_read(x, b); /* UINT64_MAX: passed */
-            if (nr == UINT64_MAX) {
-                passed += b->size;
-                if (!old_passed || b->used < old_passed->used)
-                    old_passed = b;
-            }
-            if (!far || nr > far_next || (nr == far_next && b->used < far->used))
-                far = b, far_next = nr; /* the over-budget victim: farthest next read, LRU */
+            if (b->state == JOB_READY)
+                bfs_bc_offer(&c, b, b->size, b->used,
+                             bfs_bc_next_read(rd, nrd, nb, b->epoch, b->k));
         }
-        x->st.cached_bytes = held;
-        bfs_batch *victim = NULL;
-        uint64_t victim_next = 0;
-        if (failed > MAX_FAILED)
-            victim = old_failed;
-        else if (held > x->cache_bytes)
-            victim = far, victim_next = far_next;
-        else if (passed > x->passed_max)
-            victim = old_passed, victim_next = UINT64_MAX;
+        x->st.cached_bytes = c.held;
+        int passed = 0;
+        bfs_batch *victim =
+            failed > MAX_FAILED
+                ? old_failed
+                : (bfs_batch *)bfs_bc_victim(&c, x->cache_bytes, x->passed_max, &passed);
         if (!victim)
             return;
         unlink_job(x, victim);
         if (victim->state == JOB_READY) {
             x->st.evictions++;
-            if (victim_next == UINT64_MAX)
+            if (passed)
                 x->st.evicted_passed++;
             else
                 x->st.evicted_ahead++;
@@ -1181,7 +1151,7 @@ uint32_t bfs_exec_follow(bfs_exec *x, uint64_t key, uint64_t epoch, uint64_t k, 
      * (continues()): at a training loop's epoch end the workers keep computing, while a
      * reader of one epoch (a validation pass, a scan) costs nothing beyond it */
     int64_t r0 = stride > 0 ? (int64_t)k % stride : 0;
-    int64_t m = stride > 0 ? walk_len((int64_t)nb, r0, stride) : 0;
+    int64_t m = stride > 0 ? bfs_bc_walk_len((int64_t)nb, r0, stride) : 0;
     for (int d = 1; d <= depth; d++) {
         int64_t next = (int64_t)k + stride * d;
         uint64_t ep = epoch;
