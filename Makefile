@@ -57,7 +57,7 @@ else ifneq ($(SANITIZER),)
 $(error SANITIZER must be address, undefined or thread, not '$(SANITIZER)')
 endif
 
-MODULES  := base engine cache mountopts fs
+MODULES  := base engine engine/dataset cache mountopts fs
 LIB_SRC  := $(filter-out %_main.c,$(foreach m,$(MODULES),$(wildcard $(m)/*.c)))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 LIB      := $(BUILD)/libbatchfs.a
@@ -105,7 +105,7 @@ $(LIB): $(LIB_OBJ)
 	@mkdir -p $(@D)
 	rm -f $@ && ar rcs $@ $^
 
-$(BUILD)/mkbatchfs: $(BUILD)/obj/engine/mkbatchfs_main.o $(LIB)
+$(BUILD)/mkbatchfs: $(BUILD)/obj/engine/dataset/mkbatchfs_main.o $(LIB)
 	$(CC) $(LDFLAGS) $^ $(LDLIBS_ALL) -o $@
 
 $(BUILD)/batchfs: $(BUILD)/obj/fs/batchfs_main.o $(LIB)

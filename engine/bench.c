@@ -4,7 +4,7 @@
 #include "base/err.h"
 #include "engine/exec.h"
 #include "engine/ram.h"
-#include "engine/source.h"
+#include "engine/dataset/source.h"
 
 #include <errno.h>
 #include <stdlib.h>

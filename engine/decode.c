@@ -9,9 +9,9 @@
  * decompressor so it is reusable.
  */
 #include "engine/decode.h"
-#include "engine/bfs.h"
+#include "engine/dataset/bfs.h"
 #include "base/err.h"
-#include "engine/jpeg.h"
+#include "engine/dataset/jpeg.h"
 
 #include <errno.h>
 #include <lz4.h>

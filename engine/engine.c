@@ -10,7 +10,7 @@
  */
 #include "engine/engine.h"
 #include "engine/augment.h"
-#include "engine/bfs.h"
+#include "engine/dataset/bfs.h"
 #include "engine/decode.h"
 #include "base/err.h"
 #include "engine/plan.h"
@@ -18,7 +18,7 @@
 #include "engine/rng.h"
 #include "engine/safetensors.h"
 #include "cache/samplecache.h"
-#include "engine/source.h"
+#include "engine/dataset/source.h"
 #include "base/clock.h"
 #include "base/endian.h"
 

@@ -5,13 +5,13 @@
  * known up front.
  */
 #include "engine/augment.h"
-#include "engine/bfs.h"
+#include "engine/dataset/bfs.h"
 #include "engine/decode.h"
 #include "engine/engine.h"
 #include "base/err.h"
 #include "engine/exec.h"
-#include "engine/jpeg.h"
-#include "engine/pack.h"
+#include "engine/dataset/jpeg.h"
+#include "engine/dataset/pack.h"
 #include "engine/pipeline.h"
 #include "engine/safetensors.h"
 #include "tests/testutil.h"

@@ -23,7 +23,7 @@
 #include "engine/engine.h"
 #include "base/err.h"
 #include "engine/exec.h"
-#include "engine/pack.h"
+#include "engine/dataset/pack.h"
 #include "engine/pipeline.h"
 #include "tests/fault.h"
 #include "tests/testutil.h"

@@ -3,11 +3,11 @@
  * the ImageFolder packer: round trips, random access, determinism across job counts,
  * and every corruption we could think of, each with its own error code.
  */
-#include "engine/bfs.h"
+#include "engine/dataset/bfs.h"
 #include "base/err.h"
 #include "base/hash.h"
-#include "engine/jpeg.h"
-#include "engine/pack.h"
+#include "engine/dataset/jpeg.h"
+#include "engine/dataset/pack.h"
 #include "tests/testutil.h"
 
 #include <check.h>

@@ -5,7 +5,8 @@
 # Layers, bottom up (a module may include its own headers and those of lower layers):
 #   0 base/       errors, I/O helpers, hashing, endian, clock, mix64
 #   1 cache/      the cache_dir store
-#   2 engine/     dataset format, pipeline, plan, executor, tuner
+#   2 engine/     the pipeline, plan, executor, tuner; engine/dataset/: the .bfs format,
+#                 the packer, the sources (one module: subfolders are the engine's own)
 #   3 mountopts/  the command line; gpu/ (libbatchfs-gpu), a library beside it
 #   4 fs/         the FUSE adapter and the `top` client
 # Programs (*_main.c) and tests/ may include anything. Rules:
@@ -24,7 +25,7 @@ rank() {
     esac
 }
 bad=0
-for f in base/*.[ch] cache/*.[ch] engine/*.[ch] mountopts/*.[ch] gpu/*.[ch] fs/*.[ch]; do
+for f in base/*.[ch] cache/*.[ch] engine/*.[ch] engine/*/*.[ch] mountopts/*.[ch] gpu/*.[ch] fs/*.[ch]; do
     [ -f "$f" ] || continue
     m=${f%%/*}
     case $f in *_main.c) continue ;; esac # programs sit above every layer
@@ -35,7 +36,7 @@ for f in base/*.[ch] cache/*.[ch] engine/*.[ch] mountopts/*.[ch] gpu/*.[ch] fs/*
             bad=$((bad + 1))
             continue
         fi
-        [[ $inc =~ \#include[[:space:]]*\"([a-z_]+)/([A-Za-z0-9_]+\.h)\" ]] || continue
+        [[ $inc =~ \#include[[:space:]]*\"([a-z_]+)/([A-Za-z0-9_/]+\.h)\" ]] || continue
         dm=${BASH_REMATCH[1]} dh=${BASH_REMATCH[2]}
         [ "$dm" = "$m" ] && continue
         dr=$(rank "$dm")

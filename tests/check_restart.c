@@ -15,13 +15,13 @@
  *  - end to end: an ImageFolder packed with and without --restart gives batches whose
  *    tensors are byte-identical, over two epochs of train and eval.
  */
-#include "engine/bfs.h"
+#include "engine/dataset/bfs.h"
 #include "engine/decode.h"
 #include "engine/engine.h"
 #include "base/err.h"
 #include "engine/exec.h"
-#include "engine/jpeg.h"
-#include "engine/pack.h"
+#include "engine/dataset/jpeg.h"
+#include "engine/dataset/pack.h"
 #include "engine/pipeline.h"
 #include "tests/testutil.h"
 

@@ -14,12 +14,12 @@
  * Each engine-level test also checks that the cache was really used (hits), so a cache
  * that silently did nothing could not pass.
  */
-#include "engine/bfs.h"
+#include "engine/dataset/bfs.h"
 #include "engine/decode.h"
 #include "engine/engine.h"
 #include "base/err.h"
 #include "engine/exec.h"
-#include "engine/pack.h"
+#include "engine/dataset/pack.h"
 #include "engine/pipeline.h"
 #include "cache/samplecache.h"
 #include "tests/testutil.h"

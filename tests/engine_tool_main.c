@@ -12,7 +12,7 @@
 #include "engine/engine.h"
 #include "engine/exec.h"
 #include "engine/pipeline.h"
-#include "engine/source.h"
+#include "engine/dataset/source.h"
 #include "tests/testutil.h"
 
 #include <stdio.h>

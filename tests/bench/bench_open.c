@@ -11,7 +11,7 @@
  *
  *   bench_open [DIR]        (default $TMPDIR or /tmp)
  */
-#include "engine/bfs.h"
+#include "engine/dataset/bfs.h"
 #include "base/err.h"
 
 #include <stdio.h>

@@ -1,5 +1,5 @@
 /*
- * fuzz_bfs.c — libFuzzer target for the .bfs reader (engine/bfs_read.c).
+ * fuzz_bfs.c — libFuzzer target for the .bfs reader (engine/dataset/bfs_read.c).
  *
  * Each input is opened twice at most:
  *   1. as is, with bfs_open_mem: magic, version, header checksum, truncation paths;
@@ -16,7 +16,7 @@
  * contracts (bfs.h, docs/format.md) are checked with CHECK: a violated contract aborts
  * like a memory error does.
  */
-#include "engine/bfs.h"
+#include "engine/dataset/bfs.h"
 #include "base/err.h"
 #include "base/hash.h"
 

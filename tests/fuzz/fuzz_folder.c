@@ -1,6 +1,6 @@
 /*
- * fuzz_folder.c — libFuzzer target for ImageFolder scanning (engine/folder.c,
- * bfs_folder_scan) and the folder source built on it (engine/source.c).
+ * fuzz_folder.c — libFuzzer target for ImageFolder scanning (engine/dataset/folder.c,
+ * bfs_folder_scan) and the folder source built on it (engine/dataset/source.c).
  *
  * Each input describes a small tree (at most MAX_OPS entries) that the target creates
  * under a per-process directory ($TMPDIR or /tmp, fuzz_folder.<pid>/root, removed and
@@ -35,8 +35,8 @@
  *    -ENOENT (-ELOOP for a link to itself), files their exact bytes.
  */
 #include "base/err.h"
-#include "engine/folder.h"
-#include "engine/source.h"
+#include "engine/dataset/folder.h"
+#include "engine/dataset/source.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,5 +1,5 @@
 /*
- * fuzz_jpeg_header.c — libFuzzer target for the JPEG path of engine/jpeg.c.
+ * fuzz_jpeg_header.c — libFuzzer target for the JPEG path of engine/dataset/jpeg.c.
  *
  * bfs_jpeg_parse_header walks markers over untrusted bytes (every file mkbatchfs packs,
  * every payload --verify checks); bfs_jpeg_sample_flags turns its result into the .bfs
@@ -12,10 +12,10 @@
  * and scales, and through bfs_jpeg_add_restarts (mkbatchfs --restart), whose output must
  * parse as the same image with a marker after every MCU.
  */
-#include "engine/bfs.h"
+#include "engine/dataset/bfs.h"
 #include "engine/decode.h"
 #include "base/err.h"
-#include "engine/jpeg.h"
+#include "engine/dataset/jpeg.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -27,7 +27,7 @@
  *    resize of the whole decoded image (the crop hands over the right pixels).
  */
 #include "engine/augment.h"
-#include "engine/bfs.h"
+#include "engine/dataset/bfs.h"
 #include "engine/decode.h"
 #include "base/err.h"
 #include "engine/pipeline.h"

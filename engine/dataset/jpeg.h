@@ -1,7 +1,7 @@
 /*
  * jpeg.h — JPEG header inspection and a whole-image decode.
  *
- * Neighbours: mkbatchfs (engine/pack.c) records what bfs_jpeg_parse_header finds in the
+ * Neighbours: mkbatchfs (engine/dataset/pack.c) records what bfs_jpeg_parse_header finds in the
  * sample table so the engine plans decodes without touching payloads; --raw and
  * --max-side use bfs_jpeg_decode_rgb. The engine's crop-aware decoder (issue: engine)
  * uses the libjpeg API directly and falls back to full decodes for what the header
@@ -10,8 +10,8 @@
  * bfs_jpeg_parse_header is a marker walker over untrusted bytes: it never reads outside
  * [data, data + len) and is fuzzed (tests/fuzz/fuzz_jpeg_header.c).
  */
-#ifndef BATCHFS_ENGINE_JPEG_H
-#define BATCHFS_ENGINE_JPEG_H
+#ifndef BATCHFS_ENGINE_DATASET_JPEG_H
+#define BATCHFS_ENGINE_DATASET_JPEG_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -12,8 +12,8 @@
  * Workers (jobs) read, inspect and optionally re-encode files in parallel; one writer
  * appends them in dataset order, so the output is byte-identical whatever jobs is.
  */
-#ifndef BATCHFS_ENGINE_PACK_H
-#define BATCHFS_ENGINE_PACK_H
+#ifndef BATCHFS_ENGINE_DATASET_PACK_H
+#define BATCHFS_ENGINE_DATASET_PACK_H
 
 #include <stdint.h>
 #include <stdio.h>

@@ -8,13 +8,13 @@
  * Thread safety: a source is shared by all workers; bfs_source_get is safe from any
  * number of threads, each passing its own scratch buffer.
  */
-#ifndef BATCHFS_ENGINE_SOURCE_H
-#define BATCHFS_ENGINE_SOURCE_H
+#ifndef BATCHFS_ENGINE_DATASET_SOURCE_H
+#define BATCHFS_ENGINE_DATASET_SOURCE_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#include "engine/bfs.h"
+#include "engine/dataset/bfs.h"
 
 typedef struct bfs_source bfs_source;
 

@@ -7,10 +7,10 @@
  *
  * Exit status: 0 success; 1 failure (message on stderr); 2 usage error; 130 interrupted.
  */
-#include "engine/bfs.h"
+#include "engine/dataset/bfs.h"
 #include "base/err.h"
-#include "engine/jpeg.h"
-#include "engine/pack.h"
+#include "engine/dataset/jpeg.h"
+#include "engine/dataset/pack.h"
 #include "engine/version.h"
 
 #include <errno.h>

@@ -1,7 +1,7 @@
 /*
  * bfs.h — the .bfs dataset file: reader and writer.
  *
- * Neighbours: mkbatchfs (engine/pack.c) writes it; the engine's sources read it for
+ * Neighbours: mkbatchfs (engine/dataset/pack.c) writes it; the engine's sources read it for
  * planning (sample table only) and decoding (payloads). docs/format.md specifies every
  * byte; the constants below are that specification.
  *
@@ -17,8 +17,8 @@
  * serving the old inode's bytes, which are still the dataset opened. Pointers the reader
  * returns stay valid until bfs_close. A reader is safe to use from many threads at once.
  */
-#ifndef BATCHFS_ENGINE_BFS_H
-#define BATCHFS_ENGINE_BFS_H
+#ifndef BATCHFS_ENGINE_DATASET_BFS_H
+#define BATCHFS_ENGINE_DATASET_BFS_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -1,7 +1,7 @@
 /* source.c — .bfs and ImageFolder sample sources (see source.h). */
-#include "engine/source.h"
+#include "engine/dataset/source.h"
 #include "base/err.h"
-#include "engine/folder.h"
+#include "engine/dataset/folder.h"
 #include "base/hash.h"
 #include "base/io.h"
 

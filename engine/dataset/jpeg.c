@@ -1,6 +1,6 @@
 /* jpeg.c — JPEG header walker and whole-image decode/encode (see jpeg.h). */
-#include "engine/jpeg.h"
-#include "engine/bfs.h"
+#include "engine/dataset/jpeg.h"
+#include "engine/dataset/bfs.h"
 #include "base/err.h"
 
 #include <errno.h>

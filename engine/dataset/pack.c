@@ -7,13 +7,13 @@
  * Workers run at most WINDOW items ahead of the writer, which bounds memory to about
  * WINDOW payloads whatever the dataset size.
  */
-#include "engine/pack.h"
-#include "engine/bfs.h"
+#include "engine/dataset/pack.h"
+#include "engine/dataset/bfs.h"
 #include "base/err.h"
-#include "engine/folder.h"
+#include "engine/dataset/folder.h"
 #include "base/hash.h"
 #include "base/io.h"
-#include "engine/jpeg.h"
+#include "engine/dataset/jpeg.h"
 #include "engine/resize.h"
 #include "base/clock.h"
 

@@ -9,7 +9,7 @@
  * page-verified bitmap is the only mutable state; it is updated with atomic OR, so a reader is
  * shared freely between threads.
  */
-#include "engine/bfs.h"
+#include "engine/dataset/bfs.h"
 #include "base/err.h"
 #include "base/hash.h"
 #include "base/io.h"

@@ -19,8 +19,8 @@
  * to a directory on its own path (a loop, which torchvision would follow until paths
  * overflow) fails the scan with -ELOOP, as do more than 64 directory levels.
  */
-#ifndef BATCHFS_ENGINE_FOLDER_H
-#define BATCHFS_ENGINE_FOLDER_H
+#ifndef BATCHFS_ENGINE_DATASET_FOLDER_H
+#define BATCHFS_ENGINE_DATASET_FOLDER_H
 
 #include <stddef.h>
 #include <stdint.h>

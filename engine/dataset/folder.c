@@ -2,8 +2,8 @@
  * folder.c — scanning an ImageFolder (see folder.h): sorted class directories, sorted
  * recursive file lists, torchvision's order.
  */
-#include "engine/folder.h"
-#include "engine/bfs.h"
+#include "engine/dataset/folder.h"
+#include "engine/dataset/bfs.h"
 #include "base/err.h"
 
 #include <dirent.h>

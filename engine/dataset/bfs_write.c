@@ -6,7 +6,7 @@
  * finish appends the tables, writes the header last (so a torn file has no magic),
  * fsyncs and renames. Single-threaded: mkbatchfs's workers hand it payloads in order.
  */
-#include "engine/bfs.h"
+#include "engine/dataset/bfs.h"
 #include "base/err.h"
 #include "base/hash.h"
 #include "base/io.h"
