@@ -9,7 +9,8 @@
 #   make install PREFIX=/usr/local   |   make clean   |   make format
 #   make gpu       only libbatchfs-gpu (build/libbatchfs-gpu.so, .a, batchfs-gpu.pc)
 #
-#   SANITIZER=address|undefined|thread builds into build/san-$(SANITIZER)/.
+#   SANITIZER=address|undefined|thread builds into build/san-$(SANITIZER)/; DEBUG=1 into
+#   build/debug/. Both check the executor's lock owner (BFS_LOCK_CHECKS).
 #   CI=true adds -Werror.
 #
 # Layout: every module directory (base engine cache mountopts fs) contributes its *.c files
@@ -21,10 +22,12 @@ CC      ?= cc
 CLANG   ?= clang
 FUZZ_SECONDS ?= 20
 
-ifeq ($(SANITIZER),)
-BUILD   ?= build
-else
+ifneq ($(SANITIZER),)
 BUILD   ?= build/san-$(SANITIZER)
+else ifneq ($(DEBUG),)
+BUILD   ?= build/debug
+else
+BUILD   ?= build
 endif
 
 PKGS    := fuse3 libturbojpeg liblz4 libjpeg
@@ -44,6 +47,10 @@ ALL_CFLAGS := -std=c11 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -pthread -fPIC $(WAR
               -I. $(PKG_CFLAGS) -MMD -MP
 LDLIBS_ALL := -Wl,--as-needed $(PKG_LIBS) -lm -lpthread -ldl
 
+# lock-owner checks of the executor (engine/exec.c, LOCKED): sanitizer builds and DEBUG=1
+ifneq ($(SANITIZER)$(DEBUG),)
+ALL_CFLAGS += -DBFS_LOCK_CHECKS
+endif
 ifeq ($(SANITIZER),address)
 ALL_CFLAGS += -fsanitize=address -fno-omit-frame-pointer
 LDFLAGS    += -fsanitize=address

@@ -86,6 +86,9 @@ typedef struct reader {
 struct bfs_exec {
     bfs_engine *e;
     pthread_mutex_t lock;
+#ifdef BFS_LOCK_CHECKS
+    _Atomic unsigned long lock_owner; /* pthread_self() of the holder, 0: free */
+#endif
     pthread_cond_t work;  /* workers: a slot may be claimable */
     pthread_cond_t ready; /* waiters: a job finished */
     bfs_batch *jobs;      /* every job, any state (guarded by lock) */
@@ -123,6 +126,46 @@ struct bfs_exec {
     int reaper_on, reaper_stop; /* guarded by lock */
 };
 
+/* The executor's lock. Functions marked "Locked." say LOCKED(x) first: in sanitizer and
+ * debug builds (BFS_LOCK_CHECKS, `make SANITIZER=...` or `make DEBUG=1`) each lock and
+ * unlock records the holder, and LOCKED aborts with the function's name when the calling
+ * thread does not hold the lock; elsewhere it compiles to nothing. */
+#ifdef BFS_LOCK_CHECKS
+#define LOCKED(x) locked_check((x), __func__)
+static void locked_check(const bfs_exec *x, const char *fn)
+{
+    if (x && atomic_load(&x->lock_owner) != (unsigned long)pthread_self()) { /* NULL: destroy */
+        fprintf(stderr, "batchfs: %s called without the executor's lock\n", fn);
+        abort();
+    }
+}
+#define OWN(x)    atomic_store(&(x)->lock_owner, (unsigned long)pthread_self())
+#define DISOWN(x) atomic_store(&(x)->lock_owner, 0ul)
+#else
+#define LOCKED(x) ((void)0)
+#define OWN(x)    ((void)0)
+#define DISOWN(x) ((void)0)
+#endif
+
+static void xlock(bfs_exec *x)
+{
+    pthread_mutex_lock(&x->lock);
+    OWN(x);
+}
+
+static void xunlock(bfs_exec *x)
+{
+    DISOWN(x);
+    pthread_mutex_unlock(&x->lock);
+}
+
+static void xwait(bfs_exec *x, pthread_cond_t *c)
+{
+    DISOWN(x);
+    pthread_cond_wait(c, &x->lock);
+    OWN(x);
+}
+
 static bfs_batch *find(bfs_exec *x, uint64_t epoch, uint64_t k)
 {
     for (bfs_batch *b = x->jobs; b; b = b->next_job)
@@ -143,6 +186,7 @@ static void unlink_job(bfs_exec *x, bfs_batch *j)
 /* Bytes of the freed buffers in the pool. Locked. */
 static uint64_t pool_bytes(const bfs_exec *x)
 {
+    LOCKED(x);
     uint64_t n = 0;
     for (int i = 0; i < x->npool; i++)
         n += x->pool[i].size;
@@ -171,6 +215,7 @@ static void release(void *data, uint64_t size, int fd)
  */
 static void bury(bfs_exec *x, void *data, uint64_t size, int fd)
 {
+    LOCKED(x);
     remains *r = x && x->reaper_on && !x->reaper_stop ? malloc(sizeof *r) : NULL;
     if (!r) {
         release(data, size, fd);
@@ -187,30 +232,31 @@ static void bury(bfs_exec *x, void *data, uint64_t size, int fd)
 static void *reaper_main(void *arg)
 {
     bfs_exec *x = arg;
-    pthread_mutex_lock(&x->lock);
+    xlock(x);
     for (;;) {
         while (!x->dead && !x->reaper_stop)
-            pthread_cond_wait(&x->reap, &x->lock);
+            xwait(x, &x->reap);
         remains *d = x->dead;
         x->dead = NULL;
         if (!d)
             break; /* stopping, nothing left */
-        pthread_mutex_unlock(&x->lock);
+        xunlock(x);
         while (d) {
             remains *next = d->next;
             release(d->data, d->size, d->fd);
             free(d);
             d = next;
         }
-        pthread_mutex_lock(&x->lock);
+        xlock(x);
     }
-    pthread_mutex_unlock(&x->lock);
+    xunlock(x);
     return NULL;
 }
 
 /* Locked. */
 static void free_data(bfs_exec *x, uint8_t *data, uint64_t size)
 {
+    LOCKED(x);
     /* Freed buffers wait for the next batches: a fresh 38 MB buffer costs ~10k page faults
      * and zeroing (7% of a worker's time on warm memory, up to half of a batch's compute
      * on fresh memory: docs/engine.md, "Batch memory"). Two are always kept. Batches come
@@ -255,6 +301,7 @@ static void free_job(bfs_exec *x, bfs_batch *j)
  * pages where the kernel allows (fewer faults). Locked. */
 static uint8_t *alloc_data(bfs_exec *x, uint64_t size)
 {
+    LOCKED(x);
     for (int i = 0; i < x->npool; i++)
         if (x->pool[i].size == size) {
             uint8_t *d = x->pool[i].data;
@@ -277,6 +324,7 @@ static uint8_t *alloc_data(bfs_exec *x, uint64_t size)
 /* The active readers, as the eviction policy takes them. Locked. */
 static int reader_table(const bfs_exec *x, bfs_bc_reader *out)
 {
+    LOCKED(x);
     int n = 0;
     for (int i = 0; i < BFS_EXEC_MAX_READERS; i++) {
         const reader *r = &x->readers[i];
@@ -302,6 +350,7 @@ static int reader_table(const bfs_exec *x, bfs_bc_reader *out)
  * for lack of a resource (bfs_err_is_resource), which are not. */
 static void evict(bfs_exec *x)
 {
+    LOCKED(x);
     bfs_bc_reader rd[BFS_EXEC_MAX_READERS];
     int nrd = reader_table(x, rd);
     uint64_t nb = bfs_engine_batches(x->e);
@@ -347,6 +396,7 @@ static void evict(bfs_exec *x)
  * prefetched. Locked. */
 static bfs_batch *pick(bfs_exec *x)
 {
+    LOCKED(x);
     bfs_batch *best = NULL;
     for (bfs_batch *b = x->jobs; b; b = b->next_job) {
         if (b->state != JOB_RUNNING || b->next >= b->len)
@@ -361,6 +411,7 @@ static bfs_batch *pick(bfs_exec *x)
  * SEALING (memfd mode: the caller moves its bytes with to_memfd, then makes it READY). */
 static int finish_slot(bfs_exec *x, bfs_batch *j)
 {
+    LOCKED(x);
     j->active--;
     j->done++;
     if (j->active || (j->done < j->len && !j->rc))
@@ -475,11 +526,11 @@ static void to_memfd(bfs_exec *x, bfs_batch *j, const uint8_t *src)
             memcpy(j->data, src, j->size);
         return;
     }
-    pthread_mutex_lock(&x->lock);
+    xlock(x);
     free_data(x, j->data, j->size);
     j->data = m;
     j->fd = fd;
-    pthread_mutex_unlock(&x->lock);
+    xunlock(x);
 }
 
 typedef struct worker_arg {
@@ -494,16 +545,16 @@ static void *worker_main(void *arg)
     bfs_engine_worker *w = x->workers[a->id];
     int a_id = a->id;
     free(a);
-    pthread_mutex_lock(&x->lock);
+    xlock(x);
     for (;;) {
         bfs_batch *j;
         while (!x->stop && (a_id >= x->active || !(j = pick(x))))
-            pthread_cond_wait(&x->work, &x->lock);
+            xwait(x, &x->work);
         if (x->stop)
             break;
         uint32_t slot = j->next++;
         j->active++;
-        pthread_mutex_unlock(&x->lock);
+        xunlock(x);
         /* cold data: when a batch starts, the kernel reads all its samples' payloads while
          * the workers decode the first ones. Not when the job is created: read-ahead for
          * prefetched batches queued on the disk ahead of the demanded batch's reads (its
@@ -513,7 +564,7 @@ static void *worker_main(void *arg)
         char err[512] = "";
         int rc = bfs_engine_sample(x->e, w, j->epoch, j->k, slot, j->idx[slot], j->data, err,
                                    sizeof err);
-        pthread_mutex_lock(&x->lock);
+        xlock(x);
         if (rc == BFS_ENGINE_SUBSTITUTED) {
             j->substituted++;
             rc = 0;
@@ -525,9 +576,9 @@ static void *worker_main(void *arg)
         }
         j->refs++; /* keep j alive while it is sealed and its claim settled, unlocked */
         if (finish_slot(x, j) && j->state == JOB_SEALING) {
-            pthread_mutex_unlock(&x->lock);
+            xunlock(x);
             to_memfd(x, j, j->data);
-            pthread_mutex_lock(&x->lock);
+            xlock(x);
             j->state = JOB_READY;
             pthread_cond_broadcast(&x->ready);
             evict(x);
@@ -542,29 +593,29 @@ static void *worker_main(void *arg)
          * file being replaced, a flaky disk): the store would serve it to every later
          * mount of the intact dataset as if it were the dataset's batch. */
         int substituted = j->substituted != 0;
-        pthread_mutex_unlock(&x->lock);
+        xunlock(x);
         if (claim) { /* I/O outside the lock; the bytes of a READY batch never change */
             if (ready && !substituted) {
                 if (bfs_store_publish(claim, j->data, j->size) == 0) {
-                    pthread_mutex_lock(&x->lock);
+                    xlock(x);
                     x->st.store_publishes++;
-                    pthread_mutex_unlock(&x->lock);
+                    xunlock(x);
                 }
             } else {
                 bfs_store_abandon(claim);
                 if (ready) {
-                    pthread_mutex_lock(&x->lock);
+                    xlock(x);
                     x->st.store_withheld++;
-                    pthread_mutex_unlock(&x->lock);
+                    xunlock(x);
                 }
             }
             free(claim);
         }
-        pthread_mutex_lock(&x->lock);
+        xlock(x);
         j->refs--;
         evict(x);
     }
-    pthread_mutex_unlock(&x->lock);
+    xunlock(x);
     return NULL;
 }
 
@@ -622,20 +673,20 @@ void bfs_exec_destroy(bfs_exec *x)
 {
     if (!x)
         return;
-    pthread_mutex_lock(&x->lock);
+    xlock(x);
     x->stop = x->shutdown = 1;
     pthread_cond_broadcast(&x->work);
     pthread_cond_broadcast(&x->ready);
-    pthread_mutex_unlock(&x->lock);
+    xunlock(x);
     for (int i = 0; i < x->nthreads; i++)
         pthread_join(x->threads[i], NULL);
     for (int i = 0; i < x->nworkers; i++)
         bfs_engine_worker_destroy(x->workers[i]);
     if (x->reaper_on) { /* it releases what it holds, then ends */
-        pthread_mutex_lock(&x->lock);
+        xlock(x);
         x->reaper_stop = 1;
         pthread_cond_signal(&x->reap);
-        pthread_mutex_unlock(&x->lock);
+        xunlock(x);
         pthread_join(x->reaper, NULL);
     }
     while (x->jobs) {
@@ -658,19 +709,19 @@ void bfs_exec_destroy(bfs_exec *x)
 
 void bfs_exec_consumed(bfs_exec *x, uint64_t epoch, uint64_t k)
 {
-    pthread_mutex_lock(&x->lock);
+    xlock(x);
     bfs_batch *j = find(x, epoch, k);
     if (j)
         j->used = 0; /* oldest possible: LRU evicts it first */
-    pthread_mutex_unlock(&x->lock);
+    xunlock(x);
 }
 
 void bfs_exec_shutdown(bfs_exec *x)
 {
-    pthread_mutex_lock(&x->lock);
+    xlock(x);
     x->shutdown = 1;
     pthread_cond_broadcast(&x->ready);
-    pthread_mutex_unlock(&x->lock);
+    xunlock(x);
 }
 
 /* Ask the host-wide store for j's bytes (unlocked; j is PREPARING, so only this thread
@@ -697,11 +748,11 @@ static int store_lookup(bfs_exec *x, bfs_batch *j, int demand, int memfd)
         if (memfd && bfs_store_claim_take(&c, &fd, &map) == 0) {
             /* the entry file is exactly the batch: it backs the batch file itself, no
              * copy (it is never written in place: publication makes a new inode) */
-            pthread_mutex_lock(&x->lock);
+            xlock(x);
             free_data(x, j->data, j->size);
             j->data = (uint8_t *)map;
             j->fd = fd;
-            pthread_mutex_unlock(&x->lock);
+            xunlock(x);
             return 1;
         }
         if (memfd)
@@ -728,10 +779,10 @@ static int store_lookup(bfs_exec *x, bfs_batch *j, int demand, int memfd)
 
 void bfs_exec_set_passed_max(bfs_exec *x, uint64_t bytes)
 {
-    pthread_mutex_lock(&x->lock);
+    xlock(x);
     x->passed_max = bytes;
     evict(x);
-    pthread_mutex_unlock(&x->lock);
+    xunlock(x);
 }
 
 void bfs_exec_set_store(bfs_exec *x, bfs_store *s)
@@ -741,7 +792,7 @@ void bfs_exec_set_store(bfs_exec *x, bfs_store *s)
 
 void bfs_exec_set_memfd(bfs_exec *x, int on, int huge)
 {
-    pthread_mutex_lock(&x->lock);
+    xlock(x);
     x->memfd = on;
     /* decided once, before the first batch file (to_memfd reads hugefs unlocked, after a
      * locked look at memfd) */
@@ -750,7 +801,7 @@ void bfs_exec_set_memfd(bfs_exec *x, int on, int huge)
         if (x->hugefs < 0)
             x->hugefs = -2; /* not wanted, or refused: memfds */
     }
-    pthread_mutex_unlock(&x->lock);
+    xunlock(x);
 }
 
 /* The store's noteworthy events (corrupt entries removed, saves that failed, a full file
@@ -787,6 +838,7 @@ int bfs_exec_open_store(const bfs_pipeline_opts *o, bfs_store **out, char *err, 
  * preparing a new job. Returns the job with one reference taken, or NULL and *rc. */
 static bfs_batch *acquire(bfs_exec *x, uint64_t epoch, uint64_t k, int demand, int *rc)
 {
+    LOCKED(x);
     bfs_batch *j = find(x, epoch, k);
     if (j && j->state == JOB_FAILED && !j->refs && bfs_err_is_resource(j->rc)) {
         /* the process ran out of memory or descriptors: that may be over now, and unlike
@@ -837,10 +889,10 @@ static bfs_batch *acquire(bfs_exec *x, uint64_t epoch, uint64_t k, int demand, i
     else
         x->st.prefetched++;
     int memfd = x->memfd;
-    pthread_mutex_unlock(&x->lock);
+    xunlock(x);
     int n = bfs_engine_batch_begin(x->e, epoch, k, j->data, j->idx);
     int hit = n >= 0 && x->store && store_lookup(x, j, demand, memfd);
-    pthread_mutex_lock(&x->lock);
+    xlock(x);
     if (hit) {
         j->state = JOB_READY;
         x->st.store_hits++;
@@ -865,9 +917,10 @@ static bfs_batch *acquire(bfs_exec *x, uint64_t epoch, uint64_t k, int demand, i
 static int get_wait(bfs_exec *x, bfs_batch *j, int rc, uint64_t epoch, uint64_t k, bfs_batch **out,
                     bfs_exec_cancel *cancel, char *err, size_t errlen)
 {
+    LOCKED(x);
     while (j && j->state < JOB_READY && !x->shutdown &&
            !(cancel && atomic_load_explicit(&cancel->requested, memory_order_relaxed)))
-        pthread_cond_wait(&x->ready, &x->lock);
+        xwait(x, &x->ready);
     if (j && j->state == JOB_READY) {
         j->used = ++x->tick;
         *out = j;
@@ -893,23 +946,23 @@ int bfs_exec_get(bfs_exec *x, uint64_t epoch, uint64_t k, bfs_batch **out, char 
 {
     *out = NULL;
     int rc = 0;
-    pthread_mutex_lock(&x->lock);
+    xlock(x);
     if (x->shutdown) {
-        pthread_mutex_unlock(&x->lock);
+        xunlock(x);
         return -ESHUTDOWN;
     }
     bfs_batch *j = acquire(x, epoch, k, 1, &rc);
     rc = get_wait(x, j, rc, epoch, k, out, NULL, err, errlen);
-    pthread_mutex_unlock(&x->lock);
+    xunlock(x);
     return rc;
 }
 
 void bfs_exec_cancel_wait(bfs_exec *x, bfs_exec_cancel *c)
 {
     atomic_store(&c->requested, 1);
-    pthread_mutex_lock(&x->lock); /* a waiter between its test and its wait sees the flag */
+    xlock(x); /* a waiter between its test and its wait sees the flag */
     pthread_cond_broadcast(&x->ready);
-    pthread_mutex_unlock(&x->lock);
+    xunlock(x);
 }
 
 int bfs_exec_get_as(bfs_exec *x, uint64_t key, bfs_exec_alive_fn alive, uint64_t epoch, uint64_t k,
@@ -918,9 +971,9 @@ int bfs_exec_get_as(bfs_exec *x, uint64_t key, bfs_exec_alive_fn alive, uint64_t
     *out = NULL;
     int rc = 0;
     double t0 = bfs_mono_s();
-    pthread_mutex_lock(&x->lock);
+    xlock(x);
     if (x->shutdown) {
-        pthread_mutex_unlock(&x->lock);
+        xunlock(x);
         return -ESHUTDOWN;
     }
     /* k first, demanded and referenced: the workers start it before the prefetches below,
@@ -929,12 +982,12 @@ int bfs_exec_get_as(bfs_exec *x, uint64_t key, bfs_exec_alive_fn alive, uint64_t
     bfs_batch *j = acquire(x, epoch, k, 1, &rc);
     uint32_t id = 0;
     if (j) { /* (no such batch, no memory: no reader moves there) */
-        pthread_mutex_unlock(&x->lock);
+        xunlock(x);
         id = bfs_exec_follow(x, key, epoch, k, t0, -1, alive);
-        pthread_mutex_lock(&x->lock);
+        xlock(x);
     }
     rc = get_wait(x, j, rc, epoch, k, out, cancel, err, errlen);
-    pthread_mutex_unlock(&x->lock);
+    xunlock(x);
     if (id)
         bfs_exec_reader_waited(x, id, epoch, k, bfs_mono_s() - t0);
     return rc;
@@ -943,9 +996,9 @@ int bfs_exec_get_as(bfs_exec *x, uint64_t key, bfs_exec_alive_fn alive, uint64_t
 int bfs_exec_prefetch(bfs_exec *x, uint64_t epoch, uint64_t k)
 {
     int rc = 0;
-    pthread_mutex_lock(&x->lock);
+    xlock(x);
     if (x->shutdown) {
-        pthread_mutex_unlock(&x->lock);
+        xunlock(x);
         return -ESHUTDOWN;
     }
     bfs_batch *j = acquire(x, epoch, k, 0, &rc);
@@ -954,13 +1007,13 @@ int bfs_exec_prefetch(bfs_exec *x, uint64_t epoch, uint64_t k)
         j->refs--;
         evict(x);
     }
-    pthread_mutex_unlock(&x->lock);
+    xunlock(x);
     return rc;
 }
 
 void bfs_exec_get_stats(bfs_exec *x, bfs_exec_stats *st)
 {
-    pthread_mutex_lock(&x->lock);
+    xlock(x);
     *st = x->st;
     st->threads = x->active;
     st->max_threads = x->nthreads;
@@ -971,7 +1024,7 @@ void bfs_exec_get_stats(bfs_exec *x, bfs_exec_stats *st)
     st->in_flight = 0;
     for (bfs_batch *b = x->jobs; b; b = b->next_job)
         st->in_flight += b->state < JOB_READY;
-    pthread_mutex_unlock(&x->lock);
+    xunlock(x);
     memset(&st->stages, 0, sizeof st->stages);
     for (int i = 0; i < x->nthreads; i++) {
         bfs_stage_stats w;
@@ -1010,10 +1063,10 @@ void bfs_batch_release(bfs_batch *b)
     if (!b)
         return;
     bfs_exec *x = b->x;
-    pthread_mutex_lock(&x->lock);
+    xlock(x);
     b->refs--;
     evict(x);
-    pthread_mutex_unlock(&x->lock);
+    xunlock(x);
 }
 
 /* ---- readers ------------------------------------------------------------------------ */
@@ -1021,6 +1074,7 @@ void bfs_batch_release(bfs_batch *b)
 /* Forget readers idle too long, or idle a while with their key gone. Locked. */
 static void expire_readers(bfs_exec *x, double now, bfs_exec_alive_fn alive)
 {
+    LOCKED(x);
     for (int i = 0; i < BFS_EXEC_MAX_READERS; i++) {
         reader *r = &x->readers[i];
         if (!r->key)
@@ -1040,7 +1094,7 @@ static double smooth(double old, double v, uint64_t n)
 
 void bfs_exec_reader_waited(bfs_exec *x, uint32_t id, uint64_t epoch, uint64_t k, double wait_s)
 {
-    pthread_mutex_lock(&x->lock);
+    xlock(x);
     for (int i = 0; i < BFS_EXEC_MAX_READERS; i++) {
         reader *r = &x->readers[i];
         /* not when the reader moved on meanwhile (a threaded loader's next request) */
@@ -1050,12 +1104,13 @@ void bfs_exec_reader_waited(bfs_exec *x, uint32_t id, uint64_t epoch, uint64_t k
             break;
         }
     }
-    pthread_mutex_unlock(&x->lock);
+    xunlock(x);
 }
 
 /* Locked: a reader appeared or its pace became known (bfs_exec_on_reader_news). */
 static void news(bfs_exec *x)
 {
+    LOCKED(x);
     x->reader_news++;
     if (x->news_fn)
         x->news_fn(x->news_arg);
@@ -1079,7 +1134,7 @@ uint32_t bfs_exec_follow(bfs_exec *x, uint64_t key, uint64_t epoch, uint64_t k, 
 {
     if (!key)
         key = UINT64_MAX; /* 0 marks a free slot */
-    pthread_mutex_lock(&x->lock);
+    xlock(x);
     uint64_t nb = bfs_engine_batches(x->e), ne = bfs_engine_opts(x->e)->epochs;
     reader *r = NULL, *adopt = NULL;
     for (int i = 0; i < BFS_EXEC_MAX_READERS && !r; i++)
@@ -1145,7 +1200,7 @@ uint32_t bfs_exec_follow(bfs_exec *x, uint64_t key, uint64_t epoch, uint64_t k, 
     uint64_t per = size ? x->cache_bytes / size / (active ? active : 1) : 0;
     if ((uint64_t)depth + 1 > per)
         depth = per > 1 ? (int)(per - 1) : 0;
-    pthread_mutex_unlock(&x->lock);
+    xunlock(x);
     /* the next `depth` batches of its walk; the walk of a reader that went on from one
      * epoch to the next before goes on into the next epoch at the same residue
      * (continues()): at a training loop's epoch end the workers keep computing, while a
@@ -1175,7 +1230,7 @@ int bfs_exec_readers(bfs_exec *x, double now, bfs_exec_alive_fn alive, bfs_exec_
                      int max)
 {
     int n = 0;
-    pthread_mutex_lock(&x->lock);
+    xlock(x);
     expire_readers(x, now, alive);
     for (int i = 0; i < BFS_EXEC_MAX_READERS && n < max; i++) {
         const reader *r = &x->readers[i];
@@ -1192,7 +1247,7 @@ int bfs_exec_readers(bfs_exec *x, double now, bfs_exec_alive_fn alive, bfs_exec_
                                      .wait_s = r->wait_s,
                                      .idle_s = now - r->asked};
     }
-    pthread_mutex_unlock(&x->lock);
+    xunlock(x);
     for (int i = 1; i < n; i++) /* id order: insertion sort, n <= 64 */
         for (int j = i; j > 0 && out[j - 1].id > out[j].id; j--) {
             bfs_exec_reader t = out[j];
@@ -1204,53 +1259,53 @@ int bfs_exec_readers(bfs_exec *x, double now, bfs_exec_alive_fn alive, bfs_exec_
 
 void bfs_exec_on_reader_news(bfs_exec *x, void (*fn)(void *), void *arg)
 {
-    pthread_mutex_lock(&x->lock);
+    xlock(x);
     x->news_fn = fn, x->news_arg = arg;
-    pthread_mutex_unlock(&x->lock);
+    xunlock(x);
 }
 
 uint64_t bfs_exec_readers_news(bfs_exec *x)
 {
-    pthread_mutex_lock(&x->lock);
+    xlock(x);
     uint64_t n = x->reader_news;
-    pthread_mutex_unlock(&x->lock);
+    xunlock(x);
     return n;
 }
 
 void bfs_exec_set_prefetch(bfs_exec *x, int depth)
 {
-    pthread_mutex_lock(&x->lock);
+    xlock(x);
     if (depth >= 0)
         x->prefetch = depth;
-    pthread_mutex_unlock(&x->lock);
+    xunlock(x);
 }
 
 void bfs_exec_set_reader_depth(bfs_exec *x, uint32_t id, int depth)
 {
-    pthread_mutex_lock(&x->lock);
+    xlock(x);
     for (int i = 0; i < BFS_EXEC_MAX_READERS; i++)
         if (x->readers[i].key && x->readers[i].id == id)
             x->readers[i].depth = depth < 0 ? -1 : depth;
-    pthread_mutex_unlock(&x->lock);
+    xunlock(x);
 }
 
 void bfs_exec_set_cache_bytes(bfs_exec *x, uint64_t bytes)
 {
-    pthread_mutex_lock(&x->lock);
+    xlock(x);
     x->cache_bytes = bytes;
     evict(x);
     /* pooled buffers beyond two lived in the budget's room: give back what no longer fits */
     while (x->npool > 2 && x->st.cached_bytes + pool_bytes(x) > x->cache_bytes)
         free(x->pool[--x->npool].data);
-    pthread_mutex_unlock(&x->lock);
+    xunlock(x);
 }
 
 int bfs_exec_set_threads(bfs_exec *x, int n)
 {
-    pthread_mutex_lock(&x->lock);
+    xlock(x);
     x->active = n < 1 ? 1 : n > x->nthreads ? x->nthreads : n;
     n = x->active;
     pthread_cond_broadcast(&x->work);
-    pthread_mutex_unlock(&x->lock);
+    xunlock(x);
     return n;
 }
