@@ -28,27 +28,20 @@
 #include <turbojpeg.h>
 #include <unistd.h>
 
-static char *tmp;
-static char folder[4096], packed[4096];
+static tu_dataset ds;
+static const char *tmp, *folder, *packed; /* ds's directory, ImageFolder and its .bfs */
 
 static void setup(void)
 {
-    tmp = tu_mkdtemp("check_engine");
-    ck_assert_ptr_nonnull(tmp);
-    snprintf(folder, sizeof folder, "%s/src", tmp);
-    snprintf(packed, sizeof packed, "%s/data.bfs", tmp);
-    ck_assert_int_eq(tu_make_imagefolder(folder, 3, 12, 48, 160, 17), 0);
-    bfs_pack_opts po = {.jobs = 2};
-    bfs_pack_report rep;
     char err[512];
-    ck_assert_int_eq(bfs_pack(folder, packed, &po, &rep, NULL, err, sizeof err), 0);
-    bfs_pack_report_free(&rep);
+    ck_assert_msg(tu_dataset_make(&ds, "check_engine", 3, 12, 48, 160, 17, 2, err, sizeof err) == 0,
+                  "%s", err);
+    tmp = ds.dir, folder = ds.folder, packed = ds.packed;
 }
 
 static void teardown(void)
 {
-    tu_rmtree(tmp);
-    free(tmp);
+    tu_dataset_free(&ds);
 }
 
 static bfs_engine *engine(const char *src, const char *opts)

@@ -41,28 +41,21 @@
 
 /* ---- fixture: a small ImageFolder and its .bfs, shared by every test ------------------- */
 
-static char *tmp;
-static char folder[4096], packed[4096];
+static tu_dataset ds;
+static const char *tmp, *folder, *packed; /* ds's directory, ImageFolder and its .bfs */
 
 static void setup(void)
 {
-    tmp = tu_mkdtemp("check_fault");
-    ck_assert_ptr_nonnull(tmp);
-    snprintf(folder, sizeof folder, "%s/src", tmp);
-    snprintf(packed, sizeof packed, "%s/data.bfs", tmp);
     /* 2 classes x 4 images: small enough that every call of every run is walked */
-    ck_assert_int_eq(tu_make_imagefolder(folder, 2, 4, 32, 64, 23), 0);
-    bfs_pack_opts po = {.jobs = 1};
-    bfs_pack_report rep;
     char err[512];
-    ck_assert_msg(bfs_pack(folder, packed, &po, &rep, NULL, err, sizeof err) == 0, "%s", err);
-    bfs_pack_report_free(&rep);
+    ck_assert_msg(tu_dataset_make(&ds, "check_fault", 2, 4, 32, 64, 23, 1, err, sizeof err) == 0,
+                  "%s", err);
+    tmp = ds.dir, folder = ds.folder, packed = ds.packed;
 }
 
 static void teardown(void)
 {
-    tu_rmtree(tmp);
-    free(tmp);
+    tu_dataset_free(&ds);
 }
 
 /* ---- the walk ----------------------------------------------------------------------- */

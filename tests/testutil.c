@@ -1,5 +1,6 @@
 /* testutil.c — see testutil.h. */
 #include "tests/testutil.h"
+#include "engine/dataset/pack.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -188,4 +189,35 @@ int tu_make_imagefolder(const char *dir, int classes, int per_class, int min_sid
         }
     }
     return 0;
+}
+
+int tu_dataset_make(tu_dataset *d, const char *name, int classes, int per_class, int min_side,
+                    int max_side, uint64_t seed, int jobs, char *err, size_t errlen)
+{
+    memset(d, 0, sizeof *d);
+    if (!(d->dir = tu_mkdtemp(name))) {
+        snprintf(err, errlen, "tu_mkdtemp(%s) failed", name);
+        return -errno;
+    }
+    snprintf(d->folder, sizeof d->folder, "%s/src", d->dir);
+    snprintf(d->packed, sizeof d->packed, "%s/data.bfs", d->dir);
+    int rc = tu_make_imagefolder(d->folder, classes, per_class, min_side, max_side, seed);
+    if (rc) {
+        snprintf(err, errlen, "tu_make_imagefolder: %s", strerror(-rc));
+        return rc;
+    }
+    bfs_pack_opts po = {.jobs = jobs};
+    bfs_pack_report rep;
+    if ((rc = bfs_pack(d->folder, d->packed, &po, &rep, NULL, err, errlen)) == 0)
+        bfs_pack_report_free(&rep);
+    return rc;
+}
+
+void tu_dataset_free(tu_dataset *d)
+{
+    if (d->dir) {
+        tu_rmtree(d->dir);
+        free(d->dir);
+    }
+    d->dir = NULL;
 }

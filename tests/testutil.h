@@ -45,6 +45,18 @@ int tu_read_file(const char *path, uint8_t **data, size_t *len);
 int tu_make_imagefolder(const char *dir, int classes, int per_class, int min_side, int max_side,
                         uint64_t seed);
 
+/* A test's dataset: a fresh directory (named after the test) holding an ImageFolder made
+ * by tu_make_imagefolder in DIR/src and its pack in DIR/data.bfs (jobs packing threads).
+ * tu_dataset_make returns 0, or -errno / a pack error with a message in err;
+ * tu_dataset_free removes the directory. The fixture of check_engine and check_fault. */
+typedef struct tu_dataset {
+    char *dir;
+    char folder[4096], packed[4096];
+} tu_dataset;
+int tu_dataset_make(tu_dataset *d, const char *name, int classes, int per_class, int min_side,
+                    int max_side, uint64_t seed, int jobs, char *err, size_t errlen);
+void tu_dataset_free(tu_dataset *d);
+
 /* splitmix64 step, for deterministic test data */
 uint64_t tu_rand(uint64_t *state);
 
