@@ -547,7 +547,7 @@ static void *worker_main(void *arg)
     free(a);
     xlock(x);
     for (;;) {
-        bfs_batch *j;
+        bfs_batch *j = NULL; /* (set by pick before use: gcc cannot tell) */
         while (!x->stop && (a_id >= x->active || !(j = pick(x))))
             xwait(x, &x->work);
         if (x->stop)
