@@ -13,11 +13,21 @@
  *     growing to the whole budget with fresh pages.
  * Pure functions over plain values: no allocation, no locks (the executor calls them under
  * its own), no knowledge of jobs, files or FUSE.
+ *
+ * And the cache's memory (bfs_bc_mem, below): batch buffers, with a pool of freed ones for
+ * reuse; read-only batch files (sealed memfds, or files on a private huge-page tmpfs) that
+ * the mount hands to the kernel under FUSE passthrough; and a reaper thread that releases
+ * what the cache lets go of away from the paths readers wait on.
+ *
+ * The cache's entries are the executor's finished jobs: single-flight makes the batch being
+ * computed and the batch cached one object, so the job table stays in engine/exec.c, which
+ * feeds the policy its reader table and asks this module for memory.
  */
 #ifndef BATCHFS_CACHE_BATCHCACHE_H
 #define BATCHFS_CACHE_BATCHCACHE_H
 
 #include <stdint.h>
+#include <stddef.h>
 
 /* An active reader as the executor's reader table has it. */
 typedef struct bfs_bc_reader {
@@ -60,5 +70,69 @@ void bfs_bc_offer(bfs_bc_choice *c, const void *item, uint64_t size, uint64_t us
  */
 const void *bfs_bc_victim(const bfs_bc_choice *c, uint64_t budget, uint64_t passed_max,
                           int *passed);
+
+/* ---- memory ------------------------------------------------------------------------------
+ * Thread-safe: a lock of its own, a leaf (the executor calls in holding its lock; nothing here
+ * calls out), held only to update the pool and the reaper's list: never while allocating,
+ * writing, mapping or releasing memory. */
+typedef struct bfs_bc_mem bfs_bc_mem;
+
+#define BFS_BC_POOL_MAX 16 /* freed buffers kept at most (see bfs_bc_free) */
+
+/* bfs_bc_mem_create - empty memory, its reaper thread started (when it cannot start, memory
+ * is released where it is let go of, on the caller's thread). 0 or -ENOMEM. */
+int bfs_bc_mem_create(bfs_bc_mem **out);
+
+/* bfs_bc_mem_destroy - stop the reaper once it released all it was handed, free the pool.
+ * Every buffer and file given out must have come back (bfs_bc_free, bfs_bc_release). NULL ok. */
+void bfs_bc_mem_destroy(bfs_bc_mem *m);
+
+/* bfs_bc_alloc - a batch buffer of size bytes: a pooled one of that size, or a new one,
+ * 4096-aligned (2 MiB-aligned and advised for huge pages from 2 MiB up). NULL: no memory. */
+uint8_t *bfs_bc_alloc(bfs_bc_mem *m, uint64_t size);
+
+/*
+ * bfs_bc_free - give back a buffer of bfs_bc_alloc (NULL ok). It is kept in the pool for the
+ * next batches when fewer than two are pooled, or when (at most BFS_BC_POOL_MAX kept) fewer
+ * buffers are out and pooled than were ever out at once and the pool, with it, fits in room:
+ * the bytes the cache budget has left (budget less the finished batches held). Otherwise it
+ * goes to the reaper. A fresh 38 MB buffer costs ~10k page faults and zeroing (docs/engine.md,
+ * "Batch memory"); batches come in bursts, and one no larger than the last finds every buffer
+ * it needs.
+ */
+void bfs_bc_free(bfs_bc_mem *m, uint8_t *buf, uint64_t size, uint64_t room);
+
+/* bfs_bc_trim - give pooled buffers beyond two to the reaper until the pool fits in room
+ * (the cache budget shrank). */
+void bfs_bc_trim(bfs_bc_mem *m, uint64_t room);
+
+/* bfs_bc_release - let go of a batch file from bfs_bc_to_file (or any read-only mapping of
+ * size bytes of fd, which is closed): unmapped and closed by the reaper. Closing a 38 MB
+ * memfd frees its pages there and then, 1.8-3.3 ms. */
+void bfs_bc_release(bfs_bc_mem *m, const uint8_t *map, uint64_t size, int fd);
+
+/*
+ * bfs_bc_use_files - decide, once, where batch files go: with huge != 0 a private tmpfs with
+ * huge=within_size (a detached mount holding O_TMPFILE files; needs CAP_SYS_ADMIN), else, or
+ * when refused, sealed memfds. Later calls change nothing. Returns 1 when files go to huge
+ * pages.
+ */
+int bfs_bc_use_files(bfs_bc_mem *m, int huge);
+
+/*
+ * bfs_bc_to_file - a new read-only file holding the size bytes at src, mapped read-only:
+ * *map and *fd, to be given back with bfs_bc_release. The file never changes: a memfd sealed
+ * against writes, shrinking and growing, or a tmpfs file reopened read-only (the daemon keeps
+ * no descriptor that can write it). 0, or a negative errno with nothing to give back.
+ */
+int bfs_bc_to_file(bfs_bc_mem *m, const uint8_t *src, uint64_t size, const uint8_t **map, int *fd);
+
+typedef struct bfs_bc_mem_stats {
+    int buffers;            /* allocated now: given out and pooled */
+    uint64_t buffer_allocs; /* allocated fresh, not taken from the pool */
+    int huge_files;         /* batch files go to huge pages */
+} bfs_bc_mem_stats;
+
+void bfs_bc_mem_get_stats(bfs_bc_mem *m, bfs_bc_mem_stats *st);
 
 #endif

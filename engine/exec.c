@@ -10,6 +10,10 @@
  * farthest away (Belady's order over the known readers' positions and strides).
  *
  * Readers (x->readers, guarded by x->lock) are a fixed table of BFS_EXEC_MAX_READERS.
+ * The finished jobs are the in-memory batch cache: which to evict is cache/batchcache.h's
+ * policy, fed the reader table; their memory (buffers and their pool, batch files, the
+ * reaper that releases them) is cache/batchcache.h's bfs_bc_mem, under a leaf lock of its
+ * own taken inside x->lock.
  */
 #include "engine/exec.h"
 #include "cache/batchcache.h"
@@ -21,10 +25,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <fcntl.h>
-#include <linux/mount.h>
-#include <sys/mman.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -34,17 +34,8 @@
 /* SEALING: computed, its bytes being moved into a sealed memory file (memfd mode). */
 enum { JOB_PREPARING, JOB_RUNNING, JOB_SEALING, JOB_READY, JOB_FAILED };
 
-#define POOL_MAX   16                  /* freed batch buffers kept at most (see free_data) */
 #define MAX_FAILED 1024                /* failed batches remembered (their error only) */
 #define PASSED_MAX ((uint64_t)1 << 30) /* default bfs_exec_set_passed_max */
-
-/* Memory eviction let go of, for the reaper thread to release (see reaper_main). */
-typedef struct remains {
-    struct remains *next;
-    void *data;
-    uint64_t size;
-    int fd; /* >= 0: data maps this file (memfd mode); -1: data is malloc'ed */
-} remains;
 
 struct bfs_batch { /* a job; "batch" is the name callers see */
     bfs_exec *x;
@@ -97,7 +88,7 @@ struct bfs_exec {
     uint64_t passed_max;  /* of which at most this no active reader will read */
     int stop, shutdown;
     int memfd;        /* finished batches go to sealed memfds (guarded by lock) */
-    int hugefs;       /* private huge-page tmpfs for batch files, or -1 (set with memfd) */
+    bfs_bc_mem *mem;  /* batch buffers, batch files, the reaper (cache/batchcache.h) */
     bfs_store *store; /* host-wide store, or NULL (set before use, then read-only) */
     int nthreads;     /* threads started */
     int active;       /* workers with id < active may compute (guarded by lock) */
@@ -111,19 +102,6 @@ struct bfs_exec {
     pthread_t *threads;
     bfs_engine_worker **workers;
     bfs_exec_stats st; /* counters (guarded by lock) */
-    /* Freed batch buffers kept for reuse (guarded by lock): a fresh 38 MB buffer costs
-     * ~10k page faults and zeroing, measurable against the compute of a batch. */
-    struct {
-        uint8_t *data;
-        uint64_t size;
-    } pool[POOL_MAX];
-    int npool;
-    int bufs_out;  /* batch buffers allocated and not in the pool (guarded by lock) */
-    int bufs_peak; /* the most ever out at once (guarded by lock) */
-    remains *dead; /* for the reaper (guarded by lock) */
-    pthread_cond_t reap;
-    pthread_t reaper;
-    int reaper_on, reaper_stop; /* guarded by lock */
 };
 
 /* The executor's lock. Functions marked "Locked." say LOCKED(x) first: in sanitizer and
@@ -183,142 +161,29 @@ static void unlink_job(bfs_exec *x, bfs_batch *j)
         }
 }
 
-/* Bytes of the freed buffers in the pool. Locked. */
-static uint64_t pool_bytes(const bfs_exec *x)
+/* What the cache budget has left for pooled buffers: the budget less the finished batches
+ * held (as of the last eviction). Locked. */
+static uint64_t room(const bfs_exec *x)
 {
     LOCKED(x);
-    uint64_t n = 0;
-    for (int i = 0; i < x->npool; i++)
-        n += x->pool[i].size;
-    return n;
+    return x->st.cached_bytes < x->cache_bytes ? x->cache_bytes - x->st.cached_bytes : 0;
 }
 
-/* Release memory: unmap and close a batch file, or free a buffer. Freeing a 38 MB
- * batch's pages takes 1-3 ms (the close of its memfd, measured with strace -T). */
-static void release(void *data, uint64_t size, int fd)
-{
-    if (fd >= 0) {
-        munmap(data, size);
-        close(fd);
-    } else {
-        free(data);
-    }
-}
-
-/*
- * Hand memory to the reaper thread, or release it here when there is none (or no memory
- * for the note). Evictions happen on the paths readers wait on (an open that moves a
- * reader on, a worker finishing a batch) and under x->lock: releasing there made the first
- * read of each batch after an eviction ~2 ms slower (`make bench` step 2a fell from 0.95
- * to 0.65 of tmpfs once the passed-batch bound was reached) and held up every other
- * thread. Locked.
- */
-static void bury(bfs_exec *x, void *data, uint64_t size, int fd)
-{
-    LOCKED(x);
-    remains *r = x && x->reaper_on && !x->reaper_stop ? malloc(sizeof *r) : NULL;
-    if (!r) {
-        release(data, size, fd);
-        return;
-    }
-    r->data = data, r->size = size, r->fd = fd;
-    r->next = x->dead;
-    x->dead = r;
-    pthread_cond_signal(&x->reap);
-}
-
-/* The reaper: releases what bury handed it, outside the lock. Until told to stop, and then
- * until nothing is left. */
-static void *reaper_main(void *arg)
-{
-    bfs_exec *x = arg;
-    xlock(x);
-    for (;;) {
-        while (!x->dead && !x->reaper_stop)
-            xwait(x, &x->reap);
-        remains *d = x->dead;
-        x->dead = NULL;
-        if (!d)
-            break; /* stopping, nothing left */
-        xunlock(x);
-        while (d) {
-            remains *next = d->next;
-            release(d->data, d->size, d->fd);
-            free(d);
-            d = next;
-        }
-        xlock(x);
-    }
-    xunlock(x);
-    return NULL;
-}
-
-/* Locked. */
-static void free_data(bfs_exec *x, uint8_t *data, uint64_t size)
-{
-    LOCKED(x);
-    /* Freed buffers wait for the next batches: a fresh 38 MB buffer costs ~10k page faults
-     * and zeroing (7% of a worker's time on warm memory, up to half of a batch's compute
-     * on fresh memory: docs/engine.md, "Batch memory"). Two are always kept. Batches come
-     * in bursts (a reader's prefetch window, an epoch's start), so more are kept while the
-     * cache budget has room for them, up to as many as were ever out at once and at most
-     * POOL_MAX: memory stays within the budget + 2 batches + those in flight, and a burst
-     * no larger than the last finds every buffer it needs. */
-    if (!data)
-        return;
-    if (!x) {
-        free(data);
-        return;
-    }
-    x->bufs_out--;
-    int keep = x->npool < 2 || (x->npool < POOL_MAX && x->bufs_out + x->npool < x->bufs_peak &&
-                                x->st.cached_bytes + pool_bytes(x) + size <= x->cache_bytes);
-    if (keep) {
-        x->pool[x->npool].data = data;
-        x->pool[x->npool++].size = size;
-    } else {
-        bury(x, data, size, -1);
-    }
-}
-
-/* Locked (x may be NULL at destroy). */
+/* Give a job's memory back: its batch file (memfd mode: data maps it; readers of it hold
+ * their own) or its buffer. Locked. */
 static void free_job(bfs_exec *x, bfs_batch *j)
 {
-    if (j->fd >= 0) { /* memfd mode: data maps the file; readers of it hold their own */
-        bury(x, j->data, j->size, j->fd);
-    } else {
-        free_data(x, j->data, j->size);
-    }
+    LOCKED(x);
+    if (j->fd >= 0)
+        bfs_bc_release(x->mem, j->data, j->size, j->fd);
+    else
+        bfs_bc_free(x->mem, j->data, j->size, room(x));
     if (j->claim) {
         bfs_store_abandon(j->claim);
         free(j->claim);
     }
     free(j->idx);
     free(j);
-}
-
-/* A batch buffer of size bytes: a pooled one, or a new 4096-aligned one, backed by huge
- * pages where the kernel allows (fewer faults). Locked. */
-static uint8_t *alloc_data(bfs_exec *x, uint64_t size)
-{
-    LOCKED(x);
-    for (int i = 0; i < x->npool; i++)
-        if (x->pool[i].size == size) {
-            uint8_t *d = x->pool[i].data;
-            x->pool[i] = x->pool[--x->npool];
-            x->bufs_out++;
-            return d;
-        }
-    void *d = NULL;
-    size_t align = size >= (2u << 20) ? (2u << 20) : 4096;
-    if (posix_memalign(&d, align, size))
-        return NULL;
-    if (align > 4096)
-        madvise(d, size, MADV_HUGEPAGE);
-    x->st.buffer_allocs++;
-    if (++x->bufs_out > x->bufs_peak)
-        x->bufs_peak = x->bufs_out;
-    return d;
 }
 
 /* The active readers, as the eviction policy takes them. Locked. */
@@ -419,7 +284,7 @@ static int finish_slot(bfs_exec *x, bfs_batch *j)
     if (j->rc) {
         j->state = JOB_FAILED;
         x->st.failed++;
-        free_data(x, j->data, j->size); /* a failed batch keeps only its error */
+        bfs_bc_free(x->mem, j->data, j->size, room(x)); /* a failed batch keeps only its error */
         j->data = NULL;
     } else {
         x->st.computed++;
@@ -433,102 +298,25 @@ static int finish_slot(bfs_exec *x, bfs_batch *j)
 }
 
 /*
- * Batch files on huge pages (huge_pages=1). Reading a 38 MB batch from 4 KiB shmem pages
- * costs ~9,000 page-cache lookups and as many TLB entries: `cat` of batch files on 2 MiB
- * pages ran 1.5-2.3x faster than of copies on /dev/shm, and a batch file on recycled huge
- * pages is written in 2 ms instead of 13 (docs/engine.md, "Batch memory"). memfds follow
- * the host's shmem_enabled policy, usually `never`, so the executor makes a tmpfs of its
- * own with huge=within_size: a detached mount (fsopen + fsmount: in no directory, gone
- * with its last file) holding anonymous O_TMPFILE files. Needs CAP_SYS_ADMIN, as FUSE
- * passthrough does; without it, memfds. Not the default: fresh huge pages are as dear as
- * fresh small ones (see PASSED_MAX), but small ones are often left over by other programs.
- */
-static int open_hugefs(void)
-{
-    int fc = (int)syscall(SYS_fsopen, "tmpfs", FSOPEN_CLOEXEC);
-    if (fc < 0)
-        return -1;
-    int m = -1;
-    /* size: the cache budget bounds the bytes; tmpfs's default cap (half of RAM) would
-     * turn a large budget into ENOSPC, so the cap is all of RAM */
-    if (syscall(SYS_fsconfig, fc, FSCONFIG_SET_STRING, "huge", "within_size", 0) == 0 &&
-        syscall(SYS_fsconfig, fc, FSCONFIG_SET_STRING, "size", "100%", 0) == 0 &&
-        syscall(SYS_fsconfig, fc, FSCONFIG_SET_STRING, "mode", "0700", 0) == 0 &&
-        syscall(SYS_fsconfig, fc, FSCONFIG_CMD_CREATE, NULL, NULL, 0) == 0)
-        m = (int)syscall(SYS_fsmount, fc, FSMOUNT_CLOEXEC,
-                         MOUNT_ATTR_NOEXEC | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
-    close(fc);
-    return m;
-}
-
-/* A new, empty file for a batch of `size` bytes, open for writing: on the huge-page tmpfs
- * (sized first, so that within_size gives every whole 2 MiB of it a huge page), else a
- * memfd that can be sealed. -1 on failure. */
-static int batch_file_create(bfs_exec *x, uint64_t size, int *sealable)
-{
-    if (x->hugefs >= 0) {
-        int fd = openat(x->hugefs, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
-        if (fd >= 0 && ftruncate(fd, (off_t)size) == 0) {
-            *sealable = 0;
-            return fd;
-        }
-        if (fd >= 0)
-            close(fd);
-    }
-    *sealable = 1;
-    return memfd_create("batchfs-batch", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-}
-
-/* Make the finished file fd read-only: seal a memfd (no one can write it again); reopen a
- * tmpfs file read-only (through /proc/self/fd) so that the daemon keeps no descriptor that
- * can write it (unlike a seal, this does not stop a root process from reopening it for
- * writing through /proc/PID/fd). Returns the descriptor to keep (fd itself, or the
- * read-only one), or -1. */
-static int batch_file_freeze(int fd, int sealable)
-{
-    if (sealable)
-        return fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL)
-                   ? -1
-                   : fd;
-    char path[64];
-    snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
-    int ro = open(path, O_RDONLY | O_CLOEXEC);
-    if (ro < 0)
-        return fd; /* no /proc: the daemon holds the only writable descriptor, unused */
-    close(fd);
-    return ro;
-}
-
-/*
  * Move the bytes of job j (SEALING or PREPARING: no other thread touches its data) from
- * src into a new read-only batch file (batch_file_create), mapped read-only as j->data;
- * j's malloc'ed buffer goes back to the pool. The file never changes after this, so the
- * mount can hand it to the kernel as the batch file's backing file (FUSE passthrough) and
- * readers may map it. On failure (no file, no memory) j keeps its buffer, with src copied
- * into it if needed, and j->fd stays -1: the batch is still served, by copying. Unlocked.
+ * src into a new read-only batch file (bfs_bc_to_file), mapped read-only as j->data; j's
+ * buffer goes back to the pool. The file never changes after this, so the mount can hand
+ * it to the kernel as the batch file's backing file (FUSE passthrough) and readers may map
+ * it. On failure (no file, no memory) j keeps its buffer, with src copied into it if
+ * needed, and j->fd stays -1: the batch is still served, by copying. Unlocked.
  */
 static void to_memfd(bfs_exec *x, bfs_batch *j, const uint8_t *src)
 {
-    int sealable = 1;
-    int fd = batch_file_create(x, j->size, &sealable);
-    void *m = MAP_FAILED;
-    if (fd >= 0 && bfs_write_all(fd, src, j->size) == 0) {
-        int kept = batch_file_freeze(fd, sealable);
-        if (kept >= 0) {
-            fd = kept;
-            m = mmap(NULL, j->size, PROT_READ, MAP_SHARED, fd, 0);
-        }
-    }
-    if (m == MAP_FAILED) {
-        if (fd >= 0)
-            close(fd);
+    const uint8_t *map;
+    int fd;
+    if (bfs_bc_to_file(x->mem, src, j->size, &map, &fd)) {
         if (src != j->data)
             memcpy(j->data, src, j->size);
         return;
     }
     xlock(x);
-    free_data(x, j->data, j->size);
-    j->data = m;
+    bfs_bc_free(x->mem, j->data, j->size, room(x));
+    j->data = (uint8_t *)map;
     j->fd = fd;
     xunlock(x);
 }
@@ -631,13 +419,13 @@ int bfs_exec_create(bfs_engine *e, int threads, uint64_t cache_bytes, bfs_exec *
     x->e = e;
     x->cache_bytes = cache_bytes;
     x->passed_max = PASSED_MAX;
-    x->hugefs = -1;
     pthread_mutex_init(&x->lock, NULL);
     pthread_cond_init(&x->work, NULL);
     pthread_cond_init(&x->ready, NULL);
-    pthread_cond_init(&x->reap, NULL);
-    /* without a reaper (it could not start), memory is released where it is let go of */
-    x->reaper_on = pthread_create(&x->reaper, NULL, reaper_main, x) == 0;
+    if (bfs_bc_mem_create(&x->mem)) {
+        bfs_exec_destroy(x);
+        return -ENOMEM;
+    }
     x->threads = calloc((size_t)threads, sizeof *x->threads);
     x->workers = calloc((size_t)threads, sizeof *x->workers);
     if (!x->threads || !x->workers) {
@@ -682,28 +470,19 @@ void bfs_exec_destroy(bfs_exec *x)
         pthread_join(x->threads[i], NULL);
     for (int i = 0; i < x->nworkers; i++)
         bfs_engine_worker_destroy(x->workers[i]);
-    if (x->reaper_on) { /* it releases what it holds, then ends */
-        xlock(x);
-        x->reaper_stop = 1;
-        pthread_cond_signal(&x->reap);
-        xunlock(x);
-        pthread_join(x->reaper, NULL);
-    }
-    while (x->jobs) {
+    xlock(x);
+    while (x->jobs) { /* (none without x->mem) */
         bfs_batch *j = x->jobs;
         x->jobs = j->next_job;
-        free_job(NULL, j);
+        free_job(x, j);
     }
-    for (int i = 0; i < x->npool; i++)
-        free(x->pool[i].data);
+    xunlock(x);
+    bfs_bc_mem_destroy(x->mem); /* its reaper releases what it was given, then ends */
     free(x->threads);
     free(x->workers);
-    if (x->hugefs >= 0)
-        close(x->hugefs);
     pthread_mutex_destroy(&x->lock);
     pthread_cond_destroy(&x->work);
     pthread_cond_destroy(&x->ready);
-    pthread_cond_destroy(&x->reap);
     free(x);
 }
 
@@ -749,7 +528,7 @@ static int store_lookup(bfs_exec *x, bfs_batch *j, int demand, int memfd)
             /* the entry file is exactly the batch: it backs the batch file itself, no
              * copy (it is never written in place: publication makes a new inode) */
             xlock(x);
-            free_data(x, j->data, j->size);
+            bfs_bc_free(x->mem, j->data, j->size, room(x));
             j->data = (uint8_t *)map;
             j->fd = fd;
             xunlock(x);
@@ -792,15 +571,10 @@ void bfs_exec_set_store(bfs_exec *x, bfs_store *s)
 
 void bfs_exec_set_memfd(bfs_exec *x, int on, int huge)
 {
+    if (on) /* where batch files go is decided once, before the first */
+        bfs_bc_use_files(x->mem, huge);
     xlock(x);
     x->memfd = on;
-    /* decided once, before the first batch file (to_memfd reads hugefs unlocked, after a
-     * locked look at memfd) */
-    if (on && x->hugefs == -1) {
-        x->hugefs = huge ? open_hugefs() : -2;
-        if (x->hugefs < 0)
-            x->hugefs = -2; /* not wanted, or refused: memfds */
-    }
     xunlock(x);
 }
 
@@ -868,7 +642,7 @@ static bfs_batch *acquire(bfs_exec *x, uint64_t epoch, uint64_t k, int demand, i
     }
     j = calloc(1, sizeof *j);
     uint64_t size = bfs_engine_batch_bytes(x->e, k);
-    if (!j || !(j->idx = malloc(len * sizeof *j->idx)) || !(j->data = alloc_data(x, size))) {
+    if (!j || !(j->idx = malloc(len * sizeof *j->idx)) || !(j->data = bfs_bc_alloc(x->mem, size))) {
         if (j)
             free(j->idx);
         free(j);
@@ -898,7 +672,7 @@ static bfs_batch *acquire(bfs_exec *x, uint64_t epoch, uint64_t k, int demand, i
         x->st.store_hits++;
         pthread_cond_broadcast(&x->ready);
     } else if (n < 0) {
-        free_data(x, j->data, j->size); /* a failed batch keeps only its error */
+        bfs_bc_free(x->mem, j->data, j->size, room(x)); /* a failed batch keeps only its error */
         j->data = NULL;
         j->rc = n;
         snprintf(j->err, sizeof j->err, "planning epoch %llu batch %llu: %s",
@@ -1019,12 +793,15 @@ void bfs_exec_get_stats(bfs_exec *x, bfs_exec_stats *st)
     st->max_threads = x->nthreads;
     st->prefetch = x->prefetch;
     st->cache_budget = x->cache_bytes;
-    st->huge_files = x->hugefs >= 0;
-    st->buffers = x->bufs_out + x->npool;
     st->in_flight = 0;
     for (bfs_batch *b = x->jobs; b; b = b->next_job)
         st->in_flight += b->state < JOB_READY;
     xunlock(x);
+    bfs_bc_mem_stats ms;
+    bfs_bc_mem_get_stats(x->mem, &ms);
+    st->buffers = ms.buffers;
+    st->buffer_allocs = ms.buffer_allocs;
+    st->huge_files = ms.huge_files;
     memset(&st->stages, 0, sizeof st->stages);
     for (int i = 0; i < x->nthreads; i++) {
         bfs_stage_stats w;
@@ -1295,8 +1072,7 @@ void bfs_exec_set_cache_bytes(bfs_exec *x, uint64_t bytes)
     x->cache_bytes = bytes;
     evict(x);
     /* pooled buffers beyond two lived in the budget's room: give back what no longer fits */
-    while (x->npool > 2 && x->st.cached_bytes + pool_bytes(x) > x->cache_bytes)
-        free(x->pool[--x->npool].data);
+    bfs_bc_trim(x->mem, room(x));
     xunlock(x);
 }
 

@@ -55,7 +55,7 @@ typedef struct bfs_exec_stats {
  * bfs_exec_create - start `threads` workers (<= 0: online CPUs) over engine e, keeping
  * at most cache_bytes of finished, unreferenced batches (0: keep none beyond those
  * referenced or in flight), plus freed batch buffers kept for reuse: two, and more while
- * the budget has room (see free_data in exec.c).
+ * the budget has room (bfs_bc_free in cache/batchcache.h).
  * Returns 0, -ENOMEM or -EAGAIN (threads).
  */
 int bfs_exec_create(bfs_engine *e, int threads, uint64_t cache_bytes, bfs_exec **out);

@@ -5,11 +5,19 @@
  * the budget: farthest next read, LRU among equals; under it: the oldest passed batch
  * beyond passed_max; else none). The executor's own tests (check_engine: the window,
  * evictions in /stats) cover the policy in place.
+ *
+ * And the cache's memory (bfs_bc_mem): buffers come back from the pool, the pool keeps two
+ * always and more only within the room and the peak, shrinks on trim; batch files hold
+ * exactly the bytes, cannot be written, and are closed by the reaper once released.
  */
 #include "cache/batchcache.h"
 
 #include <check.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <stdint.h>
+#include <string.h>
+#include <unistd.h>
 
 START_TEST(next_read_walks)
 {
@@ -70,12 +78,145 @@ START_TEST(victim_rules)
 }
 END_TEST
 
+static bfs_bc_mem_stats mem_stats(bfs_bc_mem *m)
+{
+    bfs_bc_mem_stats st;
+    bfs_bc_mem_get_stats(m, &st);
+    return st;
+}
+
+START_TEST(pool_reuses_buffers)
+{
+    bfs_bc_mem *m;
+    ck_assert_int_eq(bfs_bc_mem_create(&m), 0);
+    uint8_t *a = bfs_bc_alloc(m, 8192);
+    ck_assert_ptr_nonnull(a);
+    ck_assert_uint_eq((uintptr_t)a % 4096, 0);
+    memset(a, 7, 8192);
+    bfs_bc_free(m, a, 8192, 0); /* two are always kept, room or not */
+    ck_assert_int_eq(mem_stats(m).buffers, 1);
+    ck_assert_ptr_eq(bfs_bc_alloc(m, 8192), a); /* the same size: from the pool */
+    uint8_t *b = bfs_bc_alloc(m, 4096);         /* another size: fresh */
+    ck_assert_ptr_nonnull(b);
+    ck_assert_ptr_ne(b, a);
+    ck_assert_uint_eq(mem_stats(m).buffer_allocs, 2);
+    ck_assert_int_eq(mem_stats(m).buffers, 2);
+    bfs_bc_free(m, a, 8192, 0);
+    bfs_bc_free(m, b, 4096, 0);
+    bfs_bc_free(m, NULL, 4096, 0); /* nothing */
+    bfs_bc_mem_destroy(m);
+    bfs_bc_mem_destroy(NULL);
+}
+END_TEST
+
+START_TEST(pool_bounds)
+{
+    bfs_bc_mem *m;
+    ck_assert_int_eq(bfs_bc_mem_create(&m), 0);
+    enum { N = 6, SZ = 4096 };
+    uint8_t *b[N];
+    for (int i = 0; i < N; i++)
+        ck_assert_ptr_nonnull(b[i] = bfs_bc_alloc(m, SZ));
+    ck_assert_int_eq(mem_stats(m).buffers, N);
+    /* no room: two kept, the rest released */
+    for (int i = 0; i < 3; i++)
+        bfs_bc_free(m, b[i], SZ, 0);
+    ck_assert_int_eq(mem_stats(m).buffers, N - 1); /* 3 out + 2 pooled */
+    /* room for three in the pool: a third is kept, the fourth is not */
+    bfs_bc_free(m, b[3], SZ, 3 * SZ);
+    ck_assert_int_eq(mem_stats(m).buffers, N - 1); /* 2 out + 3 pooled */
+    bfs_bc_free(m, b[4], SZ, 3 * SZ);
+    ck_assert_int_eq(mem_stats(m).buffers, N - 2); /* 1 out + 3 pooled */
+    /* plenty of room: kept (0 out + 3 pooled < the peak of 6) */
+    bfs_bc_free(m, b[5], SZ, UINT64_MAX);
+    ck_assert_int_eq(mem_stats(m).buffers, 4);
+    /* the budget shrank: trim down to what fits, never below two */
+    bfs_bc_trim(m, SZ);
+    ck_assert_int_eq(mem_stats(m).buffers, 2);
+    /* taking all pooled buffers allocates nothing new */
+    uint64_t allocs = mem_stats(m).buffer_allocs;
+    uint8_t *c = bfs_bc_alloc(m, SZ), *d = bfs_bc_alloc(m, SZ);
+    ck_assert_uint_eq(mem_stats(m).buffer_allocs, allocs);
+    bfs_bc_free(m, c, SZ, 0);
+    bfs_bc_free(m, d, SZ, 0);
+    bfs_bc_mem_destroy(m);
+
+    /* never more buffers than were ever out at once: A, B, C out (peak 3), A and B pooled,
+     * then D of another size out: C comes back to 1 out + 2 pooled = the peak, released */
+    ck_assert_int_eq(bfs_bc_mem_create(&m), 0);
+    uint8_t *x = bfs_bc_alloc(m, SZ), *y = bfs_bc_alloc(m, SZ), *z = bfs_bc_alloc(m, SZ);
+    bfs_bc_free(m, x, SZ, UINT64_MAX);
+    bfs_bc_free(m, y, SZ, UINT64_MAX);
+    uint8_t *w = bfs_bc_alloc(m, 2 * SZ);
+    ck_assert_int_eq(mem_stats(m).buffers, 4);
+    bfs_bc_free(m, z, SZ, UINT64_MAX);
+    ck_assert_int_eq(mem_stats(m).buffers, 3); /* 1 out + 2 pooled */
+    bfs_bc_free(m, w, 2 * SZ, UINT64_MAX);
+    bfs_bc_mem_destroy(m);
+}
+END_TEST
+
+/* A batch file holds exactly the bytes, refuses writes, and is closed by the reaper. */
+static void check_file(int huge)
+{
+    bfs_bc_mem *m;
+    ck_assert_int_eq(bfs_bc_mem_create(&m), 0);
+    int on = bfs_bc_use_files(m, huge);
+    ck_assert_int_eq(bfs_bc_use_files(m, !huge), on); /* decided once */
+    ck_assert_int_eq(mem_stats(m).huge_files, on);
+    if (!huge)
+        ck_assert_int_eq(on, 0);
+    uint8_t src[10000];
+    for (size_t i = 0; i < sizeof src; i++)
+        src[i] = (uint8_t)(i * 31 + 7);
+    const uint8_t *map = NULL;
+    int fd = -1;
+    ck_assert_int_eq(bfs_bc_to_file(m, src, sizeof src, &map, &fd), 0);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_mem_eq(map, src, sizeof src);
+    ck_assert_int_eq(lseek(fd, 0, SEEK_END), (off_t)sizeof src);
+    uint8_t back[16];
+    ck_assert_int_eq(pread(fd, back, sizeof back, 0), (ssize_t)sizeof back);
+    ck_assert_mem_eq(back, src, sizeof back);
+    /* read-only for good: a sealed memfd refuses writes; a tmpfs file is held read-only */
+    errno = 0;
+    ck_assert_int_eq(pwrite(fd, "x", 1, 0), -1);
+    ck_assert(errno == EPERM || errno == EBADF);
+    if (on)
+        ck_assert_int_eq(fcntl(fd, F_GETFL) & O_ACCMODE, O_RDONLY);
+    else
+        ck_assert_int_ne(fcntl(fd, F_GET_SEALS) & F_SEAL_WRITE, 0);
+    bfs_bc_release(m, map, sizeof src, fd);
+    bfs_bc_mem_destroy(m); /* joins the reaper: the file is closed by now */
+    errno = 0;
+    ck_assert_int_eq(fcntl(fd, F_GETFD), -1);
+    ck_assert_int_eq(errno, EBADF);
+}
+
+START_TEST(batch_files_memfd)
+{
+    check_file(0);
+}
+END_TEST
+
+START_TEST(batch_files_huge)
+{
+    check_file(1); /* huge pages where allowed (root: a private tmpfs), else memfds */
+}
+END_TEST
+
 static Suite *batchcache_suite(void)
 {
     Suite *s = suite_create("batchcache");
     TCase *tc = tcase_create("policy");
     tcase_add_test(tc, next_read_walks);
     tcase_add_test(tc, victim_rules);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("memory");
+    tcase_add_test(tc, pool_reuses_buffers);
+    tcase_add_test(tc, pool_bounds);
+    tcase_add_test(tc, batch_files_memfd);
+    tcase_add_test(tc, batch_files_huge);
     suite_add_tcase(s, tc);
     return s;
 }
