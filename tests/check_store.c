@@ -9,8 +9,9 @@
  * default directory's permissions and refusal of another user's directory. Every test runs
  * twice where it matters: O_TMPFILE publication and the named-temporary fallback.
  *
- * Scratch directories come from tu_mkdtemp ($TMPDIR or /tmp); run with TMPDIR=/dev/shm to
- * cover tmpfs as well. Helper processes report through exit codes, never ck_assert.
+ * Scratch directories come from tu_mkdtemp ($TMPDIR or /tmp), one store directory per test
+ * from its test case's fixture; run with TMPDIR=/dev/shm to cover tmpfs as well. Helper processes
+ * report through exit codes, never ck_assert.
  */
 #include "cache/store.h"
 #include "cache/store_internal.h"
@@ -88,13 +89,46 @@ static uint64_t trl(void)
     return g_in_file || !xattr_ok() ? BFS_STORE_TRAILER : 0;
 }
 
-static bfs_store *open_store(const char *root, uint64_t budget, int named)
+/* The test's store directory: made by the fixture of each test case that uses a store,
+ * removed after the test (tu_mkdtemp, so under $TMPDIR). */
+static char *g_root;
+
+static void root_setup(void)
+{
+    g_root = tu_mkdtemp("bfs-store");
+    ck_assert_ptr_nonnull(g_root);
+}
+
+static void root_teardown(void)
+{
+    tu_rmtree(g_root);
+    free(g_root);
+    g_root = NULL;
+}
+
+/* Open a handle on the test's store directory. */
+static bfs_store *open_store(uint64_t budget, int named)
 {
     bfs_store_opts o = {.budget_bytes = budget, .named_temps = named, .trailer_in_file = g_in_file};
     bfs_store *s = NULL;
     char err[256] = "";
-    int rc = bfs_store_open(root, &o, &s, err, sizeof err);
-    ck_assert_msg(rc == 0, "bfs_store_open(%s): %d %s", root, rc, err);
+    int rc = bfs_store_open(g_root, &o, &s, err, sizeof err);
+    ck_assert_msg(rc == 0, "bfs_store_open(%s): %d %s", g_root, rc, err);
+    return s;
+}
+
+/* A forked helper process's own handle on the test's store in the current mode (named
+ * temporaries if named, budget, log_cb); the process exits with code 1 if it cannot be
+ * opened (helpers report through exit codes, never ck_assert). */
+static bfs_store *child_store(int named, uint64_t budget, void (*log_cb)(void *, const char *))
+{
+    bfs_store_opts o = {.budget_bytes = budget,
+                        .named_temps = named,
+                        .trailer_in_file = g_in_file,
+                        .log_cb = log_cb};
+    bfs_store *s;
+    if (bfs_store_open(g_root, &o, &s, NULL, 0))
+        _exit(1);
     return s;
 }
 
@@ -134,9 +168,10 @@ static void expect_miss(bfs_store *s, bfs_store_key k)
     ck_assert_int_eq(bfs_store_abandon(&c), 0);
 }
 
-static void entry_path(const char *root, bfs_store_key k, const char *suffix, char *buf, size_t len)
+/* The path of key's file with suffix (".st", ".lock", ...) in the test's store. */
+static void entry_path(bfs_store_key k, const char *suffix, char *buf, size_t len)
 {
-    snprintf(buf, len, "%s/v2/%016" PRIx64 "/%" PRIu64 "/%" PRIu64 "%s", root, k.fingerprint,
+    snprintf(buf, len, "%s/v2/%016" PRIx64 "/%" PRIu64 "/%" PRIu64 "%s", g_root, k.fingerprint,
              k.epoch, k.batch, suffix);
 }
 
@@ -170,10 +205,10 @@ static int tree_cb(const char *p, const struct stat *sb, int flag, struct FTW *f
     return 0;
 }
 
-static struct tree_count count_tree(const char *root)
+static struct tree_count count_tree(void)
 {
     memset(&tree, 0, sizeof tree);
-    nftw(root, tree_cb, 16, FTW_PHYS);
+    nftw(g_root, tree_cb, 16, FTW_PHYS);
     return tree;
 }
 
@@ -215,9 +250,7 @@ static int log_count(const char *needle)
 START_TEST(round_trip)
 {
     set_mode(_i);
-    char *root = tu_mkdtemp("bfs-store");
-    ck_assert_ptr_nonnull(root);
-    bfs_store *s = open_store(root, 0, (_i & 1));
+    bfs_store *s = open_store(0, (_i & 1));
     size_t lens[] = {0, 1, 63, 64, 65, 4096, 100000, 1 << 20};
     for (size_t i = 0; i < sizeof lens / sizeof lens[0]; i++) {
         bfs_store_key k = key3(0x0123456789abcdefULL, 7, i);
@@ -227,7 +260,7 @@ START_TEST(round_trip)
         expect_hit(s, k, d, lens[i]);
         /* the layout of docs/cache.md */
         char p[512];
-        entry_path(root, k, ".st", p, sizeof p);
+        entry_path(k, ".st", p, sizeof p);
         uint8_t *file;
         size_t flen;
         ck_assert_int_eq(tu_read_file(p, &file, &flen), 0);
@@ -248,7 +281,7 @@ START_TEST(round_trip)
         free(file);
         free(d);
     }
-    struct tree_count t = count_tree(root);
+    struct tree_count t = count_tree();
     ck_assert_int_eq(t.entries, 8);
     ck_assert_int_eq(t.locks, 0); /* released and removed */
     ck_assert_int_eq(t.temps, 0);
@@ -263,7 +296,7 @@ START_TEST(round_trip)
     ck_assert_uint_eq(st.corrupt, 0);
     bfs_store_close(s);
     /* a new handle sees the same entries and recounts the same usage */
-    s = open_store(root, 0, (_i & 1));
+    s = open_store(0, (_i & 1));
     bfs_store_get_stats(s, &st);
     ck_assert_uint_eq(st.usage_bytes, t.entry_bytes);
     uint8_t *d = payload(6, 100000);
@@ -284,7 +317,7 @@ START_TEST(round_trip)
         ck_assert_int_eq(c.fd, -1);
         bfs_store_claim_close(&c); /* owns nothing now */
         char p[512];
-        entry_path(root, key3(0x0123456789abcdefULL, 7, 6), ".st", p, sizeof p);
+        entry_path(key3(0x0123456789abcdefULL, 7, 6), ".st", p, sizeof p);
         ck_assert_int_eq(unlink(p), 0);
         ck_assert_int_eq(memcmp(m, d, 100000), 0);
         uint8_t b[100];
@@ -307,16 +340,13 @@ START_TEST(round_trip)
     free(d);
     bfs_store_close(s);
     bfs_store_close(NULL);
-    tu_rmtree(root);
-    free(root);
 }
 END_TEST
 
 START_TEST(streamed_write)
 {
     set_mode(_i);
-    char *root = tu_mkdtemp("bfs-store");
-    bfs_store *s = open_store(root, 0, (_i & 1));
+    bfs_store *s = open_store(0, (_i & 1));
     size_t len = 300001;
     uint8_t *d = payload(42, len);
     bfs_claim c;
@@ -327,22 +357,19 @@ START_TEST(streamed_write)
         ck_assert_int_eq(bfs_store_write(&c, d + off, len - off < 7777 ? len - off : 7777), 0);
     /* invisible until commit */
     char p[512];
-    entry_path(root, k, ".st", p, sizeof p);
+    entry_path(k, ".st", p, sizeof p);
     ck_assert(!exists(p));
     ck_assert_int_eq(bfs_store_commit(&c), 0);
     ck_assert(exists(p));
     expect_hit(s, k, d, len);
     free(d);
     bfs_store_close(s);
-    tu_rmtree(root);
-    free(root);
 }
 END_TEST
 
 START_TEST(api_misuse)
 {
-    char *root = tu_mkdtemp("bfs-store");
-    bfs_store *s = open_store(root, 0, 0);
+    bfs_store *s = open_store(0, 0);
     bfs_claim c;
     bfs_store_key k = key3(1, 0, 0);
     ck_assert_int_eq(bfs_store_claim(s, k, &c), 0);
@@ -374,39 +401,33 @@ START_TEST(api_misuse)
     bfs_store_opts o = {.sync = (bfs_store_sync)7};
     bfs_store *s2 = (bfs_store *)1;
     char err[256] = "";
-    ck_assert_int_eq(bfs_store_open(root, &o, &s2, err, sizeof err), -EINVAL);
+    ck_assert_int_eq(bfs_store_open(g_root, &o, &s2, err, sizeof err), -EINVAL);
     ck_assert_ptr_null(s2);
     ck_assert(err[0] != 0);
     bfs_store_close(s);
-    tu_rmtree(root);
-    free(root);
 }
 END_TEST
 
 START_TEST(sync_policies)
 {
     set_mode(_i);
-    char *root = tu_mkdtemp("bfs-store");
     for (int p = BFS_STORE_SYNC_NONE; p <= BFS_STORE_SYNC_FULL; p++) {
         bfs_store_opts o = {
             .sync = (bfs_store_sync)p, .named_temps = _i & 1, .trailer_in_file = g_in_file};
         bfs_store *s;
-        ck_assert_int_eq(bfs_store_open(root, &o, &s, NULL, 0), 0);
+        ck_assert_int_eq(bfs_store_open(g_root, &o, &s, NULL, 0), 0);
         uint8_t *d = payload((uint64_t)p, 5000);
         put(s, key3(9, (uint64_t)p, 1), d, 5000);
         expect_hit(s, key3(9, (uint64_t)p, 1), d, 5000);
         free(d);
         bfs_store_close(s);
     }
-    tu_rmtree(root);
-    free(root);
 }
 END_TEST
 
 START_TEST(fingerprints_never_share)
 {
-    char *root = tu_mkdtemp("bfs-store");
-    bfs_store *s = open_store(root, 0, 0);
+    bfs_store *s = open_store(0, 0);
     uint8_t *a = payload(1, 10000), *b = payload(2, 10000);
     put(s, key3(0xaaaa, 0, 0), a, 10000);
     /* same epoch and batch, another pipeline: a miss, then its own bytes */
@@ -419,12 +440,12 @@ START_TEST(fingerprints_never_share)
     expect_miss(s, key3(0xaaaa, 0, 1));
     /* a file copied to another key's path is refused (its trailer names its key) */
     char from[512], to[512], dir[512];
-    entry_path(root, key3(0xaaaa, 0, 0), ".st", from, sizeof from);
-    snprintf(dir, sizeof dir, "%s/v2/%016x", root, 0xccccu);
+    entry_path(key3(0xaaaa, 0, 0), ".st", from, sizeof from);
+    snprintf(dir, sizeof dir, "%s/v2/%016x", g_root, 0xccccu);
     ck_assert_int_eq(mkdir(dir, 0700), 0);
-    snprintf(dir, sizeof dir, "%s/v2/%016x/0", root, 0xccccu);
+    snprintf(dir, sizeof dir, "%s/v2/%016x/0", g_root, 0xccccu);
     ck_assert_int_eq(mkdir(dir, 0700), 0);
-    entry_path(root, key3(0xcccc, 0, 0), ".st", to, sizeof to);
+    entry_path(key3(0xcccc, 0, 0), ".st", to, sizeof to);
     uint8_t *f;
     size_t flen;
     ck_assert_int_eq(tu_read_file(from, &f, &flen), 0);
@@ -438,8 +459,6 @@ START_TEST(fingerprints_never_share)
     free(a);
     free(b);
     bfs_store_close(s);
-    tu_rmtree(root);
-    free(root);
 }
 END_TEST
 
@@ -457,13 +476,12 @@ static void flip_xattr(const char *p, size_t pos, int bit)
 START_TEST(corrupt_byte_flips)
 {
     g_in_file = _i; /* 0: the trailer is the xattr (where it can be), 1: in the file */
-    char *root = tu_mkdtemp("bfs-store");
-    bfs_store *s = open_store(root, 0, 0);
+    bfs_store *s = open_store(0, 0);
     size_t len = 50000;
     uint8_t *d = payload(5, len);
     bfs_store_key k = key3(77, 1, 2);
     char p[512];
-    entry_path(root, k, ".st", p, sizeof p);
+    entry_path(k, ".st", p, sizeof p);
     /* every trailer byte, and payload bytes at the start, middle and end */
     size_t pos[BFS_STORE_TRAILER + 3];
     int n = 0;
@@ -498,21 +516,18 @@ START_TEST(corrupt_byte_flips)
     ck_assert_uint_eq(st.corrupt, (uint64_t)n);
     free(d);
     bfs_store_close(s);
-    tu_rmtree(root);
-    free(root);
 }
 END_TEST
 
 START_TEST(corrupt_truncated_and_garbage)
 {
     g_in_file = _i;
-    char *root = tu_mkdtemp("bfs-store");
-    bfs_store *s = open_store(root, 0, 0);
+    bfs_store *s = open_store(0, 0);
     size_t len = 20000;
     uint8_t *d = payload(6, len);
     bfs_store_key k = key3(78, 0, 0);
     char p[512];
-    entry_path(root, k, ".st", p, sizeof p);
+    entry_path(k, ".st", p, sizeof p);
     /* truncations (torn tails), one byte appended, a file of the right size but zeros; with
      * the trailer in an xattr also: the xattr removed, too long, too short */
     long sizes[] = {0,  1,  63, 64, (long)len / 2, (long)len - 1, (long)len, (long)len + 63, -1,
@@ -562,8 +577,6 @@ START_TEST(corrupt_truncated_and_garbage)
     ck_assert_uint_eq(st.hits, 0);
     free(d);
     bfs_store_close(s);
-    tu_rmtree(root);
-    free(root);
 }
 END_TEST
 
@@ -630,15 +643,14 @@ END_TEST
 /* A child of the fork tests: open its own handle, claim or wait, compute (sleep) when MINE,
  * check the bytes. Reports 'M' (computed), 'W' (waited, then hit) or 'H' (hit at once)
  * on report_fd; exits 0 if every check passed. */
-static void single_flight_child(const char *root, int named, int go_fd, int report_fd,
-                                const uint8_t *d, size_t len)
+static void single_flight_child(int named, int go_fd, int report_fd, const uint8_t *d, size_t len)
 {
     char c0;
     if (read(go_fd, &c0, 1) != 1)
         _exit(10);
     bfs_store_opts o = {.named_temps = named};
     bfs_store *s;
-    if (bfs_store_open(root, &o, &s, NULL, 0))
+    if (bfs_store_open(g_root, &o, &s, NULL, 0))
         _exit(11);
     bfs_store_key k = key3(0x5151, 3, 9);
     bfs_claim c;
@@ -674,8 +686,7 @@ static void single_flight_child(const char *root, int named, int go_fd, int repo
 START_TEST(fork_single_flight)
 {
     set_mode(_i);
-    char *root = tu_mkdtemp("bfs-store");
-    bfs_store *s = open_store(root, 0, (_i & 1)); /* creates the tree */
+    bfs_store *s = open_store(0, (_i & 1)); /* creates the tree */
     bfs_store_close(s);
     size_t len = 200000;
     uint8_t *d = payload(11, len);
@@ -690,7 +701,7 @@ START_TEST(fork_single_flight)
         if (pids[i] == 0) {
             close(go[1]);
             close(rep[0]);
-            single_flight_child(root, (_i & 1), go[0], rep[1], d, len);
+            single_flight_child((_i & 1), go[0], rep[1], d, len);
         }
     }
     close(go[0]);
@@ -714,13 +725,11 @@ START_TEST(fork_single_flight)
         mine += r[i] == 'M', waited += r[i] == 'W';
     ck_assert_int_eq(mine, 1);   /* exactly one computed */
     ck_assert_int_ge(waited, 1); /* the others waited for it (300 ms) and hit */
-    struct tree_count t = count_tree(root);
+    struct tree_count t = count_tree();
     ck_assert_int_eq(t.entries, 1);
     ck_assert_int_eq(t.temps, 0);
     ck_assert_int_eq(t.locks, 0);
     free(d);
-    tu_rmtree(root);
-    free(root);
 }
 END_TEST
 
@@ -760,8 +769,7 @@ START_TEST(thread_single_flight)
     set_mode(_i);
     /* OFD locks belong to open file descriptions, not processes: threads of one daemon
      * sharing one handle are single-flighted too */
-    char *root = tu_mkdtemp("bfs-store");
-    bfs_store *s = open_store(root, 0, (_i & 1));
+    bfs_store *s = open_store(0, (_i & 1));
     enum { T = 6 };
     size_t len = 100000;
     uint8_t *d = payload(12, len);
@@ -787,15 +795,12 @@ START_TEST(thread_single_flight)
     pthread_barrier_destroy(&b);
     free(d);
     bfs_store_close(s);
-    tu_rmtree(root);
-    free(root);
 }
 END_TEST
 
 START_TEST(wait_timeout)
 {
-    char *root = tu_mkdtemp("bfs-store");
-    bfs_store *s1 = open_store(root, 0, 0), *s2 = open_store(root, 0, 0);
+    bfs_store *s1 = open_store(0, 0), *s2 = open_store(0, 0);
     bfs_store_key k = key3(3, 3, 3);
     bfs_claim mine, other;
     ck_assert_int_eq(bfs_store_claim(s1, k, &mine), 0);
@@ -821,8 +826,6 @@ START_TEST(wait_timeout)
     ck_assert_uint_eq(st.busy_waits, 2);
     bfs_store_close(s1);
     bfs_store_close(s2);
-    tu_rmtree(root);
-    free(root);
 }
 END_TEST
 
@@ -831,8 +834,7 @@ START_TEST(mine_is_exclusive_under_churn)
     /* Processes claim and abandon one key as fast as they can: every abandon unlinks the
      * lock file, so claimants keep opening a lock file that is being unlinked (the race
      * the inode check in lock_file closes). At no moment may two hold MINE. */
-    char *root = tu_mkdtemp("bfs-store");
-    bfs_store *s = open_store(root, 0, 0);
+    bfs_store *s = open_store(0, 0);
     int *shared = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     ck_assert_ptr_ne(shared, MAP_FAILED);
     enum { P = 4, ITER = 3000 };
@@ -842,7 +844,7 @@ START_TEST(mine_is_exclusive_under_churn)
         ck_assert_int_ge(pid[p], 0);
         if (pid[p] == 0) {
             bfs_store *cs;
-            if (bfs_store_open(root, NULL, &cs, NULL, 0))
+            if (bfs_store_open(g_root, NULL, &cs, NULL, 0))
                 _exit(1);
             for (int i = 0; i < ITER; i++) {
                 bfs_claim c;
@@ -874,8 +876,6 @@ START_TEST(mine_is_exclusive_under_churn)
                   shared[2]);
     munmap(shared, 4096);
     bfs_store_close(s);
-    tu_rmtree(root);
-    free(root);
 }
 END_TEST
 
@@ -884,21 +884,19 @@ END_TEST
 START_TEST(kill9_mid_publish)
 {
     set_mode(_i);
-    char *root = tu_mkdtemp("bfs-store");
-    bfs_store *s = open_store(root, 0, (_i & 1));
+    bfs_store *s = open_store(0, (_i & 1));
     size_t len = 1 << 20;
     uint8_t *d = payload(13, len);
     bfs_store_key k = key3(0xdead, 0, 5);
     char p[512];
-    entry_path(root, k, ".st", p, sizeof p);
+    entry_path(k, ".st", p, sizeof p);
     pid_t pid = fork();
     ck_assert_int_ge(pid, 0);
     if (pid == 0) {
-        bfs_store_opts o = {.named_temps = _i & 1, .trailer_in_file = g_in_file};
-        bfs_store *cs;
+        bfs_store *cs = child_store(_i & 1, 0, NULL);
         bfs_claim c;
-        if (bfs_store_open(root, &o, &cs, NULL, 0) || bfs_store_claim(cs, k, &c) ||
-            c.state != BFS_STORE_MINE || bfs_store_write(&c, d, len / 2))
+        if (bfs_store_claim(cs, k, &c) || c.state != BFS_STORE_MINE ||
+            bfs_store_write(&c, d, len / 2))
             _exit(1);
         raise(SIGKILL); /* half the payload written, no trailer, no name */
         _exit(2);
@@ -908,16 +906,16 @@ START_TEST(kill9_mid_publish)
     ck_assert_msg(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "status %#x", status);
     /* nothing is served: the entry does not exist */
     ck_assert(!exists(p));
-    struct tree_count t = count_tree(root);
+    struct tree_count t = count_tree();
     ck_assert_int_eq(t.entries, 0);
     ck_assert_int_eq(t.temps, (_i & 1) ? 1 : 0); /* O_TMPFILE leaves no file at all */
     ck_assert_int_eq(t.locks, 1);                /* unlocked by the kernel at death */
     /* a new daemon cleans up after the dead one at open */
-    bfs_store *s2 = open_store(root, 0, (_i & 1));
+    bfs_store *s2 = open_store(0, (_i & 1));
     bfs_store_stats st;
     bfs_store_get_stats(s2, &st);
     ck_assert_uint_eq(st.stale_removed, (_i & 1) ? 2 : 1);
-    t = count_tree(root);
+    t = count_tree();
     ck_assert_int_eq(t.temps + t.locks + t.entries, 0);
     bfs_store_close(s2);
     /* the key is claimable (stale takeover), and publishing it works */
@@ -928,8 +926,6 @@ START_TEST(kill9_mid_publish)
     expect_hit(s, k, d, len);
     free(d);
     bfs_store_close(s);
-    tu_rmtree(root);
-    free(root);
 }
 END_TEST
 
@@ -938,8 +934,7 @@ START_TEST(kill9_while_others_wait)
     set_mode(_i);
     /* the computer dies with waiters queued: one waiter takes the key over (MINE) without
      * any cleanup having run, publishes, and the rest hit */
-    char *root = tu_mkdtemp("bfs-store");
-    bfs_store *s = open_store(root, 0, (_i & 1));
+    bfs_store *s = open_store(0, (_i & 1));
     size_t len = 300000;
     uint8_t *d = payload(14, len);
     bfs_store_key k = key3(0xbeef, 1, 1);
@@ -948,11 +943,10 @@ START_TEST(kill9_while_others_wait)
     pid_t victim = fork();
     ck_assert_int_ge(victim, 0);
     if (victim == 0) {
-        bfs_store_opts o = {.named_temps = _i & 1, .trailer_in_file = g_in_file};
-        bfs_store *cs;
+        bfs_store *cs = child_store(_i & 1, 0, NULL);
         bfs_claim c;
-        if (bfs_store_open(root, &o, &cs, NULL, 0) || bfs_store_claim(cs, k, &c) ||
-            c.state != BFS_STORE_MINE || bfs_store_write(&c, d, len / 3))
+        if (bfs_store_claim(cs, k, &c) || c.state != BFS_STORE_MINE ||
+            bfs_store_write(&c, d, len / 3))
             _exit(1);
         if (write(ready[1], "r", 1) != 1)
             _exit(2);
@@ -967,10 +961,9 @@ START_TEST(kill9_while_others_wait)
         w[i] = fork();
         ck_assert_int_ge(w[i], 0);
         if (w[i] == 0) {
-            bfs_store_opts o = {.named_temps = _i & 1, .trailer_in_file = g_in_file};
-            bfs_store *cs;
+            bfs_store *cs = child_store(_i & 1, 0, NULL);
             bfs_claim c;
-            if (bfs_store_open(root, &o, &cs, NULL, 0) || bfs_store_claim(cs, k, &c))
+            if (bfs_store_claim(cs, k, &c))
                 _exit(1);
             if (c.state != BFS_STORE_BUSY)
                 _exit(2);
@@ -1004,8 +997,6 @@ START_TEST(kill9_while_others_wait)
     expect_hit(s, k, d, len);
     free(d);
     bfs_store_close(s);
-    tu_rmtree(root);
-    free(root);
 }
 END_TEST
 
@@ -1017,15 +1008,14 @@ START_TEST(two_mine_in_process)
     /* Both MINE: the first claimant's lock file is removed under it (what a stale-marker
      * race would do), so a second claimant creates a new one. Commits in either order end
      * with one valid entry holding one publisher's bytes, and no leftovers. */
-    char *root = tu_mkdtemp("bfs-store");
-    bfs_store *s1 = open_store(root, 0, (_i & 1)), *s2 = open_store(root, 0, (_i & 1));
+    bfs_store *s1 = open_store(0, (_i & 1)), *s2 = open_store(0, (_i & 1));
     size_t len = 70000;
     uint8_t *a = payload(21, len), *b = payload(22, len);
     for (int order = 0; order < 2; order++) {
         bfs_store_key k = key3(0xab, 0, (uint64_t)order);
         char lock[512], p[512];
-        entry_path(root, k, ".lock", lock, sizeof lock);
-        entry_path(root, k, ".st", p, sizeof p);
+        entry_path(k, ".lock", lock, sizeof lock);
+        entry_path(k, ".st", p, sizeof p);
         bfs_claim c1, c2;
         ck_assert_int_eq(bfs_store_claim(s1, k, &c1), 0);
         ck_assert_int_eq(c1.state, BFS_STORE_MINE);
@@ -1044,15 +1034,13 @@ START_TEST(two_mine_in_process)
         bfs_store_claim_close(&h);
         ck_assert(!exists(lock));
     }
-    struct tree_count t = count_tree(root);
+    struct tree_count t = count_tree();
     ck_assert_int_eq(t.entries, 2);
     ck_assert_int_eq(t.temps + t.locks + t.others, 0);
     free(a);
     free(b);
     bfs_store_close(s1);
     bfs_store_close(s2);
-    tu_rmtree(root);
-    free(root);
 }
 END_TEST
 
@@ -1063,17 +1051,13 @@ START_TEST(two_mine_concurrent)
      * third process reads the key in a loop (it only ever sees a miss/busy or a valid,
      * whole entry) and a fourth scans the store in a loop (it must not take a live
      * writer's temporary file for a dead one's). */
-    char *root = tu_mkdtemp("bfs-store");
-    bfs_store *s = open_store(root, 0, (_i & 1));
+    bfs_store *s = open_store(0, (_i & 1));
     size_t len = 256 * 1024;
     uint8_t *a = payload(31, len), *b = payload(32, len);
     pid_t reader = fork();
     ck_assert_int_ge(reader, 0);
     if (reader == 0) {
-        bfs_store_opts o = {.named_temps = _i & 1, .trailer_in_file = g_in_file};
-        bfs_store *rs;
-        if (bfs_store_open(root, &o, &rs, NULL, 0))
-            _exit(1);
+        bfs_store *rs = child_store(_i & 1, 0, NULL);
         for (;;) {
             for (uint64_t r = 0; r < 20; r++) {
                 bfs_claim c;
@@ -1089,11 +1073,7 @@ START_TEST(two_mine_concurrent)
     pid_t scanner = fork();
     ck_assert_int_ge(scanner, 0);
     if (scanner == 0) {
-        bfs_store_opts o = {
-            .named_temps = _i & 1, .trailer_in_file = g_in_file, .log_cb = log_stderr};
-        bfs_store *ss;
-        if (bfs_store_open(root, &o, &ss, NULL, 0))
-            _exit(1);
+        bfs_store *ss = child_store(_i & 1, 0, log_stderr);
         for (;;)
             if (bfs_store_evict(ss, NULL))
                 _exit(2);
@@ -1101,7 +1081,7 @@ START_TEST(two_mine_concurrent)
     for (uint64_t r = 0; r < 20; r++) {
         bfs_store_key k = key3(0xcd, 0, r);
         char lock[512];
-        entry_path(root, k, ".lock", lock, sizeof lock);
+        entry_path(k, ".lock", lock, sizeof lock);
         int go[2], mine[2];
         ck_assert_int_eq(pipe(go), 0);
         ck_assert_int_eq(pipe(mine), 0);
@@ -1110,11 +1090,8 @@ START_TEST(two_mine_concurrent)
             pid[i] = fork();
             ck_assert_int_ge(pid[i], 0);
             if (pid[i] == 0) {
-                bfs_store_opts o = {.named_temps = _i & 1, .trailer_in_file = g_in_file};
-                bfs_store *cs;
+                bfs_store *cs = child_store(_i & 1, 0, NULL);
                 bfs_claim c;
-                if (bfs_store_open(root, &o, &cs, NULL, 0))
-                    _exit(1);
                 /* get MINE (the reader may hold the key for an instant), then free the
                  * lock file's name so that the other one gets MINE too */
                 for (int t = 0;; t++) {
@@ -1170,14 +1147,12 @@ START_TEST(two_mine_concurrent)
     ck_assert_msg(WIFSIGNALED(status), "reader saw a bad entry: status %#x", status);
     ck_assert_int_eq(waitpid(scanner, &status, 0), scanner);
     ck_assert_msg(WIFSIGNALED(status), "scanner failed: status %#x", status);
-    struct tree_count t = count_tree(root);
+    struct tree_count t = count_tree();
     ck_assert_int_eq(t.entries, 20);
     ck_assert_int_eq(t.temps, 0);
     free(a);
     free(b);
     bfs_store_close(s);
-    tu_rmtree(root);
-    free(root);
 }
 END_TEST
 
@@ -1186,28 +1161,27 @@ END_TEST
 START_TEST(lru_eviction)
 {
     set_mode(_i);
-    char *root = tu_mkdtemp("bfs-store");
     size_t len = 10000;
     uint64_t file = len + trl();
     uint64_t budget = file * 11 / 2; /* 5.5 entries: after a scan, 5 stay */
-    bfs_store *s = open_store(root, budget, (_i & 1));
+    bfs_store *s = open_store(budget, (_i & 1));
     uint8_t *d[40];
     for (int i = 0; i < 40; i++)
         d[i] = payload(100 + (uint64_t)i, len);
     for (int i = 0; i < 5; i++)
         put(s, key3(1, 0, (uint64_t)i), d[i], len);
-    ck_assert_int_eq(count_tree(root).entries, 5);
+    ck_assert_int_eq(count_tree().entries, 5);
     for (int i = 5; i < 40; i++) {
         expect_hit(s, key3(1, 0, 0), d[0], len); /* entry 0 stays the most recently used */
         put(s, key3(1, 0, (uint64_t)i), d[i], len);
-        struct tree_count t = count_tree(root);
+        struct tree_count t = count_tree();
         ck_assert_msg(t.entry_bytes <= budget, "%" PRIu64 " bytes > budget %" PRIu64, t.entry_bytes,
                       budget);
         ck_assert_int_eq(t.entries, 5);
         /* exactly entry 0 and the 4 newest are left: least recently used went first */
         for (int j = 1; j <= i; j++) {
             char p[512];
-            entry_path(root, key3(1, 0, (uint64_t)j), ".st", p, sizeof p);
+            entry_path(key3(1, 0, (uint64_t)j), ".st", p, sizeof p);
             ck_assert_msg(exists(p) == (j > i - 4), "after %d: entry %d %s", i, j,
                           exists(p) ? "kept" : "evicted");
         }
@@ -1223,8 +1197,8 @@ START_TEST(lru_eviction)
     expect_hit(s, key3(1, 0, 0), d[0], len);
     bfs_store_close(s);
     /* a handle with a smaller budget trims the store at open */
-    s = open_store(root, file * 2, (_i & 1));
-    ck_assert_uint_le(count_tree(root).entry_bytes, file * 2);
+    s = open_store(file * 2, (_i & 1));
+    ck_assert_uint_le(count_tree().entry_bytes, file * 2);
     /* an entry larger than the whole budget is refused, and the key stays free */
     uint8_t *big = payload(7, 3 * len);
     bfs_claim c;
@@ -1235,8 +1209,6 @@ START_TEST(lru_eviction)
     bfs_store_close(s);
     for (int i = 0; i < 40; i++)
         free(d[i]);
-    tu_rmtree(root);
-    free(root);
 }
 END_TEST
 
@@ -1251,21 +1223,18 @@ END_TEST
 START_TEST(full_file_system)
 {
     set_mode(_i);
-    char *root = tu_mkdtemp("bfs-full");
     if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
-        mount("tmpfs", root, "tmpfs", 0, "size=256k,mode=0700") < 0) {
+        mount("tmpfs", g_root, "tmpfs", 0, "size=256k,mode=0700") < 0) {
         fprintf(stderr,
                 "check_store: cannot mount a tmpfs (%s; not root?): full file system "
                 "not tested\n",
                 strerror(errno));
-        rmdir(root);
-        free(root);
         return;
     }
     bfs_store_opts o = {.named_temps = _i & 1, .trailer_in_file = g_in_file, .log_cb = log_keep};
     bfs_store *s = NULL;
     char err[256] = "";
-    ck_assert_msg(bfs_store_open(root, &o, &s, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(bfs_store_open(g_root, &o, &s, err, sizeof err) == 0, "%s", err);
     size_t len = 40 << 10; /* about 6 fit */
     for (int i = 0; i < 30; i++) {
         uint8_t *d = payload(300 + (uint64_t)i, len);
@@ -1286,7 +1255,7 @@ START_TEST(full_file_system)
     ck_assert_uint_ge(st.evictions, 20);
     ck_assert_uint_le(st.usage_bytes, 256 << 10);
     expect_miss(s, key3(1, 0, 0)); /* the oldest went */
-    ck_assert_msg(log_count("file system is full") == 1 && strstr(g_log.text, root),
+    ck_assert_msg(log_count("file system is full") == 1 && strstr(g_log.text, g_root),
                   "expected one 'file system is full' line naming the directory:\n%s", g_log.text);
     /* larger than the file system: fails even after evicting everything */
     size_t big = 300 << 10;
@@ -1311,19 +1280,16 @@ START_TEST(full_file_system)
     expect_hit(s, key3(3, 0, 0), d, len);
     free(d);
     bfs_store_close(s);
-    ck_assert_int_eq(umount2(root, MNT_DETACH), 0);
-    rmdir(root);
-    free(root);
+    ck_assert_int_eq(umount2(g_root, MNT_DETACH), 0);
 }
 END_TEST
 
 START_TEST(reader_survives_eviction)
 {
     set_mode(_i);
-    char *root = tu_mkdtemp("bfs-store");
     size_t len = 100000;
     uint64_t file = len + trl();
-    bfs_store *s = open_store(root, file * 5 / 2, (_i & 1));
+    bfs_store *s = open_store(file * 5 / 2, (_i & 1));
     uint8_t *d[6];
     for (int i = 0; i < 6; i++)
         d[i] = payload(200 + (uint64_t)i, len);
@@ -1334,7 +1300,7 @@ START_TEST(reader_survives_eviction)
     for (int i = 1; i < 6; i++)
         put(s, key3(4, 0, (uint64_t)i), d[i], len);
     char p[512];
-    entry_path(root, key3(4, 0, 0), ".st", p, sizeof p);
+    entry_path(key3(4, 0, 0), ".st", p, sizeof p);
     ck_assert_msg(!exists(p), "entry 0 should have been evicted");
     /* the holder still reads every byte, through the mapping and through the fd */
     ck_assert_int_eq(memcmp(held.data, d[0], len), 0);
@@ -1347,8 +1313,6 @@ START_TEST(reader_survives_eviction)
     for (int i = 0; i < 6; i++)
         free(d[i]);
     bfs_store_close(s);
-    tu_rmtree(root);
-    free(root);
 }
 END_TEST
 
@@ -1356,22 +1320,17 @@ START_TEST(concurrent_eviction)
 {
     set_mode(_i);
     /* 3 daemons publish and read 40 keys each into one store with room for ~10 entries */
-    char *root = tu_mkdtemp("bfs-store");
     size_t len = 50000;
     uint64_t file = len + trl();
     uint64_t budget = file * 10;
-    bfs_store *s = open_store(root, budget, (_i & 1));
+    bfs_store *s = open_store(budget, (_i & 1));
     enum { P = 3, K = 40 };
     pid_t pid[P];
     for (int p = 0; p < P; p++) {
         pid[p] = fork();
         ck_assert_int_ge(pid[p], 0);
         if (pid[p] == 0) {
-            bfs_store_opts o = {
-                .budget_bytes = budget, .named_temps = _i & 1, .trailer_in_file = g_in_file};
-            bfs_store *cs;
-            if (bfs_store_open(root, &o, &cs, NULL, 0))
-                _exit(1);
+            bfs_store *cs = child_store(_i & 1, budget, NULL);
             for (int round = 0; round < 2; round++) {
                 for (int i = 0; i < K; i++) {
                     /* the processes share half of their keys */
@@ -1404,45 +1363,42 @@ START_TEST(concurrent_eviction)
     /* a scan now (no one else is scanning) leaves the store under its budget */
     uint64_t evicted;
     ck_assert_int_eq(bfs_store_evict(s, &evicted), 0);
-    struct tree_count t = count_tree(root);
+    struct tree_count t = count_tree();
     ck_assert_uint_le(t.entry_bytes, budget);
     ck_assert_int_eq(t.temps + t.locks + t.others, 0);
     bfs_store_stats st;
     bfs_store_get_stats(s, &st);
     ck_assert_uint_eq(st.usage_bytes, t.entry_bytes);
     bfs_store_close(s);
-    tu_rmtree(root);
-    free(root);
 }
 END_TEST
 
 START_TEST(stale_files_and_recount)
 {
-    char *root = tu_mkdtemp("bfs-store");
-    bfs_store *s = open_store(root, 0, 0);
+    bfs_store *s = open_store(0, 0);
     uint8_t *d = payload(1, 1000);
     put(s, key3(8, 0, 0), d, 1000);
     put(s, key3(8, 0, 1), d, 1000);
     bfs_store_close(s);
     /* a lock held by a live claimant is not stale */
-    bfs_store *s1 = open_store(root, 0, 0);
+    bfs_store *s1 = open_store(0, 0);
     bfs_claim c;
     ck_assert_int_eq(bfs_store_claim(s1, key3(8, 0, 4), &c), 0);
     ck_assert_int_eq(c.state, BFS_STORE_MINE);
     /* leftovers of dead claimants, and files that are not ours */
     char p[512];
-    entry_path(root, key3(8, 0, 2), ".lock", p, sizeof p);
+    entry_path(key3(8, 0, 2), ".lock", p, sizeof p);
     ck_assert_int_eq(tu_write_file(p, "", 0), 0);
-    entry_path(root, key3(8, 0, 3), ".st.tmp-999999-1", p, sizeof p);
+    entry_path(key3(8, 0, 3), ".st.tmp-999999-1", p, sizeof p);
     ck_assert_int_eq(tu_write_file(p, d, 500), 0);
-    snprintf(p, sizeof p, "%s/v2/%016x/0/notes.txt", root, 8u);
+    snprintf(p, sizeof p, "%s/v2/%016x/0/notes.txt", g_root, 8u);
     ck_assert_int_eq(tu_write_file(p, "x", 1), 0);
-    s = open_store(root, 0, 0);
+    s = open_store(0, 0);
     bfs_store_stats st;
     bfs_store_get_stats(s, &st);
     ck_assert_uint_eq(st.stale_removed, 2);
     ck_assert_uint_eq(st.usage_bytes, 2 * (1000 + trl()));
-    struct tree_count t = count_tree(root);
+    struct tree_count t = count_tree();
     ck_assert_int_eq(t.temps, 0);
     ck_assert_int_eq(t.locks, 1); /* key 4's, held */
     ck_assert_int_eq(t.others, 1);
@@ -1454,8 +1410,6 @@ START_TEST(stale_files_and_recount)
     bfs_store_close(s1);
     bfs_store_close(s);
     free(d);
-    tu_rmtree(root);
-    free(root);
 }
 END_TEST
 
@@ -1632,25 +1586,30 @@ END_TEST
 
 /* ---- suite --------------------------------------------------------------------------- */
 
+/* A test case of s whose tests each get a fresh store directory (g_root). */
+static TCase *store_tcase(Suite *s, const char *name)
+{
+    TCase *tc = tcase_create(name);
+    tcase_set_timeout(tc, 120);
+    tcase_add_checked_fixture(tc, root_setup, root_teardown);
+    suite_add_tcase(s, tc);
+    return tc;
+}
+
 static Suite *store_suite(void)
 {
     Suite *s = suite_create("store");
-    TCase *basic = tcase_create("basic");
-    tcase_set_timeout(basic, 120);
+    TCase *basic = store_tcase(s, "basic");
     tcase_add_loop_test(basic, round_trip, 0, 4);
     tcase_add_loop_test(basic, streamed_write, 0, 4);
     tcase_add_test(basic, api_misuse);
     tcase_add_loop_test(basic, sync_policies, 0, 4);
     tcase_add_test(basic, fingerprints_never_share);
-    suite_add_tcase(s, basic);
-    TCase *bad = tcase_create("corruption");
-    tcase_set_timeout(bad, 120);
+    TCase *bad = store_tcase(s, "corruption");
     tcase_add_loop_test(bad, corrupt_byte_flips, 0, 2);
     tcase_add_loop_test(bad, corrupt_truncated_and_garbage, 0, 2);
     tcase_add_test(bad, entry_format_functions);
-    suite_add_tcase(s, bad);
-    TCase *flight = tcase_create("single_flight");
-    tcase_set_timeout(flight, 120);
+    TCase *flight = store_tcase(s, "single_flight");
     tcase_add_loop_test(flight, fork_single_flight, 0, 4);
     tcase_add_loop_test(flight, thread_single_flight, 0, 4);
     tcase_add_test(flight, wait_timeout);
@@ -1659,15 +1618,12 @@ static Suite *store_suite(void)
     tcase_add_loop_test(flight, kill9_while_others_wait, 0, 4);
     tcase_add_loop_test(flight, two_mine_in_process, 0, 4);
     tcase_add_loop_test(flight, two_mine_concurrent, 0, 4);
-    suite_add_tcase(s, flight);
-    TCase *ev = tcase_create("eviction");
-    tcase_set_timeout(ev, 120);
+    TCase *ev = store_tcase(s, "eviction");
     tcase_add_loop_test(ev, lru_eviction, 0, 4);
     tcase_add_loop_test(ev, reader_survives_eviction, 0, 4);
     tcase_add_loop_test(ev, concurrent_eviction, 0, 4);
     tcase_add_loop_test(ev, full_file_system, 0, 4);
     tcase_add_test(ev, stale_files_and_recount);
-    suite_add_tcase(s, ev);
     TCase *dirs = tcase_create("directories");
     tcase_add_test(dirs, default_dir);
     tcase_add_test(dirs, private_dir_rules);
