@@ -170,6 +170,23 @@ static uint8_t *run(const resize_spec *sp, const resize_src *src, resize_scratch
     return NULL;
 }
 
+/* Resize into a new buffer, which must succeed. */
+static uint8_t *run_ok(const resize_spec *sp, const resize_src *src, resize_scratch *scr)
+{
+    int rc;
+    uint8_t *out = run(sp, src, scr, &rc);
+    ck_assert_int_eq(rc, 0);
+    return out;
+}
+
+/* Resize, which must fail with want (and store nothing: see run). */
+static void run_fails(const resize_spec *sp, const resize_src *src, resize_scratch *scr, int want)
+{
+    int rc;
+    ck_assert_ptr_null(run(sp, src, scr, &rc));
+    ck_assert_int_eq(rc, want);
+}
+
 static resize_src whole(const uint8_t *img, int w, int h)
 {
     return (resize_src){.pixels = img, .stride = (size_t)w * 3, .w = w, .h = h};
@@ -197,6 +214,44 @@ static int rnd(int lo, int hi) /* inclusive */
 static double rndf(double lo, double hi)
 {
     return lo + (hi - lo) * (double)(tu_rand(&rng_state) >> 11) * (1.0 / 9007199254740992.0);
+}
+
+/* A new w x h RGB image: textured (tu_fill_rgb) from seed. */
+static uint8_t *textured(int w, int h, uint64_t seed)
+{
+    uint8_t *img = malloc((size_t)w * h * 3);
+    tu_fill_rgb(img, w, h, seed);
+    return img;
+}
+
+/* A new w x h RGB image of random bytes (noise: every tap matters). */
+static uint8_t *noise(int w, int h)
+{
+    uint8_t *img = malloc((size_t)w * h * 3);
+    for (size_t b = 0; b < (size_t)w * h * 3; b++)
+        img[b] = (uint8_t)tu_rand(&rng_state);
+    return img;
+}
+
+/* The spec that resizes box (x0, y0, x1, y1) of a w x h image to ow x oh, windowed to the
+ * whole output. */
+static resize_spec whole_spec(int w, int h, double x0, double y0, double x1, double y1, int ow,
+                              int oh)
+{
+    return (resize_spec){.in_w = w,
+                         .in_h = h,
+                         .box = {x0, y0, x1, y1},
+                         .out_w = ow,
+                         .out_h = oh,
+                         .win_w = ow,
+                         .win_h = oh};
+}
+
+/* A random window (not empty) of sp's output. */
+static void random_window(resize_spec *sp)
+{
+    sp->win_x = rnd(0, sp->out_w - 1), sp->win_y = rnd(0, sp->out_h - 1);
+    sp->win_w = rnd(1, sp->out_w - sp->win_x), sp->win_h = rnd(1, sp->out_h - sp->win_y);
 }
 
 /* A random valid spec for a w x h image: fractional or integral box or none, any
@@ -230,8 +285,7 @@ static resize_spec random_spec(int w, int h)
     sp.out_w = (int)fmax(1, fmin(160, round((sp.box[2] - sp.box[0]) * f)));
     sp.out_h = (int)fmax(1, fmin(160, round((sp.box[3] - sp.box[1]) * f * rndf(0.5, 2.0))));
     if (rnd(0, 1)) {
-        sp.win_x = rnd(0, sp.out_w - 1), sp.win_y = rnd(0, sp.out_h - 1);
-        sp.win_w = rnd(1, sp.out_w - sp.win_x), sp.win_h = rnd(1, sp.out_h - sp.win_y);
+        random_window(&sp);
     } else {
         sp.win_w = sp.out_w, sp.win_h = sp.out_h;
     }
@@ -266,34 +320,33 @@ static void assert_window_eq(const uint8_t *got, const uint8_t *full, const resi
     }
 }
 
+/* Resize sp's window of src, which must succeed and equal that window of full (the whole
+ * sp.out_w x sp.out_h output); what names the case in a failure. */
+static void expect_window(const resize_spec *sp, const resize_src *src, resize_scratch *scr,
+                          const uint8_t *full, const char *what)
+{
+    uint8_t *out = run_ok(sp, src, scr);
+    assert_window_eq(out, full, sp, what);
+    free(out);
+}
+
 /* ---- tests ----------------------------------------------------------------------------- */
 
 START_TEST(identity_returns_input)
 {
     int w = 37, h = 23;
-    uint8_t *img = malloc((size_t)w * h * 3);
-    tu_fill_rgb(img, w, h, 7);
-    resize_spec sp = {
-        .in_w = w, .in_h = h, .box = {0, 0, w, h}, .out_w = w, .out_h = h, .win_w = w, .win_h = h};
+    uint8_t *img = textured(w, h, 7);
+    resize_spec sp = whole_spec(w, h, 0, 0, w, h, w, h);
     resize_src src = whole(img, w, h);
     for (int p = RESIZE_PATH_PORTABLE; p <= RESIZE_PATH_AVX2; p++) {
         if (resize_force_path((resize_path)p))
             continue;
-        int rc;
-        uint8_t *out = run(&sp, &src, NULL, &rc);
-        ck_assert_int_eq(rc, 0);
+        uint8_t *out = run_ok(&sp, &src, NULL);
         ck_assert_mem_eq(out, img, (size_t)w * h * 3);
         free(out);
         /* an integral box of the output's size is a crop (Pillow's crop path) */
-        resize_spec c = {.in_w = w,
-                         .in_h = h,
-                         .box = {3, 4, 23, 14},
-                         .out_w = 20,
-                         .out_h = 10,
-                         .win_w = 20,
-                         .win_h = 10};
-        out = run(&c, &src, NULL, &rc);
-        ck_assert_int_eq(rc, 0);
+        resize_spec c = whole_spec(w, h, 3, 4, 23, 14, 20, 10);
+        out = run_ok(&c, &src, NULL);
         for (int y = 0; y < 10; y++)
             ck_assert_mem_eq(out + (size_t)y * 60, img + ((size_t)(y + 4) * w + 3) * 3, 60);
         free(out);
@@ -321,9 +374,7 @@ START_TEST(constant_image_stays_constant)
             memcpy(img + 3 * (size_t)p, rgb, 3);
         resize_spec sp = random_spec(w, h);
         resize_src src = whole(img, w, h);
-        int rc;
-        uint8_t *out = run(&sp, &src, NULL, &rc);
-        ck_assert_int_eq(rc, 0);
+        uint8_t *out = run_ok(&sp, &src, NULL);
         for (int p = 0; p < sp.win_w * sp.win_h; p++)
             ck_assert_mem_eq(out + 3 * (size_t)p, rgb, 3);
         free(out);
@@ -345,22 +396,15 @@ START_TEST(matches_reference_windows_and_extents)
             h = rnd(100, 300);
         else if (i % 20 == 10)
             w = rnd(100, 300);
-        uint8_t *img = malloc((size_t)w * h * 3);
-        tu_fill_rgb(img, w, h, (uint64_t)i);
+        uint8_t *img = textured(w, h, (uint64_t)i);
         for (int p = 0; p < w * h / 50; p++) /* saturated specks */
             img[3 * (size_t)rnd(0, w * h - 1) + (size_t)rnd(0, 2)] = rnd(0, 1) ? 255 : 0;
         resize_spec sp = random_spec(w, h);
         if (i == 1 || i == 2) { /* extreme downscales: hundreds of taps */
             w = i == 1 ? 5 : 1000, h = i == 1 ? 1000 : 5;
             free(img);
-            img = malloc((size_t)w * h * 3);
-            tu_fill_rgb(img, w, h, (uint64_t)i);
-            sp = (resize_spec){.in_w = w,
-                               .in_h = h,
-                               .box = {0.5, 1.5, w - 0.25, h - 1},
-                               .out_w = i == 1 ? 3 : 2,
-                               .out_h = i == 1 ? 2 : 3};
-            sp.win_w = sp.out_w, sp.win_h = sp.out_h;
+            img = textured(w, h, (uint64_t)i);
+            sp = whole_spec(w, h, 0.5, 1.5, w - 0.25, h - 1, i == 1 ? 3 : 2, i == 1 ? 2 : 3);
         }
         uint8_t *full = ref_resize(img, w, h, sp.box, sp.out_w, sp.out_h);
         int x0, y0, x1, y1;
@@ -372,11 +416,7 @@ START_TEST(matches_reference_windows_and_extents)
             .pixels = c, .stride = cstride, .x0 = x0, .y0 = y0, .w = x1 - x0, .h = y1 - y0};
         for (int p = 0; p < npaths; p++) {
             ck_assert_int_eq(resize_force_path((resize_path)paths[p]), 0);
-            int rc;
-            uint8_t *out = run(&sp, &src, &scr, &rc);
-            ck_assert_int_eq(rc, 0);
-            assert_window_eq(out, full, &sp, p ? "avx2" : "portable");
-            free(out);
+            expect_window(&sp, &src, &scr, full, p ? "avx2" : "portable");
         }
         free(c);
         free(full);
@@ -392,9 +432,7 @@ END_TEST
 START_TEST(box_has_float_precision)
 {
     int w = 30011, h = 3;
-    uint8_t *img = malloc((size_t)w * h * 3);
-    for (size_t b = 0; b < (size_t)w * h * 3; b++)
-        img[b] = (uint8_t)tu_rand(&rng_state);
+    uint8_t *img = noise(w, h);
     resize_src src = whole(img, w, h);
     for (int i = 0; i < 40; i++) {
         double x0 = rndf(10000, 29000);
@@ -405,11 +443,7 @@ START_TEST(box_has_float_precision)
                           .out_h = h};
         sp.win_w = sp.out_w, sp.win_h = sp.out_h;
         uint8_t *full = ref_resize(img, w, h, sp.box, sp.out_w, sp.out_h);
-        int rc;
-        uint8_t *out = run(&sp, &src, NULL, &rc);
-        ck_assert_int_eq(rc, 0);
-        assert_window_eq(out, full, &sp, "float box");
-        free(out);
+        expect_window(&sp, &src, NULL, full, "float box");
         free(full);
     }
     free(img);
@@ -419,33 +453,25 @@ END_TEST
 START_TEST(window_equals_part_of_full_output)
 {
     int w = 500, h = 375;
-    uint8_t *img = malloc((size_t)w * h * 3);
-    tu_fill_rgb(img, w, h, 99);
+    uint8_t *img = textured(w, h, 99);
     resize_src src = whole(img, w, h);
     /* eval: shorter side to 256, centre 224; train: a crop box to 224 */
     resize_spec specs[] = {
-        {.in_w = w, .in_h = h, .box = {0, 0, w, h}, .out_w = 341, .out_h = 256},
-        {.in_w = w, .in_h = h, .box = {100.25, 37.5, 400.75, 337}, .out_w = 224, .out_h = 224},
-        {.in_w = w, .in_h = h, .box = {10, 300, 60, 350}, .out_w = 224, .out_h = 224},
-        {.in_w = w, .in_h = h, .box = {0, 0, w, h}, .out_w = 62, .out_h = 47},
+        whole_spec(w, h, 0, 0, w, h, 341, 256),
+        whole_spec(w, h, 100.25, 37.5, 400.75, 337, 224, 224),
+        whole_spec(w, h, 10, 300, 60, 350, 224, 224),
+        whole_spec(w, h, 0, 0, w, h, 62, 47),
     };
     for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) {
         resize_spec full = specs[i];
-        full.win_w = full.out_w, full.win_h = full.out_h;
-        int rc;
-        uint8_t *all = run(&full, &src, NULL, &rc);
-        ck_assert_int_eq(rc, 0);
+        uint8_t *all = run_ok(&full, &src, NULL);
         for (int j = 0; j < 20; j++) {
             resize_spec sp = full;
-            sp.win_x = rnd(0, sp.out_w - 1), sp.win_y = rnd(0, sp.out_h - 1);
-            sp.win_w = rnd(1, sp.out_w - sp.win_x), sp.win_h = rnd(1, sp.out_h - sp.win_y);
+            random_window(&sp);
             if (j == 0) /* the centre crop */
                 sp.win_w = sp.win_h = 30, sp.win_x = (sp.out_w - 30) / 2,
                 sp.win_y = (sp.out_h - 30) / 2;
-            uint8_t *part = run(&sp, &src, NULL, &rc);
-            ck_assert_int_eq(rc, 0);
-            assert_window_eq(part, all, &sp, "window");
-            free(part);
+            expect_window(&sp, &src, NULL, all, "window");
         }
         free(all);
     }
@@ -457,8 +483,7 @@ END_TEST
 START_TEST(extent_is_exact)
 {
     int w = 120, h = 90;
-    uint8_t *img = malloc((size_t)w * h * 3);
-    tu_fill_rgb(img, w, h, 5);
+    uint8_t *img = textured(w, h, 5);
     for (int i = 0; i < 100; i++) {
         resize_spec sp = random_spec(w, h);
         int x0, y0, x1, y1;
@@ -469,9 +494,7 @@ START_TEST(extent_is_exact)
                           .y0 = y0,
                           .w = x1 - x0,
                           .h = y1 - y0};
-        int rc;
-        free(run(&sp, &src, NULL, &rc));
-        ck_assert_int_eq(rc, 0);
+        free(run_ok(&sp, &src, NULL));
         for (int side = 0; side < 4; side++) {
             resize_src s = src;
             if (side == 0)
@@ -482,8 +505,7 @@ START_TEST(extent_is_exact)
                 s.w--;
             else
                 s.h--;
-            ck_assert_ptr_null(run(&sp, &s, NULL, &rc));
-            ck_assert_int_eq(rc, -EINVAL);
+            run_fails(&sp, &s, NULL, -EINVAL);
         }
     }
     free(img);
@@ -494,8 +516,7 @@ START_TEST(invalid_specs_rejected)
 {
     uint8_t img[4 * 4 * 3] = {0};
     resize_src src = whole(img, 4, 4);
-    resize_spec ok = {
-        .in_w = 4, .in_h = 4, .box = {0, 0, 4, 4}, .out_w = 2, .out_h = 2, .win_w = 2, .win_h = 2};
+    resize_spec ok = whole_spec(4, 4, 0, 0, 4, 4, 2, 2);
     ck_assert_int_eq(resize_check_spec(&ok), 0);
     resize_spec bad[24];
     int n = 0;
@@ -522,29 +543,23 @@ START_TEST(invalid_specs_rejected)
     bad[n].win_x = 1, bad[n++].win_w = 2;
     bad[n++].win_y = 2;
     for (int i = 0; i < n; i++) {
-        int x0, y0, x1, y1, rc;
+        int x0, y0, x1, y1;
         ck_assert_msg(resize_check_spec(&bad[i]) == -EINVAL, "bad spec %d accepted", i);
         ck_assert_int_eq(resize_source_extent(&bad[i], &x0, &y0, &x1, &y1), -EINVAL);
-        ck_assert_ptr_null(run(&bad[i], &src, NULL, &rc));
-        ck_assert_int_eq(rc, -EINVAL);
+        run_fails(&bad[i], &src, NULL, -EINVAL);
     }
     ck_assert_int_eq(resize_check_spec(NULL), -EINVAL);
 
     /* bad sources and arguments */
-    int rc;
     resize_src s = src;
     s.pixels = NULL;
-    ck_assert_ptr_null(run(&ok, &s, NULL, &rc));
-    ck_assert_int_eq(rc, -EINVAL);
+    run_fails(&ok, &s, NULL, -EINVAL);
     s = src, s.stride = 11;
-    ck_assert_ptr_null(run(&ok, &s, NULL, &rc));
-    ck_assert_int_eq(rc, -EINVAL);
+    run_fails(&ok, &s, NULL, -EINVAL);
     s = src, s.x0 = 1;
-    ck_assert_ptr_null(run(&ok, &s, NULL, &rc));
-    ck_assert_int_eq(rc, -EINVAL);
+    run_fails(&ok, &s, NULL, -EINVAL);
     s = src, s.h = -1;
-    ck_assert_ptr_null(run(&ok, &s, NULL, &rc));
-    ck_assert_int_eq(rc, -EINVAL);
+    run_fails(&ok, &s, NULL, -EINVAL);
     resize_scratch scr = {0};
     sink sk = {.w = 2, .h = 2, .px = img};
     ck_assert_int_eq(resize_rgb8(&ok, &src, NULL, &sk, &scr), -EINVAL);
@@ -564,22 +579,17 @@ START_TEST(avx2_equals_portable)
     resize_scratch scr = {0};
     for (int i = 0; i < 120; i++) {
         int w = rnd(1, 700), h = rnd(1, 500);
-        uint8_t *img = malloc((size_t)w * h * 3);
-        for (size_t b = 0; b < (size_t)w * h * 3; b++) /* noise: every tap matters */
-            img[b] = (uint8_t)tu_rand(&rng_state);
+        uint8_t *img = noise(w, h);
         resize_spec sp = random_spec(w, h);
         if (i % 4 == 0) /* larger outputs too */
             sp.out_w = sp.win_w = rnd(1, 400), sp.out_h = sp.win_h = rnd(1, 400),
             sp.win_x = sp.win_y = 0;
         resize_src src = whole(img, w, h);
-        int rc;
         ck_assert_int_eq(resize_force_path(RESIZE_PATH_PORTABLE), 0);
-        uint8_t *a = run(&sp, &src, &scr, &rc);
-        ck_assert_int_eq(rc, 0);
+        uint8_t *a = run_ok(&sp, &src, &scr);
         ck_assert_int_eq(resize_force_path(RESIZE_PATH_AVX2), 0);
         ck_assert_int_eq(resize_active_path(), RESIZE_PATH_AVX2);
-        uint8_t *b = run(&sp, &src, &scr, &rc);
-        ck_assert_int_eq(rc, 0);
+        uint8_t *b = run_ok(&sp, &src, &scr);
         sp.win_x = sp.win_y = 0, sp.out_w = sp.win_w, sp.out_h = sp.win_h;
         assert_window_eq(b, a, &sp, "avx2 vs portable");
         free(a);
@@ -594,31 +604,22 @@ END_TEST
 START_TEST(scratch_reuse_across_sizes)
 {
     int w = 300, h = 200;
-    uint8_t *img = malloc((size_t)w * h * 3);
-    tu_fill_rgb(img, w, h, 11);
+    uint8_t *img = textured(w, h, 11);
     resize_src src = whole(img, w, h);
     resize_spec specs[] = {
-        {.in_w = w, .in_h = h, .box = {0, 0, w, h}, .out_w = 17, .out_h = 9},
-        {.in_w = w, .in_h = h, .box = {0, 0, w, h}, .out_w = 600, .out_h = 400},
-        {.in_w = w, .in_h = h, .box = {5.5, 7.25, 250, 190}, .out_w = 3, .out_h = 200},
-        {.in_w = w, .in_h = h, .box = {0, 0, w, h}, .out_w = 1, .out_h = 1},
-        {.in_w = w, .in_h = h, .box = {1, 2, 101, 102}, .out_w = 224, .out_h = 224},
+        whole_spec(w, h, 0, 0, w, h, 17, 9),           whole_spec(w, h, 0, 0, w, h, 600, 400),
+        whole_spec(w, h, 5.5, 7.25, 250, 190, 3, 200), whole_spec(w, h, 0, 0, w, h, 1, 1),
+        whole_spec(w, h, 1, 2, 101, 102, 224, 224),
     };
     int ns = (int)(sizeof specs / sizeof specs[0]);
     uint8_t *expect[5];
-    for (int i = 0; i < ns; i++) {
-        specs[i].win_w = specs[i].out_w, specs[i].win_h = specs[i].out_h;
-        int rc;
-        expect[i] = run(&specs[i], &src, NULL, &rc); /* fresh scratch each */
-        ck_assert_int_eq(rc, 0);
-    }
+    for (int i = 0; i < ns; i++)
+        expect[i] = run_ok(&specs[i], &src, NULL); /* fresh scratch each */
     resize_scratch scr = {0};
     for (int round = 0; round < 3; round++)
         for (int i = 0; i < ns; i++) {
             int j = round == 1 ? ns - 1 - i : i;
-            int rc;
-            uint8_t *got = run(&specs[j], &src, &scr, &rc);
-            ck_assert_int_eq(rc, 0);
+            uint8_t *got = run_ok(&specs[j], &src, &scr);
             ck_assert_mem_eq(got, expect[j], (size_t)specs[j].win_w * specs[j].win_h * 3);
             free(got);
         }
@@ -637,28 +638,16 @@ END_TEST
 START_TEST(enomem_stores_nothing)
 {
     int w = 64, h = 64;
-    uint8_t *img = malloc((size_t)w * h * 3);
-    tu_fill_rgb(img, w, h, 3);
+    uint8_t *img = textured(w, h, 3);
     resize_src src = whole(img, w, h);
-    resize_spec sp = {.in_w = w,
-                      .in_h = h,
-                      .box = {0, 0, w, h},
-                      .out_w = 50,
-                      .out_h = 40,
-                      .win_w = 50,
-                      .win_h = 40};
-    int rc;
+    resize_spec sp = whole_spec(w, h, 0, 0, w, h, 50, 40);
     resize_scratch scr = {0};
     resize_test_limit_scratch(64); /* too small for the plans */
-    ck_assert_ptr_null(run(&sp, &src, &scr, &rc));
-    ck_assert_int_eq(rc, -ENOMEM);
+    run_fails(&sp, &src, &scr, -ENOMEM);
     resize_test_limit_scratch(4096); /* the plans fit, the intermediate rows do not */
-    ck_assert_ptr_null(run(&sp, &src, &scr, &rc));
-    ck_assert_int_eq(rc, -ENOMEM);
+    run_fails(&sp, &src, &scr, -ENOMEM);
     resize_test_limit_scratch(0);
-    uint8_t *out = run(&sp, &src, &scr, &rc);
-    ck_assert_int_eq(rc, 0);
-    free(out);
+    free(run_ok(&sp, &src, &scr));
     resize_scratch_free(&scr);
     free(img);
 }
