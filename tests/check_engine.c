@@ -56,11 +56,18 @@ static bfs_engine *engine(const char *src, const char *opts)
     return e;
 }
 
+/* A new executor of e with `threads` workers and a cache of cache_bytes. */
+static bfs_exec *exec_new(bfs_engine *e, int threads, uint64_t cache_bytes)
+{
+    bfs_exec *x;
+    ck_assert_int_eq(bfs_exec_create(e, threads, cache_bytes, &x), 0);
+    return x;
+}
+
 /* Compute batch k of epoch with a fresh executor of `threads` workers; malloc'ed copy. */
 static uint8_t *batch(bfs_engine *e, int threads, uint64_t epoch, uint64_t k, uint64_t *size)
 {
-    bfs_exec *x;
-    ck_assert_int_eq(bfs_exec_create(e, threads, 0, &x), 0);
+    bfs_exec *x = exec_new(e, threads, 0);
     bfs_batch *b;
     char err[512];
     ck_assert_msg(bfs_exec_get(x, epoch, k, &b, err, sizeof err) == 0, "%s", err);
@@ -90,8 +97,7 @@ START_TEST(deterministic_across_threads_orders_and_sources)
     check_same(b1, n1, b2, n2);
     check_same(b1, n1, b8, n8);
     /* another access order: every batch of the epoch first, then batch 2 again */
-    bfs_exec *x;
-    ck_assert_int_eq(bfs_exec_create(e, 3, 1 << 20, &x), 0);
+    bfs_exec *x = exec_new(e, 3, 1 << 20);
     for (uint64_t k = bfs_engine_batches(e); k-- > 0;)
         ck_assert_int_eq(bfs_exec_prefetch(x, 3, k), 0);
     bfs_batch *b;
@@ -392,8 +398,7 @@ START_TEST(bad_samples)
 
     /* fail mode: the batch fails with a message naming the file */
     e = engine(folder, "batch=12,size=16,shuffle=none,bad_sample=fail");
-    bfs_exec *x;
-    ck_assert_int_eq(bfs_exec_create(e, 2, 0, &x), 0);
+    bfs_exec *x = exec_new(e, 2, 0);
     bfs_batch *bt;
     char err[512] = "";
     int rc = bfs_exec_get(x, 0, 0, &bt, err, sizeof err);
@@ -428,8 +433,7 @@ START_TEST(sizes_and_ranges)
     ck_assert_uint_eq(im->shape[1], 8);
     ck_assert_uint_eq(im->shape[2], 12);
     free(b);
-    bfs_exec *x;
-    ck_assert_int_eq(bfs_exec_create(e, 1, 0, &x), 0);
+    bfs_exec *x = exec_new(e, 1, 0);
     bfs_batch *bt;
     ck_assert_int_eq(bfs_exec_get(x, 2, 0, &bt, NULL, 0), -ERANGE); /* epoch beyond */
     ck_assert_int_eq(bfs_exec_get(x, 0, 4, &bt, NULL, 0), -ERANGE);
@@ -448,6 +452,24 @@ START_TEST(sizes_and_ranges)
     ck_assert_ptr_nonnull(strstr(err, "batch"));
 }
 END_TEST
+
+/* The executor tests' fixture: the dataset, and e4, an engine of 4 images of 32x32 a
+ * batch, whose batches are `one` bytes each. */
+static bfs_engine *e4;
+static uint64_t one;
+
+static void exec_setup(void)
+{
+    setup();
+    e4 = engine(packed, "batch=4,size=32");
+    one = bfs_engine_batch_bytes(e4, 0);
+}
+
+static void exec_teardown(void)
+{
+    bfs_engine_destroy(e4);
+    teardown();
+}
 
 /* get + release batch k of epoch 0 */
 static void touch(bfs_exec *x, uint64_t k)
@@ -486,10 +508,7 @@ static void stats_cached(bfs_exec *x, uint64_t bytes, bfs_exec_stats *st)
  * batch whose next read is farthest away; plain LRU would pick other victims here. */
 START_TEST(reader_aware_eviction)
 {
-    bfs_engine *e = engine(packed, "batch=4,size=32");
-    uint64_t one = bfs_engine_batch_bytes(e, 0);
-    bfs_exec *x;
-    ck_assert_int_eq(bfs_exec_create(e, 1, 2 * one, &x), 0);
+    bfs_exec *x = exec_new(e4, 1, 2 * one);
     bfs_exec_set_prefetch(x, 0);
     bfs_exec_follow(x, 7, 0, 0, 1.0, 0, NULL); /* one reader at batch 0, stride 1 */
     touch(x, 2);
@@ -517,7 +536,6 @@ START_TEST(reader_aware_eviction)
     bfs_exec_get_stats(x, &st);
     ck_assert_uint_eq(st.computed, 5); /* 2 still there */
     bfs_exec_destroy(x);
-    bfs_engine_destroy(e);
 }
 END_TEST
 
@@ -525,11 +543,8 @@ END_TEST
  * what a reader will still read is not bounded by it. */
 START_TEST(passed_batches_bounded)
 {
-    bfs_engine *e = engine(packed, "batch=4,size=32");
-    uint64_t one = bfs_engine_batch_bytes(e, 0);
-    ck_assert_uint_ge(bfs_engine_batches(e), 9);
-    bfs_exec *x;
-    ck_assert_int_eq(bfs_exec_create(e, 1, 64 * one, &x), 0);
+    ck_assert_uint_ge(bfs_engine_batches(e4), 9);
+    bfs_exec *x = exec_new(e4, 1, 64 * one);
     bfs_exec_set_prefetch(x, 0);
     bfs_exec_set_passed_max(x, 2 * one);
     for (uint64_t k = 0; k < 5; k++) { /* a reader reads 0..4 */
@@ -559,7 +574,6 @@ START_TEST(passed_batches_bounded)
     ck_assert_uint_eq(st.evictions, 3);
     ck_assert_uint_eq(st.cached_bytes, 7 * one);
     bfs_exec_destroy(x);
-    bfs_engine_destroy(e);
 }
 END_TEST
 
@@ -567,10 +581,7 @@ END_TEST
  * the largest so far: a second prefetch window of the same size allocates nothing. */
 START_TEST(buffer_pool_follows_bursts)
 {
-    bfs_engine *e = engine(packed, "batch=4,size=32");
-    uint64_t one = bfs_engine_batch_bytes(e, 0);
-    bfs_exec *x;
-    ck_assert_int_eq(bfs_exec_create(e, 2, 64 * one, &x), 0);
+    bfs_exec *x = exec_new(e4, 2, 64 * one);
     bfs_exec_stats st;
     for (int round = 0; round < 3; round++) {
         bfs_batch *b[5];
@@ -595,7 +606,6 @@ START_TEST(buffer_pool_follows_bursts)
     bfs_exec_get_stats(x, &st);
     ck_assert_int_eq(st.buffers, 2);
     bfs_exec_destroy(x);
-    bfs_engine_destroy(e);
 }
 END_TEST
 
@@ -603,12 +613,8 @@ END_TEST
  * file holding exactly the bytes of the malloc path; nothing can write it again. */
 START_TEST(memfd_batches_sealed)
 {
-    bfs_engine *e = engine(packed, "batch=4,size=32");
-    uint64_t one = bfs_engine_batch_bytes(e, 0);
-    bfs_exec *x, *plain;
+    bfs_exec *x = exec_new(e4, 2, 64 * one), *plain = exec_new(e4, 2, 64 * one);
     char err[512];
-    ck_assert_int_eq(bfs_exec_create(e, 2, 64 * one, &x), 0);
-    ck_assert_int_eq(bfs_exec_create(e, 2, 64 * one, &plain), 0);
     bfs_exec_set_memfd(x, 1, 0);
     for (uint64_t k = 0; k < 3; k++) {
         bfs_batch *b, *p;
@@ -630,7 +636,6 @@ START_TEST(memfd_batches_sealed)
     }
     bfs_exec_destroy(x);
     bfs_exec_destroy(plain);
-    bfs_engine_destroy(e);
 }
 END_TEST
 
@@ -657,12 +662,9 @@ static int batch_files_open(void)
  * held by a caller is not, and destroy releases the rest before it returns. */
 START_TEST(evicted_batch_files_released)
 {
-    bfs_engine *e = engine(packed, "batch=4,size=32");
-    uint64_t one = bfs_engine_batch_bytes(e, 0);
-    bfs_exec *x;
     char err[512];
     ck_assert_int_eq(batch_files_open(), 0);
-    ck_assert_int_eq(bfs_exec_create(e, 2, 2 * one, &x), 0); /* room for 2 finished */
+    bfs_exec *x = exec_new(e4, 2, 2 * one); /* room for 2 finished */
     bfs_exec_set_memfd(x, 1, 0);
     bfs_batch *held;
     ck_assert_msg(bfs_exec_get(x, 0, 0, &held, err, sizeof err) == 0, "%s", err);
@@ -670,8 +672,8 @@ START_TEST(evicted_batch_files_released)
     memcpy(first, bfs_batch_data(held), sizeof first);
     for (uint64_t k = 1; k < 12; k++) {
         bfs_batch *b;
-        ck_assert_msg(bfs_exec_get(x, 1, k % bfs_engine_batches(e), &b, err, sizeof err) == 0, "%s",
-                      err);
+        ck_assert_msg(bfs_exec_get(x, 1, k % bfs_engine_batches(e4), &b, err, sizeof err) == 0,
+                      "%s", err);
         bfs_batch_release(b);
     }
     int open_now = 0;
@@ -684,7 +686,6 @@ START_TEST(evicted_batch_files_released)
     bfs_batch_release(held);
     bfs_exec_destroy(x);
     ck_assert_int_eq(batch_files_open(), 0);
-    bfs_engine_destroy(e);
 }
 END_TEST
 
@@ -709,9 +710,7 @@ static void count_news(void *arg)
  * each continuing where the dead one stopped) is one reader. */
 START_TEST(readers_follow_and_adopt)
 {
-    bfs_engine *e = engine(packed, "batch=4,size=32");
-    bfs_exec *x;
-    ck_assert_int_eq(bfs_exec_create(e, 1, 64 * bfs_engine_batch_bytes(e, 0), &x), 0);
+    bfs_exec *x = exec_new(e4, 1, 64 * one);
     bfs_exec_set_prefetch(x, 2);
     int pokes = 0;
     bfs_exec_on_reader_news(x, count_news, &pokes);
@@ -769,7 +768,6 @@ START_TEST(readers_follow_and_adopt)
     ck_assert_int_eq(bfs_exec_set_threads(x, 8), 1);
     ck_assert_int_eq(bfs_exec_set_threads(x, 0), 1);
     bfs_exec_destroy(x);
-    bfs_engine_destroy(e);
 }
 END_TEST
 
@@ -789,8 +787,7 @@ START_TEST(walks_continue_into_next_epoch)
     bfs_engine *e = engine(packed, "batch=2,size=32,epochs=3");
     uint64_t nb = bfs_engine_batches(e);
     ck_assert_uint_ge(nb, 8);
-    bfs_exec *x;
-    ck_assert_int_eq(bfs_exec_create(e, 1, 64 * bfs_engine_batch_bytes(e, 0), &x), 0);
+    bfs_exec *x = exec_new(e, 1, 64 * bfs_engine_batch_bytes(e, 0));
     bfs_exec_set_prefetch(x, 2);
     /* first epoch: its end prefetches nothing of the next */
     uint32_t a = bfs_exec_follow(x, 100, 0, nb - 2, 1.0, 0, alive_all);
@@ -858,11 +855,9 @@ END_TEST
 /* Fewer active workers still compute (and the same bytes). */
 START_TEST(thread_count_changes)
 {
-    bfs_engine *e = engine(packed, "batch=4,size=32");
     uint64_t size;
-    uint8_t *ref = batch(e, 1, 0, 3, &size);
-    bfs_exec *x;
-    ck_assert_int_eq(bfs_exec_create(e, 3, 0, &x), 0);
+    uint8_t *ref = batch(e4, 1, 0, 3, &size);
+    bfs_exec *x = exec_new(e4, 3, 0);
     ck_assert_int_eq(bfs_exec_set_threads(x, 1), 1);
     bfs_batch *b;
     ck_assert_int_eq(bfs_exec_get(x, 0, 3, &b, NULL, 0), 0);
@@ -877,7 +872,6 @@ START_TEST(thread_count_changes)
     bfs_batch_release(b);
     bfs_exec_destroy(x);
     free(ref);
-    bfs_engine_destroy(e);
 }
 END_TEST
 
@@ -896,15 +890,19 @@ static Suite *engine_suite(void)
     tcase_add_test(tc, flip_mirrors);
     tcase_add_test(tc, bad_samples);
     tcase_add_test(tc, sizes_and_ranges);
-    tcase_add_test(tc, reader_aware_eviction);
-    tcase_add_test(tc, passed_batches_bounded);
-    tcase_add_test(tc, buffer_pool_follows_bursts);
-    tcase_add_test(tc, memfd_batches_sealed);
-    tcase_add_test(tc, evicted_batch_files_released);
-    tcase_add_test(tc, readers_follow_and_adopt);
     tcase_add_test(tc, walks_continue_into_next_epoch);
-    tcase_add_test(tc, thread_count_changes);
     suite_add_tcase(s, tc);
+    TCase *ex = tcase_create("exec");
+    tcase_add_checked_fixture(ex, exec_setup, exec_teardown);
+    tcase_set_timeout(ex, 120);
+    tcase_add_test(ex, reader_aware_eviction);
+    tcase_add_test(ex, passed_batches_bounded);
+    tcase_add_test(ex, buffer_pool_follows_bursts);
+    tcase_add_test(ex, memfd_batches_sealed);
+    tcase_add_test(ex, evicted_batch_files_released);
+    tcase_add_test(ex, readers_follow_and_adopt);
+    tcase_add_test(ex, thread_count_changes);
+    suite_add_tcase(s, ex);
     return s;
 }
 
