@@ -460,46 +460,59 @@ typedef struct store_scenario {
 
 static const bfs_store_key KEY = {.fingerprint = 0x0123456789abcdefull, .epoch = 3, .batch = 7};
 
-static int save(store_scenario *t)
+/* Open t's store, claim KEY and hand the claim and the claim's result to use (which must
+ * close a claim it got); close the store. use's result, or the open's error. */
+static int with_claim(store_scenario *t, int (*use)(store_scenario *t, bfs_claim *c, int rc))
 {
     bfs_store *st;
     int rc = bfs_store_open(t->root, &t->o, &st, NULL, 0);
     if (rc)
         return rc;
     bfs_claim c;
-    rc = bfs_store_claim(st, KEY, &c);
-    if (!rc && c.state != BFS_STORE_MINE) {
-        bfs_store_claim_close(&c);
-        rc = -EEXIST;
-    }
-    if (!rc)
-        rc = bfs_store_publish(&c, t->payload, sizeof t->payload);
+    rc = use(t, &c, bfs_store_claim(st, KEY, &c));
     bfs_store_close(st);
     return rc;
 }
 
-/* Open and claim: a HIT's bytes go to out; a miss "recomputes" (out = the payload). */
-static int load(store_scenario *t)
+/* A claim must be MINE: publish the payload. */
+static int save_claimed(store_scenario *t, bfs_claim *c, int rc)
 {
-    bfs_store *st;
-    int rc = bfs_store_open(t->root, &t->o, &st, NULL, 0);
-    if (rc)
-        return rc;
-    bfs_claim c;
-    rc = bfs_store_claim(st, KEY, &c);
-    if (!rc && c.state == BFS_STORE_HIT) {
-        memcpy(t->s.out, c.data, c.size);
-        t->s.out_len = c.size;
-    } else if (!rc && c.state == BFS_STORE_MINE) {
+    if (!rc && c->state != BFS_STORE_MINE) {
+        bfs_store_claim_close(c);
+        rc = -EEXIST;
+    }
+    if (!rc)
+        rc = bfs_store_publish(c, t->payload, sizeof t->payload);
+    return rc;
+}
+
+/* A HIT's bytes go to out; a miss "recomputes" (out = the payload). */
+static int load_claimed(store_scenario *t, bfs_claim *c, int rc)
+{
+    if (!rc && c->state == BFS_STORE_HIT) {
+        memcpy(t->s.out, c->data, c->size);
+        t->s.out_len = c->size;
+    } else if (!rc && c->state == BFS_STORE_MINE) {
         memcpy(t->s.out, t->payload, sizeof t->payload);
         t->s.out_len = sizeof t->payload;
         t->s.recompute = 1;
     } else if (!rc) {
         rc = -EBUSY; /* nobody else claims it */
     }
-    bfs_store_claim_close(&c);
-    bfs_store_close(st);
+    bfs_store_claim_close(c);
     return rc;
+}
+
+/* Open, claim and publish the payload (the key must be free). */
+static int save(store_scenario *t)
+{
+    return with_claim(t, save_claimed);
+}
+
+/* Open and claim: a HIT's bytes go to out; a miss "recomputes" (out = the payload). */
+static int load(store_scenario *t)
+{
+    return with_claim(t, load_claimed);
 }
 
 static int run_save(scenario *sc, char *err, size_t errlen)
@@ -611,27 +624,20 @@ static void store_walk(const char *name, int save_not_load, int fallbacks)
     free(t);
 }
 
-START_TEST(store_save)
-{
-    store_walk("store save", 1, 0);
-}
-END_TEST
+/* The store walks, one a loop index: save and load, each plain and with the fallbacks. */
+static const struct {
+    const char *name;
+    int save_not_load, fallbacks;
+} store_walks[] = {
+    {"store save", 1, 0},
+    {"store save (named temps, trailer in file)", 1, 1},
+    {"store load", 0, 0},
+    {"store load (trailer in file)", 0, 1},
+};
 
-START_TEST(store_save_fallbacks)
+START_TEST(store_save_and_load)
 {
-    store_walk("store save (named temps, trailer in file)", 1, 1);
-}
-END_TEST
-
-START_TEST(store_load)
-{
-    store_walk("store load", 0, 0);
-}
-END_TEST
-
-START_TEST(store_load_fallbacks)
-{
-    store_walk("store load (trailer in file)", 0, 1);
+    store_walk(store_walks[_i].name, store_walks[_i].save_not_load, store_walks[_i].fallbacks);
 }
 END_TEST
 
@@ -691,10 +697,8 @@ static Suite *fault_suite(void)
     tcase_add_test(tc, batch_through_store);
     tcase_add_test(tc, pack_folder);
     tcase_add_test(tc, pack_bfs);
-    tcase_add_test(tc, store_save);
-    tcase_add_test(tc, store_save_fallbacks);
-    tcase_add_test(tc, store_load);
-    tcase_add_test(tc, store_load_fallbacks);
+    tcase_add_loop_test(tc, store_save_and_load, 0,
+                        (int)(sizeof store_walks / sizeof store_walks[0]));
     suite_add_tcase(s, tc);
     return s;
 }
