@@ -13,9 +13,13 @@
 #   build/debug/. Both check the executor's lock owner (BFS_LOCK_CHECKS).
 #   CI=true adds -Werror.
 #
-# Layout: every module directory (base engine cache mountopts fs) contributes its *.c files
-# to one static library, except files named *_main.c, which are programs. gpu/ builds
-# libbatchfs-gpu (.so, .a, .pc) from its own files and the engine objects they use.
+# Layout: every module directory (base cache engine engine/dataset mountopts fs programs)
+# contributes its *.c files to one static library, except files named *_main.c: the mains
+# of the programs, all in programs/ (batchfs_main.c, mkbatchfs_main.c), each linked with
+# the library. programs/ is the top layer (docs/architecture.md); its other files (`batchfs
+# top`, `batchfs --bench`) sit in the library so tests and fuzzers link them like any
+# module. gpu/ builds libbatchfs-gpu (.so, .a, .pc) from its own files and the engine
+# objects they use.
 
 PREFIX  ?= /usr/local
 CC      ?= cc
@@ -64,7 +68,7 @@ else ifneq ($(SANITIZER),)
 $(error SANITIZER must be address, undefined or thread, not '$(SANITIZER)')
 endif
 
-MODULES  := base engine engine/dataset cache mountopts fs
+MODULES  := base engine engine/dataset cache mountopts fs programs
 LIB_SRC  := $(filter-out %_main.c,$(foreach m,$(MODULES),$(wildcard $(m)/*.c)))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 LIB      := $(BUILD)/libbatchfs.a
@@ -112,10 +116,10 @@ $(LIB): $(LIB_OBJ)
 	@mkdir -p $(@D)
 	rm -f $@ && ar rcs $@ $^
 
-$(BUILD)/mkbatchfs: $(BUILD)/obj/engine/dataset/mkbatchfs_main.o $(LIB)
+$(BUILD)/mkbatchfs: $(BUILD)/obj/programs/mkbatchfs_main.o $(LIB)
 	$(CC) $(LDFLAGS) $^ $(LDLIBS_ALL) -o $@
 
-$(BUILD)/batchfs: $(BUILD)/obj/fs/batchfs_main.o $(LIB)
+$(BUILD)/batchfs: $(BUILD)/obj/programs/batchfs_main.o $(LIB)
 	$(CC) $(LDFLAGS) $^ $(LDLIBS_ALL) -o $@
 
 # ---- libbatchfs-gpu ------------------------------------------------------------------------

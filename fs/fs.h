@@ -2,7 +2,7 @@
  * fs.h — the FUSE adapter: serves an engine's batches as MNT/epoch/N/batch_K, plus
  * MNT/pipeline and MNT/stats, on libfuse's low-level API.
  *
- * Neighbours: fs/batchfs_main.c parses the command line (mountopts/) and calls
+ * Neighbours: programs/batchfs_main.c parses the command line (mountopts/) and calls
  * bfs_fs_run; the engine (engine/engine.h, engine/exec.h) computes the bytes. The only
  * place where engine errors become positive errnos (bfs_err_to_errno).
  */

@@ -2,10 +2,10 @@
  * mountopts.h — the batchfs command line: mount and bench modes, `-o` options split
  * between the pipeline (engine/pipeline.h's table), batchfs's own mount options, and
  * libfuse/kernel mount options; `-o spec=FILE`; validation before anything is mounted;
- * --help with defaults. Also `batchfs top MNT` (fs/top.h), which mounts nothing.
+ * --help with defaults. Also `batchfs top MNT` (programs/top.h), which mounts nothing.
  *
- * Neighbours: fs/batchfs_main.c calls bfs_mountopts_parse first and mounts only if it
- * succeeds. Unknown options are errors: a typo never silently changes a pipeline.
+ * Neighbours: programs/batchfs_main.c calls bfs_mountopts_parse first and mounts only if
+ * it succeeds. Unknown options are errors: a typo never silently changes a pipeline.
  */
 #ifndef BATCHFS_MOUNTOPTS_MOUNTOPTS_H
 #define BATCHFS_MOUNTOPTS_MOUNTOPTS_H

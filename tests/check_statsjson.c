@@ -1,14 +1,14 @@
 /*
- * check_statsjson.c — fs/statsjson (the strict JSON parser of /stats) and the rendering
- * half of fs/top.c (bfs_top_render): valid texts and their values, a long list of texts
- * RFC 8259 refuses, each with its error, the bounds (depth, values, size), path lookups,
- * and the plain line and full-screen frame of `batchfs top` for known pairs of samples
- * (rates from differences, hit rates, missing keys as "-", a restarted daemon, strings
- * that try to move the cursor). Inputs are copied into buffers of exactly their size, so
- * an ASan build catches a read past the end.
+ * check_statsjson.c — programs/statsjson (the strict JSON parser of /stats) and the
+ * rendering half of programs/top.c (bfs_top_render): valid texts and their values, a long
+ * list of texts RFC 8259 refuses, each with its error, the bounds (depth, values, size),
+ * path lookups, and the plain line and full-screen frame of `batchfs top` for known pairs
+ * of samples (rates from differences, hit rates, missing keys as "-", a restarted daemon,
+ * strings that try to move the cursor). Inputs are copied into buffers of exactly their
+ * size, so an ASan build catches a read past the end.
  */
-#include "fs/statsjson.h"
-#include "fs/top.h"
+#include "programs/statsjson.h"
+#include "programs/top.h"
 
 #include <check.h>
 #include <errno.h>

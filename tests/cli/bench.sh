@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tests/cli/bench.sh — `batchfs --bench SOURCE` as a user meets it (engine/bench.c,
+# tests/cli/bench.sh — `batchfs --bench SOURCE` as a user meets it (programs/bench.c,
 # mountopts/): a run on a small .bfs prints images/s, the stages and the reference rate,
 # and --json gives one JSON object with those fields; an ImageFolder works as SOURCE and
 # prints the folder notes; bad arguments are refused with exit 2 and a message naming them

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# tests/cli/top.sh — `batchfs top MNT` as a user meets it (fs/top.c, fs/statsjson.c):
+# tests/cli/top.sh — `batchfs top MNT` as a user meets it (programs/top.c,
+# programs/statsjson.c):
 #   1. usage and not-a-mount errors: exit 2 for usage, exit 1 with a message naming the
 #      path for a directory without stats (/tmp too), a missing path, a stats file that is
 #      not JSON or not batchfs statistics;

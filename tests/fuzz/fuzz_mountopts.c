@@ -22,7 +22,7 @@
  * gives the same canonical text and fingerprint; fuse_opts with fuse_threads= and
  * passthrough=, given back as -o, give the same values. Seeds: tests/fuzz/seeds/mountopts/.
  */
-#include "fs/top.h"
+#include "programs/top.h"
 #include "mountopts/mountopts.h"
 
 #include <errno.h>

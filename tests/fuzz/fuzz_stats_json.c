@@ -1,6 +1,7 @@
 /*
- * fuzz_stats_json.c — libFuzzer target for the /stats JSON parser (fs/statsjson.c) and
- * for what `batchfs top` draws from any parsed document (fs/top.c, bfs_top_render).
+ * fuzz_stats_json.c — libFuzzer target for the /stats JSON parser (programs/statsjson.c)
+ * and for what `batchfs top` draws from any parsed document (programs/top.c,
+ * bfs_top_render).
  *
  * For each input:
  *   1. sj_parse returns 0 with a document, or -EINVAL / -E2BIG / -ENOMEM with none and a
@@ -21,8 +22,8 @@
  * Seeds: tests/fuzz/seeds/stats_json/ (real /stats of a mount, with and without the
  * sample_cache, cache_dir and autotune sections, and odd but valid JSON).
  */
-#include "fs/statsjson.h"
-#include "fs/top.h"
+#include "programs/statsjson.h"
+#include "programs/top.h"
 
 #include <errno.h>
 #include <math.h>

@@ -1,9 +1,13 @@
 /*
  * bench.h — `batchfs --bench`: run a pipeline in-process (no mount) and measure it
  * against libjpeg-turbo's single-core full decode of the same files, in the same run.
+ *
+ * Neighbours: programs/batchfs_main.c calls bfs_bench_run for BFS_MODE_BENCH
+ * (mountopts/); it drives the engine from outside, as the mount does (engine/engine.h,
+ * engine/exec.h, engine/ram.h). tests/cli/bench.sh runs it as a user would.
  */
-#ifndef BATCHFS_ENGINE_BENCH_H
-#define BATCHFS_ENGINE_BENCH_H
+#ifndef BATCHFS_PROGRAMS_BENCH_H
+#define BATCHFS_PROGRAMS_BENCH_H
 
 #include <stdint.h>
 #include <stdio.h>

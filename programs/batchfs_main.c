@@ -1,13 +1,14 @@
 /*
  * batchfs — the daemon's entry point: parse the command line (mountopts/), then mount
- * (fs/fs.c), run the in-process benchmark (engine/bench.c) or watch a mount (fs/top.c).
+ * (fs/fs.c), run the in-process benchmark (programs/bench.c) or watch a mount
+ * (programs/top.c).
  *
  * Exit status: 0 success, 1 failure, 2 usage or option error.
  */
-#include "engine/bench.h"
+#include "programs/bench.h"
 #include "engine/version.h"
 #include "fs/fs.h"
-#include "fs/top.h"
+#include "programs/top.h"
 #include "mountopts/mountopts.h"
 
 #include <stdio.h>

@@ -1,5 +1,5 @@
 /* bench.c — in-process pipeline benchmark (see bench.h). */
-#include "engine/bench.h"
+#include "programs/bench.h"
 #include "engine/engine.h"
 #include "base/err.h"
 #include "engine/exec.h"

@@ -8,7 +8,7 @@
  * a surrogate pair: 12 to 4), so the write position never passes the read position, and
  * the closing quote's byte is free for the terminating NUL.
  */
-#include "fs/statsjson.h"
+#include "programs/statsjson.h"
 
 #include <errno.h>
 #include <math.h>

@@ -1,10 +1,10 @@
 /*
  * statsjson.h — a small strict JSON parser for reading a mount's /stats (used by
- * `batchfs top`, fs/top.c): the whole text becomes a read-only tree of values, looked up
- * by paths such as "cache.hits" or "prefetch.streams[2].pid".
+ * `batchfs top`, programs/top.c): the whole text becomes a read-only tree of values,
+ * looked up by paths such as "cache.hits" or "prefetch.streams[2].pid".
  *
- * Neighbours: fs/top.c reads MNT/stats and renders it; tests/fuzz/fuzz_stats_json.c and
- * tests/check_statsjson.c exercise it. It includes no FUSE header and calls nothing of
+ * Neighbours: programs/top.c reads MNT/stats and renders it; tests/fuzz/fuzz_stats_json.c
+ * and tests/check_statsjson.c exercise it. It includes no FUSE header and calls nothing of
  * the engine: it depends on libc only.
  *
  * Strict means RFC 8259 exactly: one value, surrounded by optional whitespace (space, tab,
@@ -21,8 +21,8 @@
  * Numbers are converted with strtod: the process must keep the "C" LC_NUMERIC locale
  * (batchfs never calls setlocale).
  */
-#ifndef BATCHFS_FS_STATSJSON_H
-#define BATCHFS_FS_STATSJSON_H
+#ifndef BATCHFS_PROGRAMS_STATSJSON_H
+#define BATCHFS_PROGRAMS_STATSJSON_H
 
 #include <stddef.h>
 

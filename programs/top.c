@@ -13,7 +13,7 @@
  * per frame, reverse video for the title, green for the bars' '#'. Input is the termios of the
  * keyboard without ICANON and ECHO; ISIG stays on, so Ctrl-C and Ctrl-Z arrive as signals.
  */
-#include "fs/top.h"
+#include "programs/top.h"
 #include "base/clock.h"
 
 #include <errno.h>

@@ -1,9 +1,9 @@
 /*
  * top.h — `batchfs top MNT`: a live view of a mount, read from MNT/stats.
  *
- * Neighbours: fs/batchfs_main.c calls bfs_top_run for BFS_MODE_TOP (mountopts/);
- * MNT/stats is written by fs/fs.c (make_stats) and parsed with fs/statsjson.h. Only MNT/stats
- * is read, so a directory holding a `stats` file stands in for a mount in tests.
+ * Neighbours: programs/batchfs_main.c calls bfs_top_run for BFS_MODE_TOP (mountopts/);
+ * MNT/stats is written by fs/fs.c (make_stats) and parsed with programs/statsjson.h. Only
+ * MNT/stats is read, so a directory holding a `stats` file stands in for a mount in tests.
  *
  * Every key of /stats is optional to the view: a missing one shows as "-", one of an
  * unexpected type too, unknown ones are ignored. Rates ("now") are differences between
@@ -11,13 +11,13 @@
  * daemon started come from its own counters. A counter that went down (the mount was
  * replaced by a new daemon: uptime or fingerprint changed) gives no rate for that step.
  */
-#ifndef BATCHFS_FS_TOP_H
-#define BATCHFS_FS_TOP_H
+#ifndef BATCHFS_PROGRAMS_TOP_H
+#define BATCHFS_PROGRAMS_TOP_H
 
 #include <stdio.h>
 #include <time.h>
 
-#include "fs/statsjson.h"
+#include "programs/statsjson.h"
 
 #include "mountopts/mountopts.h" /* BFS_TOP_INTERVAL_MIN/MAX: the command line's limits */
 
