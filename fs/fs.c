@@ -37,11 +37,7 @@
 #include "fs/fs.h"
 #include "fs/names.h"
 #include "base/err.h"
-#include "engine/exec.h"
-#include "engine/engine.h"
-#include "engine/ram.h"
-#include "engine/tuner.h"
-#include "engine/version.h"
+#include "engine/api.h"
 #include "base/clock.h"
 
 #include <dirent.h>

@@ -5,9 +5,8 @@
  */
 #include "gpu/convert.h"
 #include "gpu/batchfs_gpu.h"
-#include "engine/augment.h"
+#include "engine/api.h"
 #include "base/err.h"
-#include "engine/pipeline.h"
 
 #include <errno.h>
 #include <stdio.h>

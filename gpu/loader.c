@@ -29,7 +29,7 @@
 #include "gpu/cuda_api.h"
 #include "gpu/dlpack.h"
 #include "base/err.h"
-#include "engine/safetensors.h"
+#include "engine/api.h"
 #include "base/clock.h"
 
 #include <dirent.h>

@@ -12,7 +12,7 @@
 #include "mountopts/mountopts.h"
 #include "base/err.h"
 #include "base/io.h"
-#include "engine/version.h"
+#include "engine/api.h"
 
 #include <ctype.h>
 #include <errno.h>

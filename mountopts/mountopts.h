@@ -13,7 +13,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "engine/pipeline.h"
+#include "engine/api.h"
 
 enum { BFS_MODE_MOUNT, BFS_MODE_BENCH, BFS_MODE_HELP, BFS_MODE_VERSION, BFS_MODE_TOP };
 

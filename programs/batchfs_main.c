@@ -6,7 +6,7 @@
  * Exit status: 0 success, 1 failure, 2 usage or option error.
  */
 #include "programs/bench.h"
-#include "engine/version.h"
+#include "engine/api.h"
 #include "fs/fs.h"
 #include "programs/top.h"
 #include "mountopts/mountopts.h"

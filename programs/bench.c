@@ -1,10 +1,7 @@
 /* bench.c — in-process pipeline benchmark (see bench.h). */
 #include "programs/bench.h"
-#include "engine/engine.h"
+#include "engine/api.h"
 #include "base/err.h"
-#include "engine/exec.h"
-#include "engine/ram.h"
-#include "engine/dataset/source.h"
 
 #include <errno.h>
 #include <stdlib.h>

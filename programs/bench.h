@@ -12,7 +12,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "engine/pipeline.h"
+#include "engine/api.h"
 
 typedef struct bfs_bench_opts {
     uint64_t batches; /* batches to read (0: 20, capped at the epoch) */

@@ -7,11 +7,8 @@
  *
  * Exit status: 0 success; 1 failure (message on stderr); 2 usage error; 130 interrupted.
  */
-#include "engine/dataset/bfs.h"
+#include "engine/api.h"
 #include "base/err.h"
-#include "engine/dataset/jpeg.h"
-#include "engine/dataset/pack.h"
-#include "engine/version.h"
 
 #include <errno.h>
 #include <getopt.h>

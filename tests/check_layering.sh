@@ -14,7 +14,8 @@
 #   1. FUSE headers (<fuse*.h>) only in fs/ (not in programs/ either);
 #   2. no include from a module to a higher layer, nor across modules of one layer
 #      (so nothing includes programs/);
-#   3. a header named *_internal.h only inside its own module.
+#   3. a header named *_internal.h only inside its own module;
+#   4. outside engine/, of the engine's headers only its facade engine/api.h.
 # ROOT defaults to the repository; tests/cli/layering.sh runs this on a copy with a
 # planted back edge to prove it fails.
 set -u
@@ -52,6 +53,9 @@ for f in base/*.[ch] cache/*.[ch] engine/*.[ch] engine/*/*.[ch] mountopts/*.[ch]
         elif [[ $dh == *_internal.h ]]; then
             echo "$f:$line: includes $dm/$dh, private to $dm/"
             bad=$((bad + 1))
+        elif [ "$dm" = engine ] && [ "$dh" != api.h ]; then
+            echo "$f:$line: includes engine/$dh: outside engine/, only its facade engine/api.h"
+            bad=$((bad + 1))
         fi
     done < <(grep -n '^[[:space:]]*#[[:space:]]*include' "$f")
 done
@@ -59,4 +63,4 @@ if [ $bad -gt 0 ]; then
     echo "check-layering: $bad violation(s) of the layers (tests/check_layering.sh, docs/architecture.md)"
     exit 1
 fi
-echo "check-layering: OK (base < cache < engine < mountopts, gpu < fs < programs; FUSE only in fs/)"
+echo "check-layering: OK (base < cache < engine < mountopts, gpu < fs < programs; FUSE only in fs/; engine/api.h the engine's one door)"

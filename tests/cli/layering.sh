@@ -2,7 +2,8 @@
 # tests/cli/layering.sh — `make check-layering` (tests/check_layering.sh) passes on the
 # tree and fails on each kind of planted violation: a back edge (cache/ including fs/), a
 # FUSE header in engine/ or in programs/, a module's private header used by another module,
-# an include across one layer, and the adapter including the programs above it (fs/
+# an include across one layer, an engine header other than its facade engine/api.h used
+# outside engine/, and the adapter including the programs above it (fs/
 # including programs/top.h).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -24,6 +25,7 @@ plant() { # NAME FILE LINE EXPECTED-MESSAGE-REGEX
 plant "back edge" cache/store.c '#include "fs/fs.h"' '^cache/store\.c:[0-9]+: cache/ \(layer 1\) includes fs/fs\.h \(layer 4\)'
 plant "FUSE outside fs/" engine/engine.c '#include <fuse_lowlevel.h>' '^engine/engine\.c:[0-9]+: FUSE header outside fs/'
 plant "private header" fs/fs.c '#include "engine/resize_internal.h"' 'includes engine/resize_internal\.h, private to engine/'
+plant "engine header beside the facade" mountopts/mountopts.c '#include "engine/plan.h"' '^mountopts/mountopts\.c:[0-9]+: includes engine/plan\.h: outside engine/, only its facade engine/api\.h'
 plant "same layer" gpu/loader.c '#include "mountopts/mountopts.h"' 'gpu/ \(layer 3\) includes mountopts/mountopts\.h \(layer 3\)'
 plant "fs/ includes programs/" fs/fs.c '#include "programs/top.h"' '^fs/fs\.c:[0-9]+: fs/ \(layer 4\) includes programs/top\.h \(layer 5\)'
 plant "engine/ includes programs/" engine/engine.c '#include "programs/bench.h"' '^engine/engine\.c:[0-9]+: engine/ \(layer 2\) includes programs/bench\.h \(layer 5\)'
