@@ -34,7 +34,7 @@ else
 BUILD   ?= build
 endif
 
-PKGS    := fuse3 libturbojpeg liblz4 libjpeg
+PKGS    := fuse3 libturbojpeg liblz4 libjpeg hiredis
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
@@ -68,7 +68,7 @@ else ifneq ($(SANITIZER),)
 $(error SANITIZER must be address, undefined or thread, not '$(SANITIZER)')
 endif
 
-MODULES  := base engine engine/dataset cache mountopts fs programs
+MODULES  := base engine engine/dataset engine/remote cache mountopts fs programs
 LIB_SRC  := $(filter-out %_main.c,$(foreach m,$(MODULES),$(wildcard $(m)/*.c)))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 LIB      := $(BUILD)/libbatchfs.a
@@ -94,7 +94,8 @@ all: $(PROGS) $(TOOLS) gpu
 # run (fuse3 for fusermount3), test (clang + compiler-rt for libFuzzer, python3-venv for
 # test clients, clang-format for make check-format). Installed only when missing.
 DEB_PKGS := build-essential pkg-config libfuse3-dev fuse3 libjpeg62-turbo-dev libturbojpeg0-dev \
-            liblz4-dev check clang libclang-rt-dev clang-format python3 python3-venv
+            liblz4-dev check clang libclang-rt-dev clang-format python3 python3-venv \
+            libhiredis-dev redis-server
 deps:
 	@missing=""; for p in $(DEB_PKGS); do \
 	  dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' \

@@ -38,7 +38,9 @@
     X(JPEG_TOO_LARGE,                                                                              \
       "JPEG too large to decode (over 268 million pixels: refused as a decompression bomb)")       \
     X(NOT_REGULAR, "not a regular file (a FIFO, socket, device or directory)")                     \
-    X(CHANGED, "dataset file changed since it was opened (overwritten or truncated in place)")
+    X(CHANGED, "dataset file changed since it was opened (overwritten or truncated in place)")     \
+    X(REMOTE, "Redis request failed")                                                              \
+    X(REMOTE_VALUE, "remote batch value corrupt, truncated or for another batch (checksum)")
 
 enum {
     BFS_E_BEFORE_FIRST = -4201,

@@ -12,7 +12,8 @@
  *   - libbatchfs-gpu (gpu/): the batch file format (safetensors.h) and the output formats
  *     it converts to on the host (augment.h);
  *   - the programs: the .bfs format and the packer (dataset/bfs.h, dataset/pack.h), JPEG
- *     headers (dataset/jpeg.h) for mkbatchfs; the sources (dataset/source.h) for --bench.
+ *     headers (dataset/jpeg.h) for mkbatchfs; the sources (dataset/source.h) for --bench;
+ *     the Redis transport (remote/remote.h) for `batchfs worker`.
  *
  * What stays the engine's own: the epoch plan (plan.h), the per-sample RNG (rng.h), the
  * decoder (decode.h), the resampler (resize.h, resize_internal.h) and ImageFolder scanning
@@ -33,5 +34,6 @@
 #include "engine/dataset/pack.h"
 #include "engine/dataset/jpeg.h"
 #include "engine/dataset/source.h"
+#include "engine/remote/remote.h"
 
 #endif

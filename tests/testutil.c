@@ -5,10 +5,15 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <netinet/in.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <turbojpeg.h>
 #include <unistd.h>
 
@@ -220,4 +225,94 @@ void tu_dataset_free(tu_dataset *d)
         free(d->dir);
     }
     d->dir = NULL;
+}
+
+/* A TCP port on 127.0.0.1 that was free a moment ago, or 0. */
+static int free_port(void)
+{
+    int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof a;
+    int port = 0;
+    if (s >= 0 && bind(s, (struct sockaddr *)&a, sizeof a) == 0 &&
+        getsockname(s, (struct sockaddr *)&a, &len) == 0)
+        port = ntohs(a.sin_port);
+    if (s >= 0)
+        close(s);
+    return port;
+}
+
+static int port_open(int port)
+{
+    int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
+                            .sin_port = htons((uint16_t)port)};
+    int ok = s >= 0 && connect(s, (struct sockaddr *)&a, sizeof a) == 0;
+    if (s >= 0)
+        close(s);
+    return ok;
+}
+
+int tu_redis_start(tu_redis *r, int port, const char *const *extra)
+{
+    if (!r->dir && !(r->dir = tu_mkdtemp("redis")))
+        return -1;
+    r->port = port ? port : free_port();
+    if (!r->port)
+        return -1;
+    char portbuf[16];
+    snprintf(portbuf, sizeof portbuf, "%d", r->port);
+    const char *argv[64] = {"redis-server", "--port",     portbuf,  "--bind",
+                            "127.0.0.1",    "--save",     "",       "--appendonly",
+                            "no",           "--dir",      r->dir,   "--daemonize",
+                            "no",           "--loglevel", "warning"};
+    int n = 15;
+    for (int i = 0; extra && extra[i] && n < 63; i++)
+        argv[n++] = extra[i];
+    argv[n] = NULL;
+    pid_t pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        int devnull = open("/dev/null", O_WRONLY);
+        if (devnull >= 0) {
+            dup2(devnull, 1);
+            dup2(devnull, 2);
+        }
+        execvp("redis-server", (char *const *)argv);
+        _exit(127);
+    }
+    r->pid = pid;
+    for (int i = 0; i < 500; i++) { /* up to 5 s */
+        if (port_open(r->port))
+            return 0;
+        int st;
+        if (waitpid(pid, &st, WNOHANG) == pid) {
+            r->pid = 0;
+            return -1; /* missing, or refused its arguments */
+        }
+        nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
+    }
+    tu_redis_stop(r);
+    return -1;
+}
+
+void tu_redis_stop(tu_redis *r)
+{
+    if (r->pid > 0) {
+        kill(r->pid, SIGKILL);
+        waitpid(r->pid, NULL, 0);
+        r->pid = 0;
+    }
+}
+
+void tu_redis_free(tu_redis *r)
+{
+    tu_redis_stop(r);
+    if (r->dir) {
+        tu_rmtree(r->dir);
+        free(r->dir);
+        r->dir = NULL;
+    }
 }

@@ -57,6 +57,22 @@ int tu_dataset_make(tu_dataset *d, const char *name, int classes, int per_class,
                     int max_side, uint64_t seed, int jobs, char *err, size_t errlen);
 void tu_dataset_free(tu_dataset *d);
 
+/* A redis-server of the test's own on 127.0.0.1 (a free port, no persistence, its files in
+ * a temporary directory). tu_redis_start starts it with the extra arguments (NULL or a
+ * NULL-terminated list, e.g. {"--requirepass", "pw", NULL}) on port (0: a free one) and
+ * waits until it accepts connections: 0, or -1 when redis-server is missing or did not
+ * come up (make deps installs it). tu_redis_stop kills it (SIGKILL: no shutdown save) and
+ * keeps r->port and the directory for a restart on the same port; tu_redis_free stops it
+ * and removes the directory. Start from a zeroed tu_redis. */
+typedef struct tu_redis {
+    int pid;
+    int port;
+    char *dir;
+} tu_redis;
+int tu_redis_start(tu_redis *r, int port, const char *const *extra);
+void tu_redis_stop(tu_redis *r);
+void tu_redis_free(tu_redis *r);
+
 /* splitmix64 step, for deterministic test data */
 uint64_t tu_rand(uint64_t *state);
 

@@ -1,0 +1,675 @@
+/*
+ * remote.c — the Redis transport (see remote.h): URLs, values, and the commands of the
+ * trainer's and the worker's side, on hiredis's synchronous API.
+ */
+#include "engine/remote/remote.h"
+#include "base/endian.h"
+#include "base/err.h"
+#include "base/hash.h"
+
+#include <errno.h>
+#include <hiredis/hiredis.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+
+static const uint8_t VALUE_MAGIC[8] = {'B', 'F', 'S', 'R', 'M', 'T', '0', '1'};
+
+/* ---- URLs ------------------------------------------------------------------------------ */
+
+static int hexval(int c)
+{
+    return c >= '0' && c <= '9'   ? c - '0'
+           : c >= 'a' && c <= 'f' ? c - 'a' + 10
+           : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                  : -1;
+}
+
+/* Percent-decode [s, s + n) into out (cap bytes with the NUL). -1 on a bad escape, a NUL
+ * or overflow. */
+static int unescape(const char *s, size_t n, char *out, size_t cap)
+{
+    size_t o = 0;
+    for (size_t i = 0; i < n; i++) {
+        int c = (unsigned char)s[i];
+        if (c == '%') {
+            if (i + 2 >= n)
+                return -1;
+            int h = hexval((unsigned char)s[i + 1]), l = hexval((unsigned char)s[i + 2]);
+            if (h < 0 || l < 0)
+                return -1;
+            c = h * 16 + l;
+            i += 2;
+        }
+        if (c == 0 || o + 1 >= cap)
+            return -1;
+        out[o++] = (char)c;
+    }
+    out[o] = '\0';
+    return 0;
+}
+
+/* Decimal digits [s, s + n) into *v (<= max). -1 when empty, not digits or too large. */
+static int decimal(const char *s, size_t n, uint64_t max, uint64_t *v)
+{
+    if (!n || n > 20)
+        return -1;
+    uint64_t x = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return -1;
+        if (x > (max - (uint64_t)(s[i] - '0')) / 10)
+            return -1;
+        x = x * 10 + (uint64_t)(s[i] - '0');
+    }
+    *v = x;
+    return 0;
+}
+
+int bfs_remote_parse_url(const char *s, bfs_remote_url *u, char *err, size_t errlen)
+{
+    static const char scheme[] = "redis://";
+    memset(u, 0, sizeof *u);
+    u->port = 6379;
+    if (strncmp(s, scheme, sizeof scheme - 1))
+        return bfs_errf(-EINVAL, err, errlen,
+                        "remote=%.64s: not a Redis URL (redis://[[USER]:PASS@]HOST[:PORT][/DB])",
+                        s);
+    const char *a = s + sizeof scheme - 1;
+    const char *slash = strchr(a, '/');
+    const char *end = slash ? slash : a + strlen(a);
+    const char *at = NULL;
+    for (const char *p = a; p < end; p++)
+        if (*p == '@')
+            at = p;
+    if (strpbrk(a, "?#"))
+        return bfs_errf(
+            -EINVAL, err, errlen,
+            "remote=: query or fragment not supported (redis://[[USER]:PASS@]HOST[:PORT][/DB])");
+    if (at) {
+        const char *colon = memchr(a, ':', (size_t)(at - a));
+        if (!colon)
+            return bfs_errf(
+                -EINVAL, err, errlen,
+                "remote=: credentials must be USER:PASS@ or :PASS@ (no ':' before '@')");
+        if (unescape(a, (size_t)(colon - a), u->user, sizeof u->user) ||
+            unescape(colon + 1, (size_t)(at - colon - 1), u->pass, sizeof u->pass))
+            return bfs_errf(-EINVAL, err, errlen,
+                            "remote=: user or password too long, NUL, or a bad %%XX escape");
+        if (!u->pass[0])
+            return bfs_errf(-EINVAL, err, errlen, "remote=: empty password after ':'");
+        a = at + 1;
+    }
+    const char *host = a, *host_end, *port = NULL;
+    if (*a == '[') {
+        const char *close = memchr(a, ']', (size_t)(end - a));
+        if (!close)
+            return bfs_errf(-EINVAL, err, errlen, "remote=: IPv6 address without ']'");
+        host = a + 1, host_end = close;
+        if (close + 1 < end) {
+            if (close[1] != ':')
+                return bfs_errf(-EINVAL, err, errlen, "remote=: junk after the IPv6 address");
+            port = close + 2;
+        }
+        for (const char *p = host; p < host_end; p++)
+            if (hexval((unsigned char)*p) < 0 && *p != ':' && *p != '.')
+                return bfs_errf(-EINVAL, err, errlen, "remote=: bad IPv6 address");
+    } else {
+        const char *colon = memchr(a, ':', (size_t)(end - a));
+        host_end = colon ? colon : end;
+        if (colon)
+            port = colon + 1;
+        for (const char *p = host; p < host_end; p++)
+            if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+                  (*p >= '0' && *p <= '9') || *p == '.' || *p == '-' || *p == '_'))
+                return bfs_errf(-EINVAL, err, errlen,
+                                "remote=: bad character '%c' in the host name", *p);
+    }
+    size_t hn = (size_t)(host_end - host);
+    if (!hn)
+        return bfs_errf(-EINVAL, err, errlen, "remote=: no host (redis://HOST[:PORT][/DB])");
+    if (hn >= sizeof u->host)
+        return bfs_errf(-EINVAL, err, errlen, "remote=: host name too long");
+    memcpy(u->host, host, hn);
+    u->host[hn] = '\0';
+    if (port) {
+        uint64_t v;
+        if (decimal(port, (size_t)(end - port), 65535, &v) || v == 0)
+            return bfs_errf(-EINVAL, err, errlen, "remote=: port must be 1..65535");
+        u->port = (int)v;
+    }
+    if (slash && slash[1]) {
+        uint64_t v;
+        if (decimal(slash + 1, strlen(slash + 1), INT32_MAX, &v))
+            return bfs_errf(-EINVAL, err, errlen, "remote=: database must be a number (/DB)");
+        u->db = (int)v;
+    }
+    return 0;
+}
+
+void bfs_remote_url_text(const bfs_remote_url *u, char *buf, size_t cap)
+{
+    int v6 = strchr(u->host, ':') != NULL;
+    snprintf(buf, cap, "redis://%s%s%s%s%s%s:%d/%d", u->user, u->pass[0] ? ":***" : "",
+             u->user[0] || u->pass[0] ? "@" : "", v6 ? "[" : "", u->host, v6 ? "]" : "", u->port,
+             u->db);
+}
+
+/* ---- values ---------------------------------------------------------------------------- */
+
+void bfs_remote_value_header(uint8_t hdr[BFS_REMOTE_HDR], uint64_t fp, uint64_t epoch, uint64_t k,
+                             const uint8_t *data, uint64_t size)
+{
+    memcpy(hdr, VALUE_MAGIC, 8);
+    bfs_st64(hdr + 8, fp);
+    bfs_st64(hdr + 16, epoch);
+    bfs_st64(hdr + 24, k);
+    bfs_st64(hdr + 32, size);
+    bfs_st64(hdr + 40, bfs_xxh64(data, size, fp));
+}
+
+int bfs_remote_value_check(const uint8_t *v, size_t len, uint64_t fp, uint64_t epoch, uint64_t k,
+                           uint64_t size, const uint8_t **payload)
+{
+    if (len < BFS_REMOTE_HDR || memcmp(v, VALUE_MAGIC, 8) || bfs_ld64(v + 8) != fp ||
+        bfs_ld64(v + 16) != epoch || bfs_ld64(v + 24) != k || bfs_ld64(v + 32) != size ||
+        len - BFS_REMOTE_HDR != size)
+        return BFS_E_REMOTE_VALUE;
+    if (bfs_xxh64(v + BFS_REMOTE_HDR, size, fp) != bfs_ld64(v + 40))
+        return BFS_E_REMOTE_VALUE;
+    *payload = v + BFS_REMOTE_HDR;
+    return 0;
+}
+
+void bfs_remote_key(char *buf, size_t cap, uint64_t fp, uint64_t epoch, uint64_t k)
+{
+    snprintf(buf, cap, "bfs:{%016" PRIx64 "}:b:%" PRIu64 ":%" PRIu64, fp, epoch, k);
+}
+
+/* ---- connections ----------------------------------------------------------------------- */
+
+struct bfs_remote {
+    bfs_remote_url url;
+    uint64_t fp;
+    int timeout_ms;
+    redisContext *c; /* NULL: to be (re)connected */
+    char tag[24];    /* "{FP}" */
+    char error[512];
+};
+
+static struct timeval ms_tv(int ms)
+{
+    return (struct timeval){.tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000};
+}
+
+static void drop(bfs_remote *r)
+{
+    if (r->c)
+        redisFree(r->c);
+    r->c = NULL;
+}
+
+/* A command's reply, or NULL with r->error set (an ERROR reply is freed and NULL too). An
+ * I/O error drops the connection: the next command reconnects. */
+static redisReply *run(bfs_remote *r, int argc, const char **argv, const size_t *lens);
+
+/* r->error = "WHAT: " + r->error (WHAT is formatted) */
+static void wrap_error(bfs_remote *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void wrap_error(bfs_remote *r, const char *fmt, ...)
+{
+    char what[160], why[320];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    snprintf(why, sizeof why, "%.319s", r->error);
+    snprintf(r->error, sizeof r->error, "%.159s: %.319s", what, why);
+}
+
+static int open_conn(bfs_remote *r)
+{
+    drop(r);
+    redisContext *c = redisConnectWithTimeout(r->url.host, r->url.port, ms_tv(r->timeout_ms));
+    if (!c) {
+        snprintf(r->error, sizeof r->error, "connecting to %s:%d: out of memory", r->url.host,
+                 r->url.port);
+        return -ENOMEM;
+    }
+    if (c->err) {
+        snprintf(r->error, sizeof r->error, "connecting to %s:%d: %s", r->url.host, r->url.port,
+                 c->errstr);
+        redisFree(c);
+        return BFS_E_REMOTE;
+    }
+    redisSetTimeout(c, ms_tv(r->timeout_ms));
+    r->c = c;
+    redisReply *rep;
+    char db[16];
+    if (r->url.pass[0]) {
+        const char *av[3] = {"AUTH", r->url.user, r->url.pass};
+        int ac = r->url.user[0] ? 3 : 2;
+        if (!r->url.user[0])
+            av[1] = r->url.pass;
+        if (!(rep = run(r, ac, av, NULL))) {
+            wrap_error(r, "AUTH%s%.64s at %.64s:%d refused", r->url.user[0] ? " as " : "",
+                       r->url.user, r->url.host, r->url.port);
+            drop(r);
+            return BFS_E_REMOTE;
+        }
+        freeReplyObject(rep);
+    }
+    if (r->url.db) {
+        snprintf(db, sizeof db, "%d", r->url.db);
+        const char *av[2] = {"SELECT", db};
+        if (!(rep = run(r, 2, av, NULL))) {
+            wrap_error(r, "SELECT %d refused", r->url.db);
+            drop(r);
+            return BFS_E_REMOTE;
+        }
+        freeReplyObject(rep);
+    }
+    const char *ping[1] = {"PING"};
+    if (!(rep = run(r, 1, ping, NULL))) {
+        wrap_error(r, "PING to %.64s:%d failed", r->url.host, r->url.port);
+        drop(r);
+        return BFS_E_REMOTE;
+    }
+    freeReplyObject(rep);
+    return 0;
+}
+
+static redisReply *run(bfs_remote *r, int argc, const char **argv, const size_t *lens)
+{
+    if (!r->c && open_conn(r))
+        return NULL;
+    redisReply *rep = redisCommandArgv(r->c, argc, argv, lens);
+    if (!rep) {
+        snprintf(r->error, sizeof r->error, "%s to %s:%d: %s", argv[0], r->url.host, r->url.port,
+                 r->c->errstr[0] ? r->c->errstr : "connection lost");
+        drop(r);
+        return NULL;
+    }
+    if (rep->type == REDIS_REPLY_ERROR) {
+        snprintf(r->error, sizeof r->error, "%s: %.*s", argv[0], (int)rep->len, rep->str);
+        freeReplyObject(rep);
+        return NULL;
+    }
+    return rep;
+}
+
+int bfs_remote_connect(const bfs_remote_url *u, uint64_t fp, int timeout_ms, bfs_remote **out,
+                       char *err, size_t errlen)
+{
+    *out = NULL;
+    bfs_remote *r = calloc(1, sizeof *r);
+    if (!r)
+        return bfs_errf(-ENOMEM, err, errlen, "remote: out of memory");
+    r->url = *u;
+    r->fp = fp;
+    r->timeout_ms = timeout_ms > 0 ? timeout_ms : 1000;
+    snprintf(r->tag, sizeof r->tag, "{%016" PRIx64 "}", fp);
+    int rc = open_conn(r);
+    if (rc) {
+        char text[600];
+        bfs_remote_url_text(u, text, sizeof text);
+        bfs_errf(rc, err, errlen, "remote=%s: %s", text, r->error);
+        free(r);
+        return rc;
+    }
+    *out = r;
+    return 0;
+}
+
+void bfs_remote_close(bfs_remote *r)
+{
+    if (!r)
+        return;
+    drop(r);
+    free(r);
+}
+
+const char *bfs_remote_error(const bfs_remote *r)
+{
+    return r->error;
+}
+
+/* "bfs:{FP}:" + suffix */
+static void key(const bfs_remote *r, char *buf, size_t cap, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void key(const bfs_remote *r, char *buf, size_t cap, const char *fmt, ...)
+{
+    int n = snprintf(buf, cap, "bfs:%s:", r->tag);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf + n, cap - (size_t)n, fmt, ap);
+    va_end(ap);
+}
+
+/* Run a command whose reply only matters as success. 0 or BFS_E_REMOTE. */
+static int simple(bfs_remote *r, int argc, const char **argv, const size_t *lens)
+{
+    redisReply *rep = run(r, argc, argv, lens);
+    if (!rep)
+        return BFS_E_REMOTE;
+    freeReplyObject(rep);
+    return 0;
+}
+
+int bfs_remote_describe(bfs_remote *r, const char *pipeline_text)
+{
+    char fp[20];
+    snprintf(fp, sizeof fp, "%016" PRIx64, r->fp);
+    const char *av[4] = {"HSET", "bfs:pipelines", fp, pipeline_text};
+    return simple(r, 4, av, NULL);
+}
+
+int bfs_remote_pipeline_text(bfs_remote *r, uint64_t fp, char *buf, size_t cap)
+{
+    char f[20];
+    snprintf(f, sizeof f, "%016" PRIx64, fp);
+    const char *av[3] = {"HGET", "bfs:pipelines", f};
+    redisReply *rep = run(r, 3, av, NULL);
+    if (!rep)
+        return BFS_E_REMOTE;
+    snprintf(buf, cap, "%.*s", rep->type == REDIS_REPLY_STRING ? (int)rep->len : 0,
+             rep->type == REDIS_REPLY_STRING ? rep->str : "");
+    freeReplyObject(rep);
+    return 0;
+}
+
+/* ---- the trainer's side ---------------------------------------------------------------- */
+
+int bfs_remote_request(bfs_remote *r, uint64_t epoch, uint64_t k, int ttl_ms)
+{
+    char q[96], ttl[24], e[24], kk[24], jobs[64];
+    key(r, q, sizeof q, "q:%" PRIu64 ":%" PRIu64, epoch, k);
+    snprintf(ttl, sizeof ttl, "%d", ttl_ms > 0 ? ttl_ms : 1);
+    const char *set[6] = {"SET", q, "1", "NX", "PX", ttl};
+    redisReply *rep = run(r, 6, set, NULL);
+    if (!rep)
+        return BFS_E_REMOTE;
+    int mine = rep->type == REDIS_REPLY_STATUS;
+    freeReplyObject(rep);
+    if (!mine)
+        return 0;
+    key(r, jobs, sizeof jobs, "jobs");
+    snprintf(e, sizeof e, "%" PRIu64, epoch);
+    snprintf(kk, sizeof kk, "%" PRIu64, k);
+    const char *av[10] = {"XADD", jobs, "MAXLEN", "~", "100000", "*", "e", e, "k", kk};
+    return simple(r, 10, av, NULL) ? BFS_E_REMOTE : 1;
+}
+
+int bfs_remote_fetch(bfs_remote *r, uint64_t epoch, uint64_t k, uint8_t *dst, uint64_t size)
+{
+    char b[96];
+    bfs_remote_key(b, sizeof b, r->fp, epoch, k);
+    const char *av[2] = {"GET", b};
+    redisReply *rep = run(r, 2, av, NULL);
+    if (!rep)
+        return BFS_E_REMOTE;
+    if (rep->type != REDIS_REPLY_STRING) {
+        freeReplyObject(rep);
+        return 0;
+    }
+    const uint8_t *p;
+    int rc = bfs_remote_value_check((const uint8_t *)rep->str, rep->len, r->fp, epoch, k, size, &p);
+    if (rc == 0)
+        memcpy(dst, p, size);
+    freeReplyObject(rep);
+    if (rc) {
+        snprintf(r->error, sizeof r->error, "%s: %s (deleted, to be computed again)", b,
+                 bfs_strerror(rc));
+        const char *del[2] = {"DEL", b};
+        simple(r, 2, del, NULL);
+        return rc;
+    }
+    return 1;
+}
+
+/* Redis's clock in ms (TIME), so that heartbeats of hosts with other clocks compare. */
+static int redis_ms(bfs_remote *r, uint64_t *ms)
+{
+    const char *av[1] = {"TIME"};
+    redisReply *rep = run(r, 1, av, NULL);
+    if (!rep)
+        return BFS_E_REMOTE;
+    int ok = rep->type == REDIS_REPLY_ARRAY && rep->elements == 2 &&
+             rep->element[0]->type == REDIS_REPLY_STRING &&
+             rep->element[1]->type == REDIS_REPLY_STRING;
+    if (ok)
+        *ms = strtoull(rep->element[0]->str, NULL, 10) * 1000 +
+              strtoull(rep->element[1]->str, NULL, 10) / 1000;
+    freeReplyObject(rep);
+    if (!ok) {
+        snprintf(r->error, sizeof r->error, "TIME: unexpected reply");
+        return BFS_E_REMOTE;
+    }
+    return 0;
+}
+
+int bfs_remote_workers(bfs_remote *r, int alive_ms)
+{
+    uint64_t now;
+    if (redis_ms(r, &now))
+        return BFS_E_REMOTE;
+    char w[64], min[24];
+    key(r, w, sizeof w, "workers");
+    snprintf(min, sizeof min, "%" PRIu64, now > (uint64_t)alive_ms ? now - (uint64_t)alive_ms : 0);
+    const char *av[4] = {"ZCOUNT", w, min, "+inf"};
+    redisReply *rep = run(r, 4, av, NULL);
+    if (!rep)
+        return BFS_E_REMOTE;
+    int n = rep->type == REDIS_REPLY_INTEGER ? (int)rep->integer : 0;
+    freeReplyObject(rep);
+    return n;
+}
+
+int bfs_remote_claim(bfs_remote *r, const char *group, uint64_t epoch, uint64_t *k)
+{
+    char g[256];
+    key(r, g, sizeof g, "g:%s:%" PRIu64, group, epoch);
+    const char *av[2] = {"INCR", g};
+    redisReply *rep = run(r, 2, av, NULL);
+    if (!rep)
+        return BFS_E_REMOTE;
+    long long n = rep->type == REDIS_REPLY_INTEGER ? rep->integer : 0;
+    freeReplyObject(rep);
+    if (n < 1) {
+        snprintf(r->error, sizeof r->error, "INCR %s: unexpected reply", g);
+        return BFS_E_REMOTE;
+    }
+    if (n == 1) { /* counters of old epochs go away on their own (a week) */
+        const char *ex[3] = {"EXPIRE", g, "604800"};
+        simple(r, 3, ex, NULL);
+    }
+    *k = (uint64_t)n - 1;
+    return 0;
+}
+
+/* ---- the worker's side ----------------------------------------------------------------- */
+
+/* Fill job from a stream entry [id, [field, value, ...]]. -1 when malformed. */
+static int parse_entry(const redisReply *e, bfs_remote_job *job)
+{
+    if (e->type != REDIS_REPLY_ARRAY || e->elements != 2 ||
+        e->element[0]->type != REDIS_REPLY_STRING || e->element[0]->len >= sizeof job->id)
+        return -1;
+    memcpy(job->id, e->element[0]->str, e->element[0]->len);
+    job->id[e->element[0]->len] = '\0';
+    const redisReply *f = e->element[1];
+    int have = 0;
+    if (f->type != REDIS_REPLY_ARRAY)
+        return -2;
+    for (size_t i = 0; i + 1 < f->elements; i += 2) {
+        const redisReply *n = f->element[i], *v = f->element[i + 1];
+        if (n->type != REDIS_REPLY_STRING || v->type != REDIS_REPLY_STRING || n->len != 1)
+            return -2;
+        uint64_t x;
+        if (decimal(v->str, v->len, UINT64_MAX, &x))
+            return -2;
+        if (n->str[0] == 'e')
+            job->epoch = x, have |= 1;
+        else if (n->str[0] == 'k')
+            job->k = x, have |= 2;
+    }
+    return have == 3 ? 0 : -2;
+}
+
+static int ensure_group(bfs_remote *r, const char *jobs)
+{
+    const char *av[6] = {"XGROUP", "CREATE", jobs, "workers", "0", "MKSTREAM"};
+    redisReply *rep = run(r, 6, av, NULL);
+    if (rep) {
+        freeReplyObject(rep);
+        return 0;
+    }
+    return strstr(r->error, "BUSYGROUP") ? 0 : BFS_E_REMOTE;
+}
+
+/* A malformed entry: acknowledge and delete it so that no one takes it again. */
+static void discard(bfs_remote *r, const char *jobs, const char *id)
+{
+    const char *ack[4] = {"XACK", jobs, "workers", id};
+    const char *del[3] = {"XDEL", jobs, id};
+    simple(r, 4, ack, NULL);
+    simple(r, 3, del, NULL);
+}
+
+/* The first entry of a list of entries: 1 (job set), 0 (none), -1 after discarding a
+ * malformed one (try again). */
+static int first_entry(bfs_remote *r, const char *jobs, const redisReply *list, bfs_remote_job *job)
+{
+    for (size_t i = 0; list && list->type == REDIS_REPLY_ARRAY && i < list->elements; i++) {
+        const redisReply *e = list->element[i];
+        if (e->type == REDIS_REPLY_NIL)
+            continue; /* deleted while pending */
+        int rc = parse_entry(e, job);
+        if (rc == 0)
+            return 1;
+        if (rc == -2) {
+            discard(r, jobs, job->id);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int bfs_remote_take(bfs_remote *r, const char *name, int claim_ms, int block_ms,
+                    bfs_remote_job *job)
+{
+    char jobs[64], idle[24], block[24];
+    key(r, jobs, sizeof jobs, "jobs");
+    snprintf(idle, sizeof idle, "%d", claim_ms > 0 ? claim_ms : 1);
+    snprintf(block, sizeof block, "%d", block_ms > 0 ? block_ms : 1);
+    memset(job, 0, sizeof *job);
+    for (int tries = 0; tries < 8; tries++) {
+        const char *av[8] = {"XAUTOCLAIM", jobs, "workers", name, idle, "0-0", "COUNT", "1"};
+        redisReply *rep = run(r, 8, av, NULL);
+        if (!rep) {
+            if (!strstr(r->error, "NOGROUP") || ensure_group(r, jobs))
+                return BFS_E_REMOTE;
+            continue;
+        }
+        int got = rep->type == REDIS_REPLY_ARRAY && rep->elements >= 2
+                      ? first_entry(r, jobs, rep->element[1], job)
+                      : 0;
+        freeReplyObject(rep);
+        if (got < 0)
+            continue;
+        if (got) {
+            job->reclaimed = 1;
+            return 1;
+        }
+        /* nothing to reclaim: wait for a new job, the socket's timeout beyond the block */
+        const char *rg[11] = {"XREADGROUP", "GROUP", "workers", name, "COUNT", "1",
+                              "BLOCK",      block,   "STREAMS", jobs, ">"};
+        if (r->c)
+            redisSetTimeout(r->c, ms_tv(block_ms + r->timeout_ms));
+        rep = run(r, 11, rg, NULL);
+        if (r->c)
+            redisSetTimeout(r->c, ms_tv(r->timeout_ms));
+        if (!rep) {
+            if (!strstr(r->error, "NOGROUP") || ensure_group(r, jobs))
+                return BFS_E_REMOTE;
+            continue;
+        }
+        got = 0;
+        if (rep->type == REDIS_REPLY_ARRAY && rep->elements >= 1) {
+            const redisReply *s = rep->element[0]; /* [stream, [entries]] */
+            if (s->type == REDIS_REPLY_ARRAY && s->elements == 2)
+                got = first_entry(r, jobs, s->element[1], job);
+        }
+        freeReplyObject(rep);
+        if (got < 0)
+            continue;
+        return got;
+    }
+    return 0;
+}
+
+int bfs_remote_stored(bfs_remote *r, uint64_t epoch, uint64_t k)
+{
+    char b[96];
+    bfs_remote_key(b, sizeof b, r->fp, epoch, k);
+    const char *av[2] = {"EXISTS", b};
+    redisReply *rep = run(r, 2, av, NULL);
+    if (!rep)
+        return BFS_E_REMOTE;
+    int n = rep->type == REDIS_REPLY_INTEGER && rep->integer > 0;
+    freeReplyObject(rep);
+    return n;
+}
+
+int bfs_remote_put(bfs_remote *r, uint64_t epoch, uint64_t k, const uint8_t *data, uint64_t size,
+                   int ttl_ms)
+{
+    uint8_t *v = malloc(BFS_REMOTE_HDR + size);
+    if (!v) {
+        snprintf(r->error, sizeof r->error, "storing a batch of %" PRIu64 " bytes: out of memory",
+                 size);
+        return -ENOMEM;
+    }
+    bfs_remote_value_header(v, r->fp, epoch, k, data, size);
+    memcpy(v + BFS_REMOTE_HDR, data, size);
+    char b[96], ttl[24], done[64], msg[48];
+    bfs_remote_key(b, sizeof b, r->fp, epoch, k);
+    snprintf(ttl, sizeof ttl, "%d", ttl_ms > 0 ? ttl_ms : 1);
+    const char *av[5] = {"SET", b, (const char *)v, "PX", ttl};
+    size_t lens[5] = {3, strlen(b), BFS_REMOTE_HDR + size, 2, strlen(ttl)};
+    int rc = simple(r, 5, av, lens);
+    free(v);
+    if (rc)
+        return rc;
+    key(r, done, sizeof done, "done");
+    snprintf(msg, sizeof msg, "%" PRIu64 " %" PRIu64, epoch, k);
+    const char *pub[3] = {"PUBLISH", done, msg};
+    return simple(r, 3, pub, NULL);
+}
+
+int bfs_remote_ack(bfs_remote *r, const bfs_remote_job *job)
+{
+    char jobs[64];
+    key(r, jobs, sizeof jobs, "jobs");
+    const char *ack[4] = {"XACK", jobs, "workers", job->id};
+    const char *del[3] = {"XDEL", jobs, job->id};
+    int rc = simple(r, 4, ack, NULL);
+    return rc ? rc : simple(r, 3, del, NULL);
+}
+
+int bfs_remote_heartbeat(bfs_remote *r, const char *name)
+{
+    uint64_t now;
+    if (redis_ms(r, &now))
+        return BFS_E_REMOTE;
+    char w[64], score[24], old[24];
+    key(r, w, sizeof w, "workers");
+    snprintf(score, sizeof score, "%" PRIu64, now);
+    snprintf(old, sizeof old, "(%" PRIu64, now > 3600000 ? now - 3600000 : 0);
+    const char *add[4] = {"ZADD", w, score, name};
+    const char *trim[4] = {"ZREMRANGEBYSCORE", w, "-inf", old};
+    int rc = simple(r, 4, add, NULL);
+    return rc ? rc : simple(r, 4, trim, NULL);
+}

@@ -1,0 +1,156 @@
+/*
+ * remote.h — the Redis transport between trainer mounts and `batchfs worker`s
+ * (docs/scale-out.md). batchfs adds no protocol of its own: batch jobs are entries of a
+ * Redis stream read through a consumer group, results are plain string keys with a TTL,
+ * claim counters are INCR, liveness is a sorted set of heartbeats.
+ *
+ * Keys, all of one pipeline in one hash slot ({FP}: the fingerprint, 16 hex digits):
+ *   bfs:{FP}:jobs          stream of batch jobs (fields e, k); consumer group "workers"
+ *   bfs:{FP}:q:E:K         "requested" marker (SET NX PX ttl): one job per batch per TTL
+ *   bfs:{FP}:b:E:K         the batch: a 48-byte header (magic, fingerprint, epoch, batch,
+ *                          size, XXH64 of the bytes) and the batch file's bytes; PX ttl
+ *   bfs:{FP}:done          pub/sub channel: "E K" published when a batch is stored
+ *   bfs:{FP}:workers       sorted set: worker name -> last heartbeat (ms since the epoch)
+ *   bfs:{FP}:g:NAME:E      claim counter of group NAME in epoch E (dynamic sharding)
+ *   bfs:pipelines          hash: FP -> the pipeline's canonical text (what workers serve
+ *                          and trainers ask for; for messages only)
+ *
+ * A batch is a pure function of (fingerprint, epoch, batch): any worker may compute any
+ * batch, twice, and a value is checked against its header before it is served.
+ *
+ * A connection (bfs_remote) is used by one thread at a time. After an I/O error it is
+ * reconnected on the next call (at most once per call), so a Redis restart costs the
+ * calls that fail while it is down, not the connection.
+ */
+#ifndef BATCHFS_ENGINE_REMOTE_REMOTE_H
+#define BATCHFS_ENGINE_REMOTE_REMOTE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---- addresses ------------------------------------------------------------------------- */
+
+typedef struct bfs_remote_url {
+    char user[128]; /* ACL user ("" = default) */
+    char pass[256]; /* "" = no AUTH */
+    char host[256]; /* name or address; IPv6 given in brackets */
+    int port;       /* 6379 by default */
+    int db;         /* SELECT db, 0 by default */
+} bfs_remote_url;
+
+/*
+ * bfs_remote_parse_url - redis://[[USER]:PASS@]HOST[:PORT][/DB]. USER and PASS may hold
+ * %XX escapes (for ':', '@', '/'); HOST is a name, an IPv4 address or [IPv6]; PORT
+ * 1..65535; DB 0..2^31-1. Returns 0, or -EINVAL with a message naming what is wrong.
+ * Fuzzed (tests/fuzz/fuzz_remote.c).
+ */
+int bfs_remote_parse_url(const char *s, bfs_remote_url *u, char *err, size_t errlen);
+
+/* bfs_remote_url_text - the URL without its password (for logs and /stats). */
+void bfs_remote_url_text(const bfs_remote_url *u, char *buf, size_t cap);
+
+/* ---- values ---------------------------------------------------------------------------- */
+
+#define BFS_REMOTE_HDR 48 /* bytes of a value's header */
+
+/* bfs_remote_value_header - the header of the value of batch (fp, epoch, k) holding the
+ * size bytes at data. */
+void bfs_remote_value_header(uint8_t hdr[BFS_REMOTE_HDR], uint64_t fp, uint64_t epoch, uint64_t k,
+                             const uint8_t *data, uint64_t size);
+
+/*
+ * bfs_remote_value_check - whether the len bytes of v are the value of batch (fp, epoch, k)
+ * of size bytes: magic, fingerprint, epoch, batch and size as expected, the bytes all
+ * there and their XXH64 right. 0 (*payload: the batch's bytes, inside v) or
+ * BFS_E_REMOTE_VALUE. Fuzzed.
+ */
+int bfs_remote_value_check(const uint8_t *v, size_t len, uint64_t fp, uint64_t epoch, uint64_t k,
+                           uint64_t size, const uint8_t **payload);
+
+/* ---- connections ----------------------------------------------------------------------- */
+
+typedef struct bfs_remote bfs_remote;
+
+/*
+ * bfs_remote_connect - connect to u for pipeline fp (timeout_ms for connecting and for each
+ * reply, except blocking reads), AUTH, SELECT, PING. Returns 0, or BFS_E_REMOTE / -ENOMEM
+ * with a message that says which step failed and Redis's own words (an unreachable
+ * server, a wrong password, a missing ACL permission).
+ */
+int bfs_remote_connect(const bfs_remote_url *u, uint64_t fp, int timeout_ms, bfs_remote **out,
+                       char *err, size_t errlen);
+void bfs_remote_close(bfs_remote *r); /* NULL ok */
+
+/* bfs_remote_error - the message of the last failure on r (never NULL). */
+const char *bfs_remote_error(const bfs_remote *r);
+
+/* bfs_remote_describe - record this pipeline's canonical text in bfs:pipelines. */
+int bfs_remote_describe(bfs_remote *r, const char *pipeline_text);
+
+/* bfs_remote_pipeline_text - the text recorded for fingerprint fp, into buf ("" when
+ * none). 0 or BFS_E_REMOTE. */
+int bfs_remote_pipeline_text(bfs_remote *r, uint64_t fp, char *buf, size_t cap);
+
+/* ---- the trainer's side ---------------------------------------------------------------- */
+
+/*
+ * bfs_remote_request - ask the workers for batch (epoch, k): one stream entry per batch
+ * per ttl_ms across every trainer of the pipeline (the q: marker). Returns 1 when this
+ * call queued the job, 0 when it was queued already (by anyone) or is stored, or
+ * BFS_E_REMOTE.
+ */
+int bfs_remote_request(bfs_remote *r, uint64_t epoch, uint64_t k, int ttl_ms);
+
+/*
+ * bfs_remote_fetch - the stored batch (epoch, k) of size bytes, checked, into dst.
+ * Returns 1 when dst holds it; 0 when no value is stored (not yet computed, expired,
+ * evicted by maxmemory); BFS_E_REMOTE_VALUE when the stored value is wrong (it is then
+ * deleted, so that a worker stores it again); BFS_E_REMOTE on a failed request.
+ */
+int bfs_remote_fetch(bfs_remote *r, uint64_t epoch, uint64_t k, uint8_t *dst, uint64_t size);
+
+/* bfs_remote_workers - workers of this pipeline with a heartbeat in the last alive_ms,
+ * or BFS_E_REMOTE. */
+int bfs_remote_workers(bfs_remote *r, int alive_ms);
+
+/* bfs_remote_claim - the next unclaimed batch of epoch for group: *k = the counter's value
+ * before this claim (0, 1, ...; the caller compares it with the epoch's batch count).
+ * 0 or BFS_E_REMOTE. */
+int bfs_remote_claim(bfs_remote *r, const char *group, uint64_t epoch, uint64_t *k);
+
+/* ---- the worker's side ----------------------------------------------------------------- */
+
+typedef struct bfs_remote_job {
+    char id[64]; /* the stream entry's ID */
+    uint64_t epoch, k;
+    int reclaimed; /* taken over from a worker that held it for claim_ms */
+} bfs_remote_job;
+
+/*
+ * bfs_remote_take - the next job for consumer `name`: first one that another consumer has
+ * held unacknowledged for claim_ms or longer (XAUTOCLAIM), else a new one, waiting up to
+ * block_ms (XREADGROUP BLOCK). Creates the stream and group when missing (also after a
+ * Redis restart). Returns 1 with *job, 0 when none came, BFS_E_REMOTE. A malformed entry
+ * is acknowledged, deleted and skipped.
+ */
+int bfs_remote_take(bfs_remote *r, const char *name, int claim_ms, int block_ms,
+                    bfs_remote_job *job);
+
+/* bfs_remote_stored - 1 when batch (epoch, k) is stored, 0 when not, BFS_E_REMOTE. */
+int bfs_remote_stored(bfs_remote *r, uint64_t epoch, uint64_t k);
+
+/* bfs_remote_put - store batch (epoch, k) (size bytes at data) for ttl_ms and announce it
+ * on the done channel. 0, -ENOMEM or BFS_E_REMOTE. */
+int bfs_remote_put(bfs_remote *r, uint64_t epoch, uint64_t k, const uint8_t *data, uint64_t size,
+                   int ttl_ms);
+
+/* bfs_remote_ack - the job is done: acknowledge and delete its entry. */
+int bfs_remote_ack(bfs_remote *r, const bfs_remote_job *job);
+
+/* bfs_remote_heartbeat - say that worker `name` is alive now. */
+int bfs_remote_heartbeat(bfs_remote *r, const char *name);
+
+/* bfs_remote_key - the key of batch (epoch, k) of fingerprint fp (tests, logs). */
+void bfs_remote_key(char *buf, size_t cap, uint64_t fp, uint64_t epoch, uint64_t k);
+
+#endif
