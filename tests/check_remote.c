@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <hiredis/hiredis.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -352,6 +353,33 @@ START_TEST(workers_and_claims)
 }
 END_TEST
 
+START_TEST(announcements)
+{
+    bfs_remote *s = conn(), *w = conn();
+    ck_assert_int_eq(bfs_remote_subscribe(s), 0);
+    uint64_t e = 0, k = 0;
+    ck_assert_int_eq(bfs_remote_announced(s, 50, -1, &e, &k), 0); /* nothing yet */
+    uint8_t b[64] = {1};
+    ck_assert_int_eq(bfs_remote_put(w, 7, 3, b, sizeof b, 60000), 0);
+    ck_assert_int_eq(bfs_remote_put(w, 7, 4, b, sizeof b, 60000), 0);
+    ck_assert_int_eq(bfs_remote_announced(s, 2000, -1, &e, &k), 1);
+    ck_assert_uint_eq(e, 7);
+    ck_assert_uint_eq(k, 3);
+    ck_assert_int_eq(bfs_remote_announced(s, 2000, -1, &e, &k), 1);
+    ck_assert_uint_eq(k, 4);
+    /* the server restarts: one failed call, then subscribed again */
+    tu_redis_stop(&srv);
+    ck_assert_int_eq(bfs_remote_announced(s, 500, -1, &e, &k), BFS_E_REMOTE);
+    ck_assert_int_eq(tu_redis_start(&srv, srv.port, NULL), 0);
+    ck_assert_int_eq(bfs_remote_announced(s, 50, -1, &e, &k), 0);
+    ck_assert_int_eq(bfs_remote_put(w, 8, 1, b, sizeof b, 60000), 0);
+    ck_assert_int_eq(bfs_remote_announced(s, 2000, -1, &e, &k), 1);
+    ck_assert_uint_eq(e, 8);
+    bfs_remote_close(s);
+    bfs_remote_close(w);
+}
+END_TEST
+
 static Suite *remote_suite(void)
 {
     Suite *s = suite_create("remote");
@@ -370,12 +398,14 @@ static Suite *remote_suite(void)
     tcase_add_test(tc, unreachable);
     tcase_add_test(tc, server_restarted);
     tcase_add_test(tc, workers_and_claims);
+    tcase_add_test(tc, announcements);
     suite_add_tcase(s, tc);
     return s;
 }
 
 int main(void)
 {
+    signal(SIGPIPE, SIG_IGN); /* as the daemon and the worker do (remote.h) */
     SRunner *sr = srunner_create(remote_suite());
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);

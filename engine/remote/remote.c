@@ -3,6 +3,7 @@
  * trainer's and the worker's side, on hiredis's synchronous API.
  */
 #include "engine/remote/remote.h"
+#include "engine/remote/remote_internal.h"
 #include "base/endian.h"
 #include "base/err.h"
 #include "base/hash.h"
@@ -10,184 +11,12 @@
 #include <errno.h>
 #include <hiredis/hiredis.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
-
-static const uint8_t VALUE_MAGIC[8] = {'B', 'F', 'S', 'R', 'M', 'T', '0', '1'};
-
-/* ---- URLs ------------------------------------------------------------------------------ */
-
-static int hexval(int c)
-{
-    return c >= '0' && c <= '9'   ? c - '0'
-           : c >= 'a' && c <= 'f' ? c - 'a' + 10
-           : c >= 'A' && c <= 'F' ? c - 'A' + 10
-                                  : -1;
-}
-
-/* Percent-decode [s, s + n) into out (cap bytes with the NUL). -1 on a bad escape, a NUL
- * or overflow. */
-static int unescape(const char *s, size_t n, char *out, size_t cap)
-{
-    size_t o = 0;
-    for (size_t i = 0; i < n; i++) {
-        int c = (unsigned char)s[i];
-        if (c == '%') {
-            if (i + 2 >= n)
-                return -1;
-            int h = hexval((unsigned char)s[i + 1]), l = hexval((unsigned char)s[i + 2]);
-            if (h < 0 || l < 0)
-                return -1;
-            c = h * 16 + l;
-            i += 2;
-        }
-        if (c == 0 || o + 1 >= cap)
-            return -1;
-        out[o++] = (char)c;
-    }
-    out[o] = '\0';
-    return 0;
-}
-
-/* Decimal digits [s, s + n) into *v (<= max). -1 when empty, not digits or too large. */
-static int decimal(const char *s, size_t n, uint64_t max, uint64_t *v)
-{
-    if (!n || n > 20)
-        return -1;
-    uint64_t x = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (s[i] < '0' || s[i] > '9')
-            return -1;
-        if (x > (max - (uint64_t)(s[i] - '0')) / 10)
-            return -1;
-        x = x * 10 + (uint64_t)(s[i] - '0');
-    }
-    *v = x;
-    return 0;
-}
-
-int bfs_remote_parse_url(const char *s, bfs_remote_url *u, char *err, size_t errlen)
-{
-    static const char scheme[] = "redis://";
-    memset(u, 0, sizeof *u);
-    u->port = 6379;
-    if (strncmp(s, scheme, sizeof scheme - 1))
-        return bfs_errf(-EINVAL, err, errlen,
-                        "remote=%.64s: not a Redis URL (redis://[[USER]:PASS@]HOST[:PORT][/DB])",
-                        s);
-    const char *a = s + sizeof scheme - 1;
-    const char *slash = strchr(a, '/');
-    const char *end = slash ? slash : a + strlen(a);
-    const char *at = NULL;
-    for (const char *p = a; p < end; p++)
-        if (*p == '@')
-            at = p;
-    if (strpbrk(a, "?#"))
-        return bfs_errf(
-            -EINVAL, err, errlen,
-            "remote=: query or fragment not supported (redis://[[USER]:PASS@]HOST[:PORT][/DB])");
-    if (at) {
-        const char *colon = memchr(a, ':', (size_t)(at - a));
-        if (!colon)
-            return bfs_errf(
-                -EINVAL, err, errlen,
-                "remote=: credentials must be USER:PASS@ or :PASS@ (no ':' before '@')");
-        if (unescape(a, (size_t)(colon - a), u->user, sizeof u->user) ||
-            unescape(colon + 1, (size_t)(at - colon - 1), u->pass, sizeof u->pass))
-            return bfs_errf(-EINVAL, err, errlen,
-                            "remote=: user or password too long, NUL, or a bad %%XX escape");
-        if (!u->pass[0])
-            return bfs_errf(-EINVAL, err, errlen, "remote=: empty password after ':'");
-        a = at + 1;
-    }
-    const char *host = a, *host_end, *port = NULL;
-    if (*a == '[') {
-        const char *close = memchr(a, ']', (size_t)(end - a));
-        if (!close)
-            return bfs_errf(-EINVAL, err, errlen, "remote=: IPv6 address without ']'");
-        host = a + 1, host_end = close;
-        if (close + 1 < end) {
-            if (close[1] != ':')
-                return bfs_errf(-EINVAL, err, errlen, "remote=: junk after the IPv6 address");
-            port = close + 2;
-        }
-        for (const char *p = host; p < host_end; p++)
-            if (hexval((unsigned char)*p) < 0 && *p != ':' && *p != '.')
-                return bfs_errf(-EINVAL, err, errlen, "remote=: bad IPv6 address");
-    } else {
-        const char *colon = memchr(a, ':', (size_t)(end - a));
-        host_end = colon ? colon : end;
-        if (colon)
-            port = colon + 1;
-        for (const char *p = host; p < host_end; p++)
-            if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
-                  (*p >= '0' && *p <= '9') || *p == '.' || *p == '-' || *p == '_'))
-                return bfs_errf(-EINVAL, err, errlen,
-                                "remote=: bad character '%c' in the host name", *p);
-    }
-    size_t hn = (size_t)(host_end - host);
-    if (!hn)
-        return bfs_errf(-EINVAL, err, errlen, "remote=: no host (redis://HOST[:PORT][/DB])");
-    if (hn >= sizeof u->host)
-        return bfs_errf(-EINVAL, err, errlen, "remote=: host name too long");
-    memcpy(u->host, host, hn);
-    u->host[hn] = '\0';
-    if (port) {
-        uint64_t v;
-        if (decimal(port, (size_t)(end - port), 65535, &v) || v == 0)
-            return bfs_errf(-EINVAL, err, errlen, "remote=: port must be 1..65535");
-        u->port = (int)v;
-    }
-    if (slash && slash[1]) {
-        uint64_t v;
-        if (decimal(slash + 1, strlen(slash + 1), INT32_MAX, &v))
-            return bfs_errf(-EINVAL, err, errlen, "remote=: database must be a number (/DB)");
-        u->db = (int)v;
-    }
-    return 0;
-}
-
-void bfs_remote_url_text(const bfs_remote_url *u, char *buf, size_t cap)
-{
-    int v6 = strchr(u->host, ':') != NULL;
-    snprintf(buf, cap, "redis://%s%s%s%s%s%s:%d/%d", u->user, u->pass[0] ? ":***" : "",
-             u->user[0] || u->pass[0] ? "@" : "", v6 ? "[" : "", u->host, v6 ? "]" : "", u->port,
-             u->db);
-}
-
-/* ---- values ---------------------------------------------------------------------------- */
-
-void bfs_remote_value_header(uint8_t hdr[BFS_REMOTE_HDR], uint64_t fp, uint64_t epoch, uint64_t k,
-                             const uint8_t *data, uint64_t size)
-{
-    memcpy(hdr, VALUE_MAGIC, 8);
-    bfs_st64(hdr + 8, fp);
-    bfs_st64(hdr + 16, epoch);
-    bfs_st64(hdr + 24, k);
-    bfs_st64(hdr + 32, size);
-    bfs_st64(hdr + 40, bfs_xxh64(data, size, fp));
-}
-
-int bfs_remote_value_check(const uint8_t *v, size_t len, uint64_t fp, uint64_t epoch, uint64_t k,
-                           uint64_t size, const uint8_t **payload)
-{
-    if (len < BFS_REMOTE_HDR || memcmp(v, VALUE_MAGIC, 8) || bfs_ld64(v + 8) != fp ||
-        bfs_ld64(v + 16) != epoch || bfs_ld64(v + 24) != k || bfs_ld64(v + 32) != size ||
-        len - BFS_REMOTE_HDR != size)
-        return BFS_E_REMOTE_VALUE;
-    if (bfs_xxh64(v + BFS_REMOTE_HDR, size, fp) != bfs_ld64(v + 40))
-        return BFS_E_REMOTE_VALUE;
-    *payload = v + BFS_REMOTE_HDR;
-    return 0;
-}
-
-void bfs_remote_key(char *buf, size_t cap, uint64_t fp, uint64_t epoch, uint64_t k)
-{
-    snprintf(buf, cap, "bfs:{%016" PRIx64 "}:b:%" PRIu64 ":%" PRIu64, fp, epoch, k);
-}
 
 /* ---- connections ----------------------------------------------------------------------- */
 
@@ -196,6 +25,8 @@ struct bfs_remote {
     uint64_t fp;
     int timeout_ms;
     redisContext *c; /* NULL: to be (re)connected */
+    int subscribed;  /* announcements only (bfs_remote_subscribe) */
+    int opening;     /* in open_conn: no second try of a failed command */
     char tag[24];    /* "{FP}" */
     char error[512];
 };
@@ -229,7 +60,17 @@ static void wrap_error(bfs_remote *r, const char *fmt, ...)
     snprintf(r->error, sizeof r->error, "%.159s: %.319s", what, why);
 }
 
+static int open_conn_once(bfs_remote *r);
+
 static int open_conn(bfs_remote *r)
+{
+    r->opening = 1;
+    int rc = open_conn_once(r);
+    r->opening = 0;
+    return rc;
+}
+
+static int open_conn_once(bfs_remote *r)
 {
     drop(r);
     redisContext *c = redisConnectWithTimeout(r->url.host, r->url.port, ms_tv(r->timeout_ms));
@@ -271,9 +112,20 @@ static int open_conn(bfs_remote *r)
         }
         freeReplyObject(rep);
     }
+    if (r->subscribed) {
+        char done[64];
+        snprintf(done, sizeof done, "bfs:%s:done", r->tag);
+        const char *av[2] = {"SUBSCRIBE", done};
+        if (!(rep = run(r, 2, av, NULL))) {
+            wrap_error(r, "SUBSCRIBE refused");
+            drop(r);
+            return BFS_E_REMOTE;
+        }
+        freeReplyObject(rep);
+        return 0;
+    }
     const char *ping[1] = {"PING"};
-    if (!(rep = run(r, 1, ping, NULL))) {
-        wrap_error(r, "PING to %.64s:%d failed", r->url.host, r->url.port);
+    if (!(rep = run(r, 1, ping, NULL))) { /* (run's message names PING and the server) */
         drop(r);
         return BFS_E_REMOTE;
     }
@@ -283,9 +135,20 @@ static int open_conn(bfs_remote *r)
 
 static redisReply *run(bfs_remote *r, int argc, const char **argv, const size_t *lens)
 {
+    int fresh = !r->c || r->opening;
     if (!r->c && open_conn(r))
         return NULL;
     redisReply *rep = redisCommandArgv(r->c, argc, argv, lens);
+    /* A connection that the server closed since its last use (a Redis restart): the
+     * command did not run; connect again and run it once more. */
+    if (!rep && !fresh &&
+        (r->c->err == REDIS_ERR_EOF ||
+         (r->c->err == REDIS_ERR_IO && (errno == EPIPE || errno == ECONNRESET)))) {
+        drop(r);
+        if (open_conn(r))
+            return NULL;
+        rep = redisCommandArgv(r->c, argc, argv, lens);
+    }
     if (!rep) {
         snprintf(r->error, sizeof r->error, "%s to %s:%d: %s", argv[0], r->url.host, r->url.port,
                  r->c->errstr[0] ? r->c->errstr : "connection lost");
@@ -422,8 +285,10 @@ int bfs_remote_fetch(bfs_remote *r, uint64_t epoch, uint64_t k, uint8_t *dst, ui
     if (rc) {
         snprintf(r->error, sizeof r->error, "%s: %s (deleted, to be computed again)", b,
                  bfs_strerror(rc));
-        const char *del[2] = {"DEL", b};
-        simple(r, 2, del, NULL);
+        char q[96];
+        key(r, q, sizeof q, "q:%" PRIu64 ":%" PRIu64, epoch, k);
+        const char *del[3] = {"DEL", b, q};
+        simple(r, 3, del, NULL);
         return rc;
     }
     return 1;
@@ -508,7 +373,7 @@ static int parse_entry(const redisReply *e, bfs_remote_job *job)
         if (n->type != REDIS_REPLY_STRING || v->type != REDIS_REPLY_STRING || n->len != 1)
             return -2;
         uint64_t x;
-        if (decimal(v->str, v->len, UINT64_MAX, &x))
+        if (bfs_remote_decimal(v->str, v->len, UINT64_MAX, &x))
             return -2;
         if (n->str[0] == 'e')
             job->epoch = x, have |= 1;
@@ -672,4 +537,106 @@ int bfs_remote_heartbeat(bfs_remote *r, const char *name)
     const char *trim[4] = {"ZREMRANGEBYSCORE", w, "-inf", old};
     int rc = simple(r, 4, add, NULL);
     return rc ? rc : simple(r, 4, trim, NULL);
+}
+
+/* Jobs queued and workers alive for pipeline fp (another than r's). */
+static int other_pipeline(bfs_remote *r, uint64_t fp, uint64_t now, int alive_ms, long long *queued,
+                          long long *alive)
+{
+    char jobs[64], w[64], min[24];
+    snprintf(jobs, sizeof jobs, "bfs:{%016" PRIx64 "}:jobs", fp);
+    snprintf(w, sizeof w, "bfs:{%016" PRIx64 "}:workers", fp);
+    snprintf(min, sizeof min, "%" PRIu64, now > (uint64_t)alive_ms ? now - (uint64_t)alive_ms : 0);
+    const char *xlen[2] = {"XLEN", jobs};
+    const char *zc[4] = {"ZCOUNT", w, min, "+inf"};
+    redisReply *a = run(r, 2, xlen, NULL);
+    if (!a)
+        return BFS_E_REMOTE;
+    *queued = a->type == REDIS_REPLY_INTEGER ? a->integer : 0;
+    freeReplyObject(a);
+    redisReply *b = run(r, 4, zc, NULL);
+    if (!b)
+        return BFS_E_REMOTE;
+    *alive = b->type == REDIS_REPLY_INTEGER ? b->integer : 0;
+    freeReplyObject(b);
+    return 0;
+}
+
+int bfs_remote_orphans(bfs_remote *r, int alive_ms,
+                       void (*fn)(void *arg, uint64_t fp, long long queued), void *arg)
+{
+    uint64_t now;
+    if (redis_ms(r, &now))
+        return BFS_E_REMOTE;
+    const char *av[2] = {"HKEYS", "bfs:pipelines"};
+    redisReply *rep = run(r, 2, av, NULL);
+    if (!rep)
+        return BFS_E_REMOTE;
+    int n = 0, rc = 0;
+    for (size_t i = 0; rep->type == REDIS_REPLY_ARRAY && i < rep->elements && !rc; i++) {
+        const redisReply *e = rep->element[i];
+        uint64_t fp;
+        char hex[17];
+        if (e->type != REDIS_REPLY_STRING || e->len != 16)
+            continue;
+        memcpy(hex, e->str, 16);
+        hex[16] = '\0';
+        char *end;
+        fp = strtoull(hex, &end, 16);
+        if (*end || fp == r->fp)
+            continue;
+        long long queued, alive;
+        if ((rc = other_pipeline(r, fp, now, alive_ms, &queued, &alive)))
+            break;
+        if (queued > 0 && alive == 0) {
+            fn(arg, fp, queued);
+            n++;
+        }
+    }
+    freeReplyObject(rep);
+    return rc ? rc : n;
+}
+
+int bfs_remote_subscribe(bfs_remote *r)
+{
+    r->subscribed = 1;
+    return open_conn(r);
+}
+
+int bfs_remote_announced(bfs_remote *r, int timeout_ms, int wake_fd, uint64_t *epoch, uint64_t *k)
+{
+    if (!r->c && open_conn(r))
+        return BFS_E_REMOTE;
+    for (;;) {
+        void *v = NULL;
+        if (redisGetReplyFromReader(r->c, &v) != REDIS_OK) {
+            snprintf(r->error, sizeof r->error, "announcements: %s", r->c->errstr);
+            drop(r);
+            return BFS_E_REMOTE;
+        }
+        if (v) { /* ["message", channel, "E K"] */
+            redisReply *m = v;
+            int ok = m->type == REDIS_REPLY_ARRAY && m->elements == 3 &&
+                     m->element[2]->type == REDIS_REPLY_STRING &&
+                     sscanf(m->element[2]->str, "%" SCNu64 " %" SCNu64, epoch, k) == 2;
+            freeReplyObject(m);
+            if (ok)
+                return 1;
+            continue; /* a subscription confirmation, or junk */
+        }
+        struct pollfd p[2] = {{.fd = r->c->fd, .events = POLLIN},
+                              {.fd = wake_fd, .events = POLLIN}};
+        int n = poll(p, wake_fd >= 0 ? 2 : 1, timeout_ms);
+        if (n == 0 || (n > 0 && !(p[0].revents & (POLLIN | POLLHUP | POLLERR))))
+            return 0; /* timed out, or woken */
+        if (n < 0 && errno == EINTR)
+            return 0;
+        if (n < 0 || redisBufferRead(r->c) != REDIS_OK) { /* (also EOF: a restart) */
+            snprintf(r->error, sizeof r->error, "announcements: %s",
+                     r->c->errstr[0] ? r->c->errstr : "connection lost");
+            drop(r);
+            return BFS_E_REMOTE;
+        }
+        timeout_ms = 0; /* what came is read; no second wait */
+    }
 }

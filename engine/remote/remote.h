@@ -18,9 +18,11 @@
  * A batch is a pure function of (fingerprint, epoch, batch): any worker may compute any
  * batch, twice, and a value is checked against its header before it is served.
  *
- * A connection (bfs_remote) is used by one thread at a time. After an I/O error it is
- * reconnected on the next call (at most once per call), so a Redis restart costs the
- * calls that fail while it is down, not the connection.
+ * A connection (bfs_remote) is used by one thread at a time. A command on a connection the
+ * server closed since its last use (a Redis restart) connects again and runs once more;
+ * after other I/O errors the next call reconnects. So a Redis restart costs the calls made
+ * while it is down, not the connection. The process must ignore SIGPIPE (libfuse's signal
+ * handlers do; `batchfs worker` does): hiredis writes with write(2).
  */
 #ifndef BATCHFS_ENGINE_REMOTE_REMOTE_H
 #define BATCHFS_ENGINE_REMOTE_REMOTE_H
@@ -105,7 +107,8 @@ int bfs_remote_request(bfs_remote *r, uint64_t epoch, uint64_t k, int ttl_ms);
  * bfs_remote_fetch - the stored batch (epoch, k) of size bytes, checked, into dst.
  * Returns 1 when dst holds it; 0 when no value is stored (not yet computed, expired,
  * evicted by maxmemory); BFS_E_REMOTE_VALUE when the stored value is wrong (it is then
- * deleted, so that a worker stores it again); BFS_E_REMOTE on a failed request.
+ * deleted with its request marker, so that the next request queues a job and a worker
+ * stores it again); BFS_E_REMOTE on a failed request.
  */
 int bfs_remote_fetch(bfs_remote *r, uint64_t epoch, uint64_t k, uint8_t *dst, uint64_t size);
 
@@ -117,6 +120,16 @@ int bfs_remote_workers(bfs_remote *r, int alive_ms);
  * before this claim (0, 1, ...; the caller compares it with the epoch's batch count).
  * 0 or BFS_E_REMOTE. */
 int bfs_remote_claim(bfs_remote *r, const char *group, uint64_t epoch, uint64_t *k);
+
+/*
+ * bfs_remote_subscribe - make r a listener of the pipeline's announcements (the done
+ * channel); it runs no other command from then on (and subscribes again when it
+ * reconnects). bfs_remote_announced - the next announcement: 1 with *epoch, *k; 0 when
+ * none came in timeout_ms or wake_fd (>= 0; not read) became readable first;
+ * BFS_E_REMOTE (the next call reconnects).
+ */
+int bfs_remote_subscribe(bfs_remote *r);
+int bfs_remote_announced(bfs_remote *r, int timeout_ms, int wake_fd, uint64_t *epoch, uint64_t *k);
 
 /* ---- the worker's side ----------------------------------------------------------------- */
 
@@ -149,6 +162,14 @@ int bfs_remote_ack(bfs_remote *r, const bfs_remote_job *job);
 
 /* bfs_remote_heartbeat - say that worker `name` is alive now. */
 int bfs_remote_heartbeat(bfs_remote *r, const char *name);
+
+/*
+ * bfs_remote_orphans - pipelines other than r's that have jobs queued and no worker alive
+ * in the last alive_ms: fn(arg, fp, queued) for each (a worker of another pipeline logs
+ * why it does not take them). The number of such pipelines, or BFS_E_REMOTE.
+ */
+int bfs_remote_orphans(bfs_remote *r, int alive_ms,
+                       void (*fn)(void *arg, uint64_t fp, long long queued), void *arg);
 
 /* bfs_remote_key - the key of batch (epoch, k) of fingerprint fp (tests, logs). */
 void bfs_remote_key(char *buf, size_t cap, uint64_t fp, uint64_t epoch, uint64_t k);
