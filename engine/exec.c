@@ -30,9 +30,15 @@
 
 #include "base/io.h"
 #include "base/clock.h"
+#include "engine/remote/remote.h"
 
-/* SEALING: computed, its bytes being moved into a sealed memory file (memfd mode). */
-enum { JOB_PREPARING, JOB_RUNNING, JOB_SEALING, JOB_READY, JOB_FAILED };
+#include <poll.h>
+#include <sys/eventfd.h>
+
+/* REMOTE: asked of the remote workers (remote=), fetched by the remote thread, or handed
+ * to the local workers (RUNNING) when none came in time. SEALING: computed, its bytes
+ * being moved into a sealed memory file (memfd mode). */
+enum { JOB_PREPARING, JOB_REMOTE, JOB_RUNNING, JOB_SEALING, JOB_READY, JOB_FAILED };
 
 #define MAX_FAILED 1024                /* failed batches remembered (their error only) */
 #define PASSED_MAX ((uint64_t)1 << 30) /* default bfs_exec_set_passed_max */
@@ -59,6 +65,11 @@ struct bfs_batch { /* a job; "batch" is the name callers see */
     uint64_t seq;     /* creation order (FIFO among equals) */
     uint64_t used;    /* LRU tick */
     struct bfs_batch *next_job;
+    /* REMOTE jobs (guarded by lock; data written by the remote thread only) */
+    double remote_t0, remote_deadline; /* when it was asked for; when to give up waiting */
+    int remote_asked;                  /* a job is queued in Redis for it */
+    int remote_announced;              /* a worker said it is stored: fetch now */
+    double remote_polled;              /* when it was last looked for */
 };
 
 typedef struct reader {
@@ -101,7 +112,8 @@ struct bfs_exec {
     int nworkers; /* worker contexts allocated */
     pthread_t *threads;
     bfs_engine_worker **workers;
-    bfs_exec_stats st; /* counters (guarded by lock) */
+    bfs_exec_stats st;          /* counters (guarded by lock) */
+    struct remote_side *remote; /* remote workers, or NULL (bfs_exec_set_remote) */
 };
 
 /* The executor's lock. Functions marked "Locked." say LOCKED(x) first: in sanitizer and
@@ -321,6 +333,28 @@ static void to_memfd(bfs_exec *x, bfs_batch *j, const uint8_t *src)
     xunlock(x);
 }
 
+/* Publish a finished job's bytes to the host-wide store under its MINE claim, or give the
+ * claim up (failed, or holding a substitute). Unlocked: I/O; the bytes of a READY batch
+ * never change. */
+static void settle_claim(bfs_exec *x, bfs_batch *j, bfs_claim *claim, int ready, int substituted)
+{
+    if (ready && !substituted) {
+        if (bfs_store_publish(claim, j->data, j->size) == 0) {
+            xlock(x);
+            x->st.store_publishes++;
+            xunlock(x);
+        }
+    } else {
+        bfs_store_abandon(claim);
+        if (ready) {
+            xlock(x);
+            x->st.store_withheld++;
+            xunlock(x);
+        }
+    }
+    free(claim);
+}
+
 typedef struct worker_arg {
     bfs_exec *x;
     int id;
@@ -382,29 +416,317 @@ static void *worker_main(void *arg)
          * mount of the intact dataset as if it were the dataset's batch. */
         int substituted = j->substituted != 0;
         xunlock(x);
-        if (claim) { /* I/O outside the lock; the bytes of a READY batch never change */
-            if (ready && !substituted) {
-                if (bfs_store_publish(claim, j->data, j->size) == 0) {
-                    xlock(x);
-                    x->st.store_publishes++;
-                    xunlock(x);
-                }
-            } else {
-                bfs_store_abandon(claim);
-                if (ready) {
-                    xlock(x);
-                    x->st.store_withheld++;
-                    xunlock(x);
-                }
-            }
-            free(claim);
-        }
+        if (claim)
+            settle_claim(x, j, claim, ready, substituted);
         xlock(x);
         j->refs--;
         evict(x);
     }
     xunlock(x);
     return NULL;
+}
+
+/* ---- remote workers (remote=, docs/scale-out.md) ---------------------------------------
+ * A mount with remote= asks `batchfs worker`s for its batches through Redis. acquire makes
+ * a job REMOTE (instead of RUNNING) while workers are alive or remote_fallback=wait; the
+ * remote thread, with two connections of its own (commands; announcements), queues a
+ * Redis job for it, fetches the batch when a worker announces it (or every REMOTE_POLL_S,
+ * announcements being fire-and-forget), and hands the job to the local workers (RUNNING)
+ * when remote_wait_ms passes, Redis fails or no worker is alive (remote_fallback=local).
+ * While a job is REMOTE only the remote thread touches it (its data and remote_* fields). */
+
+#define REMOTE_ALIVE_MS 10000 /* a worker counts as alive this long after a heartbeat */
+#define REMOTE_POLL_S   0.25  /* a REMOTE job is looked for at least this often */
+#define REMOTE_COUNT_S  1.0   /* workers are counted this often */
+#define REMOTE_MAX      64    /* REMOTE jobs handled per round */
+
+typedef struct remote_side {
+    bfs_remote_url url;
+    int wait_ms, fallback, ttl_ms;
+    char canonical[4096];
+    bfs_remote *cmd, *sub; /* the remote thread's; NULL: to be connected */
+    int wake_fd;           /* eventfd: a job became REMOTE, or stop */
+    pthread_t thread;
+    int started;
+    int workers; /* live workers at the last count, -1: not counted yet (guarded by lock) */
+    int down;    /* Redis failing (remote thread only) */
+    int said_none;
+    double next_connect;
+} remote_side;
+
+static void remote_wake(remote_side *rs)
+{
+    uint64_t one = 1;
+    if (write(rs->wake_fd, &one, sizeof one) < 0) {
+        /* the counter is full: a wake-up is pending anyway */
+    }
+}
+
+/* Redis failed (or came back): one line each way. Remote thread. */
+static void remote_health(remote_side *rs, int ok, const char *what)
+{
+    if (!ok && !rs->down)
+        fprintf(stderr, "batchfs: %s%s; batches are %s until Redis answers\n",
+                strncmp(what, "remote=", 7) ? "remote: " : "", what,
+                rs->fallback == BFS_REMOTE_WAIT ? "waited for" : "computed here");
+    else if (ok && rs->down)
+        fprintf(stderr, "batchfs: remote: Redis answers again\n");
+    rs->down = !ok;
+}
+
+/* Connect what is not connected (at most once a second). 0 when both connections are up. */
+static int remote_connect(bfs_exec *x, remote_side *rs, double now)
+{
+    if (rs->cmd && rs->sub)
+        return 0;
+    if (now < rs->next_connect)
+        return -1;
+    rs->next_connect = now + 1;
+    char err[1024];
+    uint64_t fp = bfs_engine_fingerprint(x->e);
+    if (!rs->cmd) {
+        if (bfs_remote_connect(&rs->url, fp, 2000, &rs->cmd, err, sizeof err)) {
+            remote_health(rs, 0, err);
+            return -1;
+        }
+        bfs_remote_describe(rs->cmd, rs->canonical);
+    }
+    if (!rs->sub) {
+        if (bfs_remote_connect(&rs->url, fp, 2000, &rs->sub, err, sizeof err) ||
+            bfs_remote_subscribe(rs->sub)) {
+            remote_health(rs, 0, rs->sub ? bfs_remote_error(rs->sub) : err);
+            bfs_remote_close(rs->sub);
+            rs->sub = NULL;
+            return -1;
+        }
+    }
+    remote_health(rs, 1, NULL);
+    return 0;
+}
+
+/* A REMOTE job goes to the local workers. Locked. */
+static void remote_give_up(bfs_exec *x, bfs_batch *j)
+{
+    LOCKED(x);
+    j->state = JOB_RUNNING;
+    x->st.remote_fallbacks++;
+    pthread_cond_broadcast(&x->work);
+}
+
+/* The batch of REMOTE job j is in j->data: make it READY as a computed one would be. */
+static void remote_done(bfs_exec *x, bfs_batch *j, int memfd)
+{
+    if (memfd)
+        to_memfd(x, j, j->data);
+    xlock(x);
+    j->state = JOB_READY;
+    x->st.remote_hits++;
+    x->st.remote_wait_ns += (uint64_t)((bfs_mono_s() - j->remote_t0) * 1e9);
+    bfs_claim *claim = j->claim;
+    j->claim = NULL;
+    pthread_cond_broadcast(&x->ready);
+    xunlock(x);
+    if (claim)
+        settle_claim(x, j, claim, 1, 0);
+}
+
+/* One REMOTE job's turn: ask for it, look for it, or give up on it. Unlocked (j is
+ * referenced). */
+static void remote_step(bfs_exec *x, remote_side *rs, bfs_batch *j, double now, int memfd,
+                        int workers)
+{
+    int rc = 0, give_up = 0;
+    if (!rs->cmd) {
+        give_up = rs->fallback == BFS_REMOTE_LOCAL;
+    } else if (!j->remote_asked || j->remote_announced || now - j->remote_polled >= REMOTE_POLL_S) {
+        j->remote_announced = 0;
+        j->remote_polled = now;
+        rc = bfs_remote_fetch(rs->cmd, j->epoch, j->k, j->data, j->size);
+        if (rc == 1) {
+            remote_health(rs, 1, NULL);
+            remote_done(x, j, memfd);
+            return;
+        }
+        if (rc == BFS_E_REMOTE_VALUE) {
+            fprintf(stderr, "batchfs: remote: %s\n", bfs_remote_error(rs->cmd));
+            xlock(x);
+            x->st.remote_corrupt++;
+            xunlock(x);
+            j->remote_asked = 0; /* the value and its marker are gone: ask again */
+            rc = 0;
+        }
+        if (rc == 0 && !j->remote_asked) {
+            rc = bfs_remote_request(rs->cmd, j->epoch, j->k, rs->wait_ms);
+            j->remote_asked = rc >= 0;
+            rc = rc < 0 ? rc : 0;
+        }
+        if (rc) {
+            xlock(x);
+            x->st.remote_errors++;
+            xunlock(x);
+            remote_health(rs, 0, bfs_remote_error(rs->cmd));
+            bfs_remote_close(rs->cmd);
+            rs->cmd = NULL;
+            give_up = rs->fallback == BFS_REMOTE_LOCAL;
+        } else {
+            remote_health(rs, 1, NULL);
+        }
+    }
+    if (!give_up && workers == 0 && rs->fallback == BFS_REMOTE_LOCAL)
+        give_up = 1;
+    if (!give_up && now >= j->remote_deadline) {
+        if (rs->fallback == BFS_REMOTE_LOCAL) {
+            give_up = 1;
+        } else { /* wait: ask again (the marker has expired by now) and go on waiting */
+            j->remote_asked = 0;
+            j->remote_deadline = now + rs->wait_ms / 1e3;
+        }
+    }
+    if (give_up) {
+        xlock(x);
+        remote_give_up(x, j);
+        xunlock(x);
+    }
+}
+
+static void *remote_main(void *arg)
+{
+    bfs_exec *x = arg;
+    remote_side *rs = x->remote;
+    bfs_batch *list[REMOTE_MAX];
+    double next_count = 0;
+    uint64_t fp = bfs_engine_fingerprint(x->e);
+    xlock(x);
+    while (!x->stop) {
+        int n = 0, memfd = x->memfd;
+        for (bfs_batch *b = x->jobs; b && n < REMOTE_MAX; b = b->next_job)
+            if (b->state == JOB_REMOTE) {
+                b->refs++;
+                list[n++] = b;
+            }
+        xunlock(x);
+        double now = bfs_mono_s();
+        remote_connect(x, rs, now);
+        if (now >= next_count && rs->cmd) {
+            next_count = now + REMOTE_COUNT_S;
+            int w = bfs_remote_workers(rs->cmd, REMOTE_ALIVE_MS);
+            if (w >= 0 && w == 0 && !rs->said_none)
+                fprintf(stderr,
+                        "batchfs: remote: no worker of pipeline %016llx is alive: batches are %s "
+                        "(start `batchfs worker` with the same data and data-changing options)\n",
+                        (unsigned long long)fp,
+                        rs->fallback == BFS_REMOTE_LOCAL ? "computed here" : "waited for");
+            if (w > 0 && rs->said_none)
+                fprintf(stderr, "batchfs: remote: %d worker(s) alive\n", w);
+            if (w >= 0)
+                rs->said_none = w == 0;
+            xlock(x);
+            rs->workers = w >= 0 ? w : rs->workers;
+            xunlock(x);
+        }
+        int workers = rs->cmd ? rs->workers : 0;
+        for (int i = 0; i < n; i++)
+            remote_step(x, rs, list[i], now, memfd, workers);
+        /* announcements, or a new job (wake_fd), or the next poll */
+        uint64_t e, k;
+        int got = 0, timeout = n ? (int)(REMOTE_POLL_S * 1000 / 2) : (int)(REMOTE_COUNT_S * 1000);
+        if (rs->sub) {
+            got = bfs_remote_announced(rs->sub, timeout, rs->wake_fd, &e, &k);
+            if (got < 0) {
+                bfs_remote_close(rs->sub);
+                rs->sub = NULL;
+            }
+        } else {
+            struct pollfd p = {.fd = rs->wake_fd, .events = POLLIN};
+            poll(&p, 1, timeout > 50 ? 50 : timeout);
+        }
+        uint64_t drain;
+        if (read(rs->wake_fd, &drain, sizeof drain) < 0) {
+            /* nothing pending (non-blocking) */
+        }
+        xlock(x);
+        while (got == 1) {
+            bfs_batch *j = find(x, e, k);
+            if (j && j->state == JOB_REMOTE)
+                j->remote_announced = 1;
+            xunlock(x);
+            got = rs->sub ? bfs_remote_announced(rs->sub, 0, -1, &e, &k) : 0;
+            xlock(x);
+        }
+        for (int i = 0; i < n; i++)
+            list[i]->refs--;
+        evict(x);
+    }
+    xunlock(x);
+    return NULL;
+}
+
+int bfs_exec_set_remote(bfs_exec *x, const bfs_pipeline_opts *o, char *err, size_t errlen)
+{
+    remote_side *rs = calloc(1, sizeof *rs);
+    if (!rs)
+        return bfs_errf(-ENOMEM, err, errlen, "remote: out of memory");
+    int rc = bfs_remote_parse_url(o->remote, &rs->url, err, errlen);
+    if (rc) {
+        free(rs);
+        return rc;
+    }
+    rs->wait_ms = o->remote_wait_ms;
+    rs->fallback = o->remote_fallback;
+    rs->ttl_ms = o->remote_ttl * 1000;
+    rs->workers = -1;
+    snprintf(rs->canonical, sizeof rs->canonical, "%s", bfs_engine_canonical(x->e));
+    rs->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (rs->wake_fd < 0) {
+        rc = -errno;
+        free(rs);
+        return bfs_errf(rc, err, errlen, "remote: eventfd: %s", bfs_strerror(rc));
+    }
+    /* the first connection here, so that the mount can say at once what is wrong */
+    char why[1024] = "";
+    uint64_t fp = bfs_engine_fingerprint(x->e);
+    int conn = bfs_remote_connect(&rs->url, fp, 2000, &rs->cmd, why, sizeof why);
+    if (conn == 0) {
+        bfs_remote_describe(rs->cmd, rs->canonical);
+        int w = bfs_remote_workers(rs->cmd, REMOTE_ALIVE_MS);
+        rs->workers = w >= 0 ? w : -1;
+    } else {
+        rs->down = 1;
+        rs->next_connect = bfs_mono_s() + 1;
+    }
+    xlock(x);
+    x->remote = rs;
+    xunlock(x);
+    rs->started = pthread_create(&rs->thread, NULL, remote_main, x) == 0;
+    if (!rs->started) {
+        xlock(x);
+        x->remote = NULL;
+        xunlock(x);
+        bfs_remote_close(rs->cmd);
+        close(rs->wake_fd);
+        free(rs);
+        return bfs_errf(-EAGAIN, err, errlen, "remote: cannot start its thread");
+    }
+    if (conn)
+        return bfs_errf(conn, err, errlen, "%s", why);
+    return 0;
+}
+
+/* Stop the remote thread and close its connections (destroy). */
+static void remote_stop(bfs_exec *x)
+{
+    remote_side *rs = x->remote;
+    if (!rs)
+        return;
+    if (rs->started) {
+        remote_wake(rs);
+        pthread_join(rs->thread, NULL);
+    }
+    bfs_remote_close(rs->cmd);
+    bfs_remote_close(rs->sub);
+    close(rs->wake_fd);
+    free(rs);
+    x->remote = NULL;
 }
 
 int bfs_exec_create(bfs_engine *e, int threads, uint64_t cache_bytes, bfs_exec **out)
@@ -470,6 +792,7 @@ void bfs_exec_destroy(bfs_exec *x)
         pthread_join(x->threads[i], NULL);
     for (int i = 0; i < x->nworkers; i++)
         bfs_engine_worker_destroy(x->workers[i]);
+    remote_stop(x);
     xlock(x);
     while (x->jobs) { /* (none without x->mem) */
         bfs_batch *j = x->jobs;
@@ -679,6 +1002,13 @@ static bfs_batch *acquire(bfs_exec *x, uint64_t epoch, uint64_t k, int demand, i
                  (unsigned long long)epoch, (unsigned long long)k, bfs_strerror(n));
         j->state = JOB_FAILED;
         pthread_cond_broadcast(&x->ready);
+    } else if (x->remote && (x->remote->workers != 0 || x->remote->fallback == BFS_REMOTE_WAIT)) {
+        /* asked of the remote workers first (no worker alive: computed here at once) */
+        j->state = JOB_REMOTE;
+        j->remote_t0 = bfs_mono_s();
+        j->remote_deadline = j->remote_t0 + x->remote->wait_ms / 1e3;
+        x->st.remote_requested++;
+        remote_wake(x->remote);
     } else {
         j->state = JOB_RUNNING;
         pthread_cond_broadcast(&x->work);
@@ -802,6 +1132,10 @@ void bfs_exec_get_stats(bfs_exec *x, bfs_exec_stats *st)
     st->buffers = ms.buffers;
     st->buffer_allocs = ms.buffer_allocs;
     st->huge_files = ms.huge_files;
+    xlock(x);
+    st->remote = x->remote != NULL;
+    st->remote_workers = x->remote ? x->remote->workers : 0;
+    xunlock(x);
     memset(&st->stages, 0, sizeof st->stages);
     for (int i = 0; i < x->nthreads; i++) {
         bfs_stage_stats w;

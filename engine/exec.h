@@ -49,6 +49,16 @@ typedef struct bfs_exec_stats {
     int buffers;              /* batch buffers allocated now: in use + pooled */
     uint64_t buffer_allocs;   /* batch buffers ever allocated (not taken from the pool) */
     bfs_stage_stats stages;   /* summed over workers */
+    /* remote workers (remote=; bfs_exec_set_remote) */
+    int remote;                /* set */
+    int remote_workers;        /* alive at the last count (-1: not counted yet) */
+    uint64_t remote_requested; /* batches asked of the workers */
+    uint64_t remote_hits;      /* served from Redis */
+    uint64_t remote_fallbacks; /* computed here after all: no worker alive, remote_wait_ms
+                                * passed, or Redis failed */
+    uint64_t remote_errors;    /* Redis requests that failed */
+    uint64_t remote_corrupt;   /* values refused (checksum): deleted and asked again */
+    uint64_t remote_wait_ns;   /* summed wait of remote_hits, from asking to READY */
 } bfs_exec_stats;
 
 /*
@@ -79,6 +89,19 @@ void bfs_exec_set_passed_max(bfs_exec *x, uint64_t bytes);
  * computed instead.
  */
 void bfs_exec_set_store(bfs_exec *x, bfs_store *s);
+
+/*
+ * bfs_exec_set_remote - ask `batchfs worker`s for batches through Redis (o->remote, with
+ * remote_wait_ms, remote_fallback, remote_ttl; docs/scale-out.md), before the first batch:
+ * a batch that is neither cached nor in cache_dir is queued for the workers and served
+ * from Redis once one stored it (checked against its header and checksum), and computed
+ * here when no worker is alive, Redis fails, or remote_wait_ms passes (remote_fallback=
+ * local; wait: asked again and waited for). Starts a thread with two Redis connections.
+ * Returns 0; or, when Redis cannot be reached now, its error with a message, the remote
+ * side installed anyway (it connects again every second; batches are computed here
+ * meanwhile, or waited for with remote_fallback=wait); -ENOMEM, -EINVAL (URL), -EAGAIN.
+ */
+int bfs_exec_set_remote(bfs_exec *x, const bfs_pipeline_opts *o, char *err, size_t errlen);
 
 /*
  * bfs_exec_set_memfd - from now on (on != 0), each finished batch is moved into a

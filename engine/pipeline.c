@@ -13,6 +13,7 @@
  * canonical text, hence the fingerprint, must not depend on LC_NUMERIC.
  */
 #include "engine/pipeline.h"
+#include "engine/remote/remote.h"
 #include "base/err.h"
 #include "base/hash.h"
 
@@ -55,9 +56,14 @@ enum {
     OPT_CPU_BUDGET,
     OPT_RAM_MB,
     OPT_HUGE_PAGES,
+    OPT_REMOTE,
+    OPT_REMOTE_TTL,
+    OPT_REMOTE_WAIT_MS,
+    OPT_REMOTE_FALLBACK,
+    OPT_REMOTE_CLAIM_MS,
     OPT_COUNT
 };
-_Static_assert(OPT_COUNT <= 32, "bfs_pipeline_opts.given has one bit per option");
+_Static_assert(OPT_COUNT <= 64, "bfs_pipeline_opts.given has one bit per option");
 
 typedef struct opt opt;
 
@@ -104,6 +110,8 @@ static int set_normalize(const opt *d, bfs_pipeline_opts *o, const char *v, cons
 static int show_normalize(const opt *d, const bfs_pipeline_opts *o, char *buf, size_t cap);
 static int set_path(const opt *d, bfs_pipeline_opts *o, const char *v, const char **why);
 static int show_path(const opt *d, const bfs_pipeline_opts *o, char *buf, size_t cap);
+static int set_remote(const opt *d, bfs_pipeline_opts *o, const char *v, const char **why);
+static int show_remote(const opt *d, const bfs_pipeline_opts *o, char *buf, size_t cap);
 
 #define PUB(name_, cls_, syntax_, def_, help_)                                                     \
     .pub = {.name = name_, .syntax = syntax_, .def = def_, .help = help_, .cls = cls_}
@@ -194,6 +202,27 @@ static const opt table[OPT_COUNT] = {
                             "passthrough does): faster to read and to recycle, slower while "
                             "the daemon first grows on VMs that return free memory to the host"),
                         ENUM(huge_pages)},
+    [OPT_REMOTE] = {PUB("remote", K, "redis://[[USER]:PASS@]HOST[:PORT][/DB]|none", "none",
+                        "Redis shared with `batchfs worker`s: batches are asked of the workers "
+                        "and served from Redis, computed here when none come in time "
+                        "(docs/scale-out.md)"),
+                    FIELD(remote), .set = set_remote, .show = show_remote,
+                    .allowed = "redis://[[USER]:PASS@]HOST[:PORT][/DB] or none"},
+    [OPT_REMOTE_TTL] = {PUB("remote_ttl", K, "S", "600",
+                            "seconds a batch stays in Redis after a worker (or a mount) stored it"),
+                        INT(remote_ttl, W_INT, 1, 30 * 86400, 0)},
+    [OPT_REMOTE_WAIT_MS] = {PUB("remote_wait_ms", K, "N", "10000",
+                                "how long a mount waits for a batch from the workers before "
+                                "remote_fallback applies (at once when no worker is alive)"),
+                            INT(remote_wait_ms, W_INT, 1, 86400000, 0)},
+    [OPT_REMOTE_FALLBACK] = {PUB("remote_fallback", K, "local|wait", "local",
+                                 "local: compute a batch here when no worker delivered it in "
+                                 "remote_wait_ms or Redis fails; wait: ask again and keep waiting"),
+                             ENUM(remote_fallback)},
+    [OPT_REMOTE_CLAIM_MS] = {PUB("remote_claim_ms", K, "N", "30000",
+                                 "worker: a batch job another worker took and has not finished "
+                                 "for this long is taken over (that worker is presumed dead)"),
+                             INT(remote_claim_ms, W_INT, 1, 86400000, 0)},
 };
 
 #undef PUB
@@ -657,6 +686,36 @@ static int show_path(const opt *d, const bfs_pipeline_opts *o, char *buf, size_t
     return snprintf(buf, cap, "%.*s", (int)n, o->cache_dir);
 }
 
+static int set_remote(const opt *d, bfs_pipeline_opts *o, const char *v, const char **why)
+{
+    (void)d;
+    static _Thread_local char reason[256]; /* the message bad_value shows */
+    if (strcmp(v, "none") == 0) {
+        o->remote[0] = '\0';
+        return 0;
+    }
+    bfs_remote_url u;
+    if (bfs_remote_parse_url(v, &u, reason, sizeof reason)) {
+        const char *colon = strstr(reason, ": ");
+        *why = colon ? colon + 2 : reason;
+        return -EINVAL;
+    }
+    size_t n = strlen(v);
+    if (n >= sizeof o->remote) {
+        *why = "URL too long (at most 511 bytes)";
+        return -EINVAL;
+    }
+    memcpy(o->remote, v, n + 1);
+    return 0;
+}
+
+static int show_remote(const opt *d, const bfs_pipeline_opts *o, char *buf, size_t cap)
+{
+    (void)d;
+    size_t n = strnlen(o->remote, sizeof o->remote);
+    return n ? snprintf(buf, cap, "%.*s", (int)n, o->remote) : snprintf(buf, cap, "none");
+}
+
 /* ---- messages -------------------------------------------------------------------------- */
 
 /* "must be ..." text of a row: its own, or generated from its range or names. */
@@ -753,7 +812,7 @@ int bfs_pipeline_set(bfs_pipeline_opts *o, const char *key, const char *value, c
     const char *why = NULL;
     if (d->set(d, o, value, &why))
         return bad_value(d, value, why, err, errlen);
-    o->given |= 1u << (d - table);
+    o->given |= 1ull << (d - table);
     return 0;
 }
 
@@ -867,7 +926,7 @@ int bfs_pipeline_parse_spec(bfs_pipeline_opts *o, const char *text, const char *
 
 int bfs_pipeline_finish(bfs_pipeline_opts *o, char *err, size_t errlen)
 {
-    if (!(o->given & (1u << OPT_NORMALIZE))) {
+    if (!(o->given & (1ull << OPT_NORMALIZE))) {
         const char *why = NULL;
         const opt *d = &table[OPT_NORMALIZE];
         (void)d->set(d, o, o->dtype == BFS_OUT_U8 ? "none" : "imagenet", &why);

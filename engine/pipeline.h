@@ -16,9 +16,9 @@
  *                   the same whatever `epochs` is (the plan is keyed by (seed, epoch)), so
  *                   it stays out of the fingerprint and mounts that differ only in it share
  *                   the cache directory; /pipeline may show it on a line of its own;
- *   BFS_OPT_KNOB    threads .. ram_mb: performance knobs. They never change a byte, never
- *                   enter the fingerprint: mounts that differ only in knobs serve identical
- *                   bytes and share caches (the determinism contract).
+ *   BFS_OPT_KNOB    threads .. remote_claim_ms: performance knobs and transports. They never change
+ * a byte, never enter the fingerprint: mounts that differ only in knobs serve identical bytes and
+ * share caches (the determinism contract).
  *
  * Usage: bfs_pipeline_defaults, then any number of bfs_pipeline_set / _parse /
  * _parse_spec calls (a key given twice: the last value wins, like mount options), then
@@ -37,6 +37,7 @@ enum { BFS_AUG_TRAIN, BFS_AUG_EVAL, BFS_AUG_NONE };
 enum { BFS_OUT_U8, BFS_OUT_F16, BFS_OUT_BF16, BFS_OUT_F32 };
 enum { BFS_LAYOUT_NHWC, BFS_LAYOUT_NCHW };
 enum { BFS_BAD_SUBSTITUTE, BFS_BAD_FAIL };
+enum { BFS_REMOTE_LOCAL, BFS_REMOTE_WAIT }; /* remote_fallback= */
 
 /* Version of the algorithms that produce batch bytes (plan order, RNG streams, crop
  * geometry, decode and scaled-IDCT policy, resampler, output conversion, batch header and
@@ -83,11 +84,16 @@ typedef struct bfs_pipeline_opts {
     int cpu_budget;          /* cpu_budget=N (online CPUs; 0 = default), 1..1024 */
     int64_t ram_mb;          /* ram_mb=N (half of free RAM; 0 = default), 16..2^40 */
     int huge_pages;          /* huge_pages=0|1 (0): batch files on huge pages (exec.h) */
+    char remote[512];        /* remote=redis://...|none ("" = none): docs/scale-out.md */
+    int remote_ttl;          /* remote_ttl=S (600), 1..30 days */
+    int remote_wait_ms;      /* remote_wait_ms=N (10000), 1..86400000 */
+    int remote_fallback;     /* remote_fallback=local|wait (BFS_REMOTE_*) */
+    int remote_claim_ms;     /* remote_claim_ms=N (30000), 1..86400000: workers */
     /* a spec file's `fingerprint = X` line (MNT/pipeline's): the pipeline must have it */
     uint64_t want_fingerprint;
     int want_fingerprint_set;
     /* bookkeeping for validation: which keys were given explicitly */
-    uint32_t given; /* bit i: option i (bfs_pipeline_option_at(i)) was set */
+    uint64_t given; /* bit i: option i (bfs_pipeline_option_at(i)) was set */
 } bfs_pipeline_opts;
 
 enum { BFS_OPT_DATA, BFS_OPT_LISTING, BFS_OPT_KNOB };

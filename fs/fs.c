@@ -397,6 +397,20 @@ static void make_stats(fsstate *fs, text *t)
                 (unsigned long long)ss.no_space, (unsigned long long)ss.usage_bytes,
                 (unsigned long long)ss.budget_bytes);
     }
+    if (st.remote) {
+        char url[700];
+        bfs_remote_url u;
+        bfs_remote_parse_url(fs->args->pipe.remote, &u, NULL, 0);
+        bfs_remote_url_text(&u, url, sizeof url);
+        tprintf(t,
+                "  \"remote\": {\"url\": \"%s\", \"workers\": %d, \"requested\": %llu, "
+                "\"hits\": %llu, \"fallbacks\": %llu, \"errors\": %llu, \"corrupt\": %llu, "
+                "\"wait_s\": %.6f},\n",
+                url, st.remote_workers, (unsigned long long)st.remote_requested,
+                (unsigned long long)st.remote_hits, (unsigned long long)st.remote_fallbacks,
+                (unsigned long long)st.remote_errors, (unsigned long long)st.remote_corrupt,
+                st.remote_wait_ns / 1e9);
+    }
     tprintf(t,
             "  \"reads\": {\"requests\": %llu, \"bytes\": %llu, \"errors\": %llu, "
             "\"interrupted\": %llu},\n",
@@ -1273,6 +1287,22 @@ int bfs_fs_run(const bfs_mount_args *a)
     }
     if (fs.store)
         bfs_exec_set_store(fs.x, fs.store);
+    if (a->pipe.remote[0]) {
+        char rerr[1024];
+        if ((rc = bfs_exec_set_remote(fs.x, &a->pipe, rerr, sizeof rerr))) {
+            if (rc != BFS_E_REMOTE || a->pipe.remote_fallback == BFS_REMOTE_WAIT) {
+                fprintf(stderr, "batchfs: %s%s\n", rerr,
+                        rc == BFS_E_REMOTE ? " (remote_fallback=wait: readers would only wait; "
+                                             "remote_fallback=local computes here meanwhile)"
+                                           : "");
+                goto out;
+            }
+            fprintf(stderr,
+                    "batchfs: %s; computing batches here until Redis answers "
+                    "(remote_fallback=local)\n",
+                    rerr);
+        }
+    }
     bfs_exec_set_prefetch(fs.x, fs.prefetch);
     bfs_tuner_opts to = {.cpu_budget =
                              a->pipe.threads == BFS_AUTO ? fs.cpu_budget : a->pipe.threads,

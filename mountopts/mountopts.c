@@ -245,7 +245,8 @@ void bfs_mountopts_free(bfs_mount_args *a)
     free(a->source);
     free(a->mountpoint);
     free(a->fuse_opts);
-    a->source = a->mountpoint = a->fuse_opts = NULL;
+    free(a->worker_name);
+    a->source = a->mountpoint = a->fuse_opts = a->worker_name = NULL;
 }
 
 /* Is arg the flag name, alone or as name=VALUE? */
@@ -271,6 +272,9 @@ static int want_value(int argc, char **argv, int *i, const char *name, char *err
 }
 
 #define TOP_USAGE "usage: batchfs top MNT [--interval S] [-n N]"
+#define WORKER_USAGE                                                                               \
+    "usage: batchfs worker SOURCE -o remote=redis://HOST[:PORT],OPTIONS [--name NAME] "            \
+    "[--batches N]"
 
 /* `batchfs top ...` or `batchfs ... --top ...`? (a SOURCE named top is written ./top) */
 static int is_top(int argc, char **argv)
@@ -355,10 +359,25 @@ int bfs_mountopts_parse(int argc, char **argv, bfs_mount_args *a, char *err, siz
     }
     const char *pos[3];
     int npos = 0, rc = 0;
+    const char *mount_only = NULL; /* a flag a worker refuses */
     for (int i = 1; i < argc && !rc; i++) {
         const char *arg = argv[i], *v = NULL;
         long n;
-        if (!strcmp(arg, "-h") || !strcmp(arg, "--help")) {
+        if (i == 1 && !strcmp(arg, "worker")) { /* (a SOURCE named worker is ./worker) */
+            a->mode = BFS_MODE_WORKER;
+        } else if (is_flag(arg, "--name")) {
+            if ((rc = want_value(argc, argv, &i, "--name", err, errlen, &v)))
+                break;
+            if (!*v || strlen(v) > 128 || strpbrk(v, " \t\r\n")) {
+                rc = bfs_errf(
+                    -EINVAL, err, errlen,
+                    "--name: 1..128 characters without spaces (the worker's name in Redis)");
+                break;
+            }
+            free(a->worker_name);
+            if (!(a->worker_name = strdup(v)))
+                rc = bfs_errf(-ENOMEM, err, errlen, "out of memory");
+        } else if (!strcmp(arg, "-h") || !strcmp(arg, "--help")) {
             a->mode = BFS_MODE_HELP;
             return 0;
         } else if (!strcmp(arg, "-V") || !strcmp(arg, "--version")) {
@@ -378,12 +397,16 @@ int bfs_mountopts_parse(int argc, char **argv, bfs_mount_args *a, char *err, siz
             a->foreground = 1;
         } else if (!strcmp(arg, "-d")) {
             a->debug = a->foreground = 1;
+            mount_only = arg;
         } else if (!strcmp(arg, "-s")) {
             a->single_thread = 1;
+            mount_only = arg;
         } else if (!strcmp(arg, "--bench")) {
             a->mode = BFS_MODE_BENCH;
+            mount_only = arg;
         } else if (!strcmp(arg, "--json")) {
             a->bench_json = 1;
+            mount_only = arg;
         } else if (is_flag(arg, "--batches") || is_flag(arg, "--epoch") ||
                    is_flag(arg, "--reference")) {
             const char *name = arg[2] == 'b'   ? "--batches"
@@ -397,6 +420,8 @@ int bfs_mountopts_parse(int argc, char **argv, bfs_mount_args *a, char *err, siz
                               name, v, lo);
                 break;
             }
+            if (name[2] != 'b')
+                mount_only = name;
             if (name[2] == 'b')
                 a->bench_batches = (uint64_t)n;
             else if (name[2] == 'e')
@@ -411,12 +436,26 @@ int bfs_mountopts_parse(int argc, char **argv, bfs_mount_args *a, char *err, siz
             rc = bfs_errf(-EINVAL, err, errlen, "too many arguments: '%s'", arg);
         }
     }
-    int want = a->mode == BFS_MODE_BENCH ? 1 : 2;
+    int want = a->mode == BFS_MODE_BENCH || a->mode == BFS_MODE_WORKER ? 1 : 2;
+    if (!rc && a->mode == BFS_MODE_WORKER && mount_only)
+        rc = bfs_errf(-EINVAL, err, errlen,
+                      "worker: %s is not a worker's option (" WORKER_USAGE ")", mount_only);
+    if (!rc && a->mode == BFS_MODE_WORKER && a->fuse_opts && a->fuse_opts[0])
+        rc = bfs_errf(-EINVAL, err, errlen,
+                      "worker: mount options (-o %s) mean nothing to a worker (" WORKER_USAGE ")",
+                      a->fuse_opts);
+    if (!rc && a->mode != BFS_MODE_WORKER && a->worker_name)
+        rc = bfs_errf(-EINVAL, err, errlen, "--name is a worker's option (" WORKER_USAGE ")");
     if (!rc && npos != want)
         rc = bfs_errf(-EINVAL, err, errlen,
-                      a->mode == BFS_MODE_BENCH
-                          ? "--bench takes one SOURCE"
+                      a->mode == BFS_MODE_BENCH ? "--bench takes one SOURCE"
+                      : a->mode == BFS_MODE_WORKER
+                          ? "worker takes one SOURCE (" WORKER_USAGE ")"
                           : "expected SOURCE and MOUNTPOINT (see batchfs --help)");
+    if (!rc && a->mode == BFS_MODE_WORKER && !a->pipe.remote[0])
+        rc = bfs_errf(-EINVAL, err, errlen,
+                      "worker: which Redis? give -o remote=redis://HOST[:PORT], the one the mounts "
+                      "use (" WORKER_USAGE ")");
     if (!rc)
         rc = bfs_pipeline_finish(&a->pipe, err, errlen);
     if (!rc && a->mode == BFS_MODE_BENCH && a->bench_epoch >= a->pipe.epochs)
@@ -448,6 +487,8 @@ void bfs_mountopts_help(FILE *f)
             "       batchfs --bench SOURCE [-o OPTIONS] [--batches N] [--epoch E] "
             "[--reference N] [--json]\n"
             "       batchfs top MNT [--interval S] [-n N]     (or batchfs --top MNT ...)\n"
+            "       batchfs worker SOURCE -o remote=redis://HOST[:PORT],OPTIONS [--name NAME]\n"
+            "                      [--batches N]\n"
             "       batchfs --help | --version\n"
             "\n"
             "Mounts the input pipeline over SOURCE (a .bfs file made by mkbatchfs, or an\n"
@@ -469,6 +510,12 @@ void bfs_mountopts_help(FILE *f)
             "                     per interval. --interval S seconds between updates [%g],\n"
             "                     -n N updates, then exit [0: until stopped]. (A SOURCE\n"
             "                     named top is written ./top.)\n"
+            "  worker SOURCE      compute batches for mounts with -o remote= on other hosts:\n"
+            "                     the same SOURCE data and data-changing options as those\n"
+            "                     mounts, and remote=, the Redis they share; stays in the\n"
+            "                     foreground, logs to stderr, stops on SIGINT or SIGTERM\n"
+            "                     (--name NAME in Redis [HOST:PID], --batches N then exit\n"
+            "                     [0: no limit]; docs/scale-out.md)\n"
             "\n"
             "mount options (-o):\n"
             "  spec=FILE          read pipeline options from FILE (`key = value` lines)\n"

@@ -15,7 +15,14 @@
 
 #include "engine/api.h"
 
-enum { BFS_MODE_MOUNT, BFS_MODE_BENCH, BFS_MODE_HELP, BFS_MODE_VERSION, BFS_MODE_TOP };
+enum {
+    BFS_MODE_MOUNT,
+    BFS_MODE_BENCH,
+    BFS_MODE_HELP,
+    BFS_MODE_VERSION,
+    BFS_MODE_TOP,
+    BFS_MODE_WORKER
+};
 
 #define BFS_TOP_INTERVAL_DEFAULT 1.0   /* seconds between two samples of `batchfs top` */
 #define BFS_TOP_INTERVAL_MIN     0.01  /* seconds; below this the view would only burn CPU */
@@ -39,6 +46,8 @@ typedef struct bfs_mount_args {
     /* top mode: `batchfs top MNT` or `batchfs --top MNT` */
     double top_interval; /* --interval S (default BFS_TOP_INTERVAL_DEFAULT) */
     int top_iterations;  /* -n N; 0: until stopped */
+    /* worker mode: `batchfs worker SOURCE -o remote=...` (bench_batches: --batches N) */
+    char *worker_name; /* --name NAME, or NULL */
 } bfs_mount_args;
 
 /*

@@ -1,7 +1,7 @@
 /*
  * batchfs — the daemon's entry point: parse the command line (mountopts/), then mount
- * (fs/fs.c), run the in-process benchmark (programs/bench.c) or watch a mount
- * (programs/top.c).
+ * (fs/fs.c), run the in-process benchmark (programs/bench.c), watch a mount
+ * (programs/top.c) or serve mounts on other hosts (programs/worker.c).
  *
  * Exit status: 0 success, 1 failure, 2 usage or option error.
  */
@@ -9,6 +9,7 @@
 #include "engine/api.h"
 #include "fs/fs.h"
 #include "programs/top.h"
+#include "programs/worker.h"
 #include "mountopts/mountopts.h"
 
 #include <stdio.h>
@@ -39,6 +40,9 @@ int main(int argc, char **argv)
     }
     case BFS_MODE_TOP:
         status = bfs_top_run(a.mountpoint, a.top_interval, a.top_iterations, stdout) ? 1 : 0;
+        break;
+    case BFS_MODE_WORKER:
+        status = bfs_worker_run(a.source, &a.pipe, a.worker_name, a.bench_batches, stderr) ? 1 : 0;
         break;
     default:
         status = bfs_fs_run(&a);

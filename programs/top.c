@@ -541,6 +541,27 @@ static void v_caches(frame *f, const span *s)
         }
         f_end(f);
     }
+    /* remote workers (remote=): batches from Redis against those computed here after all */
+    double hits = 0, fb = 0, wait = 0, workers = 0, x = 0;
+    if (sj_lookup(s->cur, SJ_ROOT, "remote") >= 0 && !f_full(f)) {
+        int ok = num(s->cur, "remote.hits", &hits) && num(s->cur, "remote.fallbacks", &fb);
+        num(s->cur, "remote.wait_s", &wait);
+        int have_w = num(s->cur, "remote.workers", &workers);
+        l_pad(l, 2);
+        l_str(l, "remote");
+        l_pad(l, 16);
+        l_printf(l, "%9s %9s %11s %11s %21s", "",
+                 f_num(a, ok && hits + fb > 0, 100 * hits / (hits + fb), 1),
+                 s_num(d, s->cur, "remote.hits", 0), s_num(e, s->cur, "remote.fallbacks", 0), "");
+        l_printf(l, "   workers %s", f_num(g, have_w && workers >= 0, workers, 0));
+        if (hits > 0)
+            l_printf(l, "   wait %s ms", f_num(h, 1, 1e3 * wait / hits, 1));
+        if (num(s->cur, "remote.errors", &x) && x > 0)
+            l_printf(l, "   errors %s", s_num(b, s->cur, "remote.errors", 0));
+        if (num(s->cur, "remote.corrupt", &x) && x > 0)
+            l_printf(l, "   corrupt %s", s_num(b, s->cur, "remote.corrupt", 0));
+        f_end(f);
+    }
 }
 
 /* One autotune decision: label, value, why. */

@@ -46,6 +46,12 @@ static const struct {
     {"ram_mb", BFS_OPT_KNOB},
     /* beyond DESIGN.md's table: batch files on 2 MiB pages (docs/engine.md, Batch memory) */
     {"huge_pages", BFS_OPT_KNOB},
+    /* remote workers (DESIGN.md "Beyond one host"; docs/scale-out.md) */
+    {"remote", BFS_OPT_KNOB},
+    {"remote_ttl", BFS_OPT_KNOB},
+    {"remote_wait_ms", BFS_OPT_KNOB},
+    {"remote_fallback", BFS_OPT_KNOB},
+    {"remote_claim_ms", BFS_OPT_KNOB},
 };
 #define N_DESIGN (sizeof design / sizeof design[0])
 
@@ -98,6 +104,28 @@ static void canon_of(const char *text, char *buf, size_t cap)
 }
 
 /* ---- table and defaults ------------------------------------------------------------ */
+
+START_TEST(remote_options)
+{
+    bfs_pipeline_opts o = fresh();
+    ok(&o, "remote", "redis://bob:s%40c@[::1]:7000/3");
+    ck_assert_str_eq(o.remote, "redis://bob:s%40c@[::1]:7000/3");
+    ok(&o, "remote_fallback", "wait");
+    ck_assert_int_eq(o.remote_fallback, BFS_REMOTE_WAIT);
+    ok(&o, "remote_wait_ms", "250");
+    ck_assert_int_eq(o.remote_wait_ms, 250);
+    ck_assert_int_eq(bfs_pipeline_finish(&o, err, sizeof err), 0); /* round trip of each */
+    ok(&o, "remote", "none");
+    ck_assert_str_eq(o.remote, "");
+    bad("remote", "http://h", "not a Redis URL");
+    bad("remote", "redis://h:0", "port must be 1..65535");
+    bad("remote", "redis://pw@h", "USER:PASS@");
+    bad("remote", "redis://h/x", "database must be a number");
+    bad("remote_fallback", "later", "one of local|wait");
+    bad("remote_ttl", "0", "1..2592000");
+    bad("remote_claim_ms", "-1", "1..86400000");
+}
+END_TEST
 
 START_TEST(table_matches_design)
 {
@@ -723,11 +751,23 @@ START_TEST(fingerprints)
     ck_assert_uint_eq(fp_of("threads=1", 1), fp_of("threads=8", 1));
 
     /* knobs and epochs never change it */
-    const char *same[] = {"threads=1",        "threads=8",        "prefetch=0",
-                          "prefetch=64",      "cache_mb=0",       "cache_mb=512",
-                          "cache_dir=/tmp/x", "cache_dir_mb=1",   "sample_cache_mb=100",
-                          "cpu_budget=3",     "ram_mb=64",        "epochs=1",
-                          "epochs=1000000",   "batch=256,seed=0", "huge_pages=1"};
+    const char *same[] = {"threads=1",
+                          "threads=8",
+                          "prefetch=0",
+                          "prefetch=64",
+                          "cache_mb=0",
+                          "cache_mb=512",
+                          "cache_dir=/tmp/x",
+                          "cache_dir_mb=1",
+                          "sample_cache_mb=100",
+                          "cpu_budget=3",
+                          "ram_mb=64",
+                          "epochs=1",
+                          "epochs=1000000",
+                          "batch=256,seed=0",
+                          "huge_pages=1",
+                          "remote=redis://:pw@10.1.2.3:7000/2,remote_ttl=5",
+                          "remote_wait_ms=1,remote_fallback=wait,remote_claim_ms=9"};
     for (size_t i = 0; i < sizeof same / sizeof *same; i++)
         ck_assert_msg(fp_of(same[i], 1) == base, "%s changed the fingerprint", same[i]);
 
@@ -899,7 +939,12 @@ START_TEST(help_text)
                                  {"sample_cache_mb=N", "0"},
                                  {"cpu_budget=N", "online CPUs"},
                                  {"ram_mb=N", "half of free RAM"},
-                                 {"huge_pages=", "0"}};
+                                 {"huge_pages=", "0"},
+                                 {"remote=", "none"},
+                                 {"remote_ttl=S", "600"},
+                                 {"remote_wait_ms=N", "10000"},
+                                 {"remote_fallback=", "local"},
+                                 {"remote_claim_ms=N", "30000"}};
     for (size_t i = 0; i < sizeof defaults / sizeof *defaults; i++) {
         const char *row = strstr(h, defaults[i][0]);
         ck_assert_msg(row, "no row %s", defaults[i][0]);
@@ -932,6 +977,7 @@ static Suite *pipeline_suite(void)
 {
     Suite *s = suite_create("pipeline");
     TCase *tc = tcase_create("core");
+    tcase_add_test(tc, remote_options);
     tcase_add_test(tc, table_matches_design);
     tcase_add_test(tc, defaults_match_design);
     tcase_add_test(tc, integers);
