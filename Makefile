@@ -95,7 +95,7 @@ all: $(PROGS) $(TOOLS) gpu
 # test clients, clang-format for make check-format). Installed only when missing.
 DEB_PKGS := build-essential pkg-config libfuse3-dev fuse3 libjpeg62-turbo-dev libturbojpeg0-dev \
             liblz4-dev check clang libclang-rt-dev clang-format python3 python3-venv \
-            libhiredis-dev redis-server
+            libhiredis-dev redis-server iproute2
 deps:
 	@missing=""; for p in $(DEB_PKGS); do \
 	  dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' \
