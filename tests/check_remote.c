@@ -246,7 +246,24 @@ START_TEST(corrupt_value_deleted)
     raw_set(key, v, sizeof v - 10);
     ck_assert_int_eq(bfs_remote_fetch(r, 1, 1, got, sizeof got), BFS_E_REMOTE_VALUE);
     ck_assert_int_eq(bfs_remote_stored(r, 1, 1), 0);
+    /* the right size, one payload byte flipped (read straight into the batch, hashed as
+     * it came), or the header of another epoch: refused; the connection stays usable */
+    v[BFS_REMOTE_HDR + 500] ^= 1;
+    raw_set(key, v, sizeof v);
+    ck_assert_int_eq(bfs_remote_fetch(r, 1, 1, got, sizeof got), BFS_E_REMOTE_VALUE);
+    v[BFS_REMOTE_HDR + 500] ^= 1;
+    bfs_remote_value_header(v, FP, 2, 1, batch, sizeof batch);
+    raw_set(key, v, sizeof v);
+    ck_assert_int_eq(bfs_remote_fetch(r, 1, 1, got, sizeof got), BFS_E_REMOTE_VALUE);
+    /* far longer than the batch: read to its end and refused */
+    size_t big = 300000;
+    uint8_t *huge = calloc(1, big);
+    raw_set(key, huge, big);
+    free(huge);
+    ck_assert_int_eq(bfs_remote_fetch(r, 1, 1, got, sizeof got), BFS_E_REMOTE_VALUE);
+    ck_assert_int_eq(bfs_remote_stored(r, 1, 1), 0);
     /* the whole value: served */
+    bfs_remote_value_header(v, FP, 1, 1, batch, sizeof batch);
     raw_set(key, v, sizeof v);
     ck_assert_int_eq(bfs_remote_fetch(r, 1, 1, got, sizeof got), 1);
     ck_assert_mem_eq(got, batch, sizeof batch);

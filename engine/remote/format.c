@@ -168,14 +168,21 @@ void bfs_remote_value_header(uint8_t hdr[BFS_REMOTE_HDR], uint64_t fp, uint64_t 
     bfs_st64(hdr + 40, bfs_xxh64(data, size, fp));
 }
 
+int bfs_remote_header_ok(const uint8_t hdr[48], uint64_t fp, uint64_t epoch, uint64_t k,
+                         uint64_t size, uint64_t *sum)
+{
+    *sum = bfs_ld64(hdr + 40);
+    return !memcmp(hdr, VALUE_MAGIC, 8) && bfs_ld64(hdr + 8) == fp && bfs_ld64(hdr + 16) == epoch &&
+           bfs_ld64(hdr + 24) == k && bfs_ld64(hdr + 32) == size;
+}
+
 int bfs_remote_value_check(const uint8_t *v, size_t len, uint64_t fp, uint64_t epoch, uint64_t k,
                            uint64_t size, const uint8_t **payload)
 {
-    if (len < BFS_REMOTE_HDR || memcmp(v, VALUE_MAGIC, 8) || bfs_ld64(v + 8) != fp ||
-        bfs_ld64(v + 16) != epoch || bfs_ld64(v + 24) != k || bfs_ld64(v + 32) != size ||
-        len - BFS_REMOTE_HDR != size)
-        return BFS_E_REMOTE_VALUE;
-    if (bfs_xxh64(v + BFS_REMOTE_HDR, size, fp) != bfs_ld64(v + 40))
+    uint64_t sum;
+    if (len < BFS_REMOTE_HDR || len - BFS_REMOTE_HDR != size ||
+        !bfs_remote_header_ok(v, fp, epoch, k, size, &sum) ||
+        bfs_xxh64(v + BFS_REMOTE_HDR, size, fp) != sum)
         return BFS_E_REMOTE_VALUE;
     *payload = v + BFS_REMOTE_HDR;
     return 0;
