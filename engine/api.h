@@ -8,7 +8,7 @@
  *     (pipeline.h);
  *   - the mount (fs/): the dataset and one batch from its samples (engine.h), the executor
  *     that computes, caches and prefetches batches (exec.h), the autotuner (tuner.h), the
- *     RAM budget (ram.h);
+ *     RAM budget (ram.h), the claim counters of group= (claims.h);
  *   - libbatchfs-gpu (gpu/): the batch file format (safetensors.h) and the output formats
  *     it converts to on the host (augment.h);
  *   - the programs: the .bfs format and the packer (dataset/bfs.h, dataset/pack.h), JPEG
@@ -28,6 +28,7 @@
 #include "engine/exec.h"
 #include "engine/tuner.h"
 #include "engine/ram.h"
+#include "engine/claims.h"
 #include "engine/safetensors.h"
 #include "engine/augment.h"
 #include "engine/dataset/bfs.h"
