@@ -14,6 +14,7 @@
  */
 #include "engine/pipeline.h"
 #include "engine/remote/remote.h"
+#include "engine/claims.h"
 #include "base/err.h"
 #include "base/hash.h"
 
@@ -61,6 +62,7 @@ enum {
     OPT_REMOTE_WAIT_MS,
     OPT_REMOTE_FALLBACK,
     OPT_REMOTE_CLAIM_MS,
+    OPT_GROUP,
     OPT_COUNT
 };
 _Static_assert(OPT_COUNT <= 64, "bfs_pipeline_opts.given has one bit per option");
@@ -112,6 +114,8 @@ static int set_path(const opt *d, bfs_pipeline_opts *o, const char *v, const cha
 static int show_path(const opt *d, const bfs_pipeline_opts *o, char *buf, size_t cap);
 static int set_remote(const opt *d, bfs_pipeline_opts *o, const char *v, const char **why);
 static int show_remote(const opt *d, const bfs_pipeline_opts *o, char *buf, size_t cap);
+static int set_group(const opt *d, bfs_pipeline_opts *o, const char *v, const char **why);
+static int show_group(const opt *d, const bfs_pipeline_opts *o, char *buf, size_t cap);
 
 #define PUB(name_, cls_, syntax_, def_, help_)                                                     \
     .pub = {.name = name_, .syntax = syntax_, .def = def_, .help = help_, .cls = cls_}
@@ -223,6 +227,12 @@ static const opt table[OPT_COUNT] = {
                                  "worker: a batch job another worker took and has not finished "
                                  "for this long is taken over (that worker is presumed dead)"),
                              INT(remote_claim_ms, W_INT, 1, 86400000, 0)},
+    [OPT_GROUP] = {PUB("group", K, "NAME|none", "none",
+                       "dynamic sharding: mounts of the same pipeline with the same group "
+                       "share a claim counter per epoch; each open of epoch/N/next serves the "
+                       "next batch no mount of the group has served"),
+                   FIELD(group), .set = set_group, .show = show_group,
+                   .allowed = "none or 1..64 of the characters A-Z a-z 0-9 . _ -"},
 };
 
 #undef PUB
@@ -714,6 +724,25 @@ static int show_remote(const opt *d, const bfs_pipeline_opts *o, char *buf, size
     (void)d;
     size_t n = strnlen(o->remote, sizeof o->remote);
     return n ? snprintf(buf, cap, "%.*s", (int)n, o->remote) : snprintf(buf, cap, "none");
+}
+
+static int set_group(const opt *d, bfs_pipeline_opts *o, const char *v, const char **why)
+{
+    (void)d, (void)why;
+    if (strcmp(v, "none") == 0) {
+        o->group[0] = '\0';
+        return 0;
+    }
+    if (!bfs_claims_name_valid(v))
+        return -EINVAL;
+    snprintf(o->group, sizeof o->group, "%s", v);
+    return 0;
+}
+
+static int show_group(const opt *d, const bfs_pipeline_opts *o, char *buf, size_t cap)
+{
+    (void)d;
+    return snprintf(buf, cap, "%s", o->group[0] ? o->group : "none");
 }
 
 /* ---- messages -------------------------------------------------------------------------- */

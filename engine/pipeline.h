@@ -16,9 +16,10 @@
  *                   the same whatever `epochs` is (the plan is keyed by (seed, epoch)), so
  *                   it stays out of the fingerprint and mounts that differ only in it share
  *                   the cache directory; /pipeline may show it on a line of its own;
- *   BFS_OPT_KNOB    threads .. remote_claim_ms: performance knobs and transports. They never change
- * a byte, never enter the fingerprint: mounts that differ only in knobs serve identical bytes and
- * share caches (the determinism contract).
+ *   BFS_OPT_KNOB    threads .. remote_claim_ms: performance knobs, transports (remote*)
+ *                   and group (dynamic sharding, claims.h). They never change a byte,
+ *                   never enter the fingerprint: mounts that differ only in knobs serve
+ *                   identical bytes and share caches (the determinism contract).
  *
  * Usage: bfs_pipeline_defaults, then any number of bfs_pipeline_set / _parse /
  * _parse_spec calls (a key given twice: the last value wins, like mount options), then
@@ -89,6 +90,7 @@ typedef struct bfs_pipeline_opts {
     int remote_wait_ms;      /* remote_wait_ms=N (10000), 1..86400000 */
     int remote_fallback;     /* remote_fallback=local|wait (BFS_REMOTE_*) */
     int remote_claim_ms;     /* remote_claim_ms=N (30000), 1..86400000: workers */
+    char group[65];          /* group=NAME|none ("" = none): dynamic sharding (claims.h) */
     /* a spec file's `fingerprint = X` line (MNT/pipeline's): the pipeline must have it */
     uint64_t want_fingerprint;
     int want_fingerprint_set;

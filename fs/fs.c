@@ -2,7 +2,8 @@
  * fs.c — low-level FUSE operations over the engine (see fs.h).
  *
  * Inodes are computed, never stored: 1 root, 2 /pipeline, 3 /stats, 4 /epoch,
- * FSN_EPOCH_BASE + N for epoch/N, FSN_BATCH_BASE + N * batches + K for epoch/N/batch_K;
+ * FSN_EPOCH_BASE + N for epoch/N, FSN_BATCH_BASE + N * batches + K for epoch/N/batch_K,
+ * FSN_NEXT_BASE + N for epoch/N/next (with group=);
  * names, inodes, directory entries and read spans are pure functions in fs/names.c. Sizes
  * come from the plan (bfs_engine_batch_bytes), so lookup/getattr/readdir never compute a
  * batch. Batch files never change: long entry/attribute timeouts, keep_cache, no
@@ -29,6 +30,13 @@
  * one backing id per batch is shared by its open files (fsstate.backings) and closed with
  * the last of them. Without passthrough (not root, older kernel, passthrough=off) the
  * first read computes the batch and every read is copied by the daemon, as before.
+ *
+ * epoch/N/next (group=, engine/claims.h): each open claims the next batch of epoch N that no
+ * mount of the group has claimed, computes it (bfs_exec_get: no prefetch, as the next
+ * claim is not known) and serves its bytes with direct I/O (one inode, a different batch
+ * per open: nothing may be cached); a claim whose batch fails is given back. Its xattrs
+ * (user.batchfs.batch, ...) are those of the newest `next` file of that epoch open by the
+ * asking thread: FUSE's GETXATTR carries no file handle, only the caller's pid.
  *
  * Request threads may be cancelled by libfuse's loop at exit; handlers that wait on the
  * executor disable cancellation so no lock is left held.
@@ -95,8 +103,9 @@ typedef struct fsstate {
     const bfs_mount_args *args;
     bfs_engine *e;
     bfs_exec *x;
-    bfs_store *store; /* cache_dir=, or NULL */
-    bfs_tuner *tuner; /* the autotuner (always runs: fixed values are kept) */
+    bfs_store *store;   /* cache_dir=, or NULL */
+    bfs_tuner *tuner;   /* the autotuner (always runs: fixed values are kept) */
+    bfs_claims *claims; /* group=: the group's claim counters, or NULL (no epoch/N/next) */
     int cpu_budget;
     uint64_t ram_bytes;
     struct fuse_session *se;
@@ -119,17 +128,21 @@ typedef struct fsstate {
     atomic_int pt_active;        /* passthrough in use (cleared if BACKING_OPEN is refused) */
     _Atomic uint64_t pt_opens;   /* batch files opened in passthrough mode */
     _Atomic uint64_t reads, bytes_served, read_errors, interrupted;
-    _Atomic uint64_t served;   /* batches handed to readers (first read of an open file) */
-    atomic_int readahead_done; /* raise_readahead ran */
-    pthread_t loop_thread;     /* the thread in the FUSE session loop */
-    atomic_int loop_done;      /* it has left the loop (exit_watch stops waking it) */
+    _Atomic uint64_t served;        /* batches handed to readers (first read of an open file) */
+    _Atomic uint64_t claims_served; /* opens of epoch/N/next that served a batch */
+    atomic_int readahead_done;      /* raise_readahead ran */
+    pthread_t loop_thread;          /* the thread in the FUSE session loop */
+    atomic_int loop_done;           /* it has left the loop (exit_watch stops waking it) */
 } fsstate;
 
 typedef struct openfile {
     struct openfile *prev, *next; /* in fsstate.open_files, guarded by fsstate.lock */
     uint64_t epoch, k;
-    bfs_batch *b; /* referenced after the first read (or at open); released at close */
-    int backed;   /* counted in fsstate.backings (opened in passthrough mode) */
+    bfs_batch *b;          /* referenced after the first read (or at open); released at close */
+    int backed;            /* counted in fsstate.backings (opened in passthrough mode) */
+    int is_next;           /* an open epoch/N/next: batch k claimed for its opener */
+    uint64_t pid;          /* is_next: the opener (the thread whose getxattr names k) */
+    bfs_group_claim claim; /* is_next: the claim, given back if the open is not delivered */
     uint64_t served;
     char *text; /* /stats snapshot */
     size_t text_len;
@@ -145,7 +158,7 @@ static fsstate *state(fuse_req_t req)
 /* The tree's shape, for the name and inode functions of fs/names.h. */
 static fsn_tree tree_of(const fsstate *fs)
 {
-    return (fsn_tree){.epochs = fs->epochs, .batches = fs->batches};
+    return (fsn_tree){.epochs = fs->epochs, .batches = fs->batches, .next = fs->claims != NULL};
 }
 
 static int classify(const fsstate *fs, fuse_ino_t ino, uint64_t *epoch, uint64_t *k)
@@ -180,7 +193,9 @@ static int fill_attr(fsstate *fs, fuse_ino_t ino, struct stat *st)
         st->st_size = (off_t)fs->pipeline_len;
         break;
     case FSN_STATS:
-        st->st_mode = S_IFREG | 0444; /* size 0: read with direct I/O, content is live */
+    case FSN_NEXT:
+        /* size 0: read with direct I/O, content is live (next: another batch per open) */
+        st->st_mode = S_IFREG | 0444;
         st->st_nlink = 1;
         break;
     case FSN_BATCH:
@@ -193,6 +208,14 @@ static int fill_attr(fsstate *fs, fuse_ino_t ino, struct stat *st)
     }
     st->st_blocks = (st->st_size + 511) / 512;
     return 0;
+}
+
+/* /stats and epoch/N/next: content that changes, attributes never cached. */
+static int is_live(const fsstate *fs, fuse_ino_t ino)
+{
+    uint64_t epoch = 0, k = 0;
+    int kind = classify(fs, ino, &epoch, &k);
+    return kind == FSN_STATS || kind == FSN_NEXT;
 }
 
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
@@ -213,7 +236,7 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
     }
     fill_attr(fs, ino, &e.attr);
     e.ino = ino;
-    e.attr_timeout = e.entry_timeout = ino == FSN_INO_STATS ? 0 : TIMEOUT;
+    e.attr_timeout = e.entry_timeout = is_live(fs, ino) ? 0 : TIMEOUT;
     fuse_reply_entry(req, &e);
 }
 
@@ -224,7 +247,7 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
     if (fill_attr(state(req), ino, &st))
         fuse_reply_err(req, ENOENT);
     else
-        fuse_reply_attr(req, &st, ino == FSN_INO_STATS ? 0 : TIMEOUT);
+        fuse_reply_attr(req, &st, is_live(state(req), ino) ? 0 : TIMEOUT);
 }
 
 /* Directories never change (the plan fixes every name): the kernel may keep what readdir
@@ -410,6 +433,16 @@ static void make_stats(fsstate *fs, text *t)
                 (unsigned long long)st.remote_hits, (unsigned long long)st.remote_fallbacks,
                 (unsigned long long)st.remote_errors, (unsigned long long)st.remote_corrupt,
                 st.remote_wait_ns / 1e9);
+    }
+    if (fs->claims) {
+        bfs_claims_stats cs;
+        bfs_claims_get_stats(fs->claims, &cs);
+        tprintf(t,
+                "  \"group\": {\"name\": \"%s\", \"claims\": %llu, \"given_back\": %llu, "
+                "\"lost\": %llu, \"exhausted\": %llu},\n",
+                bfs_claims_name(fs->claims), (unsigned long long)atomic_load(&fs->claims_served),
+                (unsigned long long)cs.given_back, (unsigned long long)cs.lost,
+                (unsigned long long)cs.exhausted);
     }
     tprintf(t,
             "  \"reads\": {\"requests\": %llu, \"bytes\": %llu, \"errors\": %llu, "
@@ -757,6 +790,36 @@ static int take_batch(fsstate *fs, openfile *of, fuse_req_t req)
     return 0;
 }
 
+/*
+ * An open of epoch/N/next: claim the group's next batch of epoch N, compute it (blocks: the
+ * caller disables cancellation) and make `of` hold it. Returns 0, ENODATA when the group
+ * has claimed every batch of the epoch, or the errno of the failed batch (its claim is
+ * given back, to be served by a later open: engine/claims.h).
+ */
+static int claim_batch(fsstate *fs, openfile *of, fuse_req_t req, uint64_t epoch)
+{
+    bfs_group_claim c;
+    char err[600];
+    int rc = bfs_claims_take(fs->claims, epoch, &c);
+    if (rc)
+        return rc == -ENODATA ? ENODATA : bfs_err_to_errno(rc);
+    bfs_batch *b;
+    rc = bfs_exec_get(fs->x, c.epoch, c.batch, &b, err, sizeof err);
+    if (rc) {
+        bfs_claims_give_back(fs->claims, &c);
+        if (rc != -ESHUTDOWN && rc > BFS_E_LAST) /* engine logs bad samples once */
+            fprintf(stderr, "batchfs: epoch %llu batch %llu (next): %s\n",
+                    (unsigned long long)c.epoch, (unsigned long long)c.batch, err);
+        atomic_fetch_add(&fs->read_errors, 1);
+        return bfs_err_to_errno(rc);
+    }
+    of->b = b, of->epoch = c.epoch, of->k = c.batch;
+    of->is_next = 1, of->pid = (uint64_t)fuse_req_ctx(req)->pid, of->claim = c;
+    atomic_fetch_add(&fs->served, 1);
+    atomic_fetch_add(&fs->claims_served, 1);
+    return 0;
+}
+
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     fsstate *fs = state(req);
@@ -788,6 +851,20 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         of->text = t.s, of->text_len = t.len;
         fi->keep_cache = 0;
         fi->direct_io = 1; /* live content: size unknown in advance, never cached */
+    } else if (kind == FSN_NEXT) {
+        /* copying mode even under passthrough: the kernel allows one backing file per
+         * inode, and each open of next is another batch */
+        int old;
+        pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old);
+        int rc = claim_batch(fs, of, req, epoch);
+        pthread_setcancelstate(old, NULL);
+        if (rc) {
+            free(of);
+            fuse_reply_err(req, rc);
+            return;
+        }
+        fi->keep_cache = 0;
+        fi->direct_io = 1; /* another batch per open: no page cache, size 0 (fill_attr) */
     } else if (kind == FSN_BATCH && atomic_load(&fs->pt_active)) {
         /* passthrough: the batch now, and its file as the batch file's backing file */
         int old, rc;
@@ -817,8 +894,11 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     pthread_mutex_unlock(&fs->lock);
     int rc = fuse_reply_open(req, fi);
     tl_open.id = 0;
-    if (rc == -ENOENT) /* interrupted: the kernel won't release */
+    if (rc == -ENOENT) { /* interrupted: the kernel won't release */
+        if (of->is_next) /* (nobody got the batch) */
+            bfs_claims_give_back(fs->claims, &of->claim);
         forget_file(fs, of);
+    }
 }
 
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
@@ -905,6 +985,19 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
     int kind = classify(fs, ino, &epoch, &k);
     char v[64];
     int n = -1;
+    if (kind == FSN_NEXT) {
+        /* the batch of the newest next file of this epoch the caller has open (the list
+         * starts with the newest), as if the file were that batch_K */
+        uint64_t pid = (uint64_t)fuse_req_ctx(req)->pid;
+        kind = FSN_NONE;
+        pthread_mutex_lock(&fs->lock);
+        for (openfile *of = fs->open_files; of; of = of->next)
+            if (of->is_next && of->pid == pid && of->epoch == epoch) {
+                kind = FSN_BATCH, k = of->k;
+                break;
+            }
+        pthread_mutex_unlock(&fs->lock);
+    }
     if (kind == FSN_ROOT && !strcmp(name, "user.batchfs.fingerprint"))
         n = snprintf(v, sizeof v, "%016llx", (unsigned long long)bfs_engine_fingerprint(fs->e));
     else if (kind == FSN_BATCH && !strcmp(name, "user.batchfs.epoch"))
@@ -928,7 +1021,7 @@ static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
     static const char batch[] = "user.batchfs.epoch\0user.batchfs.batch\0user.batchfs.samples";
     if (kind == FSN_ROOT)
         reply_xattr(req, root, sizeof root, size);
-    else if (kind == FSN_BATCH)
+    else if (kind == FSN_BATCH || kind == FSN_NEXT)
         reply_xattr(req, batch, sizeof batch, size);
     else
         reply_xattr(req, "", 0, size);
@@ -1231,6 +1324,12 @@ int bfs_fs_run(const bfs_mount_args *a)
     } else {
         fs.cache_bytes = (uint64_t)a->pipe.cache_mb << 20;
     }
+    /* group=: after the checks above (a refused mount leaves no group file behind) */
+    if (a->pipe.group[0] && bfs_claims_open(a->pipe.group, bfs_engine_fingerprint(fs.e), fs.batches,
+                                            &fs.claims, err, sizeof err)) {
+        fprintf(stderr, "batchfs: %s\n", err);
+        goto out;
+    }
     if (make_pipeline_text(&fs)) {
         fprintf(stderr, "batchfs: out of memory\n");
         goto out;
@@ -1363,6 +1462,7 @@ out:
     bfs_tuner_stop(fs.tuner);
     bfs_exec_destroy(fs.x);
     bfs_store_close(fs.store);
+    bfs_claims_close(fs.claims);
     bfs_engine_destroy(fs.e);
     free(fs.pipeline);
     pthread_mutex_destroy(&fs.lock);

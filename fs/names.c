@@ -55,6 +55,10 @@ int fsn_classify(const fsn_tree *t, uint64_t ino, uint64_t *epoch, uint64_t *k)
         *epoch = ino - FSN_EPOCH_BASE;
         return FSN_EPOCH;
     }
+    if (t->next && ino >= FSN_NEXT_BASE && ino < FSN_NEXT_BASE + t->epochs) {
+        *epoch = ino - FSN_NEXT_BASE;
+        return FSN_NEXT;
+    }
     if (ino >= FSN_BATCH_BASE && ino - FSN_BATCH_BASE < (uint64_t)t->epochs * t->batches) {
         *epoch = (ino - FSN_BATCH_BASE) / t->batches;
         *k = (ino - FSN_BATCH_BASE) % t->batches;
@@ -71,6 +75,11 @@ uint64_t fsn_epoch_ino(uint64_t epoch)
 uint64_t fsn_batch_ino(const fsn_tree *t, uint64_t epoch, uint64_t k)
 {
     return FSN_BATCH_BASE + epoch * t->batches + k;
+}
+
+uint64_t fsn_next_ino(uint64_t epoch)
+{
+    return FSN_NEXT_BASE + epoch;
 }
 
 int fsn_lookup(const fsn_tree *t, uint64_t parent, const char *name, uint64_t *ino)
@@ -91,6 +100,8 @@ int fsn_lookup(const fsn_tree *t, uint64_t parent, const char *name, uint64_t *i
     case FSN_EPOCH:
         if (!strncmp(name, "batch_", 6) && !fsn_parse_index(name + 6, t->batches, &v))
             *ino = fsn_batch_ino(t, epoch, v);
+        else if (t->next && !strcmp(name, "next"))
+            *ino = fsn_next_ino(epoch);
         return 0;
     default:
         return -ENOTDIR;
@@ -106,7 +117,7 @@ uint64_t fsn_dir_count(const fsn_tree *t, uint64_t dir)
     case FSN_EPOCHS:
         return 2 + (uint64_t)t->epochs;
     case FSN_EPOCH:
-        return 2 + t->batches;
+        return 2 + t->batches + (t->next ? 1 : 0);
     default:
         return 0;
     }
@@ -130,9 +141,12 @@ int fsn_dirent(const fsn_tree *t, uint64_t dir, uint64_t i, fsn_entry *e)
     } else if (kind == FSN_EPOCHS) {
         snprintf(e->name, sizeof e->name, "%" PRIu64, i - 2);
         e->ino = fsn_epoch_ino(i - 2);
-    } else {
+    } else if (i - 2 < t->batches) {
         snprintf(e->name, sizeof e->name, "batch_%" PRIu64, i - 2);
         e->ino = fsn_batch_ino(t, epoch, i - 2);
+    } else {
+        snprintf(e->name, sizeof e->name, "next");
+        e->ino = fsn_next_ino(epoch);
     }
     e->is_dir = !((kind == FSN_ROOT && i >= 2 && i < 4) || (kind == FSN_EPOCH && i >= 2));
     return 0;

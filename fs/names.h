@@ -7,14 +7,17 @@
  * only, so the parts of fs.c that handle untrusted names and offsets can be fuzzed.
  *
  * The tree (docs/usage.md): /pipeline, /stats, /epoch/N/batch_K for N < epochs and
- * K < batches. Inode numbers: FSN_INO_ROOT..FSN_INO_EPOCHS for the fixed entries,
- * FSN_EPOCH_BASE + N for epoch N, FSN_BATCH_BASE + N * batches + K for batch K of N.
+ * K < batches, and /epoch/N/next (after the batches) when the mount is in a group
+ * (group=, tree.next). Inode numbers: FSN_INO_ROOT..FSN_INO_EPOCHS for the fixed
+ * entries, FSN_EPOCH_BASE + N for epoch N, FSN_NEXT_BASE + N for epoch N's next,
+ * FSN_BATCH_BASE + N * batches + K for batch K of N.
  * Names are canonical: strict decimal, no sign, no leading zero ("batch_01" and "007"
  * are not entries), so every entry has exactly one name.
  *
  * Domain: epochs <= FSN_MAX_EPOCHS (the epochs= option allows at most 1e6) and
- * batches <= fsn_max_batches(epochs), so that every inode number fits 64 bits and epoch
- * inodes stay below FSN_BATCH_BASE (fsn_tree_valid says whether a tree is in it).
+ * batches <= fsn_max_batches(epochs), so that every inode number fits 64 bits, epoch
+ * inodes stay below FSN_NEXT_BASE and next inodes below FSN_BATCH_BASE (fsn_tree_valid
+ * says whether a tree is in it).
  */
 #ifndef BATCHFS_FS_NAMES_H
 #define BATCHFS_FS_NAMES_H
@@ -27,17 +30,19 @@
 #define FSN_INO_STATS    3
 #define FSN_INO_EPOCHS   4
 #define FSN_EPOCH_BASE   16ull
+#define FSN_NEXT_BASE    (1ull << 31)
 #define FSN_BATCH_BASE   (1ull << 32)
-#define FSN_MAX_EPOCHS   (FSN_BATCH_BASE - FSN_EPOCH_BASE) /* epoch inodes below batches */
-#define FSN_NAME_MAX     32                                /* "batch_" + 20 digits + NUL fits */
+#define FSN_MAX_EPOCHS   (FSN_NEXT_BASE - FSN_EPOCH_BASE) /* epoch inodes below next ones */
+#define FSN_NAME_MAX     32                               /* "batch_" + 20 digits + NUL fits */
 
 /* What an inode number is. */
-enum { FSN_NONE, FSN_ROOT, FSN_PIPELINE, FSN_STATS, FSN_EPOCHS, FSN_EPOCH, FSN_BATCH };
+enum { FSN_NONE, FSN_ROOT, FSN_PIPELINE, FSN_STATS, FSN_EPOCHS, FSN_EPOCH, FSN_BATCH, FSN_NEXT };
 
 /* The shape of a mount's tree. */
 typedef struct fsn_tree {
     uint32_t epochs;  /* epoch directories: 0..epochs-1 */
     uint64_t batches; /* batch files per epoch */
+    int next;         /* 1: each epoch directory has `next` (group=) */
 } fsn_tree;
 
 /* One directory entry (fsn_dirent). */
@@ -63,14 +68,17 @@ int fsn_tree_valid(const fsn_tree *t);
  */
 int fsn_parse_index(const char *s, uint64_t limit, uint64_t *out);
 
-/* fsn_classify - what ino is in t (FSN_*); *epoch for FSN_EPOCH, *epoch and *k for
- * FSN_BATCH (untouched otherwise). */
+/* fsn_classify - what ino is in t (FSN_*); *epoch for FSN_EPOCH and FSN_NEXT, *epoch and
+ * *k for FSN_BATCH (untouched otherwise). */
 int fsn_classify(const fsn_tree *t, uint64_t ino, uint64_t *epoch, uint64_t *k);
 
 /* fsn_epoch_ino, fsn_batch_ino - the inode number of epoch N, of batch K of epoch N
  * (N < epochs, K < batches). */
 uint64_t fsn_epoch_ino(uint64_t epoch);
 uint64_t fsn_batch_ino(const fsn_tree *t, uint64_t epoch, uint64_t k);
+
+/* fsn_next_ino - the inode number of epoch N's `next` (N < epochs; t->next set). */
+uint64_t fsn_next_ino(uint64_t epoch);
 
 /*
  * fsn_lookup - the inode number of name in directory parent: *ino is 0 when there is no
@@ -84,7 +92,8 @@ int fsn_lookup(const fsn_tree *t, uint64_t parent, const char *name, uint64_t *i
 uint64_t fsn_dir_count(const fsn_tree *t, uint64_t dir);
 
 /*
- * fsn_dirent - entry i (0-based: ".", "..", then the rest in order) of directory dir.
+ * fsn_dirent - entry i (0-based: ".", "..", then the rest in order: an epoch directory
+ * lists batch_0 .. batch_{batches-1}, then next when t->next) of directory dir.
  * A readdir at offset off lists entries off, off + 1, ...; each entry's offset is its
  * index + 1. Returns 0, or -1 when i >= fsn_dir_count(t, dir).
  */

@@ -52,6 +52,8 @@ static const struct {
     {"remote_wait_ms", BFS_OPT_KNOB},
     {"remote_fallback", BFS_OPT_KNOB},
     {"remote_claim_ms", BFS_OPT_KNOB},
+    /* dynamic sharding (engine/claims.h): never changes a byte */
+    {"group", BFS_OPT_KNOB},
 };
 #define N_DESIGN (sizeof design / sizeof design[0])
 
@@ -456,6 +458,36 @@ START_TEST(cache_dir)
 }
 END_TEST
 
+START_TEST(group_names)
+{
+    bfs_pipeline_opts o = fresh();
+    ck_assert_str_eq(o.group, "");
+    ok(&o, "group", "train-run_7.a");
+    ck_assert_str_eq(o.group, "train-run_7.a");
+    ok(&o, "group", "none");
+    ck_assert_str_eq(o.group, "");
+    char name[80];
+    memset(name, 'g', sizeof name);
+    name[64] = '\0'; /* 64 bytes: fits */
+    ok(&o, "group", name);
+    ck_assert_uint_eq(strlen(o.group), 64);
+    name[64] = 'g', name[65] = '\0';
+    const char *badv[] = {name, "", "a/b", "a b", "x,y", "..\x01", "caf\xc3\xa9", "a*"};
+    for (size_t i = 0; i < sizeof badv / sizeof *badv; i++) {
+        bfs_pipeline_opts before = o;
+        ck_assert_int_eq(bfs_pipeline_set(&o, "group", badv[i], err, sizeof err), -EINVAL);
+        ck_assert_msg(strstr(err, "group=") && strstr(err, "A-Z a-z 0-9 . _ -"), "%s", err);
+        ck_assert(memcmp(&o, &before, sizeof o) == 0);
+    }
+    /* not data-changing: neither in the canonical text nor in the fingerprint */
+    char c1[1024], c2[1024];
+    canon_of("", c1, sizeof c1);
+    canon_of("group=abc", c2, sizeof c2);
+    ck_assert_str_eq(c1, c2);
+    ck_assert_ptr_null(strstr(c2, "group"));
+}
+END_TEST
+
 START_TEST(missing_and_unknown)
 {
     bfs_pipeline_opts o = fresh(), before = o;
@@ -767,7 +799,9 @@ START_TEST(fingerprints)
                           "batch=256,seed=0",
                           "huge_pages=1",
                           "remote=redis://:pw@10.1.2.3:7000/2,remote_ttl=5",
-                          "remote_wait_ms=1,remote_fallback=wait,remote_claim_ms=9"};
+                          "remote_wait_ms=1,remote_fallback=wait,remote_claim_ms=9",
+                          "group=g1",
+                          "group=other"};
     for (size_t i = 0; i < sizeof same / sizeof *same; i++)
         ck_assert_msg(fp_of(same[i], 1) == base, "%s changed the fingerprint", same[i]);
 
@@ -944,7 +978,9 @@ START_TEST(help_text)
                                  {"remote_ttl=S", "600"},
                                  {"remote_wait_ms=N", "10000"},
                                  {"remote_fallback=", "local"},
-                                 {"remote_claim_ms=N", "30000"}};
+                                 {"remote_claim_ms=N", "30000"},
+
+                                 {"group=", "none"}};
     for (size_t i = 0; i < sizeof defaults / sizeof *defaults; i++) {
         const char *row = strstr(h, defaults[i][0]);
         ck_assert_msg(row, "no row %s", defaults[i][0]);
@@ -986,6 +1022,7 @@ static Suite *pipeline_suite(void)
     tcase_add_test(tc, reals);
     tcase_add_test(tc, normalize_values);
     tcase_add_test(tc, cache_dir);
+    tcase_add_test(tc, group_names);
     tcase_add_test(tc, missing_and_unknown);
     tcase_add_test(tc, parse_o_text);
     tcase_add_test(tc, normalize_with_dtype);

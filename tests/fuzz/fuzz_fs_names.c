@@ -10,14 +10,14 @@
  * Checked against an independent model of names.h:
  *  - every name is looked up in /, in /epoch, in an epoch directory and in a file (which
  *    is -ENOTDIR); it resolves exactly when it is canonical ("pipeline", "stats",
- *    "epoch"; strict decimal below the limit; "batch_" + strict decimal), computed here
- *    in 128 bits whatever its length;
+ *    "epoch"; strict decimal below the limit; "batch_" + strict decimal; "next" in a tree
+ *    with next, i.e. a mount with group=), computed here in 128 bits whatever its length;
  *  - round trip: a name that resolves is the name fsn_dirent gives that inode; entries
  *    listed by fsn_dirent (from a fuzzed offset, near 0 and near the end) resolve back
  *    to their inode, classify as what they are and carry offsets index + 1;
- *  - inodes: a fuzzed inode classifies to FSN_EPOCH / FSN_BATCH only when
- *    fsn_epoch_ino / fsn_batch_ino map the result back to it; epoch and batch inode
- *    ranges are disjoint;
+ *  - inodes: a fuzzed inode classifies to FSN_EPOCH / FSN_NEXT / FSN_BATCH only when
+ *    fsn_epoch_ino / fsn_next_ino / fsn_batch_ino map the result back to it; epoch, next
+ *    and batch inode ranges are disjoint, and next inodes exist only in trees with next;
  *  - fsn_parse_index with a fuzzed limit agrees with the model;
  *  - fsn_read_span never exceeds the size asked for nor the bytes left, never
  *    underflows (negative offsets and offsets past the end give 0).
@@ -101,6 +101,11 @@ static void check_entry(const fsn_tree *t, uint64_t dir, int dir_kind, uint64_t 
         CHECK(kind == FSN_EPOCH && epoch == i - 2 && e.is_dir);
         break;
     default:
+        if (i - 2 == t->batches) { /* after the batches: next */
+            CHECK(t->next && !strcmp(e.name, "next"));
+            CHECK(kind == FSN_NEXT && epoch == dir_epoch && !e.is_dir);
+            break;
+        }
         CHECK(kind == FSN_BATCH && epoch == dir_epoch && k == i - 2 && !e.is_dir);
         break;
     }
@@ -113,7 +118,7 @@ static void check_listing(const fsn_tree *t, uint64_t dir, int dir_kind, uint64_
     uint64_t count = fsn_dir_count(t, dir);
     uint64_t want = dir_kind == FSN_ROOT     ? 5
                     : dir_kind == FSN_EPOCHS ? 2 + (uint64_t)t->epochs
-                                             : 2 + t->batches;
+                                             : 2 + t->batches + (t->next ? 1 : 0);
     CHECK(count == want);
     fsn_entry e;
     CHECK(fsn_dirent(t, dir, count, &e) == -1);
@@ -162,6 +167,12 @@ static void check_name(const fsn_tree *t, uint64_t epoch, const char *name)
         CHECK(fsn_dirent(t, dir, v + 2, &e) == 0 && !strcmp(e.name, name) && e.ino == ino);
         uint64_t ep = 0, k = 0;
         CHECK(fsn_classify(t, ino, &ep, &k) == FSN_BATCH && ep == epoch && k == v);
+    } else if (t->next && !strcmp(name, "next")) {
+        CHECK(ino == fsn_next_ino(epoch));
+        fsn_entry e;
+        CHECK(fsn_dirent(t, dir, t->batches + 2, &e) == 0 && !strcmp(e.name, name) && e.ino == ino);
+        uint64_t ep = 0, k = 0;
+        CHECK(fsn_classify(t, ino, &ep, &k) == FSN_NEXT && ep == epoch);
     } else {
         CHECK(ino == 0);
     }
@@ -169,6 +180,8 @@ static void check_name(const fsn_tree *t, uint64_t epoch, const char *name)
     CHECK(fsn_lookup(t, FSN_INO_PIPELINE, name, &ino) == -ENOTDIR && ino == 0);
     CHECK(fsn_lookup(t, FSN_INO_STATS, name, &ino) == -ENOTDIR && ino == 0);
     CHECK(fsn_lookup(t, 0, name, &ino) == -ENOTDIR && ino == 0);
+    if (t->next)
+        CHECK(fsn_lookup(t, fsn_next_ino(epoch), name, &ino) == -ENOTDIR && ino == 0);
     if (t->batches)
         CHECK(fsn_lookup(t, fsn_batch_ino(t, epoch, 0), name, &ino) == -ENOTDIR && ino == 0);
 }
@@ -186,7 +199,12 @@ static void check_ino(const fsn_tree *t, uint64_t ino)
         break;
     case FSN_EPOCH:
         CHECK(epoch < t->epochs && fsn_epoch_ino(epoch) == ino);
-        CHECK(fsn_epoch_ino(epoch) < FSN_BATCH_BASE);
+        CHECK(fsn_epoch_ino(epoch) < FSN_NEXT_BASE);
+        break;
+    case FSN_NEXT:
+        CHECK(t->next && epoch < t->epochs && fsn_next_ino(epoch) == ino);
+        CHECK(ino >= FSN_NEXT_BASE && ino < FSN_BATCH_BASE);
+        CHECK(fsn_dir_count(t, ino) == 0);
         break;
     case FSN_BATCH:
         CHECK(epoch < t->epochs && k < t->batches && fsn_batch_ino(t, epoch, k) == ino);
@@ -196,6 +214,8 @@ static void check_ino(const fsn_tree *t, uint64_t ino)
         CHECK(fsn_dir_count(t, ino) == 0);
         /* nothing maps here: not an epoch, not a batch */
         CHECK(ino < FSN_EPOCH_BASE || ino - FSN_EPOCH_BASE >= t->epochs);
+        if (t->next)
+            CHECK(ino < FSN_NEXT_BASE || ino - FSN_NEXT_BASE >= t->epochs);
         if (t->batches && ino >= FSN_BATCH_BASE)
             CHECK((ino - FSN_BATCH_BASE) / t->batches >= t->epochs);
         break;
@@ -230,6 +250,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     } else {
         t.batches = rd(data + 4, 2) % 300;
     }
+    t.next = (flags & 8) != 0;
     CHECK(fsn_tree_valid(&t));
     CHECK(t.batches <= fsn_max_batches(t.epochs));
     /* the last batch inode fits 64 bits and lies above every epoch inode */
@@ -237,10 +258,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         CHECK(fsn_batch_ino(&t, t.epochs - 1, t.batches - 1) >= FSN_BATCH_BASE &&
               (t.batches == 1 || fsn_batch_ino(&t, t.epochs - 1, t.batches - 1) >
                                      fsn_batch_ino(&t, t.epochs - 1, 0)));
-    CHECK(fsn_epoch_ino(t.epochs - 1) < FSN_BATCH_BASE);
-    fsn_tree bad = {0, 1};
+    CHECK(fsn_epoch_ino(t.epochs - 1) < FSN_NEXT_BASE);
+    CHECK(fsn_next_ino(t.epochs - 1) < FSN_BATCH_BASE);
+    fsn_tree bad = {0, 1, 0};
     CHECK(!fsn_tree_valid(&bad));
-    bad = (fsn_tree){t.epochs, fsn_max_batches(t.epochs) + 1};
+    bad = (fsn_tree){t.epochs, fsn_max_batches(t.epochs) + 1, t.next};
     CHECK(fsn_max_batches(t.epochs) == UINT64_MAX || !fsn_tree_valid(&bad));
 
     const uint8_t *num = data + 8;
@@ -255,6 +277,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     check_ino(&t, ino & 0xFFFFFFFFu);
     check_ino(&t, FSN_BATCH_BASE + (ino % (16 * (t.batches + 1))));
     check_ino(&t, fsn_epoch_ino(epoch));
+    check_ino(&t, fsn_next_ino(epoch));
+    check_ino(&t, FSN_NEXT_BASE + (ino % (t.epochs + 16)));
     if (t.batches)
         check_ino(&t, fsn_batch_ino(&t, epoch, off % t.batches));
 
@@ -262,6 +286,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     check_listing(&t, FSN_INO_EPOCHS, FSN_EPOCHS, 0, off);
     check_listing(&t, fsn_epoch_ino(epoch), FSN_EPOCH, epoch, off);
     check_listing(&t, fsn_epoch_ino(epoch), FSN_EPOCH, epoch, t.batches + 2 - off % 64);
+    check_listing(&t, fsn_epoch_ino(epoch), FSN_EPOCH, epoch, t.batches + 3 - off % 4);
 
     check_span(len, roff, rsize);
     check_span(len, (int64_t)(len >> 1), rsize);
