@@ -14,6 +14,7 @@
  */
 #include "engine/claims.h"
 #include "base/err.h"
+#include "engine/remote/remote.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -55,22 +56,12 @@ struct bfs_claims {
     char path[160];
     int fd;
     shm_file *f;
-    pthread_mutex_t lock; /* guards this process's use of LOCK_RETURNS */
+    pthread_mutex_t lock; /* guards this process's use of LOCK_RETURNS, and r */
     _Atomic uint64_t taken, given_back, lost, exhausted;
+    /* across hosts (bfs_claims_open_remote): the counters are in Redis, f is NULL */
+    bfs_remote *r;
+    uint64_t batches;
 };
-
-int bfs_claims_name_valid(const char *name)
-{
-    size_t n = 0;
-    for (; name[n]; n++) {
-        char c = name[n];
-        if (n == BFS_CLAIMS_NAME_MAX ||
-            !((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-              c == '.' || c == '_' || c == '-'))
-            return 0;
-    }
-    return n > 0;
-}
 
 /* Take (F_WRLCK, F_RDLCK) or drop (F_UNLCK) the OFD lock on one byte; wait or not. */
 static int byte_lock(int fd, short type, off_t byte, int wait)
@@ -217,11 +208,71 @@ static int pop_return(bfs_claims *g, uint64_t epoch, bfs_group_claim *c)
     return found;
 }
 
+/* The Redis backend's take: a claim given back first, then the counter (INCR). */
+static int take_remote(bfs_claims *g, uint64_t epoch, bfs_group_claim *c)
+{
+    uint64_t k = 0;
+    uint32_t tries = 0;
+    pthread_mutex_lock(&g->lock);
+    int rc = bfs_remote_claim_returned(g->r, g->name, epoch, &k, &tries);
+    if (rc == 0) {
+        rc = bfs_remote_claim(g->r, g->name, epoch, &k);
+        if (rc == 0 && k >= g->batches) /* (one may have been given back since) */
+            rc = bfs_remote_claim_returned(g->r, g->name, epoch, &k, &tries);
+        else if (rc == 0)
+            rc = 1;
+    }
+    if (rc < 0)
+        fprintf(stderr, "batchfs: group=%s: Redis: %s\n", g->name, bfs_remote_error(g->r));
+    pthread_mutex_unlock(&g->lock);
+    if (rc < 0)
+        return rc;
+    if (rc == 0) {
+        atomic_fetch_add(&g->exhausted, 1);
+        return -ENODATA;
+    }
+    *c = (bfs_group_claim){.epoch = epoch, .batch = k, .tries = tries};
+    atomic_fetch_add(&g->taken, 1);
+    return 0;
+}
+
+int bfs_claims_open_remote(const char *name, uint64_t fingerprint, uint64_t batches,
+                           const char *url, bfs_claims **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    if (!bfs_claims_name_valid(name))
+        return bfs_errf(-EINVAL, err, errlen,
+                        "group=%.80s: must be 1..%d of the characters A-Z a-z 0-9 . _ -", name,
+                        BFS_CLAIMS_NAME_MAX);
+    bfs_remote_url u;
+    int rc = bfs_remote_parse_url(url, &u, err, errlen);
+    if (rc)
+        return rc;
+    bfs_claims *g = calloc(1, sizeof *g);
+    if (!g)
+        return bfs_errf(-ENOMEM, err, errlen, "group=%s: out of memory", name);
+    snprintf(g->name, sizeof g->name, "%s", name);
+    g->fd = -1;
+    g->batches = batches;
+    pthread_mutex_init(&g->lock, NULL);
+    char why[1024];
+    if ((rc = bfs_remote_connect(&u, fingerprint, 2000, &g->r, why, sizeof why))) {
+        bfs_errf(rc, err, errlen, "group=%s across hosts: %s", name, why);
+        pthread_mutex_destroy(&g->lock);
+        free(g);
+        return rc;
+    }
+    *out = g;
+    return 0;
+}
+
 int bfs_claims_take(bfs_claims *g, uint64_t epoch, bfs_group_claim *c)
 {
     shm_file *f = g->f;
     if (epoch >= BFS_CLAIMS_EPOCHS)
         return -ERANGE;
+    if (g->r)
+        return take_remote(g, epoch, c);
     /* claims given back first, so that an epoch is complete when its counter runs out */
     int got = atomic_load(&f->nret) && pop_return(g, epoch, c);
     if (!got) {
@@ -246,7 +297,13 @@ void bfs_claims_give_back(bfs_claims *g, const bfs_group_claim *c)
 {
     shm_file *f = g->f;
     int kept = 0;
-    if (c->tries + 1 < BFS_CLAIMS_TRIES) {
+    if (g->r) {
+        if (c->tries + 1 < BFS_CLAIMS_TRIES) {
+            pthread_mutex_lock(&g->lock);
+            kept = bfs_remote_claim_return(g->r, g->name, c->epoch, c->batch, c->tries + 1) == 0;
+            pthread_mutex_unlock(&g->lock);
+        }
+    } else if (c->tries + 1 < BFS_CLAIMS_TRIES) {
         pthread_mutex_lock(&g->lock);
         if (byte_lock(g->fd, F_WRLCK, LOCK_RETURNS, 1) == 0) {
             uint64_t n = atomic_load(&f->nret);
@@ -280,6 +337,12 @@ void bfs_claims_close(bfs_claims *g)
 {
     if (!g)
         return;
+    if (g->r) {
+        bfs_remote_close(g->r);
+        pthread_mutex_destroy(&g->lock);
+        free(g);
+        return;
+    }
     munmap(g->f, sizeof(shm_file));
     if (byte_lock(g->fd, F_WRLCK, LOCK_ATTACH, 1) == 0) {
         byte_lock(g->fd, F_UNLCK, LOCK_MEMBERS, 0);

@@ -23,6 +23,11 @@
  * BFS_CLAIMS_TRIES failed tries (a batch that fails every time), or when the list is full,
  * it is dropped and counted as lost. A claim whose reader dies after the open succeeded is
  * not given back: that batch is lost for this epoch (at most once, as in tf.data service).
+ *
+ * Across hosts (bfs_claims_open_remote, with remote=): the counter of epoch N is the Redis
+ * key bfs:{FP}:g:NAME:N (INCR), the claims given back the list bfs:{FP}:g:NAME:N:back
+ * (RPUSH, LPOP); both expire a week after their first use. They are not reset when a
+ * group's mounts start: across hosts a group name is one run's (a job id, say).
  */
 #ifndef BATCHFS_ENGINE_CLAIMS_H
 #define BATCHFS_ENGINE_CLAIMS_H
@@ -63,6 +68,15 @@ int bfs_claims_name_valid(const char *name);
  */
 int bfs_claims_open(const char *name, uint64_t fingerprint, uint64_t batches, bfs_claims **out,
                     char *err, size_t errlen);
+
+/*
+ * bfs_claims_open_remote - the same group, its counters in the Redis of url (remote=): for
+ * mounts of one pipeline on several hosts. Returns 0, -EINVAL (name, URL), -ENOMEM, or
+ * BFS_E_REMOTE when Redis cannot be reached or refuses the password (err says why).
+ * Takes then fail with BFS_E_REMOTE while Redis is down (logged).
+ */
+int bfs_claims_open_remote(const char *name, uint64_t fingerprint, uint64_t batches,
+                           const char *url, bfs_claims **out, char *err, size_t errlen);
 
 /*
  * bfs_claims_take - claim the next batch of epoch (< BFS_CLAIMS_EPOCHS) no mount of the group

@@ -1325,8 +1325,12 @@ int bfs_fs_run(const bfs_mount_args *a)
         fs.cache_bytes = (uint64_t)a->pipe.cache_mb << 20;
     }
     /* group=: after the checks above (a refused mount leaves no group file behind) */
-    if (a->pipe.group[0] && bfs_claims_open(a->pipe.group, bfs_engine_fingerprint(fs.e), fs.batches,
-                                            &fs.claims, err, sizeof err)) {
+    if (a->pipe.group[0] &&
+        (a->pipe.remote[0]
+             ? bfs_claims_open_remote(a->pipe.group, bfs_engine_fingerprint(fs.e), fs.batches,
+                                      a->pipe.remote, &fs.claims, err, sizeof err)
+             : bfs_claims_open(a->pipe.group, bfs_engine_fingerprint(fs.e), fs.batches, &fs.claims,
+                               err, sizeof err))) {
         fprintf(stderr, "batchfs: %s\n", err);
         goto out;
     }

@@ -783,3 +783,30 @@ int bfs_remote_announced(bfs_remote *r, int timeout_ms, int wake_fd, uint64_t *e
         timeout_ms = 0; /* what came is read; no second wait */
     }
 }
+
+int bfs_remote_claim_return(bfs_remote *r, const char *group, uint64_t epoch, uint64_t batch,
+                            uint32_t tries)
+{
+    char l[256], v[48];
+    key(r, l, sizeof l, "g:%s:%" PRIu64 ":back", group, epoch);
+    snprintf(v, sizeof v, "%" PRIu64 " %u", batch, tries);
+    const char *push[3] = {"RPUSH", l, v};
+    const char *ex[3] = {"EXPIRE", l, "604800"};
+    int rc = simple(r, 3, push, NULL);
+    return rc ? rc : simple(r, 3, ex, NULL);
+}
+
+int bfs_remote_claim_returned(bfs_remote *r, const char *group, uint64_t epoch, uint64_t *batch,
+                              uint32_t *tries)
+{
+    char l[256];
+    key(r, l, sizeof l, "g:%s:%" PRIu64 ":back", group, epoch);
+    const char *av[2] = {"LPOP", l};
+    redisReply *rep = run(r, 2, av, NULL);
+    if (!rep)
+        return BFS_E_REMOTE;
+    int got = rep->type == REDIS_REPLY_STRING &&
+              sscanf(rep->str, "%" SCNu64 " %" SCNu32, batch, tries) == 2;
+    freeReplyObject(rep);
+    return got;
+}

@@ -131,6 +131,15 @@ int bfs_remote_claim(bfs_remote *r, const char *group, uint64_t epoch, uint64_t 
 int bfs_remote_subscribe(bfs_remote *r);
 int bfs_remote_announced(bfs_remote *r, int timeout_ms, int wake_fd, uint64_t *epoch, uint64_t *k);
 
+/* bfs_remote_claim_return - give claim (epoch, batch) of group back, tried `tries` times:
+ * the next bfs_remote_claim_returned of the group and epoch hands it out first. 0 or
+ * BFS_E_REMOTE. bfs_remote_claim_returned - 1 with *batch, *tries of a claim given back,
+ * 0 when none, BFS_E_REMOTE. */
+int bfs_remote_claim_return(bfs_remote *r, const char *group, uint64_t epoch, uint64_t batch,
+                            uint32_t tries);
+int bfs_remote_claim_returned(bfs_remote *r, const char *group, uint64_t epoch, uint64_t *batch,
+                              uint32_t *tries);
+
 /* ---- the worker's side ----------------------------------------------------------------- */
 
 typedef struct bfs_remote_job {

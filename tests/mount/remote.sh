@@ -12,7 +12,9 @@
 #     differ, and does not serve it;
 #  6. Redis unreachable at mount: remote_fallback=wait refuses the mount with the reason,
 #     remote_fallback=local mounts and computes;
-#  7. a wrong password: the worker exits 1 saying AUTH was refused;
+#  7. group= across mounts through Redis: two mounts' readers of epoch/N/next get every batch
+#     of the epoch once between them (identical bytes), then ENODATA;
+#  8. a wrong password: the worker exits 1 saying AUTH was refused;
 # and first, usage errors of `batchfs worker` and of the remote options (exit 2, a reason).
 . "$(dirname "$0")/lib.sh"
 require_fuse
@@ -130,7 +132,7 @@ usage "remote_fallback=later: must be one of local|wait" "$T/d.bfs" "$T" -o remo
 usage "remote_wait_ms=0: must be an integer in 1..86400000" "$T/d.bfs" "$T" -o remote_wait_ms=0
 ok "usage errors: worker without remote=, stray arguments, bad URLs and values, each named"
 
-mkdir "$T/ref" "$T/m1" "$T/m2" "$T/m3" "$T/m4" "$T/m6"
+mkdir "$T/ref" "$T/m1" "$T/m2" "$T/m3" "$T/m4" "$T/m6" "$T/g1" "$T/g2"
 start_redis
 mount_bfs "$T/d.bfs" ref -o "$OPTS"
 
@@ -217,7 +219,45 @@ same_as_ref "$T/m6" 5 0 1
 grep -q "computing batches here until Redis answers" "$DAEMON_LOG" || fail "m6 did not say it computes here"
 ok "no Redis, remote_fallback=local: mounted, computed here, identical bytes"
 
-# ---- 7. a wrong password
+# ---- 7. group= across mounts: the claim counter is in Redis
+mount_bfs "$T/d.bfs" g1 -o "$OPTS,remote=$R,group=run1"
+mount_bfs "$T/d.bfs" g2 -o "$OPTS,remote=$R,group=run1"
+cat >"$T/next.py" <<'EOF'
+import errno, hashlib, os, sys
+mnt, out = sys.argv[1], sys.argv[2]
+with open(out, "w") as o:
+    while True:
+        try:
+            fd = os.open(mnt + "/epoch/7/next", os.O_RDONLY)
+        except OSError as e:
+            o.write("end %s\n" % errno.errorcode.get(e.errno, e.errno))
+            break
+        k = os.getxattr(fd, "user.batchfs.batch").decode()
+        data = b""
+        while True:
+            c = os.read(fd, 1 << 16)
+            if not c:
+                break
+            data += c
+        os.close(fd)
+        o.write("%s %s\n" % (k, hashlib.sha256(data).hexdigest()))
+EOF
+python3 "$T/next.py" "$T/g1" "$T/g1.out" &
+r1=$!
+python3 "$T/next.py" "$T/g2" "$T/g2.out" || fail "the reader of g2 failed"
+wait "$r1" || fail "the reader of g1 failed"
+for g in g1 g2; do
+    [ "$(tail -n 1 "$T/$g.out")" = "end ENODATA" ] || fail "$g's reader ended with '$(tail -n 1 "$T/$g.out")'"
+done
+got=$(cat "$T/g1.out" "$T/g2.out" | grep -v '^end' | cut -d' ' -f1 | sort -n | tr '\n' ' ')
+[ "$got" = "0 1 2 3 4 5 " ] || fail "the group's readers got batches '$got', not each of 0..5 once"
+while read -r k sum; do
+    [ "$k" = end ] && continue
+    [ "$sum" = "$(sha256sum <"$T/ref/epoch/7/batch_$k" | cut -d' ' -f1)" ] || fail "next gave other bytes for batch $k"
+done < <(cat "$T/g1.out" "$T/g2.out")
+ok "group=run1 across two mounts through Redis: batches $(grep -vc '^end' "$T/g1.out") + $(grep -vc '^end' "$T/g2.out"), each once, identical bytes, then ENODATA"
+
+# ---- 8. a wrong password
 stop_redis
 start_redis --requirepass right
 if "$BATCHFS" worker "$T/d.bfs" -o "$OPTS,remote=redis://:wrong@127.0.0.1:$PORT" >"$T/w3.log" 2>&1; then
