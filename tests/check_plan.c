@@ -946,6 +946,49 @@ START_TEST(plan_pages_locality)
     }
     free(touched);
     free(pf);
+
+    /* a page table of uneven pages (as in a .bfs): shard I's block of the epoch order
+     * touches the pages of the windows it overlaps, and neighbours share at most the one
+     * window their boundary cuts, so all shards together touch at most npages + (N-1)*W
+     * pages, where strided shards would touch nearly every page each */
+    n = 6001;
+    pf = random_pages(n, 29, 30, &np);
+    uint64_t *page_of = malloc(n * sizeof *page_of);
+    touched = malloc(np);
+    ck_assert(page_of && touched);
+    for (uint64_t q = 0; q < np; q++)
+        for (uint64_t s = pf[q]; s < pf[q + 1]; s++)
+            page_of[s] = q;
+    for (uint32_t shards = 2; shards <= 5; shards += 3)
+        for (int mode = 0; mode < 2; mode++) {
+            uint64_t sum = 0;
+            for (uint32_t I = 0; I < shards; I++) {
+                bfs_plan *p = mk((plan_args){.shuffle = mode ? BFS_SHUFFLE_FULL : BFS_SHUFFLE_PAGES,
+                                             .n = n,
+                                             .page_first = pf,
+                                             .npages = np,
+                                             .window_pages = W,
+                                             .shard_index = I,
+                                             .shard_count = shards,
+                                             .seed = 3});
+                uint64_t *so = order_of(p, 2);
+                memset(touched, 0, np);
+                for (uint64_t i = 0; i < bfs_plan_shard_size(p); i++)
+                    touched[page_of[so[i]]] = 1;
+                for (uint64_t q = 0; q < np; q++)
+                    sum += touched[q];
+                free(so);
+                bfs_plan_destroy(p);
+            }
+            if (mode == 0)
+                CHECK_MSG(sum <= np + (shards - 1) * W, "%u shards touch %llu pages of %llu",
+                          shards, (unsigned long long)sum, (unsigned long long)np);
+            else /* the contrast */
+                CHECK(sum > np * shards / 2);
+        }
+    free(page_of);
+    free(touched);
+    free(pf);
 }
 END_TEST
 
