@@ -103,6 +103,10 @@ echo "== cold data: first epoch from a throttled disk, read-ahead on vs off (tes
 bash tests/bench/bench_cold.sh "$corpus"
 
 echo
+echo "== static shards: bytes and pages one shard's epoch reads (tests/bench/bench_shard_bytes.sh) =="
+bash tests/bench/bench_shard_bytes.sh "$corpus"
+
+echo
 echo "== autotuning vs a grid of fixed settings (tests/bench/bench_autotune.sh) =="
 bash tests/bench/bench_autotune.sh "$corpus"
 
