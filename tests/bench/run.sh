@@ -111,5 +111,9 @@ echo "== autotuning vs a grid of fixed settings (tests/bench/bench_autotune.sh) 
 bash tests/bench/bench_autotune.sh "$corpus"
 
 echo
+echo "== remote workers through Redis (tests/bench/bench_remote.sh) =="
+bash tests/bench/bench_remote.sh "$corpus"
+
+echo
 echo "== libbatchfs-gpu, CPU path vs read() of the same files (tests/bench/bench_gpu.sh) =="
 bash tests/bench/bench_gpu.sh
