@@ -166,6 +166,16 @@ START_TEST(job_round_trip)
     ck_assert_int_eq(bfs_remote_ack(worker, &job), 0);
     ck_assert_int_eq(bfs_remote_stored(worker, 2, 9), 1);
     ck_assert_int_eq(bfs_remote_fetch(trainer2, 2, 9, got, sizeof got), 1);
+    /* stored: its marker is gone, so once the value is evicted a request queues a job */
+    char evict[96];
+    bfs_remote_key(evict, sizeof evict, FP, 2, 9);
+    redisContext *ec = redisConnect("127.0.0.1", srv.port);
+    freeReplyObject(redisCommand(ec, "DEL %s", evict));
+    redisFree(ec);
+    ck_assert_int_eq(bfs_remote_request(trainer, 2, 9, 10000), 1);
+    ck_assert_int_eq(bfs_remote_take(worker, "w1", 30000, 100, &job), 1);
+    ck_assert_int_eq(bfs_remote_put(worker, 2, 9, batch, sizeof batch, 60000), 0);
+    ck_assert_int_eq(bfs_remote_ack(worker, &job), 0);
     ck_assert_mem_eq(got, batch, sizeof batch);
     /* nothing more queued */
     ck_assert_int_eq(bfs_remote_take(worker, "w1", 30000, 50, &job), 0);

@@ -651,6 +651,13 @@ int bfs_remote_put(bfs_remote *r, uint64_t epoch, uint64_t k, const uint8_t *dat
     free(v);
     if (rc)
         return rc;
+    /* the request marker has done its work: a request after the value is evicted or has
+     * expired queues a job at once instead of waiting for the marker to expire */
+    char q[96];
+    key(r, q, sizeof q, "q:%" PRIu64 ":%" PRIu64, epoch, k);
+    const char *del[2] = {"DEL", q};
+    if ((rc = simple(r, 2, del, NULL)))
+        return rc;
     key(r, done, sizeof done, "done");
     snprintf(msg, sizeof msg, "%" PRIu64 " %" PRIu64, epoch, k);
     const char *pub[3] = {"PUBLISH", done, msg};

@@ -161,8 +161,9 @@ int bfs_remote_take(bfs_remote *r, const char *name, int claim_ms, int block_ms,
 /* bfs_remote_stored - 1 when batch (epoch, k) is stored, 0 when not, BFS_E_REMOTE. */
 int bfs_remote_stored(bfs_remote *r, uint64_t epoch, uint64_t k);
 
-/* bfs_remote_put - store batch (epoch, k) (size bytes at data) for ttl_ms and announce it
- * on the done channel. 0, -ENOMEM or BFS_E_REMOTE. */
+/* bfs_remote_put - store batch (epoch, k) (size bytes at data) for ttl_ms, drop its request
+ * marker (a request after the value is evicted queues a job at once) and announce it on the
+ * done channel. 0, -ENOMEM or BFS_E_REMOTE. */
 int bfs_remote_put(bfs_remote *r, uint64_t epoch, uint64_t k, const uint8_t *data, uint64_t size,
                    int ttl_ms);
 

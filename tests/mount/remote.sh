@@ -3,6 +3,7 @@
 # docs/scale-out.md), against a redis-server of the case's own on 127.0.0.1:
 #  1. a mount with remote= served by a worker: identical bytes to a plain mount, nothing
 #     computed by the mount (/stats remote.hits, batches.computed 0, remote.workers 1);
+#     then the values evicted from Redis: a new mount gets them again, without waiting;
 #  2. a worker that dies holding jobs (a "ghost" consumer takes them and never answers):
 #     another worker takes them over after remote_claim_ms, the reader gets its batch;
 #  3. Redis killed mid-epoch: the mount computes (fallback), identical bytes, no hang;
@@ -57,6 +58,7 @@ if __name__ == "__main__":
     elif what == "xlen": print(cmd(c, "XLEN", sys.argv[3]))
     elif what == "zcard": print(cmd(c, "ZCARD", sys.argv[3]))
     elif what == "set": print(cmd(c, "SET", sys.argv[3], sys.argv[4].encode()))
+    elif what == "del": print(cmd(c, "DEL", sys.argv[3]))
     elif what == "ghost":  # take every queued job as consumer "ghost", answer none
         r = cmd(c, "XREADGROUP", "GROUP", "workers", "ghost", "COUNT", "100", "STREAMS", sys.argv[3], ">")
         print(sum(len(s[1]) for s in r) if r else 0)
@@ -132,7 +134,7 @@ usage "remote_fallback=later: must be one of local|wait" "$T/d.bfs" "$T" -o remo
 usage "remote_wait_ms=0: must be an integer in 1..86400000" "$T/d.bfs" "$T" -o remote_wait_ms=0
 ok "usage errors: worker without remote=, stray arguments, bad URLs and values, each named"
 
-mkdir "$T/ref" "$T/m1" "$T/m2" "$T/m3" "$T/m4" "$T/m6" "$T/g1" "$T/g2"
+mkdir "$T/ref" "$T/m1" "$T/m2" "$T/m3" "$T/m4" "$T/m6" "$T/m7" "$T/g1" "$T/g2"
 start_redis
 mount_bfs "$T/d.bfs" ref -o "$OPTS"
 
@@ -146,6 +148,16 @@ workers=$(stat_of "$T/m1" "d['remote']['workers']")
 [ "$computed" = 0 ] && [ "$hits" -ge 6 ] && [ "$workers" = 1 ] ||
     fail "m1: computed $computed, remote hits $hits, workers $workers (expected 0, >= 6, 1)"
 ok "a worker served epoch 0: $hits batches from Redis, identical bytes, none computed here"
+
+# evicted values (Redis's maxmemory policy, or the TTL): asked for again, served again
+for k in 0 1 2 3 4 5; do resp "$PORT" del "bfs:{$(sed -n 's/^fingerprint = //p' "$T/m1/pipeline")}:b:0:$k" >/dev/null; done
+mount_bfs "$T/d.bfs" m7 -o "$OPTS,remote=$R,remote_wait_ms=30000"
+t0=$(date +%s%N)
+same_as_ref "$T/m7" 0 0 1 2 3 4 5
+ms=$((($(date +%s%N) - t0) / 1000000))
+hits=$(stat_of "$T/m7" "d['remote']['hits']")
+[ "$hits" -ge 6 ] && [ "$ms" -lt 20000 ] || fail "after eviction: $hits remote hits in $ms ms (expected >= 6, well under remote_wait_ms)"
+ok "values evicted from Redis: asked for and computed again by the worker ($hits hits, $ms ms), identical bytes"
 
 # ---- 2. a worker dies holding jobs: another takes them over after remote_claim_ms
 kill -TERM "$W_PID"
