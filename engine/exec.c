@@ -530,6 +530,27 @@ static void remote_done(bfs_exec *x, bfs_batch *j, int memfd)
         settle_claim(x, j, claim, 1, 0);
 }
 
+/* The batch of REMOTE job j failed on a worker with code rc and message msg: it fails here
+ * too, as computing it would (bad_sample=fail: deterministic), at once. */
+static void remote_failed(bfs_exec *x, bfs_batch *j, int rc, const char *msg)
+{
+    fprintf(stderr, "batchfs: remote: epoch %llu batch %llu failed on a worker: %s\n",
+            (unsigned long long)j->epoch, (unsigned long long)j->k, msg);
+    xlock(x);
+    j->rc = rc;
+    snprintf(j->err, sizeof j->err, "%s", msg);
+    j->state = JOB_FAILED;
+    x->st.failed++;
+    bfs_bc_free(x->mem, j->data, j->size, room(x));
+    j->data = NULL;
+    bfs_claim *claim = j->claim;
+    j->claim = NULL;
+    pthread_cond_broadcast(&x->ready);
+    xunlock(x);
+    if (claim)
+        settle_claim(x, j, claim, 0, 0);
+}
+
 /* One REMOTE job's turn: ask for it, look for it, or give up on it. Unlocked (j is
  * referenced). */
 static void remote_step(bfs_exec *x, remote_side *rs, bfs_batch *j, double now, int memfd,
@@ -545,6 +566,10 @@ static void remote_step(bfs_exec *x, remote_side *rs, bfs_batch *j, double now, 
         if (rc == 1) {
             remote_health(rs, 1, NULL);
             remote_done(x, j, memfd);
+            return;
+        }
+        if (rc < 0 && rc != BFS_E_REMOTE && rc != BFS_E_REMOTE_VALUE) {
+            remote_failed(x, j, rc, bfs_remote_error(rs->cmd));
             return;
         }
         if (rc == BFS_E_REMOTE_VALUE) {

@@ -152,11 +152,20 @@ static int serve(worker *w, const bfs_remote_job *j)
         bfs_batch *b;
         int rc = bfs_exec_get(w->x, j->epoch, j->k, &b, err, sizeof err);
         if (rc) {
-            /* a bad job (no such batch) or a batch that fails (bad_sample=fail): the mount
-             * computing it itself gets the same error, with the same message */
             w->failed++;
-            logf_(w, "epoch %" PRIu64 " batch %" PRIu64 ": %s (job dropped)", j->epoch, j->k, err);
-            return bfs_remote_ack(w->r, j);
+            if (bfs_err_is_resource(rc)) {
+                /* out of memory or descriptors here: says nothing about the batch; the
+                 * mount computes it itself after remote_wait_ms */
+                logf_(w, "epoch %" PRIu64 " batch %" PRIu64 ": %s (job dropped)", j->epoch, j->k,
+                      err);
+                return bfs_remote_ack(w->r, j);
+            }
+            /* a batch that fails (bad_sample=fail, no such batch) fails for every mount,
+             * with the same code and message: stored as such, the mounts fail it at once */
+            logf_(w, "epoch %" PRIu64 " batch %" PRIu64 ": %s (stored as failed)", j->epoch, j->k,
+                  err);
+            int e = bfs_remote_put_error(w->r, j->epoch, j->k, rc, err, w->o->remote_ttl * 1000);
+            return e ? e : bfs_remote_ack(w->r, j);
         }
         rc = bfs_remote_put(w->r, j->epoch, j->k, bfs_batch_data(b), bfs_batch_size(b),
                             w->o->remote_ttl * 1000);

@@ -380,6 +380,41 @@ START_TEST(workers_and_claims)
 }
 END_TEST
 
+START_TEST(failed_batches)
+{
+    bfs_remote *t = conn(), *w = conn();
+    uint8_t got[100];
+    ck_assert_int_eq(bfs_remote_put_error(w, 3, 2, BFS_E_JPEG_DATA, "bad sample 7 (x.jpg)", 60000),
+                     0);
+    ck_assert_int_eq(bfs_remote_fetch(t, 3, 2, got, sizeof got), BFS_E_JPEG_DATA);
+    ck_assert_str_eq(bfs_remote_error(t), "bad sample 7 (x.jpg)");
+    ck_assert_int_eq(bfs_remote_stored(t, 3, 2), 1); /* kept: every mount fails it */
+    /* a failure of another batch (a key someone copied) is a wrong value, not a failure */
+    uint8_t v[BFS_REMOTE_HDR + BFS_REMOTE_ERR_MAX];
+    size_t n = bfs_remote_error_value(v, FP, 3, 9, BFS_E_JPEG_DATA, "elsewhere");
+    char key[96];
+    bfs_remote_key(key, sizeof key, FP, 3, 3);
+    raw_set(key, v, n);
+    ck_assert_int_eq(bfs_remote_fetch(t, 3, 3, got, sizeof got), BFS_E_REMOTE_VALUE);
+    /* the message is cut at BFS_REMOTE_ERR_MAX, control bytes shown as '?' */
+    char long_msg[2000];
+    memset(long_msg, 'a', sizeof long_msg - 1);
+    long_msg[sizeof long_msg - 1] = '\0';
+    long_msg[3] = '\n';
+    n = bfs_remote_error_value(v, FP, 3, 4, -EIO, long_msg);
+    ck_assert_uint_eq(n, BFS_REMOTE_HDR + BFS_REMOTE_ERR_MAX);
+    char msg[64];
+    ck_assert_int_eq(bfs_remote_error_check(v, n, FP, 3, 4, msg, sizeof msg), -EIO);
+    ck_assert_int_eq(msg[3], '?');
+    ck_assert_uint_eq(strlen(msg), sizeof msg - 1);
+    ck_assert_int_eq(bfs_remote_error_check(v, n, FP + 1, 3, 4, msg, sizeof msg), 0);
+    v[BFS_REMOTE_HDR + 5] ^= 1;
+    ck_assert_int_eq(bfs_remote_error_check(v, n, FP, 3, 4, msg, sizeof msg), 0);
+    bfs_remote_close(t);
+    bfs_remote_close(w);
+}
+END_TEST
+
 START_TEST(announcements)
 {
     bfs_remote *s = conn(), *w = conn();
@@ -426,6 +461,7 @@ static Suite *remote_suite(void)
     tcase_add_test(tc, server_restarted);
     tcase_add_test(tc, workers_and_claims);
     tcase_add_test(tc, announcements);
+    tcase_add_test(tc, failed_batches);
     suite_add_tcase(s, tc);
     return s;
 }

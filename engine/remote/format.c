@@ -15,6 +15,7 @@
 #include <string.h>
 
 static const uint8_t VALUE_MAGIC[8] = {'B', 'F', 'S', 'R', 'M', 'T', '0', '1'};
+static const uint8_t ERROR_MAGIC[8] = {'B', 'F', 'S', 'R', 'E', 'R', 'R', '1'};
 
 /* ---- URLs ------------------------------------------------------------------------------ */
 
@@ -191,4 +192,41 @@ int bfs_remote_value_check(const uint8_t *v, size_t len, uint64_t fp, uint64_t e
 void bfs_remote_key(char *buf, size_t cap, uint64_t fp, uint64_t epoch, uint64_t k)
 {
     snprintf(buf, cap, "bfs:{%016" PRIx64 "}:b:%" PRIu64 ":%" PRIu64, fp, epoch, k);
+}
+
+size_t bfs_remote_error_value(uint8_t *out, uint64_t fp, uint64_t epoch, uint64_t k, int rc,
+                              const char *msg)
+{
+    size_t n = strnlen(msg, BFS_REMOTE_ERR_MAX);
+    memcpy(out, ERROR_MAGIC, 8);
+    bfs_st64(out + 8, fp);
+    bfs_st64(out + 16, epoch);
+    bfs_st64(out + 24, k);
+    bfs_st64(out + 32, (uint64_t)(int64_t)rc);
+    memcpy(out + BFS_REMOTE_HDR, msg, n);
+    bfs_st64(out + 40, bfs_xxh64(out + BFS_REMOTE_HDR, n, fp));
+    return BFS_REMOTE_HDR + n;
+}
+
+int bfs_remote_error_check(const uint8_t *v, size_t len, uint64_t fp, uint64_t epoch, uint64_t k,
+                           char *msg, size_t cap)
+{
+    if (len < BFS_REMOTE_HDR || len > BFS_REMOTE_HDR + BFS_REMOTE_ERR_MAX ||
+        memcmp(v, ERROR_MAGIC, 8) || bfs_ld64(v + 8) != fp || bfs_ld64(v + 16) != epoch ||
+        bfs_ld64(v + 24) != k ||
+        bfs_xxh64(v + BFS_REMOTE_HDR, len - BFS_REMOTE_HDR, fp) != bfs_ld64(v + 40))
+        return 0;
+    int64_t rc = (int64_t)bfs_ld64(v + 32);
+    if (rc >= 0 || rc < INT32_MIN)
+        return 0;
+    size_t n = len - BFS_REMOTE_HDR;
+    if (cap) {
+        size_t m = n < cap - 1 ? n : cap - 1;
+        for (size_t i = 0; i < m; i++) /* (a message for a log line: no control bytes) */
+            msg[i] = v[BFS_REMOTE_HDR + i] < 0x20 || v[BFS_REMOTE_HDR + i] == 0x7f
+                         ? '?'
+                         : (char)v[BFS_REMOTE_HDR + i];
+        msg[m] = '\0';
+    }
+    return (int)rc;
 }

@@ -29,7 +29,7 @@ struct bfs_remote {
     int subscribed;  /* announcements only (bfs_remote_subscribe) */
     int opening;     /* in open_conn: no second try of a failed command */
     char tag[24];    /* "{FP}" */
-    char error[512];
+    char error[BFS_REMOTE_ERR_MAX + 256];
 };
 
 static struct timeval ms_tv(int ms)
@@ -360,6 +360,20 @@ static int fetch_direct(bfs_remote *r, const char *key_, uint64_t epoch, uint64_
         return 0;
     uint8_t hdr[BFS_REMOTE_HDR];
     int right = n == BFS_REMOTE_HDR + size;
+    if (!right && n >= BFS_REMOTE_HDR && n <= BFS_REMOTE_HDR + BFS_REMOTE_ERR_MAX) {
+        /* small: a failure stored by a worker, or a wrong value */
+        uint8_t v[BFS_REMOTE_HDR + BFS_REMOTE_ERR_MAX + 2];
+        if (sock_read(r, v, (size_t)n + 2)) {
+            drop(r);
+            return BFS_E_REMOTE;
+        }
+        char msg[BFS_REMOTE_ERR_MAX + 1];
+        int failed = bfs_remote_error_check(v, (size_t)n, r->fp, epoch, k, msg, sizeof msg);
+        if (!failed)
+            return BFS_E_REMOTE_VALUE;
+        snprintf(r->error, sizeof r->error, "%s", msg);
+        return failed;
+    }
     uint64_t left = n + 2; /* the value and its CRLF */
     bfs_xxh64_state h;
     bfs_xxh64_init(&h, r->fp);
@@ -416,6 +430,11 @@ int bfs_remote_fetch(bfs_remote *r, uint64_t epoch, uint64_t k, uint8_t *dst, ui
         if (!rep)
             return BFS_E_REMOTE;
         const uint8_t *p = NULL;
+        char msg[BFS_REMOTE_ERR_MAX + 1];
+        int failed = rep->type == REDIS_REPLY_STRING
+                         ? bfs_remote_error_check((const uint8_t *)rep->str, rep->len, r->fp, epoch,
+                                                  k, msg, sizeof msg)
+                         : 0;
         rc = rep->type != REDIS_REPLY_STRING
                  ? 0
                  : bfs_remote_value_check((const uint8_t *)rep->str, rep->len, r->fp, epoch, k,
@@ -423,6 +442,9 @@ int bfs_remote_fetch(bfs_remote *r, uint64_t epoch, uint64_t k, uint8_t *dst, ui
         if (rc == 0 && p) {
             memcpy(dst, p, size);
             rc = 1;
+        } else if (failed) {
+            snprintf(r->error, sizeof r->error, "%s", msg);
+            rc = failed;
         }
         freeReplyObject(rep);
     }
@@ -662,6 +684,27 @@ int bfs_remote_put(bfs_remote *r, uint64_t epoch, uint64_t k, const uint8_t *dat
     snprintf(msg, sizeof msg, "%" PRIu64 " %" PRIu64, epoch, k);
     const char *pub[3] = {"PUBLISH", done, msg};
     return simple(r, 3, pub, NULL);
+}
+
+int bfs_remote_put_error(bfs_remote *r, uint64_t epoch, uint64_t k, int rc, const char *msg,
+                         int ttl_ms)
+{
+    uint8_t v[BFS_REMOTE_HDR + BFS_REMOTE_ERR_MAX];
+    size_t n = bfs_remote_error_value(v, r->fp, epoch, k, rc, msg);
+    char b[96], ttl[24], q[96], done[64], m[48];
+    bfs_remote_key(b, sizeof b, r->fp, epoch, k);
+    snprintf(ttl, sizeof ttl, "%d", ttl_ms > 0 ? ttl_ms : 1);
+    const char *av[5] = {"SET", b, (const char *)v, "PX", ttl};
+    size_t lens[5] = {3, strlen(b), n, 2, strlen(ttl)};
+    key(r, q, sizeof q, "q:%" PRIu64 ":%" PRIu64, epoch, k);
+    const char *del[2] = {"DEL", q};
+    key(r, done, sizeof done, "done");
+    snprintf(m, sizeof m, "%" PRIu64 " %" PRIu64, epoch, k);
+    const char *pub[3] = {"PUBLISH", done, m};
+    int e = simple(r, 5, av, lens);
+    if (!e)
+        e = simple(r, 2, del, NULL);
+    return e ? e : simple(r, 3, pub, NULL);
 }
 
 int bfs_remote_ack(bfs_remote *r, const bfs_remote_job *job)

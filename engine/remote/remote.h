@@ -69,6 +69,22 @@ void bfs_remote_value_header(uint8_t hdr[BFS_REMOTE_HDR], uint64_t fp, uint64_t 
 int bfs_remote_value_check(const uint8_t *v, size_t len, uint64_t fp, uint64_t epoch, uint64_t k,
                            uint64_t size, const uint8_t **payload);
 
+/* Failed batches: a worker whose batch fails (bad_sample=fail, no such batch) stores the
+ * failure in the batch's key instead, so that mounts fail it at once with the same code
+ * and message (a mount with remote_fallback=wait would otherwise wait for it forever). */
+#define BFS_REMOTE_ERR_MAX 1024 /* bytes of a failure's message, at most */
+
+/* bfs_remote_error_value - the value saying batch (fp, epoch, k) failed with code rc
+ * (negative) and message msg (cut at BFS_REMOTE_ERR_MAX), into out (BFS_REMOTE_HDR +
+ * BFS_REMOTE_ERR_MAX bytes); returns its length. */
+size_t bfs_remote_error_value(uint8_t *out, uint64_t fp, uint64_t epoch, uint64_t k, int rc,
+                              const char *msg);
+
+/* bfs_remote_error_check - if the len bytes at v are a failure of batch (fp, epoch, k):
+ * its code (negative) with its message in msg; else 0. Fuzzed. */
+int bfs_remote_error_check(const uint8_t *v, size_t len, uint64_t fp, uint64_t epoch, uint64_t k,
+                           char *msg, size_t cap);
+
 /* ---- connections ----------------------------------------------------------------------- */
 
 typedef struct bfs_remote bfs_remote;
@@ -108,7 +124,9 @@ int bfs_remote_request(bfs_remote *r, uint64_t epoch, uint64_t k, int ttl_ms);
  * Returns 1 when dst holds it; 0 when no value is stored (not yet computed, expired,
  * evicted by maxmemory); BFS_E_REMOTE_VALUE when the stored value is wrong (it is then
  * deleted with its request marker, so that the next request queues a job and a worker
- * stores it again); BFS_E_REMOTE on a failed request.
+ * stores it again); BFS_E_REMOTE on a failed request; any other negative code: the batch
+ * failed on a worker with that code (bfs_remote_put_error), its message in
+ * bfs_remote_error(r).
  */
 int bfs_remote_fetch(bfs_remote *r, uint64_t epoch, uint64_t k, uint8_t *dst, uint64_t size);
 
@@ -166,6 +184,11 @@ int bfs_remote_stored(bfs_remote *r, uint64_t epoch, uint64_t k);
  * done channel. 0, -ENOMEM or BFS_E_REMOTE. */
 int bfs_remote_put(bfs_remote *r, uint64_t epoch, uint64_t k, const uint8_t *data, uint64_t size,
                    int ttl_ms);
+
+/* bfs_remote_put_error - store that batch (epoch, k) failed with code rc and message msg
+ * (for ttl_ms), drop its request marker and announce it. 0 or BFS_E_REMOTE. */
+int bfs_remote_put_error(bfs_remote *r, uint64_t epoch, uint64_t k, int rc, const char *msg,
+                         int ttl_ms);
 
 /* bfs_remote_ack - the job is done: acknowledge and delete its entry. */
 int bfs_remote_ack(bfs_remote *r, const bfs_remote_job *job);

@@ -3,6 +3,8 @@
  * (engine/remote/remote.c): `remote=` URLs (bfs_remote_parse_url) and batch values as
  * Redis hands them back (bfs_remote_value_check).
  *
+ * Failures stored by workers (bfs_remote_error_check) are checked on the same bytes: a
+ * negative code with a printable message, or 0; and one built from them reads back.
  * Input: byte 0 picks the part. URL (even): the rest, NUL-terminated, parsed; on success
  * the fields are bounded and NUL-terminated, the port in 1..65535, the db >= 0, and the
  * URL written back without its password (bfs_remote_url_text) parses to the same host,
@@ -69,6 +71,21 @@ static void value(const uint8_t *d, size_t n)
     d += 8, n -= 8;
     uint64_t epoch = n >= 24 ? bfs_ld64(d + 16) : 0, k = n >= 32 ? bfs_ld64(d + 24) : 0;
     const uint8_t *p = NULL;
+    /* a failure stored by a worker: a negative code and a bounded, printable message */
+    char msg[64];
+    int failed = bfs_remote_error_check(d, n, fp, epoch, k, msg, sizeof msg);
+    CHECK(failed <= 0);
+    if (failed)
+        for (size_t i = 0; msg[i]; i++)
+            CHECK((unsigned char)msg[i] >= 0x20 && msg[i] != 0x7f && i < sizeof msg);
+    uint8_t ev[BFS_REMOTE_HDR + BFS_REMOTE_ERR_MAX];
+    char text[BFS_REMOTE_ERR_MAX + 1];
+    size_t tn = n < BFS_REMOTE_ERR_MAX ? n : BFS_REMOTE_ERR_MAX;
+    for (size_t i = 0; i < tn; i++)
+        text[i] = d[i] ? (char)d[i] : ' ';
+    text[tn] = '\0';
+    size_t en = bfs_remote_error_value(ev, fp, epoch, k, -5, text);
+    CHECK(bfs_remote_error_check(ev, en, fp, epoch, k, msg, sizeof msg) == -5);
     int rc = bfs_remote_value_check(d, n, fp, epoch, k, want, &p);
     if (rc) {
         CHECK(rc == BFS_E_REMOTE_VALUE);

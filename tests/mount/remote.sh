@@ -15,7 +15,9 @@
 #     remote_fallback=local mounts and computes;
 #  7. group= across mounts through Redis: two mounts' readers of epoch/N/next get every batch
 #     of the epoch once between them (identical bytes), then ENODATA;
-#  8. a wrong password: the worker exits 1 saying AUTH was refused;
+#  8. a batch that fails on the worker (bad_sample=fail) fails on the mount at once, even
+#     with remote_fallback=wait, the worker's message in the mount's log;
+#  9. a wrong password: the worker exits 1 saying AUTH was refused;
 # and first, usage errors of `batchfs worker` and of the remote options (exit 2, a reason).
 . "$(dirname "$0")/lib.sh"
 require_fuse
@@ -269,7 +271,42 @@ while read -r k sum; do
 done < <(cat "$T/g1.out" "$T/g2.out")
 ok "group=run1 across two mounts through Redis: batches $(grep -vc '^end' "$T/g1.out") + $(grep -vc '^end' "$T/g2.out"), each once, identical bytes, then ENODATA"
 
-# ---- 8. a wrong password
+# ---- 8. a batch that fails on the worker (bad_sample=fail) fails on the mount at once, even
+# with remote_fallback=wait, with the worker's message
+cp -a "$T/images" "$T/badimg"
+python3 - "$T/badimg/class_001/img_00005.jpg" <<'EOF2'
+import sys
+d = open(sys.argv[1], "rb").read()
+open(sys.argv[1], "wb").write(d[:d.find(b"\xff\xda") + 40])
+EOF2
+"$BATCHFS" worker "$T/badimg" -o "$OPTS,bad_sample=fail,remote=$R,threads=1" --name wbad \
+    >"$T/wbad.log" 2>&1 </dev/null &
+wbad=$!
+BG_PIDS+=("$wbad")
+for i in $(seq 100); do grep -q "serving pipeline" "$T/wbad.log" && break; sleep 0.1; done
+mkdir "$T/mbad"
+expect_log 'remote: epoch 9 batch [0-9]+ failed on a worker: bad sample [0-9]+ \(.*img_00005\.jpg\)'
+mount_bfs "$T/badimg" mbad -o "$OPTS,bad_sample=fail,remote=$R,remote_fallback=wait,remote_wait_ms=600000"
+failed=0 served=0
+t0=$(date +%s%N)
+for k in 0 1 2 3 4 5; do
+    if timeout 60 cat "$T/mbad/epoch/9/batch_$k" >/dev/null 2>"$T/mbad.err"; then
+        served=$((served + 1))
+    else
+        grep -q "Input/output error" "$T/mbad.err" || fail "batch $k: $(cat "$T/mbad.err")"
+        failed=$((failed + 1))
+    fi
+done
+ms=$((($(date +%s%N) - t0) / 1000000))
+[ "$failed" = 1 ] && [ "$served" = 5 ] && [ "$ms" -lt 30000 ] ||
+    fail "with a bad sample: $failed failed, $served served in $ms ms (expected 1, 5, no wait)"
+grep -q "stored as failed" "$T/wbad.log" || fail "the worker did not store the failure: $(cat "$T/wbad.log")"
+grep -q "failed on a worker: bad sample" "$DAEMON_LOG" || fail "the mount did not log the worker's message"
+kill -TERM "$wbad"
+wait "$wbad" || true
+ok "a batch failing on the worker (bad_sample=fail) failed on the mount at once with its message ($ms ms)"
+
+# ---- 9. a wrong password
 stop_redis
 start_redis --requirepass right
 if "$BATCHFS" worker "$T/d.bfs" -o "$OPTS,remote=redis://:wrong@127.0.0.1:$PORT" >"$T/w3.log" 2>&1; then
