@@ -562,6 +562,24 @@ static void v_caches(frame *f, const span *s)
             l_printf(l, "   corrupt %s", s_num(b, s->cur, "remote.corrupt", 0));
         f_end(f);
     }
+    /* dynamic sharding (group=): this mount's claims of epoch/N/next */
+    if (sj_lookup(s->cur, SJ_ROOT, "group") >= 0 && !f_full(f)) {
+        size_t nn = 0;
+        const char *name = sj_str(s->cur, sj_lookup(s->cur, SJ_ROOT, "group.name"), &nn);
+        l_pad(l, 2);
+        l_str(l, "group");
+        l_pad(l, 16);
+        l_printf(l, "%9s %9s %11s %11s %21s", "", "", s_num(a, s->cur, "group.claims", 0), "", "");
+        l_str(l, "   ");
+        l_text(l, name ? name : "?", name ? (nn < 32 ? nn : 32) : 1);
+        if (num(s->cur, "group.given_back", &x) && x > 0)
+            l_printf(l, "   given back %s", s_num(b, s->cur, "group.given_back", 0));
+        if (num(s->cur, "group.lost", &x) && x > 0)
+            l_printf(l, "   lost %s", s_num(b, s->cur, "group.lost", 0));
+        if (num(s->cur, "group.exhausted", &x) && x > 0)
+            l_printf(l, "   epoch ends %s", s_num(b, s->cur, "group.exhausted", 0));
+        f_end(f);
+    }
 }
 
 /* One autotune decision: label, value, why. */
