@@ -127,6 +127,15 @@ int bfs_bc_use_files(bfs_bc_mem *m, int huge);
  */
 int bfs_bc_to_file(bfs_bc_mem *m, const uint8_t *src, uint64_t size, const uint8_t **map, int *fd);
 
+/* The same in two steps, for bytes that arrive in pieces (a batch read from Redis):
+ * bfs_bc_file_open - a new, empty batch file for size bytes, to be written with pwrite;
+ * *sealable says which kind it is (pass it on). The descriptor, or a negative errno.
+ * bfs_bc_file_seal - make the written file fd read-only (as bfs_bc_to_file does) and map it:
+ * *map, *fd_out, to be given back with bfs_bc_release. 0, or a negative errno (fd closed). */
+int bfs_bc_file_open(bfs_bc_mem *m, uint64_t size, int *sealable);
+int bfs_bc_file_seal(bfs_bc_mem *m, int fd, int sealable, uint64_t size, const uint8_t **map,
+                     int *fd_out);
+
 typedef struct bfs_bc_mem_stats {
     int buffers;            /* allocated now: given out and pooled */
     uint64_t buffer_allocs; /* allocated fresh, not taken from the pool */

@@ -279,34 +279,51 @@ static int file_freeze(int fd, int sealable)
     return ro;
 }
 
-int bfs_bc_to_file(bfs_bc_mem *m, const uint8_t *src, uint64_t size, const uint8_t **map, int *fd)
+int bfs_bc_file_open(bfs_bc_mem *m, uint64_t size, int *sealable)
 {
     pthread_mutex_lock(&m->lock);
     int hugefs = m->hugefs;
     pthread_mutex_unlock(&m->lock);
-    int sealable = 1, rc = 0;
-    int f = file_create(hugefs, size, &sealable);
-    if (f < 0)
-        return -errno;
+    int f = file_create(hugefs, size, sealable);
+    return f < 0 ? -errno : f;
+}
+
+int bfs_bc_file_seal(bfs_bc_mem *m, int fd, int sealable, uint64_t size, const uint8_t **map,
+                     int *fd_out)
+{
+    (void)m;
+    int rc = 0;
     void *p = MAP_FAILED;
-    if ((rc = bfs_write_all(f, src, size)) == 0) {
-        int kept = file_freeze(f, sealable);
-        if (kept < 0) {
+    int kept = file_freeze(fd, sealable);
+    if (kept < 0) {
+        rc = -errno;
+    } else {
+        fd = kept;
+        p = mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0);
+        if (p == MAP_FAILED)
             rc = -errno;
-        } else {
-            f = kept;
-            p = mmap(NULL, size, PROT_READ, MAP_SHARED, f, 0);
-            if (p == MAP_FAILED)
-                rc = -errno;
-        }
     }
     if (p == MAP_FAILED) {
-        close(f);
+        close(fd);
         return rc ? rc : -EIO;
     }
     *map = p;
-    *fd = f;
+    *fd_out = fd;
     return 0;
+}
+
+int bfs_bc_to_file(bfs_bc_mem *m, const uint8_t *src, uint64_t size, const uint8_t **map, int *fd)
+{
+    int sealable = 1;
+    int f = bfs_bc_file_open(m, size, &sealable);
+    if (f < 0)
+        return f;
+    int rc = bfs_write_all(f, src, size);
+    if (rc) {
+        close(f);
+        return rc;
+    }
+    return bfs_bc_file_seal(m, f, sealable, size, map, fd);
 }
 
 void bfs_bc_mem_get_stats(bfs_bc_mem *m, bfs_bc_mem_stats *st)

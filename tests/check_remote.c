@@ -19,7 +19,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
+#include <unistd.h>
 
 #define FP 0x0123456789abcdefull
 
@@ -166,6 +168,16 @@ START_TEST(job_round_trip)
     ck_assert_int_eq(bfs_remote_ack(worker, &job), 0);
     ck_assert_int_eq(bfs_remote_stored(worker, 2, 9), 1);
     ck_assert_int_eq(bfs_remote_fetch(trainer2, 2, 9, got, sizeof got), 1);
+    ck_assert_mem_eq(got, batch, sizeof batch);
+    /* straight into a file, as a mount in memfd mode fetches (through a 1 MiB buffer) */
+    int fd = memfd_create("check_remote", MFD_CLOEXEC);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(bfs_remote_fetch_fd(trainer2, 2, 9, fd, sizeof batch), 1);
+    memset(got, 0, sizeof got);
+    ck_assert_int_eq(pread(fd, got, sizeof got, 0), (ssize_t)sizeof got);
+    ck_assert_mem_eq(got, batch, sizeof batch);
+    ck_assert_int_eq(bfs_remote_fetch_fd(trainer2, 2, 8, fd, sizeof batch), 0); /* not there */
+    close(fd);
     /* stored: its marker is gone, so once the value is evicted a request queues a job */
     char evict[96];
     bfs_remote_key(evict, sizeof evict, FP, 2, 9);

@@ -7,6 +7,7 @@
 #include "base/endian.h"
 #include "base/err.h"
 #include "base/hash.h"
+#include "base/io.h"
 
 #include <errno.h>
 #include <hiredis/hiredis.h>
@@ -28,6 +29,7 @@ struct bfs_remote {
     redisContext *c; /* NULL: to be (re)connected */
     int subscribed;  /* announcements only (bfs_remote_subscribe) */
     int opening;     /* in open_conn: no second try of a failed command */
+    uint8_t *bounce; /* BOUNCE bytes: a value on its way to a file (bfs_remote_fetch_fd) */
     char tag[24];    /* "{FP}" */
     char error[BFS_REMOTE_ERR_MAX + 256];
 };
@@ -192,6 +194,7 @@ void bfs_remote_close(bfs_remote *r)
     if (!r)
         return;
     drop(r);
+    free(r->bounce);
     free(r);
 }
 
@@ -274,6 +277,8 @@ int bfs_remote_request(bfs_remote *r, uint64_t epoch, uint64_t k, int ttl_ms)
  * the kernel. Used when hiredis holds nothing unread (always, between synchronous
  * commands); any I/O error drops the connection, so the next command starts clean. */
 
+#define BOUNCE (1u << 20) /* a value is read in pieces of this size, each hashed while hot */
+
 /* Read exactly n bytes (the socket has hiredis's reply timeout). 0 or -1 (r->error). */
 static int sock_read(bfs_remote *r, void *buf, size_t n)
 {
@@ -316,8 +321,12 @@ static int sock_line(bfs_remote *r, char *line, size_t cap)
 /* 1 (dst holds a checked batch), 0 (no value), BFS_E_REMOTE_VALUE (a wrong value, read to
  * its end), BFS_E_REMOTE (the connection is dropped). */
 static int fetch_direct(bfs_remote *r, const char *key_, uint64_t epoch, uint64_t k, uint8_t *dst,
-                        uint64_t size)
+                        int fd, uint64_t size)
 {
+    if (!dst && !r->bounce && !(r->bounce = malloc(BOUNCE))) {
+        snprintf(r->error, sizeof r->error, "GET: out of memory");
+        return BFS_E_REMOTE;
+    }
     const char *av[2] = {"GET", key_};
     char *cmd = NULL;
     int len = redisFormatCommandArgv(&cmd, 2, av, NULL);
@@ -383,15 +392,38 @@ static int fetch_direct(bfs_remote *r, const char *key_, uint64_t epoch, uint64_
             return BFS_E_REMOTE;
         }
         for (uint64_t got = 0; got < size;) {
-            size_t chunk = size - got < (1u << 20) ? (size_t)(size - got) : (1u << 20);
-            if (sock_read(r, dst + got, chunk)) {
+            size_t chunk = size - got < BOUNCE ? (size_t)(size - got) : BOUNCE;
+            uint8_t *to = dst ? dst + got : r->bounce;
+            if (sock_read(r, to, chunk)) {
                 drop(r);
                 return BFS_E_REMOTE;
             }
-            bfs_xxh64_update(&h, dst + got, chunk);
+            bfs_xxh64_update(&h, to, chunk);
+            if (!dst) {
+                int w = bfs_pwrite_all(fd, to, chunk, got);
+                if (w) { /* the file, not the connection: read the rest, then say so */
+                    snprintf(r->error, sizeof r->error, "writing the batch file: %s", strerror(-w));
+                    left = size - got - chunk + 2;
+                    right = 0;
+                    break;
+                }
+            }
             got += chunk;
         }
-        left = 2;
+        if (right)
+            left = 2;
+        else { /* drain what is left of the value, then fail as a resource would */
+            while (left) {
+                uint8_t scratch[65536];
+                size_t c = left < sizeof scratch ? (size_t)left : sizeof scratch;
+                if (sock_read(r, scratch, c)) {
+                    drop(r);
+                    return BFS_E_REMOTE;
+                }
+                left -= c;
+            }
+            return BFS_E_REMOTE; /* (the connection is in step: kept) */
+        }
     }
     while (left) { /* what is left: the CRLF, or all of a value of the wrong size */
         uint8_t scratch[65536];
@@ -409,7 +441,7 @@ static int fetch_direct(bfs_remote *r, const char *key_, uint64_t epoch, uint64_
     return 1;
 }
 
-int bfs_remote_fetch(bfs_remote *r, uint64_t epoch, uint64_t k, uint8_t *dst, uint64_t size)
+static int fetch_any(bfs_remote *r, uint64_t epoch, uint64_t k, uint8_t *dst, int fd, uint64_t size)
 {
     char b[96];
     bfs_remote_key(b, sizeof b, r->fp, epoch, k);
@@ -418,11 +450,11 @@ int bfs_remote_fetch(bfs_remote *r, uint64_t epoch, uint64_t k, uint8_t *dst, ui
         return BFS_E_REMOTE;
     int rc;
     if (r->c->reader->pos == r->c->reader->len && (!r->c->obuf || !r->c->obuf[0])) {
-        rc = fetch_direct(r, b, epoch, k, dst, size);
+        rc = fetch_direct(r, b, epoch, k, dst, fd, size);
         if (rc == BFS_E_REMOTE && !fresh && !r->c) { /* a closed connection: once more */
             if (open_conn(r))
                 return BFS_E_REMOTE;
-            rc = fetch_direct(r, b, epoch, k, dst, size);
+            rc = fetch_direct(r, b, epoch, k, dst, fd, size);
         }
     } else { /* (never seen) hiredis holds unread bytes: its own way */
         const char *av[2] = {"GET", b};
@@ -440,8 +472,11 @@ int bfs_remote_fetch(bfs_remote *r, uint64_t epoch, uint64_t k, uint8_t *dst, ui
                  : bfs_remote_value_check((const uint8_t *)rep->str, rep->len, r->fp, epoch, k,
                                           size, &p);
         if (rc == 0 && p) {
-            memcpy(dst, p, size);
             rc = 1;
+            if (dst)
+                memcpy(dst, p, size);
+            else if (bfs_pwrite_all(fd, p, size, 0))
+                rc = BFS_E_REMOTE;
         } else if (failed) {
             snprintf(r->error, sizeof r->error, "%s", msg);
             rc = failed;
@@ -457,6 +492,16 @@ int bfs_remote_fetch(bfs_remote *r, uint64_t epoch, uint64_t k, uint8_t *dst, ui
         simple(r, 3, del, NULL);
     }
     return rc;
+}
+
+int bfs_remote_fetch(bfs_remote *r, uint64_t epoch, uint64_t k, uint8_t *dst, uint64_t size)
+{
+    return fetch_any(r, epoch, k, dst, -1, size);
+}
+
+int bfs_remote_fetch_fd(bfs_remote *r, uint64_t epoch, uint64_t k, int fd, uint64_t size)
+{
+    return fetch_any(r, epoch, k, NULL, fd, size);
 }
 
 /* Redis's clock in ms (TIME), so that heartbeats of hosts with other clocks compare. */

@@ -130,6 +130,11 @@ int bfs_remote_request(bfs_remote *r, uint64_t epoch, uint64_t k, int ttl_ms);
  */
 int bfs_remote_fetch(bfs_remote *r, uint64_t epoch, uint64_t k, uint8_t *dst, uint64_t size);
 
+/* bfs_remote_fetch_fd - the same into file fd (written with pwrite from offset 0, through a
+ * 1 MiB buffer: no batch-sized buffer is touched). A failed write of the file reads the
+ * rest of the value and returns BFS_E_REMOTE (the message says so). */
+int bfs_remote_fetch_fd(bfs_remote *r, uint64_t epoch, uint64_t k, int fd, uint64_t size);
+
 /* bfs_remote_workers - workers of this pipeline with a heartbeat in the last alive_ms,
  * or BFS_E_REMOTE. */
 int bfs_remote_workers(bfs_remote *r, int alive_ms);

@@ -116,6 +116,7 @@ expect_log 'remote.*(Connection refused|Connection reset|connection lost|Server 
 expect_log 'remote: Redis answers again'
 expect_log 'remote: bfs:.*deleted, to be computed again'
 expect_log 'computing batches here until Redis answers'
+expect_log 'remote.*NOAUTH' # (a mount still up when Redis comes back with a password)
 
 # ---- 0. usage errors
 usage() { # WANT ARGS...: batchfs ARGS... exits 2 saying WANT
