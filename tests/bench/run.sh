@@ -5,6 +5,8 @@
 #
 # Corpus: an ImageNet-like folder of real-photo JPEGs (tests/bench/corpus/make_corpus.sh,
 # cached in $BFS_CORPUS, default /var/tmp/batchfs-corpus). Set BFS_CORPUS to use your own.
+# The remote-worker bench also runs on $BFS_CORPUS_LARGE (default
+# /var/tmp/batchfs-corpus-large: the same with every 8th photo 1000..2400 px long).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BUILD=${BUILD:-build}
@@ -113,6 +115,14 @@ bash tests/bench/bench_autotune.sh "$corpus"
 echo
 echo "== remote workers through Redis (tests/bench/bench_remote.sh) =="
 bash tests/bench/bench_remote.sh "$corpus"
+# the same on photos with a tail of large ones (every 8th: long side 1000..2400 px), whose
+# compute per batch is closer to ImageNet's than the 250..500 px corpus's
+large=${BFS_CORPUS_LARGE:-/var/tmp/batchfs-corpus-large}
+if [ ! -f "$large/.complete" ]; then
+    BFS_CORPUS_FLAGS="--large-every 8" bash tests/bench/corpus/make_corpus.sh "$large"
+fi
+echo "-- the same on $large (every 8th photo 1000..2400 px on its long side):"
+bash tests/bench/bench_remote.sh "$large"
 
 echo
 echo "== libbatchfs-gpu, CPU path vs read() of the same files (tests/bench/bench_gpu.sh) =="

@@ -55,6 +55,8 @@
 
 #define OUT_MIN_SIDE     250 /* ImageNet-like output sides: 250..500 px */
 #define OUT_MAX_SIDE     500
+#define LARGE_MIN        1000 /* --large-every: long sides 1000..2400 (ImageNet has some) */
+#define LARGE_MAX        2400
 #define MAX_DOWNSCALE    5.0 /* largest source-to-output scale of a crop */
 #define MAX_SCAN_DEPTH   16  /* guards the directory walk against symlink loops */
 #define DETAIL_GRID      32  /* crop detail is sampled on a DETAIL_GRID^2 grid */
@@ -167,6 +169,7 @@ typedef struct {
     int classes, per_class;
     int qmin, qmax;
     int progressive_every; /* 0: none; K: outputs with (index + 1) % K == 0 */
+    int large_every;       /* 0: none; K: every K-th output large (LARGE_MIN..LARGE_MAX) */
     double noise_min, noise_max;
     double sharpen;
     int crop_tries;
@@ -187,6 +190,8 @@ static void usage(FILE *f)
           "  --quality-min Q        lowest JPEG quality, 1..100 (default 92)\n"
           "  --quality-max Q        highest JPEG quality, 1..100 (default 98)\n"
           "  --progressive-every K  make every K-th image progressive (default 0: none)\n"
+          "  --large-every K        make every K-th image large: long side 1000..2400 (as\n"
+          "                         large as its photograph allows; default 0: none)\n"
           "  --noise-min SIGMA      lowest per-image noise sigma, in levels (default 4)\n"
           "  --noise-max SIGMA      highest per-image noise sigma, in levels (default 8)\n"
           "  --sharpen A            unsharp-mask amount, 0 disables (default 1.5)\n"
@@ -251,6 +256,8 @@ static int set_option(opts_t *o, const char *name, const char *v)
         o->qmax = (int)parse_int(name, v, 1, 100);
     else if (!strcmp(name, "--progressive-every"))
         o->progressive_every = (int)parse_int(name, v, 0, INT_MAX);
+    else if (!strcmp(name, "--large-every"))
+        o->large_every = (int)parse_int(name, v, 0, INT_MAX);
     else if (!strcmp(name, "--noise-min"))
         o->noise_min = parse_double(name, v, 0.0, 64.0);
     else if (!strcmp(name, "--noise-max"))
@@ -580,6 +587,11 @@ static plan_t make_plan(const opts_t *o, const sources_t *s, uint64_t index)
     plan_t p = {0};
     p.src = (int)(rng_next(&r) % s->n);
     pick_size(&r, &p.ow, &p.oh);
+    if (o->large_every > 0 && (index + 1) % (uint64_t)o->large_every == 0) {
+        int lng = rng_range(&r, LARGE_MIN, LARGE_MAX), was = p.ow > p.oh ? p.ow : p.oh;
+        p.ow = (int)lround((double)p.ow * lng / was);
+        p.oh = (int)lround((double)p.oh * lng / was);
+    }
     p.mirror = (int)(rng_next(&r) & 1);
     p.quality = rng_range(&r, o->qmin, o->qmax);
     p.noise_sigma = (float)(o->noise_min + (o->noise_max - o->noise_min) * rng_unit(&r));
@@ -616,6 +628,11 @@ static void pick_crop(const opts_t *o, uint64_t index, const image_t *im, plan_t
 {
     rng_t r = rng_for(o->seed, index, STREAM_CROP);
     double fit = fmin((double)im->w / p->ow, (double)im->h / p->oh);
+    if (fit < 1) { /* a large output (--large-every) bigger than its photograph: never upscale */
+        p->ow = (int)floor(p->ow * fit);
+        p->oh = (int)floor(p->oh * fit);
+        fit = fmin((double)im->w / p->ow, (double)im->h / p->oh);
+    }
     double hi = fmin(MAX_DOWNSCALE, fit);
     double best = -1;
     for (int t = 0; t < o->crop_tries; t++) {
