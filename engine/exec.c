@@ -70,8 +70,9 @@ struct bfs_batch { /* a job; "batch" is the name callers see */
     int remote_asked;                  /* a job is queued in Redis for it */
     int remote_announced;              /* a worker said it is stored: fetch now */
     double remote_polled;              /* when it was last looked for */
-    int remote_fd;                     /* memfd mode: the batch file the value goes to, or -1 */
-    int remote_sealable;               /* (its kind: bfs_bc_file_open) */
+    int detached;        /* out of the job table (a failure to retry), freed at its last unref */
+    int remote_fd;       /* memfd mode: the batch file the value goes to, or -1 */
+    int remote_sealable; /* (its kind: bfs_bc_file_open) */
 };
 
 typedef struct reader {
@@ -173,6 +174,16 @@ static void unlink_job(bfs_exec *x, bfs_batch *j)
             *p = j->next_job;
             return;
         }
+}
+
+static void free_job(bfs_exec *x, bfs_batch *j);
+
+/* Drop a reference to j; a detached job (acquire) goes with its last one. Locked. */
+static void unref(bfs_exec *x, bfs_batch *j)
+{
+    LOCKED(x);
+    if (--j->refs == 0 && j->detached)
+        free_job(x, j);
 }
 
 /* What the cache budget has left for pooled buffers: the budget less the finished batches
@@ -423,7 +434,7 @@ static void *worker_main(void *arg)
         if (claim)
             settle_claim(x, j, claim, ready, substituted);
         xlock(x);
-        j->refs--;
+        unref(x, j);
         evict(x);
     }
     xunlock(x);
@@ -715,7 +726,7 @@ static void *remote_main(void *arg)
             xlock(x);
         }
         for (int i = 0; i < n; i++)
-            list[i]->refs--;
+            unref(x, list[i]);
         evict(x);
     }
     xunlock(x);
@@ -998,11 +1009,16 @@ static bfs_batch *acquire(bfs_exec *x, uint64_t epoch, uint64_t k, int demand, i
 {
     LOCKED(x);
     bfs_batch *j = find(x, epoch, k);
-    if (j && j->state == JOB_FAILED && !j->refs && bfs_err_is_resource(j->rc)) {
+    if (j && j->state == JOB_FAILED && bfs_err_is_resource(j->rc)) {
         /* the process ran out of memory or descriptors: that may be over now, and unlike
-         * a bad sample it says nothing about the batch, so compute it again */
+         * a bad sample it says nothing about the batch, so compute it again. A worker may
+         * still hold it (settling its claim after waking the readers): then it is only
+         * detached, and freed by the last unref. */
         unlink_job(x, j);
-        free_job(x, j);
+        if (j->refs)
+            j->detached = 1;
+        else
+            free_job(x, j);
         j = NULL;
     }
     if (j) {
@@ -1099,7 +1115,7 @@ static int get_wait(bfs_exec *x, bfs_batch *j, int rc, uint64_t epoch, uint64_t 
                      j->state == JOB_FAILED ? j->err
                      : rc == -EINTR         ? "interrupted"
                                             : "shutting down");
-        j->refs--;
+        unref(x, j);
         evict(x);
     } else if (err && errlen) {
         snprintf(err, errlen, "epoch %llu batch %llu: %s", (unsigned long long)epoch,
@@ -1170,7 +1186,7 @@ int bfs_exec_prefetch(bfs_exec *x, uint64_t epoch, uint64_t k)
     bfs_batch *j = acquire(x, epoch, k, 0, &rc);
     if (j) {
         j->used = ++x->tick;
-        j->refs--;
+        unref(x, j);
         evict(x);
     }
     xunlock(x);
@@ -1237,7 +1253,7 @@ void bfs_batch_release(bfs_batch *b)
         return;
     bfs_exec *x = b->x;
     xlock(x);
-    b->refs--;
+    unref(x, b);
     evict(x);
     xunlock(x);
 }
