@@ -519,14 +519,20 @@ static int remote_connect(bfs_exec *x, remote_side *rs, double now)
     return 0;
 }
 
-/* A REMOTE job goes to the local workers. Locked. */
-static void remote_give_up(bfs_exec *x, bfs_batch *j)
+/* Close a REMOTE job's batch file, if it has one. */
+static void remote_file_close(bfs_batch *j)
 {
-    LOCKED(x);
     if (j->remote_fd >= 0) {
         close(j->remote_fd);
         j->remote_fd = -1;
     }
+}
+
+/* A REMOTE job goes to the local workers. Locked. */
+static void remote_give_up(bfs_exec *x, bfs_batch *j)
+{
+    LOCKED(x);
+    remote_file_close(j);
     j->state = JOB_RUNNING;
     x->st.remote_fallbacks++;
     pthread_cond_broadcast(&x->work);
@@ -572,10 +578,7 @@ static void remote_failed(bfs_exec *x, bfs_batch *j, int rc, const char *msg)
     fprintf(stderr, "batchfs: remote: epoch %llu batch %llu failed on a worker: %s\n",
             (unsigned long long)j->epoch, (unsigned long long)j->k, msg);
     xlock(x);
-    if (j->remote_fd >= 0) {
-        close(j->remote_fd);
-        j->remote_fd = -1;
-    }
+    remote_file_close(j);
     j->rc = rc;
     snprintf(j->err, sizeof j->err, "%s", msg);
     j->state = JOB_FAILED;

@@ -298,6 +298,21 @@ static int sock_read(bfs_remote *r, void *buf, size_t n)
     return 0;
 }
 
+/* Read and forget n bytes of a reply. 0, or -1 with the connection dropped. */
+static int skip(bfs_remote *r, uint64_t n)
+{
+    while (n) {
+        uint8_t scratch[65536];
+        size_t c = n < sizeof scratch ? (size_t)n : sizeof scratch;
+        if (sock_read(r, scratch, c)) {
+            drop(r);
+            return -1;
+        }
+        n -= c;
+    }
+    return 0;
+}
+
 /* The reply's first line without its CRLF. 0 or -1. */
 static int sock_line(bfs_remote *r, char *line, size_t cap)
 {
@@ -410,30 +425,15 @@ static int fetch_direct(bfs_remote *r, const char *key_, uint64_t epoch, uint64_
             }
             got += chunk;
         }
-        if (right)
+        if (right) {
             left = 2;
-        else { /* drain what is left of the value, then fail as a resource would */
-            while (left) {
-                uint8_t scratch[65536];
-                size_t c = left < sizeof scratch ? (size_t)left : sizeof scratch;
-                if (sock_read(r, scratch, c)) {
-                    drop(r);
-                    return BFS_E_REMOTE;
-                }
-                left -= c;
-            }
-            return BFS_E_REMOTE; /* (the connection is in step: kept) */
-        }
-    }
-    while (left) { /* what is left: the CRLF, or all of a value of the wrong size */
-        uint8_t scratch[65536];
-        size_t chunk = left < sizeof scratch ? (size_t)left : sizeof scratch;
-        if (sock_read(r, scratch, chunk)) {
-            drop(r);
+        } else { /* the file failed: the rest of the value is read, the connection kept */
+            skip(r, left);
             return BFS_E_REMOTE;
         }
-        left -= chunk;
     }
+    if (skip(r, left)) /* what is left: the CRLF, or all of a value of the wrong size */
+        return BFS_E_REMOTE;
     uint64_t sum;
     if (!right || !bfs_remote_header_ok(hdr, r->fp, epoch, k, size, &sum) ||
         sum != bfs_xxh64_digest(&h))
