@@ -538,6 +538,20 @@ static void remote_give_up(bfs_exec *x, bfs_batch *j)
     pthread_cond_broadcast(&x->work);
 }
 
+/* The end of a REMOTE job that became READY or FAILED (set by the caller, under x->lock,
+ * which this releases): wake its readers, then settle its cache_dir claim. */
+static void remote_settle(bfs_exec *x, bfs_batch *j)
+{
+    LOCKED(x);
+    bfs_claim *claim = j->claim;
+    int ready = j->state == JOB_READY;
+    j->claim = NULL;
+    pthread_cond_broadcast(&x->ready);
+    xunlock(x);
+    if (claim)
+        settle_claim(x, j, claim, ready, 0);
+}
+
 /* The batch of REMOTE job j is in j->remote_fd (memfd mode) or in j->data: make it READY
  * as a computed one would be. 0, or -1 when its file could not be sealed (j then goes to
  * the local workers: its bytes are in no buffer). */
@@ -562,12 +576,7 @@ static int remote_done(bfs_exec *x, bfs_batch *j, int memfd)
     j->state = JOB_READY;
     x->st.remote_hits++;
     x->st.remote_wait_ns += (uint64_t)((bfs_mono_s() - j->remote_t0) * 1e9);
-    bfs_claim *claim = j->claim;
-    j->claim = NULL;
-    pthread_cond_broadcast(&x->ready);
-    xunlock(x);
-    if (claim)
-        settle_claim(x, j, claim, 1, 0);
+    remote_settle(x, j);
     return 0;
 }
 
@@ -585,12 +594,7 @@ static void remote_failed(bfs_exec *x, bfs_batch *j, int rc, const char *msg)
     x->st.failed++;
     bfs_bc_free(x->mem, j->data, j->size, room(x));
     j->data = NULL;
-    bfs_claim *claim = j->claim;
-    j->claim = NULL;
-    pthread_cond_broadcast(&x->ready);
-    xunlock(x);
-    if (claim)
-        settle_claim(x, j, claim, 0, 0);
+    remote_settle(x, j);
 }
 
 /* One REMOTE job's turn: ask for it, look for it, or give up on it. Unlocked (j is
