@@ -1,7 +1,8 @@
 /*
  * mkbatchfs — pack an ImageFolder into a .bfs dataset file, and inspect one.
  *
- *   mkbatchfs [--jobs N] [--max-side PX] [--quality Q] [--raw] [--restart] [--strict] SRC OUT.bfs
+ *   mkbatchfs [--jobs N] [--max-side PX] [--quality Q] [--raw] [--restart|--no-restart] [--strict]
+ *     SRC OUT.bfs
  *     (SRC: an ImageFolder directory, or a .bfs file to re-pack)
  *   mkbatchfs --info F.bfs | --cat F.bfs I | --verify F.bfs
  *
@@ -46,8 +47,13 @@ static void usage(FILE *f)
            "directories walked; other files and hidden ones are not samples). .jpg files\n"
            "that are not JPEG or cannot be read are skipped and listed at the end. SRC may\n"
            "also be a .bfs file: its samples are re-packed in order, with their labels and\n"
-           "class names (e.g. mkbatchfs --restart old.bfs new.bfs); corrupt samples are\n"
-           "skipped, corrupt tables refused.\n"
+           "class names (e.g. mkbatchfs old.bfs new.bfs upgrades an older pack to restart\n"
+           "markers); corrupt samples are skipped, corrupt tables refused.\n"
+           "\n"
+           "What is stored: colour JPEGs are losslessly re-encoded with restart markers\n"
+           "(--restart, the default: identical pixels, other bytes); --no-restart keeps\n"
+           "every file's bytes as they are, and so do gray, CMYK and odd-sampled JPEGs.\n"
+           "--cat writes the stored bytes.\n"
            "\n"
            "options:\n"
            "  -j, --jobs N         worker threads (default: online CPUs)\n"
@@ -60,7 +66,8 @@ static void usage(FILE *f)
            "                       with a restart marker after every MCU and optimized Huffman\n"
            "                       tables: the same pixels, and random crops decode ~1.5x\n"
            "                       faster (only the crop's segments are decoded); packing is\n"
-           "                       CPU-bound then (default: off)\n"
+           "                       CPU-bound (default: on, except with --raw)\n"
+           "      --no-restart     keep the JPEG bytes as they are (packing is I/O-bound)\n"
            "  -s, --strict         fail on the first file that would be skipped\n"
            "  -p, --page-size B    payload page size, power of two, K/M suffix (default 8M)\n"
            "      --no-fsync       do not fsync the result before renaming it into place\n"
@@ -345,7 +352,7 @@ static int cmd_pack(const char *src, const char *out, bfs_pack_opts *o, int quie
                 o->raw ? ", raw lz4" : "", out, rep.seconds,
                 rep.seconds > 0 ? rep.bytes_in / rep.seconds / 1e6 : 0.0,
                 rep.nskipped ? "; some files skipped, see above" : "");
-    if (o->restart && !quiet)
+    if (o->restart && !quiet && rep.packed)
         fprintf(stderr, "%llu of %llu samples are JPEGs with a restart marker after every MCU%s\n",
                 (unsigned long long)rep.restarted, (unsigned long long)rep.packed,
                 rep.restarted < rep.packed ? " (the others, gray, CMYK, of odd sampling or raw, "
@@ -360,13 +367,14 @@ static int cmd_pack(const char *src, const char *out, bfs_pack_opts *o, int quie
 
 int main(int argc, char **argv)
 {
-    enum { OPT_NO_FSYNC = 256, OPT_QUIET, OPT_INFO, OPT_CAT, OPT_VERIFY };
+    enum { OPT_NO_FSYNC = 256, OPT_QUIET, OPT_INFO, OPT_CAT, OPT_VERIFY, OPT_NO_RESTART };
     static const struct option longopts[] = {
         {"jobs", required_argument, NULL, 'j'},
         {"max-side", required_argument, NULL, 'm'},
         {"quality", required_argument, NULL, 'q'},
         {"raw", no_argument, NULL, 'r'},
         {"restart", no_argument, NULL, 'R'},
+        {"no-restart", no_argument, NULL, OPT_NO_RESTART},
         {"strict", no_argument, NULL, 's'},
         {"page-size", required_argument, NULL, 'p'},
         {"no-fsync", no_argument, NULL, OPT_NO_FSYNC},
@@ -379,7 +387,7 @@ int main(int argc, char **argv)
         {NULL, 0, NULL, 0},
     };
     bfs_pack_opts o = {.quality = 90, .fsync = 1};
-    int quiet = 0, mode = 0, c;
+    int quiet = 0, mode = 0, c, restart = -1; /* -1: not given, on unless --raw */
     long v;
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":j:m:q:rRsp:hV", longopts, NULL)) != -1) {
@@ -403,7 +411,12 @@ int main(int argc, char **argv)
             o.raw = 1;
             break;
         case 'R':
-            o.restart = 1;
+        case OPT_NO_RESTART:
+            if (restart >= 0 && restart != (c == 'R')) {
+                fprintf(stderr, "mkbatchfs: --restart and --no-restart exclude each other\n");
+                return 2;
+            }
+            restart = c == 'R';
             break;
         case 's':
             o.strict = 1;
@@ -451,7 +464,8 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    if (o.raw && o.restart) {
+    o.restart = restart >= 0 ? restart : !o.raw;
+    if (o.raw && restart == 1) {
         fprintf(stderr, "mkbatchfs: --raw stores pixels, not JPEGs: --restart does not apply\n");
         return 2;
     }

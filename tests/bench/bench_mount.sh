@@ -10,8 +10,8 @@
 #  4. PyTorch DataLoader (ImageFolder + RandomResizedCrop(224) + flip + PILToTensor,
 #     num_workers = cores) on the same JPEGs vs batchfs through the mount (goal >= 3x),
 #     both at steady state (a warm-up epoch, then the median of 3 epochs; for batchfs one
-#     mount reading epochs 0..3), for the corpus packed as it is and with
-#     `mkbatchfs --restart` (the same pixels; crops decode from restart segments);
+#     mount reading epochs 0..3), for the corpus packed by default (restart markers:
+#     crops decode from restart segments) and with `mkbatchfs --no-restart` (the same pixels);
 #     needs torch+torchvision in $BFS_TORCH_VENV (default /var/tmp/venv-torch); skipped
 #     with a message when absent.
 # Needs root for step 2's drop_caches; prints ratios, asserts nothing.
@@ -208,12 +208,12 @@ PYEOF
         printf '%s\n' "${rates[@]}" | median
     }
     ips_steady=$(steady)
-    "$BUILD/mkbatchfs" --quiet --restart "$corpus" "$work/rst.bfs"
-    src=$work/rst.bfs
-    ips_rst=$(steady)
+    "$BUILD/mkbatchfs" --quiet --no-restart "$corpus" "$work/plain.bfs"
+    src=$work/plain.bfs
+    ips_plain=$(steady)
     src=$work/c.bfs
     echo "4. PyTorch DataLoader (median of 3 epochs after a warm-up one): $ips_torch images/s"
-    echo "   batchfs, same protocol: $ips_steady images/s: ratio $(ratio "$ips_steady" "$ips_torch"); packed with --restart: $ips_rst images/s: ratio $(ratio "$ips_rst" "$ips_torch") (goal >= 3)"
+    echo "   batchfs, same protocol: $ips_steady images/s: ratio $(ratio "$ips_steady" "$ips_torch") (goal >= 3); packed with --no-restart: $ips_plain images/s: ratio $(ratio "$ips_plain" "$ips_torch")"
     echo "   (fresh mounts, one epoch each, as in 1.: $ips_mount images/s: ratio $(ratio "$ips_mount" "$ips_torch"))"
 else
     echo "4. skipped: no torch+torchvision in $venv (python3 -m venv $venv && $venv/bin/pip install torch torchvision)"

@@ -32,7 +32,7 @@ echo "== batch memory: batch-sized files on 4 KiB and 2 MiB pages, first / freed
 "$BUILD/bench/bench_pages" || echo "(skipped: needs root for a private tmpfs)"
 
 echo
-echo "== mkbatchfs pack speed vs cat of the same files (warm page cache) =="
+echo "== mkbatchfs --no-restart pack speed vs cat of the same files (warm page cache) =="
 if [ ! -f "$corpus/.complete" ]; then
     bash tests/bench/corpus/make_corpus.sh "$corpus"
 fi
@@ -42,10 +42,10 @@ echo "corpus: $corpus ($files JPEGs, ${mb} MB)"
 cat_all() { find "$corpus" -type f -name '*.jpg' -print0 | xargs -0 cat; }
 cat_all >/dev/null # warm the page cache
 t_cat=$(best_of 3 cat_all)
-t_pack=$(best_of 3 "$BUILD/mkbatchfs" --quiet "$corpus" "$work/c.bfs")
-t_pack_nf=$(best_of 3 "$BUILD/mkbatchfs" --quiet --no-fsync "$corpus" "$work/c.bfs")
+t_pack=$(best_of 3 "$BUILD/mkbatchfs" --quiet --no-restart "$corpus" "$work/c.bfs")
+t_pack_nf=$(best_of 3 "$BUILD/mkbatchfs" --quiet --no-restart --no-fsync "$corpus" "$work/c.bfs")
 shm=/dev/shm/batchfs-bench-pack.$$
-t_pack_shm=$(best_of 3 "$BUILD/mkbatchfs" --quiet --no-fsync "$corpus" "$shm.bfs")
+t_pack_shm=$(best_of 3 "$BUILD/mkbatchfs" --quiet --no-restart --no-fsync "$corpus" "$shm.bfs")
 rm -f "$shm.bfs"
 printf 'cat:                     %6.3f s\n' "$t_cat"
 printf 'mkbatchfs to tmpfs:      %6.3f s   speed ratio vs cat %.2f (target >= 0.80: output on tmpfs, so\n' \
@@ -58,7 +58,7 @@ printf 'mkbatchfs to disk:       %6.3f s   speed ratio vs cat %.2f\n' \
 "$BUILD/mkbatchfs" --verify "$work/c.bfs"
 
 echo
-echo "== engine: batchfs --bench (augment=train size=224 dtype=u8) on the same corpus =="
+echo "== engine: batchfs --bench (augment=train size=224 dtype=u8) on the same corpus, default packing =="
 "$BUILD/mkbatchfs" --quiet "$corpus" "$work/c.bfs"
 json() { "$BUILD/batchfs" --bench "$work/c.bfs" --batches "${BENCH_BATCHES:-8}" --json "$@"; }
 field() { python3 -c "import json,sys; print(json.loads(sys.argv[1])[sys.argv[2]])" "$1" "$2"; }
@@ -72,16 +72,18 @@ echo "scaling: all cores / 1 thread = $(awk -v a="$ipsn" -v b="$ips1" 'BEGIN{pri
 echo "peak RSS: $(field "$all" peak_rss_mb) MB"
 
 echo
-echo "== mkbatchfs --restart: lossless restart markers; crops decode only their segments =="
-t_rst=$(best_of 1 "$BUILD/mkbatchfs" --quiet --no-fsync --restart "$corpus" "$work/r.bfs")
-printf 'mkbatchfs --restart to disk: %6.3f s   speed ratio vs cat %.2f (CPU-bound: every JPEG re-encoded)\n' \
+echo "== restart markers (the default packing) vs --no-restart; crops decode only their segments =="
+t_rst=$(best_of 1 "$BUILD/mkbatchfs" --quiet --no-fsync "$corpus" "$work/r.bfs")
+printf 'mkbatchfs (--restart) to disk: %6.3f s   speed ratio vs cat %.2f (CPU-bound: every JPEG re-encoded)\n' \
     "$t_rst" "$(awk -v a="$t_cat" -v b="$t_rst" 'BEGIN{print a/b}')"
+"$BUILD/mkbatchfs" --quiet --no-fsync --no-restart "$corpus" "$work/p.bfs"
 rone=$("$BUILD/batchfs" --bench "$work/r.bfs" --batches "${BENCH_BATCHES:-8}" --json -o threads=1)
-one=$(json -o threads=1) # the plain pack again, next to it (this VM drifts)
-echo "1 thread, --restart pack: $rone"
+one=$("$BUILD/batchfs" --bench "$work/p.bfs" --batches "${BENCH_BATCHES:-8}" --json -o threads=1) # next to it (this VM drifts)
+echo "1 thread, --no-restart pack: $one"
+echo "1 thread, default (--restart) pack: $rone"
 dec() { python3 -c "import json,sys; print(json.loads(sys.argv[1])['stage_us_per_image']['decode'])" "$1"; }
-echo "decode stage, us per image: plain $(dec "$one"), --restart $(dec "$rone"): $(awk -v a="$(dec "$one")" -v b="$(dec "$rone")" 'BEGIN{printf "%.2f", a/b}')x faster"
-echo "images/s, 1 thread: --restart / plain $(awk -v a="$(field "$rone" images_per_s)" -v b="$(field "$one" images_per_s)" 'BEGIN{printf "%.2f", a/b}'); per core vs full decode of each pack's own files: plain $(field "$one" ratio_per_core), --restart $(field "$rone" ratio_per_core)"
+echo "decode stage, us per image: --no-restart $(dec "$one"), --restart $(dec "$rone"): $(awk -v a="$(dec "$one")" -v b="$(dec "$rone")" 'BEGIN{printf "%.2f", a/b}')x faster"
+echo "images/s, 1 thread: --restart / --no-restart $(awk -v a="$(field "$rone" images_per_s)" -v b="$(field "$one" images_per_s)" 'BEGIN{printf "%.2f", a/b}'); per core vs full decode of each pack's own files: --no-restart $(field "$one" ratio_per_core), --restart $(field "$rone" ratio_per_core)"
 echo "(the resize stage includes first-touch faults of fresh batch buffers, ~2 ms per MiB on this VM: images/s swing with the machine's memory, the decode stage does not)"
 
 echo

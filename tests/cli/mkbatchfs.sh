@@ -93,7 +93,7 @@ N=${#ORDER[@]}
 
 OUT=$T/out/data.bfs
 mkdir -p "$T/out"
-run "$MK" --jobs 2 "$SRC" "$OUT"
+run "$MK" --jobs 2 --no-restart "$SRC" "$OUT" # the files' own bytes, for --cat below
 expect_rc 0 "packing $SRC"
 expect_err "packed 103 samples in 4 classes" "pack summary"
 [ -f "$OUT" ] || fail "pack exited 0 but $OUT does not exist"
@@ -233,9 +233,10 @@ expect_rc 0 "pack --jobs 1"
 run "$MK" --quiet --no-fsync --jobs 3 "$SRC" "$T/j3.bfs"
 expect_rc 0 "pack --jobs 3"
 cmp -s "$T/j1.bfs" "$T/j3.bfs" || fail "--jobs 1 and --jobs 3 give different files"
-cmp -s "$T/j1.bfs" "$OUT" || fail "--jobs 1 and --jobs 2 give different files"
 [ ! -s "$T/stderr" ] || fail "--quiet pack printed to stderr"
-ok "--jobs 1, 2 and 3 give byte-identical files; --quiet is quiet"
+run "$MK" --quiet --no-fsync --no-restart --jobs 1 "$SRC" "$T/j1n.bfs"
+cmp -s "$T/j1n.bfs" "$OUT" || fail "--no-restart: --jobs 1 and --jobs 2 give different files"
+ok "--jobs 1 and 3 (restart markers), 1 and 2 (--no-restart) give byte-identical files; --quiet is quiet"
 
 # ---- directory link loops: refused at once, naming the link ---------------------------
 # (two loops made the walk exponential: it ran for minutes, ignoring SIGTERM)
@@ -267,7 +268,7 @@ expect_err "$SKIP/class_000/fake.jpg: not a JPEG" "skip list (text named .jpg)"
 expect_err "$SKIP/class_000/trunc.jpg:" "skip list (truncated .jpg)"
 [ "$(info_field "$T/skip.bfs" samples)" = "103 (103 jpeg, 0 raw)" ] ||
     fail "pack with skipped files: wrong sample count"
-cmp -s "$T/skip.bfs" "$OUT" || fail "skipped files changed the packed output"
+cmp -s "$T/skip.bfs" "$T/j1.bfs" || fail "skipped files changed the packed output"
 ok "files not named .jpg/.jpeg are noted, unusable .jpg files skipped and listed, the pack succeeds"
 
 run "$MK" --no-fsync --strict "$SKIP" "$T/strict.bfs"
@@ -358,16 +359,30 @@ grep -q "^3 of 3 samples are JPEGs with a restart marker" "$T/stderr" ||
     fail "--restart: files marked already not counted"
 for i in 0 1 2; do "$MK" --cat "$T/again.bfs" $i | cmp -s - "$T/again/c/$i.jpg" ||
     fail "--restart re-encoded a file marked already"; done
-ok "--restart: $nrst of 103 JPEGs given restart markers, verifies; files marked already kept as they are; refused with --raw"
+# the default is --restart; --raw alone packs without it; the two flags exclude each other
+run "$MK" --no-fsync "$SRC" "$T/default.bfs"
+expect_rc 0 "pack with the default options"
+grep -q "^$nrst of 103 samples are JPEGs with a restart marker" "$T/stderr" ||
+    fail "default pack: no restart summary line"
+cmp -s "$T/rst.bfs" "$T/default.bfs" || fail "the default pack differs from --restart"
+run "$MK" --no-fsync --restart --no-restart "$SRC" "$T/x.bfs"
+expect_rc 2 "--restart --no-restart"
+expect_err "--restart and --no-restart exclude each other" "--restart --no-restart"
+run "$MK" --no-fsync --raw --max-side 32 "$SRC" "$T/raw-default.bfs"
+expect_rc 0 "--raw without --no-restart"
+cmp -s "$T/raw.bfs" "$T/raw-default.bfs" || fail "--raw: differs from --raw before"
+ok "--restart: $nrst of 103 JPEGs given restart markers, verifies; files marked already kept as they are; refused with --raw; the default, excluded by --no-restart"
 
 # ---- a .bfs as the source: re-packing ---------------------------------------------------
-run "$MK" --no-fsync "$OUT" "$T/copy.bfs"
+run "$MK" --no-fsync --no-restart "$OUT" "$T/copy.bfs"
 expect_rc 0 "re-pack of a .bfs"
-cmp -s "$OUT" "$T/copy.bfs" || fail "re-packing a .bfs without options changed its bytes"
-run "$MK" --no-fsync --restart "$OUT" "$T/rst2.bfs"
-expect_rc 0 "--restart re-pack of a .bfs"
-cmp -s "$T/rst.bfs" "$T/rst2.bfs" || fail "--restart of the .bfs differs from --restart of the folder"
-run "$MK" --no-fsync "$T/raw.bfs" "$T/raw2.bfs"
+cmp -s "$OUT" "$T/copy.bfs" || fail "re-packing a .bfs with --no-restart changed its bytes"
+run "$MK" --no-fsync "$OUT" "$T/rst2.bfs"
+expect_rc 0 "re-pack of a .bfs (upgrade to restart markers)"
+cmp -s "$T/rst.bfs" "$T/rst2.bfs" || fail "re-packing the .bfs differs from --restart of the folder"
+run "$MK" --no-fsync "$T/rst2.bfs" "$T/rst3.bfs"
+cmp -s "$T/rst.bfs" "$T/rst3.bfs" || fail "re-packing an upgraded .bfs changed it"
+run "$MK" --no-fsync "$T/raw.bfs" "$T/raw2.bfs" # raw samples: nothing to restart
 expect_rc 0 "re-pack of a --raw .bfs"
 cmp -s "$T/raw.bfs" "$T/raw2.bfs" || fail "re-packing raw samples changed them"
 run "$MK" --no-fsync "$BAD" "$T/bad2.bfs"
@@ -389,9 +404,9 @@ run "$MK" --no-fsync "$T/label.bfs" "$T/label2.bfs"
 expect_rc 1 "re-pack of a .bfs with a corrupt label"
 expect_err "table checksum mismatch" "re-pack: corrupt tables"
 [ ! -e "$T/label2.bfs" ] || fail "re-pack of corrupt tables left an output"
-ok "a .bfs as SRC: re-packed identically, with --restart as from the folder; raw samples kept; a corrupt sample skipped and named (--strict fails); corrupt tables and a non-.bfs file refused"
+ok "a .bfs as SRC: re-packed identically with --no-restart, upgraded by default as from the folder (and idempotent); raw samples kept; a corrupt sample skipped and named (--strict fails); corrupt tables and a non-.bfs file refused"
 
-run "$MK" --quiet --no-fsync --page-size 4K "$SRC" "$T/p4k.bfs"
+run "$MK" --quiet --no-fsync --no-restart --page-size 4K "$SRC" "$T/p4k.bfs"
 expect_rc 0 "pack --page-size 4K"
 grep -q "pages of 4 KiB" < <("$MK" --info "$T/p4k.bfs") || fail "--page-size 4K not used"
 run "$MK" --verify "$T/p4k.bfs"
@@ -438,7 +453,7 @@ interrupt_case TERM
 # ---- --help, --version -----------------------------------------------------------------
 run "$MK" --help
 expect_rc 0 "--help"
-for opt in --jobs --max-side --quality --raw --restart --strict --page-size --no-fsync --quiet \
+for opt in --jobs --max-side --quality --raw --restart --no-restart --strict --page-size --no-fsync --quiet \
     --info --cat --verify --help --version; do
     grep -qF -- "$opt" "$T/stdout" || fail "--help does not mention $opt"
 done
