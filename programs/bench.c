@@ -211,6 +211,13 @@ int bfs_bench_run(const char *source, const bfs_pipeline_opts *o, const bfs_benc
     st.stages.decode_ns -= warm_st.stages.decode_ns;
     st.stages.resize_ns -= warm_st.stages.resize_ns;
     st.stages.encode_ns -= warm_st.stages.encode_ns;
+    st.stages.decode_cropped -= warm_st.stages.decode_cropped;
+    st.stages.decode_full -= warm_st.stages.decode_full;
+    st.stages.decode_scaled -= warm_st.stages.decode_scaled;
+    st.stages.decode_raw -= warm_st.stages.decode_raw;
+    st.stages.decode_windowed -= warm_st.stages.decode_windowed;
+    st.stages.bad_samples -= warm_st.stages.bad_samples;
+    st.buffer_allocs -= warm_st.buffer_allocs;
     double ref_b =
         rc ? 0 : reference_rate(source, ref_idx + half, ref_have - half, &used_b, &cpu_b);
     size_t ref_used = used_a + used_b;
@@ -245,7 +252,7 @@ int bfs_bench_run(const char *source, const bfs_pipeline_opts *o, const bfs_benc
             "\"stage_us_per_image\": {\"read\": %.1f, \"decode\": %.1f, \"resize\": %.1f, "
             "\"encode\": %.1f}, \"decodes\": {\"cropped\": %llu, \"full\": %llu, "
             "\"scaled\": %llu, \"raw\": %llu, \"windowed\": %llu}, \"bad_samples\": %llu, "
-            "\"fingerprint\": \"%016llx\", ",
+            "\"buffer_allocs\": %llu, \"fingerprint\": \"%016llx\", ",
             (unsigned long long)images, (unsigned long long)want, secs, ips, st.threads, per_core,
             ref, ratio, cpu_per_image > 0 ? 1.0 / cpu_per_image : 0.0, ref_cpu, ratio_cpu, ref_used,
             rss_mb, (unsigned long long)bytes, st.stages.read_ns / n / 1e3,
@@ -253,7 +260,7 @@ int bfs_bench_run(const char *source, const bfs_pipeline_opts *o, const bfs_benc
             st.stages.encode_ns / n / 1e3, (unsigned long long)st.stages.decode_cropped,
             (unsigned long long)st.stages.decode_full, (unsigned long long)st.stages.decode_scaled,
             (unsigned long long)st.stages.decode_raw, (unsigned long long)st.stages.decode_windowed,
-            (unsigned long long)st.stages.bad_samples,
+            (unsigned long long)st.stages.bad_samples, (unsigned long long)st.buffer_allocs,
             (unsigned long long)bfs_engine_fingerprint(e));
         char scj[512];
         bfs_samplecache_stats_json(&sc, scj, sizeof scj);

@@ -44,8 +44,14 @@ for k in ("images_per_s", "reference_images", "batch_bytes", "peak_rss_mb"):
         sys.exit("--json lacks %s: %s" % (k, sorted(d)))
 if not d["images_per_s"] > 0:
     sys.exit("images_per_s %s" % d["images_per_s"])
+# the warm-up batches are left out of the counters too: 3 batches of 8 images
+dec = d["decodes"]
+if dec["cropped"] + dec["full"] + dec["raw"] != d["images"] or d["images"] != 24:
+    sys.exit("decodes %s for %s images: the warm-up counted?" % (dec, d["images"]))
+if "buffer_allocs" not in d:
+    sys.exit("--json lacks buffer_allocs")
 EOF
-ok "--bench --json (with --batches=N --epoch=E spellings) is one JSON object"
+ok "--bench --json (with --batches=N --epoch=E spellings) is one JSON object; decode counts are the timed images'"
 
 echo "not an image" >"$T/images/class_000/readme.txt"
 run "$BATCHFS" --bench "$T/images" -o batch=8,size=32 --batches 1 --reference 4
