@@ -609,6 +609,32 @@ START_TEST(buffer_pool_follows_bursts)
 }
 END_TEST
 
+/* A cache full at its budget (four batches here, as --bench's prefetch window) hands a new
+ * batch the buffer of a batch no reader will read, so a long run of prefetched batches
+ * reuses the same few buffers instead of allocating fresh ones at every epoch's start
+ * (4 buffers for 48 batches; 18-19 before). */
+START_TEST(full_cache_reuses_passed_buffers)
+{
+    bfs_exec *x = exec_new(e4, 1, 4 * one);
+    bfs_exec_stats st;
+    char err[512];
+    uint64_t nb = bfs_engine_batches(e4);
+    for (uint64_t i = 0; i < 48; i++) {
+        uint64_t ep = i / nb, k = i % nb;
+        for (uint64_t p = 1; p <= 3 && (i + p) / nb == ep; p++) /* as --bench: the epoch's */
+            ck_assert_int_eq(bfs_exec_prefetch(x, ep, (i + p) % nb), 0);
+        bfs_batch *b;
+        ck_assert_msg(bfs_exec_get(x, ep, k, &b, err, sizeof err) == 0, "%s", err);
+        bfs_batch_release(b);
+    }
+    bfs_exec_get_stats(x, &st);
+    ck_assert_uint_ge(st.computed, 48);
+    ck_assert_uint_le(st.buffer_allocs, 6); /* the window (4), plus two */
+    ck_assert_uint_ge(st.evicted_passed, 10);
+    bfs_exec_destroy(x);
+}
+END_TEST
+
 /* memfd mode (the mount under passthrough): every finished batch lives in a sealed memory
  * file holding exactly the bytes of the malloc path; nothing can write it again. */
 START_TEST(memfd_batches_sealed)
@@ -898,6 +924,7 @@ static Suite *engine_suite(void)
     tcase_add_test(ex, reader_aware_eviction);
     tcase_add_test(ex, passed_batches_bounded);
     tcase_add_test(ex, buffer_pool_follows_bursts);
+    tcase_add_test(ex, full_cache_reuses_passed_buffers);
     tcase_add_test(ex, memfd_batches_sealed);
     tcase_add_test(ex, evicted_batch_files_released);
     tcase_add_test(ex, readers_follow_and_adopt);
