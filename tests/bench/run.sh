@@ -6,7 +6,10 @@
 # Corpus: an ImageNet-like folder of real-photo JPEGs (tests/bench/corpus/make_corpus.sh,
 # cached in $BFS_CORPUS, default /var/tmp/batchfs-corpus). Set BFS_CORPUS to use your own.
 # The remote-worker bench also runs on $BFS_CORPUS_LARGE (default
-# /var/tmp/batchfs-corpus-large: the same with every 8th photo 1000..2400 px long).
+# /var/tmp/batchfs-corpus-large: the same with every 8th photo 1000..2400 px long), and the
+# peers bench (DALI CPU, torchvision) on $BFS_CORPUS_IMAGENET (default
+# /var/tmp/batchfs-corpus-l24: every 24th photo 1000..2400 px long, which gives ImageNet's
+# size: mean ~490x420 px, ~130 KB, some sides over 2,000 px).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BUILD=${BUILD:-build}
@@ -129,3 +132,11 @@ bash tests/bench/bench_remote.sh "$large"
 echo
 echo "== libbatchfs-gpu, CPU path vs read() of the same files (tests/bench/bench_gpu.sh) =="
 bash tests/bench/bench_gpu.sh
+
+echo
+echo "== peers on ImageNet-sized photos: DALI CPU, torchvision decode_jpeg (tests/bench/bench_peers.sh) =="
+imagenet=${BFS_CORPUS_IMAGENET:-/var/tmp/batchfs-corpus-l24}
+if [ ! -f "$imagenet/.complete" ]; then
+    BFS_CORPUS_FLAGS="--large-every 24" bash tests/bench/corpus/make_corpus.sh "$imagenet"
+fi
+bash tests/bench/bench_peers.sh "$imagenet"

@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# tests/bench/bench_peers.sh CORPUS — batchfs against the two strongest CPU peers on the
+# same JPEGs and cores, in one run (issue 19):
+#   - NVIDIA DALI without a GPU (device_id=None; fn.readers.file with a full reshuffle per
+#     epoch, decoders.image_random_crop: region decode, resize, flip);
+#   - torchvision io.decode_jpeg + transforms.v2.RandomResizedCrop + RandomHorizontalFlip
+#     in a DataLoader;
+#   - batchfs: the corpus packed by default (restart markers), mounted, read batch by batch.
+# All: batches of 256, RandomResizedCrop 224 (scale 0.08..1, ratio 3/4..4/3) + flip, uint8,
+# `nproc` workers/threads, one warm-up epoch then the median of 3 epochs
+# (tests/bench/peers.py). Prints images/s and images per CPU second (every process of the
+# pipeline, batchfs's daemon included) and batchfs / each peer for both, and the mount's
+# images/s per core against libjpeg-turbo's full decode of the original files on one core
+# (`batchfs --bench` of a --no-restart pack gives that rate). Asserts nothing.
+#
+# The peers live in a venv, $BFS_PEERS_VENV (default /var/tmp/venv-peers), made here when
+# missing: torch, torchvision and nvidia-dali-cuda120 from PyPI (~5 GB with the CUDA wheels
+# torch pulls in; DALI's CPU operators need no GPU). When it cannot be made (no network),
+# the peers are skipped with the reason and the script exits 0.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+BUILD=${BUILD:-build}
+corpus=${1:?usage: bench_peers.sh CORPUS_DIR}
+venv=${BFS_PEERS_VENV:-/var/tmp/venv-peers}
+workers=$(nproc)
+work=$(mktemp -d "${TMPDIR:-/tmp}/batchfs-bpeers.XXXXXX")
+mnt=$work/mnt
+mkdir -p "$mnt"
+cleanup() { fusermount3 -u "$mnt" 2>/dev/null || true; rm -rf "$work"; }
+trap cleanup EXIT
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.2f", a/b}'; }
+field() { python3 -c "import json,sys; print(json.loads(sys.argv[1])[sys.argv[2]])" "$1" "$2"; }
+
+peers_ok() { [ -x "$venv/bin/python" ] && "$venv/bin/python" -c "import torch, torchvision, nvidia.dali" 2>/dev/null; }
+if ! peers_ok; then
+    echo "making $venv (torch, torchvision, nvidia-dali-cuda120 from PyPI; a few minutes)"
+    if ! python3 -m venv --help >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -q python3-venv >/dev/null
+    fi
+    if ! { python3 -m venv "$venv" &&
+           "$venv/bin/pip" install -q --progress-bar off torch torchvision nvidia-dali-cuda120; } \
+        >"$work/pip.log" 2>&1 || ! peers_ok; then
+        echo "peers skipped: could not make $venv:"
+        tail -3 "$work/pip.log" | sed 's/^/  /'
+        exit 0
+    fi
+fi
+echo "peers: $("$venv/bin/python" -c "import torch, torchvision, nvidia.dali as d; print('torch', torch.__version__, 'torchvision', torchvision.__version__, 'DALI', d.__version__)")"
+
+"$BUILD/mkbatchfs" --quiet --no-fsync "$corpus" "$work/c.bfs"
+"$BUILD/mkbatchfs" --quiet --no-fsync --no-restart "$corpus" "$work/plain.bfs"
+files=$(find "$corpus" -type f -name '*.jpg' | wc -l)
+echo "corpus $corpus: $files JPEGs, $workers workers/threads, batches of 256"
+
+# the reference: libjpeg-turbo's full decode of the original files on one core
+ref=$("$BUILD/batchfs" --bench "$work/plain.bfs" -o batch=256,size=224,threads=1 --batches 4 --reference 400 --json)
+ref_ips=$(field "$ref" decode_limit_images_per_s_core)
+ref_cpu=$(field "$ref" decode_limit_images_per_cpu_s)
+
+run_peer() { "$venv/bin/python" tests/bench/peers.py "$1" "$corpus" 256 "$workers" 2>"$work/$1.err" ||
+             { echo "$1 failed:" >&2; tail -5 "$work/$1.err" >&2; echo '{}'; }; }
+dali=$(run_peer dali)
+tv=$(run_peer torchvision)
+
+"$BUILD/batchfs" "$work/c.bfs" "$mnt" -o batch=256,size=224
+for _ in $(seq 100); do mountpoint -q "$mnt" && break; sleep 0.1; done
+pid=$(pgrep -n -f "batchfs $work/c.bfs $mnt") # the daemon (it forked into the background)
+bfs=$(python3 tests/bench/peers.py batchfs "$mnt" 256 "$workers" "$pid")
+fusermount3 -u "$mnt"
+
+show() { # name json
+    if [ "$2" = '{}' ]; then printf '%-40s failed (see above)\n' "$1"; return; fi
+    printf '%-40s %7.0f images/s  %7.0f images per CPU second\n' "$1" "$(field "$2" images_per_s)" "$(field "$2" images_per_cpu_s)"
+}
+show "DALI CPU (image_random_crop)" "$dali"
+show "torchvision decode_jpeg + v2" "$tv"
+show "batchfs mount (default packing)" "$bfs"
+b_ips=$(field "$bfs" images_per_s); b_cpu=$(field "$bfs" images_per_cpu_s)
+for peer in dali tv; do
+    j=${!peer}
+    [ "$j" != '{}' ] || continue
+    name=$([ $peer = dali ] && echo "DALI CPU" || echo "torchvision decode_jpeg")
+    echo "batchfs / $name: $(ratio "$b_ips" "$(field "$j" images_per_s)") per wall second, $(ratio "$b_cpu" "$(field "$j" images_per_cpu_s)") per CPU second (target >= 2.5)"
+done
+echo "libjpeg-turbo full decode of the original files, 1 core: $ref_ips images/s ($ref_cpu per CPU second)"
+echo "mount images/s per core / full decode per core: $(ratio "$(awk -v a="$b_ips" -v n="$workers" 'BEGIN{print a/n}')" "$ref_ips") (target >= 1.5); per CPU second: $(ratio "$b_cpu" "$ref_cpu")"

@@ -1,0 +1,171 @@
+"""tests/bench/peers.py KIND ROOT BATCH WORKERS [DAEMON_PID] — one input pipeline at steady
+state, as bench_peers.sh runs it: RandomResizedCrop to 224x224 (scale 0.08..1, ratio
+3/4..4/3) and a random horizontal flip of every JPEG, uint8, batches of BATCH, WORKERS
+workers or threads; one warm-up epoch, then 3 timed epochs of all full batches. Prints one
+JSON object: the median images/s of the timed epochs and CPU seconds per image over them
+(every process of the pipeline: this one, its workers, and for batchfs the daemon).
+
+KIND:
+  dali         NVIDIA DALI without a GPU (device_id=None): fn.readers.file with a full
+               reshuffle every epoch, fn.decoders.image_random_crop (region decode),
+               fn.resize, fn.flip; ROOT is the ImageFolder
+  torchvision  torchvision.io.decode_jpeg + transforms.v2.RandomResizedCrop(antialias) +
+               RandomHorizontalFlip in a DataLoader (shuffle, persistent workers,
+               torch.set_num_threads(1) in each); ROOT is the ImageFolder
+  batchfs      a batchfs mount: ROOT is the mount point, DAEMON_PID its daemon; epochs
+               0..3 read batch by batch in 1 MiB reads into one reused buffer (epoch 0
+               the warm-up)
+"""
+import json
+import os
+import sys
+import time
+
+
+def proc_cpu(pid):
+    """utime + stime of pid and of every live descendant, in seconds."""
+    tick = os.sysconf("SC_CLK_TCK")
+    children = {}
+    for p in os.listdir("/proc"):
+        if p.isdigit():
+            try:
+                with open(f"/proc/{p}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+                children.setdefault(int(fields[1]), []).append((int(p), fields))
+            except OSError:
+                pass
+    total, todo = 0.0, [pid]
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    total += (int(fields[11]) + int(fields[12])) / tick
+    while todo:
+        for child, cf in children.get(todo.pop(), []):
+            total += (int(cf[11]) + int(cf[12])) / tick
+            todo.append(child)
+    return total
+
+
+def run_epochs(one_epoch, pids):
+    """one_epoch() -> images; returns (median images/s of epochs 1..3, CPU s per image)."""
+    one_epoch()  # warm-up: workers started, files in the page cache
+    rates, images = [], 0
+    cpu0 = sum(proc_cpu(p) for p in pids)
+    for _ in range(3):
+        t0 = time.perf_counter()
+        n = one_epoch()
+        rates.append(n / (time.perf_counter() - t0))
+        images += n
+    cpu = sum(proc_cpu(p) for p in pids) - cpu0
+    return sorted(rates)[1], cpu / images
+
+
+def files_of(root):
+    classes = sorted(d for d in os.listdir(root) if os.path.isdir(os.path.join(root, d)))
+    out = []
+    for label, c in enumerate(classes):
+        for dirpath, _, names in sorted(os.walk(os.path.join(root, c))):
+            out += [(os.path.join(dirpath, n), label) for n in sorted(names)
+                    if n.lower().endswith((".jpg", ".jpeg"))]
+    return out
+
+
+def dali(root, batch, workers):
+    from nvidia.dali import fn, pipeline_def, types
+
+    n = len(files_of(root))
+
+    @pipeline_def(batch_size=batch, num_threads=workers, device_id=None, seed=1)
+    def pipe():
+        jpegs, labels = fn.readers.file(file_root=root, shuffle_after_epoch=True,
+                                        name="reader")
+        images = fn.decoders.image_random_crop(jpegs, device="cpu", output_type=types.RGB,
+                                               random_area=[0.08, 1.0],
+                                               random_aspect_ratio=[0.75, 4.0 / 3.0])
+        images = fn.resize(images, resize_x=224, resize_y=224)
+        images = fn.flip(images, horizontal=fn.random.coin_flip())
+        return images, labels
+
+    p = pipe()
+    p.build()
+    per_epoch = n // batch
+
+    def epoch():
+        for _ in range(per_epoch):
+            out = p.run()
+            assert out[0].as_tensor().shape()[1:] == [224, 224, 3]
+        return per_epoch * batch
+
+    return run_epochs(epoch, [os.getpid()])
+
+
+def torchvision_(root, batch, workers):
+    import torch
+    from torchvision.io import decode_jpeg, ImageReadMode
+    from torchvision.transforms import v2
+
+    files = files_of(root)
+    tf = v2.Compose([v2.RandomResizedCrop(224, antialias=True), v2.RandomHorizontalFlip()])
+
+    class DS(torch.utils.data.Dataset):
+        def __len__(self):
+            return len(files)
+
+        def __getitem__(self, i):
+            path, label = files[i]
+            with open(path, "rb") as f:
+                data = torch.frombuffer(bytearray(f.read()), dtype=torch.uint8)
+            return tf(decode_jpeg(data, mode=ImageReadMode.RGB)), label
+
+    dl = torch.utils.data.DataLoader(DS(), batch_size=batch, shuffle=True, num_workers=workers,
+                                     drop_last=True, persistent_workers=True,
+                                     worker_init_fn=lambda _: torch.set_num_threads(1))
+    torch.set_num_threads(1)
+
+    def epoch():
+        n = 0
+        for x, _ in dl:
+            assert x.dtype == torch.uint8 and tuple(x.shape[1:]) == (3, 224, 224)
+            n += x.shape[0]
+        return n
+
+    return run_epochs(epoch, [os.getpid()])
+
+
+def batchfs(mnt, daemon):
+    nb = len(os.listdir(f"{mnt}/epoch/0"))
+    per = int(os.getxattr(f"{mnt}/epoch/0/batch_0", "user.batchfs.samples"))
+    e = [0]
+    buf = bytearray(os.stat(f"{mnt}/epoch/0/batch_0").st_size)  # reused, as a loader would
+    view = memoryview(buf)
+
+    def epoch():
+        for k in range(nb):
+            with open(f"{mnt}/epoch/{e[0]}/batch_{k}", "rb", buffering=0) as f:
+                got = 0
+                while got < len(buf):  # the whole batch into the buffer, 1 MiB per read
+                    n = f.readinto(view[got:got + (1 << 20)])
+                    if not n:
+                        break
+                    got += n
+        e[0] += 1
+        return nb * per
+
+    return run_epochs(epoch, [os.getpid(), daemon])
+
+
+def main():
+    kind, root, batch, workers = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+    if kind == "dali":
+        ips, cpu = dali(root, batch, workers)
+    elif kind == "torchvision":
+        ips, cpu = torchvision_(root, batch, workers)
+    elif kind == "batchfs":
+        ips, cpu = batchfs(root, int(sys.argv[5]))
+    else:
+        sys.exit(f"peers.py: unknown kind {kind}")
+    print(json.dumps({"kind": kind, "images_per_s": round(ips, 1),
+                      "cpu_s_per_image": cpu, "images_per_cpu_s": round(1 / cpu, 1)}))
+
+
+if __name__ == "__main__":
+    main()
