@@ -12,8 +12,8 @@
 #     both at steady state (a warm-up epoch, then the median of 3 epochs; for batchfs one
 #     mount reading epochs 0..3), for the corpus packed by default (restart markers:
 #     crops decode from restart segments) and with `mkbatchfs --no-restart` (the same pixels);
-#     needs torch+torchvision in $BFS_TORCH_VENV (default /var/tmp/venv-torch); skipped
-#     with a message when absent.
+#     needs torch+torchvision in $BFS_TORCH_VENV (default: bench_peers.sh's venv,
+#     $BFS_PEERS_VENV or /var/tmp/venv-peers); skipped with a message when absent.
 # Needs root for step 2's drop_caches; prints ratios, asserts nothing.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -171,7 +171,7 @@ r3=$(for round in 1 2 3 4 5; do
 echo "3. random order / in order time: $r3, median of 5 rounds (target <= 1.10)"
 
 # 4. PyTorch DataLoader on the same JPEGs
-venv=${BFS_TORCH_VENV:-/var/tmp/venv-torch}
+venv=${BFS_TORCH_VENV:-${BFS_PEERS_VENV:-/var/tmp/venv-peers}}
 if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c "import torch, torchvision" 2>/dev/null; then
     ips_torch=$("$venv/bin/python" - "$corpus" "$per" "$nb" <<'PYEOF'
 import sys, time, os, torch, torchvision
@@ -216,5 +216,5 @@ PYEOF
     echo "   batchfs, same protocol: $ips_steady images/s: ratio $(ratio "$ips_steady" "$ips_torch") (goal >= 3); packed with --no-restart: $ips_plain images/s: ratio $(ratio "$ips_plain" "$ips_torch")"
     echo "   (fresh mounts, one epoch each, as in 1.: $ips_mount images/s: ratio $(ratio "$ips_mount" "$ips_torch"))"
 else
-    echo "4. skipped: no torch+torchvision in $venv (python3 -m venv $venv && $venv/bin/pip install torch torchvision)"
+    echo "4. skipped: no torch+torchvision in $venv (tests/bench/bench_peers.sh makes it)"
 fi

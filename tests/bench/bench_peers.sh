@@ -5,13 +5,15 @@
 #     epoch, decoders.image_random_crop: region decode, resize, flip);
 #   - torchvision io.decode_jpeg + transforms.v2.RandomResizedCrop + RandomHorizontalFlip
 #     in a DataLoader;
+#   - PyTorch's usual recipe, ImageFolder (PIL) + RandomResizedCrop + flip, for reference;
 #   - batchfs: the corpus packed by default (restart markers), mounted, read batch by batch.
 # All: batches of 256, RandomResizedCrop 224 (scale 0.08..1, ratio 3/4..4/3) + flip, uint8,
 # `nproc` workers/threads, one warm-up epoch then the median of 3 epochs
 # (tests/bench/peers.py). Prints images/s and images per CPU second (every process of the
 # pipeline, batchfs's daemon included) and batchfs / each peer for both, and the mount's
-# images/s per core against libjpeg-turbo's full decode of the original files on one core
-# (`batchfs --bench` of a --no-restart pack gives that rate). Asserts nothing.
+# images/s per core and `batchfs --bench`'s images per CPU second against libjpeg-turbo's
+# full decode of the original files on one core (`batchfs --bench` of a --no-restart pack
+# gives that rate). Asserts nothing.
 #
 # The peers live in a venv, $BFS_PEERS_VENV (default /var/tmp/venv-peers), made here when
 # missing: torch, torchvision and nvidia-dali-cuda120 from PyPI (~5 GB with the CUDA wheels
@@ -56,11 +58,14 @@ echo "corpus $corpus: $files JPEGs, $workers workers/threads, batches of 256"
 ref=$("$BUILD/batchfs" --bench "$work/plain.bfs" -o batch=256,size=224,threads=1 --batches 4 --reference 400 --json)
 ref_ips=$(field "$ref" decode_limit_images_per_s_core)
 ref_cpu=$(field "$ref" decode_limit_images_per_cpu_s)
+# and the engine in-process (--bench, every core) on the default pack, in CPU time
+eng=$("$BUILD/batchfs" --bench "$work/c.bfs" -o batch=256,size=224 --batches 14 --reference 1 --json)
 
 run_peer() { "$venv/bin/python" tests/bench/peers.py "$1" "$corpus" 256 "$workers" 2>"$work/$1.err" ||
              { echo "$1 failed:" >&2; tail -5 "$work/$1.err" >&2; echo '{}'; }; }
 dali=$(run_peer dali)
 tv=$(run_peer torchvision)
+pil=$(run_peer pil)
 
 "$BUILD/batchfs" "$work/c.bfs" "$mnt" -o batch=256,size=224
 for _ in $(seq 100); do mountpoint -q "$mnt" && break; sleep 0.1; done
@@ -74,13 +79,19 @@ show() { # name json
 }
 show "DALI CPU (image_random_crop)" "$dali"
 show "torchvision decode_jpeg + v2" "$tv"
+show "PyTorch ImageFolder + PIL" "$pil"
 show "batchfs mount (default packing)" "$bfs"
 b_ips=$(field "$bfs" images_per_s); b_cpu=$(field "$bfs" images_per_cpu_s)
-for peer in dali tv; do
+for peer in dali tv pil; do
     j=${!peer}
     [ "$j" != '{}' ] || continue
-    name=$([ $peer = dali ] && echo "DALI CPU" || echo "torchvision decode_jpeg")
-    echo "batchfs / $name: $(ratio "$b_ips" "$(field "$j" images_per_s)") per wall second, $(ratio "$b_cpu" "$(field "$j" images_per_cpu_s)") per CPU second (target >= 2.5)"
+    case $peer in
+    dali) name="DALI CPU" target=" (target >= 2.5)" ;;
+    tv) name="torchvision decode_jpeg" target=" (target >= 2.5)" ;;
+    pil) name="PyTorch ImageFolder + PIL" target="" ;;
+    esac
+    echo "batchfs / $name: $(ratio "$b_ips" "$(field "$j" images_per_s)") per wall second, $(ratio "$b_cpu" "$(field "$j" images_per_cpu_s)") per CPU second$target"
 done
 echo "libjpeg-turbo full decode of the original files, 1 core: $ref_ips images/s ($ref_cpu per CPU second)"
+echo "batchfs --bench, default pack, all cores: $(field "$eng" images_per_cpu_s) images per CPU second: / full decode $(ratio "$(field "$eng" images_per_cpu_s)" "$ref_cpu") (target >= 1.5)"
 echo "mount images/s per core / full decode per core: $(ratio "$(awk -v a="$b_ips" -v n="$workers" 'BEGIN{print a/n}')" "$ref_ips") (target >= 1.5); per CPU second: $(ratio "$b_cpu" "$ref_cpu")"

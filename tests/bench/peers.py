@@ -12,6 +12,9 @@ KIND:
   torchvision  torchvision.io.decode_jpeg + transforms.v2.RandomResizedCrop(antialias) +
                RandomHorizontalFlip in a DataLoader (shuffle, persistent workers,
                torch.set_num_threads(1) in each); ROOT is the ImageFolder
+  pil          the usual recipe: torchvision.datasets.ImageFolder (PIL decode) +
+               transforms.RandomResizedCrop + RandomHorizontalFlip + PILToTensor in a
+               DataLoader as above; ROOT is the ImageFolder
   batchfs      a batchfs mount: ROOT is the mount point, DAEMON_PID its daemon; epochs
                0..3 read batch by batch in 1 MiB reads into one reused buffer (epoch 0
                the warm-up)
@@ -131,6 +134,28 @@ def torchvision_(root, batch, workers):
     return run_epochs(epoch, [os.getpid()])
 
 
+def pil(root, batch, workers):
+    import torch
+    from torchvision import datasets, transforms
+
+    tf = transforms.Compose([transforms.RandomResizedCrop(224), transforms.RandomHorizontalFlip(),
+                             transforms.PILToTensor()])
+    dl = torch.utils.data.DataLoader(datasets.ImageFolder(root, transform=tf), batch_size=batch,
+                                     shuffle=True, num_workers=workers, drop_last=True,
+                                     persistent_workers=True,
+                                     worker_init_fn=lambda _: torch.set_num_threads(1))
+    torch.set_num_threads(1)
+
+    def epoch():
+        n = 0
+        for x, _ in dl:
+            assert x.dtype == torch.uint8 and tuple(x.shape[1:]) == (3, 224, 224)
+            n += x.shape[0]
+        return n
+
+    return run_epochs(epoch, [os.getpid()])
+
+
 def batchfs(mnt, daemon):
     nb = len(os.listdir(f"{mnt}/epoch/0"))
     per = int(os.getxattr(f"{mnt}/epoch/0/batch_0", "user.batchfs.samples"))
@@ -159,6 +184,8 @@ def main():
         ips, cpu = dali(root, batch, workers)
     elif kind == "torchvision":
         ips, cpu = torchvision_(root, batch, workers)
+    elif kind == "pil":
+        ips, cpu = pil(root, batch, workers)
     elif kind == "batchfs":
         ips, cpu = batchfs(root, int(sys.argv[5]))
     else:

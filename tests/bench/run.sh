@@ -90,6 +90,16 @@ echo "images/s, 1 thread: --restart / --no-restart $(awk -v a="$(field "$rone" i
 echo "(the resize stage includes first-touch faults of fresh batch buffers, ~2 ms per MiB on this VM: images/s swing with the machine's memory, the decode stage does not)"
 
 echo
+echo "== peers on ImageNet-sized photos: DALI CPU, torchvision decode_jpeg (tests/bench/bench_peers.sh) =="
+imagenet=${BFS_CORPUS_IMAGENET:-/var/tmp/batchfs-corpus-l24}
+if [ ! -f "$imagenet/.complete" ]; then
+    BFS_CORPUS_FLAGS="--large-every 24" bash tests/bench/corpus/make_corpus.sh "$imagenet"
+fi
+bash tests/bench/bench_peers.sh "$imagenet"
+# (before the benches that churn through gigabytes: on VMs that hand freed memory back to
+# the host, the daemon's fresh batch files then cost up to ~30% more; docs/engine.md)
+
+echo
 echo "== decoded-sample cache: epoch 1 vs epoch 0 (tests/bench/bench_sample_cache.sh) =="
 bash tests/bench/bench_sample_cache.sh "$corpus"
 
@@ -133,10 +143,3 @@ echo
 echo "== libbatchfs-gpu, CPU path vs read() of the same files (tests/bench/bench_gpu.sh) =="
 bash tests/bench/bench_gpu.sh
 
-echo
-echo "== peers on ImageNet-sized photos: DALI CPU, torchvision decode_jpeg (tests/bench/bench_peers.sh) =="
-imagenet=${BFS_CORPUS_IMAGENET:-/var/tmp/batchfs-corpus-l24}
-if [ ! -f "$imagenet/.complete" ]; then
-    BFS_CORPUS_FLAGS="--large-every 24" bash tests/bench/corpus/make_corpus.sh "$imagenet"
-fi
-bash tests/bench/bench_peers.sh "$imagenet"
