@@ -38,6 +38,8 @@ static void usage(FILE *f)
 {
     fprintf(
         f, "usage: mkbatchfs [OPTIONS] SRC OUT.bfs     pack an ImageFolder into a dataset file\n"
+           "       mkbatchfs --tokens u16|u32 --doc-sep T TOKENS.bin OUT.bfs\n"
+           "                                           pack token sequences (one per document)\n"
            "       mkbatchfs --info F.bfs              describe a dataset file\n"
            "       mkbatchfs --cat F.bfs I             write sample I's stored bytes to stdout\n"
            "       mkbatchfs --verify F.bfs            check every checksum\n"
@@ -69,6 +71,10 @@ static void usage(FILE *f)
            "                       CPU-bound (default: on, except with --raw)\n"
            "      --no-restart     keep the JPEG bytes as they are (packing is I/O-bound)\n"
            "  -s, --strict         fail on the first file that would be skipped\n"
+           "  -t, --tokens u16|u32 SRC is a flat file of token ids of that width, little-\n"
+           "                       endian (nanoGPT's train.bin): one sample per document\n"
+           "      --doc-sep T      the token that ends each document, kept as its last token\n"
+           "                       (needed with --tokens; GPT-2's <|endoftext|> is 50256)\n"
            "  -p, --page-size B    payload page size, power of two, K/M suffix (default 8M)\n"
            "      --no-fsync       do not fsync the result before renaming it into place\n"
            "      --quiet          no progress bar or summary\n"
@@ -125,7 +131,8 @@ static int cmd_info(const char *path)
     if (open_or_die(path, &r))
         return 1;
     const bfs_info *in = bfs_get_info(r);
-    uint64_t kinds[2] = {0}, prog = 0, gray = 0, cmyk = 0, odd = 0, bad = 0;
+    uint64_t kinds[3] = {0}, prog = 0, gray = 0, cmyk = 0, odd = 0, bad = 0;
+    uint64_t tokens = 0, tmin = UINT64_MAX, tmax = 0, u32 = 0;
     uint64_t wsum = 0, hsum = 0, bytes = 0;
     unsigned wmin = 65535, wmax = 0, hmin = 65535, hmax = 0;
     uint64_t *per_class = calloc(in->class_count, sizeof *per_class);
@@ -138,6 +145,14 @@ static int cmd_info(const char *path)
         bfs_sample s;
         if (bfs_get_sample(r, i, &s)) {
             bad++;
+            continue;
+        }
+        if ((s.flags & BFS_KIND_MASK) == BFS_KIND_TOKENS) {
+            kinds[2]++, tokens += s.raw_size, u32 += !!(s.flags & BFS_F_TOKENS_U32);
+            tmin = s.raw_size < tmin ? s.raw_size : tmin,
+            tmax = s.raw_size > tmax ? s.raw_size : tmax;
+            bytes += s.length;
+            per_class[s.label]++;
             continue;
         }
         kinds[(s.flags & BFS_KIND_MASK) == BFS_KIND_RAW]++;
@@ -153,13 +168,25 @@ static int cmd_info(const char *path)
     uint64_t good = in->sample_count - bad;
     printf("file:          %s\n", path);
     printf("format:        batchfs dataset, version %u\n", in->version);
-    printf("samples:       %llu (%llu jpeg, %llu raw)\n", (unsigned long long)in->sample_count,
-           (unsigned long long)kinds[0], (unsigned long long)kinds[1]);
+    if (kinds[2])
+        printf("samples:       %llu (%llu token sequences)\n", (unsigned long long)in->sample_count,
+               (unsigned long long)kinds[2]);
+    else
+        printf("samples:       %llu (%llu jpeg, %llu raw)\n", (unsigned long long)in->sample_count,
+               (unsigned long long)kinds[0], (unsigned long long)kinds[1]);
     printf("classes:       %u\n", in->class_count);
-    printf("jpeg kinds:    %llu progressive, %llu grayscale, %llu cmyk, %llu odd sampling\n",
-           (unsigned long long)prog, (unsigned long long)gray, (unsigned long long)cmyk,
-           (unsigned long long)odd);
-    if (good)
+    if (kinds[2])
+        printf("tokens:        %llu (%s), %llu..%llu per sequence (mean %.1f)\n",
+               (unsigned long long)tokens,
+               u32 == kinds[2] ? "u32"
+               : u32           ? "u16 and u32"
+                               : "u16",
+               (unsigned long long)tmin, (unsigned long long)tmax, (double)tokens / kinds[2]);
+    else
+        printf("jpeg kinds:    %llu progressive, %llu grayscale, %llu cmyk, %llu odd sampling\n",
+               (unsigned long long)prog, (unsigned long long)gray, (unsigned long long)cmyk,
+               (unsigned long long)odd);
+    if (good && !kinds[2])
         printf("image size:    width %u..%u (mean %.0f), height %u..%u (mean %.0f)\n", wmin, wmax,
                (double)wsum / good, hmin, hmax, (double)hsum / good);
     printf("payload:       %.1f MB (mean %.1f KB per sample) in %llu page%s of %u KiB\n",
@@ -225,6 +252,8 @@ static int cmd_cat(const char *path, const char *index)
 static int check_payload(const bfs_sample *s, const uint8_t *data, size_t len, uint8_t **raw_buf,
                          size_t *raw_cap)
 {
+    if ((s->flags & BFS_KIND_MASK) == BFS_KIND_TOKENS)
+        return 0; /* ids of any value; the count against the length is the table's check */
     if ((s->flags & BFS_KIND_MASK) == BFS_KIND_RAW) {
         if (*raw_cap < s->raw_size) {
             free(*raw_buf);
@@ -345,14 +374,21 @@ static int cmd_pack(const char *src, const char *out, bfs_pack_opts *o, int quie
         bfs_pack_report_free(&rep);
         return 1;
     }
-    if (!quiet)
+    if (!quiet && o->tokens)
+        fprintf(stderr,
+                "packed %llu tokens (u%d) in %llu documents, %llu tokens the longest, into %s "
+                "in %.2f s (%.1f MB/s)\n",
+                (unsigned long long)rep.tokens, o->tokens * 8, (unsigned long long)rep.packed,
+                (unsigned long long)rep.longest, out, rep.seconds,
+                rep.seconds > 0 ? rep.bytes_in / rep.seconds / 1e6 : 0.0);
+    else if (!quiet)
         fprintf(stderr,
                 "packed %llu samples in %u classes (%.1f MB%s) into %s in %.2f s (%.1f MB/s)%s\n",
                 (unsigned long long)rep.packed, rep.classes, rep.bytes_out / 1e6,
                 o->raw ? ", raw lz4" : "", out, rep.seconds,
                 rep.seconds > 0 ? rep.bytes_in / rep.seconds / 1e6 : 0.0,
                 rep.nskipped ? "; some files skipped, see above" : "");
-    if (o->restart && !quiet && rep.packed)
+    if (o->restart && !quiet && rep.packed && !rep.tokens)
         fprintf(stderr, "%llu of %llu samples are JPEGs with a restart marker after every MCU%s\n",
                 (unsigned long long)rep.restarted, (unsigned long long)rep.packed,
                 rep.restarted < rep.packed ? " (the others, gray, CMYK, of odd sampling or raw, "
@@ -367,7 +403,15 @@ static int cmd_pack(const char *src, const char *out, bfs_pack_opts *o, int quie
 
 int main(int argc, char **argv)
 {
-    enum { OPT_NO_FSYNC = 256, OPT_QUIET, OPT_INFO, OPT_CAT, OPT_VERIFY, OPT_NO_RESTART };
+    enum {
+        OPT_NO_FSYNC = 256,
+        OPT_QUIET,
+        OPT_INFO,
+        OPT_CAT,
+        OPT_VERIFY,
+        OPT_NO_RESTART,
+        OPT_DOC_SEP
+    };
     static const struct option longopts[] = {
         {"jobs", required_argument, NULL, 'j'},
         {"max-side", required_argument, NULL, 'm'},
@@ -376,6 +420,8 @@ int main(int argc, char **argv)
         {"restart", no_argument, NULL, 'R'},
         {"no-restart", no_argument, NULL, OPT_NO_RESTART},
         {"strict", no_argument, NULL, 's'},
+        {"tokens", required_argument, NULL, 't'},
+        {"doc-sep", required_argument, NULL, OPT_DOC_SEP},
         {"page-size", required_argument, NULL, 'p'},
         {"no-fsync", no_argument, NULL, OPT_NO_FSYNC},
         {"quiet", no_argument, NULL, OPT_QUIET},
@@ -388,9 +434,11 @@ int main(int argc, char **argv)
     };
     bfs_pack_opts o = {.quality = 90, .fsync = 1};
     int quiet = 0, mode = 0, c, restart = -1; /* -1: not given, on unless --raw */
+    int image_opts = 0;                       /* --max-side, --quality or --raw given */
+    long doc_sep = -1;
     long v;
     opterr = 0;
-    while ((c = getopt_long(argc, argv, ":j:m:q:rRsp:hV", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":j:m:q:rRst:p:hV", longopts, NULL)) != -1) {
         switch (c) {
         case 'j':
             if (parse_int(optarg, "--jobs", 1, 256, &v))
@@ -398,16 +446,19 @@ int main(int argc, char **argv)
             o.jobs = (int)v;
             break;
         case 'm':
+            image_opts = 1;
             if (parse_int(optarg, "--max-side", 1, 65535, &v))
                 return 2;
             o.max_side = (int)v;
             break;
         case 'q':
+            image_opts = 1;
             if (parse_int(optarg, "--quality", 1, 100, &v))
                 return 2;
             o.quality = (int)v;
             break;
         case 'r':
+            image_opts = 1;
             o.raw = 1;
             break;
         case 'R':
@@ -420,6 +471,17 @@ int main(int argc, char **argv)
             break;
         case 's':
             o.strict = 1;
+            break;
+        case 't':
+            if (strcmp(optarg, "u16") && strcmp(optarg, "u32")) {
+                fprintf(stderr, "mkbatchfs: --tokens: '%s' is not u16 or u32\n", optarg);
+                return 2;
+            }
+            o.tokens = optarg[1] == '1' ? 2 : 4;
+            break;
+        case OPT_DOC_SEP:
+            if (parse_int(optarg, "--doc-sep", 0, UINT32_MAX, &doc_sep))
+                return 2;
             break;
         case 'p':
             if (parse_size(optarg, &o.page_size))
@@ -444,7 +506,8 @@ int main(int argc, char **argv)
             usage(stdout);
             return 0;
         case 'V':
-            printf("mkbatchfs %s (.bfs format version %u)\n", BATCHFS_VERSION, BFS_VERSION);
+            printf("mkbatchfs %s (.bfs format versions %u..%u: 1 images, 2 token sequences)\n",
+                   BATCHFS_VERSION, BFS_VERSION_MIN, BFS_VERSION);
             return 0;
         case ':':
             fprintf(stderr, "mkbatchfs: %s needs a value\n\n", argv[optind - 1]);
@@ -464,7 +527,27 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    o.restart = restart >= 0 ? restart : !o.raw;
+    if (o.tokens && (image_opts || restart >= 0)) {
+        fprintf(stderr, "mkbatchfs: --tokens packs token ids: --max-side, --quality, --raw, "
+                        "--restart and --no-restart do not apply\n");
+        return 2;
+    }
+    if (o.tokens && doc_sep < 0) {
+        fprintf(stderr, "mkbatchfs: --tokens needs --doc-sep T, the token that ends each "
+                        "document (GPT-2's <|endoftext|> is 50256)\n");
+        return 2;
+    }
+    if (!o.tokens && doc_sep >= 0) {
+        fprintf(stderr, "mkbatchfs: --doc-sep applies only with --tokens\n");
+        return 2;
+    }
+    if (o.tokens && o.tokens == 2 && doc_sep > 65535) {
+        fprintf(stderr, "mkbatchfs: --doc-sep %ld does not fit in u16 tokens (0..65535)\n",
+                doc_sep);
+        return 2;
+    }
+    o.doc_sep = (uint32_t)(doc_sep < 0 ? 0 : doc_sep);
+    o.restart = o.tokens ? 0 : restart >= 0 ? restart : !o.raw;
     if (o.raw && restart == 1) {
         fprintf(stderr, "mkbatchfs: --raw stores pixels, not JPEGs: --restart does not apply\n");
         return 2;

@@ -306,10 +306,13 @@ START_TEST(corrupt_header_cases)
     ck_assert_int_eq(open_copy(f, packed_len, err, sizeof err), BFS_E_MAGIC);
     ck_assert_ptr_nonnull(strstr(err, "interrupted"));
 
-    memcpy(f, packed, packed_len);
-    put32(f + 8, 2);
-    fix_header_checksum(f);
-    ck_assert_int_eq(open_copy(f, packed_len, err, sizeof err), BFS_E_VERSION);
+    for (uint32_t v = 0; v <= 3; v += 3) { /* versions 1 and 2 are read; 0 and 3 not */
+        memcpy(f, packed, packed_len);
+        put32(f + 8, v);
+        fix_header_checksum(f);
+        ck_assert_int_eq(open_copy(f, packed_len, err, sizeof err), BFS_E_VERSION);
+        ck_assert_ptr_nonnull(strstr(err, "versions 1..2"));
+    }
 
     memcpy(f, packed, packed_len);
     f[20] ^= 1; /* sample count bit, checksum not fixed */
@@ -574,6 +577,116 @@ START_TEST(writer_contract)
 }
 END_TEST
 
+/* Token sequences (version 2): the writer checks their records, a flat token file packs
+ * into one sample per document that joined give the file back, the reader refuses records
+ * that break the rules, and a version 1 file cannot hold them. */
+START_TEST(token_sequences)
+{
+    uint16_t sep2[] = {5, 9, 5, 5, 1};
+    ck_assert_uint_eq(bfs_tokens_doc_end((const uint8_t *)sep2, 5, 2, 9), 2);
+    ck_assert_uint_eq(bfs_tokens_doc_end((const uint8_t *)sep2, 5, 2, 7), 0);
+    uint32_t sep4[] = {70000, 3, 70000};
+    ck_assert_uint_eq(bfs_tokens_doc_end((const uint8_t *)sep4, 3, 4, 70000), 1);
+    ck_assert_uint_eq(bfs_tokens_doc_end((const uint8_t *)sep4, 0, 4, 70000), 0);
+
+    /* writer: a token record has no width or height and exactly its count of tokens; a file
+     * holds tokens or images, never both */
+    bfs_writer *w;
+    char err[512];
+    ck_assert_int_eq(bfs_writer_create(out, 0, &w, err, sizeof err), 0);
+    ck_assert_int_eq(bfs_writer_add_class(w, "documents"), 0);
+    bfs_sample_in t = {.flags = BFS_KIND_TOKENS, .raw_size = 2};
+    ck_assert_int_eq(bfs_writer_add(w, &t, "abc", 3), -EINVAL); /* 1.5 u16 tokens */
+    t.width = 1;
+    ck_assert_int_eq(bfs_writer_add(w, &t, "abcd", 4), -EINVAL);
+    t.width = 0;
+    ck_assert_int_eq(bfs_writer_add(w, &t, "abcd", 4), 0);
+    bfs_sample_in img = {.width = 2, .height = 2};
+    ck_assert_int_eq(bfs_writer_add(w, &img, "xyz", 3), -EINVAL);
+    bfs_sample_in t4 = {.flags = BFS_KIND_TOKENS | BFS_F_TOKENS_U32, .raw_size = 1};
+    ck_assert_int_eq(bfs_writer_add(w, &t4, "abcd", 4), 0);
+    ck_assert_int_eq(bfs_writer_finish(w, 0, err, sizeof err), 0);
+    bfs_reader *r;
+    ck_assert_int_eq(bfs_open(out, &r, err, sizeof err), 0);
+    ck_assert_uint_eq(bfs_get_info(r)->version, 2);
+    ck_assert_uint_eq(bfs_get_info(r)->flags, BFS_DS_HAS_TOKENS);
+    bfs_sample sm;
+    ck_assert_int_eq(bfs_get_sample(r, 1, &sm), 0);
+    ck_assert_uint_eq(sm.raw_size, 1);
+    ck_assert_uint_eq(sm.length, 4);
+    bfs_close(r);
+
+    /* the packer: 3 documents ending with 50256, a last one without it */
+    char bin[4200];
+    snprintf(bin, sizeof bin, "%s/train.bin", tmp);
+    uint16_t toks[] = {1, 2, 50256, 50256, 7, 8, 9, 50256, 4, 4};
+    FILE *f = fopen(bin, "wb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fwrite(toks, 1, sizeof toks, f), sizeof toks);
+    fclose(f);
+    bfs_pack_opts o = {.tokens = 2, .doc_sep = 50256};
+    bfs_pack_report rep;
+    ck_assert_int_eq(bfs_pack(bin, out, &o, &rep, NULL, err, sizeof err), 0);
+    ck_assert_uint_eq(rep.packed, 4);
+    ck_assert_uint_eq(rep.tokens, 10);
+    ck_assert_uint_eq(rep.longest, 4);
+    bfs_pack_report_free(&rep);
+    uint8_t *img_bytes;
+    size_t n;
+    ck_assert_int_eq(tu_read_file(out, &img_bytes, &n), 0);
+    ck_assert_int_eq(bfs_open_mem(img_bytes, n, &r, err, sizeof err), 0);
+    uint32_t want_count[] = {3, 1, 4, 2};
+    size_t at = 0;
+    for (uint64_t i = 0; i < 4; i++) {
+        const uint8_t *d;
+        size_t len;
+        ck_assert_int_eq(bfs_sample_data(r, i, BFS_VERIFY_SAMPLE, &sm, &d, &len), 0);
+        ck_assert_uint_eq(sm.raw_size, want_count[i]);
+        ck_assert_mem_eq(d, (const uint8_t *)toks + at, len);
+        at += len;
+    }
+    ck_assert_uint_eq(at, sizeof toks);
+    const bfs_info in = *bfs_get_info(r);
+    bfs_close(r);
+    /* a record with a width, or a count that disagrees with its length: refused */
+    uint8_t *e = img_bytes + in.sample_table_offset;
+    e[16] = 1;
+    ck_assert_int_eq(bfs_open_mem(img_bytes, n, &r, err, sizeof err), 0);
+    ck_assert_int_eq(bfs_get_sample(r, 0, &sm), BFS_E_SAMPLE_RANGE);
+    bfs_close(r);
+    e[16] = 0, e[28] = 2; /* 2 tokens in 6 bytes */
+    ck_assert_int_eq(bfs_open_mem(img_bytes, n, &r, err, sizeof err), 0);
+    ck_assert_int_eq(bfs_get_sample(r, 0, &sm), BFS_E_SAMPLE_RANGE);
+    ck_assert_int_eq(bfs_get_sample(r, 1, &sm), 0);
+    bfs_close(r);
+    /* the same file labelled version 1 (header checksum made right): not a v1 file */
+    img_bytes[8] = 1;
+    uint64_t hc = bfs_xxh64(img_bytes, 120, 0);
+    memcpy(img_bytes + 120, &hc, 8);
+    ck_assert_int_eq(bfs_open_mem(img_bytes, n, &r, err, sizeof err), BFS_E_VERSION);
+    ck_assert_ptr_nonnull(strstr(err, "dataset flags"));
+    free(img_bytes);
+
+    /* the packer's refusals */
+    ck_assert_int_eq(unlink(out), 0);
+    ck_assert_int_eq(truncate(bin, 3), 0);
+    ck_assert_int_eq(bfs_pack(bin, out, &o, &rep, NULL, err, sizeof err), -EINVAL);
+    ck_assert_ptr_nonnull(strstr(err, "not a whole number of 2-byte tokens"));
+    bfs_pack_report_free(&rep);
+    ck_assert_int_eq(truncate(bin, 0), 0);
+    ck_assert_int_eq(bfs_pack(bin, out, &o, &rep, NULL, err, sizeof err), BFS_E_EMPTY);
+    bfs_pack_report_free(&rep);
+    o.doc_sep = 70000;
+    ck_assert_int_eq(bfs_pack(bin, out, &o, &rep, NULL, err, sizeof err), -EINVAL);
+    ck_assert_ptr_nonnull(strstr(err, "does not fit in u16"));
+    bfs_pack_report_free(&rep);
+    o.doc_sep = 1, o.raw = 1;
+    ck_assert_int_eq(bfs_pack(bin, out, &o, &rep, NULL, err, sizeof err), -EINVAL);
+    bfs_pack_report_free(&rep);
+    ck_assert_int_eq(access(out, F_OK), -1); /* nothing written by a refused pack */
+}
+END_TEST
+
 /* ---- packer ----------------------------------------------------------------------- */
 
 START_TEST(pack_skips_and_strict)
@@ -827,6 +940,7 @@ static Suite *format_suite(void)
     tcase_add_test(tc, pack_cancel);
     tcase_add_test(tc, pack_max_side_and_raw);
     tcase_add_test(tc, jpeg_header_cases);
+    tcase_add_test(tc, token_sequences);
     suite_add_tcase(s, tc);
     TCase *tcc = tcase_create("corruption");
     tcase_add_checked_fixture(tcc, corrupt_setup, corrupt_teardown);

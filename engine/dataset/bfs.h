@@ -25,8 +25,9 @@
 
 #define BFS_MAGIC                                                                                  \
     "\x89"                                                                                         \
-    "BFS\r\n\x1a\n" /* PNG-style: catches text-mode mangling */
-#define BFS_VERSION           1u
+    "BFS\r\n\x1a\n"              /* PNG-style: catches text-mode mangling */
+#define BFS_VERSION           2u /* the newest version read and written */
+#define BFS_VERSION_MIN       1u /* image datasets are written as version 1, as before */
 #define BFS_HEADER_SIZE       128u
 #define BFS_SAMPLE_RECORD     32u
 #define BFS_HEAP_ALIGN        4096u      /* heap starts here: O_DIRECT / page aligned */
@@ -40,6 +41,7 @@
 #define BFS_KIND_MASK      0x0003u
 #define BFS_KIND_JPEG      0x0000u /* payload: JPEG bytes */
 #define BFS_KIND_RAW       0x0001u /* payload: lz4 block of width*height*3 RGB bytes */
+#define BFS_KIND_TOKENS    0x0002u /* payload: raw_size token ids, little-endian (version 2) */
 #define BFS_F_PROGRESSIVE  0x0004u
 #define BFS_COLOR_MASK     0x0018u
 #define BFS_COLOR_YCC      0x0000u /* 3 components (YCbCr, or RGB when Adobe says so) */
@@ -47,13 +49,15 @@
 #define BFS_COLOR_CMYK     0x0010u /* CMYK or YCCK */
 #define BFS_F_ODD_SAMPLING 0x0020u /* not 4:4:4/4:2:2/4:2:0/4:4:0: full-decode fallback */
 #define BFS_F_ARITHMETIC   0x0040u
-#define BFS_SAMP_H_SHIFT   8  /* bits 8-9: luma horizontal sampling factor - 1 */
-#define BFS_SAMP_V_SHIFT   10 /* bits 10-11: luma vertical sampling factor - 1 */
-#define BFS_FLAGS_KNOWN    0x0fffu
+#define BFS_SAMP_H_SHIFT   8       /* bits 8-9: luma horizontal sampling factor - 1 */
+#define BFS_SAMP_V_SHIFT   10      /* bits 10-11: luma vertical sampling factor - 1 */
+#define BFS_F_TOKENS_U32   0x1000u /* tokens: 4 bytes each (else 2) */
+#define BFS_FLAGS_KNOWN    0x1fffu
 
 /* Dataset flags (bfs_info.flags). */
-#define BFS_DS_HAS_JPEG 0x1u
-#define BFS_DS_HAS_RAW  0x2u
+#define BFS_DS_HAS_JPEG   0x1u
+#define BFS_DS_HAS_RAW    0x2u
+#define BFS_DS_HAS_TOKENS 0x4u /* token sequences (version 2); never with images */
 
 /* Verification requests for bfs_sample_data. */
 #define BFS_VERIFY_NONE   0u
@@ -85,7 +89,7 @@ typedef struct bfs_sample {
     uint16_t width, height;
     uint16_t flags;    /* BFS_KIND_*, BFS_F_*, BFS_COLOR_* */
     uint32_t checksum; /* low 32 bits of XXH64(payload, seed 0) */
-    uint32_t raw_size; /* RAW: decoded bytes (width*height*3); JPEG: 0 */
+    uint32_t raw_size; /* RAW: decoded bytes (width*height*3); JPEG: 0; TOKENS: token count */
 } bfs_sample;
 
 typedef struct bfs_reader bfs_reader;
@@ -116,7 +120,9 @@ const bfs_info *bfs_get_info(const bfs_reader *r);
 /*
  * bfs_get_sample - decode and check sample i's table entry (O(1), no payload access).
  * Returns 0, BFS_E_SAMPLE_INDEX (i out of range), BFS_E_SAMPLE_RANGE (payload outside
- * the heap, unknown flags, bad raw size) or BFS_E_LABEL (label >= class count).
+ * the heap, unknown flags, bad raw size; a token sequence whose length is not its count
+ * times the token size, or that has a width, height or image flags, or in a version 1
+ * file) or BFS_E_LABEL (label >= class count).
  */
 int bfs_get_sample(const bfs_reader *r, uint64_t i, bfs_sample *s);
 
@@ -202,7 +208,10 @@ int bfs_writer_add_class(bfs_writer *w, const char *name);
 /*
  * bfs_writer_add - append a sample. Payloads that fit in a page never straddle a page
  * boundary (the writer pads to the next page); larger ones start on a boundary.
- * Returns 0, -EINVAL (empty payload, over 4 GiB) or a negative errno from write.
+ * A file holds images (JPEG, raw) or token sequences (BFS_KIND_TOKENS: no width or
+ * height, raw_size tokens), never both; with tokens it is written as version 2.
+ * Returns 0, -EINVAL (empty payload, over 4 GiB, a record that is not valid as the
+ * reader checks it, or images and tokens mixed) or a negative errno from write.
  */
 int bfs_writer_add(bfs_writer *w, const bfs_sample_in *s, const void *payload, size_t len);
 

@@ -66,11 +66,11 @@ static int parse_header(bfs_reader *r, char *err, size_t errlen)
                         "file is %zu bytes, shorter than the %u-byte header", r->len,
                         BFS_HEADER_SIZE);
     in->version = bfs_ld32(h + 8);
-    if (in->version != BFS_VERSION)
-        return bfs_errf(
-            BFS_E_VERSION, err, errlen,
-            "format version %u; this build reads version %u (repack with this mkbatchfs)",
-            in->version, BFS_VERSION);
+    if (in->version < BFS_VERSION_MIN || in->version > BFS_VERSION)
+        return bfs_errf(BFS_E_VERSION, err, errlen,
+                        "format version %u; this build reads versions %u..%u (repack with "
+                        "this mkbatchfs, or use a newer batchfs)",
+                        in->version, BFS_VERSION_MIN, BFS_VERSION);
     uint64_t want = bfs_xxh64(h, 120, 0);
     in->header_checksum = bfs_ld64(h + 120);
     if (want != in->header_checksum)
@@ -120,8 +120,12 @@ static int parse_header(bfs_reader *r, char *err, size_t errlen)
     if (in->page_count != (in->heap_size + ps - 1) / ps)
         return bfs_errf(BFS_E_COUNT, err, errlen, "page count %llu does not match heap size %llu",
                         (unsigned long long)in->page_count, (unsigned long long)in->heap_size);
-    if (in->flags & ~(uint32_t)(BFS_DS_HAS_JPEG | BFS_DS_HAS_RAW))
+    uint32_t known = BFS_DS_HAS_JPEG | BFS_DS_HAS_RAW | (in->version >= 2 ? BFS_DS_HAS_TOKENS : 0);
+    if (in->flags & ~known)
         return bfs_errf(BFS_E_VERSION, err, errlen, "unknown dataset flags %#x", in->flags);
+    if ((in->flags & BFS_DS_HAS_TOKENS) && (in->flags & (BFS_DS_HAS_JPEG | BFS_DS_HAS_RAW)))
+        return bfs_errf(BFS_E_LAYOUT, err, errlen,
+                        "dataset flags %#x: token sequences and images in one file", in->flags);
 
     /* Regions: in file order heap, sample table, class table, page table; none may leave
      * the file or overlap the next. */
@@ -295,8 +299,18 @@ int bfs_get_sample(const bfs_reader *r, uint64_t i, bfs_sample *s)
     s->raw_size = bfs_ld32(e + 28);
     if (s->length == 0 || !region_ok(s->offset, s->length, r->info.heap_size))
         return BFS_E_SAMPLE_RANGE;
-    if ((s->flags & ~BFS_FLAGS_KNOWN) || (s->flags & BFS_KIND_MASK) > BFS_KIND_RAW ||
-        s->width == 0 || s->height == 0 || bfs_ld16(e + 22) != 0)
+    if ((s->flags & ~BFS_FLAGS_KNOWN) || bfs_ld16(e + 22) != 0)
+        return BFS_E_SAMPLE_RANGE;
+    if ((s->flags & BFS_KIND_MASK) == BFS_KIND_TOKENS) {
+        /* token ids: no image fields, length = count x token size, version 2 only */
+        uint64_t size = s->flags & BFS_F_TOKENS_U32 ? 4 : 2;
+        if (r->info.version < 2 || (s->flags & ~(BFS_KIND_MASK | BFS_F_TOKENS_U32)) || s->width ||
+            s->height || s->raw_size == 0 || (uint64_t)s->raw_size * size != s->length)
+            return BFS_E_SAMPLE_RANGE;
+        return s->label >= r->info.class_count ? BFS_E_LABEL : 0;
+    }
+    if ((s->flags & BFS_KIND_MASK) > BFS_KIND_RAW || (s->flags & BFS_F_TOKENS_U32) ||
+        s->width == 0 || s->height == 0)
         return BFS_E_SAMPLE_RANGE;
     if ((s->flags & BFS_KIND_MASK) == BFS_KIND_RAW &&
         (uint64_t)s->raw_size != (uint64_t)s->width * s->height * 3u)

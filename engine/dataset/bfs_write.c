@@ -191,8 +191,15 @@ int bfs_writer_add(bfs_writer *w, const bfs_sample_in *s, const void *payload, s
 int bfs_writer_add_hashed(bfs_writer *w, const bfs_sample_in *s, const void *payload, size_t len,
                           uint64_t checksum)
 {
-    if (len == 0 || len > UINT32_MAX || s->width == 0 || s->height == 0 ||
-        (s->flags & ~BFS_FLAGS_KNOWN))
+    if (len == 0 || len > UINT32_MAX || (s->flags & ~BFS_FLAGS_KNOWN))
+        return -EINVAL;
+    int tokens = (s->flags & BFS_KIND_MASK) == BFS_KIND_TOKENS;
+    if (tokens ? s->width || s->height || !s->raw_size ||
+                     (s->flags & ~(BFS_KIND_MASK | BFS_F_TOKENS_U32)) ||
+                     (uint64_t)s->raw_size * (s->flags & BFS_F_TOKENS_U32 ? 4 : 2) != len ||
+                     (w->flags & (BFS_DS_HAS_JPEG | BFS_DS_HAS_RAW))
+               : s->width == 0 || s->height == 0 || (s->flags & BFS_KIND_MASK) > BFS_KIND_RAW ||
+                     (s->flags & BFS_F_TOKENS_U32) || (w->flags & BFS_DS_HAS_TOKENS))
         return -EINVAL;
     uint64_t in_page = w->heap_size % w->page_size;
     /* A payload never straddles a page boundary when it fits in one page; a larger one
@@ -222,7 +229,9 @@ int bfs_writer_add_hashed(bfs_writer *w, const bfs_sample_in *s, const void *pay
     int rc = heap_append(w, payload, len);
     if (rc)
         return rc;
-    w->flags |= (s->flags & BFS_KIND_MASK) == BFS_KIND_RAW ? BFS_DS_HAS_RAW : BFS_DS_HAS_JPEG;
+    w->flags |= tokens                                       ? BFS_DS_HAS_TOKENS
+                : (s->flags & BFS_KIND_MASK) == BFS_KIND_RAW ? BFS_DS_HAS_RAW
+                                                             : BFS_DS_HAS_JPEG;
     w->count++;
     return 0;
 }
@@ -317,7 +326,8 @@ int bfs_writer_finish(bfs_writer *w, int do_fsync, char *err, size_t errlen)
 
     uint8_t h[BFS_HEADER_SIZE] = {0};
     memcpy(h, BFS_MAGIC, 8);
-    bfs_st32(h + 8, BFS_VERSION);
+    /* version 2 only where needed: image datasets stay byte-identical to before */
+    bfs_st32(h + 8, w->flags & BFS_DS_HAS_TOKENS ? 2u : BFS_VERSION_MIN);
     bfs_st32(h + 12, BFS_HEADER_SIZE);
     bfs_st64(h + 16, w->count);
     bfs_st32(h + 24, w->nclasses);

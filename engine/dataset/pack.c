@@ -16,6 +16,7 @@
 #include "engine/dataset/jpeg.h"
 #include "engine/resize.h"
 #include "base/clock.h"
+#include "base/endian.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -240,8 +241,8 @@ static void transform(const bfs_pack_opts *o, const char *path, uint32_t label, 
 }
 
 /* Sample i of a .bfs source into r: its payload read and verified (a sample that fails is
- * skipped, like an unreadable file), then JPEGs as the options say; raw samples are kept
- * as they are. */
+ * skipped, like an unreadable file), then JPEGs as the options say; raw samples and token
+ * sequences are kept as they are. */
 static void transform_sample(const bfs_pack_opts *o, const bfs_reader *in, uint64_t i, result *r,
                              resize_scratch *scratch)
 {
@@ -258,7 +259,7 @@ static void transform_sample(const bfs_pack_opts *o, const bfs_reader *in, uint6
         r->reason = bfs_strerror(rc);
         return;
     }
-    if ((s.flags & BFS_KIND_MASK) == BFS_KIND_RAW) {
+    if ((s.flags & BFS_KIND_MASK) != BFS_KIND_JPEG) { /* raw pixels, token sequences */
         r->in_bytes = s.length;
         r->s = (bfs_sample_in){.label = s.label,
                                .width = s.width,
@@ -400,6 +401,10 @@ static int write_all_items(pack *p, bfs_writer *w, bfs_pack_report *rep, uint64_
             rep->packed++;
             rep->reencoded += (uint64_t)r.reencoded;
             rep->restarted += (uint64_t)r.restarted;
+            if ((r.s.flags & BFS_KIND_MASK) == BFS_KIND_TOKENS) { /* a token .bfs re-packed */
+                rep->tokens += r.s.raw_size;
+                rep->longest = r.s.raw_size > rep->longest ? r.s.raw_size : rep->longest;
+            }
             rep->bytes_out += r.len;
             per_class[r.s.label]++;
         }
@@ -476,10 +481,180 @@ static int open_bfs_source(const char *src, pack *p, char *err, size_t errlen)
     return 0;
 }
 
+/* ---- token sequences ---------------------------------------------------------------- */
+
+size_t bfs_tokens_doc_end(const uint8_t *p, size_t n, int size, uint32_t sep)
+{
+    if (size == 2) {
+        for (size_t i = 0; i < n; i++)
+            if (bfs_ld16(p + 2 * i) == sep)
+                return i + 1;
+    } else {
+        for (size_t i = 0; i < n; i++)
+            if (bfs_ld32(p + 4 * i) == sep)
+                return i + 1;
+    }
+    return 0;
+}
+
+/* Append n bytes to the growing document doc (len, cap). 0 or -ENOMEM. */
+static int doc_append(uint8_t **doc, size_t *len, size_t *cap, const uint8_t *p, size_t n)
+{
+    if (*len + n > *cap) {
+        size_t c = *cap ? *cap : 1 << 16;
+        while (c < *len + n)
+            c *= 2;
+        uint8_t *d = realloc(*doc, c);
+        if (!d)
+            return -ENOMEM;
+        *doc = d, *cap = c;
+    }
+    memcpy(*doc + *len, p, n);
+    *len += n;
+    return 0;
+}
+
+static void token_progress(const bfs_pack_opts *o, const bfs_pack_report *rep, uint64_t total,
+                           double t0, int final)
+{
+    static double last;
+    double t = bfs_mono_s();
+    if (!o->progress || !o->progress_out || (!final && t - last < 0.1))
+        return;
+    last = t;
+    double el = t - t0, frac = total ? (double)rep->bytes_in / total : 1;
+    double eta = frac > 0 ? el / frac - el : 0;
+    char bar[31];
+    for (int i = 0; i < 30; i++)
+        bar[i] = i < (int)(frac * 30) ? '#' : '.';
+    bar[30] = 0;
+    fprintf(o->progress_out, "\r[%s] %3.0f%% %llu documents  %.1f MB  %.1f MB/s  ETA %.0fs   %s",
+            bar, frac * 100, (unsigned long long)rep->packed, rep->bytes_in / 1e6,
+            el > 0 ? rep->bytes_in / el / 1e6 : 0.0, eta, final ? "\n" : "");
+    fflush(o->progress_out);
+}
+
+static int emit_doc(bfs_writer *w, const bfs_pack_opts *o, bfs_pack_report *rep, const uint8_t *doc,
+                    size_t len, char *err, size_t errlen)
+{
+    if (len > UINT32_MAX)
+        return bfs_errf(-EINVAL, err, errlen,
+                        "document %llu has %zu tokens (over 4 GiB): is %u the separator "
+                        "token (--doc-sep)?",
+                        (unsigned long long)rep->packed, len / (size_t)o->tokens, o->doc_sep);
+    uint64_t n = len / (size_t)o->tokens;
+    bfs_sample_in in = {.flags =
+                            (uint16_t)(BFS_KIND_TOKENS | (o->tokens == 4 ? BFS_F_TOKENS_U32 : 0)),
+                        .raw_size = (uint32_t)n};
+    int rc = bfs_writer_add(w, &in, doc, len);
+    if (rc)
+        return bfs_errf(rc, err, errlen, "writing %s: %s", bfs_writer_temp_path(w),
+                        bfs_strerror(rc));
+    rep->packed++, rep->tokens += n, rep->bytes_out += len;
+    rep->longest = n > rep->longest ? n : rep->longest;
+    return 0;
+}
+
+static int pack_tokens(const char *src, const char *out, const bfs_pack_opts *o,
+                       bfs_pack_report *rep, volatile int *cancel, char *err, size_t errlen)
+{
+    int ts = o->tokens;
+    if (ts != 2 && ts != 4)
+        return bfs_errf(-EINVAL, err, errlen, "token size %d: must be 2 (u16) or 4 (u32)", ts);
+    if (o->raw || o->max_side || o->restart)
+        return bfs_errf(-EINVAL, err, errlen,
+                        "token sequences take no image options (raw, max-side, restart)");
+    if (ts == 2 && o->doc_sep > 0xffff)
+        return bfs_errf(-EINVAL, err, errlen,
+                        "separator token %u does not fit in u16 tokens (0..65535)", o->doc_sep);
+    double t0 = bfs_mono_s();
+    struct stat st;
+    int fd = bfs_open_regular(src, &st);
+    if (fd < 0)
+        return bfs_errf(fd, err, errlen, "%s: %s", src,
+                        fd == BFS_E_NOT_REGULAR ? "not a regular file" : bfs_strerror(fd));
+    if (st.st_size == 0) {
+        close(fd);
+        return bfs_errf(BFS_E_EMPTY, err, errlen, "%s is empty: no tokens to pack", src);
+    }
+    if (st.st_size % ts) {
+        close(fd);
+        return bfs_errf(-EINVAL, err, errlen,
+                        "%s: %lld bytes is not a whole number of %d-byte tokens (u%d)", src,
+                        (long long)st.st_size, ts, ts * 8);
+    }
+    rep->files = 1;
+    rep->classes = 1;
+    bfs_writer *w = NULL;
+    size_t chunk_cap = (size_t)8 << 20, doc_len = 0, doc_cap = 0;
+    uint8_t *chunk = malloc(chunk_cap), *doc = NULL;
+    int rc = chunk ? bfs_writer_create(out, o->page_size, &w, err, errlen) : -ENOMEM;
+    if (!rc) {
+        snprintf(temp_path, sizeof temp_path, "%s", bfs_writer_temp_path(w));
+        rc = bfs_writer_add_class(w, "documents");
+    }
+    uint64_t off = 0;
+    while (!rc && off < (uint64_t)st.st_size) {
+        if (cancel && *cancel) {
+            rc = -ECANCELED;
+            break;
+        }
+        size_t want =
+            (uint64_t)st.st_size - off < chunk_cap ? (size_t)(st.st_size - off) : chunk_cap;
+        ssize_t got = pread(fd, chunk, want, (off_t)off);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got <= 0 || got % ts) { /* a short read mid-token: read the rest next time */
+            if (got > 0 && (size_t)got > (size_t)ts)
+                got -= got % ts;
+            else {
+                rc = got < 0 ? -errno : BFS_E_CHANGED;
+                bfs_errf(rc, err, errlen, "reading %s: %s", src,
+                         got < 0 ? strerror(-rc) : "the file shrank while packing");
+                break;
+            }
+        }
+        size_t n = (size_t)got / (size_t)ts, pos = 0;
+        while (!rc && pos < n) {
+            size_t k = bfs_tokens_doc_end(chunk + pos * ts, n - pos, ts, o->doc_sep);
+            size_t take = k ? k : n - pos;
+            rc = doc_append(&doc, &doc_len, &doc_cap, chunk + pos * ts, take * ts);
+            if (rc)
+                bfs_errf(rc, err, errlen, "out of memory (a document of %zu MB so far)",
+                         doc_len >> 20);
+            else if (k) {
+                rc = emit_doc(w, o, rep, doc, doc_len, err, errlen);
+                doc_len = 0;
+            } else if (doc_len > UINT32_MAX)
+                rc = emit_doc(w, o, rep, doc, doc_len, err, errlen); /* refuses it */
+            pos += take;
+        }
+        off += (uint64_t)got;
+        rep->bytes_in = off;
+        token_progress(o, rep, (uint64_t)st.st_size, t0, 0);
+    }
+    if (!rc && doc_len) /* the last document, without a separator */
+        rc = emit_doc(w, o, rep, doc, doc_len, err, errlen);
+    close(fd);
+    free(chunk);
+    free(doc);
+    if (!rc) {
+        token_progress(o, rep, (uint64_t)st.st_size, t0, 1);
+        rc = bfs_writer_finish(w, o->fsync, err, errlen);
+        w = NULL;
+    }
+    bfs_writer_abort(w);
+    temp_path[0] = 0;
+    rep->seconds = bfs_mono_s() - t0;
+    return rc;
+}
+
 int bfs_pack(const char *src, const char *out, const bfs_pack_opts *o, bfs_pack_report *rep,
              volatile int *cancel, char *err, size_t errlen)
 {
     memset(rep, 0, sizeof *rep);
+    if (o->tokens)
+        return pack_tokens(src, out, o, rep, cancel, err, errlen);
     if (o->max_side < 0 || o->max_side > 65535 || o->quality < 0 || o->quality > 100)
         return bfs_errf(-EINVAL, err, errlen,
                         "bad options: max-side %d (0..65535), quality %d (1..100)", o->max_side,

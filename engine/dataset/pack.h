@@ -29,6 +29,9 @@ typedef struct bfs_pack_opts {
     uint32_t page_size; /* 0: BFS_PAGE_SIZE_DEFAULT */
     int progress;       /* draw a progress bar on progress_out */
     FILE *progress_out; /* usually stderr */
+    /* token sequences (bfs_pack_tokens) instead of images: */
+    int tokens;       /* 0: src holds images; 2 or 4: src is a flat file of token ids, u16/u32 */
+    uint32_t doc_sep; /* the token that ends each document (kept as its last token) */
 } bfs_pack_opts;
 
 typedef struct bfs_pack_skip {
@@ -47,6 +50,8 @@ typedef struct bfs_pack_report {
     bfs_pack_skip *skipped; /* in dataset order */
     uint64_t nskipped;
     uint64_t ignored; /* files not named .jpg/.jpeg below the class directories */
+    uint64_t tokens;  /* token ids packed (tokens) */
+    uint64_t longest; /* tokens of the longest document (tokens) */
     char notes[2048]; /* about the folder scan (bfs_folder_notes), or "" */
 } bfs_pack_report;
 
@@ -67,6 +72,21 @@ typedef struct bfs_pack_report {
  */
 int bfs_pack(const char *src, const char *out, const bfs_pack_opts *o, bfs_pack_report *rep,
              volatile int *cancel, char *err, size_t errlen);
+
+/*
+ * With o->tokens, bfs_pack packs a flat file of token ids (nanoGPT's train.bin: u16 or u32,
+ * little-endian, documents joined by a separator token such as GPT-2's <|endoftext|> 50256)
+ * into token-sequence samples (BFS_KIND_TOKENS), one per document, each ending with its
+ * separator (the last one may lack it), so the samples joined in order are the file's
+ * bytes. One class, "documents", label 0. Streams the file (8 MiB at a time), one thread.
+ * Returns 0, BFS_E_EMPTY (an empty file), -EINVAL (a size that is not a whole number of
+ * tokens, a separator that does not fit the token size, image options with tokens, a
+ * document of 4 GiB or more), a negative errno (I/O) or -ECANCELED.
+ *
+ * bfs_tokens_doc_end - among the n tokens at p (size 2 or 4 bytes each, little-endian),
+ * the count up to and including the first one equal to sep, or 0 when none is.
+ */
+size_t bfs_tokens_doc_end(const uint8_t *p, size_t n, int size, uint32_t sep);
 
 /* bfs_pack_temp_path - while bfs_pack runs, the temporary file it writes (or NULL);
  * for a signal handler that must unlink it. Points to static storage. */

@@ -79,6 +79,12 @@ int bfs_source_open(const char *path, bfs_source **out, char *err, size_t errlen
          * checked once here, ~32 bytes per sample (bench_open prints the cost) */
         if (!rc && (rc = bfs_verify_tables(s->bfs)))
             bfs_errf(rc, err, errlen, "%s: %s", s->path, bfs_strerror(rc));
+        if (!rc && (bfs_get_info(s->bfs)->flags & BFS_DS_HAS_TOKENS))
+            rc = bfs_errf(-ENOTSUP, err, errlen,
+                          "%s holds token sequences (mkbatchfs --tokens); the pipelines that "
+                          "serve them (pack=concat|pad|bucket) are not built yet: batchfs "
+                          "serves image datasets only",
+                          s->path);
         if (!rc)
             s->identity = bfs_get_info(s->bfs)->header_checksum;
     }

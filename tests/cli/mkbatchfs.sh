@@ -453,7 +453,7 @@ interrupt_case TERM
 # ---- --help, --version -----------------------------------------------------------------
 run "$MK" --help
 expect_rc 0 "--help"
-for opt in --jobs --max-side --quality --raw --restart --no-restart --strict --page-size --no-fsync --quiet \
+for opt in --jobs --max-side --quality --raw --restart --no-restart --strict --tokens --doc-sep --page-size --no-fsync --quiet \
     --info --cat --verify --help --version; do
     grep -qF -- "$opt" "$T/stdout" || fail "--help does not mention $opt"
 done

@@ -164,7 +164,7 @@ static void open_and_walk(const uint8_t *base, size_t size)
     CHECK(r != NULL);
     const bfs_info *in = bfs_get_info(r);
     /* what open promises to have validated */
-    CHECK(in->version == BFS_VERSION && in->file_size == size);
+    CHECK(in->version >= BFS_VERSION_MIN && in->version <= BFS_VERSION && in->file_size == size);
     CHECK(in->sample_count >= 1 && in->class_count >= 1 && in->class_count <= BFS_MAX_CLASSES);
     CHECK(in->page_size >= BFS_PAGE_SIZE_MIN && in->page_size <= BFS_PAGE_SIZE_MAX &&
           (in->page_size & (in->page_size - 1)) == 0);
