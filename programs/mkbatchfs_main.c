@@ -39,6 +39,8 @@ static void usage(FILE *f)
     fprintf(
         f, "usage: mkbatchfs [OPTIONS] SRC OUT.bfs     pack an ImageFolder into a dataset file\n"
            "       mkbatchfs --tokens u16|u32 --doc-sep T TOKENS.bin OUT.bfs\n"
+           "       mkbatchfs --tokens npy --offsets DOCS.npy TOKENS.npy OUT.bfs\n"
+           "       mkbatchfs --tokens megatron PREFIX[.bin|.idx] OUT.bfs\n"
            "                                           pack token sequences (one per document)\n"
            "       mkbatchfs --info F.bfs              describe a dataset file\n"
            "       mkbatchfs --cat F.bfs I             write sample I's stored bytes to stdout\n"
@@ -71,10 +73,16 @@ static void usage(FILE *f)
            "                       CPU-bound (default: on, except with --raw)\n"
            "      --no-restart     keep the JPEG bytes as they are (packing is I/O-bound)\n"
            "  -s, --strict         fail on the first file that would be skipped\n"
-           "  -t, --tokens u16|u32 SRC is a flat file of token ids of that width, little-\n"
-           "                       endian (nanoGPT's train.bin): one sample per document\n"
-           "      --doc-sep T      the token that ends each document, kept as its last token\n"
-           "                       (needed with --tokens; GPT-2's <|endoftext|> is 50256)\n"
+           "  -t, --tokens FORMAT  SRC holds token ids, packed one sample per document:\n"
+           "                       u16, u32: a flat file of ids of that width, little-endian\n"
+           "                       (nanoGPT's train.bin), documents ended by --doc-sep;\n"
+           "                       npy: a .npy of shape (N,), documents at --offsets;\n"
+           "                       megatron: Megatron-LM's indexed dataset (PREFIX.bin and\n"
+           "                       PREFIX.idx), one sample per document of its index\n"
+           "      --doc-sep T      u16/u32: the token that ends each document, kept as its\n"
+           "                       last token (GPT-2's <|endoftext|> is 50256)\n"
+           "      --offsets F      npy: a .npy of integers, the documents' starts (0 first)\n"
+           "                       or their N+1 boundaries (0 first, N last)\n"
            "  -p, --page-size B    payload page size, power of two, K/M suffix (default 8M)\n"
            "      --no-fsync       do not fsync the result before renaming it into place\n"
            "      --quiet          no progress bar or summary\n"
@@ -374,14 +382,18 @@ static int cmd_pack(const char *src, const char *out, bfs_pack_opts *o, int quie
         bfs_pack_report_free(&rep);
         return 1;
     }
-    if (!quiet && o->tokens)
+    int tokens = o->tokens || o->token_format;
+    if (!quiet && tokens)
         fprintf(stderr,
                 "packed %llu tokens (u%d) in %llu documents, %llu tokens the longest, into %s "
                 "in %.2f s (%.1f MB/s)\n",
-                (unsigned long long)rep.tokens, o->tokens * 8, (unsigned long long)rep.packed,
+                (unsigned long long)rep.tokens, rep.token_size * 8, (unsigned long long)rep.packed,
                 (unsigned long long)rep.longest, out, rep.seconds,
                 rep.seconds > 0 ? rep.bytes_in / rep.seconds / 1e6 : 0.0);
-    else if (!quiet)
+    if (!quiet && tokens && rep.ignored)
+        fprintf(stderr, "%llu empty documents left out (a sample holds one token at least)\n",
+                (unsigned long long)rep.ignored);
+    else if (!quiet && !tokens)
         fprintf(stderr,
                 "packed %llu samples in %u classes (%.1f MB%s) into %s in %.2f s (%.1f MB/s)%s\n",
                 (unsigned long long)rep.packed, rep.classes, rep.bytes_out / 1e6,
@@ -410,7 +422,8 @@ int main(int argc, char **argv)
         OPT_CAT,
         OPT_VERIFY,
         OPT_NO_RESTART,
-        OPT_DOC_SEP
+        OPT_DOC_SEP,
+        OPT_OFFSETS
     };
     static const struct option longopts[] = {
         {"jobs", required_argument, NULL, 'j'},
@@ -422,6 +435,7 @@ int main(int argc, char **argv)
         {"strict", no_argument, NULL, 's'},
         {"tokens", required_argument, NULL, 't'},
         {"doc-sep", required_argument, NULL, OPT_DOC_SEP},
+        {"offsets", required_argument, NULL, OPT_OFFSETS},
         {"page-size", required_argument, NULL, 'p'},
         {"no-fsync", no_argument, NULL, OPT_NO_FSYNC},
         {"quiet", no_argument, NULL, OPT_QUIET},
@@ -436,6 +450,7 @@ int main(int argc, char **argv)
     int quiet = 0, mode = 0, c, restart = -1; /* -1: not given, on unless --raw */
     int image_opts = 0;                       /* --max-side, --quality or --raw given */
     long doc_sep = -1;
+    int tokens_given = 0;
     long v;
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":j:m:q:rRst:p:hV", longopts, NULL)) != -1) {
@@ -473,11 +488,20 @@ int main(int argc, char **argv)
             o.strict = 1;
             break;
         case 't':
-            if (strcmp(optarg, "u16") && strcmp(optarg, "u32")) {
-                fprintf(stderr, "mkbatchfs: --tokens: '%s' is not u16 or u32\n", optarg);
+            if (!strcmp(optarg, "u16") || !strcmp(optarg, "u32"))
+                o.tokens = optarg[1] == '1' ? 2 : 4, o.token_format = BFS_TOKENS_FLAT;
+            else if (!strcmp(optarg, "npy") || !strcmp(optarg, "megatron"))
+                o.tokens = 0,
+                o.token_format = optarg[0] == 'n' ? BFS_TOKENS_NPY : BFS_TOKENS_MEGATRON;
+            else {
+                fprintf(stderr, "mkbatchfs: --tokens: '%s' is not u16, u32, npy or megatron\n",
+                        optarg);
                 return 2;
             }
-            o.tokens = optarg[1] == '1' ? 2 : 4;
+            tokens_given = 1;
+            break;
+        case OPT_OFFSETS:
+            o.offsets = optarg;
             break;
         case OPT_DOC_SEP:
             if (parse_int(optarg, "--doc-sep", 0, UINT32_MAX, &doc_sep))
@@ -527,17 +551,32 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    if (o.tokens && (image_opts || restart >= 0)) {
+    int flat = tokens_given && o.token_format == BFS_TOKENS_FLAT;
+    if (o.offsets && (!tokens_given || o.token_format != BFS_TOKENS_NPY)) {
+        fprintf(stderr, "mkbatchfs: --offsets applies only with --tokens npy\n");
+        return 2;
+    }
+    if (tokens_given && o.token_format == BFS_TOKENS_NPY && !o.offsets) {
+        fprintf(stderr, "mkbatchfs: --tokens npy needs --offsets F, a .npy of the documents' "
+                        "starts or boundaries\n");
+        return 2;
+    }
+    if (tokens_given && !flat && doc_sep >= 0) {
+        fprintf(stderr, "mkbatchfs: --doc-sep applies only with --tokens u16|u32 (npy and "
+                        "megatron files say where documents are)\n");
+        return 2;
+    }
+    if (tokens_given && (image_opts || restart >= 0)) {
         fprintf(stderr, "mkbatchfs: --tokens packs token ids: --max-side, --quality, --raw, "
                         "--restart and --no-restart do not apply\n");
         return 2;
     }
-    if (o.tokens && doc_sep < 0) {
+    if (flat && doc_sep < 0) {
         fprintf(stderr, "mkbatchfs: --tokens needs --doc-sep T, the token that ends each "
                         "document (GPT-2's <|endoftext|> is 50256)\n");
         return 2;
     }
-    if (!o.tokens && doc_sep >= 0) {
+    if (!tokens_given && doc_sep >= 0) {
         fprintf(stderr, "mkbatchfs: --doc-sep applies only with --tokens\n");
         return 2;
     }
@@ -547,7 +586,7 @@ int main(int argc, char **argv)
         return 2;
     }
     o.doc_sep = (uint32_t)(doc_sep < 0 ? 0 : doc_sep);
-    o.restart = o.tokens ? 0 : restart >= 0 ? restart : !o.raw;
+    o.restart = tokens_given ? 0 : restart >= 0 ? restart : !o.raw;
     if (o.raw && restart == 1) {
         fprintf(stderr, "mkbatchfs: --raw stores pixels, not JPEGs: --restart does not apply\n");
         return 2;

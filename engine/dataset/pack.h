@@ -30,9 +30,13 @@ typedef struct bfs_pack_opts {
     int progress;       /* draw a progress bar on progress_out */
     FILE *progress_out; /* usually stderr */
     /* token sequences (bfs_pack_tokens) instead of images: */
-    int tokens;       /* 0: src holds images; 2 or 4: src is a flat file of token ids, u16/u32 */
-    uint32_t doc_sep; /* the token that ends each document (kept as its last token) */
+    int tokens;          /* 0: src holds images; 2 or 4: src is a flat file of token ids */
+    uint32_t doc_sep;    /* the token that ends each document (kept as its last token) */
+    int token_format;    /* BFS_TOKENS_FLAT (with tokens), _NPY or _MEGATRON */
+    const char *offsets; /* BFS_TOKENS_NPY: the .npy of document offsets */
 } bfs_pack_opts;
+
+enum { BFS_TOKENS_FLAT, BFS_TOKENS_NPY, BFS_TOKENS_MEGATRON };
 
 typedef struct bfs_pack_skip {
     char *path;
@@ -52,6 +56,7 @@ typedef struct bfs_pack_report {
     uint64_t ignored; /* files not named .jpg/.jpeg below the class directories */
     uint64_t tokens;  /* token ids packed (tokens) */
     uint64_t longest; /* tokens of the longest document (tokens) */
+    int token_size;   /* bytes per token id stored: 2 or 4 (tokens) */
     char notes[2048]; /* about the folder scan (bfs_folder_notes), or "" */
 } bfs_pack_report;
 
@@ -82,6 +87,16 @@ int bfs_pack(const char *src, const char *out, const bfs_pack_opts *o, bfs_pack_
  * Returns 0, BFS_E_EMPTY (an empty file), -EINVAL (a size that is not a whole number of
  * tokens, a separator that does not fit the token size, image options with tokens, a
  * document of 4 GiB or more), a negative errno (I/O) or -ECANCELED.
+ *
+ * With o->token_format BFS_TOKENS_NPY, src is a .npy of shape (N,) holding the ids
+ * (|u1 |i1 <u2 <i2 <u4 <i4 <u8 <i8) and o->offsets a .npy of integers marking documents:
+ * N+1 boundaries (0 first, N last), or starts (0 first); with BFS_TOKENS_MEGATRON src is
+ * Megatron-LM's indexed dataset, PREFIX or PREFIX.bin or PREFIX.idx (one sample per
+ * document of its document index, its sequences joined). Ids of 1 or 2 bytes are stored
+ * as u16, wider ones as u32; a negative id or one over u32 is refused (-ERANGE), naming
+ * where it is. Empty documents are left out and counted in rep->ignored. Other errors:
+ * -EINVAL with the file and the reason (tokfile.h's parsers), BFS_E_EMPTY (no document
+ * holds a token), I/O errors.
  *
  * bfs_tokens_doc_end - among the n tokens at p (size 2 or 4 bytes each, little-endian),
  * the count up to and including the first one equal to sep, or 0 when none is.
