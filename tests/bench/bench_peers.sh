@@ -9,7 +9,8 @@
 #   - batchfs: the corpus packed by default (restart markers), mounted, read batch by batch.
 # All: batches of 256, RandomResizedCrop 224 (scale 0.08..1, ratio 3/4..4/3) + flip, uint8,
 # `nproc` workers/threads, one warm-up epoch then the median of 3 epochs
-# (tests/bench/peers.py). Prints images/s and images per CPU second (every process of the
+# (tests/bench/peers.py). Prints images/s, each timed epoch's and their spread (max - min
+# over the median: how steady each pipeline is), images per CPU second (every process of the
 # pipeline, batchfs's daemon included) and batchfs / each peer for both, and the mount's
 # images/s per core and `batchfs --bench`'s images per CPU second against libjpeg-turbo's
 # full decode of the original files on one core (`batchfs --bench` of a --no-restart pack
@@ -75,7 +76,10 @@ fusermount3 -u "$mnt"
 
 show() { # name json
     if [ "$2" = '{}' ]; then printf '%-40s failed (see above)\n' "$1"; return; fi
-    printf '%-40s %7.0f images/s  %7.0f images per CPU second\n' "$1" "$(field "$2" images_per_s)" "$(field "$2" images_per_cpu_s)"
+    printf '%-40s %7.0f images/s  %7.0f images per CPU second  epochs %s, spread %.0f%%\n' "$1" \
+        "$(field "$2" images_per_s)" "$(field "$2" images_per_cpu_s)" \
+        "$(python3 -c "import json,sys; print('/'.join(map(str, json.loads(sys.argv[1])['epochs_images_per_s'])))" "$2")" \
+        "$(awk -v s="$(field "$2" spread)" 'BEGIN{print 100*s}')"
 }
 show "DALI CPU (image_random_crop)" "$dali"
 show "torchvision decode_jpeg + v2" "$tv"

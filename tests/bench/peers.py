@@ -2,8 +2,9 @@
 state, as bench_peers.sh runs it: RandomResizedCrop to 224x224 (scale 0.08..1, ratio
 3/4..4/3) and a random horizontal flip of every JPEG, uint8, batches of BATCH, WORKERS
 workers or threads; one warm-up epoch, then 3 timed epochs of all full batches. Prints one
-JSON object: the median images/s of the timed epochs and CPU seconds per image over them
-(every process of the pipeline: this one, its workers, and for batchfs the daemon).
+JSON object: the median images/s of the timed epochs, each epoch's, their spread
+((max - min) / median), and CPU seconds per image over them (every process of the
+pipeline: this one, its workers, and for batchfs the daemon).
 
 KIND:
   dali         NVIDIA DALI without a GPU (device_id=None): fn.readers.file with a full
@@ -49,7 +50,8 @@ def proc_cpu(pid):
 
 
 def run_epochs(one_epoch, pids):
-    """one_epoch() -> images; returns (median images/s of epochs 1..3, CPU s per image)."""
+    """one_epoch() -> images; returns (median images/s of epochs 1..3, CPU s per image, the
+    three epochs' images/s)."""
     one_epoch()  # warm-up: workers started, files in the page cache
     rates, images = [], 0
     cpu0 = sum(proc_cpu(p) for p in pids)
@@ -59,7 +61,7 @@ def run_epochs(one_epoch, pids):
         rates.append(n / (time.perf_counter() - t0))
         images += n
     cpu = sum(proc_cpu(p) for p in pids) - cpu0
-    return sorted(rates)[1], cpu / images
+    return sorted(rates)[1], cpu / images, rates
 
 
 def files_of(root):
@@ -181,17 +183,19 @@ def batchfs(mnt, daemon):
 def main():
     kind, root, batch, workers = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
     if kind == "dali":
-        ips, cpu = dali(root, batch, workers)
+        ips, cpu, rates = dali(root, batch, workers)
     elif kind == "torchvision":
-        ips, cpu = torchvision_(root, batch, workers)
+        ips, cpu, rates = torchvision_(root, batch, workers)
     elif kind == "pil":
-        ips, cpu = pil(root, batch, workers)
+        ips, cpu, rates = pil(root, batch, workers)
     elif kind == "batchfs":
-        ips, cpu = batchfs(root, int(sys.argv[5]))
+        ips, cpu, rates = batchfs(root, int(sys.argv[5]))
     else:
         sys.exit(f"peers.py: unknown kind {kind}")
     print(json.dumps({"kind": kind, "images_per_s": round(ips, 1),
-                      "cpu_s_per_image": cpu, "images_per_cpu_s": round(1 / cpu, 1)}))
+                      "cpu_s_per_image": cpu, "images_per_cpu_s": round(1 / cpu, 1),
+                      "epochs_images_per_s": [round(r) for r in rates],
+                      "spread": round((max(rates) - min(rates)) / ips, 3)}))
 
 
 if __name__ == "__main__":
