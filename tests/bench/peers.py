@@ -74,6 +74,26 @@ def files_of(root):
     return out
 
 
+def run_loader(ds, batch, workers):
+    """A DataLoader over ds as both PyTorch peers use it: shuffled, persistent workers of
+    one thread each, full batches of uint8 3x224x224 tensors."""
+    import torch
+
+    dl = torch.utils.data.DataLoader(ds, batch_size=batch, shuffle=True, num_workers=workers,
+                                     drop_last=True, persistent_workers=True,
+                                     worker_init_fn=lambda _: torch.set_num_threads(1))
+    torch.set_num_threads(1)
+
+    def epoch():
+        n = 0
+        for x, _ in dl:
+            assert x.dtype == torch.uint8 and tuple(x.shape[1:]) == (3, 224, 224)
+            n += x.shape[0]
+        return n
+
+    return run_epochs(epoch, [os.getpid()])
+
+
 def dali(root, batch, workers):
     from nvidia.dali import fn, pipeline_def, types
 
@@ -121,19 +141,7 @@ def torchvision_(root, batch, workers):
                 data = torch.frombuffer(bytearray(f.read()), dtype=torch.uint8)
             return tf(decode_jpeg(data, mode=ImageReadMode.RGB)), label
 
-    dl = torch.utils.data.DataLoader(DS(), batch_size=batch, shuffle=True, num_workers=workers,
-                                     drop_last=True, persistent_workers=True,
-                                     worker_init_fn=lambda _: torch.set_num_threads(1))
-    torch.set_num_threads(1)
-
-    def epoch():
-        n = 0
-        for x, _ in dl:
-            assert x.dtype == torch.uint8 and tuple(x.shape[1:]) == (3, 224, 224)
-            n += x.shape[0]
-        return n
-
-    return run_epochs(epoch, [os.getpid()])
+    return run_loader(DS(), batch, workers)
 
 
 def pil(root, batch, workers):
@@ -142,20 +150,7 @@ def pil(root, batch, workers):
 
     tf = transforms.Compose([transforms.RandomResizedCrop(224), transforms.RandomHorizontalFlip(),
                              transforms.PILToTensor()])
-    dl = torch.utils.data.DataLoader(datasets.ImageFolder(root, transform=tf), batch_size=batch,
-                                     shuffle=True, num_workers=workers, drop_last=True,
-                                     persistent_workers=True,
-                                     worker_init_fn=lambda _: torch.set_num_threads(1))
-    torch.set_num_threads(1)
-
-    def epoch():
-        n = 0
-        for x, _ in dl:
-            assert x.dtype == torch.uint8 and tuple(x.shape[1:]) == (3, 224, 224)
-            n += x.shape[0]
-        return n
-
-    return run_epochs(epoch, [os.getpid()])
+    return run_loader(datasets.ImageFolder(root, transform=tf), batch, workers)
 
 
 def batchfs(mnt, daemon):
