@@ -40,7 +40,8 @@
     X(NOT_REGULAR, "not a regular file (a FIFO, socket, device or directory)")                     \
     X(CHANGED, "dataset file changed since it was opened (overwritten or truncated in place)")     \
     X(REMOTE, "Redis request failed")                                                              \
-    X(REMOTE_VALUE, "remote batch value corrupt, truncated or for another batch (checksum)")
+    X(REMOTE_VALUE, "remote batch value corrupt, truncated or for another batch (checksum)")       \
+    X(FILE_CHANGED, "file changed or vanished since the folder was scanned at mount")
 
 enum {
     BFS_E_BEFORE_FIRST = -4201,

@@ -18,8 +18,25 @@ struct bfs_source {
     bfs_reader *bfs;   /* .bfs source, or NULL */
     bfs_folder folder; /* folder source */
     uint64_t identity;
+    uint64_t *facts;  /* folder: per file, XXH64 of its size and mtime at the scan */
     char notes[2048]; /* bfs_source_notes */
 };
+
+/* What a folder file's identity and change check hash: its size and mtime, or the error
+ * that stands in for them (a file that cannot be stat'ed). */
+static uint64_t file_facts(const char *path, uint64_t *facts3)
+{
+    struct stat sb;
+    if (stat(path, &sb) < 0) {
+        memset(&sb, 0, sizeof sb);
+        sb.st_size = -(off_t)errno;
+    }
+    uint64_t f[3] = {(uint64_t)sb.st_size, (uint64_t)sb.st_mtim.tv_sec,
+                     (uint64_t)sb.st_mtim.tv_nsec};
+    if (facts3)
+        memcpy(facts3, f, sizeof f);
+    return bfs_xxh64(f, sizeof f, 0);
+}
 
 static int folder_identity(bfs_source *s, char *err, size_t errlen)
 {
@@ -28,17 +45,15 @@ static int folder_identity(bfs_source *s, char *err, size_t errlen)
     for (uint32_t c = 0; c < s->folder.nclasses; c++)
         bfs_xxh64_update(&st, s->folder.classes[c], strlen(s->folder.classes[c]) + 1);
     size_t root = strlen(s->path);
+    if (!(s->facts = malloc((s->folder.n ? s->folder.n : 1) * sizeof *s->facts)))
+        return bfs_errf(-ENOMEM, err, errlen, "out of memory");
     for (uint64_t i = 0; i < s->folder.n; i++) {
-        struct stat sb;
         const char *p = s->folder.paths[i];
         /* a file that cannot be stat'ed (a dangling symlink) is a bad sample when read,
          * substituted per bad_sample: its error stands in for its size */
-        if (stat(p, &sb) < 0) {
-            memset(&sb, 0, sizeof sb);
-            sb.st_size = -(off_t)errno;
-        }
-        uint64_t facts[4] = {(uint64_t)sb.st_size, (uint64_t)sb.st_mtim.tv_sec,
-                             (uint64_t)sb.st_mtim.tv_nsec, s->folder.labels[i]};
+        uint64_t facts[4];
+        s->facts[i] = file_facts(p, facts);
+        facts[3] = s->folder.labels[i];
         /* relative paths: moving the whole folder keeps its identity */
         const char *rel = strlen(p) > root ? p + root : p;
         bfs_xxh64_update(&st, rel, strlen(rel) + 1);
@@ -102,6 +117,7 @@ void bfs_source_close(bfs_source *s)
         return;
     bfs_close(s->bfs);
     bfs_folder_free(&s->folder);
+    free(s->facts);
     free(s->path);
     free(s);
 }
@@ -158,8 +174,14 @@ int bfs_source_get(bfs_source *s, uint64_t i, bfs_item *it, bfs_source_scratch *
     if (i >= s->folder.n)
         return BFS_E_SAMPLE_INDEX;
     int rc = bfs_read_file(s->folder.paths[i], &scratch->buf, &scratch->cap, &it->len);
-    if (rc)
-        return rc;
+    if (rc) /* unreadable now: since the scan (vanished, replaced) or already then */
+        return file_facts(s->folder.paths[i], NULL) != s->facts[i] ? BFS_E_FILE_CHANGED : rc;
+    /* the bytes are the scanned file's only if its size and mtime are still those the
+     * identity (and so the fingerprint, and cache_dir's entries) was made of: stat'ed after
+     * the read, so a change during it shows too. Costs a stat, ~1 us against a decode. */
+    uint64_t f[3];
+    if (file_facts(s->folder.paths[i], f) != s->facts[i] || f[0] != it->len)
+        return BFS_E_FILE_CHANGED;
     it->data = scratch->buf;
     it->label = s->folder.labels[i];
     return 0;

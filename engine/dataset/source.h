@@ -67,7 +67,9 @@ void bfs_source_advise(const bfs_source *s, const uint64_t *idx, uint32_t n);
  * bfs_source_get - sample i's payload and table facts. The payload is read (pread) into
  * scratch, valid until the next call with the same scratch; for .bfs sources its checksum
  * is verified (~10 GB/s, cheap against decoding). Returns 0, BFS_E_SAMPLE_INDEX, a bfs
- * table/checksum error, or a negative errno for a folder file that cannot be read.
+ * table/checksum error, or for a folder: BFS_E_FILE_CHANGED (the file vanished, or its
+ * size or mtime is not what the scan at open saw: its bytes are not the dataset the
+ * fingerprint names) or a negative errno for a file that cannot be read.
  */
 int bfs_source_get(bfs_source *s, uint64_t i, bfs_item *it, bfs_source_scratch *scratch);
 
