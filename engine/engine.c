@@ -49,6 +49,8 @@ struct bfs_engine {
     _Atomic uint64_t encode_ns;
     /* bad samples already logged: an open-addressing set of index+1, guarded by log_lock */
     pthread_mutex_t log_lock;
+    bfs_bad_sample recent[BFS_ENGINE_RECENT_BAD]; /* a ring of the last logged, log_lock */
+    uint64_t recent_n;
     uint64_t *logged;
     size_t logged_cap, logged_n;
     _Atomic int changed_logged; /* BFS_E_CHANGED said once */
@@ -450,6 +452,14 @@ static void log_bad(bfs_engine *e, uint64_t idx, int rc, const char *what)
         bfs_source_describe(e->src, idx, name, sizeof name);
         fprintf(stderr, "batchfs: bad sample %llu (%s): %s; %s\n", (unsigned long long)idx, name,
                 bfs_strerror(rc), what);
+        pthread_mutex_lock(&e->log_lock);
+        bfs_bad_sample *b = &e->recent[e->recent_n++ % BFS_ENGINE_RECENT_BAD];
+        b->index = idx;
+        size_t nl = strlen(name) < sizeof b->name - 1 ? strlen(name) : sizeof b->name - 1;
+        memcpy(b->name, name, nl); /* (cut: the log line has it whole) */
+        b->name[nl] = '\0';
+        snprintf(b->reason, sizeof b->reason, "%s", bfs_strerror(rc));
+        pthread_mutex_unlock(&e->log_lock);
     }
 }
 
@@ -543,4 +553,14 @@ int bfs_engine_sample(bfs_engine *e, bfs_engine_worker *w, uint64_t epoch, uint6
 void bfs_engine_advise(bfs_engine *e, const uint64_t *idx, uint32_t n)
 {
     bfs_source_advise(e->src, idx, n);
+}
+
+int bfs_engine_recent_bad(bfs_engine *e, bfs_bad_sample *out, int n)
+{
+    pthread_mutex_lock(&e->log_lock);
+    int got = 0;
+    for (uint64_t i = e->recent_n; i > 0 && got < n && e->recent_n - i < BFS_ENGINE_RECENT_BAD; i--)
+        out[got++] = e->recent[(i - 1) % BFS_ENGINE_RECENT_BAD];
+    pthread_mutex_unlock(&e->log_lock);
+    return got;
 }

@@ -106,6 +106,18 @@ void bfs_engine_worker_stats(const bfs_engine_worker *w, bfs_stage_stats *st);
  */
 void bfs_engine_sample_cache_stats(const bfs_engine *e, bfs_samplecache_stats *st);
 
+/* The most recent distinct bad samples (each as first logged), for /stats. */
+#define BFS_ENGINE_RECENT_BAD 8
+typedef struct bfs_bad_sample {
+    uint64_t index;   /* dataset sample index */
+    char name[256];   /* "sample I of FILE" or the image's path (cut to fit) */
+    char reason[128]; /* bfs_strerror of what went wrong */
+} bfs_bad_sample;
+
+/* bfs_engine_recent_bad - up to n of the most recent distinct bad samples, newest first,
+ * into out; returns how many. Thread-safe. */
+int bfs_engine_recent_bad(bfs_engine *e, bfs_bad_sample *out, int n);
+
 /* bfs_engine_encode_ns - add time spent in batch_begin (called by one thread per batch). */
 uint64_t bfs_engine_encode_ns(const bfs_engine *e);
 

@@ -296,7 +296,8 @@ struct bfs_tuner {
     int nreaders;
     bfs_exec_reader readers[BFS_EXEC_MAX_READERS];
     bfs_tune_choice choice;
-    uint64_t decisions; /* changes applied */
+    uint64_t decisions;    /* changes applied */
+    uint64_t logged_cache; /* the cache budget the log last named (0: none yet) */
 };
 
 /* One look: smooth the stage times, read the readers, choose, apply. Returns 1 when the
@@ -386,6 +387,20 @@ static int tune_once(bfs_tuner *t)
     pthread_mutex_unlock(&t->lock);
 
     if (t->sample_s > 0) {
+        /* an info line for the daemon's log per change of workers or cache budget (reader
+         * depths change with every reader: /stats and top show those) */
+        int log_threads = t->o.fixed_threads <= 0 && c.threads != st.threads;
+        int log_cache = !t->o.cache_fixed && t->logged_cache &&
+                        (c.cache_bytes > t->logged_cache / 4 * 5 ||
+                         c.cache_bytes < t->logged_cache / 5 * 4); /* moves of 25% or more */
+        if (!t->logged_cache)
+            t->logged_cache = c.cache_bytes;
+        if (log_threads || log_cache) {
+            fprintf(stderr, "batchfs: autotune: %d worker%s (%s); cache %llu MiB (%s)\n", c.threads,
+                    c.threads == 1 ? "" : "s", c.why_threads,
+                    (unsigned long long)(c.cache_bytes >> 20), c.why_cache);
+            t->logged_cache = c.cache_bytes;
+        }
         if (t->o.fixed_threads <= 0 && c.threads != st.threads)
             bfs_exec_set_threads(t->x, c.threads);
         if (t->o.fixed_depth < 0) {

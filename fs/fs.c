@@ -44,6 +44,7 @@
 #define FUSE_USE_VERSION 312
 #include "fs/fs.h"
 #include "fs/names.h"
+#include "fs/log.h"
 #include "base/err.h"
 #include "engine/api.h"
 #include "base/clock.h"
@@ -329,6 +330,23 @@ typedef struct text {
     size_t len, cap;
 } text;
 
+/* s as a JSON string's body into dst (cap bytes): quotes, backslashes and control
+ * characters escaped, cut at a whole character. */
+static void json_escape(char *dst, size_t cap, const char *s)
+{
+    size_t o = 0;
+    for (; *s && o + 7 < cap; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\')
+            dst[o++] = '\\', dst[o++] = (char)ch;
+        else if (ch < 0x20)
+            o += (size_t)snprintf(dst + o, cap - o, "\\u%04x", ch);
+        else
+            dst[o++] = (char)ch;
+    }
+    dst[o] = 0;
+}
+
 static void tprintf(text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void tprintf(text *t, const char *fmt, ...)
 {
@@ -378,6 +396,17 @@ static void make_stats(fsstate *fs, text *t)
             (unsigned long long)st.stages.decode_scaled, (unsigned long long)st.stages.decode_raw,
             (unsigned long long)st.stages.decode_windowed,
             (unsigned long long)st.stages.bad_samples);
+    bfs_bad_sample bad[BFS_ENGINE_RECENT_BAD];
+    int nbad = bfs_engine_recent_bad(fs->e, bad, BFS_ENGINE_RECENT_BAD);
+    tprintf(t, "  \"recent_bad_samples\": [");
+    for (int i = 0; i < nbad; i++) {
+        char name[sizeof bad[i].name * 6], reason[sizeof bad[i].reason * 6];
+        json_escape(name, sizeof name, bad[i].name);
+        json_escape(reason, sizeof reason, bad[i].reason);
+        tprintf(t, "%s{\"index\": %llu, \"name\": \"%s\", \"reason\": \"%s\"}", i ? ", " : "",
+                (unsigned long long)bad[i].index, name, reason);
+    }
+    tprintf(t, "],\n");
     tprintf(t,
             "  \"batches\": {\"served\": %llu, \"computed\": %llu, \"failed\": %llu, "
             "\"in_flight\": %u, \"prefetched\": %llu},\n",
@@ -554,6 +583,12 @@ static ssize_t io_read(int fd, void *buf, size_t len, void *userdata)
 /* The write end of the pipe to the waiting parent (daemon_start), or -1. */
 static int start_pipe = -1;
 
+/* Where stderr goes once the daemon is in the background (daemon_started): LOG_NONE
+ * /dev/null, LOG_SYSLOG syslog, else a log= file's descriptor (log.h). */
+enum { LOG_NONE = -2, LOG_SYSLOG = -1 };
+static int bg_log = LOG_NONE;
+static const char *bg_log_tag = "";
+
 /*
  * Go to the background (not -f): like fuse_daemonize (fork, setsid, chdir /, stdin and
  * stdout to /dev/null), except that the parent exits only once the kernel's INIT has been
@@ -613,6 +648,8 @@ static void daemon_started(int ok)
     if (write(fd, &c, 1) < 0) { /* (the parent is gone: nothing to tell) */
     }
     close(fd);
+    if (bg_log != LOG_NONE && bfs_log_start(bg_log, bg_log_tag) == 0)
+        return; /* stderr goes to syslog or the log= file now */
     int nul = open("/dev/null", O_WRONLY);
     if (nul >= 0) {
         dup2(nul, 2);
@@ -1376,10 +1413,26 @@ int bfs_fs_run(const bfs_mount_args *a)
         fprintf(stderr, "batchfs: cannot set up the FUSE channel\n");
         goto out;
     }
+    /* log=: opened here, so a bad path is reported on the terminal; syslog by default in
+     * the background; with -f only log=FILE or log=syslog take stderr's lines */
+    int log_fd = LOG_NONE;
+    if (a->log && strcmp(a->log, "syslog")) {
+        char lerr[1024];
+        if ((log_fd = bfs_log_open(a->log, lerr, sizeof lerr)) < 0) {
+            fprintf(stderr, "batchfs: %s\n", lerr);
+            goto out;
+        }
+    } else if (a->log || !a->foreground)
+        log_fd = LOG_SYSLOG;
+    bg_log_tag = a->mountpoint;
     if (daemon_start(a->foreground)) {
         fprintf(stderr, "batchfs: cannot go to the background: %s\n", strerror(errno));
         goto out;
     }
+    if (!a->foreground)
+        bg_log = log_fd; /* daemon_started hands stderr over */
+    else if (log_fd != LOG_NONE && bfs_log_start(log_fd, a->mountpoint))
+        fprintf(stderr, "batchfs: log=%s: cannot start the log; messages stay on stderr\n", a->log);
     /* threads only after daemonizing: fork keeps none */
     /* threads=auto: cpu_budget workers started, the autotuner lets 1..all of them run */
     int rc = bfs_exec_create(fs.e, a->pipe.threads == BFS_AUTO ? fs.cpu_budget : a->pipe.threads,
@@ -1470,5 +1523,6 @@ out:
     bfs_engine_destroy(fs.e);
     free(fs.pipeline);
     pthread_mutex_destroy(&fs.lock);
+    bfs_log_stop(); /* the last lines out before the process ends */
     return status;
 }

@@ -180,6 +180,14 @@ static int take_item(bfs_mount_args *a, const char *item, char *err, size_t errl
         a->fuse_threads = (int)v;
         return 0;
     }
+    if (klen == 3 && !strncmp(item, "log", 3)) {
+        if (!val || !*val)
+            return bfs_errf(-EINVAL, err, errlen,
+                            "log=FILE|syslog: a file name or syslog is "
+                            "required");
+        free(a->log);
+        return (a->log = strdup(val)) ? 0 : bfs_errf(-ENOMEM, err, errlen, "out of memory");
+    }
     if (klen == 11 && !strncmp(item, "passthrough", 11)) {
         if (!val || (strcmp(val, "auto") && strcmp(val, "off")))
             return bfs_errf(-EINVAL, err, errlen, "passthrough=%s: must be auto or off",
@@ -206,7 +214,8 @@ static int take_item(bfs_mount_args *a, const char *item, char *err, size_t errl
     if (rc == -ENOENT) {
         size_t n = strlen(err);
         snprintf(err + n, errlen > n ? errlen - n : 0,
-                 "; batchfs also takes spec=FILE, fuse_threads=N, passthrough=auto|off and the "
+                 "; batchfs also takes spec=FILE, fuse_threads=N, passthrough=auto|off, "
+                 "log=FILE|syslog and the "
                  "FUSE mount options "
                  "allow_other, allow_root, auto_unmount, default_permissions, fsname=, "
                  "subtype=, max_read=");
@@ -246,7 +255,8 @@ void bfs_mountopts_free(bfs_mount_args *a)
     free(a->mountpoint);
     free(a->fuse_opts);
     free(a->worker_name);
-    a->source = a->mountpoint = a->fuse_opts = a->worker_name = NULL;
+    free(a->log);
+    a->source = a->mountpoint = a->fuse_opts = a->worker_name = a->log = NULL;
 }
 
 /* Is arg the flag name, alone or as name=VALUE? */
@@ -524,6 +534,10 @@ void bfs_mountopts_help(FILE *f)
             "                     (Linux >= 6.9) and batchfs runs as root, batch files are\n"
             "                     backed by the batch's sealed memory file: reads and mmap\n"
             "                     go straight to it; off: every read is copied by the daemon\n"
+            "  log=FILE|syslog    where the daemon's messages go in the background: syslog\n"
+            "                     (default; LOG_DAEMON, tagged with the mount point) or\n"
+            "                     appended to FILE with time stamps (also with -f, which\n"
+            "                     otherwise keeps them on stderr)\n"
             "  allow_other, allow_root, auto_unmount, default_permissions, fsname=,\n"
             "  subtype=, max_read=, and the kernel's generic options pass to the mount;\n"
             "  fstab's defaults, auto, noauto, user, users, nouser, owner, _netdev, nofail,\n"

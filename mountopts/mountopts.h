@@ -39,6 +39,7 @@ typedef struct bfs_mount_args {
     int single_thread; /* -s */
     int fuse_threads;  /* fuse_threads=N: FUSE request threads (default 32) */
     int passthrough;   /* passthrough=auto (1, default) | off (0) */
+    char *log;         /* log=FILE|syslog, malloc'ed; NULL: syslog in the background */
     int allow_other;   /* allow_other given (the zero-copy socket checks it later) */
     /* bench mode */
     uint64_t bench_batches, bench_epoch;

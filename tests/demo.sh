@@ -2,7 +2,8 @@
 # tests/demo.sh — `make demo`: the main job end to end on a small generated dataset, as a
 # new user would run it: make an ImageFolder, pack it, describe it, mount the pipeline,
 # list an epoch, read batches with cat, dd and a 15-line numpy reader, look at /pipeline
-# and /stats, unmount. The mount is always unmounted on exit (trap). Without a usable
+# and /stats, read the daemon's log (one image is cut short on purpose: a bad sample,
+# substituted and logged), unmount. The mount is always unmounted on exit (trap). Without a usable
 # /dev/fuse the demo says so loudly and shows the packing part only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,9 +26,12 @@ ms_since() { echo $((($(date +%s%N) - $1) / 1000000)); }
 echo "== 1. a small ImageFolder: 4 classes x 64 synthetic JPEGs (160..400 px) =="
 "$BUILD/tests/gen_imagefolder" "$DEMO_DIR/images" 4 64 160 400 1
 echo "   $DEMO_DIR/images: $(ls "$DEMO_DIR/images" | tr '\n' ' ')($(du -sh "$DEMO_DIR/images" | cut -f1))"
+cut_short=$DEMO_DIR/images/class_003/img_00063.jpg
+head -c 1000 "$cut_short" >"$DEMO_DIR/short.jpg" && mv "$DEMO_DIR/short.jpg" "$cut_short"
+echo "   one image cut short on purpose (its first 1000 bytes): $cut_short"
 
-echo "== 2. pack it into one file: mkbatchfs --restart images demo.bfs (lossless restart markers: crops decode faster) =="
-"$BUILD/mkbatchfs" --restart "$DEMO_DIR/images" "$DEMO_DIR/demo.bfs"
+echo "== 2. pack it into one file: mkbatchfs images demo.bfs (lossless restart markers by default: crops decode faster) =="
+"$BUILD/mkbatchfs" "$DEMO_DIR/images" "$DEMO_DIR/demo.bfs"
 
 echo "== 3. describe it: mkbatchfs --info demo.bfs =="
 "$BUILD/mkbatchfs" --info "$DEMO_DIR/demo.bfs" | sed 's/^/   /'
@@ -51,9 +55,10 @@ if [ -n "$why" ]; then
     exit 0
 fi
 
-echo "== 4. mount the pipeline: batchfs demo.bfs mnt -o $OPTS =="
+echo "== 4. mount the pipeline: batchfs demo.bfs mnt -o $OPTS,log=batchfs.log =="
+echo "   (in the background the daemon logs to syslog by default; log=FILE appends to a file)"
 mkdir -p "$MNT"
-"$BUILD/batchfs" "$DEMO_DIR/demo.bfs" "$MNT" -o "$OPTS"
+"$BUILD/batchfs" "$DEMO_DIR/demo.bfs" "$MNT" -o "$OPTS,log=$DEMO_DIR/batchfs.log"
 echo "   \$ ls mnt";                   ls "$MNT" | sed 's/^/     /'
 echo "   \$ ls mnt/epoch";             echo "     $(ls -v "$MNT/epoch" | tr '\n' ' ')"
 echo "   \$ ls -l mnt/epoch/0";        ls -lv "$MNT/epoch/0" | sed 's/^/     /'
@@ -112,7 +117,13 @@ sed 's/^/   /' "$MNT/pipeline"
 echo "== 8. live statistics: cat mnt/stats =="
 sed 's/^/   /' "$MNT/stats"
 
-echo "== 9. unmount: fusermount3 -u mnt =="
+echo "== 9. a bad sample: every batch of epoch 2 read, then the daemon's log =="
+for k in $(seq 0 7); do cat "$MNT/epoch/2/batch_$k" >/dev/null; done
+echo "   \$ cat batchfs.log"
+sed 's/^/     /' "$DEMO_DIR/batchfs.log"
+echo "   (/stats counts it in bad_samples and lists it in recent_bad_samples)"
+
+echo "== 10. unmount: fusermount3 -u mnt =="
 fusermount3 -u "$MNT"
 echo "   unmounted"
 echo

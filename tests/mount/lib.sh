@@ -45,7 +45,9 @@ MOUNTS=()      # mount points mounted by mount_bfs, in order
 DAEMONS=()     # the matching daemon pids ('' once reaped)
 LOGS=()        # the matching daemon logs
 BG_PIDS=()     # other background processes of the case (readers): killed at exit
-EXPECTED=()    # extended regexes of daemon log lines the case expects
+# extended regexes of daemon log lines the case expects; the autotuner's info lines
+# (a change of workers or cache budget) come with timing, so any case may see them
+EXPECTED=('^batchfs: autotune: [0-9]+ workers? \(.*\); cache [0-9]+ MiB \(.*\)$')
 DAEMON_PID='' DAEMON_LOG=''
 DAEMON_WRAP=() # a command mount_bfs runs the daemon through (after resetting its signals)
 

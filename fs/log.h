@@ -1,0 +1,36 @@
+/*
+ * log.h — where the mount daemon's messages go once it runs in the background.
+ *
+ * Every module reports to stderr (one line per event: "batchfs: bad sample ...",
+ * "batchfs: autotune ...", failures). A daemon in the background has no terminal, so it
+ * sends those lines on: to syslog (LOG_DAEMON, ident "batchfs" with its pid, each line
+ * tagged with the mount point and given a level from its words), or with log=FILE
+ * appended to FILE, each line prefixed with an ISO 8601 UTC time stamp, the pid and the
+ * mount point. In the foreground (-f) stderr stays as it is unless log= names a file.
+ * Implementation: stderr becomes a pipe, and a thread of its own reads it line by line,
+ * so no module needs to know; a line longer than 4 KiB is cut, never lost whole.
+ */
+#ifndef BATCHFS_FS_LOG_H
+#define BATCHFS_FS_LOG_H
+
+#include <stddef.h>
+
+/* bfs_log_open - open path to append log lines to (created 0644 if missing), before the
+ * daemon goes to the background so that a failure is reported on the terminal.
+ * Returns the descriptor or a negative errno, with a message naming the file in err. */
+int bfs_log_open(const char *path, char *err, size_t errlen);
+
+/* bfs_log_start - from now on what the process writes to stderr goes to fd (from
+ * bfs_log_open; the log takes it over), or with fd -1 to syslog; tag: the mount point.
+ * Returns 0 or a negative errno (stderr then stays as it was). Once per process. */
+int bfs_log_start(int fd, const char *tag);
+
+/* bfs_log_level - the syslog level of a line: LOG_ERR for failures ("cannot", "failed",
+ * "error"), LOG_WARNING for bad samples and warnings, LOG_INFO otherwise. */
+int bfs_log_level(const char *line);
+
+/* bfs_log_stop - write out every line still in the pipe, then stop the thread; stderr
+ * goes to /dev/null. A no-op when bfs_log_start was not called. */
+void bfs_log_stop(void);
+
+#endif

@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# tests/mount/logs.sh — where a background daemon's messages go (issue 21, item 2):
+#  - log=FILE: each line appended with an ISO 8601 UTC time stamp, the pid and the mount
+#    point; a bad sample is logged with its file and reason, and /stats lists it in
+#    recent_bad_samples; the daemon's last lines are written before it exits;
+#  - log= naming a file that cannot be opened: the mount is refused on the terminal;
+#  - by default in the background, syslog (LOG_DAEMON, tagged with the mount point):
+#    checked by listening on /dev/log when no syslog daemon holds it (root only), else
+#    skipped with the reason.
+# 16 images (one not a JPEG), batch=4, size=32. A few seconds.
+. "$(dirname "$0")/lib.sh"
+require_fuse
+
+"$GEN" "$T/src" 2 8 64 200 4
+printf 'not a jpeg' >"$T/src/class_001/img_00002.jpg"
+M=$T/mnt
+mkdir "$M"
+MOUNTS+=("$M") # background mounts: the cleanup unmounts them
+wait_gone() { # PID: the background daemon exits after its unmount
+    local i
+    for i in $(seq 100); do kill -0 "$1" 2>/dev/null || return 0; sleep 0.1; done
+    fail "daemon $1 still running 10 s after its unmount"
+}
+read_all() { local k; for k in 0 1 2 3; do cat "$M/epoch/0/batch_$k" >/dev/null; done; }
+
+# ---- log=FILE ----------------------------------------------------------------------------
+"$BATCHFS" "$T/src" "$M" -o batch=4,size=32,log="$T/daemon.log" || fail "background mount with log=FILE"
+is_mounted "$M" || fail "not mounted"
+pid=$(pgrep -n -f "batchfs $T/src $M") || fail "no daemon"
+read_all
+pyx - "$M" <<'EOF' || fail "/stats recent_bad_samples"
+import sys, bfs
+st = bfs.stats(sys.argv[1])
+bad = st["recent_bad_samples"]
+if len(bad) != 1 or not bad[0]["name"].endswith("class_001/img_00002.jpg") or \
+        bad[0]["reason"] != "not a JPEG file" or bad[0]["index"] != 10:
+    sys.exit("recent_bad_samples = %r" % bad)
+EOF
+fusermount3 -u "$M"
+wait_gone "$pid"
+re="^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z batchfs\[$pid\] \[$M\] bad sample 10 \(.*/class_001/img_00002\.jpg\): not a JPEG file; substituted by sample [0-9]+ \(bad_sample=substitute\)$"
+grep -Eq "$re" "$T/daemon.log" || { cat "$T/daemon.log" >&2; fail "log=FILE: no time-stamped bad-sample line"; }
+ok "log=FILE: time stamp, pid, mount point and the bad sample's file and reason; /stats recent_bad_samples"
+
+# ---- log= that cannot be opened: refused where the user sees it ---------------------------
+set +e
+"$BATCHFS" "$T/src" "$M" -o batch=4,size=32,log="$T/no/such/dir/x.log" 2>"$T/err"
+rc=$?
+set -e
+[ "$rc" = 1 ] || fail "log= in a missing directory: exit $rc, want 1"
+grep -q "log=$T/no/such/dir/x.log: No such file or directory" "$T/err" || { cat "$T/err" >&2; fail "log=: no message"; }
+is_mounted "$M" && fail "log= in a missing directory: mounted anyway"
+ok "log= naming a file that cannot be opened: refused on the terminal, nothing mounted"
+
+# ---- syslog, the default in the background --------------------------------------------------
+if [ -e /dev/log ]; then
+    echo "skipped: syslog: /dev/log exists (a syslog daemon holds it; this test does not read its files)"
+elif [ "$(id -u)" != 0 ]; then
+    echo "skipped: syslog: listening on /dev/log needs root"
+else
+    python3 - "$T/syslog.txt" <<'EOF' &
+import os, socket, sys, time
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+s.bind("/dev/log")
+s.settimeout(15)
+with open(sys.argv[1], "w") as out:
+    out.write("ready\n"); out.flush()
+    try:
+        while True:
+            out.write(s.recv(8192).decode(errors="replace") + "\n"); out.flush()
+    except socket.timeout:
+        pass
+    finally:
+        os.unlink("/dev/log")
+EOF
+    lpid=$!
+    BG_PIDS+=("$lpid")
+    for _ in $(seq 50); do [ -s "$T/syslog.txt" ] && break; sleep 0.1; done
+    "$BATCHFS" "$T/src" "$M" -o batch=4,size=32 || fail "background mount (syslog)"
+    pid=$(pgrep -n -f "batchfs $T/src $M") || fail "no daemon"
+    read_all
+    fusermount3 -u "$M"
+    wait_gone "$pid"
+    kill "$lpid" 2>/dev/null; wait "$lpid" 2>/dev/null || true
+    rm -f /dev/log
+    # <28>: facility daemon (3) x 8 + warning (4)
+    grep -Eq "^<28>.* batchfs\[$pid\]: \[$M\] bad sample 10 \(.*img_00002\.jpg\): not a JPEG file" "$T/syslog.txt" ||
+        { cat "$T/syslog.txt" >&2; fail "syslog: no bad-sample message at daemon.warning"; }
+    ok "syslog by default in the background: LOG_DAEMON, warning, tagged with pid and mount point"
+fi
+echo "PASS: logs"
