@@ -34,7 +34,7 @@ else
 BUILD   ?= build
 endif
 
-PKGS    := fuse3 libturbojpeg liblz4 libjpeg hiredis
+PKGS    := fuse3 libturbojpeg liblz4 libjpeg hiredis libxxhash
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
@@ -90,12 +90,13 @@ FUZZERS  := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz/%)
 all: $(PROGS) $(TOOLS) gpu
 
 # ---- dependencies ------------------------------------------------------------------------
-# Debian packages: build (fuse3 headers, libjpeg-turbo both APIs, lz4, check, pkg-config),
+# Debian packages: build (fuse3 headers, libjpeg-turbo both APIs, lz4, xxhash, hiredis,
+# check, pkg-config),
 # run (fuse3 for fusermount3), test (clang + compiler-rt for libFuzzer, python3-venv for
 # test clients, clang-format for make check-format). Installed only when missing.
 DEB_PKGS := build-essential pkg-config libfuse3-dev fuse3 libjpeg62-turbo-dev libturbojpeg0-dev \
             liblz4-dev check clang libclang-rt-dev clang-format python3 python3-venv \
-            libhiredis-dev redis-server iproute2
+            libhiredis-dev redis-server iproute2 libxxhash-dev
 deps:
 	@missing=""; for p in $(DEB_PKGS); do \
 	  dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' \
@@ -147,7 +148,7 @@ $(BUILD)/obj/gen/convert_ptx.o: $(BUILD)/gen/convert_ptx.c
 
 $(GPU_SO).1: $(GPU_OBJ) $(LIB) gpu/libbatchfs-gpu.map
 	$(CC) -shared $(LDFLAGS) -Wl,-soname,libbatchfs-gpu.so.1 -Wl,--version-script=gpu/libbatchfs-gpu.map \
-	  -Wl,--no-undefined $(GPU_OBJ) $(LIB) -Wl,--as-needed -lm -lpthread -ldl -o $@
+	  -Wl,--no-undefined $(GPU_OBJ) $(LIB) -Wl,--as-needed -lxxhash -lm -lpthread -ldl -o $@
 $(GPU_SO): $(GPU_SO).1
 	ln -sf libbatchfs-gpu.so.1 $@
 $(GPU_A): $(GPU_OBJ) $(LIB)
@@ -158,7 +159,7 @@ $(GPU_A): $(GPU_OBJ) $(LIB)
 gpu_pc = printf '%s\n' 'prefix=$(1)' 'libdir=$${prefix}/lib' 'includedir=$${prefix}/include' '' \
 	  'Name: batchfs-gpu' 'Description: batches of a batchfs mount into GPU memory (CUDA loaded at run time)' \
 	  'Version: 0.1.0' 'Cflags: -I$${includedir}' 'Libs: -L$${libdir} -lbatchfs-gpu' \
-	  'Libs.private: -lm -lpthread -ldl'
+	  'Libs.private: -lxxhash -lm -lpthread -ldl'
 $(GPU_PC): Makefile
 	@mkdir -p $(@D)
 	$(call gpu_pc,$(PREFIX)) >$@

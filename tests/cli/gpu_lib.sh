@@ -57,7 +57,8 @@ san= syms=$(nm "$B/libbatchfs-gpu.a" 2>/dev/null)
 grep -q ' U __ubsan_' <<<"$syms" && san="$san -fsanitize=undefined"
 grep -q ' U __asan_' <<<"$syms" && san="$san -fsanitize=address"
 grep -q ' U __tsan_' <<<"$syms" && san="$san -fsanitize=thread"
-cc -Wall -Werror -I"$T/inc" "$T/user.c" "$B/libbatchfs-gpu.a" -lm -lpthread $san -o "$T/user_static"
+# (the .a's dependencies are the .pc's Libs.private: libxxhash for the pipeline's hashes)
+cc -Wall -Werror -I"$T/inc" "$T/user.c" "$B/libbatchfs-gpu.a" -lxxhash -lm -lpthread $san -o "$T/user_static"
 "$T/user_static" "$T/d" >"$T/out" || fail "static: $(cat "$T/out")"
 grep -q 'images \[3,5,7,3\] 10 2$' "$T/out" || fail "static program read: $(cat "$T/out")"
 sed "s|^prefix=.*|prefix=$PWD/$B|; s|^libdir=.*|libdir=$PWD/$B|; s|^includedir=.*|includedir=$T/inc|" \
