@@ -287,13 +287,13 @@ static void evict(bfs_exec *x)
 /*
  * A buffer for a new job of size bytes taken from a finished batch that no active reader
  * will read (the least recently used of them), when the batches in buffers, finished and
- * in the making, leave the cache's budget no room for the new one: evicted now rather than once the
- * new one finishes, so its memory, touched moments ago, is reused instead of fresh memory (a page
- * fault and zeroing per page; ~2 ms per MiB on VMs that give freed memory back to the host).
- * Without this, a cache full at its budget (a small cache_mb, or --bench) allocated a fresh buffer
- * for most batches: the pool keeps more than two only within the budget's room. Only batches held
- * in buffers (not batch files: readers may map those). NULL when there is room or no such
- * batch. Locked.
+ * in the making, leave the cache's budget no room for the new one: evicted now rather
+ * than once the new one finishes, so its memory, touched moments ago, is reused instead
+ * of fresh memory (a page fault and zeroing per page; ~2 ms per MiB on VMs that give
+ * freed memory back to the host). Without this, a cache full at its budget (a small
+ * cache_mb, or --bench) allocated a fresh buffer for most batches: the pool keeps more
+ * than two only within the budget's room. Only batches held in buffers (not batch files:
+ * readers may map those). NULL when there is room or no such batch. Locked.
  */
 static uint8_t *take_passed_buffer(bfs_exec *x, uint64_t size)
 {
@@ -319,7 +319,8 @@ static uint8_t *take_passed_buffer(bfs_exec *x, uint64_t size)
     unlink_job(x, victim);
     x->st.evictions++;
     x->st.evicted_passed++;
-    x->st.cached_bytes -= victim->size;
+    /* (cached_bytes is as of the last eviction: the victim may have finished since) */
+    x->st.cached_bytes -= x->st.cached_bytes >= victim->size ? victim->size : x->st.cached_bytes;
     victim->data = NULL; /* taken: free_job frees the rest */
     free_job(x, victim);
     return data;
