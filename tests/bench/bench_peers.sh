@@ -6,7 +6,9 @@
 #   - torchvision io.decode_jpeg + transforms.v2.RandomResizedCrop + RandomHorizontalFlip
 #     in a DataLoader;
 #   - PyTorch's usual recipe, ImageFolder (PIL) + RandomResizedCrop + flip, for reference;
-#   - batchfs: the corpus packed by default (restart markers), mounted, read batch by batch.
+#   - batchfs: the corpus packed by default (restart markers), mounted, read batch by batch
+#     with read() into one buffer, and on a second fresh mount with each batch mmap'ed
+#     (zero-copy, one byte per page touched: as torch.frombuffer over a mapping);
 # All: batches of 256, RandomResizedCrop 224 (scale 0.08..1, ratio 3/4..4/3) + flip, uint8,
 # `nproc` workers/threads, one warm-up epoch then the median of 3 epochs
 # (tests/bench/peers.py). Prints images/s, each timed epoch's and their spread (max - min
@@ -68,11 +70,17 @@ dali=$(run_peer dali)
 tv=$(run_peer torchvision)
 pil=$(run_peer pil)
 
-"$BUILD/batchfs" "$work/c.bfs" "$mnt" -o batch=256,size=224
-for _ in $(seq 100); do mountpoint -q "$mnt" && break; sleep 0.1; done
-pid=$(pgrep -n -f "batchfs $work/c.bfs $mnt") # the daemon (it forked into the background)
-bfs=$(python3 tests/bench/peers.py batchfs "$mnt" 256 "$workers" "$pid")
-fusermount3 -u "$mnt"
+run_batchfs() { # KIND: a fresh mount, read by peers.py as KIND
+    "$BUILD/batchfs" "$work/c.bfs" "$mnt" -o batch=256,size=224
+    for _ in $(seq 100); do mountpoint -q "$mnt" && break; sleep 0.1; done
+    local pid
+    pid=$(pgrep -n -f "batchfs $work/c.bfs $mnt") # the daemon (it forked into the background)
+    python3 tests/bench/peers.py "$1" "$mnt" 256 "$workers" "$pid"
+    fusermount3 -u "$mnt"
+    for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+}
+bfs=$(run_batchfs batchfs)
+bfs_map=$(run_batchfs batchfs-mmap)
 
 show() { # name json
     if [ "$2" = '{}' ]; then printf '%-40s failed (see above)\n' "$1"; return; fi
@@ -85,6 +93,7 @@ show "DALI CPU (image_random_crop)" "$dali"
 show "torchvision decode_jpeg + v2" "$tv"
 show "PyTorch ImageFolder + PIL" "$pil"
 show "batchfs mount (default packing)" "$bfs"
+show "batchfs mount, mmap'ed batches" "$bfs_map"
 b_ips=$(field "$bfs" images_per_s); b_cpu=$(field "$bfs" images_per_cpu_s)
 for peer in dali tv pil; do
     j=${!peer}
@@ -95,6 +104,7 @@ for peer in dali tv pil; do
     pil) name="PyTorch ImageFolder + PIL" target="" ;;
     esac
     echo "batchfs / $name: $(ratio "$b_ips" "$(field "$j" images_per_s)") per wall second, $(ratio "$b_cpu" "$(field "$j" images_per_cpu_s)") per CPU second$target"
+    echo "   with mmap'ed batches (zero-copy reader): $(ratio "$(field "$bfs_map" images_per_s)" "$(field "$j" images_per_s)") per wall second, $(ratio "$(field "$bfs_map" images_per_cpu_s)" "$(field "$j" images_per_cpu_s)") per CPU second"
 done
 echo "libjpeg-turbo full decode of the original files, 1 core: $ref_ips images/s ($ref_cpu per CPU second)"
 echo "batchfs --bench, default pack, all cores: $(field "$eng" images_per_cpu_s) images per CPU second: / full decode $(ratio "$(field "$eng" images_per_cpu_s)" "$ref_cpu") (target >= 1.5)"

@@ -19,8 +19,11 @@ KIND:
   batchfs      a batchfs mount: ROOT is the mount point, DAEMON_PID its daemon; epochs
                0..3 read batch by batch in 1 MiB reads into one reused buffer (epoch 0
                the warm-up)
+  batchfs-mmap the same, each batch mmap'ed instead (zero-copy, as torch.frombuffer
+               over a mapping), one byte of each page read
 """
 import json
+import mmap
 import os
 import sys
 import time
@@ -153,22 +156,32 @@ def pil(root, batch, workers):
     return run_loader(datasets.ImageFolder(root, transform=tf), batch, workers)
 
 
-def batchfs(mnt, daemon):
+def batchfs(mnt, daemon, zero_copy):
     nb = len(os.listdir(f"{mnt}/epoch/0"))
     per = int(os.getxattr(f"{mnt}/epoch/0/batch_0", "user.batchfs.samples"))
     e = [0]
     buf = bytearray(os.stat(f"{mnt}/epoch/0/batch_0").st_size)  # reused, as a loader would
     view = memoryview(buf)
 
+    def read_batch(f):
+        got = 0
+        while got < len(buf):  # the whole batch into the buffer, 1 MiB per read
+            n = f.readinto(view[got:got + (1 << 20)])
+            if not n:
+                break
+            got += n
+
+    def map_batch(f):
+        # as torch.frombuffer / numpy.frombuffer over mmap: no copy; one byte of every
+        # page read, so each page is mapped in (the least a consumer of the tensor costs)
+        with mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ) as m:
+            with memoryview(m) as mv:
+                bytes(mv[::4096])
+
     def epoch():
         for k in range(nb):
             with open(f"{mnt}/epoch/{e[0]}/batch_{k}", "rb", buffering=0) as f:
-                got = 0
-                while got < len(buf):  # the whole batch into the buffer, 1 MiB per read
-                    n = f.readinto(view[got:got + (1 << 20)])
-                    if not n:
-                        break
-                    got += n
+                (map_batch if zero_copy else read_batch)(f)
         e[0] += 1
         return nb * per
 
@@ -183,8 +196,8 @@ def main():
         ips, cpu, rates = torchvision_(root, batch, workers)
     elif kind == "pil":
         ips, cpu, rates = pil(root, batch, workers)
-    elif kind == "batchfs":
-        ips, cpu, rates = batchfs(root, int(sys.argv[5]))
+    elif kind in ("batchfs", "batchfs-mmap"):
+        ips, cpu, rates = batchfs(root, int(sys.argv[5]), kind == "batchfs-mmap")
     else:
         sys.exit(f"peers.py: unknown kind {kind}")
     print(json.dumps({"kind": kind, "images_per_s": round(ips, 1),
