@@ -7,6 +7,7 @@
  */
 #include "engine/tuner.h"
 #include "base/clock.h"
+#include "base/jsonstr.h"
 
 #include <errno.h>
 #include <math.h>
@@ -514,22 +515,6 @@ void bfs_tuner_stop(bfs_tuner *t)
     free(t);
 }
 
-/* JSON string body: quotes, backslashes and control characters escaped. */
-static void jstr(char *dst, size_t cap, const char *s)
-{
-    size_t o = 0;
-    for (; *s && o + 7 < cap; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if (ch == '"' || ch == '\\')
-            dst[o++] = '\\', dst[o++] = (char)ch;
-        else if (ch < 0x20)
-            o += (size_t)snprintf(dst + o, cap - o, "\\u%04x", ch);
-        else
-            dst[o++] = (char)ch;
-    }
-    dst[o] = 0;
-}
-
 #define APPEND(...)                                                                                \
     do {                                                                                           \
         if (o < len) {                                                                             \
@@ -547,9 +532,9 @@ size_t bfs_tuner_json(bfs_tuner *t, char *buf, size_t len)
     pthread_mutex_lock(&t->lock);
     const bfs_tune_choice *c = &t->choice;
     char w1[600], w2[600], w3[600];
-    jstr(w1, sizeof w1, c->why_threads);
-    jstr(w2, sizeof w2, c->why_depth);
-    jstr(w3, sizeof w3, c->why_cache);
+    bfs_json_escape(w1, sizeof w1, c->why_threads);
+    bfs_json_escape(w2, sizeof w2, c->why_depth);
+    bfs_json_escape(w3, sizeof w3, c->why_cache);
     APPEND("{\"threads\": {\"value\": %d, \"why\": \"%s\"},\n", c->threads, w1);
     /* the depth the why names (its reader's), and the one new readers start with */
     APPEND("    \"prefetch\": {\"value\": %d, \"why\": \"%s\", \"new_reader_depth\": %d},\n",

@@ -48,6 +48,7 @@
 #include "base/err.h"
 #include "engine/api.h"
 #include "base/clock.h"
+#include "base/jsonstr.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -330,23 +331,6 @@ typedef struct text {
     size_t len, cap;
 } text;
 
-/* s as a JSON string's body into dst (cap bytes): quotes, backslashes and control
- * characters escaped, cut at a whole character. */
-static void json_escape(char *dst, size_t cap, const char *s)
-{
-    size_t o = 0;
-    for (; *s && o + 7 < cap; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if (ch == '"' || ch == '\\')
-            dst[o++] = '\\', dst[o++] = (char)ch;
-        else if (ch < 0x20)
-            o += (size_t)snprintf(dst + o, cap - o, "\\u%04x", ch);
-        else
-            dst[o++] = (char)ch;
-    }
-    dst[o] = 0;
-}
-
 static void tprintf(text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void tprintf(text *t, const char *fmt, ...)
 {
@@ -401,8 +385,8 @@ static void make_stats(fsstate *fs, text *t)
     tprintf(t, "  \"recent_bad_samples\": [");
     for (int i = 0; i < nbad; i++) {
         char name[sizeof bad[i].name * 6], reason[sizeof bad[i].reason * 6];
-        json_escape(name, sizeof name, bad[i].name);
-        json_escape(reason, sizeof reason, bad[i].reason);
+        bfs_json_escape(name, sizeof name, bad[i].name);
+        bfs_json_escape(reason, sizeof reason, bad[i].reason);
         tprintf(t, "%s{\"index\": %llu, \"name\": \"%s\", \"reason\": \"%s\"}", i ? ", " : "",
                 (unsigned long long)bad[i].index, name, reason);
     }
