@@ -623,6 +623,10 @@ static int pack_tokens(const char *src, const char *out, const bfs_pack_opts *o,
         while (!rc && pos < n) {
             size_t k = bfs_tokens_doc_end(chunk + pos * ts, n - pos, ts, o->doc_sep);
             size_t take = k ? k : n - pos;
+            if (doc_len + take * ts > UINT32_MAX) { /* refused before it takes 4 GiB */
+                rc = emit_doc(w, o, ts, rep, doc, doc_len + take * ts, err, errlen);
+                break;
+            }
             rc = doc_append(&doc, &doc_len, &doc_cap, chunk + pos * ts, take * ts);
             if (rc)
                 bfs_errf(rc, err, errlen, "out of memory (a document of %zu MB so far)",
@@ -630,8 +634,7 @@ static int pack_tokens(const char *src, const char *out, const bfs_pack_opts *o,
             else if (k) {
                 rc = emit_doc(w, o, ts, rep, doc, doc_len, err, errlen);
                 doc_len = 0;
-            } else if (doc_len > UINT32_MAX)
-                rc = emit_doc(w, o, ts, rep, doc, doc_len, err, errlen); /* refuses it */
+            }
             pos += take;
         }
         off += (uint64_t)got;
