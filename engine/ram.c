@@ -203,12 +203,14 @@ int bfs_ram_budget(const bfs_pipeline_opts *o, uint64_t batch_bytes, const bfs_r
         snprintf(size, sizeof size, "%u", o->out_h);
     else
         snprintf(size, sizeof size, "%ux%u", o->out_h, o->out_w);
-    snprintf(what, sizeof what,
-             "batch=%u,size=%s,dtype=%s makes %.1f %s batch files; a mount holds %d at least "
-             "(the one being read and the next: %s)",
-             o->batch, size, dtype_name(o->dtype),
+    char files[160];
+    snprintf(files, sizeof files, "batch=%u,size=%s,dtype=%s makes %.1f %s batch files", o->batch,
+             size, dtype_name(o->dtype),
              batch_bytes >= 1000000000 ? batch_bytes / 1e9 : batch_bytes / 1e6,
-             batch_bytes >= 1000000000 ? "GB" : "MB", BFS_RAM_MIN_BATCHES, bin(c, sizeof c, need));
+             batch_bytes >= 1000000000 ? "GB" : "MB");
+    snprintf(what, sizeof what,
+             "%s; a mount holds %d at least (the one being read and the next: %s)", files,
+             BFS_RAM_MIN_BATCHES, bin(c, sizeof c, need));
     /* hard limits first: raising ram_mb cannot help past them */
     if (h->cg_max && need > h->cg_max)
         return bfs_errf(-ENOMEM, err, errlen,
@@ -239,6 +241,13 @@ int bfs_ram_budget(const bfs_pipeline_opts *o, uint64_t batch_bytes, const bfs_r
                         what, why, (unsigned long long)((need + (1 << 20) - 1) >> 20),
                         cap ? bin(c, sizeof c, cap) : "an unknown amount");
     }
+    /* a fixed batch cache too small for one batch would keep nothing, silently */
+    if (o->cache_mb > 0 && ((uint64_t)o->cache_mb << 20) < batch_bytes)
+        return bfs_errf(-EINVAL, err, errlen,
+                        "%s, but cache_mb=%lld MiB cannot hold one: raise cache_mb (to %llu at "
+                        "least), leave it auto, or set cache_mb=0 (no batch cache)",
+                        files, (long long)o->cache_mb,
+                        (unsigned long long)((batch_bytes + (1 << 20) - 1) >> 20));
     if (o->ram_mb > 0 && note && notelen) {
         if (h->cg_max && b > h->cg_max)
             snprintf(note, notelen,

@@ -67,7 +67,9 @@ uint64_t bfs_ram_default_budget(const bfs_ram_host *h);
  * ram_mb, or the default. Refuses, with -ENOMEM and one line in err naming the options
  * (batch, size, dtype), the batch size, the limit that binds (ram_mb, its default, the
  * physical memory or the cgroup limit) and what to change, when BFS_RAM_MIN_BATCHES
- * batches exceed the budget, the physical memory or the cgroup limit. Returns 0 with
+ * batches exceed the budget, the physical memory or the cgroup limit; with -EINVAL and
+ * one line naming the batch size when a fixed cache_mb (> 0) is smaller than one batch
+ * (the cache would keep nothing; 0, no batch cache, is allowed). Returns 0 with
  * *budget set; a non-empty note (at most notelen bytes; note may be NULL) when ram_mb
  * exceeds the physical memory or the cgroup limit (the budget is kept as given).
  */

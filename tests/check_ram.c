@@ -207,6 +207,21 @@ START_TEST(budget_refuses_batches_that_cannot_fit)
     HAS(err, "batch=8,size=1024,dtype=f32 makes 100.7 MB batch files");
     HAS(err, "at most ram_mb=64 MiB");
 
+    /* cache_mb smaller than one batch: refused with the batch size and the least value */
+    o = opts("batch=8,size=1024,dtype=f32,ram_mb=1024,cache_mb=16");
+    ck_assert_int_eq(bfs_ram_budget(&o, bytes, &h, &budget, note, sizeof note, err, sizeof err),
+                     -EINVAL);
+    HAS(err, "batch=8,size=1024,dtype=f32 makes 100.7 MB batch files");
+    HAS(err, "cache_mb=16 MiB cannot hold one");
+    HAS(err, "raise cache_mb (to 97 at least)");
+    o.cache_mb = 96; /* one MiB short */
+    ck_assert_int_eq(bfs_ram_budget(&o, bytes, &h, &budget, note, sizeof note, err, sizeof err),
+                     -EINVAL);
+    o.cache_mb = 97; /* as told */
+    ck_assert_int_eq(bfs_ram_budget(&o, bytes, &h, &budget, note, sizeof note, err, sizeof err), 0);
+    o.cache_mb = 0; /* no batch cache */
+    ck_assert_int_eq(bfs_ram_budget(&o, bytes, &h, &budget, note, sizeof note, err, sizeof err), 0);
+
     /* no cgroup: physical memory is the hard limit */
     h = (bfs_ram_host){.total = 16 * GIB, .available = 15 * GIB};
     o = opts("batch=16,size=8192,dtype=f32,ram_mb=100000");

@@ -4,7 +4,7 @@
 # and --json gives one JSON object with those fields; an ImageFolder works as SOURCE and
 # prints the folder notes; bad arguments are refused with exit 2 and a message naming them
 # (a misspelled flag such as --epochs is not taken for --epoch, counts of 0, an epoch
-# beyond the pipeline's, a second SOURCE), and batches too large for ram_mb with exit 1.
+# beyond the pipeline's, a second SOURCE), and batches too large for ram_mb or cache_mb with exit 1.
 # No timing is asserted. A few seconds.
 . "$(dirname "$0")/../mount/lib.sh"
 
@@ -75,3 +75,9 @@ run "$BATCHFS" --bench "$T/d.bfs" -o batch=8,size=1024,dtype=f32,ram_mb=64 --bat
     grep -qF "at most ram_mb=64 MiB" "$T/err" ||
     { cat "$T/err" >&2; fail "--bench with ram_mb below two batches: exit $rc, expected 1 and the message"; }
 echo "ok - refused: --bench batches larger than ram_mb: $(head -n 1 "$T/err")"
+# a cache_mb that cannot hold one batch is refused as a mount refuses it
+run "$BATCHFS" --bench "$T/d.bfs" -o batch=8,size=1024,dtype=f32,ram_mb=1024,cache_mb=16 --batches 1
+[ "$rc" = 1 ] && grep -qF "batch=8,size=1024,dtype=f32 makes 100.7 MB batch files" "$T/err" &&
+    grep -qF "cache_mb=16 MiB cannot hold one" "$T/err" ||
+    { cat "$T/err" >&2; fail "--bench with cache_mb below one batch: exit $rc, expected 1 and the message"; }
+echo "ok - refused: --bench cache_mb smaller than one batch: $(head -n 1 "$T/err")"

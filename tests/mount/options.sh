@@ -6,7 +6,7 @@
 # in -o; missing spec file; spec files with a NUL byte, FIFOs (no hang), directories,
 # devices, over 1 MiB; bad mountpoints (missing, a file, not empty, already
 # mounted); bad sources (missing, corrupt .bfs header or tables, truncated .bfs, empty
-# folder); batches too large for ram_mb, the machine or a (fake) cgroup memory.max, and the
+# folder); batches too large for ram_mb, cache_mb, the machine or a (fake) cgroup memory.max, and the
 # cgroup limit lowering the default RAM budget.
 # About 5 s.
 . "$(dirname "$0")/lib.sh"
@@ -90,6 +90,16 @@ mount_bfs "$T/data.bfs" "$M" -o batch=8,size=16
 grep -q '"ram_budget_bytes": [1-9]' "$M/stats" || fail "default mount: no RAM budget in /stats"
 unmount_bfs "$M"
 ok "ram_mb below what two batches need is refused; the default mount still works"
+# cache_mb smaller than one 6.3 MB batch keeps nothing: refused, naming the batch size and
+# the least value; that value mounts and serves the batch engine_tool computes
+refused "$T/data.bfs" "$M" -o batch=8,size=256,dtype=f32,cache_mb=4 -- \
+    "batch=8,size=256,dtype=f32 makes 6.3 MB batch files" "cache_mb=4 MiB cannot hold one" \
+    "raise cache_mb (to 7 at least)"
+mount_bfs "$T/data.bfs" "$M" -o batch=8,size=256,dtype=f32,cache_mb=7
+cmp <(cat "$M/epoch/0/batch_1") <(ref_batch "$T/data.bfs" batch=8,size=256,dtype=f32 0 1 /dev/stdout) ||
+    fail "cache_mb=7: batch 1 differs from engine_tool's"
+unmount_bfs "$M"
+ok "cache_mb below one batch is refused; one batch's worth mounts"
 
 # ---- in the background (no -f): the command returns once the kernel's INIT is answered,
 # with what the daemon says until then on its stderr; FUSE options such as max_read work
