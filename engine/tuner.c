@@ -272,10 +272,17 @@ cache_why:
     if (in->cache_fixed)
         snprintf(out->why_cache, sizeof out->why_cache, "cache_mb= fixed: %.0f MiB",
                  out->cache_bytes / 1048576.0);
-    else
+    else if (in->ram_bytes > fixed)
         snprintf(out->why_cache, sizeof out->why_cache,
                  "RAM budget %.0f MiB less %.0f MiB for %d pooled, open and in-flight "
                  "batches of %.1f MB: %.0f MiB for finished batches",
+                 in->ram_bytes / 1048576.0, fixed / 1048576.0, 2 + 2 * in->nreaders, bb / 1e6,
+                 out->cache_bytes / 1048576.0);
+    else /* nothing left: the cache keeps one batch anyway, past the budget */
+        snprintf(out->why_cache, sizeof out->why_cache,
+                 "RAM budget %.0f MiB leaves nothing after the %.0f MiB that %d pooled, "
+                 "open and in-flight batches of %.1f MB take: the cache keeps one finished "
+                 "batch (%.0f MiB), over the budget",
                  in->ram_bytes / 1048576.0, fixed / 1048576.0, 2 + 2 * in->nreaders, bb / 1e6,
                  out->cache_bytes / 1048576.0);
 }

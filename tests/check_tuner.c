@@ -170,6 +170,17 @@ START_TEST(budgets_and_fixed_values)
     for (int i = 0; i < 3; i++)
         ck_assert_int_eq(c.depth[i], 0);
     ck_assert_ptr_nonnull(strstr(c.why_cache, "fixed"));
+    /* a RAM budget the pooled, open and in-flight batches fill (ram_mb=70, 3 readers of
+     * 10 MiB batches: 80 MiB for those alone): the cache keeps one batch, and the reason
+     * says it is over the budget, not that the budget left 10 MiB for it */
+    in = base(r, 3);
+    in.ram_bytes = 70ull << 20;
+    bfs_tune_choose(&in, &c);
+    ck_assert_uint_eq(c.cache_bytes, in.batch_bytes);
+    ck_assert_str_eq(c.why_cache, "RAM budget 70 MiB leaves nothing after the 80 MiB that 8 "
+                                  "pooled, open and in-flight batches of 10.5 MB take: the cache "
+                                  "keeps one finished batch (10 MiB), over the budget");
+    ck_assert_msg(!strstr(c.why_cache, "MiB for finished batches"), "%s", c.why_cache);
 }
 END_TEST
 
