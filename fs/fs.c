@@ -43,6 +43,7 @@
  */
 #define FUSE_USE_VERSION 312
 #include "fs/fs.h"
+#include "fs/device.h"
 #include "fs/names.h"
 #include "fs/log.h"
 #include "base/err.h"
@@ -1233,11 +1234,10 @@ static int check_mountpoint(const char *mp)
                 mp);
         return -1;
     }
-    if (access("/dev/fuse", R_OK | W_OK) < 0) {
-        fprintf(stderr,
-                "batchfs: /dev/fuse: %s (load the fuse module: 'modprobe fuse'; in a "
-                "container, pass --device /dev/fuse)\n",
-                strerror(errno));
+    /* the device, with a hint per reason (libfuse's own says "modprobe fuse" for all) */
+    char err[512];
+    if (fsd_check("/dev/fuse", err, sizeof err)) {
+        fprintf(stderr, "batchfs: %s\n", err);
         return -1;
     }
     return 0;

@@ -4,10 +4,11 @@
 # nothing mounted or left running afterwards. Bad options; -o spec=FILE (comments,
 # relative path, -o after it overrides it) gives the same /pipeline as the same options
 # in -o; missing spec file; spec files with a NUL byte, FIFOs (no hang), directories,
-# devices, over 1 MiB; bad mountpoints (missing, a file, not empty, already
-# mounted); bad sources (missing, corrupt .bfs header or tables, truncated .bfs, empty
-# folder); batches too large for ram_mb, cache_mb, the machine or a (fake) cgroup memory.max, and the
-# cgroup limit lowering the default RAM budget.
+# devices, over 1 MiB; bad mountpoints (missing, a file, not empty, already mounted);
+# /dev/fuse that the user (nobody) may not open: a hint about permission, not the module;
+# bad sources (missing, corrupt .bfs header or tables, truncated .bfs, empty folder);
+# batches too large for ram_mb, the machine or a (fake) cgroup memory.max, a cache_mb
+# smaller than one batch, and the cgroup limit lowering the default RAM budget.
 # About 5 s.
 . "$(dirname "$0")/lib.sh"
 require_fuse
@@ -100,6 +101,32 @@ cmp <(cat "$M/epoch/0/batch_1") <(ref_batch "$T/data.bfs" batch=8,size=256,dtype
     fail "cache_mb=7: batch 1 differs from engine_tool's"
 unmount_bfs "$M"
 ok "cache_mb below one batch is refused; one batch's worth mounts"
+
+# ---- /dev/fuse that this user may not open: the hint is about permission, not the module.
+# Run as user nobody (root only, with setpriv), where /dev/fuse's mode keeps nobody out;
+# the other reasons are checked on files of their own by tests/check_device.c.
+if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null && id nobody >/dev/null 2>&1; then
+    as_nobody() { setpriv --reuid=nobody --regid="$(id -g nobody)" --clear-groups "$@"; }
+    if as_nobody sh -c 'exec 9<>/dev/fuse' 2>/dev/null; then
+        echo "ok - skipped: user nobody may open /dev/fuse here ($(stat -c '%A %U:%G' /dev/fuse))"
+    else
+        chmod 711 "$T" && chmod 644 "$T/data.bfs"
+        mkdir "$T/nobody-mnt" && chown nobody "$T/nobody-mnt"
+        rc=0
+        as_nobody timeout 20 "$BATCHFS" "$T/data.bfs" "$T/nobody-mnt" -o batch=8 \
+            >"$T/out" 2>"$T/err" || rc=$?
+        [ $rc = 1 ] || { cat "$T/err" >&2; fail "as nobody without access to /dev/fuse: exit $rc, expected 1"; }
+        grep -qF "batchfs: /dev/fuse: Permission denied ($(stat -c %A /dev/fuse) " "$T/err" &&
+            grep -qE "user nobody \(uid [0-9]+\) (may not open it|is not in group)" "$T/err" ||
+            { cat "$T/err" >&2; fail "as nobody: the message does not name the permission"; }
+        if grep -qi "modprobe\|module" "$T/err"; then
+            cat "$T/err" >&2
+            fail "as nobody: a permission problem is blamed on the fuse module"
+        fi
+        if is_mounted "$T/nobody-mnt"; then fail "as nobody: refused, yet mounted"; fi
+        ok "as nobody without access to /dev/fuse: $(head -c 200 "$T/err")"
+    fi
+fi
 
 # ---- in the background (no -f): the command returns once the kernel's INIT is answered,
 # with what the daemon says until then on its stderr; FUSE options such as max_read work
