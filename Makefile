@@ -6,7 +6,8 @@
 #   make demo      the main job on a small generated dataset
 #   make bench     benchmarks (print ratios measured in one run; never asserted)
 #   make fuzz      run every fuzz target for FUZZ_SECONDS each (clang + libFuzzer)
-#   make install PREFIX=/usr/local   |   make clean   |   make format
+#   make install PREFIX=/usr/local   |   make uninstall   |   make clean   |   make format
+#                  (install: programs, man pages, docs, libbatchfs-gpu, mount helper)
 #   make gpu       only libbatchfs-gpu (build/libbatchfs-gpu.so, .a, batchfs-gpu.pc)
 #
 #   SANITIZER=address|undefined|thread builds into build/san-$(SANITIZER)/; DEBUG=1 into
@@ -93,10 +94,11 @@ all: $(PROGS) $(TOOLS) gpu
 # Debian packages: build (fuse3 headers, libjpeg-turbo both APIs, lz4, xxhash, hiredis,
 # check, pkg-config),
 # run (fuse3 for fusermount3), test (clang + compiler-rt for libFuzzer, python3-venv for
-# test clients, clang-format for make check-format). Installed only when missing.
+# test clients, clang-format for make check-format, groff-base to render the man pages).
+# Installed only when missing.
 DEB_PKGS := build-essential pkg-config libfuse3-dev fuse3 libjpeg62-turbo-dev libturbojpeg0-dev \
             liblz4-dev check clang libclang-rt-dev clang-format python3 python3-venv \
-            libhiredis-dev redis-server iproute2 libxxhash-dev
+            libhiredis-dev redis-server iproute2 libxxhash-dev groff-base
 deps:
 	@missing=""; for p in $(DEB_PKGS); do \
 	  dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' \
@@ -252,10 +254,16 @@ bench: deps
 # mount -t fuse.batchfs / fstab: util-linux runs mount.fuse.batchfs, which is libfuse's
 # mount.fuse3; it runs `batchfs SOURCE MNT -o OPTIONS` found on PATH.
 SBINDIR ?= /sbin
+# batchfs(1), mkbatchfs(1): troff in docs/man/ (checked against --help by
+# tests/cli/man_pages.sh)
+MANDIR  ?= $(PREFIX)/share/man
+MAN_PAGES := docs/man/batchfs.1 docs/man/mkbatchfs.1
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/doc/batchfs
 	install -m 755 $(PROGS) $(DESTDIR)$(PREFIX)/bin/
 	install -m 644 README.md docs/*.md $(DESTDIR)$(PREFIX)/share/doc/batchfs/
+	install -d $(DESTDIR)$(MANDIR)/man1
+	install -m 644 $(MAN_PAGES) $(DESTDIR)$(MANDIR)/man1/
 	install -d $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include
 	install -m 755 $(GPU_SO).1 $(DESTDIR)$(PREFIX)/lib/
 	ln -sf libbatchfs-gpu.so.1 $(DESTDIR)$(PREFIX)/lib/libbatchfs-gpu.so
@@ -285,6 +293,7 @@ uninstall:
 	if [ "$$(readlink "$$h")" = mount.fuse3 ] || grep -qs '^PATH="$(PREFIX)/bin:' "$$h"; then \
 	  rm -f "$$h"; fi
 	rm -rf $(DESTDIR)$(PREFIX)/share/doc/batchfs
+	rm -f $(MAN_PAGES:docs/man/%=$(DESTDIR)$(MANDIR)/man1/%)
 
 clean:
 	rm -rf build

@@ -3,8 +3,9 @@
 # mount(8) does for `mount -t fuse.batchfs` (and fstab): run SBINDIR/mount.fuse.batchfs
 # SOURCE MNT -o OPTIONS with no PATH at all (mount(8) gives helpers none). The helper must
 # find PREFIX/bin/batchfs through mount.fuse3 (package fuse3), mount(8)'s options with no
-# meaning here (noauto, nofail, x-*) must be dropped, and `make uninstall` must remove the
-# helper it installed. Nothing is written outside $T.
+# meaning here (noauto, nofail, x-*) must be dropped, the man pages must land in
+# PREFIX/share/man/man1, and `make uninstall` must remove the helper, the programs and the
+# pages it installed. Nothing is written outside $T.
 . "$(dirname "$0")/lib.sh"
 require_fuse
 [ -x /sbin/mount.fuse3 ] || fail "/sbin/mount.fuse3 is missing (package fuse3; 'make deps' installs it)"
@@ -20,6 +21,14 @@ make -s install BUILD="$BUILD" PREFIX="$T/prefix" SBINDIR="$T/sbin" >"$T/install
 for f in lib/libbatchfs-gpu.so.1 lib/libbatchfs-gpu.so lib/libbatchfs-gpu.a include/batchfs_gpu.h; do
     [ -e "$T/prefix/$f" ] || fail "make install: $f missing"
 done
+# the man pages, where man(1) finds them under PREFIX
+for p in batchfs mkbatchfs; do
+    cmp "$T/prefix/share/man/man1/$p.1" "docs/man/$p.1" || fail "make install: share/man/man1/$p.1 missing or not docs/man/$p.1"
+done
+if command -v man >/dev/null; then
+    MANPATH="$T/prefix/share/man" man -P cat mkbatchfs 2>/dev/null | grep -q -- "--verify" ||
+        fail "man mkbatchfs with MANPATH=PREFIX/share/man does not show the installed page"
+fi
 grep -qx "prefix=$T/prefix" "$T/prefix/lib/pkgconfig/batchfs-gpu.pc" ||
     fail "make install: batchfs-gpu.pc does not name PREFIX: $(head -1 "$T/prefix/lib/pkgconfig/batchfs-gpu.pc")"
 
@@ -45,4 +54,4 @@ make -s uninstall BUILD="$BUILD" PREFIX="$T/prefix" SBINDIR="$T/sbin" >"$T/insta
     fail "make uninstall left the helper or the programs"
 left=$(find "$T/prefix" -type f -o -type l)
 [ -z "$left" ] || fail "make uninstall left: $left"
-ok "make uninstall removes the programs and its mount helper"
+ok "make uninstall removes the programs, the man pages and its mount helper"
