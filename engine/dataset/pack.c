@@ -313,26 +313,36 @@ static void *worker(void *arg)
 
 /* ---- progress --------------------------------------------------------------------- */
 
-static void progress(const bfs_pack_opts *o, const bfs_pack_report *rep, uint64_t done, double t0,
-                     int final)
+/* The progress bar's line: frac done, what is counted (e.g. "12/40 files"), the bytes
+ * read so far; at most ten redraws a second, and always the final one. */
+static void progress_line(const bfs_pack_opts *o, double frac, const char *count, uint64_t bytes_in,
+                          double t0, int final)
 {
     static double last;
     double t = bfs_mono_s();
     if (!o->progress || !o->progress_out || (!final && t - last < 0.1))
         return;
     last = t;
-    double el = t - t0, frac = rep->files ? (double)done / rep->files : 1;
-    double mbs = el > 0 ? rep->bytes_in / el / 1e6 : 0;
+    double el = t - t0;
+    double mbs = el > 0 ? bytes_in / el / 1e6 : 0;
     double eta = frac > 0 ? el / frac - el : 0;
     char bar[31];
     int fill = (int)(frac * 30);
     for (int i = 0; i < 30; i++)
         bar[i] = i < fill ? '#' : '.';
     bar[30] = 0;
-    fprintf(o->progress_out, "\r[%s] %3.0f%% %llu/%llu files  %.1f MB  %.1f MB/s  ETA %.0fs   %s",
-            bar, frac * 100, (unsigned long long)done, (unsigned long long)rep->files,
-            rep->bytes_in / 1e6, mbs, eta, final ? "\n" : "");
+    fprintf(o->progress_out, "\r[%s] %3.0f%% %s  %.1f MB  %.1f MB/s  ETA %.0fs   %s", bar,
+            frac * 100, count, bytes_in / 1e6, mbs, eta, final ? "\n" : "");
     fflush(o->progress_out);
+}
+
+static void progress(const bfs_pack_opts *o, const bfs_pack_report *rep, uint64_t done, double t0,
+                     int final)
+{
+    char count[64];
+    snprintf(count, sizeof count, "%llu/%llu files", (unsigned long long)done,
+             (unsigned long long)rep->files);
+    progress_line(o, rep->files ? (double)done / rep->files : 1, count, rep->bytes_in, t0, final);
 }
 
 /* ---- driver ----------------------------------------------------------------------- */
@@ -499,17 +509,26 @@ size_t bfs_tokens_doc_end(const uint8_t *p, size_t n, int size, uint32_t sep)
 }
 
 /* Append n bytes to the growing document doc (len, cap). 0 or -ENOMEM. */
+/* Room for need bytes in the growing document *doc (capacity *cap). 0 or -ENOMEM. */
+static int doc_reserve(uint8_t **doc, size_t *cap, size_t need)
+{
+    if (need <= *cap)
+        return 0;
+    size_t c = *cap ? *cap : 1 << 16;
+    while (c < need)
+        c *= 2;
+    uint8_t *d = realloc(*doc, c);
+    if (!d)
+        return -ENOMEM;
+    *doc = d, *cap = c;
+    return 0;
+}
+
+/* Append n bytes to the growing document doc (len, cap). 0 or -ENOMEM. */
 static int doc_append(uint8_t **doc, size_t *len, size_t *cap, const uint8_t *p, size_t n)
 {
-    if (*len + n > *cap) {
-        size_t c = *cap ? *cap : 1 << 16;
-        while (c < *len + n)
-            c *= 2;
-        uint8_t *d = realloc(*doc, c);
-        if (!d)
-            return -ENOMEM;
-        *doc = d, *cap = c;
-    }
+    if (doc_reserve(doc, cap, *len + n))
+        return -ENOMEM;
     memcpy(*doc + *len, p, n);
     *len += n;
     return 0;
@@ -518,21 +537,9 @@ static int doc_append(uint8_t **doc, size_t *len, size_t *cap, const uint8_t *p,
 static void token_progress(const bfs_pack_opts *o, const bfs_pack_report *rep, uint64_t total,
                            double t0, int final)
 {
-    static double last;
-    double t = bfs_mono_s();
-    if (!o->progress || !o->progress_out || (!final && t - last < 0.1))
-        return;
-    last = t;
-    double el = t - t0, frac = total ? (double)rep->bytes_in / total : 1;
-    double eta = frac > 0 ? el / frac - el : 0;
-    char bar[31];
-    for (int i = 0; i < 30; i++)
-        bar[i] = i < (int)(frac * 30) ? '#' : '.';
-    bar[30] = 0;
-    fprintf(o->progress_out, "\r[%s] %3.0f%% %llu documents  %.1f MB  %.1f MB/s  ETA %.0fs   %s",
-            bar, frac * 100, (unsigned long long)rep->packed, rep->bytes_in / 1e6,
-            el > 0 ? rep->bytes_in / el / 1e6 : 0.0, eta, final ? "\n" : "");
-    fflush(o->progress_out);
+    char count[64];
+    snprintf(count, sizeof count, "%llu documents", (unsigned long long)rep->packed);
+    progress_line(o, total ? (double)rep->bytes_in / total : 1, count, rep->bytes_in, t0, final);
 }
 
 static int emit_doc(bfs_writer *w, const bfs_pack_opts *o, int ts, bfs_pack_report *rep,
@@ -703,15 +710,8 @@ static int tok_append(tokpack *t, uint64_t off, uint64_t n, char *err, size_t er
             return bfs_errf(rc, err, errlen, "reading %s: %s", t->path,
                             rc == BFS_E_CHANGED ? "the file ended early" : bfs_strerror(rc));
         size_t need = t->doc_len + chunk * (size_t)t->ts;
-        if (need > t->doc_cap) {
-            size_t c = t->doc_cap ? t->doc_cap : 1 << 16;
-            while (c < need)
-                c *= 2;
-            uint8_t *d = realloc(t->doc, c);
-            if (!d)
-                return bfs_errf(-ENOMEM, err, errlen, "out of memory");
-            t->doc = d, t->doc_cap = c;
-        }
+        if (doc_reserve(&t->doc, &t->doc_cap, need))
+            return bfs_errf(-ENOMEM, err, errlen, "out of memory");
         size_t bad;
         int64_t v;
         if (bfs_tok_convert(t->raw, chunk, t->dt, t->ts, t->doc + t->doc_len, &bad, &v))
@@ -735,22 +735,6 @@ static int tok_flush(tokpack *t, char *err, size_t errlen)
     int rc = emit_doc(t->w, t->o, t->ts, t->rep, t->doc, t->doc_len, err, errlen);
     t->doc_len = 0;
     return rc;
-}
-
-/* Element i of an integer .npy array as int64, or -1 when negative or over INT64_MAX. */
-static int64_t npy_int(const uint8_t *p, bfs_tok_dtype t, uint64_t i)
-{
-    const uint8_t *q = p + i * (uint64_t)t.size;
-    switch (t.size) {
-    case 1:
-        return t.kind == 'i' ? (int8_t)q[0] < 0 ? -1 : (int8_t)q[0] : q[0];
-    case 2:
-        return t.kind == 'i' && (int16_t)bfs_ld16(q) < 0 ? -1 : (int64_t)bfs_ld16(q);
-    case 4:
-        return t.kind == 'i' && (int32_t)bfs_ld32(q) < 0 ? -1 : (int64_t)bfs_ld32(q);
-    default:
-        return bfs_ld64(q) > (uint64_t)INT64_MAX ? -1 : (int64_t)bfs_ld64(q);
-    }
 }
 
 /* Megatron: PREFIX, PREFIX.bin or PREFIX.idx into the two paths. */
@@ -828,10 +812,10 @@ static int pack_tokens_files(const char *src, const char *out, const bfs_pack_op
          * boundaries of onel - 1 documents; otherwise the starts of onel documents. */
         const uint8_t *ov = meta + ooff;
         uint64_t ndocs =
-            onel && npy_int(ov, odt, onel - 1) == (int64_t)nel && onel > 1 ? onel - 1 : onel;
+            onel && bfs_tok_get(ov, odt, onel - 1) == (int64_t)nel && onel > 1 ? onel - 1 : onel;
         int64_t prev = 0;
         for (uint64_t i = 0; !rc && i < onel; i++) {
-            int64_t b = npy_int(ov, odt, i);
+            int64_t b = bfs_tok_get(ov, odt, i);
             if ((i == 0 && b != 0) || b < prev || b > (int64_t)nel)
                 rc = bfs_errf(-EINVAL, err, errlen,
                               "%s: offset %llu is %lld: offsets must start at 0 and rise to at "
@@ -841,8 +825,8 @@ static int pack_tokens_files(const char *src, const char *out, const bfs_pack_op
             prev = b;
         }
         for (uint64_t d = 0; !rc && d < ndocs; d++) {
-            uint64_t b0 = (uint64_t)npy_int(ov, odt, d);
-            uint64_t b1 = d + 1 < onel ? (uint64_t)npy_int(ov, odt, d + 1) : nel;
+            uint64_t b0 = (uint64_t)bfs_tok_get(ov, odt, d);
+            uint64_t b1 = d + 1 < onel ? (uint64_t)bfs_tok_get(ov, odt, d + 1) : nel;
             rc = tok_append(&t, data_off + b0 * (uint64_t)t.dt.size, b1 - b0, err, errlen);
             if (!rc)
                 rc = tok_flush(&t, err, errlen);

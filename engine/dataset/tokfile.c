@@ -179,33 +179,31 @@ int bfs_tok_out_size(bfs_tok_dtype t)
     return t.size <= 2 ? 2 : 4;
 }
 
+int64_t bfs_tok_get(const uint8_t *p, bfs_tok_dtype t, uint64_t i)
+{
+    const uint8_t *q = p + i * (uint64_t)t.size;
+    int64_t v;
+    switch (t.size) {
+    case 1:
+        v = t.kind == 'i' ? (int8_t)q[0] : q[0];
+        break;
+    case 2:
+        v = t.kind == 'i' ? (int16_t)bfs_ld16(q) : (int64_t)bfs_ld16(q);
+        break;
+    case 4:
+        v = t.kind == 'i' ? (int32_t)bfs_ld32(q) : (int64_t)bfs_ld32(q);
+        break;
+    default: /* (a u64 over INT64_MAX reads as negative: no id or offset is that large) */
+        v = (int64_t)bfs_ld64(q);
+    }
+    return v;
+}
+
 int bfs_tok_convert(const uint8_t *in, size_t n, bfs_tok_dtype src, int out_size, uint8_t *out,
                     size_t *bad, int64_t *value)
 {
     for (size_t i = 0; i < n; i++) {
-        const uint8_t *q = in + i * (size_t)src.size;
-        int64_t v;
-        uint64_t u;
-        switch (src.size) {
-        case 1:
-            v = src.kind == 'i' ? (int8_t)q[0] : q[0];
-            break;
-        case 2:
-            u = bfs_ld16(q);
-            v = src.kind == 'i' ? (int16_t)u : (int64_t)u;
-            break;
-        case 4:
-            u = bfs_ld32(q);
-            v = src.kind == 'i' ? (int32_t)u : (int64_t)u;
-            break;
-        default:
-            u = bfs_ld64(q);
-            if (src.kind == 'u' && u > (uint64_t)INT64_MAX) {
-                *bad = i, *value = -1;
-                return -ERANGE;
-            }
-            v = (int64_t)u;
-        }
+        int64_t v = bfs_tok_get(in, src, i);
         if (v < 0 || (uint64_t)v > (out_size == 2 ? 0xffffu : 0xffffffffu)) {
             *bad = i, *value = v;
             return -ERANGE;

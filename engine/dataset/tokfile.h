@@ -57,10 +57,14 @@ uint32_t bfs_megatron_size(const bfs_megatron_idx *x, uint64_t i);
 uint64_t bfs_megatron_offset(const bfs_megatron_idx *x, uint64_t i);
 uint64_t bfs_megatron_doc(const bfs_megatron_idx *x, uint64_t d);
 
+/* bfs_tok_get - element i of an integer array of type t at p, as int64: negative for a
+ * negative one, and for a u64 over INT64_MAX. */
+int64_t bfs_tok_get(const uint8_t *p, bfs_tok_dtype t, uint64_t i);
+
 /*
  * bfs_tok_convert - n ids of type src at in to ids of out_size (2 or 4) bytes at out,
  * little-endian. Returns 0, or -ERANGE when one is negative or does not fit, with its
- * index in *bad and its value in *value.
+ * index in *bad and its value in *value (bfs_tok_get's).
  */
 int bfs_tok_convert(const uint8_t *in, size_t n, bfs_tok_dtype src, int out_size, uint8_t *out,
                     size_t *bad, int64_t *value);
