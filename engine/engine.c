@@ -164,8 +164,9 @@ uint64_t bfs_engine_batches(const bfs_engine *e)
     return bfs_plan_batches(e->plan);
 }
 
-uint32_t bfs_engine_batch_len(const bfs_engine *e, uint64_t k)
+uint32_t bfs_engine_batch_len(const bfs_engine *e, uint64_t epoch, uint64_t k)
 {
+    (void)epoch;
     return bfs_plan_batch_len(e->plan, k);
 }
 
@@ -231,14 +232,20 @@ static void describe(const bfs_engine *e, uint32_t len, uint64_t epoch, uint64_t
     d->fingerprint = e->fingerprint;
 }
 
-uint64_t bfs_engine_batch_bytes(const bfs_engine *e, uint64_t k)
+uint64_t bfs_engine_batch_bytes(const bfs_engine *e, uint64_t epoch, uint64_t k)
 {
+    (void)epoch;
     uint32_t len = bfs_plan_batch_len(e->plan, k);
     if (!len)
         return 0;
     bfs_st_batch_desc d;
     describe(e, len, 0, k, &d);
     return bfs_st_batch_size(&d);
+}
+
+uint64_t bfs_engine_max_batch_bytes(const bfs_engine *e)
+{
+    return bfs_engine_batch_bytes(e, 0, 0); /* every batch but a final partial one is full */
 }
 
 int bfs_engine_batch_begin(bfs_engine *e, uint64_t epoch, uint64_t k, uint8_t *dst, uint64_t *idx)

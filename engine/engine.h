@@ -45,10 +45,16 @@ int bfs_engine_create(const char *source_path, const bfs_pipeline_opts *o, bfs_e
 void bfs_engine_destroy(bfs_engine *e);
 
 const bfs_pipeline_opts *bfs_engine_opts(const bfs_engine *e);
-uint64_t bfs_engine_batches(const bfs_engine *e);                 /* batches per epoch */
-uint32_t bfs_engine_batch_len(const bfs_engine *e, uint64_t k);   /* samples in batch k */
-uint64_t bfs_engine_batch_bytes(const bfs_engine *e, uint64_t k); /* file size of batch k */
-uint64_t bfs_engine_samples(const bfs_engine *e);                 /* dataset samples */
+uint64_t bfs_engine_batches(const bfs_engine *e); /* batches per epoch */
+/* samples (image datasets) or rows (token datasets) in batch k of epoch; 0 past the end.
+ * Known from the tables alone, before the batch is computed. Only pack=bucket makes it
+ * depend on the epoch (each epoch orders its buckets' batches anew). */
+uint32_t bfs_engine_batch_len(const bfs_engine *e, uint64_t epoch, uint64_t k);
+/* the file size of batch k of epoch (the same conditions as bfs_engine_batch_len) */
+uint64_t bfs_engine_batch_bytes(const bfs_engine *e, uint64_t epoch, uint64_t k);
+/* the largest file size of any batch of any epoch: what budgets are sized for */
+uint64_t bfs_engine_max_batch_bytes(const bfs_engine *e);
+uint64_t bfs_engine_samples(const bfs_engine *e); /* dataset samples */
 uint64_t bfs_engine_fingerprint(const bfs_engine *e);
 const char *bfs_engine_canonical(const bfs_engine *e); /* canonical pipeline text */
 const char *bfs_engine_source_path(const bfs_engine *e);

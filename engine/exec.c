@@ -1084,13 +1084,13 @@ static bfs_batch *acquire(bfs_exec *x, uint64_t epoch, uint64_t k, int demand, i
         return j;
     }
     const bfs_pipeline_opts *o = bfs_engine_opts(x->e);
-    uint32_t len = bfs_engine_batch_len(x->e, k);
+    uint32_t len = epoch < o->epochs ? bfs_engine_batch_len(x->e, epoch, k) : 0;
     if (!len || epoch >= o->epochs) {
         *rc = -ERANGE;
         return NULL;
     }
     j = calloc(1, sizeof *j);
-    uint64_t size = bfs_engine_batch_bytes(x->e, k);
+    uint64_t size = bfs_engine_batch_bytes(x->e, epoch, k);
     if (j && !(j->data = take_passed_buffer(x, size)))
         j->data = bfs_bc_alloc(x->mem, size);
     if (!j || !(j->idx = malloc(len * sizeof *j->idx)) || !j->data) {
@@ -1438,7 +1438,7 @@ uint32_t bfs_exec_follow(bfs_exec *x, uint64_t key, uint64_t epoch, uint64_t k, 
     unsigned active = 0;
     for (int i = 0; i < BFS_EXEC_MAX_READERS; i++)
         active += x->readers[i].key != 0;
-    uint64_t size = bfs_engine_batch_bytes(x->e, 0);
+    uint64_t size = bfs_engine_max_batch_bytes(x->e);
     uint64_t per = size ? x->cache_bytes / size / (active ? active : 1) : 0;
     if ((uint64_t)depth + 1 > per)
         depth = per > 1 ? (int)(per - 1) : 0;

@@ -204,7 +204,7 @@ static int fill_attr(fsstate *fs, fuse_ino_t ino, struct stat *st)
     case FSN_BATCH:
         st->st_mode = S_IFREG | 0444;
         st->st_nlink = 1;
-        st->st_size = (off_t)bfs_engine_batch_bytes(fs->e, k);
+        st->st_size = (off_t)bfs_engine_batch_bytes(fs->e, epoch, k);
         break;
     default:
         return -ENOENT;
@@ -1027,7 +1027,7 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
     else if (kind == FSN_BATCH && !strcmp(name, "user.batchfs.batch"))
         n = snprintf(v, sizeof v, "%llu", (unsigned long long)k);
     else if (kind == FSN_BATCH && !strcmp(name, "user.batchfs.samples"))
-        n = snprintf(v, sizeof v, "%u", bfs_engine_batch_len(fs->e, k));
+        n = snprintf(v, sizeof v, "%u", bfs_engine_batch_len(fs->e, epoch, k));
     if (n < 0)
         fuse_reply_err(req, ENODATA);
     else
@@ -1307,7 +1307,7 @@ int bfs_fs_run(const bfs_mount_args *a)
         goto out;
     }
     bfs_engine_print_notes(fs.e, stderr, "batchfs");
-    fs.batch_bytes = bfs_engine_batch_bytes(fs.e, 0);
+    fs.batch_bytes = bfs_engine_max_batch_bytes(fs.e);
     /* the budget: ram_mb, or half of what MemAvailable and the cgroup limit leave; batches
      * that cannot fit in it are refused here, not by the OOM killer at the first read */
     bfs_ram_probe(NULL, NULL, NULL, &host);
@@ -1451,7 +1451,7 @@ int bfs_fs_run(const bfs_mount_args *a)
                          .fixed_depth = a->pipe.prefetch == BFS_AUTO ? -1 : a->pipe.prefetch,
                          .cache_fixed = a->pipe.cache_mb != BFS_AUTO,
                          .fixed_cache = fs.cache_bytes,
-                         .batch_samples = bfs_engine_batch_len(fs.e, 0),
+                         .batch_samples = bfs_engine_batch_len(fs.e, 0, 0),
                          .batch_bytes = fs.batch_bytes,
                          .alive = pid_alive};
     if ((rc = bfs_tuner_start(fs.x, &to, &fs.tuner)))

@@ -100,7 +100,7 @@ int bfs_bench_run(const char *source, const bfs_pipeline_opts *o, const bfs_benc
     if (want > avail)
         want = avail;
     int prefetch = o->prefetch == BFS_AUTO ? BFS_PREFETCH_AUTO : o->prefetch;
-    uint64_t bytes = bfs_engine_batch_bytes(e, 0);
+    uint64_t bytes = bfs_engine_max_batch_bytes(e);
     /* batches past the memory the mount would have are refused as the mount refuses them */
     bfs_ram_host host;
     uint64_t budget;
@@ -150,8 +150,8 @@ int bfs_bench_run(const char *source, const bfs_pipeline_opts *o, const bfs_benc
     /* the reference decodes the same files the run reads: every stride-th of them, taken
      * from the plan; it is timed in two halves, before and after the run, so a change of
      * load on a shared machine during the run shifts both sides alike */
-    uint64_t stride = want * bfs_engine_batch_len(e, 0) / ref_n + 1, pos = 0;
-    uint64_t *bidx = malloc(bfs_engine_batch_len(e, 0) * sizeof *bidx);
+    uint64_t stride = want * bfs_engine_batch_len(e, b->epoch, 0) / ref_n + 1, pos = 0;
+    uint64_t *bidx = malloc(bfs_engine_batch_len(e, b->epoch, 0) * sizeof *bidx);
     for (uint64_t i = 0; i < want && ref_idx && bidx && ref_have < ref_n; i++) {
         int n = bfs_engine_batch_indices(e, b->epoch + i / nb, i % nb, bidx);
         for (int j = 0; j < n && ref_have < ref_n; j++, pos++)
@@ -181,7 +181,7 @@ int bfs_bench_run(const char *source, const bfs_pipeline_opts *o, const bfs_benc
             fprintf(stderr, "batchfs: %s\n", err);
             break;
         }
-        uint32_t len = bfs_engine_batch_len(e, k);
+        uint32_t len = bfs_engine_batch_len(e, ep, k);
         images += len;
         rows[i / nb].images += len;
         batches_bytes += bfs_batch_size(bt);

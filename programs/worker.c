@@ -203,7 +203,7 @@ int bfs_worker_run(const char *source, const bfs_pipeline_opts *o_in, const char
     }
     bfs_engine_print_notes(w.e, log, "batchfs worker");
     w.fp = bfs_engine_fingerprint(w.e);
-    uint64_t bytes = bfs_engine_batch_bytes(w.e, 0), budget;
+    uint64_t bytes = bfs_engine_max_batch_bytes(w.e), budget;
     bfs_ram_host ram;
     bfs_ram_probe(NULL, NULL, NULL, &ram);
     bfs_store *store = NULL;

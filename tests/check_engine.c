@@ -72,7 +72,7 @@ static uint8_t *batch(bfs_engine *e, int threads, uint64_t epoch, uint64_t k, ui
     char err[512];
     ck_assert_msg(bfs_exec_get(x, epoch, k, &b, err, sizeof err) == 0, "%s", err);
     *size = bfs_batch_size(b);
-    ck_assert_uint_eq(*size, bfs_engine_batch_bytes(e, k));
+    ck_assert_uint_eq(*size, bfs_engine_batch_bytes(e, epoch, k));
     uint8_t *copy = malloc(*size);
     memcpy(copy, bfs_batch_data(b), *size);
     bfs_batch_release(b);
@@ -420,10 +420,10 @@ START_TEST(sizes_and_ranges)
 {
     bfs_engine *e = engine(packed, "batch=10,size=8x12,drop_last=0,epochs=2");
     ck_assert_uint_eq(bfs_engine_batches(e), 4);
-    ck_assert_uint_eq(bfs_engine_batch_len(e, 3), 6);
+    ck_assert_uint_eq(bfs_engine_batch_len(e, 0, 3), 6);
     /* labels and indices lie in the page before the images (4096) */
-    ck_assert_uint_eq(bfs_engine_batch_bytes(e, 0), 4096 + 10 * 8 * 12 * 3);
-    ck_assert_uint_eq(bfs_engine_batch_bytes(e, 3), 4096 + 6 * 8 * 12 * 3);
+    ck_assert_uint_eq(bfs_engine_batch_bytes(e, 0, 0), 4096 + 10 * 8 * 12 * 3);
+    ck_assert_uint_eq(bfs_engine_batch_bytes(e, 0, 3), 4096 + 6 * 8 * 12 * 3);
     uint64_t n;
     uint8_t *b = batch(e, 2, 1, 3, &n);
     bfs_st_file f;
@@ -462,7 +462,7 @@ static void exec_setup(void)
 {
     setup();
     e4 = engine(packed, "batch=4,size=32");
-    one = bfs_engine_batch_bytes(e4, 0);
+    one = bfs_engine_batch_bytes(e4, 0, 0);
 }
 
 static void exec_teardown(void)
@@ -813,7 +813,7 @@ START_TEST(walks_continue_into_next_epoch)
     bfs_engine *e = engine(packed, "batch=2,size=32,epochs=3");
     uint64_t nb = bfs_engine_batches(e);
     ck_assert_uint_ge(nb, 8);
-    bfs_exec *x = exec_new(e, 1, 64 * bfs_engine_batch_bytes(e, 0));
+    bfs_exec *x = exec_new(e, 1, 64 * bfs_engine_batch_bytes(e, 0, 0));
     bfs_exec_set_prefetch(x, 2);
     /* first epoch: its end prefetches nothing of the next */
     uint32_t a = bfs_exec_follow(x, 100, 0, nb - 2, 1.0, 0, alive_all);
@@ -851,7 +851,7 @@ START_TEST(walks_continue_into_next_epoch)
     bfs_exec_get_stats(x, &st);
     ck_assert_uint_eq(st.misses, 0);
     ck_assert_uint_gt(st.evicted_passed, 0); /* epoch 1's read batches did go */
-    bfs_exec_set_passed_max(x, 64 * bfs_engine_batch_bytes(e, 0));
+    bfs_exec_set_passed_max(x, 64 * bfs_engine_batch_bytes(e, 0, 0));
     /* the last epoch's end: nothing beyond epochs=3 */
     uint64_t p1 = prefetched(x);
     bfs_exec_follow(x, 102, 2, nb - 1, 5.0, 0, alive_all);

@@ -537,7 +537,7 @@ static run_result run(const char *src, const char *opts, int epochs, int threads
     uint64_t nb = bfs_engine_batches(e);
     run_result r = {0};
     for (uint64_t k = 0; k < nb; k++)
-        r.size += bfs_engine_batch_bytes(e, k);
+        r.size += bfs_engine_batch_bytes(e, 0, k);
     bfs_exec *x; /* room for one epoch of finished batches: prefetched ones stay */
     ck_assert_int_eq(bfs_exec_create(e, threads, r.size, &x), 0);
     r.size *= (size_t)epochs;
@@ -556,13 +556,13 @@ static run_result run(const char *src, const char *opts, int epochs, int threads
             ck_assert_msg(bfs_exec_get(x, (uint64_t)ep, k, &b, err, sizeof err) == 0, "%s", err);
             size_t at = off;
             for (uint64_t j = 0; j < k; j++)
-                at += bfs_engine_batch_bytes(e, j);
-            ck_assert_uint_eq(bfs_batch_size(b), bfs_engine_batch_bytes(e, k));
+                at += bfs_engine_batch_bytes(e, 0, j);
+            ck_assert_uint_eq(bfs_batch_size(b), bfs_engine_batch_bytes(e, 0, k));
             memcpy(r.bytes + at, bfs_batch_data(b), bfs_batch_size(b));
             bfs_batch_release(b);
         }
         for (uint64_t k = 0; k < nb; k++)
-            off += bfs_engine_batch_bytes(e, k);
+            off += bfs_engine_batch_bytes(e, 0, k);
     }
     bfs_exec_stats xs;
     bfs_exec_get_stats(x, &xs);
