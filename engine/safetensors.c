@@ -348,6 +348,105 @@ int bfs_st_write_header(const bfs_st_batch_desc *d, uint8_t *dst, size_t cap)
     return 0;
 }
 
+/* ---- encoder: token batches ----------------------------------------------------------- */
+
+static int plain_ascii(const char *s)
+{
+    if (!s || !*s)
+        return 0;
+    for (; *s; s++)
+        if (*s < 0x20 || *s > 0x7e || *s == '"' || *s == '\\')
+            return 0;
+    return 1;
+}
+
+/* n: the numbers to write; widest: all UINT64_MAX (the dry run that sizes the header) */
+static void emit_tok_json(emitter *e, const bfs_st_tok_desc *d, const uint64_t *off, int widest)
+{
+    char fp[17];
+    snprintf(fp, sizeof fp, "%016llx", (unsigned long long)(widest ? UINT64_MAX : d->fingerprint));
+    put_s(e, "{\"__metadata__\":{\"format\":\"" BFS_ST_FORMAT "\",\"kind\":\"tokens\",\"pack\":\"");
+    put_s(e, d->pack);
+    put_s(e, "\",\"epoch\":\"");
+    put_u64(e, widest ? UINT64_MAX : d->epoch);
+    put_s(e, "\",\"batch\":\"");
+    put_u64(e, widest ? UINT64_MAX : d->batch_index);
+    put_s(e, "\",\"fingerprint\":\"");
+    put_s(e, fp);
+    put_s(e, "\"}");
+    for (uint32_t i = 0; i < d->n; i++) {
+        const bfs_st_tok_tensor *t = &d->t[i];
+        uint64_t shape[2] = {widest ? UINT64_MAX : t->shape[0], widest ? UINT64_MAX : t->shape[1]};
+        put(e, ",", 1);
+        put_tensor(e, t->name, bfs_dtype_name(t->dtype), shape, t->ndim,
+                   widest ? UINT64_MAX : off[i], widest ? UINT64_MAX : off[i + 1]);
+    }
+    put(e, "}", 1);
+}
+
+int bfs_st_tok_layout(const bfs_st_tok_desc *d, bfs_st_tok_place *out)
+{
+    if (!d || !d->n || d->n > BFS_ST_TOK_MAX || d->aligned >= d->n || !plain_ascii(d->pack))
+        return -EINVAL;
+    bfs_st_tok_place l;
+    memset(&l, 0, sizeof l);
+    uint64_t before = 0, total = 0;
+    for (uint32_t i = 0; i < d->n; i++) {
+        const bfs_st_tok_tensor *t = &d->t[i];
+        size_t es = bfs_dtype_size(t->dtype);
+        uint64_t elems = t->shape[0];
+        if (!plain_ascii(t->name) || !es || t->ndim < 1 || t->ndim > 2)
+            return -EINVAL;
+        if ((t->ndim == 2 && __builtin_mul_overflow(elems, t->shape[1], &elems)) ||
+            __builtin_mul_overflow(elems, (uint64_t)es, &l.bytes[i]) ||
+            __builtin_add_overflow(total, l.bytes[i], &total))
+            return -EOVERFLOW;
+        for (uint32_t j = 0; j < i; j++)
+            if (!strcmp(t->name, d->t[j].name))
+                return -EINVAL;
+        if (i < d->aligned)
+            before += l.bytes[i];
+    }
+    emitter e = {NULL, 0, 0};
+    emit_tok_json(&e, d, NULL, 1);
+    uint64_t need = 8 + (uint64_t)e.len + before;
+    uint64_t at = (need + BFS_ST_IMAGES_ALIGN - 1) / BFS_ST_IMAGES_ALIGN * BFS_ST_IMAGES_ALIGN;
+    l.header_size = at - before;
+    uint64_t o = l.header_size;
+    for (uint32_t i = 0; i < d->n; i++) {
+        l.off[i] = o;
+        o += l.bytes[i];
+    }
+    if (__builtin_add_overflow(l.header_size, total, &l.file_size))
+        return -EOVERFLOW;
+    if (out)
+        *out = l;
+    return 0;
+}
+
+int bfs_st_tok_write_header(const bfs_st_tok_desc *d, uint8_t *dst, size_t cap)
+{
+    bfs_st_tok_place l;
+    int rc = bfs_st_tok_layout(d, &l);
+    if (rc)
+        return rc;
+    if (!dst || cap < l.header_size)
+        return -ENOSPC;
+    uint64_t off[BFS_ST_TOK_MAX + 1];
+    for (uint32_t i = 0; i < d->n; i++)
+        off[i] = l.off[i] - l.header_size;
+    off[d->n] = l.file_size - l.header_size;
+    size_t json_cap = (size_t)l.header_size - 8;
+    emitter e = {dst + 8, json_cap, 0};
+    emit_tok_json(&e, d, off, 0);
+    if (e.len > json_cap) /* cannot happen: the layout was sized by a wider dry run */
+        return -EOVERFLOW;
+    memset(dst + 8 + e.len, ' ', json_cap - e.len);
+    for (int i = 0; i < 8; i++)
+        dst[i] = (uint8_t)((uint64_t)json_cap >> (8 * i));
+    return 0;
+}
+
 /* ---- parser ------------------------------------------------------------------------- */
 
 typedef struct cursor {

@@ -197,6 +197,49 @@ typedef struct bfs_st_meta {
     size_t key_len, value_len;
 } bfs_st_meta;
 
+/* ---- encoder: token batches (docs/sequences.md) -------------------------------------- */
+
+/*
+ * Batches of token datasets hold 1- and 2-dimensional integer tensors instead of images,
+ * under the metadata {"format": "batchfs/2", "kind": "tokens", "pack": P, "epoch": "E",
+ * "batch": "K", "fingerprint": "<16 hex digits>"}, the tensors in the JSON in data order.
+ * As for images, the header is padded with spaces to the size the widest numbers would
+ * need, so the layout depends only on the tensors' names, dtypes and shapes, and one
+ * tensor (`aligned`: the tokens) starts at a multiple of BFS_ST_IMAGES_ALIGN; the
+ * tensors before it must have sizes that keep it at its natural alignment (the caller
+ * puts the I64 ones first).
+ */
+#define BFS_ST_TOK_MAX 4u
+
+typedef struct bfs_st_tok_tensor {
+    const char *name; /* a plain ASCII name, no quotes or backslashes */
+    bfs_dtype dtype;
+    uint32_t ndim; /* 1 or 2 */
+    uint64_t shape[2];
+} bfs_st_tok_tensor;
+
+typedef struct bfs_st_tok_desc {
+    const char *pack; /* metadata "pack" (plain ASCII) */
+    uint64_t epoch, batch_index, fingerprint;
+    uint32_t n; /* tensors, 1..BFS_ST_TOK_MAX, in data order */
+    bfs_st_tok_tensor t[BFS_ST_TOK_MAX];
+    uint32_t aligned; /* index of the tensor that starts on a BFS_ST_IMAGES_ALIGN boundary */
+} bfs_st_tok_desc;
+
+typedef struct bfs_st_tok_place {
+    uint64_t header_size;                                /* 8 + N: where the first tensor starts */
+    uint64_t off[BFS_ST_TOK_MAX], bytes[BFS_ST_TOK_MAX]; /* absolute file offsets */
+    uint64_t file_size;
+} bfs_st_tok_place;
+
+/* bfs_st_tok_layout - check d and place its tensors. Returns 0, -EINVAL (bad desc) or
+ * -EOVERFLOW. */
+int bfs_st_tok_layout(const bfs_st_tok_desc *d, bfs_st_tok_place *out);
+
+/* bfs_st_tok_write_header - write the 8 + N header bytes of d's file to dst (cap bytes).
+ * Returns 0, bfs_st_tok_layout's errors, or -ENOSPC. */
+int bfs_st_tok_write_header(const bfs_st_tok_desc *d, uint8_t *dst, size_t cap);
+
 /*
  * A parsed file. Caller-allocated (about 24 KiB: prefer the heap in threads with small
  * stacks); nothing to release. Names and metadata point into its own pool, so it must

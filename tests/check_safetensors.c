@@ -296,6 +296,60 @@ END_TEST
  * when B % 8 == 0) and the images on a 4096-byte boundary, in the order labels, indices,
  * images; the whole file parses, its tensors tile the data buffer, and it is a batch.
  * The batchfs/1 layout (images first, at 4096) fails this for any odd-sized images. */
+/* Token batches (docs/sequences.md): the tokens start on a page, the file parses, the
+ * tensors are where the layout says, and the size does not depend on the numbers. */
+START_TEST(token_batches)
+{
+    for (uint32_t rows = 1; rows <= 300; rows += 37) {
+        bfs_st_tok_desc d = {.pack = "bucket", .epoch = 7, .batch_index = 12345, .fingerprint = 1};
+        d.t[d.n++] = (bfs_st_tok_tensor){"lengths", BFS_DT_I64, 1, {rows, 0}};
+        d.t[d.n++] = (bfs_st_tok_tensor){"indices", BFS_DT_I64, 1, {rows, 0}};
+        d.aligned = d.n;
+        d.t[d.n++] = (bfs_st_tok_tensor){"tokens", BFS_DT_I32, 2, {rows, 129}};
+        d.t[d.n++] = (bfs_st_tok_tensor){"mask", BFS_DT_U8, 2, {rows, 129}};
+        bfs_st_tok_place l;
+        ck_assert_int_eq(bfs_st_tok_layout(&d, &l), 0);
+        ck_assert_uint_eq(l.off[2] % BFS_ST_IMAGES_ALIGN, 0);
+        ck_assert_uint_eq(l.off[0] % 8, 0);
+        ck_assert_uint_eq(l.file_size, l.off[3] + (uint64_t)rows * 129);
+        uint8_t *f = calloc(1, l.file_size);
+        ck_assert_int_eq(bfs_st_tok_write_header(&d, f, l.header_size - 1), -ENOSPC);
+        ck_assert_int_eq(bfs_st_tok_write_header(&d, f, l.header_size), 0);
+        bfs_st_file *pf = malloc(sizeof *pf);
+        ck_assert_msg(bfs_st_parse(f, l.file_size, pf) == 0, "%s", pf->err);
+        ck_assert_uint_eq(pf->n_tensors, 4);
+        const char *names[] = {"lengths", "indices", "tokens", "mask"};
+        for (int i = 0; i < 4; i++) {
+            const bfs_st_tensor *t = bfs_st_find(pf, names[i]);
+            ck_assert_ptr_nonnull(t);
+            ck_assert_uint_eq(t->offset, l.off[i]);
+            ck_assert_uint_eq(t->nbytes, l.bytes[i]);
+        }
+        ck_assert_str_eq(bfs_st_meta_get(pf, "kind"), "tokens");
+        ck_assert_str_eq(bfs_st_meta_get(pf, "pack"), "bucket");
+        ck_assert_str_eq(bfs_st_meta_get(pf, "batch"), "12345");
+        /* the widest numbers give the same layout */
+        bfs_st_tok_place l2;
+        d.epoch = d.batch_index = d.fingerprint = UINT64_MAX;
+        ck_assert_int_eq(bfs_st_tok_layout(&d, &l2), 0);
+        ck_assert_mem_eq(&l, &l2, sizeof l);
+        free(pf);
+        free(f);
+    }
+    bfs_st_tok_desc bad = {.pack = "concat", .n = 1};
+    bad.t[0] = (bfs_st_tok_tensor){"to\"kens", BFS_DT_I32, 2, {1, 1}};
+    ck_assert_int_eq(bfs_st_tok_layout(&bad, NULL), -EINVAL); /* a quote in a name */
+    bad.t[0].name = "tokens";
+    bad.t[0].ndim = 3;
+    ck_assert_int_eq(bfs_st_tok_layout(&bad, NULL), -EINVAL);
+    bad.t[0].ndim = 2;
+    bad.t[0].shape[0] = bad.t[0].shape[1] = UINT64_MAX / 2;
+    ck_assert_int_eq(bfs_st_tok_layout(&bad, NULL), -EOVERFLOW);
+    bad.n = 0;
+    ck_assert_int_eq(bfs_st_tok_layout(&bad, NULL), -EINVAL);
+}
+END_TEST
+
 START_TEST(aligned_layouts)
 {
     static const uint32_t hws[][2] = {{1, 1}, {15, 15}, {7, 31}, {224, 224}};
@@ -1217,6 +1271,7 @@ static Suite *safetensors_suite(void)
     tcase_set_timeout(enc, 120);
     tcase_add_test(enc, dtype_table);
     tcase_add_test(enc, golden_header);
+    tcase_add_test(enc, token_batches);
     tcase_add_test(enc, round_trip_all_batch_sizes);
     tcase_add_test(enc, round_trip_full_files);
     tcase_add_test(enc, size_independent_of_numbers);
