@@ -48,6 +48,12 @@ enum {
     OPT_NORMALIZE,
     OPT_LAYOUT,
     OPT_BAD_SAMPLE,
+    OPT_PACK,
+    OPT_SEQ_LEN,
+    OPT_BUCKETS,
+    OPT_BATCH_TOKENS,
+    OPT_PAD_ID,
+    OPT_POSITIONS,
     OPT_THREADS,
     OPT_PREFETCH,
     OPT_CACHE_MB,
@@ -82,6 +88,8 @@ enum { W_U64, W_U32, W_INT, W_I64 }; /* C type of an integer field */
 /* F_ENUM: the value is an index into the '|'-separated names of pub.syntax, which are in
  * the order of pipeline.h's BFS_* enums (check_pipeline tests it). */
 #define F_ENUM 4u
+#define F_IMG  8u  /* data option of image datasets only */
+#define F_SEQ  16u /* data option of token datasets only */
 
 struct opt {
     bfs_pipeline_option pub;
@@ -116,16 +124,19 @@ static int set_remote(const opt *d, bfs_pipeline_opts *o, const char *v, const c
 static int show_remote(const opt *d, const bfs_pipeline_opts *o, char *buf, size_t cap);
 static int set_group(const opt *d, bfs_pipeline_opts *o, const char *v, const char **why);
 static int show_group(const opt *d, const bfs_pipeline_opts *o, char *buf, size_t cap);
+static int set_buckets(const opt *d, bfs_pipeline_opts *o, const char *v, const char **why);
+static int show_buckets(const opt *d, const bfs_pipeline_opts *o, char *buf, size_t cap);
 
 #define PUB(name_, cls_, syntax_, def_, help_)                                                     \
     .pub = {.name = name_, .syntax = syntax_, .def = def_, .help = help_, .cls = cls_}
 #define FIELD(f) .off = offsetof(bfs_pipeline_opts, f)
 #define INT(f, w, lo_, hi_, fl)                                                                    \
     FIELD(f), .set = set_uint, .show = show_uint, .width = w, .lo = lo_, .hi = hi_, .flags = fl
-#define ENUM(f) FIELD(f), .set = set_enum, .show = show_enum, .flags = F_ENUM
-#define D       BFS_OPT_DATA
-#define K       BFS_OPT_KNOB
-#define MIB_MAX (1ull << 40) /* MiB budgets: 2^40 MiB = 1 EiB, so MiB * 2^20 fits int64 */
+#define ENUMF(f, fl) FIELD(f), .set = set_enum, .show = show_enum, .flags = F_ENUM | (fl)
+#define ENUM(f)      ENUMF(f, 0)
+#define D            BFS_OPT_DATA
+#define K            BFS_OPT_KNOB
+#define MIB_MAX      (1ull << 40) /* MiB budgets: 2^40 MiB = 1 EiB, so MiB * 2^20 fits int64 */
 
 static const opt table[OPT_COUNT] = {
     [OPT_SEED] = {PUB("seed", D, "N", "0", "seed of the shuffle and of every augmentation"),
@@ -149,37 +160,65 @@ static const opt table[OPT_COUNT] = {
                    .allowed = "I/N with integers N in 1..65536 and I < N"},
     [OPT_SIZE] = {PUB("size", D, "H|HxW", "224", "output image size in pixels; H means HxH"),
                   FIELD(out_h), .set = set_size, .show = show_size, .lo = 1, .hi = 8192,
-                  .allowed = "H or HxW, integers in 1..8192"},
+                  .flags = F_IMG, .allowed = "H or HxW, integers in 1..8192"},
     [OPT_AUGMENT] = {PUB("augment", D, "train|eval|none", "train",
                          "train: RandomResizedCrop(scale, ratio) + horizontal flip (torchvision "
                          "semantics); eval: resize the shorter side to size/0.875, center "
                          "crop; none: resize to size"),
-                     ENUM(augment)},
+                     ENUMF(augment, F_IMG)},
     [OPT_SCALE] = {PUB("scale", D, "A:B", "0.08:1",
                        "train: range of the crop's area as a fraction of the image's"),
-                   FIELD(scale), .set = set_range, .show = show_range, .dhi = 1,
+                   FIELD(scale), .set = set_range, .show = show_range, .dhi = 1, .flags = F_IMG,
                    .allowed = "A:B with 0 < A <= B <= 1 (decimals or fractions p/q)"},
     [OPT_RATIO] = {PUB("ratio", D, "A:B", "3/4:4/3",
                        "train: range of the crop's aspect ratio (width/height)"),
-                   FIELD(ratio), .set = set_range, .show = show_range, .dhi = 100,
+                   FIELD(ratio), .set = set_range, .show = show_range, .dhi = 100, .flags = F_IMG,
                    .allowed = "A:B with 0 < A <= B <= 100 (decimals or fractions p/q)"},
     [OPT_FLIP] = {PUB("flip", D, "P", "0.5", "train: probability of a horizontal flip"),
-                  FIELD(flip), .set = set_real, .show = show_real, .dhi = 1,
+                  FIELD(flip), .set = set_real, .show = show_real, .dhi = 1, .flags = F_IMG,
                   .allowed = "a number in 0..1 (decimal or fraction p/q)"},
-    [OPT_DTYPE] = {PUB("dtype", D, "u8|f16|bf16|f32", "u8", "output element type"), ENUM(dtype)},
+    [OPT_DTYPE] = {PUB("dtype", D, "u8|f16|bf16|f32", "u8", "output element type"),
+                   ENUMF(dtype, F_IMG)},
     [OPT_NORMALIZE] = {PUB("normalize", D, "imagenet|none|M/S", "by dtype",
                            "float outputs are (x/255 - mean)/std per channel: imagenet is "
                            "0.485,0.456,0.406/0.229,0.224,0.225, none is x/255; default imagenet "
                            "for float dtypes, none for u8 (which allows only none)"),
                        FIELD(mean), .set = set_normalize, .show = show_normalize, .init = "none",
+                       .flags = F_IMG,
                        .allowed = "imagenet, none or m0,m1,m2/s0,s1,s2 (decimals, std > 0)"},
     [OPT_LAYOUT] = {PUB("layout", D, "nhwc|nchw", "nhwc",
                         "images tensor [B,H,W,3] (nhwc) or [B,3,H,W] (nchw)"),
-                    ENUM(layout)},
+                    ENUMF(layout, F_IMG)},
     [OPT_BAD_SAMPLE] = {PUB("bad_sample", D, "substitute|fail", "substitute",
                             "corrupt sample: replace it deterministically and count it in "
                             "/stats, or fail its batch with EIO"),
                         ENUM(bad_sample)},
+    [OPT_PACK] = {PUB("pack", D, "concat|pad|bucket", "concat",
+                      "token datasets: concat: rows of seq_len tokens cut from the epoch's "
+                      "shuffled documents laid end to end; pad: one document per row, cut or "
+                      "padded to seq_len; bucket: one document per row, each batch from one "
+                      "length bucket, padded to its bound"),
+                  ENUMF(pack, F_SEQ)},
+    [OPT_SEQ_LEN] = {PUB("seq_len", D, "T", "1024",
+                         "token datasets, pack=concat|pad: tokens per row"),
+                     INT(seq_len, W_U32, 1, BFS_MAX_SEQ_LEN, F_SEQ)},
+    [OPT_BUCKETS] = {PUB("buckets", D, "B1:B2:...", "none",
+                         "token datasets, pack=bucket: ascending length bounds; a document "
+                         "goes to the first bucket it fits, longer ones are cut to the last"),
+                     FIELD(buckets), .set = set_buckets, .show = show_buckets, .flags = F_SEQ,
+                     .hi = BFS_MAX_SEQ_LEN,
+                     .allowed = "1 to 32 ascending integers in 1..1048576, separated by ':'"},
+    [OPT_BATCH_TOKENS] = {PUB("batch_tokens", D, "N", "0",
+                              "token datasets, pack=bucket: rows per batch are N / the bucket's "
+                              "bound (at least 1) instead of batch; 0: batch rows"),
+                          INT(batch_tokens, W_U32, 0, UINT32_MAX, F_SEQ)},
+    [OPT_PAD_ID] = {PUB("pad_id", D, "N", "0",
+                        "token datasets, pack=pad|bucket: the token id padding fills rows with"),
+                    INT(pad_id, W_U32, 0, UINT32_MAX, F_SEQ)},
+    [OPT_POSITIONS] = {PUB("positions", D, "0|1", "0",
+                           "token datasets, pack=concat: 1 adds a `positions` tensor, each "
+                           "token's position in its document (0 where a document starts)"),
+                       ENUMF(positions, F_SEQ)},
     [OPT_THREADS] = {PUB("threads", K, "auto|N", "auto", "worker threads"),
                      INT(threads, W_INT, 1, 1024, F_AUTO)},
     [OPT_PREFETCH] = {PUB("prefetch", K, "auto|N", "auto", "batches computed ahead per reader"),
@@ -239,6 +278,7 @@ static const opt table[OPT_COUNT] = {
 #undef FIELD
 #undef INT
 #undef ENUM
+#undef ENUMF
 #undef D
 #undef K
 
@@ -739,6 +779,43 @@ static int set_group(const opt *d, bfs_pipeline_opts *o, const char *v, const ch
     return 0;
 }
 
+static int set_buckets(const opt *d, bfs_pipeline_opts *o, const char *v, const char **why)
+{
+    uint32_t b[BFS_MAX_BUCKETS], n = 0;
+    if (!strcmp(v, "none")) {
+        o->nbuckets = 0;
+        return 0;
+    }
+    for (const char *p = v;; p++) {
+        size_t len = strcspn(p, ":");
+        uint64_t x;
+        if (n == BFS_MAX_BUCKETS)
+            return *why = "more than 32 bounds", -EINVAL;
+        if (!parse_u64(p, len, &x) || x < 1 || x > d->hi)
+            return -EINVAL;
+        if (n && x <= b[n - 1])
+            return *why = "bounds must be strictly ascending", -EINVAL;
+        b[n++] = (uint32_t)x;
+        p += len;
+        if (!*p)
+            break;
+    }
+    memcpy(o->buckets, b, n * sizeof *b);
+    o->nbuckets = n;
+    return 0;
+}
+
+static int show_buckets(const opt *d, const bfs_pipeline_opts *o, char *buf, size_t cap)
+{
+    (void)d;
+    char t[BFS_MAX_BUCKETS * 9 + 8] = "none"; /* bounds have at most 7 digits */
+    size_t n = 0;
+    for (uint32_t i = 0; i < o->nbuckets && i < BFS_MAX_BUCKETS; i++)
+        n += (size_t)snprintf(t + n, sizeof t - n, "%s%lu", i ? ":" : "",
+                              (unsigned long)o->buckets[i]);
+    return snprintf(buf, cap, "%s", t);
+}
+
 static int show_group(const opt *d, const bfs_pipeline_opts *o, char *buf, size_t cap)
 {
     (void)d;
@@ -990,12 +1067,60 @@ int bfs_pipeline_finish(bfs_pipeline_opts *o, char *err, size_t errlen)
     return 0;
 }
 
+int bfs_pipeline_check_kind(bfs_pipeline_opts *o, int sequences, char *err, size_t errlen)
+{
+    for (size_t i = 0; i < OPT_COUNT; i++) {
+        const opt *d = &table[i];
+        if (!(o->given & (1ull << i)))
+            continue;
+        if (sequences && (d->flags & F_IMG))
+            return bfs_errf(-EINVAL, err, errlen,
+                            "%s= is an image option, and this dataset holds token sequences "
+                            "(mkbatchfs --tokens): their options are pack, seq_len, buckets, "
+                            "batch_tokens, pad_id and positions (docs/sequences.md)",
+                            d->pub.name);
+        if (!sequences && (d->flags & F_SEQ))
+            return bfs_errf(-EINVAL, err, errlen,
+                            "%s= is an option of token datasets (mkbatchfs --tokens), and this "
+                            "dataset holds images",
+                            d->pub.name);
+    }
+    if (sequences) {
+        static const struct {
+            int opt, pack; /* option opt may be given only with pack= pack (-1: pad|bucket) */
+        } only[] = {{OPT_BUCKETS, BFS_PACK_BUCKET},
+                    {OPT_BATCH_TOKENS, BFS_PACK_BUCKET},
+                    {OPT_POSITIONS, BFS_PACK_CONCAT},
+                    {OPT_PAD_ID, -1}};
+        static const char *const packs[] = {"concat", "pad", "bucket"};
+        for (size_t i = 0; i < sizeof only / sizeof *only; i++) {
+            if (!(o->given & (1ull << only[i].opt)))
+                continue;
+            if (only[i].pack < 0 ? o->pack == BFS_PACK_CONCAT : o->pack != only[i].pack)
+                return bfs_errf(-EINVAL, err, errlen, "%s= applies to pack=%s only, not pack=%s",
+                                table[only[i].opt].pub.name,
+                                only[i].pack < 0 ? "pad|bucket" : packs[only[i].pack],
+                                packs[o->pack]);
+        }
+        if (o->pack == BFS_PACK_BUCKET && (o->given & (1ull << OPT_SEQ_LEN)))
+            return bfs_errf(-EINVAL, err, errlen,
+                            "seq_len= does not apply to pack=bucket: each bucket's bound is the "
+                            "length of its rows (buckets=B1:B2:...)");
+        if (o->pack == BFS_PACK_BUCKET && !o->nbuckets)
+            return bfs_errf(-EINVAL, err, errlen,
+                            "pack=bucket needs buckets=B1:B2:... (ascending length bounds, e.g. "
+                            "buckets=128:256:512:1024)");
+    }
+    o->sequences = sequences != 0;
+    return 0;
+}
+
 int bfs_pipeline_canonical(const bfs_pipeline_opts *o, char *buf, size_t cap)
 {
     size_t n = 0;
     for (size_t i = 0; i < OPT_COUNT; i++) {
         const opt *d = &table[i];
-        if (d->pub.cls != BFS_OPT_DATA)
+        if (d->pub.cls != BFS_OPT_DATA || (d->flags & (o->sequences ? F_IMG : F_SEQ)))
             continue;
         char v[256];
         d->show(d, o, v, sizeof v);

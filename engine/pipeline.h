@@ -38,7 +38,11 @@ enum { BFS_AUG_TRAIN, BFS_AUG_EVAL, BFS_AUG_NONE };
 enum { BFS_OUT_U8, BFS_OUT_F16, BFS_OUT_BF16, BFS_OUT_F32 };
 enum { BFS_LAYOUT_NHWC, BFS_LAYOUT_NCHW };
 enum { BFS_BAD_SUBSTITUTE, BFS_BAD_FAIL };
-enum { BFS_REMOTE_LOCAL, BFS_REMOTE_WAIT }; /* remote_fallback= */
+enum { BFS_REMOTE_LOCAL, BFS_REMOTE_WAIT };              /* remote_fallback= */
+enum { BFS_PACK_CONCAT, BFS_PACK_PAD, BFS_PACK_BUCKET }; /* pack= (token datasets) */
+
+#define BFS_MAX_BUCKETS 32u      /* buckets=B1:...: at most this many bounds */
+#define BFS_MAX_SEQ_LEN 1048576u /* seq_len= and bucket bounds: tokens per row */
 
 /* Version of the algorithms that produce batch bytes (plan order, RNG streams, crop
  * geometry, decode and scaled-IDCT policy, resampler, output conversion, batch header and
@@ -75,6 +79,17 @@ typedef struct bfs_pipeline_opts {
                             * are raw pixels and ignore mean/std */
     int layout;            /* layout=nhwc|nchw */
     int bad_sample;        /* bad_sample=substitute|fail */
+    /* data-changing, token datasets only (docs/sequences.md); image datasets refuse them
+     * and their canonical text leaves them out, as token datasets' leaves out the image
+     * options from size to layout */
+    int pack;                          /* pack=concat|pad|bucket */
+    uint32_t seq_len;                  /* seq_len=T (1024), 1..BFS_MAX_SEQ_LEN */
+    uint32_t buckets[BFS_MAX_BUCKETS]; /* buckets=B1:B2:... ascending (pack=bucket) */
+    uint32_t nbuckets;                 /* 0: none given */
+    uint32_t batch_tokens;             /* batch_tokens=N (0: rows = batch), pack=bucket */
+    uint32_t pad_id;                   /* pad_id=N (0): the padding token, pad|bucket */
+    int positions;                     /* positions=0|1 (0): concat adds `positions` */
+    int sequences; /* not an option: the engine sets it when the dataset holds tokens */
     /* performance knobs (BFS_OPT_KNOB): never change bytes */
     int threads;             /* threads=auto|N (BFS_AUTO), 1..1024 */
     int prefetch;            /* prefetch=auto|N (BFS_AUTO), 0..1024 */
@@ -112,6 +127,15 @@ typedef struct bfs_pipeline_option {
 /* bfs_pipeline_option_at - row i of the option table (0-based, in the documented order),
  * or NULL when i is past the end. Bit i of bfs_pipeline_opts.given refers to it. */
 const bfs_pipeline_option *bfs_pipeline_option_at(size_t i);
+
+/*
+ * bfs_pipeline_check_kind - after bfs_pipeline_finish, once the dataset is known: refuse
+ * options given for the other kind of dataset (size= on token sequences, pack= on
+ * images) and token options that contradict pack= (buckets= without pack=bucket, ...),
+ * then set o->sequences, which selects the options the canonical text shows. Returns 0 or
+ * -EINVAL with a message naming the option and what to do instead.
+ */
+int bfs_pipeline_check_kind(bfs_pipeline_opts *o, int sequences, char *err, size_t errlen);
 
 /* bfs_pipeline_defaults - fill o with every default (normalize decided at finish;
  * cpu_budget and ram_mb left 0, resolved by the engine from the host). */

@@ -36,6 +36,13 @@ static const struct {
     {"normalize", BFS_OPT_DATA},
     {"layout", BFS_OPT_DATA},
     {"bad_sample", BFS_OPT_DATA},
+    /* token datasets only (docs/sequences.md) */
+    {"pack", BFS_OPT_DATA},
+    {"seq_len", BFS_OPT_DATA},
+    {"buckets", BFS_OPT_DATA},
+    {"batch_tokens", BFS_OPT_DATA},
+    {"pad_id", BFS_OPT_DATA},
+    {"positions", BFS_OPT_DATA},
     {"threads", BFS_OPT_KNOB},
     {"prefetch", BFS_OPT_KNOB},
     {"cache_mb", BFS_OPT_KNOB},
@@ -837,10 +844,108 @@ START_TEST(fingerprints)
         for (size_t j = 0; j < i; j++)
             ck_assert_msg(fps[i] != fps[j], "%s and %s collide", diff[i], diff[j]);
     }
-    /* each data option is covered above */
+    /* each data option of image datasets is covered above (token_options: the others) */
     for (size_t i = 0; bfs_pipeline_option_at(i); i++) {
         const bfs_pipeline_option *p = bfs_pipeline_option_at(i);
-        if (p->cls != BFS_OPT_DATA)
+        if (p->cls != BFS_OPT_DATA || strstr(p->help, "token datasets") == p->help)
+            continue;
+        char key[64];
+        snprintf(key, sizeof key, "%s=", p->name);
+        int found = 0;
+        for (size_t j = 0; j < nd; j++)
+            found |= strstr(diff[j], key) != NULL;
+        ck_assert_msg(found, "no fingerprint case for %s", p->name);
+    }
+}
+END_TEST
+
+/* Parse, finish and check against a token dataset (sequences=1) or an image one. */
+static int kind_of(const char *text, int sequences, bfs_pipeline_opts *o)
+{
+    *o = fresh();
+    ck_assert_msg(bfs_pipeline_parse(o, text, err, sizeof err) == 0, "%s: %s", text, err);
+    ck_assert_msg(bfs_pipeline_finish(o, err, sizeof err) == 0, "%s: %s", text, err);
+    return bfs_pipeline_check_kind(o, sequences, err, sizeof err);
+}
+
+START_TEST(token_options)
+{
+    bfs_pipeline_opts o;
+    char canon[2048], img[2048];
+    /* image datasets: the token options are refused, and left out of the canonical text,
+     * so image fingerprints are what they were before token datasets existed */
+    ck_assert_int_eq(kind_of("seed=3", 0, &o), 0);
+    ck_assert_int_gt(bfs_pipeline_canonical(&o, img, sizeof img), 0);
+    ck_assert_ptr_null(strstr(img, "pack ="));
+    ck_assert_ptr_nonnull(strstr(img, "size = 224"));
+    ck_assert_int_eq(kind_of("seq_len=512", 0, &o), -EINVAL);
+    ck_assert_msg(strstr(err, "seq_len= is an option of token datasets"), "%s", err);
+    /* token datasets: image options refused, token options in the canonical text */
+    ck_assert_int_eq(kind_of("size=64", 1, &o), -EINVAL);
+    ck_assert_msg(strstr(err, "size= is an image option"), "%s", err);
+    ck_assert_int_eq(kind_of("dtype=f16", 1, &o), -EINVAL);
+    ck_assert_int_eq(kind_of("seed=3", 1, &o), 0);
+    ck_assert_int_gt(bfs_pipeline_canonical(&o, canon, sizeof canon), 0);
+    ck_assert_ptr_nonnull(strstr(canon, "pack = concat\nseq_len = 1024\nbuckets = none\n"));
+    ck_assert_ptr_null(strstr(canon, "size ="));
+    ck_assert_ptr_null(strstr(canon, "dtype ="));
+    /* options that belong to another pack= */
+    ck_assert_int_eq(kind_of("buckets=8:16", 1, &o), -EINVAL);
+    ck_assert_msg(strstr(err, "buckets= applies to pack=bucket only, not pack=concat"), "%s", err);
+    ck_assert_int_eq(kind_of("pack=pad,positions=1", 1, &o), -EINVAL);
+    ck_assert_int_eq(kind_of("pad_id=7", 1, &o), -EINVAL);
+    ck_assert_msg(strstr(err, "pad_id= applies to pack=pad|bucket only"), "%s", err);
+    ck_assert_int_eq(kind_of("pack=bucket", 1, &o), -EINVAL);
+    ck_assert_msg(strstr(err, "pack=bucket needs buckets="), "%s", err);
+    ck_assert_int_eq(kind_of("pack=bucket,buckets=8,seq_len=8", 1, &o), -EINVAL);
+    ck_assert_int_eq(kind_of("pack=bucket,buckets=8:16:32,batch_tokens=64,pad_id=2", 1, &o), 0);
+    ck_assert_uint_eq(o.nbuckets, 3);
+    ck_assert_uint_eq(o.buckets[2], 32);
+    /* bucket bounds */
+    bad("buckets", "16:8", "strictly ascending");
+    bad("buckets", "8::16", "ascending integers");
+    bad("buckets", "0:8", "ascending integers");
+    bad("buckets", "8:1048577", "ascending integers");
+    {
+        bfs_pipeline_opts m = fresh();
+        ck_assert_int_eq(bfs_pipeline_set(&m, "buckets",
+                                          "1:2:3:4:5:6:7:8:9:10:11:12:13:14:15:16:17:18:19:20:21:"
+                                          "22:23:24:25:26:27:28:29:30:31:32:33",
+                                          err, sizeof err),
+                         -EINVAL);
+        ck_assert_msg(strstr(err, "more than 32 bounds"), "%s", err);
+        ck_assert_int_eq(bfs_pipeline_set(&m, "buckets",
+                                          "1:2:3:4:5:6:7:8:9:10:11:12:13:14:15:16:17:18:19:20:21:"
+                                          "22:23:24:25:26:27:28:29:30:31:32",
+                                          err, sizeof err),
+                         0);
+        ck_assert_uint_eq(m.nbuckets, 32);
+        ck_assert_int_eq(bfs_pipeline_finish(&m, err, sizeof err), 0); /* round trip */
+    }
+    bad("seq_len", "0", "1..1048576");
+    /* every token option changes the fingerprint of a token dataset, each differently */
+    const char *diff[] = {"pack=pad",
+                          "pack=bucket,buckets=64",
+                          "pack=bucket,buckets=64:128",
+                          "pack=bucket,buckets=64,batch_tokens=4096",
+                          "pack=pad,pad_id=1",
+                          "seq_len=2048",
+                          "positions=1",
+                          "seed=1"};
+    size_t nd = sizeof diff / sizeof *diff;
+    uint64_t fps[sizeof diff / sizeof *diff];
+    ck_assert_int_eq(kind_of("", 1, &o), 0);
+    uint64_t base = bfs_pipeline_fingerprint(&o, 1);
+    for (size_t i = 0; i < nd; i++) {
+        ck_assert_int_eq(kind_of(diff[i], 1, &o), 0);
+        fps[i] = bfs_pipeline_fingerprint(&o, 1);
+        ck_assert_msg(fps[i] != base, "%s did not change the fingerprint", diff[i]);
+        for (size_t j = 0; j < i; j++)
+            ck_assert_msg(fps[i] != fps[j], "%s and %s collide", diff[i], diff[j]);
+    }
+    for (size_t i = 0; bfs_pipeline_option_at(i); i++) {
+        const bfs_pipeline_option *p = bfs_pipeline_option_at(i);
+        if (p->cls != BFS_OPT_DATA || strstr(p->help, "token datasets") != p->help)
             continue;
         char key[64];
         snprintf(key, sizeof key, "%s=", p->name);
@@ -1030,6 +1135,7 @@ static Suite *pipeline_suite(void)
     tcase_add_test(tc, canonical_text);
     tcase_add_test(tc, canonical_ignores_locale);
     tcase_add_test(tc, fingerprints);
+    tcase_add_test(tc, token_options);
     tcase_add_test(tc, spec_files);
     tcase_add_test(tc, help_text);
     suite_add_tcase(s, tc);
