@@ -17,6 +17,7 @@
 #include "engine/resize.h"
 #include "engine/rng.h"
 #include "engine/safetensors.h"
+#include "engine/tokens.h"
 #include "cache/samplecache.h"
 #include "engine/dataset/source.h"
 #include "base/clock.h"
@@ -41,7 +42,8 @@
 struct bfs_engine {
     bfs_pipeline_opts o;
     bfs_source *src;
-    bfs_plan *plan;
+    bfs_plan *plan;  /* image datasets */
+    bfs_tokens *tok; /* token datasets (tokens.h): replaces the plan and the image path */
     bfs_out_format fmt;
     uint64_t fingerprint;
     char canonical[4096];
@@ -60,6 +62,7 @@ struct bfs_engine_worker {
     bfs_engine *e;
     bfs_decoder *dec;
     bfs_source_scratch scratch;
+    bfs_tokens_scratch ts;
     resize_scratch rs;
     /* counters: written by the owner thread, read racily by monitors */
     _Atomic uint64_t samples, read_ns, decode_ns, resize_ns, bad;
@@ -84,6 +87,17 @@ int bfs_engine_create(const char *source_path, const bfs_pipeline_opts *o, bfs_e
     int rc = bfs_source_open(source_path, &e->src, err, errlen);
     if (rc)
         goto fail;
+    char why[512] = "";
+    if ((rc = bfs_pipeline_check_kind(&e->o, bfs_source_is_tokens(e->src), why, sizeof why))) {
+        bfs_errf(rc, err, errlen, "%s: %s", source_path, why);
+        goto fail;
+    }
+    if (e->o.sequences) {
+        e->fingerprint = bfs_pipeline_fingerprint(&e->o, bfs_source_identity(e->src));
+        if ((rc = bfs_tokens_create(e->src, &e->o, e->fingerprint, &e->tok, err, errlen)))
+            goto fail;
+        goto named;
+    }
     uint64_t n = bfs_source_count(e->src);
     bfs_plan_opts po;
     bfs_plan_opts_default(&po);
@@ -98,7 +112,6 @@ int bfs_engine_create(const char *source_path, const bfs_pipeline_opts *o, bfs_e
         snprintf(err, errlen, "out of memory");
         goto fail;
     }
-    char why[512] = "";
     rc = bfs_plan_create(&po, n, first, npages, &e->plan, why, sizeof why);
     free(first);
     if (rc) {
@@ -123,7 +136,8 @@ int bfs_engine_create(const char *source_path, const bfs_pipeline_opts *o, bfs_e
                 (long long)o->sample_cache_mb,
                 (unsigned long long)(((uint64_t)pages * (uint64_t)psize) >> 20));
     bfs_out_format_init(&e->fmt, o);
-    e->fingerprint = bfs_pipeline_fingerprint(o, bfs_source_identity(e->src));
+    e->fingerprint = bfs_pipeline_fingerprint(&e->o, bfs_source_identity(e->src));
+named:
     if (o->want_fingerprint_set && o->want_fingerprint != e->fingerprint) {
         rc = bfs_errf(-EINVAL, err, errlen,
                       "the spec file says fingerprint = %016llx, but this dataset with these "
@@ -133,7 +147,7 @@ int bfs_engine_create(const char *source_path, const bfs_pipeline_opts *o, bfs_e
                       (unsigned long long)o->want_fingerprint, (unsigned long long)e->fingerprint);
         goto fail;
     }
-    if (bfs_pipeline_canonical(o, e->canonical, sizeof e->canonical) < 0)
+    if (bfs_pipeline_canonical(&e->o, e->canonical, sizeof e->canonical) < 0)
         e->canonical[0] = 0;
     *out = e;
     return 0;
@@ -147,6 +161,7 @@ void bfs_engine_destroy(bfs_engine *e)
     if (!e)
         return;
     bfs_samplecache_destroy(e->scache);
+    bfs_tokens_destroy(e->tok);
     bfs_plan_destroy(e->plan);
     bfs_source_close(e->src);
     pthread_mutex_destroy(&e->log_lock);
@@ -161,12 +176,15 @@ const bfs_pipeline_opts *bfs_engine_opts(const bfs_engine *e)
 
 uint64_t bfs_engine_batches(const bfs_engine *e)
 {
+    if (e->tok)
+        return bfs_tokens_batches(e->tok);
     return bfs_plan_batches(e->plan);
 }
 
 uint32_t bfs_engine_batch_len(const bfs_engine *e, uint64_t epoch, uint64_t k)
 {
-    (void)epoch;
+    if (e->tok)
+        return bfs_tokens_batch_len(e->tok, epoch, k);
     return bfs_plan_batch_len(e->plan, k);
 }
 
@@ -234,7 +252,8 @@ static void describe(const bfs_engine *e, uint32_t len, uint64_t epoch, uint64_t
 
 uint64_t bfs_engine_batch_bytes(const bfs_engine *e, uint64_t epoch, uint64_t k)
 {
-    (void)epoch;
+    if (e->tok)
+        return bfs_tokens_batch_bytes(e->tok, epoch, k);
     uint32_t len = bfs_plan_batch_len(e->plan, k);
     if (!len)
         return 0;
@@ -245,14 +264,23 @@ uint64_t bfs_engine_batch_bytes(const bfs_engine *e, uint64_t epoch, uint64_t k)
 
 uint64_t bfs_engine_max_batch_bytes(const bfs_engine *e)
 {
+    if (e->tok)
+        return bfs_tokens_max_batch_bytes(e->tok);
     return bfs_engine_batch_bytes(e, 0, 0); /* every batch but a final partial one is full */
 }
 
 int bfs_engine_batch_begin(bfs_engine *e, uint64_t epoch, uint64_t k, uint8_t *dst, uint64_t *idx)
 {
     uint64_t t0 = bfs_mono_ns();
+    if (epoch >= e->o.epochs)
+        return -ERANGE;
+    if (e->tok) {
+        int rc = bfs_tokens_batch_begin(e->tok, epoch, k, dst, idx);
+        add(&e->encode_ns, bfs_mono_ns() - t0);
+        return rc;
+    }
     uint32_t len = bfs_plan_batch_len(e->plan, k);
-    if (!len || epoch >= e->o.epochs)
+    if (!len)
         return -ERANGE;
     bfs_st_batch_desc d;
     describe(e, len, epoch, k, &d);
@@ -277,6 +305,13 @@ int bfs_engine_batch_indices(bfs_engine *e, uint64_t epoch, uint64_t k, uint64_t
 {
     if (epoch >= e->o.epochs)
         return -ERANGE;
+    if (e->tok) { /* the rows' windows (concat) or documents (pad, bucket) */
+        uint32_t n = bfs_tokens_batch_len(e->tok, epoch, k);
+        uint8_t *hdr = n ? malloc(bfs_tokens_batch_bytes(e->tok, epoch, k)) : NULL;
+        int rc = !n ? -ERANGE : hdr ? bfs_tokens_batch_begin(e->tok, epoch, k, hdr, out) : -ENOMEM;
+        free(hdr);
+        return rc;
+    }
     return bfs_plan_batch_indices(e->plan, epoch, k, out);
 }
 
@@ -300,6 +335,7 @@ void bfs_engine_worker_destroy(bfs_engine_worker *w)
         return;
     bfs_decoder_destroy(w->dec);
     bfs_source_scratch_free(&w->scratch);
+    bfs_tokens_scratch_free(&w->ts);
     resize_scratch_free(&w->rs);
     free(w);
 }
@@ -484,9 +520,54 @@ static int dataset_changed(bfs_engine *e, uint64_t epoch, uint64_t k, char *err,
                     bfs_strerror(BFS_E_CHANGED));
 }
 
+/* A row of a token batch (tokens.h), with the bad-sample policy of images. */
+static int token_row(bfs_engine *e, bfs_engine_worker *w, uint64_t epoch, uint64_t k, uint32_t j,
+                     uint64_t idx, uint8_t *dst, char *err, size_t errlen)
+{
+    uint64_t t0 = bfs_mono_ns();
+    bfs_tokens_bad bad;
+    int rc = bfs_tokens_row(e->tok, &w->ts, epoch, k, j, idx, dst,
+                            e->o.bad_sample == BFS_BAD_SUBSTITUTE, &bad);
+    add(&w->read_ns, bfs_mono_ns() - t0);
+    add(&w->samples, 1);
+    if (!rc && !bad.rc)
+        return 0;
+    if (rc == BFS_E_CHANGED)
+        return dataset_changed(e, epoch, k, err, errlen);
+    char name[4200] = "";
+    if (bad.rc)
+        bfs_source_describe(e->src, bad.doc, name, sizeof name);
+    if (rc && (bfs_err_is_resource(rc) || !bad.rc)) {
+        snprintf(err, errlen, "epoch %llu batch %llu row %u%s%s: %s", (unsigned long long)epoch,
+                 (unsigned long long)k, j, bad.rc ? ", document " : "", name, bfs_strerror(rc));
+        return rc;
+    }
+    add(&w->bad, 1);
+    if (rc) { /* bad_sample=fail */
+        snprintf(err, errlen, "bad document %llu (%s) in epoch %llu batch %llu: %s",
+                 (unsigned long long)bad.doc, name, (unsigned long long)epoch,
+                 (unsigned long long)k, bfs_strerror(rc));
+        char what[128];
+        snprintf(what, sizeof what, "failing epoch %llu batch %llu (bad_sample=fail)",
+                 (unsigned long long)epoch, (unsigned long long)k);
+        log_bad(e, bad.doc, rc, what);
+        return rc;
+    }
+    char what[128];
+    if (bad.alt != UINT64_MAX)
+        snprintf(what, sizeof what, "substituted by document %llu (bad_sample=substitute)",
+                 (unsigned long long)bad.alt);
+    else
+        snprintf(what, sizeof what, "its tokens replaced by padding (no substitute read)");
+    log_bad(e, bad.doc, bad.rc, what);
+    return BFS_ENGINE_SUBSTITUTED;
+}
+
 int bfs_engine_sample(bfs_engine *e, bfs_engine_worker *w, uint64_t epoch, uint64_t k, uint32_t j,
                       uint64_t idx, uint8_t *dst, char *err, size_t errlen)
 {
+    if (e->tok)
+        return token_row(e, w, epoch, k, j, idx, dst, err, errlen);
     uint32_t len = bfs_plan_batch_len(e->plan, k);
     if (j >= len)
         return -ERANGE;
@@ -559,6 +640,8 @@ int bfs_engine_sample(bfs_engine *e, bfs_engine_worker *w, uint64_t epoch, uint6
 
 void bfs_engine_advise(bfs_engine *e, const uint64_t *idx, uint32_t n)
 {
+    if (e->tok)
+        return; /* rows are not documents (concat); documents are read whole per row */
     bfs_source_advise(e->src, idx, n);
 }
 

@@ -34,6 +34,8 @@ enum {
     BFS_RNG_STREAM_CROP = 0,       /* RandomResizedCrop box */
     BFS_RNG_STREAM_FLIP = 1,       /* horizontal flip */
     BFS_RNG_STREAM_SUBSTITUTE = 7, /* choice of a substitute for a bad sample */
+    BFS_RNG_STREAM_BUCKETS = 8,    /* pack=bucket: the epoch's order of bucket batches
+                                    * (sample index 0: one stream per epoch) */
     /* new uses append here; never renumber (it would change every served batch) */
 };
 

@@ -126,7 +126,10 @@ int bfs_bench_run(const char *source, const bfs_pipeline_opts *o, const bfs_benc
     }
     if (store)
         bfs_exec_set_store(x, store);
-    size_t ref_n = (size_t)(b->reference > 0 ? b->reference : 400);
+    /* token datasets: rows instead of images, and no decode to compare with */
+    int seq = bfs_engine_opts(e)->sequences;
+    const char *unit = seq ? "rows" : "images";
+    size_t ref_n = seq ? 0 : (size_t)(b->reference > 0 ? b->reference : 400);
     uint64_t *ref_idx = calloc(ref_n, sizeof *ref_idx);
     size_t ref_have = 0;
     /* Warm-up, untimed: the first batches pay for fresh buffers (page faults), cold
@@ -150,7 +153,7 @@ int bfs_bench_run(const char *source, const bfs_pipeline_opts *o, const bfs_benc
     /* the reference decodes the same files the run reads: every stride-th of them, taken
      * from the plan; it is timed in two halves, before and after the run, so a change of
      * load on a shared machine during the run shifts both sides alike */
-    uint64_t stride = want * bfs_engine_batch_len(e, b->epoch, 0) / ref_n + 1, pos = 0;
+    uint64_t stride = ref_n ? want * bfs_engine_batch_len(e, b->epoch, 0) / ref_n + 1 : 1, pos = 0;
     uint64_t *bidx = malloc(bfs_engine_batch_len(e, b->epoch, 0) * sizeof *bidx);
     for (uint64_t i = 0; i < want && ref_idx && bidx && ref_have < ref_n; i++) {
         int n = bfs_engine_batch_indices(e, b->epoch + i / nb, i % nb, bidx);
@@ -281,37 +284,48 @@ int bfs_bench_run(const char *source, const bfs_pipeline_opts *o, const bfs_benc
                 (unsigned long long)bfs_engine_samples(e));
         fprintf(out, "pipeline:     %016llx\n%s", (unsigned long long)bfs_engine_fingerprint(e),
                 bfs_engine_canonical(e));
-        fprintf(out,
-                "read:         %llu batches from epoch %llu on, %llu images, %.1f MB in %.3f s\n",
+        fprintf(out, "read:         %llu batches from epoch %llu on, %llu %s, %.1f MB in %.3f s\n",
                 (unsigned long long)want, (unsigned long long)b->epoch, (unsigned long long)images,
-                batches_bytes / 1e6, secs);
-        fprintf(out, "throughput:   %.1f images/s with %d threads (%.1f images/s per core)\n", ips,
-                st.threads, per_core);
-        fprintf(out,
-                "stages:       per image: read %.1f us, decode %.1f us, resize+augment "
-                "%.1f us, encode %.1f us (worker time)\n",
-                st.stages.read_ns / n / 1e3, st.stages.decode_ns / n / 1e3,
-                st.stages.resize_ns / n / 1e3, st.stages.encode_ns / n / 1e3);
-        fprintf(
-            out,
-            "decodes:      %llu cropped (%llu from restart-segment windows), %llu full, "
-            "%llu with scaled IDCT, %llu raw; %llu bad samples\n",
-            (unsigned long long)st.stages.decode_cropped,
-            (unsigned long long)st.stages.decode_windowed,
-            (unsigned long long)st.stages.decode_full, (unsigned long long)st.stages.decode_scaled,
-            (unsigned long long)st.stages.decode_raw, (unsigned long long)st.stages.bad_samples);
-        fprintf(out,
-                "reference:    libjpeg-turbo full decode (tjDecompress2 to RGB), 1 core, "
-                "same files (%zu images): %.1f images/s\n",
-                ref_used, ref);
-        fprintf(out,
-                "ratio:        %.2f per core (batchfs images/s per core / full-decode "
-                "images/s on one core)\n",
-                ratio);
-        fprintf(out,
-                "CPU time:     %.1f images per CPU second (all threads) vs %.1f for the "
-                "full decode: ratio %.2f (robust to other load on the machine)\n",
-                cpu_per_image > 0 ? 1.0 / cpu_per_image : 0.0, ref_cpu, ratio_cpu);
+                unit, batches_bytes / 1e6, secs);
+        fprintf(out, "throughput:   %.1f %s/s with %d threads (%.1f %s/s per core)\n", ips, unit,
+                st.threads, per_core, unit);
+        if (seq) {
+            fprintf(out,
+                    "stages:       per row: read and gather %.1f us, encode %.1f us (worker "
+                    "time); %llu bad documents\n",
+                    st.stages.read_ns / n / 1e3, st.stages.encode_ns / n / 1e3,
+                    (unsigned long long)st.stages.bad_samples);
+            fprintf(out, "CPU time:     %.1f rows per CPU second (all threads)\n",
+                    cpu_per_image > 0 ? 1.0 / cpu_per_image : 0.0);
+        }
+        if (!seq) {
+            fprintf(out,
+                    "stages:       per image: read %.1f us, decode %.1f us, resize+augment "
+                    "%.1f us, encode %.1f us (worker time)\n",
+                    st.stages.read_ns / n / 1e3, st.stages.decode_ns / n / 1e3,
+                    st.stages.resize_ns / n / 1e3, st.stages.encode_ns / n / 1e3);
+            fprintf(out,
+                    "decodes:      %llu cropped (%llu from restart-segment windows), %llu full, "
+                    "%llu with scaled IDCT, %llu raw; %llu bad samples\n",
+                    (unsigned long long)st.stages.decode_cropped,
+                    (unsigned long long)st.stages.decode_windowed,
+                    (unsigned long long)st.stages.decode_full,
+                    (unsigned long long)st.stages.decode_scaled,
+                    (unsigned long long)st.stages.decode_raw,
+                    (unsigned long long)st.stages.bad_samples);
+            fprintf(out,
+                    "reference:    libjpeg-turbo full decode (tjDecompress2 to RGB), 1 core, "
+                    "same files (%zu images): %.1f images/s\n",
+                    ref_used, ref);
+            fprintf(out,
+                    "ratio:        %.2f per core (batchfs images/s per core / full-decode "
+                    "images/s on one core)\n",
+                    ratio);
+            fprintf(out,
+                    "CPU time:     %.1f images per CPU second (all threads) vs %.1f for the "
+                    "full decode: ratio %.2f (robust to other load on the machine)\n",
+                    cpu_per_image > 0 ? 1.0 / cpu_per_image : 0.0, ref_cpu, ratio_cpu);
+        }
         fprintf(out, "peak RSS:     %.1f MB\n", rss_mb);
         if (sc.budget_bytes)
             fprintf(out,

@@ -6,6 +6,11 @@
  *       "W H  x0 y0 x1 y1  out_w out_h  win_x win_y win_w win_h  flip  ox oy iw ih"
  *       (image size; Pillow box inside the region iw x ih at (ox, oy) that is resized —
  *       the crop for train, the image otherwise; resize size; window; flip 0/1)
+ *   engine_tool epoch SOURCE OPTIONS EPOCH OUTDIR    write every batch of EPOCH to
+ *       OUTDIR/batch_K
+ *   engine_tool order SOURCE OPTIONS EPOCH -          token datasets: print the epoch's
+ *       document order (one index per line) and, for pack=bucket, a line "chunks" and
+ *       the chunk of each batch (tests/tokens_ref.py builds batches from these)
  */
 #include "engine/augment.h"
 #include "engine/decode.h"
@@ -13,6 +18,7 @@
 #include "engine/exec.h"
 #include "engine/pipeline.h"
 #include "engine/dataset/source.h"
+#include "engine/tokens.h"
 #include "tests/testutil.h"
 
 #include <stdio.h>
@@ -34,7 +40,9 @@ int main(int argc, char **argv)
 {
     if (argc < 6) {
         fprintf(stderr, "usage: engine_tool batch SOURCE OPTIONS EPOCH K OUT\n"
-                        "       engine_tool geometry SOURCE OPTIONS EPOCH INDEX\n");
+                        "       engine_tool geometry SOURCE OPTIONS EPOCH INDEX\n"
+                        "       engine_tool epoch SOURCE OPTIONS EPOCH OUTDIR\n"
+                        "       engine_tool order SOURCE OPTIONS EPOCH -\n");
         return 2;
     }
     bfs_pipeline_opts o;
@@ -59,6 +67,50 @@ int main(int argc, char **argv)
         bfs_exec_destroy(x);
         bfs_engine_destroy(e);
         return rc ? 1 : 0;
+    }
+    if (!strcmp(argv[1], "epoch") && argc == 6) {
+        bfs_engine *e;
+        bfs_exec *x;
+        if (bfs_engine_create(argv[2], &o, &e, err, sizeof err) || bfs_exec_create(e, 0, 0, &x)) {
+            fprintf(stderr, "engine_tool: %s\n", err);
+            return 1;
+        }
+        int rc = 0;
+        for (uint64_t i = 0; i < bfs_engine_batches(e) && !rc; i++) {
+            bfs_batch *b;
+            char path[4096];
+            snprintf(path, sizeof path, "%s/batch_%llu", argv[5], (unsigned long long)i);
+            if ((rc = bfs_exec_get(x, epoch, i, &b, err, sizeof err)))
+                fprintf(stderr, "engine_tool: %s\n", err);
+            else {
+                rc = tu_write_file(path, bfs_batch_data(b), bfs_batch_size(b));
+                bfs_batch_release(b);
+            }
+        }
+        bfs_exec_destroy(x);
+        bfs_engine_destroy(e);
+        return rc ? 1 : 0;
+    }
+    if (!strcmp(argv[1], "order") && argc == 6) {
+        bfs_source *s;
+        bfs_tokens *t = NULL;
+        if (bfs_source_open(argv[2], &s, err, sizeof err) ||
+            bfs_pipeline_check_kind(&o, bfs_source_is_tokens(s), err, sizeof err) ||
+            bfs_tokens_create(s, &o, 0, &t, err, sizeof err)) {
+            fprintf(stderr, "engine_tool: %s\n", err);
+            return 1;
+        }
+        uint64_t d, c;
+        for (uint64_t p = 0; bfs_tokens_doc_order(t, epoch, p, &d) == 0; p++)
+            printf("%llu\n", (unsigned long long)d);
+        if (o.pack == BFS_PACK_BUCKET) {
+            printf("chunks\n");
+            for (uint64_t i = 0; bfs_tokens_chunk(t, epoch, i, &c) == 0; i++)
+                printf("%llu\n", (unsigned long long)c);
+        }
+        bfs_tokens_destroy(t);
+        bfs_source_close(s);
+        return 0;
     }
     if (!strcmp(argv[1], "geometry") && argc == 6) {
         bfs_source *s;

@@ -94,12 +94,6 @@ int bfs_source_open(const char *path, bfs_source **out, char *err, size_t errlen
          * checked once here, ~32 bytes per sample (bench_open prints the cost) */
         if (!rc && (rc = bfs_verify_tables(s->bfs)))
             bfs_errf(rc, err, errlen, "%s: %s", s->path, bfs_strerror(rc));
-        if (!rc && (bfs_get_info(s->bfs)->flags & BFS_DS_HAS_TOKENS))
-            rc = bfs_errf(-ENOTSUP, err, errlen,
-                          "%s holds token sequences (mkbatchfs --tokens); the pipelines that "
-                          "serve them (pack=concat|pad|bucket) are not built yet: batchfs "
-                          "serves image datasets only",
-                          s->path);
         if (!rc)
             s->identity = bfs_get_info(s->bfs)->header_checksum;
     }
@@ -130,6 +124,20 @@ uint64_t bfs_source_count(const bfs_source *s)
 uint32_t bfs_source_class_count(const bfs_source *s)
 {
     return s->bfs ? bfs_get_info(s->bfs)->class_count : s->folder.nclasses;
+}
+
+int bfs_source_is_tokens(const bfs_source *s)
+{
+    return s->bfs && (bfs_get_info(s->bfs)->flags & BFS_DS_HAS_TOKENS);
+}
+
+uint32_t bfs_source_token_count(const bfs_source *s, uint64_t i)
+{
+    bfs_sample smp;
+    if (!s->bfs || bfs_get_sample(s->bfs, i, &smp) ||
+        (smp.flags & BFS_KIND_MASK) != BFS_KIND_TOKENS)
+        return 0;
+    return smp.raw_size;
 }
 
 uint64_t bfs_source_identity(const bfs_source *s)

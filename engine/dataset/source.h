@@ -48,6 +48,14 @@ void bfs_source_close(bfs_source *s);
 uint64_t bfs_source_count(const bfs_source *s);
 uint32_t bfs_source_class_count(const bfs_source *s);
 
+/* bfs_source_is_tokens - 1 when the samples are token sequences (a version 2 .bfs of
+ * mkbatchfs --tokens: one document per sample), 0 for images. */
+int bfs_source_is_tokens(const bfs_source *s);
+
+/* bfs_source_token_count - document i's token count from the table (O(1), no payload);
+ * 0 when i is out of range, its entry is invalid or it is not a token sequence. */
+uint32_t bfs_source_token_count(const bfs_source *s, uint64_t i);
+
 /* bfs_source_identity - the dataset content identity for fingerprints: the .bfs header
  * checksum, or XXH64 over the folder's sorted paths, sizes and mtimes. */
 uint64_t bfs_source_identity(const bfs_source *s);

@@ -3,8 +3,8 @@
 # train.bin, u16 and u32), a .npy of ids with a .npy of document offsets, and a Megatron
 # indexed dataset (.bin + .idx) pack into one token-sequence sample per document; --info,
 # --cat and --verify work on it; the documents joined are the file; re-packing keeps it;
-# every user mistake is refused with a message naming it; a mount of it says that sequence
-# pipelines are not built yet.
+# every user mistake is refused with a message naming it; batchfs --bench serves it
+# (the pipelines themselves: tests/cli/tokens_pack.sh).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BUILD=${BUILD:-build}
@@ -193,8 +193,9 @@ refused 1 "a missing Megatron dataset" "nothere.bin" "$MK" --tokens megatron "$T
 [ ! -e "$T/x.bfs" ] || fail "a refused pack left $T/x.bfs"
 ok "refused with a message: a negative id, offsets not from 0, a 2-D array, no --offsets, --doc-sep or --offsets where they do not apply, a truncated .idx, a short .bin, a missing dataset"
 
-# not served yet: a clear message, not a crash or substituted images
-refused 1 "batchfs --bench of a token .bfs" "holds token sequences" "$BUILD/batchfs" --bench "$T/u16.bfs" -o batch=4
-expect_err "not built yet" "batchfs --bench of a token .bfs"
-ok "batchfs refuses a token dataset: sequence pipelines are not built yet"
+# served: batchfs --bench runs the default pipeline (pack=concat) over it
+run "$BUILD/batchfs" --bench "$T/u16.bfs" -o batch=2,seq_len=16 --batches 3
+expect_rc 0 "batchfs --bench of a token .bfs"
+grep -q "rows/s" "$T/stdout" || fail "--bench of a token .bfs does not count rows"
+ok "batchfs --bench serves a token dataset (pack=concat)"
 echo "all mkbatchfs --tokens checks passed"

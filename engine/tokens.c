@@ -1,0 +1,590 @@
+/* tokens.c — the pipelines of token datasets: pack=concat|pad|bucket (see tokens.h). */
+#include "engine/tokens.h"
+#include "base/endian.h"
+#include "base/err.h"
+#include "engine/plan.h"
+#include "engine/rng.h"
+#include "engine/safetensors.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define EPOCH_TABS       4u /* per-epoch tables kept (as the plan keeps page tables) */
+#define SUBSTITUTE_TRIES 8
+#define MAX_ROWS         65536u /* rows per batch, as batch= allows */
+
+/* One epoch's table: concat: the documents in epoch order and the prefix sums of their
+ * lengths; bucket: each bucket's documents in epoch order, one list after another. */
+typedef struct epoch_tab {
+    uint64_t epoch, used;
+    int valid, refs, owned; /* owned: built outside the cache (all entries were in use) */
+    uint64_t *order;
+    uint64_t *prefix; /* concat: n + 1 values */
+} epoch_tab;
+
+struct bfs_tokens {
+    bfs_source *src;
+    bfs_pipeline_opts o;
+    uint64_t fingerprint;
+    uint64_t n;     /* documents */
+    uint32_t *len;  /* tokens per document, from the table */
+    uint8_t *bk;    /* bucket: each document's bucket */
+    bfs_plan *plan; /* pad: the batches; concat, bucket: the epoch order of all documents */
+    uint64_t total; /* tokens */
+    /* concat */
+    uint64_t per, batches;
+    /* bucket */
+    uint32_t rows[BFS_MAX_BUCKETS];
+    uint64_t count[BFS_MAX_BUCKETS];      /* documents per bucket */
+    uint64_t bstart[BFS_MAX_BUCKETS + 1]; /* bucket lists' starts in an epoch table */
+    uint64_t full[BFS_MAX_BUCKETS];       /* full chunks per bucket */
+    uint64_t part[BFS_MAX_BUCKETS];       /* rows of its partial chunk (0: none) */
+    uint64_t cstart[BFS_MAX_BUCKETS + 1]; /* first chunk number of each bucket */
+    pthread_mutex_t lock;
+    uint64_t tick;
+    epoch_tab tabs[EPOCH_TABS];
+};
+
+static const char *const pack_names[] = {"concat", "pad", "bucket"};
+
+/* ---- shapes and sizes ----------------------------------------------------------------- */
+
+static void describe(const bfs_tokens *t, uint32_t rows, uint32_t width, uint64_t epoch, uint64_t k,
+                     bfs_st_tok_desc *d)
+{
+    memset(d, 0, sizeof *d);
+    d->pack = pack_names[t->o.pack];
+    d->epoch = epoch;
+    d->batch_index = k;
+    d->fingerprint = t->fingerprint;
+    bfs_st_tok_tensor mat = {"tokens", BFS_DT_I32, 2, {rows, width}};
+    if (t->o.pack == BFS_PACK_CONCAT) {
+        d->t[d->n++] = mat;
+        if (t->o.positions)
+            d->t[d->n++] = (bfs_st_tok_tensor){"positions", BFS_DT_I32, 2, {rows, width}};
+        d->aligned = 0;
+        return;
+    }
+    d->t[d->n++] = (bfs_st_tok_tensor){"lengths", BFS_DT_I64, 1, {rows, 0}};
+    d->t[d->n++] = (bfs_st_tok_tensor){"indices", BFS_DT_I64, 1, {rows, 0}};
+    d->aligned = d->n;
+    d->t[d->n++] = mat;
+    d->t[d->n++] = (bfs_st_tok_tensor){"mask", BFS_DT_U8, 2, {rows, width}};
+}
+
+/* pack=bucket: which chunk batch k of epoch is. The order is keyed by (seed, epoch) only,
+ * never by the shard, so that every replica reads the same bucket at the same step. */
+static uint64_t chunk_of(const bfs_tokens *t, uint64_t epoch, uint64_t k)
+{
+    uint64_t g = t->cstart[t->o.nbuckets];
+    if (t->o.shuffle == BFS_SHUFFLE_NONE)
+        return k;
+    bfs_rng r;
+    bfs_rng_init(&r, t->o.seed, epoch, 0, BFS_RNG_STREAM_BUCKETS);
+    bfs_perm p;
+    bfs_perm_init(&p, g, bfs_rng_u64(&r));
+    return bfs_perm_apply(&p, k);
+}
+
+static uint32_t bucket_of_chunk(const bfs_tokens *t, uint64_t c)
+{
+    uint32_t b = 0;
+    while (b + 1 < t->o.nbuckets && c >= t->cstart[b + 1])
+        b++;
+    return b;
+}
+
+/* rows and width of batch k of epoch; rows 0 past the end. *chunk, *bucket for bucket. */
+static uint32_t shape(const bfs_tokens *t, uint64_t epoch, uint64_t k, uint32_t *width,
+                      uint64_t *chunk, uint32_t *bucket)
+{
+    switch (t->o.pack) {
+    case BFS_PACK_CONCAT:
+        *width = t->o.seq_len;
+        if (k >= t->batches)
+            return 0;
+        return (uint32_t)(t->per - k * t->o.batch < t->o.batch ? t->per - k * t->o.batch
+                                                               : t->o.batch);
+    case BFS_PACK_PAD:
+        *width = t->o.seq_len;
+        return bfs_plan_batch_len(t->plan, k);
+    default: {
+        *width = 0;
+        if (k >= t->cstart[t->o.nbuckets])
+            return 0;
+        uint64_t c = chunk_of(t, epoch, k);
+        uint32_t b = bucket_of_chunk(t, c);
+        if (chunk)
+            *chunk = c;
+        if (bucket)
+            *bucket = b;
+        *width = t->o.buckets[b];
+        return (uint32_t)(c - t->cstart[b] < t->full[b] ? t->rows[b] : t->part[b]);
+    }
+    }
+}
+
+uint64_t bfs_tokens_batches(const bfs_tokens *t)
+{
+    if (t->o.pack == BFS_PACK_CONCAT)
+        return t->batches;
+    if (t->o.pack == BFS_PACK_PAD)
+        return bfs_plan_batches(t->plan);
+    return t->cstart[t->o.nbuckets];
+}
+
+uint32_t bfs_tokens_batch_len(const bfs_tokens *t, uint64_t epoch, uint64_t k)
+{
+    uint32_t w;
+    return shape(t, epoch, k, &w, NULL, NULL);
+}
+
+static uint64_t bytes_of(const bfs_tokens *t, uint32_t rows, uint32_t width)
+{
+    bfs_st_tok_desc d;
+    bfs_st_tok_place l;
+    describe(t, rows, width, 0, 0, &d);
+    return rows && !bfs_st_tok_layout(&d, &l) ? l.file_size : 0;
+}
+
+uint64_t bfs_tokens_batch_bytes(const bfs_tokens *t, uint64_t epoch, uint64_t k)
+{
+    uint32_t w, rows = shape(t, epoch, k, &w, NULL, NULL);
+    return bytes_of(t, rows, w);
+}
+
+uint64_t bfs_tokens_max_batch_bytes(const bfs_tokens *t)
+{
+    if (t->o.pack != BFS_PACK_BUCKET)
+        return bfs_tokens_batch_bytes(t, 0, 0); /* batch 0 is a full one */
+    uint64_t m = 0;
+    for (uint32_t b = 0; b < t->o.nbuckets; b++) {
+        uint64_t rows = t->full[b] ? t->rows[b] : t->part[b];
+        uint64_t x = bytes_of(t, (uint32_t)rows, t->o.buckets[b]);
+        m = x > m ? x : m;
+    }
+    return m;
+}
+
+int bfs_tokens_chunk(const bfs_tokens *t, uint64_t epoch, uint64_t k, uint64_t *chunk)
+{
+    if (t->o.pack != BFS_PACK_BUCKET || k >= t->cstart[t->o.nbuckets])
+        return -ERANGE;
+    *chunk = chunk_of(t, epoch, k);
+    return 0;
+}
+
+/* ---- epoch tables --------------------------------------------------------------------- */
+
+static void tab_free(epoch_tab *e)
+{
+    free(e->order);
+    free(e->prefix);
+    e->order = e->prefix = NULL;
+    e->valid = 0;
+}
+
+static int tab_build(bfs_tokens *t, uint64_t epoch, epoch_tab *e)
+{
+    tab_free(e);
+    uint64_t n = t->n;
+    if (!(e->order = malloc(n * sizeof *e->order)))
+        return -ENOMEM;
+    if (t->o.pack == BFS_PACK_CONCAT) {
+        if (!(e->prefix = malloc((n + 1) * sizeof *e->prefix)))
+            return tab_free(e), -ENOMEM;
+        e->prefix[0] = 0;
+        for (uint64_t p = 0; p < n; p++) {
+            int rc = bfs_plan_position(t->plan, epoch, p, &e->order[p]);
+            if (rc)
+                return tab_free(e), rc;
+            e->prefix[p + 1] = e->prefix[p] + t->len[e->order[p]];
+        }
+    } else {
+        uint64_t fill[BFS_MAX_BUCKETS] = {0};
+        for (uint64_t p = 0; p < n; p++) {
+            uint64_t d;
+            int rc = bfs_plan_position(t->plan, epoch, p, &d);
+            if (rc)
+                return tab_free(e), rc;
+            uint32_t b = t->bk[d];
+            e->order[t->bstart[b] + fill[b]++] = d;
+        }
+    }
+    e->epoch = epoch;
+    e->valid = 1;
+    return 0;
+}
+
+/* The table of epoch, built if needed; release with tab_put. NULL with *rc on failure. */
+static epoch_tab *tab_get(bfs_tokens *t, uint64_t epoch, int *rc)
+{
+    pthread_mutex_lock(&t->lock);
+    epoch_tab *e = NULL, *victim = NULL;
+    for (unsigned i = 0; i < EPOCH_TABS && !e; i++) {
+        epoch_tab *c = &t->tabs[i];
+        if (c->valid && c->epoch == epoch)
+            e = c;
+        else if (!c->refs && (!victim || !c->valid || (victim->valid && c->used < victim->used)))
+            victim = c;
+    }
+    if (!e) {
+        /* every entry in use by other epochs' rows: a private table, freed after use */
+        e = victim ? victim : calloc(1, sizeof *e);
+        if (e && !victim)
+            e->owned = 1;
+        if (!e || (*rc = tab_build(t, epoch, e))) {
+            if (e && e->owned)
+                free(e);
+            else if (!e)
+                *rc = -ENOMEM;
+            pthread_mutex_unlock(&t->lock);
+            return NULL;
+        }
+    }
+    e->refs++;
+    e->used = ++t->tick;
+    pthread_mutex_unlock(&t->lock);
+    return e;
+}
+
+static void tab_put(bfs_tokens *t, epoch_tab *e)
+{
+    pthread_mutex_lock(&t->lock);
+    int gone = --e->refs == 0 && e->owned;
+    pthread_mutex_unlock(&t->lock);
+    if (gone) {
+        tab_free(e);
+        free(e);
+    }
+}
+
+int bfs_tokens_doc_order(bfs_tokens *t, uint64_t epoch, uint64_t p, uint64_t *doc)
+{
+    if (p >= t->n)
+        return -ERANGE;
+    return bfs_plan_position(t->plan, epoch, p, doc);
+}
+
+/* ---- create --------------------------------------------------------------------------- */
+
+int bfs_tokens_create(bfs_source *src, const bfs_pipeline_opts *o, uint64_t fingerprint,
+                      bfs_tokens **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    bfs_tokens *t = calloc(1, sizeof *t);
+    if (!t)
+        return bfs_errf(-ENOMEM, err, errlen, "out of memory");
+    pthread_mutex_init(&t->lock, NULL);
+    t->src = src;
+    t->o = *o;
+    t->fingerprint = fingerprint;
+    t->n = bfs_source_count(src);
+    const char *path = bfs_source_path(src);
+    int rc = 0;
+    if (!t->n) {
+        rc = bfs_errf(-EINVAL, err, errlen, "%s: no documents", path);
+        goto fail;
+    }
+    if (!(t->len = malloc(t->n * sizeof *t->len)) ||
+        (o->pack == BFS_PACK_BUCKET && !(t->bk = malloc(t->n)))) {
+        rc = bfs_errf(-ENOMEM, err, errlen, "out of memory for the tables of %llu documents",
+                      (unsigned long long)t->n);
+        goto fail;
+    }
+    for (uint64_t i = 0; i < t->n; i++) {
+        t->len[i] = bfs_source_token_count(src, i);
+        t->total += t->len[i];
+    }
+    /* the plan: pad's batches, or the order of every document for concat and bucket */
+    bfs_plan_opts po;
+    bfs_plan_opts_default(&po);
+    po.seed = o->seed;
+    po.shuffle = o->shuffle;
+    if (o->pack == BFS_PACK_PAD) {
+        po.shard_index = o->shard_index;
+        po.shard_count = o->shard_count;
+        po.batch = o->batch;
+        po.drop_last = o->drop_last;
+    } else {
+        po.batch = 1;
+        po.drop_last = 0;
+    }
+    uint64_t *first = NULL, npages = 0;
+    if (o->shuffle == BFS_SHUFFLE_PAGES && bfs_source_page_first(src, &first, &npages)) {
+        rc = bfs_errf(-ENOMEM, err, errlen, "out of memory");
+        goto fail;
+    }
+    char why[512] = "";
+    rc = bfs_plan_create(&po, t->n, first, npages, &t->plan, why, sizeof why);
+    free(first);
+    if (rc) {
+        bfs_errf(rc, err, errlen, "%s: %s", path, why);
+        goto fail;
+    }
+    uint64_t nsh = o->shard_count;
+    if (o->pack == BFS_PACK_CONCAT) {
+        uint64_t windows = t->total / o->seq_len;
+        t->per = windows / nsh;
+        t->batches = o->drop_last ? t->per / o->batch : (t->per + o->batch - 1) / o->batch;
+        if (!t->batches) {
+            rc = bfs_errf(-EINVAL, err, errlen,
+                          "%s: its %llu tokens make %llu rows of seq_len=%u, %llu per shard "
+                          "(shard=%u/%u): fewer than one batch of %u; lower seq_len or batch%s",
+                          path, (unsigned long long)t->total, (unsigned long long)windows,
+                          o->seq_len, (unsigned long long)t->per, o->shard_index, o->shard_count,
+                          o->batch, o->drop_last && t->per ? ", or set drop_last=0" : "");
+            goto fail;
+        }
+    } else if (o->pack == BFS_PACK_BUCKET) {
+        uint32_t nb = o->nbuckets;
+        for (uint64_t i = 0; i < t->n; i++) {
+            uint32_t b = 0;
+            while (b + 1 < nb && t->len[i] > o->buckets[b])
+                b++;
+            t->bk[i] = (uint8_t)b;
+            t->count[b]++;
+        }
+        for (uint32_t b = 0; b < nb; b++) {
+            uint64_t r = o->batch;
+            if (o->batch_tokens)
+                r = o->batch_tokens / o->buckets[b] ? o->batch_tokens / o->buckets[b] : 1;
+            t->rows[b] = (uint32_t)(r < MAX_ROWS ? r : MAX_ROWS);
+            uint64_t used = t->count[b] / nsh * nsh, chunk = nsh * t->rows[b];
+            t->full[b] = used / chunk;
+            t->part[b] = o->drop_last ? 0 : used % chunk / nsh;
+            t->bstart[b + 1] = t->bstart[b] + t->count[b];
+            t->cstart[b + 1] = t->cstart[b] + t->full[b] + (t->part[b] != 0);
+        }
+        if (!t->cstart[nb]) {
+            rc = bfs_errf(-EINVAL, err, errlen,
+                          "%s: no bucket holds enough of its %llu documents for one batch of "
+                          "%u shard(s) (buckets=...: %llu documents in the fullest); use fewer "
+                          "or wider buckets, a smaller batch%s",
+                          path, (unsigned long long)t->n, o->shard_count,
+                          (unsigned long long)t->count[0], o->drop_last ? " or drop_last=0" : "");
+            goto fail;
+        }
+    }
+    *out = t;
+    return 0;
+fail:
+    bfs_tokens_destroy(t);
+    return rc;
+}
+
+void bfs_tokens_destroy(bfs_tokens *t)
+{
+    if (!t)
+        return;
+    for (unsigned i = 0; i < EPOCH_TABS; i++)
+        tab_free(&t->tabs[i]);
+    bfs_plan_destroy(t->plan);
+    pthread_mutex_destroy(&t->lock);
+    free(t->len);
+    free(t->bk);
+    free(t);
+}
+
+/* ---- batches and rows ----------------------------------------------------------------- */
+
+int bfs_tokens_batch_begin(bfs_tokens *t, uint64_t epoch, uint64_t k, uint8_t *dst, uint64_t *idx)
+{
+    uint32_t width, bucket = 0;
+    uint64_t chunk = 0;
+    uint32_t rows = shape(t, epoch, k, &width, &chunk, &bucket);
+    if (!rows)
+        return -ERANGE;
+    bfs_st_tok_desc d;
+    bfs_st_tok_place l;
+    describe(t, rows, width, epoch, k, &d);
+    int rc = bfs_st_tok_layout(&d, &l);
+    if (!rc)
+        rc = bfs_st_tok_write_header(&d, dst, l.header_size);
+    if (rc)
+        return rc;
+    uint64_t nsh = t->o.shard_count, r = t->o.shard_index;
+    if (t->o.pack == BFS_PACK_CONCAT) {
+        for (uint32_t j = 0; j < rows; j++)
+            idx[j] = (k * t->o.batch + j) * nsh + r;
+        return (int)rows;
+    }
+    if (t->o.pack == BFS_PACK_PAD) {
+        if ((rc = bfs_plan_batch_indices(t->plan, epoch, k, idx)) < 0)
+            return rc;
+    } else {
+        epoch_tab *e = tab_get(t, epoch, &rc);
+        if (!e)
+            return rc;
+        uint64_t i = chunk - t->cstart[bucket];
+        uint64_t base = t->bstart[bucket] + i * nsh * t->rows[bucket] + r * rows;
+        memcpy(idx, e->order + base, rows * sizeof *idx);
+        tab_put(t, e);
+    }
+    for (uint32_t j = 0; j < rows; j++) {
+        uint64_t n = t->len[idx[j]] < width ? t->len[idx[j]] : width;
+        bfs_st64(dst + l.off[0] + 8ull * j, n);
+        bfs_st64(dst + l.off[1] + 8ull * j, idx[j]);
+    }
+    return (int)rows;
+}
+
+/* Document d into s (kept for the next row). */
+static int get_doc(bfs_tokens *t, bfs_tokens_scratch *s, uint64_t d)
+{
+    if (s->doc == d + 1)
+        return 0;
+    s->doc = 0;
+    bfs_item it;
+    int rc = bfs_source_get(t->src, d, &it, &s->src);
+    if (rc)
+        return rc;
+    if ((it.flags & BFS_KIND_MASK) != BFS_KIND_TOKENS || it.raw_size != t->len[d])
+        return BFS_E_SAMPLE_RANGE; /* cannot pass the table checks: defence in depth */
+    s->data = it.data;
+    s->count = it.raw_size;
+    s->u32 = (it.flags & BFS_F_TOKENS_U32) != 0;
+    s->doc = d + 1;
+    return 0;
+}
+
+static inline uint32_t tok(const bfs_tokens_scratch *s, uint64_t i)
+{
+    return s->u32 ? bfs_ld32(s->data + 4 * i) : bfs_ld16(s->data + 2 * i);
+}
+
+static int fatal(int rc)
+{
+    return bfs_err_is_resource(rc) || rc == BFS_E_CHANGED;
+}
+
+/* A substitute for bad document d, read into s: drawn from d's own random stream, so
+ * whoever computes the row picks the same. Returns 0 with *alt, 1 when none reads, or a
+ * fatal error. */
+static int substitute(bfs_tokens *t, bfs_tokens_scratch *s, uint64_t epoch, uint64_t d,
+                      uint64_t *alt)
+{
+    bfs_rng r;
+    bfs_rng_init(&r, t->o.seed, epoch, d, BFS_RNG_STREAM_SUBSTITUTE);
+    for (int i = 0; i < SUBSTITUTE_TRIES && t->n > 1; i++) {
+        uint64_t a = (uint64_t)bfs_rng_int(&r, 0, (int64_t)t->n - 2);
+        a += a >= d; /* never itself */
+        int rc = get_doc(t, s, a);
+        if (!rc) {
+            *alt = a;
+            return 0;
+        }
+        if (fatal(rc))
+            return rc;
+    }
+    return 1;
+}
+
+static int concat_row(bfs_tokens *t, bfs_tokens_scratch *s, uint64_t epoch, uint64_t g,
+                      uint8_t *toks, uint8_t *pos, int subst, bfs_tokens_bad *bad)
+{
+    int rc;
+    epoch_tab *e = tab_get(t, epoch, &rc);
+    if (!e)
+        return rc;
+    uint64_t T = t->o.seq_len, start = g * T;
+    /* the last position p with prefix[p] <= start: the document holding token `start` */
+    uint64_t lo = 0, hi = t->n;
+    while (lo < hi) {
+        uint64_t mid = lo + (hi - lo + 1) / 2;
+        if (e->prefix[mid] <= start)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    uint64_t p = lo, off = start - e->prefix[p], filled = 0;
+    rc = 0;
+    while (filled < T && p < t->n) {
+        uint64_t d = e->order[p], n = t->len[d];
+        uint64_t take = n - off < T - filled ? n - off : T - filled;
+        int drc = get_doc(t, s, d);
+        uint64_t a = UINT64_MAX;
+        if (drc) {
+            if (fatal(drc) || !subst) {
+                bad->rc = drc, bad->doc = d, bad->alt = UINT64_MAX;
+                rc = drc;
+                break;
+            }
+            int src = substitute(t, s, epoch, d, &a);
+            if (src < 0) {
+                rc = src;
+                break;
+            }
+            if (!bad->rc)
+                bad->rc = drc, bad->doc = d, bad->alt = src ? UINT64_MAX : a;
+            bad->count++;
+        }
+        for (uint64_t i = 0; i < take; i++) {
+            uint32_t v = !drc              ? tok(s, off + i)
+                         : a != UINT64_MAX ? tok(s, (off + i) % s->count)
+                                           : 0;
+            bfs_st32(toks + 4 * (filled + i), v);
+            if (pos)
+                bfs_st32(pos + 4 * (filled + i), (uint32_t)(off + i));
+        }
+        filled += take;
+        off = 0;
+        p++;
+    }
+    tab_put(t, e);
+    return rc;
+}
+
+int bfs_tokens_row(bfs_tokens *t, bfs_tokens_scratch *s, uint64_t epoch, uint64_t k, uint32_t j,
+                   uint64_t idx, uint8_t *dst, int subst, bfs_tokens_bad *bad)
+{
+    memset(bad, 0, sizeof *bad);
+    uint32_t width;
+    uint32_t rows = shape(t, epoch, k, &width, NULL, NULL);
+    if (j >= rows)
+        return -ERANGE;
+    bfs_st_tok_desc d;
+    bfs_st_tok_place l;
+    describe(t, rows, width, epoch, k, &d);
+    int rc = bfs_st_tok_layout(&d, &l);
+    if (rc)
+        return rc;
+    uint64_t rowb = 4ull * width;
+    if (t->o.pack == BFS_PACK_CONCAT)
+        return concat_row(t, s, epoch, idx, dst + l.off[0] + rowb * j,
+                          t->o.positions ? dst + l.off[1] + rowb * j : NULL, subst, bad);
+    uint8_t *toks = dst + l.off[2] + rowb * j, *mask = dst + l.off[3] + (uint64_t)width * j;
+    uint64_t doc = idx;
+    rc = get_doc(t, s, doc);
+    if (rc) {
+        bad->rc = rc, bad->doc = doc, bad->alt = UINT64_MAX, bad->count = 1;
+        if (fatal(rc) || !subst)
+            return rc;
+        int src = substitute(t, s, epoch, doc, &doc);
+        if (src < 0)
+            return src;
+        if (src == 0)
+            bad->alt = doc;
+    }
+    uint64_t n = bad->rc && bad->alt == UINT64_MAX ? 0 : s->count < width ? s->count : width;
+    for (uint64_t i = 0; i < n; i++)
+        bfs_st32(toks + 4 * i, tok(s, i));
+    for (uint64_t i = n; i < width; i++)
+        bfs_st32(toks + 4 * i, t->o.pad_id);
+    memset(mask, 1, n);
+    memset(mask + n, 0, width - n);
+    if (bad->rc) { /* the row holds the substitute (or nothing): say so in its tensors */
+        bfs_st64(dst + l.off[0] + 8ull * j, n);
+        bfs_st64(dst + l.off[1] + 8ull * j, doc);
+    }
+    return 0;
+}
+
+void bfs_tokens_scratch_free(bfs_tokens_scratch *s)
+{
+    bfs_source_scratch_free(&s->src);
+    memset(s, 0, sizeof *s);
+}

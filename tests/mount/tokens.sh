@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# tests/mount/tokens.sh — a dataset of token sequences through the mount (docs/sequences.md):
+#  - pack=concat with positions: every batch of two epochs, read last-first, equals the
+#    engine's in-process bytes, and its listed size is its size;
+#  - pack=bucket: listed sizes differ between batches and are what a read returns;
+#  - cache_dir: a second mount serves an epoch from the store, identical bytes;
+#  - a corrupt document: substituted (logged once, counted in /stats, the other batches
+#    as from the intact file) or, with bad_sample=fail, its batches fail with EIO;
+#  - an image option on it is refused at mount with a message.
+# 150 documents, ~25k tokens. A few seconds.
+. "$(dirname "$0")/lib.sh"
+require_fuse
+
+python3 - "$T" <<'EOF'
+import random, struct, sys
+T = sys.argv[1]
+random.seed(5)
+ids = []
+for d in range(150):
+    ids += [random.randrange(0, 50000) for _ in range(random.randrange(1, 330))] + [50256]
+open(T + "/train.bin", "wb").write(struct.pack("<%dH" % len(ids), *ids))
+EOF
+"$MKBATCHFS" --tokens u16 --doc-sep 50256 "$T/train.bin" "$T/t.bfs" >/dev/null 2>&1 || fail "mkbatchfs --tokens"
+M=$T/mnt
+mkdir "$M" "$T/ref"
+
+# ---- concat: every batch equals the engine's, sizes listed up front -----------------------
+O=seq_len=100,batch=4,positions=1
+mount_bfs "$T/t.bfs" "$M" -o "$O,epochs=2"
+NB=$(ls "$M/epoch/0" | wc -l)
+[ "$NB" -gt 10 ] || fail "concat: $NB batches listed"
+for e in 1 0; do
+    for k in $(seq $((NB - 1)) -1 0); do # the last batch first: random access
+        ref_batch "$T/t.bfs" "$O" $e $k "$T/ref/e${e}_b$k"
+        size=$(stat -c %s "$M/epoch/$e/batch_$k")
+        cmp -s "$M/epoch/$e/batch_$k" "$T/ref/e${e}_b$k" || fail "concat: epoch $e batch $k differs from the engine's"
+        [ "$size" = "$(stat -c %s "$T/ref/e${e}_b$k")" ] || fail "concat: epoch $e batch $k: listed size $size"
+    done
+done
+pyx - "$M" "$T/ref/e0_b0" <<'EOF' || fail "concat: batch contents"
+import sys, bfs
+t, meta = bfs.tensors(sys.argv[2])
+assert meta["kind"] == "tokens" and meta["pack"] == "concat", meta
+assert list(t) == ["tokens", "positions"], list(t)
+assert t["tokens"][0] == "I32" and t["tokens"][1] == [4, 100], t["tokens"][:2]
+s = bfs.stats(sys.argv[1])
+assert s["bad_samples"] == 0 and s["batches"]["failed"] == 0, s
+EOF
+unmount_bfs "$M"
+ok "pack=concat: $NB batches of 2 epochs, read last-first, equal the engine's bytes and listed sizes"
+
+# ---- bucket: batch files of different sizes, listed before they are computed ---------------
+mount_bfs "$T/t.bfs" "$M" -o pack=bucket,buckets=16:64:330,batch=3,epochs=2
+sizes=$(for f in "$M"/epoch/0/batch_*; do stat -c %s "$f"; done | sort -u | wc -l)
+[ "$sizes" -ge 2 ] || fail "pack=bucket: all batch files listed with one size"
+for f in "$M"/epoch/1/batch_*; do
+    [ "$(stat -c %s "$f")" = "$(cat "$f" | wc -c)" ] || fail "pack=bucket: $f: listed size is not its size"
+done
+unmount_bfs "$M"
+ok "pack=bucket: $sizes different batch sizes, each listed as read"
+
+# ---- cache_dir: a second mount serves from the store --------------------------------------
+mount_bfs "$T/t.bfs" "$M" -o "$O,cache_dir=$T/store"
+cat "$M"/epoch/0/batch_* >"$T/first"
+unmount_bfs "$M"
+mount_bfs "$T/t.bfs" "$M" -o "$O,cache_dir=$T/store,prefetch=0"
+cat "$M"/epoch/0/batch_* >"$T/second"
+cmp -s "$T/first" "$T/second" || fail "cache_dir: the second mount's bytes differ"
+pyx -c 'import bfs, sys; s = bfs.stats(sys.argv[1]); assert s["cache_dir"]["served"] > 0, s["cache_dir"]' "$M" ||
+    fail "cache_dir: the second mount computed every batch again"
+unmount_bfs "$M"
+ok "cache_dir: a second mount serves token batches from the store"
+
+# ---- a corrupt document ------------------------------------------------------------------
+# document 7's payload: its tokens, found in the file, one byte flipped
+python3 - "$T/train.bin" "$T/t.bfs" "$T/bad.bfs" <<'EOF'
+import struct, sys
+ids = struct.unpack("<%dH" % (len(open(sys.argv[1], "rb").read()) // 2), open(sys.argv[1], "rb").read())
+docs, cur = [], []
+for x in ids:
+    cur.append(x)
+    if x == 50256:
+        docs.append(cur); cur = []
+payload = struct.pack("<%dH" % len(docs[7]), *docs[7])
+data = bytearray(open(sys.argv[2], "rb").read())
+at = data.find(payload)
+assert at > 0 and data.find(payload, at + 1) < 0, "document 7 not found once"
+data[at + 2] ^= 0xFF
+open(sys.argv[3], "wb").write(data)
+EOF
+expect_log '^batchfs: bad sample 7 \(sample 7 of .*/bad\.bfs\): .*; substituted by document [0-9]+ \(bad_sample=substitute\)$'
+expect_log '^batchfs: bad sample 7 \(sample 7 of .*/bad\.bfs\): .*; failing epoch 0 batch [0-9]+ \(bad_sample=fail\)$'
+mount_bfs "$T/bad.bfs" "$M" -o "$O"
+bad=0
+for k in $(seq 0 $((NB - 1))); do
+    cat "$M/epoch/0/batch_$k" >"$T/b" || fail "substitute: batch $k: read failed"
+    cmp -s "$T/b" "$T/ref/e0_b$k" || bad=$((bad + 1))
+done
+[ "$bad" -ge 1 ] || fail "substitute: no batch differs from the intact file's"
+[ "$bad" -le 3 ] || fail "substitute: $bad batches differ (one document spans at most 3 rows)"
+n=$(pyx -c 'import bfs, sys; print(bfs.stats(sys.argv[1])["bad_samples"])' "$M")
+[ "$n" -ge 1 ] || fail "substitute: /stats counts $n bad samples"
+[ "$(grep -c 'bad sample 7 ' "$DAEMON_LOG")" = 1 ] || fail "substitute: not logged exactly once"
+unmount_bfs "$M"
+mount_bfs "$T/bad.bfs" "$M" -o "$O,bad_sample=fail,prefetch=0"
+failed=0
+for k in $(seq 0 $((NB - 1))); do
+    if ! cat "$M/epoch/0/batch_$k" >/dev/null 2>"$T/cat.err"; then
+        failed=$((failed + 1))
+        grep -q "Input/output error" "$T/cat.err" || fail "fail: batch $k: not EIO: $(cat "$T/cat.err")"
+    fi
+done
+[ "$failed" = "$bad" ] || fail "fail: $failed batches failed, $bad held the bad document"
+unmount_bfs "$M"
+ok "a corrupt document: substituted in $bad batch(es), logged once, counted; with bad_sample=fail those fail with EIO"
+
+# ---- an image option on a token dataset ---------------------------------------------------
+if "$BATCHFS" "$T/t.bfs" "$M" -o size=64 -f >"$T/out" 2>&1; then fail "size= on a token dataset mounted"; fi
+grep -q "size= is an image option, and this dataset holds token sequences" "$T/out" ||
+    fail "size= on tokens: $(cat "$T/out")"
+ok "an image option on a token dataset is refused with a message"
