@@ -101,12 +101,13 @@ struct bfs_exec {
     uint64_t cache_bytes; /* budget for finished unreferenced jobs */
     uint64_t passed_max;  /* of which at most this no active reader will read */
     int stop, shutdown;
-    int memfd;        /* finished batches go to sealed memfds (guarded by lock) */
-    bfs_bc_mem *mem;  /* batch buffers, batch files, the reaper (cache/batchcache.h) */
-    bfs_store *store; /* host-wide store, or NULL (set before use, then read-only) */
-    int nthreads;     /* threads started */
-    int active;       /* workers with id < active may compute (guarded by lock) */
-    int prefetch;     /* default depth per reader (guarded by lock) */
+    int memfd;            /* finished batches go to sealed memfds (guarded by lock) */
+    uint32_t claim_slots; /* slots a worker takes per claim (bfs_engine_claim_slots) */
+    bfs_bc_mem *mem;      /* batch buffers, batch files, the reaper (cache/batchcache.h) */
+    bfs_store *store;     /* host-wide store, or NULL (set before use, then read-only) */
+    int nthreads;         /* threads started */
+    int active;           /* workers with id < active may compute (guarded by lock) */
+    int prefetch;         /* default depth per reader (guarded by lock) */
     reader readers[BFS_EXEC_MAX_READERS]; /* guarded by lock */
     uint32_t next_reader_id;              /* guarded by lock */
     uint64_t reader_news;                 /* guarded by lock: bfs_exec_readers_news */
@@ -431,7 +432,12 @@ static void *worker_main(void *arg)
             xwait(x, &x->work);
         if (x->stop)
             break;
-        uint32_t slot = j->next++;
+        /* a claim of one slot (an image), or of several when slots are cheap (rows of
+         * tokens): each claim costs a pass over the job table and the lock */
+        uint32_t slot = j->next, n = x->claim_slots;
+        if (n > j->len - slot)
+            n = j->len - slot;
+        j->next += n;
         j->active++;
         xunlock(x);
         /* cold data: when a batch starts, the kernel reads all its samples' payloads while
@@ -441,20 +447,26 @@ static void *worker_main(void *arg)
         if (slot == 0)
             bfs_engine_advise(x->e, j->idx, j->len);
         char err[512] = "";
-        int rc = bfs_engine_sample(x->e, w, j->epoch, j->k, slot, j->idx[slot], j->data, err,
-                                   sizeof err);
-        xlock(x);
-        if (rc == BFS_ENGINE_SUBSTITUTED) {
-            j->substituted++;
-            rc = 0;
+        int rc = 0;
+        uint32_t subs = 0;
+        for (uint32_t s = slot; s < slot + n && !rc; s++) {
+            rc = bfs_engine_sample(x->e, w, j->epoch, j->k, s, j->idx[s], j->data, err, sizeof err);
+            if (rc == BFS_ENGINE_SUBSTITUTED) {
+                subs++;
+                rc = 0;
+            }
         }
+        xlock(x);
+        j->substituted += subs;
+        j->done += n - 1; /* finish_slot counts the last */
         if (rc && !j->rc) {
             j->rc = rc;
             snprintf(j->err, sizeof j->err, "%s", err[0] ? err : bfs_strerror(rc));
             j->next = j->len; /* claim nothing more of a failed batch */
         }
         j->refs++; /* keep j alive while it is sealed and its claim settled, unlocked */
-        if (finish_slot(x, j) && j->state == JOB_SEALING) {
+        int completed = finish_slot(x, j);
+        if (completed && j->state == JOB_SEALING) {
             xunlock(x);
             to_memfd(x, j, j->data);
             xlock(x);
@@ -477,7 +489,8 @@ static void *worker_main(void *arg)
             settle_claim(x, j, claim, ready, substituted);
         xlock(x);
         unref(x, j);
-        evict(x);
+        if (completed) /* a running job is never evicted: nothing to do before it ends */
+            evict(x);
     }
     xunlock(x);
     return NULL;
@@ -860,6 +873,7 @@ int bfs_exec_create(bfs_engine *e, int threads, uint64_t cache_bytes, bfs_exec *
     if (!x)
         return -ENOMEM;
     x->e = e;
+    x->claim_slots = bfs_engine_claim_slots(e);
     x->cache_bytes = cache_bytes;
     x->passed_max = PASSED_MAX;
     pthread_mutex_init(&x->lock, NULL);
