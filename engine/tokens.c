@@ -456,6 +456,29 @@ static inline uint32_t tok(const bfs_tokens_scratch *s, uint64_t i)
     return s->u32 ? bfs_ld32(s->data + 4 * i) : bfs_ld16(s->data + 2 * i);
 }
 
+/* n ids from token `from` of s into dst as little-endian 32-bit values: the hot loop of
+ * every row. Separate loops per width with plain loads and stores let the compiler
+ * vectorize them (a load of 2 bytes per call was ~3x slower). */
+static void put_ids(const bfs_tokens_scratch *s, uint64_t from, uint64_t n, uint8_t *dst)
+{
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    if (!s->u32) {
+        const uint8_t *src = s->data + 2 * from;
+        for (uint64_t i = 0; i < n; i++) {
+            uint16_t v;
+            uint32_t w;
+            memcpy(&v, src + 2 * i, 2);
+            w = v;
+            memcpy(dst + 4 * i, &w, 4);
+        }
+    } else
+        memcpy(dst, s->data + 4 * from, 4 * n);
+#else
+    for (uint64_t i = 0; i < n; i++)
+        bfs_st32(dst + 4 * i, tok(s, from + i));
+#endif
+}
+
 static int fatal(int rc)
 {
     return bfs_err_is_resource(rc) || rc == BFS_E_CHANGED;
@@ -522,13 +545,12 @@ static int concat_row(bfs_tokens *t, bfs_tokens_scratch *s, uint64_t epoch, uint
                 bad->rc = drc, bad->doc = d, bad->alt = src ? UINT64_MAX : a;
             bad->count++;
         }
-        for (uint64_t i = 0; i < take; i++) {
-            uint32_t v = !drc              ? tok(s, off + i)
-                         : a != UINT64_MAX ? tok(s, (off + i) % s->count)
-                                           : 0;
-            bfs_st32(toks + 4 * (filled + i), v);
-            if (pos)
-                bfs_st32(pos + 4 * (filled + i), (uint32_t)(off + i));
+        if (!drc)
+            put_ids(s, off, take, toks + 4 * filled);
+        for (uint64_t i = 0; drc && i < take; i++)
+            bfs_st32(toks + 4 * (filled + i), a != UINT64_MAX ? tok(s, (off + i) % s->count) : 0);
+        for (uint64_t i = 0; pos && i < take; i++) {
+            bfs_st32(pos + 4 * (filled + i), (uint32_t)(off + i));
         }
         filled += take;
         off = 0;
@@ -570,8 +592,7 @@ int bfs_tokens_row(bfs_tokens *t, bfs_tokens_scratch *s, uint64_t epoch, uint64_
             bad->alt = doc;
     }
     uint64_t n = bad->rc && bad->alt == UINT64_MAX ? 0 : s->count < width ? s->count : width;
-    for (uint64_t i = 0; i < n; i++)
-        bfs_st32(toks + 4 * i, tok(s, i));
+    put_ids(s, 0, n, toks);
     for (uint64_t i = n; i < width; i++)
         bfs_st32(toks + 4 * i, t->o.pad_id);
     memset(mask, 1, n);

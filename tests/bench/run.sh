@@ -104,6 +104,10 @@ echo "== decoded-sample cache: epoch 1 vs epoch 0 (tests/bench/bench_sample_cach
 bash tests/bench/bench_sample_cache.sh "$corpus"
 
 echo
+echo "== token sequences: pack=concat vs cat from tmpfs, random access on 10^9 tokens (tests/bench/bench_tokens.sh) =="
+bash tests/bench/bench_tokens.sh
+
+echo
 echo "== the mount (tests/bench/bench_mount.sh) =="
 bash tests/bench/bench_mount.sh "$corpus"
 

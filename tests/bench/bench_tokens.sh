@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# tests/bench/bench_tokens.sh [TOKENS] — the token pipelines through the mount (issue 20):
+#  1. pack=concat read in order through the mount (every batch computed: a fresh epoch)
+#     vs `cat` of the same batch bytes from tmpfs: ratio of bytes/s (target >= 0.9), and
+#     the daemon's CPU seconds per GB served;
+#  2. random access on a dataset of TOKENS tokens (default 10^9, ~1M documents of mean
+#     1,000 tokens, u16 ids): the time to read batch K (the last of an epoch) vs batch 0,
+#     each the first read of its epoch on a fresh mount (so each builds its epoch's table),
+#     median of 3 (target <= 2).
+# The dataset is made once under $BFS_TOKENS_DIR (default /var/tmp/batchfs-tokens): a
+# 2 GB flat u16 file and its .bfs. Prints ratios measured in one run.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+BUILD=${BUILD:-build}
+case $BUILD in /*) ;; *) BUILD=$PWD/$BUILD ;; esac
+N=${1:-1000000000}
+D=${BFS_TOKENS_DIR:-/var/tmp/batchfs-tokens}
+W=$(mktemp -d "${TMPDIR:-/tmp}/bench-tokens.XXXXXX")
+SHM=$(mktemp -d /dev/shm/bench-tokens.XXXXXX)
+M=$W/mnt
+mkdir -p "$D" "$M"
+cleanup() { fusermount3 -u "$M" 2>/dev/null || true; rm -rf "$W" "$SHM"; }
+trap cleanup EXIT
+now() { date +%s.%N; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.2f", a/b}'; }
+
+. tests/pyenv.sh # numpy
+if [ ! -f "$D/t$N.bfs" ]; then
+    echo "making $N tokens in $D (once) ..."
+    "$PY" - "$D/t$N.bin" "$N" <<'EOF'
+import sys
+import numpy as np
+# u16 ids < 50000; a separator (50256) ends a document about every 1,000 tokens
+path, n = sys.argv[1], int(sys.argv[2])
+rng = np.random.default_rng(3)
+with open(path, "wb") as f:
+    left = n
+    while left:
+        m = min(left, 1 << 26)
+        ids = rng.integers(0, 50000, m, dtype=np.uint16)
+        ids[rng.integers(0, m, max(m // 1000, 1))] = 50256
+        left -= m
+        if not left:
+            ids[-1] = 50256
+        ids.tofile(f)
+EOF
+    "$BUILD/mkbatchfs" --quiet --tokens u16 --doc-sep 50256 "$D/t$N.bin" "$D/t$N.bfs.tmp"
+    mv "$D/t$N.bfs.tmp" "$D/t$N.bfs"
+    rm -f "$D/t$N.bin"
+fi
+BFS=$D/t$N.bfs
+"$BUILD/mkbatchfs" --info "$BFS" | grep -E "^(samples|tokens|file size)"
+cat "$BFS" >/dev/null # the dataset in the page cache: this measures the pipeline, not the disk
+
+# ---- 1: in-order reads through the mount vs cat from tmpfs ---------------------------------
+O=seq_len=2048,batch=64
+NB=${BFS_TOKENS_BATCHES:-1500} # 1500 x 512 KiB = 786 MB
+"$BUILD/batchfs" "$BFS" "$M" -o "$O,epochs=4"
+pid=$(pgrep -nf "batchfs $BFS $M")
+files=$(for k in $(seq 0 $((NB - 1))); do echo "$M/epoch/1/batch_$k"; done)
+cpu0=$(awk '{print $14 + $15}' "/proc/$pid/stat")
+t0=$(now)
+echo "$files" | xargs cat >"$SHM/all"
+t_mount=$(awk -v a="$(now)" -v b="$t0" 'BEGIN{print a-b}')
+cpu1=$(awk '{print $14 + $15}' "/proc/$pid/stat")
+bytes=$(stat -c %s "$SHM/all")
+fusermount3 -u "$M"
+# the same bytes as as many files on tmpfs, read by the same command
+(cd "$SHM" && split -n "$NB" -d -a 5 all b_ && rm all)
+cat "$SHM"/b_* >/dev/null
+t_cat=1e9
+for _ in 1 2 3; do
+    t0=$(now)
+    ls "$SHM"/b_* | xargs cat >/dev/null
+    t=$(awk -v a="$(now)" -v b="$t0" 'BEGIN{print a-b}')
+    t_cat=$(awk -v t="$t" -v b="$t_cat" 'BEGIN{print (t < b ? t : b)}')
+done
+hz=$(getconf CLK_TCK)
+printf 'pack=concat, %s: %d batches, %.0f MB\n' "$O" "$NB" "$(awk -v b="$bytes" 'BEGIN{print b/1e6}')"
+printf '  through the mount (each batch computed): %.3f s, %.0f MB/s; daemon CPU %.2f s per GB\n' \
+    "$t_mount" "$(awk -v b="$bytes" -v t="$t_mount" 'BEGIN{print b/t/1e6}')" \
+    "$(awk -v c=$((cpu1 - cpu0)) -v h="$hz" -v b="$bytes" 'BEGIN{print c/h/(b/1e9)}')"
+printf '  cat from tmpfs (best of 3):              %.3f s, %.0f MB/s\n' \
+    "$t_cat" "$(awk -v b="$bytes" -v t="$t_cat" 'BEGIN{print b/t/1e6}')"
+echo "  ratio mount / tmpfs: $(ratio "$t_cat" "$t_mount") (target >= 0.9)"
+
+# ---- 2: random access: batch K vs batch 0, each the first read of its epoch ---------------
+times0=() timesk=()
+for r in 1 2 3; do
+    for which in 0 K; do
+        "$BUILD/batchfs" "$BFS" "$M" -o "$O,epochs=100,prefetch=0"
+        nb=$(ls "$M/epoch/0" | wc -l)
+        k=0 ep=$((10 + r))
+        [ "$which" = K ] && k=$((nb - 1)) ep=$((50 + r))
+        t0=$(now)
+        cat "$M/epoch/$ep/batch_$k" >/dev/null
+        t=$(awk -v a="$(now)" -v b="$t0" 'BEGIN{print a-b}')
+        fusermount3 -u "$M"
+        if [ "$which" = 0 ]; then times0+=("$t"); else timesk+=("$t"); fi
+    done
+done
+med() { printf '%s\n' "$@" | sort -g | sed -n 2p; }
+t0m=$(med "${times0[@]}") tkm=$(med "${timesk[@]}")
+printf 'random access, %s tokens, %d batches per epoch: batch 0 %.3f s, batch %d %.3f s (medians of 3, first read of an epoch on a fresh mount)\n' \
+    "$N" "$nb" "$t0m" "$((nb - 1))" "$tkm"
+echo "  ratio batch K / batch 0: $(ratio "$tkm" "$t0m") (target <= 2)"
