@@ -1,0 +1,327 @@
+"""batchfs.mount: run the batchfs daemon for the life of a `with` block."""
+from __future__ import annotations
+
+import gc
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from types import TracebackType
+from typing import Any, Dict, List, Optional, Type, Union
+
+__all__ = ["MountError", "Mount", "mount", "format_options", "find_binary", "stats"]
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+# Options passed to the mount as bare words (docs/options.md, "Passed to the mount"):
+# True gives the word, False leaves it out. Every other True/False is 1/0.
+FLAGS = frozenset({
+    "allow_other", "allow_root", "auto_unmount", "default_permissions", "ro", "dev",
+    "nodev", "suid", "nosuid", "exec", "noexec", "atime", "noatime", "relatime", "sync",
+    "async", "dirsync",
+})
+
+
+# daemons of lazy unmounts still serving files in use; kept so that they are reaped
+_lingering: List["subprocess.Popen[bytes]"] = []
+
+
+class MountError(RuntimeError):
+    """The daemon did not mount, or did not stop cleanly. str() is the daemon's own
+    message (its stderr); .returncode is its exit status (None while it runs),
+    .stderr all it wrote, .command the command line."""
+
+    def __init__(self, message: str, returncode: Optional[int], stderr: str,
+                 command: List[str]) -> None:
+        super().__init__(message)
+        self.returncode, self.stderr, self.command = returncode, stderr, command
+
+
+def _value(key: str, v: Any) -> str:
+    if isinstance(v, (list, tuple)):
+        if key == "size":
+            return "x".join(str(x) for x in v)
+        if key in ("scale", "ratio"):
+            return ":".join(str(x) for x in v)
+        if key == "normalize" and len(v) == 2:
+            return "/".join(",".join(str(x) for x in part) for part in v)
+        raise TypeError(f"{key}={v!r}: a sequence is taken only for size (H, W), "
+                        "scale/ratio (A, B) and normalize (means, stds)")
+    if isinstance(v, (str, int, float)) or isinstance(v, os.PathLike):
+        return str(os.fspath(v) if isinstance(v, os.PathLike) else v)
+    raise TypeError(f"{key}={v!r}: give a str, int, float, bool or path")
+
+
+def format_options(options: Dict[str, Any]) -> str:
+    """The `-o` text of keyword options, in their order: key=value items joined by
+    commas. True is 1 and False 0 (drop_last=True -> drop_last=1), except for the
+    mount's own words (allow_other=True -> allow_other; False leaves it out); None
+    leaves a key out; size=(H, W) -> HxW, scale/ratio=(A, B) -> A:B,
+    normalize=((m0, m1, m2), (s0, s1, s2)) -> m0,m1,m2/s0,s1,s2. Values are not checked
+    here: the daemon checks them and its message is raised."""
+    items = []
+    for key, v in options.items():
+        if v is None:
+            continue
+        if isinstance(v, bool):
+            if key in FLAGS:
+                if v:
+                    items.append(key)
+                continue
+            v = int(v)
+        items.append(f"{key}={_value(key, v)}")
+    return ",".join(items)
+
+
+def find_binary() -> str:
+    """The batchfs program: $BATCHFS_BIN, else build/batchfs of the source tree this
+    package sits in (python/batchfs/../../build), else batchfs on PATH."""
+    env = os.environ.get("BATCHFS_BIN")
+    if env:
+        return env
+    here = os.path.dirname(os.path.realpath(__file__))
+    built = os.path.normpath(os.path.join(here, "..", "..", "build", "batchfs"))
+    if os.access(built, os.X_OK):
+        return built
+    found = shutil.which("batchfs")
+    if found:
+        return found
+    raise FileNotFoundError(
+        "the batchfs program was not found: set BATCHFS_BIN to its path, build it "
+        f"('make', giving {built}) or install it on PATH ('make install')")
+
+
+def _unescape(field: str) -> str:
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
+
+
+def _mounts_at(path: str) -> int:
+    """How many mounts /proc/self/mountinfo lists at path (an absolute, real path)."""
+    n = 0
+    with open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape") as f:
+        for line in f:
+            fields = line.split(" ", 5)
+            if len(fields) > 4 and _unescape(fields[4]) == path:
+                n += 1
+    return n
+
+
+def stats(mnt: PathLike) -> Dict[str, Any]:
+    """The mount's live statistics, MNT/stats parsed (docs/stats.md describes every
+    field). Each call is a fresh snapshot."""
+    with open(os.path.join(os.fspath(mnt), "stats"), "rb") as f:
+        d: Dict[str, Any] = json.loads(f.read())
+    return d
+
+
+class Mount:
+    """A running batchfs daemon and its mount point; see mount()."""
+
+    def __init__(self, source: PathLike, path: PathLike, *, timeout: float = 30.0,
+                 binary: Optional[str] = None, **options: Any) -> None:
+        _lingering[:] = [q for q in _lingering if q.poll() is None]  # reap
+        self.source = os.fspath(source)
+        self.path = os.path.realpath(os.fspath(path))
+        self.options = format_options(options)
+        self.command = [binary or find_binary(), self.source, self.path]
+        if self.options:
+            self.command += ["-o", self.options]
+        self.command.append("-f")
+        self._err = tempfile.TemporaryFile(prefix="batchfs-stderr-")
+        self._before = before = _mounts_at(self.path)
+        self.lazy = False
+        try:
+            self.process: Optional[subprocess.Popen[bytes]] = subprocess.Popen(
+                self.command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                stderr=self._err, start_new_session=True)
+        except BaseException:
+            self._err.close()
+            raise
+        self.pid = self.process.pid
+        try:
+            self._wait_mounted(before, timeout)
+        except BaseException:
+            self._stop_daemon()
+            self._err.close()
+            raise
+
+    # ---- start -------------------------------------------------------------------------
+
+    def _wait_mounted(self, before: int, timeout: float) -> None:
+        assert self.process is not None
+        deadline = time.monotonic() + timeout
+        delay = 0.005
+        while True:
+            rc = self.process.poll()
+            if rc is not None:
+                text = self.stderr().strip()
+                raise MountError(text or f"batchfs exited with status {rc} before mounting",
+                                 rc, text, self.command)
+            if _mounts_at(self.path) > before:
+                try:  # the daemon answers: the mount is ready
+                    with open(os.path.join(self.path, "pipeline"), "rb") as f:
+                        f.read()
+                    return
+                except OSError:
+                    pass
+            if time.monotonic() > deadline:
+                text = self.stderr().strip()
+                raise MountError(f"batchfs {self.source} {self.path}: not mounted after "
+                                 f"{timeout:g} s" + (f"; it said: {text}" if text else ""),
+                                 None, text, self.command)
+            time.sleep(delay)
+            delay = min(delay * 2, 0.1)
+
+    # ---- use ---------------------------------------------------------------------------
+
+    def __fspath__(self) -> str:
+        return self.path
+
+    def __str__(self) -> str:
+        return self.path
+
+    def __repr__(self) -> str:
+        state = "mounted" if self.process is not None else "unmounted"
+        return f"<batchfs.Mount {self.source} on {self.path}, pid {self.pid}, {state}>"
+
+    def stats(self) -> Dict[str, Any]:
+        """batchfs.stats() of this mount."""
+        return stats(self.path)
+
+    def pipeline(self) -> str:
+        """MNT/pipeline: the canonical pipeline options, source and fingerprint."""
+        with open(os.path.join(self.path, "pipeline"), encoding="utf-8") as f:
+            return f.read()
+
+    def stderr(self) -> str:
+        """All the daemon wrote to stderr so far (its log, unless log= sends it elsewhere)."""
+        if self._err.closed:
+            return self._closed_text
+        fd = self._err.fileno()
+        chunks: List[bytes] = []
+        off = 0
+        while True:
+            b = os.pread(fd, 1 << 20, off)
+            if not b:
+                return b"".join(chunks).decode("utf-8", "replace")
+            chunks.append(b)
+            off += len(b)
+
+    _closed_text = ""
+
+    # ---- stop --------------------------------------------------------------------------
+
+    def _stop_daemon(self) -> Optional[int]:
+        """SIGTERM (the daemon unmounts and exits), then SIGKILL after 5 s."""
+        p = self.process
+        if p is None:
+            return None
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+            try:
+                p.wait(5)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        self.process = None
+        return p.returncode
+
+    def unmount(self, timeout: float = 10.0) -> None:
+        """Unmount and wait for the daemon to exit; does nothing the second time.
+
+        fusermount3 -u (umount without it) is tried for up to a second. A mount still
+        busy then (arrays of this process still map batch files, another process has
+        files open) is unmounted lazily (-u -z): it leaves the file system tree at once,
+        and the daemon goes on serving those files until the last of them is closed or
+        unmapped, then exits by itself (so arrays in hand stay readable). Raises
+        MountError when the mount cannot be removed, or when the daemon exits with a
+        non-zero status or must be stopped with a signal (not within timeout seconds of
+        an unmount that was not lazy)."""
+        p = self.process
+        if p is None:
+            return
+        gc.collect()  # arrays of batches no longer referenced unmap their files
+        tool = shutil.which("fusermount3")
+        cmd = [tool, "-u"] if tool else ["umount"]
+        lazy = [tool, "-u", "-z"] if tool else ["umount", "-l"]
+        why, self.lazy = "", False
+        busy_until = time.monotonic() + min(1.0, timeout)
+        while _mounts_at(self.path) > self._before and p.poll() is None:
+            r = subprocess.run(cmd + [self.path], stdin=subprocess.DEVNULL,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            if r.returncode == 0:
+                break
+            why = r.stderr.decode("utf-8", "replace").strip()
+            if time.monotonic() > busy_until:
+                r = subprocess.run(lazy + [self.path], stdin=subprocess.DEVNULL,
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                if r.returncode != 0:
+                    raise MountError(f"cannot unmount {self.path}: {why}; lazily: "
+                                     + r.stderr.decode("utf-8", "replace").strip(),
+                                     None, self.stderr(), self.command)
+                self.lazy = True
+                break
+            time.sleep(0.05)
+        try:
+            p.wait(1.0 if self.lazy else timeout)
+        except subprocess.TimeoutExpired:
+            if self.lazy:  # files still in use: the daemon exits after the last one
+                self.process = None
+                _lingering.append(p)
+                self._keep_text()
+                return
+            self._stop_daemon()
+            self._keep_text()
+            raise MountError(f"batchfs on {self.path} did not exit within {timeout:g} s of "
+                             "its unmount; stopped with a signal", p.returncode,
+                             self._closed_text, self.command) from None
+        self.process = None
+        self._keep_text()
+        if p.returncode != 0:
+            raise MountError(self._closed_text or
+                             f"batchfs on {self.path} exited with status {p.returncode}",
+                             p.returncode, self._closed_text, self.command)
+
+    def _keep_text(self) -> None:
+        self._closed_text = self.stderr().strip()
+        self._err.close()
+
+    def __enter__(self) -> "Mount":
+        return self
+
+    def __exit__(self, et: Optional[Type[BaseException]], ev: Optional[BaseException],
+                 tb: Optional[TracebackType]) -> None:
+        if et is None:
+            self.unmount()
+        else:
+            try:
+                self.unmount()
+            except MountError:
+                pass  # the body's exception is the one to see
+
+    def __del__(self) -> None:
+        if getattr(self, "process", None) is not None:
+            try:
+                self.unmount()
+            except Exception:
+                pass
+
+
+def mount(source: PathLike, path: PathLike, *, timeout: float = 30.0,
+          binary: Optional[str] = None, **options: Any) -> Mount:
+    """Mount SOURCE (a .bfs file or an ImageFolder) at PATH with the pipeline and mount
+    options of docs/options.md as keywords, and return once the mount answers::
+
+        with batchfs.mount("train.bfs", "/mnt/train", batch=256, size=224) as m:
+            for batch in batchfs.Batches(m): ...
+
+    Runs `batchfs SOURCE PATH -o OPTIONS -f` (the program of find_binary()) in its own
+    session, its stderr kept (Mount.stderr()). Raises MountError with the daemon's own
+    message when it exits before mounting (a bad option, a missing source, an unusable
+    mount point) or is not mounted within timeout seconds. Leaving the `with` block (or
+    Mount.unmount()) unmounts and waits for the daemon to exit."""
+    return Mount(source, path, timeout=timeout, binary=binary, **options)

@@ -1,0 +1,1 @@
+../../gpu/python/batchfs_gpu.py
