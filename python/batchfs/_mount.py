@@ -233,7 +233,7 @@ class Mount:
     def unmount(self, timeout: float = 10.0) -> None:
         """Unmount and wait for the daemon to exit; does nothing the second time.
 
-        fusermount3 -u (umount without it) is tried for up to a second. A mount still
+        fusermount3 -u (umount without it) is tried for half a second. A mount still
         busy then (arrays of this process still map batch files, another process has
         files open) is unmounted lazily (-u -z): it leaves the file system tree at once,
         and the daemon goes on serving those files until the last of them is closed or
@@ -249,7 +249,7 @@ class Mount:
         cmd = [tool, "-u"] if tool else ["umount"]
         lazy = [tool, "-u", "-z"] if tool else ["umount", "-l"]
         why, self.lazy = "", False
-        busy_until = time.monotonic() + min(1.0, timeout)
+        busy_until = time.monotonic() + min(0.5, timeout)
         while _mounts_at(self.path) > self._before and p.poll() is None:
             r = subprocess.run(cmd + [self.path], stdin=subprocess.DEVNULL,
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -267,7 +267,7 @@ class Mount:
                 break
             time.sleep(0.05)
         try:
-            p.wait(1.0 if self.lazy else timeout)
+            p.wait(0.5 if self.lazy else timeout)
         except subprocess.TimeoutExpired:
             if self.lazy:  # files still in use: the daemon exits after the last one
                 self.process = None
