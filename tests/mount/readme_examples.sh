@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # tests/mount/readme_examples.sh — the README's reader examples, taken from README.md as
-# they stand (its ```python / ```c blocks after "**Python**", "**C**" and "**PyTorch**")
-# with /mnt/train replaced by a test mount, run against it: the numpy one must give the
+# they stand (its ```python / ```c blocks after "**Python package**", "**Python**",
+# "**C**", "**PyTorch**" and "**GPU**") with /mnt/train replaced by a test mount, run
+# against it: the package example (python/, numpy; train.bfs, batch=256, size=224,
+# epochs=90 made small) must mount, read every batch of 2 epochs as [8,40,40,3] uint8 and
+# [8] labels, print images/s and unmount; the numpy one must give the
 # images and labels safetensors.numpy.load_file gives; the C one, wrapped in a main(),
 # must compile without warnings and find the images at byte 4096 and the labels 8-byte
 # aligned before them (batch=8: at 4096 - 128), the bytes numpy sees;
-# the PyTorch Dataset (run for 2 epochs where torch is installed: $BFS_TORCH_PY or the test
-# venv; otherwise said and skipped) must yield every batch of this rank, [B,H,W,3] uint8.
-# and the GPU training loop (gpu/python's Loader and DLPack into torch; on the CPU fallback
+# the PyTorch example (batchfs.Batches in a DataLoader; run for 2 epochs where torch is
+# installed: $BFS_TORCH_PY or the test venv; otherwise said and skipped) must yield every
+# batch of this rank, [B,H,W,3] uint8.
+# and the GPU training loop (batchfs.gpu's Loader and DLPack into torch; on the CPU fallback
 # without a GPU) runs 3 epochs x 6 steps where torch is installed.
 # A README edit that breaks an example fails here. About 5 s.
 . "$(dirname "$0")/lib.sh"
@@ -18,7 +22,6 @@ need_py # $PY: python with numpy and safetensors
 "$MKBATCHFS" --quiet "$T/images" "$T/data.bfs"
 M=$T/mnt
 mkdir "$M"
-mount_bfs "$T/data.bfs" "$M" -o batch=8,size=40,epochs=3
 
 # block MARKER LANG: the first ```LANG block after the line starting with MARKER in README
 block() {
@@ -28,13 +31,37 @@ block() {
         inside && $0 == "```" { exit }
         inside { print }' README.md | sed "s#/mnt/train#$M#g"
 }
+block "**Python package**" python >"$T/package_example.py"
 block "**Python**, numpy only" python >"$T/numpy_example.py"
 block "**C**" c >"$T/c_example.body"
 block "**PyTorch**" python >"$T/torch_example.py"
 block "**GPU**" python >"$T/gpu_example.py"
-for f in numpy_example.py c_example.body torch_example.py gpu_example.py; do
+for f in package_example.py numpy_example.py c_example.body torch_example.py gpu_example.py; do
     [ -s "$T/$f" ] || fail "README.md: no example found for $f (was a heading renamed?)"
 done
+
+# ---- the Python package (mounts $M itself) -----------------------------------------------
+{
+    echo 'seen = []'
+    sed -e "s#\"train.bfs\"#\"$T/data.bfs\"#" -e 's/batch=256, size=224, epochs=90/batch=8, size=40, epochs=2/' \
+        -e 's/^        \.\.\.$/        seen.append((ds.state_dict()["epoch"], images.shape, str(images.dtype), labels.shape))/' \
+        "$T/package_example.py"
+    cat <<'EOF'
+assert len(seen) == 2 * 6, seen
+assert all(s[1:] == ((8, 40, 40, 3), "uint8", (8,)) for s in seen), seen
+assert mnt.process is None, "still mounted after the example's with block"
+EOF
+} >"$T/package_check.py"
+grep -q "seen.append" "$T/package_check.py" && grep -q "batch=8, size=40" "$T/package_check.py" &&
+    grep -q "$T/data.bfs" "$T/package_check.py" ||
+    fail "README's package example: no longer 'train.bfs', 'batch=256, size=224, epochs=90' and a '...' loop body"
+out=$(BATCHFS_BIN=$BATCHFS PYTHONPATH=$PWD/python "$PY" "$T/package_check.py") ||
+    fail "the README's Python package example failed (above)"
+if is_mounted "$M"; then fail "README's package example left $M mounted"; fi
+echo "$out" | grep -Eq '^[0-9]+(\.[0-9]+)?$' || fail "README's package example printed '$out', not images/s"
+ok "Python package example: mounted, 2 epochs x 6 batches [8,40,40,3] uint8, $out images/s, unmounted"
+
+mount_bfs "$T/data.bfs" "$M" -o batch=8,size=40,epochs=3
 
 # ---- numpy ---------------------------------------------------------------------------
 {
@@ -107,16 +134,16 @@ print(len(seen))
 EOF
     } >"$T/torch_check.py"
     grep -q "seen.append" "$T/torch_check.py" || fail "README's PyTorch example: its loop body is no longer '...'"
-    "$TPY" "$T/torch_check.py" >/dev/null || fail "the README's PyTorch example failed (above)"
+    PYTHONPATH=$PWD/python "$TPY" "$T/torch_check.py" >/dev/null || fail "the README's PyTorch example failed (above)"
     ok "PyTorch example: 2 epochs x 6 batches, each [8,40,40,3] uint8 with [8] labels"
     # the GPU loop: on a GPU where there is one, else the library's CPU fallback
     { echo 'steps = 0'; sed 's/opt\.step()$/opt.step(); steps += 1/' "$T/gpu_example.py"
       echo 'print("steps", steps)'; } >"$T/gpu_check.py"
     grep -q "steps += 1" "$T/gpu_check.py" || fail "README's GPU example: its loop no longer ends in opt.step()"
-    out=$(PYTHONPATH=$PWD/gpu/python BATCHFS_GPU_LIBRARY=$BUILD/libbatchfs-gpu.so "$TPY" "$T/gpu_check.py") ||
+    out=$(PYTHONPATH=$PWD/python BATCHFS_GPU_LIBRARY=$BUILD/libbatchfs-gpu.so "$TPY" "$T/gpu_check.py") ||
         fail "the README's GPU example failed (above)"
     [ "$(echo "$out" | tail -1)" = "steps 18" ] || fail "README's GPU example: expected 18 steps (3 epochs x 6), got '$out'"
-    ok "GPU example: 18 training steps through batchfs_gpu and DLPack"
+    ok "GPU example: 18 training steps through batchfs.gpu and DLPack"
 else
     echo "   (PyTorch and GPU examples not run: no torch for $TPY; set BFS_TORCH_PY to a python with torch)"
 fi
