@@ -2,7 +2,8 @@
 # tests/mount/tokens.sh — a dataset of token sequences through the mount (docs/sequences.md):
 #  - pack=concat with positions: every batch of two epochs, read last-first, equals the
 #    engine's in-process bytes, and its listed size is its size;
-#  - pack=bucket: listed sizes differ between batches and are what a read returns;
+#  - pack=bucket: listed sizes differ between batches and are what a read returns; two
+#    mounts with shard=0/2 and 1/2 read the same bucket at every step, no document twice;
 #  - cache_dir: a second mount serves an epoch from the store, identical bytes;
 #  - a corrupt document: substituted (logged once, counted in /stats, the other batches
 #    as from the intact file) or, with bad_sample=fail, its batches fail with EIO;
@@ -58,6 +59,31 @@ for f in "$M"/epoch/1/batch_*; do
 done
 unmount_bfs "$M"
 ok "pack=bucket: $sizes different batch sizes, each listed as read"
+
+# ---- coordinated reads: two replicas' mounts read the same bucket at every step -----------
+mkdir "$T/m0" "$T/m1"
+mount_bfs "$T/t.bfs" "$T/m0" -o pack=bucket,buckets=16:64:330,batch=2,shard=0/2
+mount_bfs "$T/t.bfs" "$T/m1" -o pack=bucket,buckets=16:64:330,batch=2,shard=1/2
+pyx - "$T/m0" "$T/m1" <<'EOF' || fail "coordinated reads: replicas out of step"
+import os, sys, bfs
+m0, m1 = sys.argv[1:3]
+n = len(os.listdir(m0 + "/epoch/3"))
+assert n == len(os.listdir(m1 + "/epoch/3")) and n > 4, n
+seen, shapes = set(), set()
+for k in range(n):
+    a, _ = bfs.tensors("%s/epoch/3/batch_%d" % (m0, k))
+    b, _ = bfs.tensors("%s/epoch/3/batch_%d" % (m1, k))
+    assert a["tokens"][1] == b["tokens"][1], (k, a["tokens"][1], b["tokens"][1])
+    shapes.add(tuple(a["tokens"][1]))
+    for t in (a, b):
+        docs = bfs.i64(t["indices"][2])
+        assert not seen & set(docs), "a document served twice"
+        seen |= set(docs)
+assert len(shapes) > 1, shapes
+EOF
+unmount_bfs "$T/m0"
+unmount_bfs "$T/m1"
+ok "coordinated reads: two mounts with shard=0/2 and 1/2 read batches of the same shape at every step"
 
 # ---- cache_dir: a second mount serves from the store --------------------------------------
 mount_bfs "$T/t.bfs" "$M" -o "$O,cache_dir=$T/store"
