@@ -1,18 +1,16 @@
 /*
  * statsjson.c — see statsjson.h.
  *
- * A recursive-descent parser over a private, NUL-terminated copy of the text. Values live
- * in one growing array (ids are indices; 0 is the root); a container links its children
- * through `next` in document order. Strings and keys are decoded in place in the copy:
- * an escape never decodes to more bytes than it takes ("\uXXXX": 6 bytes to at most 3,
- * a surrogate pair: 12 to 4), so the write position never passes the read position, and
- * the closing quote's byte is free for the terminating NUL.
+ * Parsing is jansson's (libjansson, Debian's; strict RFC 8259 with JSON_DECODE_ANY for
+ * any top value, JSON_REJECT_DUPLICATES, every number read as a double). Its tree is then
+ * flattened into one array of values in document order (ids are indices; 0 is the root),
+ * a container linking its children through `next`, with strings and keys copied into one
+ * buffer, so that lookups and walks need no allocation and ids stay small integers.
  */
 #include "programs/statsjson.h"
 
 #include <errno.h>
-#include <math.h>
-#include <stdarg.h>
+#include <jansson.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,425 +29,115 @@ typedef struct sj_val {
 } sj_val;
 
 struct sj_doc {
-    char *buf;  /* the text's copy, strings decoded in place */
+    char *buf; /* strings and keys, each NUL-terminated */
+    size_t used, size;
     sj_val *v;  /* values; v[0] the root */
     uint32_t n; /* values used */
     uint32_t cap;
 };
 
-typedef struct parser {
-    sj_doc *d;
-    const char *s; /* == d->buf */
-    size_t len, pos;
-    char *err;
-    size_t errlen;
-    int rc; /* first error */
-} parser;
-
-static void fail(parser *p, int rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-
-static void fail(parser *p, int rc, const char *fmt, ...)
+/* Copy n bytes of s into d->buf; its offset, or -1 (out of memory). */
+static int64_t put_text(sj_doc *d, const char *s, size_t n)
 {
-    if (p->rc)
-        return;
-    p->rc = rc;
-    if (!p->err || !p->errlen)
-        return;
-    int n = snprintf(p->err, p->errlen, "byte %zu: ", p->pos);
-    if (n < 0 || (size_t)n >= p->errlen)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(p->err + n, p->errlen - (size_t)n, fmt, ap);
-    va_end(ap);
-}
-
-static void skip_ws(parser *p)
-{
-    while (p->pos < p->len) {
-        char c = p->s[p->pos];
-        if (c != ' ' && c != '\t' && c != '\n' && c != '\r')
-            break;
-        p->pos++;
+    if (d->used + n + 1 > d->size) {
+        size_t size = d->size ? d->size : 4096;
+        while (d->used + n + 1 > size)
+            size *= 2;
+        char *b = realloc(d->buf, size);
+        if (!b)
+            return -1;
+        d->buf = b, d->size = size;
     }
+    memcpy(d->buf + d->used, s, n);
+    d->buf[d->used + n] = 0;
+    int64_t at = (int64_t)d->used;
+    d->used += n + 1;
+    return at;
 }
 
-/* A printable description of the byte at pos, for messages. */
-static const char *what_here(parser *p, char *tmp, size_t n)
+/* A new value of json value j (key: its member name, or NULL) at depth, its children
+ * after it; its id, or -E2BIG / -ENOMEM. */
+static int64_t flatten(sj_doc *d, json_t *j, const char *key, int depth, const char **why)
 {
-    if (p->pos >= p->len)
-        return "end of text";
-    unsigned char c = (unsigned char)p->s[p->pos];
-    if (c > 0x20 && c < 0x7f)
-        snprintf(tmp, n, "'%c'", c);
-    else
-        snprintf(tmp, n, "byte 0x%02x", c);
-    return tmp;
-}
-
-static void unexpected(parser *p, const char *expected)
-{
-    char tmp[16];
-    fail(p, -EINVAL, "expected %s, found %s", expected, what_here(p, tmp, sizeof tmp));
-}
-
-/* A new value of type t; its id, or -1 (error set). */
-static int new_val(parser *p, int t)
-{
-    sj_doc *d = p->d;
+    if (d->n == SJ_MAX_VALUES)
+        return *why = "more than 262144 values", -E2BIG;
+    if (depth > SJ_MAX_DEPTH)
+        return *why = "arrays and objects nested more than 64 deep", -E2BIG;
     if (d->n == d->cap) {
-        if (d->cap >= SJ_MAX_VALUES) {
-            fail(p, -E2BIG, "more than %d values", SJ_MAX_VALUES);
-            return -1;
-        }
         uint32_t cap = d->cap ? d->cap * 2 : 64;
-        if (cap > SJ_MAX_VALUES)
-            cap = SJ_MAX_VALUES;
-        sj_val *nv = realloc(d->v, cap * sizeof *nv);
-        if (!nv) {
-            fail(p, -ENOMEM, "out of memory");
-            return -1;
-        }
-        d->v = nv, d->cap = cap;
+        sj_val *v = realloc(d->v, cap * sizeof *v);
+        if (!v)
+            return -ENOMEM;
+        d->v = v, d->cap = cap;
     }
-    sj_val *v = &d->v[d->n];
-    memset(v, 0, sizeof *v);
-    v->type = (uint8_t)t;
-    v->key = NOKEY;
-    return (int)d->n++;
-}
-
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
-/* Four hex digits at pos (after "\u"); the code unit, or -1 (error set). */
-static long hex4(parser *p)
-{
-    long u = 0;
-    for (int i = 0; i < 4; i++) {
-        int h = p->pos < p->len ? hexval(p->s[p->pos]) : -1;
-        if (h < 0) {
-            unexpected(p, "4 hex digits after \\u");
-            return -1;
-        }
-        u = u * 16 + h;
-        p->pos++;
+    uint32_t id = d->n++;
+    sj_val x = {.key = NOKEY};
+    if (key) {
+        int64_t at = put_text(d, key, strlen(key));
+        if (at < 0)
+            return -ENOMEM;
+        x.key = (uint32_t)at, x.keylen = (uint32_t)strlen(key);
     }
-    return u;
-}
-
-/* Length of the valid UTF-8 sequence at pos (lead byte >= 0x80), or 0 (RFC 3629 table). */
-static size_t utf8_len(parser *p)
-{
-    const unsigned char *s = (const unsigned char *)p->s + p->pos;
-    size_t left = p->len - p->pos;
-    unsigned char c = s[0];
-    size_t n;
-    unsigned char lo = 0x80, hi = 0xbf; /* range of the second byte */
-    if (c >= 0xc2 && c <= 0xdf)
-        n = 2;
-    else if (c >= 0xe0 && c <= 0xef) {
-        n = 3;
-        if (c == 0xe0)
-            lo = 0xa0; /* overlong */
-        if (c == 0xed)
-            hi = 0x9f; /* surrogates */
-    } else if (c >= 0xf0 && c <= 0xf4) {
-        n = 4;
-        if (c == 0xf0)
-            lo = 0x90; /* overlong */
-        if (c == 0xf4)
-            hi = 0x8f; /* above U+10FFFF */
-    } else
-        return 0;
-    if (left < n || s[1] < lo || s[1] > hi)
-        return 0;
-    for (size_t i = 2; i < n; i++)
-        if ((s[i] & 0xc0) != 0x80)
-            return 0;
-    return n;
-}
-
-static char *put_utf8(char *w, unsigned long u)
-{
-    if (u < 0x80) {
-        *w++ = (char)u;
-    } else if (u < 0x800) {
-        *w++ = (char)(0xc0 | u >> 6);
-        *w++ = (char)(0x80 | (u & 0x3f));
-    } else if (u < 0x10000) {
-        *w++ = (char)(0xe0 | u >> 12);
-        *w++ = (char)(0x80 | (u >> 6 & 0x3f));
-        *w++ = (char)(0x80 | (u & 0x3f));
-    } else {
-        *w++ = (char)(0xf0 | u >> 18);
-        *w++ = (char)(0x80 | (u >> 12 & 0x3f));
-        *w++ = (char)(0x80 | (u >> 6 & 0x3f));
-        *w++ = (char)(0x80 | (u & 0x3f));
+    switch (json_typeof(j)) {
+    case JSON_NULL:
+        x.type = SJ_NULL;
+        break;
+    case JSON_FALSE:
+        x.type = SJ_FALSE;
+        break;
+    case JSON_TRUE:
+        x.type = SJ_TRUE;
+        break;
+    case JSON_INTEGER: /* (not made: JSON_DECODE_INT_AS_REAL) */
+    case JSON_REAL:
+        x.type = SJ_NUMBER;
+        x.num = json_number_value(j);
+        break;
+    case JSON_STRING: {
+        x.type = SJ_STRING;
+        int64_t at = put_text(d, json_string_value(j), json_string_length(j));
+        if (at < 0)
+            return -ENOMEM;
+        x.first = (uint32_t)at, x.count = (uint32_t)json_string_length(j);
+        break;
     }
-    return w;
-}
-
-/* A string at pos (on its opening quote), decoded in place; its offset and length. */
-static int parse_string(parser *p, uint32_t *off, uint32_t *len)
-{
-    char *buf = p->d->buf;
-    p->pos++; /* the quote */
-    size_t start = p->pos;
-    char *w = buf + start;
-    for (;;) {
-        if (p->pos >= p->len) {
-            fail(p, -EINVAL, "unterminated string (opened at byte %zu)", start - 1);
-            return -1;
-        }
-        unsigned char c = (unsigned char)p->s[p->pos];
-        if (c == '"') {
-            *len = (uint32_t)(w - (buf + start));
-            *off = (uint32_t)start;
-            *w = 0; /* at or before the closing quote */
-            p->pos++;
-            return 0;
-        }
-        if (c < 0x20) {
-            fail(p, -EINVAL, "control character 0x%02x in a string (escape it)", c);
-            return -1;
-        }
-        if (c >= 0x80) {
-            size_t n = utf8_len(p);
-            if (!n) {
-                fail(p, -EINVAL, "invalid UTF-8 in a string");
-                return -1;
-            }
-            memmove(w, p->s + p->pos, n);
-            w += n, p->pos += n;
-            continue;
-        }
-        if (c != '\\') {
-            *w++ = (char)c;
-            p->pos++;
-            continue;
-        }
-        p->pos++;
-        char e = p->pos < p->len ? p->s[p->pos] : 0;
-        static const char from[] = "\"\\/bfnrt", to[] = "\"\\/\b\f\n\r\t";
-        const char *hit = e ? strchr(from, e) : NULL;
-        if (hit) {
-            *w++ = to[hit - from];
-            p->pos++;
-            continue;
-        }
-        if (e != 'u') {
-            unexpected(p, "an escape (\\\" \\\\ \\/ \\b \\f \\n \\r \\t \\uXXXX)");
-            return -1;
-        }
-        p->pos++;
-        long u = hex4(p);
-        if (u < 0)
-            return -1;
-        if (u >= 0xdc00 && u <= 0xdfff) {
-            fail(p, -EINVAL, "\\u%04lx: a low surrogate without a high one", u);
-            return -1;
-        }
-        if (u >= 0xd800 && u <= 0xdbff) {
-            if (p->pos + 1 >= p->len || p->s[p->pos] != '\\' || p->s[p->pos + 1] != 'u') {
-                fail(p, -EINVAL, "\\u%04lx: a high surrogate not followed by \\uDC00..\\uDFFF", u);
-                return -1;
-            }
-            p->pos += 2;
-            long lo = hex4(p);
-            if (lo < 0)
-                return -1;
-            if (lo < 0xdc00 || lo > 0xdfff) {
-                fail(p, -EINVAL, "\\u%04lx\\u%04lx: not a surrogate pair", u, lo);
-                return -1;
-            }
-            u = 0x10000 + ((u - 0xd800) << 10) + (lo - 0xdc00);
-        }
-        w = put_utf8(w, (unsigned long)u);
+    case JSON_ARRAY:
+    case JSON_OBJECT:
+        x.type = json_is_array(j) ? SJ_ARRAY : SJ_OBJECT;
+        break;
     }
-}
-
-static int is_digit(parser *p)
-{
-    return p->pos < p->len && p->s[p->pos] >= '0' && p->s[p->pos] <= '9';
-}
-
-/* A number at pos (on '-' or a digit), by RFC 8259's grammar, then strtod. */
-static int parse_number(parser *p, double *out)
-{
-    size_t start = p->pos;
-    if (p->s[p->pos] == '-')
-        p->pos++;
-    if (!is_digit(p)) {
-        unexpected(p, "a digit");
-        return -1;
-    }
-    if (p->s[p->pos] == '0') {
-        p->pos++;
-        if (is_digit(p)) {
-            fail(p, -EINVAL, "leading zero in a number");
-            return -1;
+    d->v[id] = x;
+    uint32_t prev = 0;
+    int64_t c;
+    size_t i;
+    json_t *e;
+    const char *k;
+    if (json_is_array(j)) {
+        json_array_foreach(j, i, e)
+        {
+            if ((c = flatten(d, e, NULL, depth + 1, why)) < 0)
+                return c;
+            if (prev)
+                d->v[prev].next = (uint32_t)c;
+            else
+                d->v[id].first = (uint32_t)c;
+            prev = (uint32_t)c;
+            d->v[id].count++;
         }
-    } else {
-        while (is_digit(p))
-            p->pos++;
-    }
-    if (p->pos < p->len && p->s[p->pos] == '.') {
-        p->pos++;
-        if (!is_digit(p)) {
-            unexpected(p, "a digit after '.'");
-            return -1;
-        }
-        while (is_digit(p))
-            p->pos++;
-    }
-    if (p->pos < p->len && (p->s[p->pos] == 'e' || p->s[p->pos] == 'E')) {
-        p->pos++;
-        if (p->pos < p->len && (p->s[p->pos] == '+' || p->s[p->pos] == '-'))
-            p->pos++;
-        if (!is_digit(p)) {
-            unexpected(p, "a digit in the exponent");
-            return -1;
-        }
-        while (is_digit(p))
-            p->pos++;
-    }
-    /* the copy is NUL-terminated, and strtod reads every number of the grammar above up
-     * to pos; it reads further only where the text goes on in a way JSON forbids ("0x1f")
-     * (the NULs parse_string writes sit inside strings, never right after a number) */
-    char *end;
-    double v = strtod(p->s + start, &end);
-    if (end != p->s + p->pos) { /* "0x1": strtod reads hex, the grammar stops at 'x' */
-        unexpected(p, "',', ']', '}' or the end after a number");
-        return -1;
-    }
-    if (isinf(v)) {
-        p->pos = start;
-        fail(p, -EINVAL, "number out of the range of a double");
-        return -1;
-    }
-    *out = v;
-    return 0;
-}
-
-static int parse_value(parser *p, int depth);
-
-/* An array or object at pos (on '[' or '{'). */
-static int parse_container(parser *p, int id, int depth)
-{
-    int object = p->d->v[id].type == SJ_OBJECT;
-    char close = object ? '}' : ']';
-    p->pos++;
-    skip_ws(p);
-    if (p->pos < p->len && p->s[p->pos] == close) {
-        p->pos++;
-        return 0;
-    }
-    int last = 0;
-    for (;;) {
-        uint32_t koff = NOKEY, klen = 0;
-        if (object) {
-            if (p->pos >= p->len || p->s[p->pos] != '"') {
-                unexpected(p, "a key (a string)");
-                return -1;
-            }
-            if (parse_string(p, &koff, &klen))
-                return -1;
-            skip_ws(p);
-            if (p->pos >= p->len || p->s[p->pos] != ':') {
-                unexpected(p, "':' after a key");
-                return -1;
-            }
-            p->pos++;
-            skip_ws(p);
-        }
-        int c = parse_value(p, depth + 1);
-        if (c < 0)
-            return -1;
-        sj_val *v = p->d->v; /* after parse_value: it may have moved */
-        v[c].key = koff, v[c].keylen = klen;
-        if (last)
-            v[last].next = (uint32_t)c;
-        else
-            v[id].first = (uint32_t)c;
-        v[id].count++;
-        last = c;
-        skip_ws(p);
-        if (p->pos < p->len && p->s[p->pos] == ',') {
-            p->pos++;
-            skip_ws(p);
-            continue;
-        }
-        if (p->pos < p->len && p->s[p->pos] == close) {
-            p->pos++;
-            return 0;
-        }
-        unexpected(p, object ? "',' or '}'" : "',' or ']'");
-        return -1;
-    }
-}
-
-/* A value at pos (whitespace before it skipped); its id or -1. */
-static int parse_value(parser *p, int depth)
-{
-    if (p->pos >= p->len) {
-        unexpected(p, "a value");
-        return -1;
-    }
-    char c = p->s[p->pos];
-    static const struct {
-        const char *word;
-        int type;
-    } lit[] = {{"null", SJ_NULL}, {"false", SJ_FALSE}, {"true", SJ_TRUE}};
-    for (size_t i = 0; i < sizeof lit / sizeof lit[0]; i++) {
-        size_t n = strlen(lit[i].word);
-        if (c == lit[i].word[0]) {
-            if (p->len - p->pos < n || memcmp(p->s + p->pos, lit[i].word, n)) {
-                unexpected(p, lit[i].word);
-                return -1;
-            }
-            p->pos += n;
-            return new_val(p, lit[i].type);
+    } else if (json_is_object(j)) {
+        json_object_foreach(j, k, e) /* in document order (jansson keeps it) */
+        {
+            if ((c = flatten(d, e, k, depth + 1, why)) < 0)
+                return c;
+            if (prev)
+                d->v[prev].next = (uint32_t)c;
+            else
+                d->v[id].first = (uint32_t)c;
+            prev = (uint32_t)c;
+            d->v[id].count++;
         }
     }
-    if (c == '"') {
-        uint32_t off, len;
-        if (parse_string(p, &off, &len))
-            return -1;
-        int id = new_val(p, SJ_STRING);
-        if (id >= 0)
-            p->d->v[id].first = off, p->d->v[id].count = len;
-        return id;
-    }
-    if (c == '-' || (c >= '0' && c <= '9')) {
-        double x;
-        if (parse_number(p, &x))
-            return -1;
-        int id = new_val(p, SJ_NUMBER);
-        if (id >= 0)
-            p->d->v[id].num = x;
-        return id;
-    }
-    if (c == '[' || c == '{') {
-        if (depth >= SJ_MAX_DEPTH) {
-            fail(p, -E2BIG, "more than %d nested arrays and objects", SJ_MAX_DEPTH);
-            return -1;
-        }
-        int id = new_val(p, c == '[' ? SJ_ARRAY : SJ_OBJECT);
-        if (id < 0 || parse_container(p, id, depth))
-            return -1;
-        return id;
-    }
-    unexpected(p, "a value");
-    return -1;
+    return id;
 }
 
 void sj_free(sj_doc *d)
@@ -466,33 +154,38 @@ int sj_parse(const char *text, size_t len, sj_doc **out, char *err, size_t errle
     *out = NULL;
     if (err && errlen)
         err[0] = 0;
-    parser p = {.len = len, .err = err, .errlen = errlen};
     if (len > SJ_MAX_TEXT) {
-        fail(&p, -E2BIG, "text of %zu bytes, more than %d", len, SJ_MAX_TEXT);
-        return p.rc;
+        if (err && errlen)
+            snprintf(err, errlen, "byte 0: text of %zu bytes, more than %d", len, SJ_MAX_TEXT);
+        return -E2BIG;
+    }
+    const char *nul = memchr(text, 0, len); /* jansson would end the text there */
+    if (nul) {
+        if (err && errlen)
+            snprintf(err, errlen, "byte %zu: a NUL byte (0x00) in the text", (size_t)(nul - text));
+        return -EINVAL;
+    }
+    json_error_t je;
+    json_t *root = json_loadb(
+        text, len,
+        JSON_DECODE_ANY | JSON_REJECT_DUPLICATES | JSON_DECODE_INT_AS_REAL | JSON_ALLOW_NUL, &je);
+    if (!root) {
+        if (err && errlen)
+            snprintf(err, errlen, "byte %d: %s", je.position, je.text);
+        enum json_error_code c = json_error_code(&je);
+        return c == json_error_out_of_memory    ? -ENOMEM
+               : c == json_error_stack_overflow ? -E2BIG
+                                                : -EINVAL;
     }
     sj_doc *d = calloc(1, sizeof *d);
-    if (!d || !(d->buf = malloc(len + 1))) {
-        free(d);
-        fail(&p, -ENOMEM, "out of memory");
-        return p.rc;
-    }
-    if (len)
-        memcpy(d->buf, text, len);
-    d->buf[len] = 0;
-    p.d = d, p.s = d->buf;
-    skip_ws(&p);
-    int root = parse_value(&p, 0);
-    if (root == 0) {
-        skip_ws(&p);
-        if (p.pos < p.len)
-            unexpected(&p, "end of text after the value");
-    }
-    if (root != 0 && !p.rc) /* the first value made is always the root */
-        fail(&p, -EINVAL, "internal error: root is value %d", root);
-    if (p.rc) {
+    const char *why = "out of memory";
+    int64_t rc = d ? flatten(d, root, NULL, 0, &why) : -ENOMEM;
+    json_decref(root);
+    if (rc < 0) {
+        if (err && errlen)
+            snprintf(err, errlen, "%s", why);
         sj_free(d);
-        return p.rc;
+        return (int)rc;
     }
     *out = d;
     return 0;

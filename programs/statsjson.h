@@ -5,21 +5,23 @@
  *
  * Neighbours: programs/top.c reads MNT/stats and renders it; tests/fuzz/fuzz_stats_json.c
  * and tests/check_statsjson.c exercise it. It includes no FUSE header and calls nothing of
- * the engine: it depends on libc only.
+ * the engine: it depends on libc and jansson.
  *
- * Strict means RFC 8259 exactly: one value, surrounded by optional whitespace (space, tab,
- * LF, CR); no comments, trailing commas, single quotes, NaN or Infinity, leading zeros,
- * '+' signs or bare control characters in strings; strings are valid UTF-8 (no overlong
- * forms, no surrogates) and \u escapes are decoded to UTF-8 (a high surrogate must be
- * followed by a low one). A number whose magnitude overflows a double is refused.
- * Duplicate object keys are accepted; lookups find the first.
+ * The parser is jansson's (Debian's libjansson, fuzzed upstream and by fuzz_stats_json here):
+ * RFC 8259 exactly — one value of any type, surrounded by optional whitespace; no
+ * comments, trailing commas, single quotes, NaN or Infinity, leading zeros, '+' signs or
+ * bare control characters in strings; strings valid UTF-8, \u escapes decoded (a lone
+ * surrogate is refused; "\u0000" is allowed in values, not in keys); a number whose
+ * magnitude overflows a double is refused. A duplicate object key is refused (the
+ * hand-written parser before it let the first win: /stats never repeats a key, and a
+ * reader should not guess). Messages are jansson's, after "byte N: ".
  *
  * Bounds, so that no input can make it use unbounded time, memory or stack: at most
- * SJ_MAX_TEXT bytes, SJ_MAX_DEPTH nested arrays and objects (recursion depth), and
- * SJ_MAX_VALUES values. Memory is about 32 bytes per value plus one copy of the text.
+ * SJ_MAX_TEXT bytes, SJ_MAX_DEPTH nested arrays and objects, and SJ_MAX_VALUES values.
+ * A raw NUL byte anywhere in the text is refused.
  *
- * Numbers are converted with strtod: the process must keep the "C" LC_NUMERIC locale
- * (batchfs never calls setlocale).
+ * Numbers are converted by jansson with strtod: the process must keep the "C" LC_NUMERIC
+ * locale (batchfs never calls setlocale).
  */
 #ifndef BATCHFS_PROGRAMS_STATSJSON_H
 #define BATCHFS_PROGRAMS_STATSJSON_H
@@ -74,7 +76,7 @@ int sj_next(const sj_doc *d, int v);
 
 /*
  * sj_key - the key of v when v is the value of an object member (*len its length in
- * bytes: a key may hold "\u0000"); NULL otherwise. NUL-terminated; owned by d.
+ * bytes); NULL otherwise. NUL-terminated; owned by d.
  */
 const char *sj_key(const sj_doc *d, int v, size_t *len);
 
