@@ -1,0 +1,384 @@
+/*
+ * tfrecord.c — TFRecord framing, CRC-32C and the tf.train.Example reader (see
+ * tfrecord.h).
+ *
+ * The protobuf reader walks the bytes in place: no allocation, every length checked
+ * against the message that holds it before it is used.
+ */
+#include "engine/dataset/tfrecord.h"
+#include "base/endian.h"
+#include "base/err.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- CRC-32C (Castagnoli, reflected polynomial 0x82f63b78), slicing by 8 ---------------- */
+
+static uint32_t crc_table[8][256];
+static pthread_once_t crc_once = PTHREAD_ONCE_INIT;
+
+static void crc_init(void)
+{
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++)
+            c = c & 1 ? (c >> 1) ^ 0x82f63b78u : c >> 1;
+        crc_table[0][i] = c;
+    }
+    for (uint32_t i = 0; i < 256; i++)
+        for (int t = 1; t < 8; t++)
+            crc_table[t][i] = (crc_table[t - 1][i] >> 8) ^ crc_table[0][crc_table[t - 1][i] & 0xff];
+}
+
+uint32_t bfs_crc32c(uint32_t crc, const void *data, size_t n)
+{
+    const uint8_t *p = data;
+    pthread_once(&crc_once, crc_init);
+    crc = ~crc;
+    while (n >= 8) {
+        uint32_t lo = bfs_ld32(p) ^ crc, hi = bfs_ld32(p + 4);
+        crc = crc_table[7][lo & 0xff] ^ crc_table[6][(lo >> 8) & 0xff] ^
+              crc_table[5][(lo >> 16) & 0xff] ^ crc_table[4][lo >> 24] ^ crc_table[3][hi & 0xff] ^
+              crc_table[2][(hi >> 8) & 0xff] ^ crc_table[1][(hi >> 16) & 0xff] ^
+              crc_table[0][hi >> 24];
+        p += 8, n -= 8;
+    }
+    while (n--)
+        crc = (crc >> 8) ^ crc_table[0][(crc ^ *p++) & 0xff];
+    return ~crc;
+}
+
+uint32_t bfs_tfr_mask(uint32_t crc)
+{
+    return ((crc >> 15) | (crc << 17)) + 0xa282ead8u;
+}
+
+/* ---- record framing ---------------------------------------------------------------------- */
+
+void bfs_tfr_init(bfs_tfr *r, bfs_shard_in in, const char *image_key, const char *label_key)
+{
+    memset(r, 0, sizeof *r);
+    r->in = in;
+    r->image_key = image_key ? image_key : "image/encoded";
+    r->label_key = label_key ? label_key : "image/class/label";
+}
+
+void bfs_tfr_close(bfs_tfr *r)
+{
+    if (!r)
+        return;
+    free(r->buf);
+    r->buf = NULL;
+    r->cap = r->len = 0;
+}
+
+/* Up to n bytes into buf: how many (fewer only at the end) or a negative errno. */
+static ssize_t read_some(bfs_tfr *r, void *buf, size_t n)
+{
+    size_t got = 0;
+    while (got < n) {
+        ssize_t k = r->in.read_cb(r->in.ctx, (uint8_t *)buf + got, n - got);
+        if (k == -EINTR)
+            continue;
+        if (k < 0)
+            return k;
+        if (k == 0)
+            break;
+        got += (size_t)k;
+    }
+    r->off += got;
+    return (ssize_t)got;
+}
+
+static int truncated(bfs_tfr *r, uint64_t at, char *err, size_t errlen)
+{
+    return bfs_errf(-EINVAL, err, errlen,
+                    "truncated: the stream ends at byte %llu, inside record %llu (from byte %llu)",
+                    (unsigned long long)r->off, (unsigned long long)r->index,
+                    (unsigned long long)at);
+}
+
+int bfs_tfr_next(bfs_tfr *r, char *err, size_t errlen)
+{
+    uint8_t head[12], tail[4];
+    uint64_t at = r->off;
+    ssize_t k = read_some(r, head, sizeof head);
+    if (k < 0)
+        return bfs_errf((int)k, err, errlen, "reading: %s", bfs_strerror((int)k));
+    if (k == 0)
+        return 0;
+    if (k < (ssize_t)sizeof head)
+        return truncated(r, at, err, errlen);
+    uint64_t len = bfs_ld64(head);
+    if (bfs_tfr_mask(bfs_crc32c(0, head, 8)) != bfs_ld32(head + 8)) {
+        if (at == 0 && head[0] == 0x1f && head[1] == 0x8b)
+            return bfs_errf(-EINVAL, err, errlen,
+                            "GZIP-compressed: decompress it first (plain TFRecords are read)");
+        if (at == 0)
+            return bfs_errf(-EINVAL, err, errlen,
+                            "not a TFRecord file: bad length checksum at byte 0 (or "
+                            "ZLIB-compressed: decompress it first)");
+        return bfs_errf(-EINVAL, err, errlen,
+                        "record %llu at byte %llu: bad length checksum (CRC-32C mismatch)",
+                        (unsigned long long)r->index, (unsigned long long)at);
+    }
+    if (len > BFS_TFR_RECORD_MAX)
+        return bfs_errf(
+            -EINVAL, err, errlen, "record %llu at byte %llu: %llu bytes, over the 1 GiB this reads",
+            (unsigned long long)r->index, (unsigned long long)at, (unsigned long long)len);
+    if (len > r->cap || !r->buf) {
+        size_t c = r->cap ? r->cap : 65536;
+        while (c < len)
+            c *= 2;
+        uint8_t *b = realloc(r->buf, c);
+        if (!b)
+            return bfs_errf(-ENOMEM, err, errlen, "out of memory (a record of %llu bytes)",
+                            (unsigned long long)len);
+        r->buf = b, r->cap = c;
+    }
+    k = read_some(r, r->buf, (size_t)len);
+    if (k >= 0 && (uint64_t)k == len)
+        k = read_some(r, tail, sizeof tail);
+    else if (k >= 0)
+        k = 0; /* short: truncated */
+    if (k < 0)
+        return bfs_errf((int)k, err, errlen, "reading: %s", bfs_strerror((int)k));
+    if (k != (ssize_t)sizeof tail)
+        return truncated(r, at, err, errlen);
+    if (bfs_tfr_mask(bfs_crc32c(0, r->buf, (size_t)len)) != bfs_ld32(tail))
+        return bfs_errf(-EINVAL, err, errlen,
+                        "record %llu at byte %llu: bad data checksum (CRC-32C mismatch)",
+                        (unsigned long long)r->index, (unsigned long long)at);
+    r->len = (size_t)len;
+    r->index++;
+    return 1;
+}
+
+/* ---- protobuf ------------------------------------------------------------------------------ */
+
+typedef struct pb {
+    const uint8_t *p, *end;
+} pb;
+
+static int pb_varint(pb *b, uint64_t *v)
+{
+    uint64_t x = 0;
+    for (int i = 0; i < 10; i++) {
+        if (b->p >= b->end)
+            return -1;
+        uint8_t c = *b->p++;
+        if (i == 9 && c > 1)
+            return -1; /* more than 64 bits */
+        x |= (uint64_t)(c & 0x7f) << (7 * i);
+        if (!(c & 0x80)) {
+            *v = x;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+/* The next field: its number and wire type; for length-delimited ones, sub = the bytes. */
+static int pb_field(pb *b, uint64_t *num, int *wt, pb *sub, uint64_t *val)
+{
+    uint64_t tag, len;
+    if (pb_varint(b, &tag))
+        return -1;
+    *num = tag >> 3, *wt = (int)(tag & 7);
+    if (*num == 0 || *num > 536870911u)
+        return -1;
+    switch (*wt) {
+    case 0:
+        return pb_varint(b, val);
+    case 1:
+    case 5: {
+        size_t n = *wt == 1 ? 8 : 4;
+        if ((size_t)(b->end - b->p) < n)
+            return -1;
+        b->p += n;
+        return 0;
+    }
+    case 2:
+        if (pb_varint(b, &len) || len > (uint64_t)(b->end - b->p))
+            return -1;
+        sub->p = b->p, sub->end = b->p + len;
+        b->p += len;
+        return 0;
+    default: /* groups (3, 4, deprecated) and wire types 6, 7 */
+        return -1;
+    }
+}
+
+/* A list message (BytesList, FloatList, Int64List) of the given kind into f. */
+static int pb_list(pb b, int kind, bfs_tfr_feature *f)
+{
+    uint64_t num, v;
+    int wt;
+    pb sub;
+    while (b.p < b.end) {
+        if (pb_field(&b, &num, &wt, &sub, &v))
+            return -1;
+        if (num != 1)
+            continue; /* unknown field */
+        if (kind == 1) {
+            if (wt != 2)
+                return -1;
+            if (f->count++ == 0)
+                f->bytes = sub.p, f->bytes_len = (size_t)(sub.end - sub.p);
+        } else if (kind == 2) { /* floats: fixed32, packed or not */
+            if (wt == 5)
+                f->count++;
+            else if (wt == 2 && (sub.end - sub.p) % 4 == 0)
+                f->count += (uint64_t)(sub.end - sub.p) / 4;
+            else
+                return -1;
+        } else if (wt == 0) {
+            if (f->count++ == 0)
+                f->int64 = (int64_t)v;
+        } else if (wt == 2) { /* packed varints */
+            while (sub.p < sub.end) {
+                if (pb_varint(&sub, &v))
+                    return -1;
+                if (f->count++ == 0)
+                    f->int64 = (int64_t)v;
+            }
+        } else
+            return -1;
+    }
+    return 0;
+}
+
+/* A Feature message into f (the last kind given wins, as for a protobuf oneof; a kind
+ * given twice is merged: its lists concatenated). */
+static int pb_feature(pb b, bfs_tfr_feature *f)
+{
+    uint64_t num, v;
+    int wt;
+    pb sub;
+    while (b.p < b.end) {
+        if (pb_field(&b, &num, &wt, &sub, &v))
+            return -1;
+        if (num < 1 || num > 3)
+            continue;
+        if (wt != 2)
+            return -1;
+        if (f->kind != (int)num)
+            memset(f, 0, sizeof *f), f->kind = (int)num;
+        if (pb_list(sub, (int)num, f))
+            return -1;
+    }
+    if (!f->kind)
+        f->kind = -1; /* present, no kind set: treated as absent by callers (kind <= 0) */
+    return 0;
+}
+
+static int key_is(pb k, const char *key)
+{
+    size_t n = strlen(key);
+    return (size_t)(k.end - k.p) == n && !memcmp(k.p, key, n);
+}
+
+int bfs_tfr_example(const uint8_t *p, size_t n, const char *image_key, const char *label_key,
+                    bfs_tfr_feature *image, bfs_tfr_feature *label)
+{
+    static const uint8_t none[1];
+    if (!n)
+        p = none; /* no arithmetic on a null pointer */
+    pb ex = {p, p + n}, feats, entry, key, val;
+    uint64_t num, v;
+    int wt;
+    memset(image, 0, sizeof *image);
+    memset(label, 0, sizeof *label);
+    while (ex.p < ex.end) {
+        if (pb_field(&ex, &num, &wt, &feats, &v))
+            return -EINVAL;
+        if (num != 1)
+            continue;
+        if (wt != 2)
+            return -EINVAL;
+        while (feats.p < feats.end) { /* Features: map entries, field 1 */
+            if (pb_field(&feats, &num, &wt, &entry, &v))
+                return -EINVAL;
+            if (num != 1)
+                continue;
+            if (wt != 2)
+                return -EINVAL;
+            int have_key = 0, have_val = 0;
+            key.p = key.end = entry.p; /* a missing key is "" */
+            pb e = entry;
+            while (e.p < e.end) {
+                pb sub;
+                if (pb_field(&e, &num, &wt, &sub, &v))
+                    return -EINVAL;
+                if ((num == 1 || num == 2) && wt != 2)
+                    return -EINVAL;
+                if (num == 1)
+                    key = sub, have_key = 1;
+                else if (num == 2)
+                    val = sub, have_val = 1;
+            }
+            (void)have_key;
+            bfs_tfr_feature f = {0}, *dst = NULL;
+            if (key_is(key, image_key))
+                dst = image;
+            else if (key_is(key, label_key))
+                dst = label;
+            if (have_val && pb_feature(val, &f))
+                return -EINVAL;
+            if (dst) /* the last entry for a key wins */
+                *dst = have_val ? f : (bfs_tfr_feature){.kind = -1};
+        }
+    }
+    if (image->kind < 0)
+        image->kind = 0;
+    if (label->kind < 0)
+        label->kind = 0;
+    return 0;
+}
+
+int bfs_tfr_next_sample(bfs_tfr *r, bfs_shard_sample *s, char *err, size_t errlen)
+{
+    memset(s, 0, sizeof *s);
+    uint64_t at = r->off;
+    int rc = bfs_tfr_next(r, err, errlen);
+    if (rc <= 0)
+        return rc;
+    snprintf(r->key, sizeof r->key, "record %llu", (unsigned long long)(r->index - 1));
+    s->key = r->key;
+    s->offset = at;
+    bfs_tfr_feature img, lab;
+    if (bfs_tfr_example(r->buf, r->len, r->image_key, r->label_key, &img, &lab)) {
+        s->skip = "not a tf.train.Example";
+        return 1;
+    }
+    if (img.kind == 0 || (img.kind == 1 && img.count == 0)) {
+        s->skip = "no image (the --image-key feature is absent or empty)";
+        return 1;
+    }
+    if (img.kind != 1 || img.count != 1) {
+        s->skip = "the image feature is not one bytes value";
+        return 1;
+    }
+    if (lab.kind == 0 || (lab.kind == 3 && lab.count == 0)) {
+        s->skip = "no label (the --label-key feature is absent or empty)";
+        return 1;
+    }
+    if (lab.kind != 3 || lab.count != 1) {
+        s->skip = "the label feature is not one int64 value";
+        return 1;
+    }
+    if (lab.int64 < 0 || lab.int64 > BFS_SHARD_LABEL_MAX) {
+        s->skip = "label out of range (0..16777215)";
+        return 1;
+    }
+    s->label = lab.int64;
+    if (!(s->image = malloc(img.bytes_len ? img.bytes_len : 1)))
+        return bfs_errf(-ENOMEM, err, errlen, "out of memory (an image of %zu bytes)",
+                        img.bytes_len);
+    memcpy(s->image, img.bytes, img.bytes_len);
+    s->image_len = img.bytes_len;
+    return 1;
+}

@@ -1,0 +1,173 @@
+/*
+ * fuzz_tfrecord.c — libFuzzer target for the TFRecord reader of mkbatchfs
+ * (engine/dataset/tfrecord.c): record framing with its CRC-32C checks, and the strict
+ * protobuf reader of tf.train.Example.
+ *
+ * Input: [0] bits 0-1: which (0: a TFRecord stream as is; 1: records framed here with
+ *        correct CRCs from the input's chunks, [u16 length][bytes]..., then, with bit 2,
+ *        one bit flipped at an offset from [1..2]; 2, 3: an Example's bytes), bits 3-5: how
+ *        many bytes the read callback hands out at a time; the rest: the bytes.
+ * Checked (tfrecord.h):
+ *  - no crash, no read outside the input, no leak; stream errors are -EINVAL with a
+ *    one-line message; the stream is never read past its end;
+ *  - CRC-32C: the check value of "123456789" (0xe3069283), and continuing a CRC over a
+ *    split gives the CRC of the whole;
+ *  - framed records come back exactly as framed, in order, then the end; with one bit
+ *    flipped anywhere, the records before it come back and then the read fails (CRC-32C
+ *    sees every 1-bit error, in the data, the length or a stored CRC);
+ *  - an Example's features point inside it; a sample not skipped has one image (its
+ *    bytes those of the Example's first value) and a label in 0..BFS_SHARD_LABEL_MAX.
+ */
+#include "engine/dataset/tfrecord.h"
+#include "base/endian.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CHECK(c)                                                                                   \
+    do {                                                                                           \
+        if (!(c)) {                                                                                \
+            fprintf(stderr, "fuzz_tfrecord: check failed at line %d: %s\n", __LINE__, #c);         \
+            abort();                                                                               \
+        }                                                                                          \
+    } while (0)
+
+typedef struct mem {
+    const uint8_t *p;
+    size_t n, pos, step;
+} mem;
+
+static ssize_t mem_read(void *ctx, void *buf, size_t n)
+{
+    mem *m = ctx;
+    size_t k = m->n - m->pos;
+    k = k < n ? k : n;
+    k = m->step && k > m->step ? m->step : k;
+    memcpy(buf, m->p + m->pos, k);
+    m->pos += k;
+    return (ssize_t)k;
+}
+
+static void check_example(const uint8_t *p, size_t n)
+{
+    bfs_tfr_feature img, lab;
+    int rc = bfs_tfr_example(p, n, "image/encoded", "image/class/label", &img, &lab);
+    CHECK(rc == 0 || rc == -EINVAL);
+    if (rc)
+        return;
+    CHECK(img.kind >= 0 && img.kind <= 3 && lab.kind >= 0 && lab.kind <= 3);
+    if (img.kind == 1 && img.count)
+        CHECK(img.bytes >= p && img.bytes_len <= n && img.bytes + img.bytes_len <= p + n);
+    if (lab.kind == 1 && lab.count)
+        CHECK(lab.bytes >= p && lab.bytes + lab.bytes_len <= p + n);
+    CHECK(img.count <= n && lab.count <= n);
+}
+
+/* Read a stream to its end as samples; the records read into *count. 0 or the error. */
+static int read_all(const uint8_t *p, size_t n, size_t step, const uint8_t *const *recs,
+                    const size_t *lens, size_t nrecs, size_t *count)
+{
+    mem m = {p, n, 0, step};
+    bfs_tfr r;
+    bfs_tfr_init(&r, (bfs_shard_in){mem_read, &m}, NULL, NULL);
+    char err[512];
+    int rc;
+    *count = 0;
+    for (;;) {
+        bfs_shard_sample s;
+        memset(err, 'x', sizeof err);
+        rc = bfs_tfr_next_sample(&r, &s, err, sizeof err);
+        CHECK(m.pos <= n && r.off == m.pos);
+        if (rc < 0) {
+            CHECK(rc == -EINVAL);
+            CHECK(memchr(err, 0, sizeof err) && err[0] && !strchr(err, '\n'));
+            CHECK(!s.image);
+            break;
+        }
+        if (rc == 0)
+            break;
+        CHECK(s.key && !strncmp(s.key, "record ", 7));
+        if (recs) {
+            CHECK(*count < nrecs && r.len == lens[*count] && !memcmp(r.buf, recs[*count], r.len));
+        }
+        check_example(r.buf, r.len);
+        if (!s.skip) {
+            bfs_tfr_feature img, lab;
+            CHECK(!bfs_tfr_example(r.buf, r.len, "image/encoded", "image/class/label", &img, &lab));
+            CHECK(img.kind == 1 && img.count == 1 && s.image_len == img.bytes_len);
+            CHECK(!memcmp(s.image, img.bytes, s.image_len));
+            CHECK(lab.kind == 3 && lab.count == 1 && s.label == lab.int64);
+            CHECK(s.label >= 0 && s.label <= BFS_SHARD_LABEL_MAX);
+        } else
+            CHECK(!s.image);
+        free(s.image);
+        (*count)++;
+    }
+    bfs_tfr_close(&r);
+    return rc < 0 ? rc : 0;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    static const char nine[] = "123456789";
+    CHECK(bfs_crc32c(0, nine, 9) == 0xe3069283u);
+    if (size < 3)
+        return 0;
+    int which = data[0] & 3;
+    size_t step = (data[0] >> 3 & 7) * 13;
+    const uint8_t *in = data + 3;
+    size_t n = size - 3;
+    if (n) {
+        size_t cut = bfs_ld16(data + 1) % n;
+        CHECK(bfs_crc32c(bfs_crc32c(0, in, cut), in + cut, n - cut) == bfs_crc32c(0, in, n));
+    }
+    if (which == 0) {
+        uint8_t *p = malloc(n ? n : 1);
+        CHECK(p);
+        memcpy(p, in, n);
+        size_t count;
+        read_all(p, n, step, NULL, NULL, 0, &count);
+        free(p);
+    } else if (which == 1) {
+        /* chunks [u16 len][bytes] into correctly framed records */
+        const uint8_t *recs[256];
+        size_t lens[256], nrecs = 0, total = 0, pos = 0;
+        while (pos + 2 <= n && nrecs < 256) {
+            size_t len = bfs_ld16(in + pos);
+            pos += 2;
+            len = len < n - pos ? len : n - pos;
+            recs[nrecs] = in + pos, lens[nrecs++] = len;
+            total += len + 16, pos += len;
+        }
+        uint8_t *p = malloc(total ? total : 1), *q = p;
+        CHECK(p);
+        for (size_t i = 0; i < nrecs; i++) {
+            uint8_t h[8];
+            bfs_st64(h, lens[i]);
+            memcpy(q, h, 8);
+            bfs_st32(q + 8, bfs_tfr_mask(bfs_crc32c(0, h, 8)));
+            memcpy(q + 12, recs[i], lens[i]);
+            bfs_st32(q + 12 + lens[i], bfs_tfr_mask(bfs_crc32c(0, recs[i], lens[i])));
+            q += lens[i] + 16;
+        }
+        int flip = (data[0] & 4) && total;
+        if (flip) {
+            size_t at = bfs_ld16(data + 1) * 8u % (total * 8);
+            p[at / 8] ^= (uint8_t)(1u << (at % 8));
+        }
+        size_t count;
+        int rc = read_all(p, total, step, recs, lens, nrecs, &count);
+        CHECK(flip ? rc == -EINVAL && count < nrecs : rc == 0 && count == nrecs);
+        free(p);
+    } else {
+        uint8_t *p = malloc(n ? n : 1);
+        CHECK(p);
+        memcpy(p, in, n);
+        check_example(p, n);
+        free(p);
+    }
+    return 0;
+}
