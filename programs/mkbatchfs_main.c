@@ -1,9 +1,12 @@
 /*
- * mkbatchfs — pack an ImageFolder into a .bfs dataset file, and inspect one.
+ * mkbatchfs — pack an ImageFolder (or WebDataset / TFRecord shards) into a .bfs dataset
+ * file, and inspect one.
  *
  *   mkbatchfs [--jobs N] [--max-side PX] [--quality Q] [--raw] [--restart|--no-restart] [--strict]
  *     SRC OUT.bfs
  *     (SRC: an ImageFolder directory, or a .bfs file to re-pack)
+ *   mkbatchfs [OPTIONS] [--format webdataset|tfrecord] [--image-key K] [--label-key K]
+ *     SHARDS... OUT.bfs
  *   mkbatchfs --info F.bfs | --cat F.bfs I | --verify F.bfs
  *
  * Exit status: 0 success; 1 failure (message on stderr); 2 usage error; 130 interrupted.
@@ -38,6 +41,8 @@ static void usage(FILE *f)
 {
     fprintf(
         f, "usage: mkbatchfs [OPTIONS] SRC OUT.bfs     pack an ImageFolder into a dataset file\n"
+           "       mkbatchfs [OPTIONS] SHARDS... OUT.bfs\n"
+           "                                           pack WebDataset .tar or TFRecord shards\n"
            "       mkbatchfs --tokens u16|u32 --doc-sep T TOKENS.bin OUT.bfs\n"
            "       mkbatchfs --tokens npy --offsets DOCS.npy TOKENS.npy OUT.bfs\n"
            "       mkbatchfs --tokens megatron PREFIX[.bin|.idx] OUT.bfs\n"
@@ -53,6 +58,20 @@ static void usage(FILE *f)
            "also be a .bfs file: its samples are re-packed in order, with their labels and\n"
            "class names (e.g. mkbatchfs old.bfs new.bfs upgrades an older pack to restart\n"
            "markers); corrupt samples are skipped, corrupt tables refused.\n"
+           "\n"
+           "SHARDS are WebDataset tar shards (*.tar) or TFRecord files of tf.train.Example\n"
+           "(*.tfrecord, *.tfrecords, *.tfrecord-*): files, directories holding them (and no\n"
+           "sub-directory), or quoted glob patterns; other names with --format. Shards are\n"
+           "read as streams in path order, samples in their order. WebDataset: a sample is\n"
+           "the files sharing a key (the name up to the first '.' of its last part): the\n"
+           "image KEY.jpg or KEY.jpeg, the label KEY.cls (a decimal integer) or, without\n"
+           "one, an integer in KEY.json. TFRecord: each record's CRCs are checked; the image\n"
+           "is the bytes feature image/encoded, the label the int64 feature\n"
+           "image/class/label. Labels are kept as they are (0..16777215); the classes are\n"
+           "0..the largest label, each named by its number. Samples without an image or a\n"
+           "label, or whose image is not a readable JPEG, are skipped and listed at the end\n"
+           "(SHARD:KEY, SHARD:record N); a malformed shard (bad tar header, bad CRC, a file\n"
+           "cut short) stops the pack with the file and the byte.\n"
            "\n"
            "What is stored: colour JPEGs are losslessly re-encoded with restart markers\n"
            "(--restart, the default: identical pixels, other bytes); --no-restart keeps\n"
@@ -72,7 +91,15 @@ static void usage(FILE *f)
            "                       faster (only the crop's segments are decoded); packing is\n"
            "                       CPU-bound (default: on, except with --raw)\n"
            "      --no-restart     keep the JPEG bytes as they are (packing is I/O-bound)\n"
-           "  -s, --strict         fail on the first file that would be skipped\n"
+           "  -s, --strict         fail on the first file (or sample of a shard) that would be\n"
+           "                       skipped\n"
+           "  -f, --format F       SHARDS are webdataset or tfrecord whatever their names\n"
+           "                       (default: told by the names)\n"
+           "      --image-key K    WebDataset: the image's extension (default: jpg or jpeg);\n"
+           "                       TFRecord: its bytes feature (default: image/encoded)\n"
+           "      --label-key K    WebDataset: the label's key in KEY.json, used when there\n"
+           "                       is no KEY.cls (default: label); TFRecord: its int64\n"
+           "                       feature (default: image/class/label)\n"
            "  -t, --tokens FORMAT  SRC holds token ids, packed one sample per document:\n"
            "                       u16, u32: a flat file of ids of that width, little-endian\n"
            "                       (nanoGPT's train.bin), documents ended by --doc-sep;\n"
@@ -350,7 +377,8 @@ static int cmd_verify(const char *path)
     return ok ? 0 : 1;
 }
 
-static int cmd_pack(const char *src, const char *out, bfs_pack_opts *o, int quiet)
+static int cmd_pack(const char *const *srcs, size_t nsrcs, const char *out, bfs_pack_opts *o,
+                    int quiet)
 {
     struct sigaction sa = {.sa_handler = on_signal};
     sigemptyset(&sa.sa_mask);
@@ -361,7 +389,8 @@ static int cmd_pack(const char *src, const char *out, bfs_pack_opts *o, int quie
     o->progress_out = stderr;
     bfs_pack_report rep;
     char err[1024] = "";
-    int rc = bfs_pack(src, out, o, &rep, &cancel_flag, err, sizeof err);
+    int rc = bfs_pack_sources(srcs, nsrcs, out, o, &rep, &cancel_flag, err, sizeof err);
+    const char *unit = rep.format ? "samples" : "files";
     if (rc == -ECANCELED) {
         fprintf(stderr, "mkbatchfs: interrupted; %s not written\n", out);
         bfs_pack_report_free(&rep);
@@ -370,8 +399,8 @@ static int cmd_pack(const char *src, const char *out, bfs_pack_opts *o, int quie
     if (rep.notes[0] && !quiet)
         fputs(rep.notes, stderr);
     if (rep.nskipped && !quiet) {
-        fprintf(stderr, "skipped %llu of %llu files:\n", (unsigned long long)rep.nskipped,
-                (unsigned long long)rep.files);
+        fprintf(stderr, "skipped %llu of %llu %s:\n", (unsigned long long)rep.nskipped,
+                (unsigned long long)rep.files, unit);
         for (uint64_t i = 0; i < rep.nskipped && i < 100; i++)
             fprintf(stderr, "  %s: %s\n", rep.skipped[i].path, rep.skipped[i].reason);
         if (rep.nskipped > 100)
@@ -399,7 +428,13 @@ static int cmd_pack(const char *src, const char *out, bfs_pack_opts *o, int quie
                 (unsigned long long)rep.packed, rep.classes, rep.bytes_out / 1e6,
                 o->raw ? ", raw lz4" : "", out, rep.seconds,
                 rep.seconds > 0 ? rep.bytes_in / rep.seconds / 1e6 : 0.0,
-                rep.nskipped ? "; some files skipped, see above" : "");
+                !rep.nskipped ? ""
+                : rep.format  ? "; some samples skipped, see above"
+                              : "; some files skipped, see above");
+    if (!quiet && rep.format)
+        fprintf(stderr, "read %llu %s shard%s\n", (unsigned long long)rep.shards,
+                rep.format == BFS_FORMAT_WEBDATASET ? "WebDataset" : "TFRecord",
+                rep.shards == 1 ? "" : "s");
     if (o->restart && !quiet && rep.packed && !rep.tokens)
         fprintf(stderr, "%llu of %llu samples are JPEGs with a restart marker after every MCU%s\n",
                 (unsigned long long)rep.restarted, (unsigned long long)rep.packed,
@@ -423,7 +458,9 @@ int main(int argc, char **argv)
         OPT_VERIFY,
         OPT_NO_RESTART,
         OPT_DOC_SEP,
-        OPT_OFFSETS
+        OPT_OFFSETS,
+        OPT_IMAGE_KEY,
+        OPT_LABEL_KEY
     };
     static const struct option longopts[] = {
         {"jobs", required_argument, NULL, 'j'},
@@ -436,6 +473,9 @@ int main(int argc, char **argv)
         {"tokens", required_argument, NULL, 't'},
         {"doc-sep", required_argument, NULL, OPT_DOC_SEP},
         {"offsets", required_argument, NULL, OPT_OFFSETS},
+        {"format", required_argument, NULL, 'f'},
+        {"image-key", required_argument, NULL, OPT_IMAGE_KEY},
+        {"label-key", required_argument, NULL, OPT_LABEL_KEY},
         {"page-size", required_argument, NULL, 'p'},
         {"no-fsync", no_argument, NULL, OPT_NO_FSYNC},
         {"quiet", no_argument, NULL, OPT_QUIET},
@@ -453,7 +493,7 @@ int main(int argc, char **argv)
     int tokens_given = 0;
     long v;
     opterr = 0;
-    while ((c = getopt_long(argc, argv, ":j:m:q:rRst:p:hV", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":j:m:q:rRst:f:p:hV", longopts, NULL)) != -1) {
         switch (c) {
         case 'j':
             if (parse_int(optarg, "--jobs", 1, 256, &v))
@@ -502,6 +542,24 @@ int main(int argc, char **argv)
             break;
         case OPT_OFFSETS:
             o.offsets = optarg;
+            break;
+        case 'f':
+            if (!strcmp(optarg, "webdataset") || !strcmp(optarg, "tfrecord"))
+                o.format = optarg[0] == 'w' ? BFS_FORMAT_WEBDATASET : BFS_FORMAT_TFRECORD;
+            else {
+                fprintf(stderr, "mkbatchfs: --format: '%s' is not webdataset or tfrecord\n",
+                        optarg);
+                return 2;
+            }
+            break;
+        case OPT_IMAGE_KEY:
+        case OPT_LABEL_KEY:
+            if (!optarg[0] || strlen(optarg) > 255) {
+                fprintf(stderr, "mkbatchfs: %s: a key of 1 to 255 bytes\n",
+                        c == OPT_IMAGE_KEY ? "--image-key" : "--label-key");
+                return 2;
+            }
+            *(c == OPT_IMAGE_KEY ? &o.image_key : &o.label_key) = optarg;
             break;
         case OPT_DOC_SEP:
             if (parse_int(optarg, "--doc-sep", 0, UINT32_MAX, &doc_sep))
@@ -566,6 +624,11 @@ int main(int argc, char **argv)
                         "megatron files say where documents are)\n");
         return 2;
     }
+    if (tokens_given && (o.format || o.image_key || o.label_key)) {
+        fprintf(stderr, "mkbatchfs: --tokens packs token ids: --format, --image-key and "
+                        "--label-key do not apply\n");
+        return 2;
+    }
     if (tokens_given && (image_opts || restart >= 0)) {
         fprintf(stderr, "mkbatchfs: --tokens packs token ids: --max-side, --quality, --raw, "
                         "--restart and --no-restart do not apply\n");
@@ -594,7 +657,7 @@ int main(int argc, char **argv)
     int nargs = argc - optind;
     char **args = argv + optind;
     int want = mode == OPT_CAT ? 2 : mode ? 1 : 2;
-    if (nargs != want) {
+    if (nargs != want && !(!mode && !tokens_given && nargs > 2)) { /* shards: SRC... OUT */
         fprintf(stderr, "mkbatchfs: expected %d argument%s, got %d\n\n", want, want == 1 ? "" : "s",
                 nargs);
         usage(stderr);
@@ -608,6 +671,6 @@ int main(int argc, char **argv)
     case OPT_VERIFY:
         return cmd_verify(args[0]);
     default:
-        return cmd_pack(args[0], args[1], &o, quiet);
+        return cmd_pack((const char *const *)args, (size_t)nargs - 1, args[nargs - 1], &o, quiet);
     }
 }

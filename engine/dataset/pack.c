@@ -6,10 +6,16 @@
  * decode to raw pixels), and an ordered append by the calling thread into a bfs_writer.
  * Workers run at most WINDOW items ahead of the writer, which bounds memory to about
  * WINDOW payloads whatever the dataset size.
+ *
+ * Sharded sources (WebDataset, TFRecord) have no list to scan: the calling thread reads
+ * the shards as streams (produce) and hands each sample's image bytes to the workers in
+ * the window's input slots, between appends; p->n grows as it reads, p->eof ends it.
  */
 #include "engine/dataset/pack.h"
 #include "engine/dataset/bfs.h"
 #include "engine/dataset/tokfile.h"
+#include "engine/dataset/tfrecord.h"
+#include "engine/dataset/wds.h"
 #include "base/err.h"
 #include "engine/dataset/folder.h"
 #include "base/hash.h"
@@ -45,12 +51,35 @@ typedef struct result {
     bfs_sample_in s;
 } result;
 
+/* A sample read from a shard, waiting for a worker (sharded sources). */
+typedef struct item {
+    uint8_t *data; /* its image (owned; the worker takes it) */
+    size_t len;
+    uint32_t label;
+    const char *skip; /* why it cannot be packed, or NULL */
+    char *name;       /* "SHARD:KEY", for messages (owned; freed when written) */
+} item;
+
 typedef struct pack {
     const bfs_pack_opts *o;
     bfs_folder f;   /* the files, their labels, the class names (a .bfs source: names) */
     bfs_reader *in; /* a .bfs source, or NULL */
     const char *src;
-    uint64_t n; /* items: files, or the source's samples */
+    uint64_t n; /* items: files, or the source's samples; sharded: read so far (guarded by
+                   lock, written by the calling thread only) */
+    int eof;    /* guarded by lock: n is final (at once, except for sharded sources) */
+    /* a sharded source (shards.n > 0), read by the calling thread (produce) */
+    bfs_shard_list shards;
+    item *items;         /* window input slots: item i in items[i % window] */
+    size_t shard;        /* the shard being read (shards.n: all read) */
+    int fd;              /* its descriptor, or -1 */
+    int reading;         /* a reader below is open on fd */
+    bfs_wds wds;         /* WebDataset reader */
+    bfs_tfr tfr;         /* TFRecord reader */
+    uint64_t done_bytes; /* bytes of the shards finished */
+    uint64_t *per_class; /* samples packed per label (sharded: grown as labels come) */
+    uint32_t nper;       /* its length */
+    uint64_t ignored;    /* tar members in no sample (finished shards) */
     /* work distribution */
     pthread_mutex_t lock;
     pthread_cond_t space, ready;
@@ -285,7 +314,8 @@ static void *worker(void *arg)
     resize_scratch scratch = {0};
     for (;;) {
         pthread_mutex_lock(&p->lock);
-        while (!p->stop && p->next < p->n && p->next >= p->written + p->window)
+        while (!p->stop && ((p->next < p->n && p->next >= p->written + p->window) ||
+                            (p->next >= p->n && !p->eof)))
             pthread_cond_wait(&p->space, &p->lock);
         if (p->stop || p->next >= p->n || (a->cancel && *a->cancel)) {
             pthread_mutex_unlock(&p->lock);
@@ -295,7 +325,18 @@ static void *worker(void *arg)
         pthread_mutex_unlock(&p->lock);
 
         result r = {0};
-        if (p->in)
+        if (p->items) {
+            item *it = &p->items[i % p->window]; /* ours until written (see produce) */
+            uint8_t *data = it->data;
+            it->data = NULL;
+            r.in_bytes = it->len;
+            if (it->skip) {
+                free(data);
+                r.err = -EINVAL;
+                r.reason = it->skip;
+            } else
+                transform_bytes(p->o, data, it->len, it->label, &r, &scratch);
+        } else if (p->in)
             transform_sample(p->o, p->in, i, &r, &scratch);
         else
             transform(p->o, p->f.paths[i], p->f.labels[i], &r, &scratch);
@@ -336,10 +377,18 @@ static void progress_line(const bfs_pack_opts *o, double frac, const char *count
     fflush(o->progress_out);
 }
 
-static void progress(const bfs_pack_opts *o, const bfs_pack_report *rep, uint64_t done, double t0,
-                     int final)
+static void progress(const pack *p, const bfs_pack_report *rep, uint64_t done, double t0, int final)
 {
+    const bfs_pack_opts *o = p->o;
     char count[64];
+    if (p->items) { /* sharded: the bytes of the shards read tell how far */
+        uint64_t at = p->done_bytes + (!p->reading                                 ? 0
+                                       : p->shards.format == BFS_FORMAT_WEBDATASET ? p->wds.tar.off
+                                                                                   : p->tfr.off);
+        snprintf(count, sizeof count, "%llu samples", (unsigned long long)done);
+        progress_line(o, p->shards.total ? (double)at / p->shards.total : 1, count, at, t0, final);
+        return;
+    }
     snprintf(count, sizeof count, "%llu/%llu files", (unsigned long long)done,
              (unsigned long long)rep->files);
     progress_line(o, rep->files ? (double)done / rep->files : 1, count, rep->bytes_in, t0, final);
@@ -353,6 +402,8 @@ static void progress(const bfs_pack_opts *o, const bfs_pack_report *rep, uint64_
  * ITEM_NAME_MAX bytes). */
 static const char *item_name(const pack *p, size_t i, char *buf)
 {
+    if (p->items)
+        return p->items[i % p->window].name;
     if (!p->in)
         return p->f.paths[i];
     snprintf(buf, ITEM_NAME_MAX, "%s[%zu]", p->src, i);
@@ -382,13 +433,113 @@ void bfs_pack_report_free(bfs_pack_report *rep)
     rep->nskipped = 0;
 }
 
-static int write_all_items(pack *p, bfs_writer *w, bfs_pack_report *rep, uint64_t *per_class,
-                           volatile int *cancel, double t0, char *err, size_t errlen)
+static ssize_t fd_read_cb(void *ctx, void *buf, size_t n)
+{
+    ssize_t k = read(*(int *)ctx, buf, n);
+    return k < 0 ? -errno : k;
+}
+
+/* The next sample of the sharded source into *s, opening the next shard when one ends.
+ * 1, 0 (all read) or a negative error with err naming the shard. */
+static int next_shard_sample(pack *p, bfs_shard_sample *s, char *err, size_t errlen)
+{
+    const bfs_pack_opts *o = p->o;
+    char why[1024];
+    while (p->shard < p->shards.n) {
+        const char *path = p->shards.paths[p->shard];
+        int wds = p->shards.format == BFS_FORMAT_WEBDATASET;
+        if (!p->reading) {
+            struct stat st;
+            int fd = bfs_open_regular(path, &st);
+            if (fd < 0)
+                return bfs_errf(fd, err, errlen, "%s: %s", path, bfs_strerror(fd));
+            posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+            p->fd = fd;
+            bfs_shard_in in = {fd_read_cb, &p->fd};
+            if (wds)
+                bfs_wds_init(&p->wds, in, o->image_key, o->label_key);
+            else
+                bfs_tfr_init(&p->tfr, in, o->image_key, o->label_key);
+            p->reading = 1;
+        }
+        int rc = wds ? bfs_wds_next(&p->wds, s, why, sizeof why)
+                     : bfs_tfr_next_sample(&p->tfr, s, why, sizeof why);
+        if (rc < 0)
+            return bfs_errf(rc, err, errlen, "%s: %s", path, why);
+        if (rc > 0)
+            return 1;
+        p->done_bytes += p->shards.sizes[p->shard]; /* with what follows a tar's end */
+        p->ignored += wds ? p->wds.ignored : 0;
+        bfs_tfr_close(&p->tfr);
+        close(p->fd);
+        p->fd = -1, p->reading = 0;
+        p->shard++;
+    }
+    return 0;
+}
+
+/* Sharded sources: read samples into the free input slots, up to a window ahead of the
+ * writer (which is this thread: p->written is stable here), or to the end. */
+static int produce(pack *p, char *err, size_t errlen)
+{
+    while (!p->eof && p->n < p->written + p->window) {
+        bfs_shard_sample s;
+        int rc = next_shard_sample(p, &s, err, errlen);
+        if (rc < 0)
+            return rc;
+        item *it = &p->items[p->n % p->window];
+        if (rc > 0) {
+            const char *path = p->shards.paths[p->shard];
+            size_t need = strlen(path) + strlen(s.key) + 2;
+            it->name = malloc(need);
+            if (!it->name) {
+                free(s.image);
+                return bfs_errf(-ENOMEM, err, errlen, "out of memory");
+            }
+            snprintf(it->name, need, "%s:%s", path, s.key);
+            it->data = s.image, it->len = s.image_len;
+            it->label = (uint32_t)s.label;
+            it->skip = s.skip;
+        }
+        pthread_mutex_lock(&p->lock);
+        if (rc > 0)
+            p->n++;
+        else
+            p->eof = 1;
+        pthread_cond_broadcast(&p->space);
+        pthread_mutex_unlock(&p->lock);
+    }
+    return 0;
+}
+
+/* Count a sample of label l (growing per_class for sharded sources). */
+static int count_label(pack *p, uint32_t l)
+{
+    if (l >= p->nper) {
+        uint32_t n = p->nper ? p->nper : 64;
+        while (n <= l)
+            n *= 2;
+        uint64_t *v = realloc(p->per_class, n * sizeof *v);
+        if (!v)
+            return -ENOMEM;
+        memset(v + p->nper, 0, (n - p->nper) * sizeof *v);
+        p->per_class = v, p->nper = n;
+    }
+    p->per_class[l]++;
+    return 0;
+}
+
+static int write_all_items(pack *p, bfs_writer *w, bfs_pack_report *rep, volatile int *cancel,
+                           double t0, char *err, size_t errlen)
 {
     const bfs_pack_opts *o = p->o;
     int rc = 0;
     char name[ITEM_NAME_MAX];
-    for (size_t i = 0; i < p->n; i++) {
+    for (size_t i = 0;; i++) {
+        if (p->items && (rc = produce(p, err, errlen)))
+            return rc;
+        if (i >= p->n) /* eof: produce read to the end */
+            break;
         pthread_mutex_lock(&p->lock);
         while (!p->slots[i % p->window].ready && !(cancel && *cancel))
             pthread_cond_wait(&p->ready, &p->lock);
@@ -417,7 +568,8 @@ static int write_all_items(pack *p, bfs_writer *w, bfs_pack_report *rep, uint64_
                 rep->longest = r.s.raw_size > rep->longest ? r.s.raw_size : rep->longest;
             }
             rep->bytes_out += r.len;
-            per_class[r.s.label]++;
+            if (!rc && count_label(p, r.s.label))
+                rc = bfs_errf(-ENOMEM, err, errlen, "out of memory");
         }
         rep->bytes_in += r.in_bytes;
         free(r.data);
@@ -426,9 +578,13 @@ static int write_all_items(pack *p, bfs_writer *w, bfs_pack_report *rep, uint64_
         p->written = i + 1;
         pthread_cond_broadcast(&p->space);
         pthread_mutex_unlock(&p->lock);
+        if (p->items) {
+            free(p->items[i % p->window].name);
+            p->items[i % p->window].name = NULL;
+        }
         if (rc)
             return rc;
-        progress(o, rep, i + 1, t0, 0);
+        progress(p, rep, i + 1, t0, 0);
     }
     return 0;
 }
@@ -868,10 +1024,56 @@ static int pack_tokens_files(const char *src, const char *out, const bfs_pack_op
     return rc;
 }
 
+/* Sharded sources, once packed: the class table ("0".."max label"), notes on labels that
+ * no sample has and on tar members outside any sample. */
+static int finish_shards(pack *p, bfs_writer *w, bfs_pack_report *rep, char *err, size_t errlen)
+{
+    uint32_t classes = 0, empty = 0;
+    for (uint32_t l = 0; l < p->nper; l++)
+        if (p->per_class[l])
+            classes = l + 1;
+    for (uint32_t l = 0; l < classes; l++) {
+        char name[16];
+        snprintf(name, sizeof name, "%u", l);
+        empty += !p->per_class[l];
+        int rc = bfs_writer_add_class(w, name);
+        if (rc)
+            return bfs_errf(rc, err, errlen, "class '%s': %s", name, bfs_strerror(rc));
+    }
+    rep->classes = classes;
+    rep->ignored = p->ignored;
+    size_t k = strlen(rep->notes);
+    if (empty)
+        k += (size_t)snprintf(rep->notes + k, sizeof rep->notes - k,
+                              "note: labels run 0..%u, and %u of them have no sample: their "
+                              "classes are empty\n",
+                              classes - 1, empty);
+    if (p->ignored && k < sizeof rep->notes)
+        snprintf(rep->notes + k, sizeof rep->notes - k,
+                 "note: %llu tar members have no WebDataset key (no '.' in their name's last "
+                 "part) and are in no sample\n",
+                 (unsigned long long)p->ignored);
+    return 0;
+}
+
 int bfs_pack(const char *src, const char *out, const bfs_pack_opts *o, bfs_pack_report *rep,
              volatile int *cancel, char *err, size_t errlen)
 {
+    return bfs_pack_sources(&src, 1, out, o, rep, cancel, err, errlen);
+}
+
+int bfs_pack_sources(const char *const *srcs, size_t nsrcs, const char *out, const bfs_pack_opts *o,
+                     bfs_pack_report *rep, volatile int *cancel, char *err, size_t errlen)
+{
     memset(rep, 0, sizeof *rep);
+    if (nsrcs == 0)
+        return bfs_errf(-EINVAL, err, errlen, "no source");
+    const char *src = srcs[0];
+    int tokens =
+        o->tokens || o->token_format == BFS_TOKENS_NPY || o->token_format == BFS_TOKENS_MEGATRON;
+    if (tokens && (nsrcs > 1 || o->format != BFS_FORMAT_AUTO))
+        return bfs_errf(-EINVAL, err, errlen,
+                        "token ids are packed from one source (not shards, not several)");
     if (o->token_format == BFS_TOKENS_NPY || o->token_format == BFS_TOKENS_MEGATRON)
         return pack_tokens_files(src, out, o, rep, cancel, err, errlen);
     if (o->tokens)
@@ -881,25 +1083,41 @@ int bfs_pack(const char *src, const char *out, const bfs_pack_opts *o, bfs_pack_
                         "bad options: max-side %d (0..65535), quality %d (1..100)", o->max_side,
                         o->quality);
     double t0 = bfs_mono_s();
-    pack p = {.o = o, .src = src};
+    pack p = {.o = o, .src = src, .fd = -1};
     pthread_mutex_init(&p.lock, NULL);
     pthread_cond_init(&p.space, NULL);
     pthread_cond_init(&p.ready, NULL);
     bfs_writer *w = NULL;
-    uint64_t *per_class = NULL;
     pthread_t *th = NULL;
     int nth = 0, rc;
     waker wk = {&p, cancel, 0};
     pthread_t waker_th;
     int have_waker = 0;
+    int jobs = o->jobs > 0 ? o->jobs : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    jobs = jobs < 1 ? 1 : jobs > 256 ? 256 : jobs;
+    p.window = (size_t)jobs * 4 + 16;
 
     struct stat st;
-    if (stat(src, &st) == 0 && S_ISREG(st.st_mode))
-        rc = open_bfs_source(src, &p, err, errlen);
-    else if (!(rc = bfs_folder_scan(src, &p.f, err, errlen))) {
-        p.n = p.f.n;
-        rep->ignored = p.f.ignored;
-        bfs_folder_notes(&p.f, rep->notes, sizeof rep->notes);
+    rc = bfs_shard_list_make(srcs, nsrcs, o->format, &p.shards, err, errlen);
+    if (rc == 0) {
+        rep->format = p.shards.format;
+        rep->shards = p.shards.n;
+        if (!(p.items = calloc(p.window, sizeof *p.items)))
+            rc = bfs_errf(-ENOMEM, err, errlen, "out of memory");
+    } else if (rc == 1) {
+        p.eof = 1;
+        if (o->image_key || o->label_key)
+            rc = bfs_errf(-EINVAL, err, errlen,
+                          "%s: not WebDataset or TFRecord shards, so the image and label keys "
+                          "do not apply",
+                          src);
+        else if (stat(src, &st) == 0 && S_ISREG(st.st_mode))
+            rc = open_bfs_source(src, &p, err, errlen);
+        else if (!(rc = bfs_folder_scan(src, &p.f, err, errlen))) {
+            p.n = p.f.n;
+            rep->ignored = p.f.ignored;
+            bfs_folder_notes(&p.f, rep->notes, sizeof rep->notes);
+        }
     }
     if (rc)
         goto out;
@@ -913,13 +1131,11 @@ int bfs_pack(const char *src, const char *out, const bfs_pack_opts *o, bfs_pack_
             bfs_errf(rc, err, errlen, "class name '%s': %s", p.f.classes[c], bfs_strerror(rc));
             goto out;
         }
-    int jobs = o->jobs > 0 ? o->jobs : (int)sysconf(_SC_NPROCESSORS_ONLN);
-    jobs = jobs < 1 ? 1 : jobs > 256 ? 256 : jobs;
-    p.window = (size_t)jobs * 4 + 16;
     p.slots = calloc(p.window, sizeof *p.slots);
-    per_class = calloc(p.f.nclasses, sizeof *per_class);
+    p.nper = p.f.nclasses;
+    p.per_class = calloc(p.nper ? p.nper : 1, sizeof *p.per_class);
     th = calloc((size_t)jobs, sizeof *th);
-    if (!p.slots || !per_class || !th) {
+    if (!p.slots || !p.per_class || !th) {
         rc = bfs_errf(-ENOMEM, err, errlen, "out of memory");
         goto out;
     }
@@ -931,11 +1147,19 @@ int bfs_pack(const char *src, const char *out, const bfs_pack_opts *o, bfs_pack_
         }
     if (cancel && pthread_create(&waker_th, NULL, waker_main, &wk) == 0)
         have_waker = 1;
-    rc = write_all_items(&p, w, rep, per_class, cancel, t0, err, errlen);
-    progress(o, rep, rep->packed + rep->nskipped, t0, 1);
-    if (!rc)
+    rc = write_all_items(&p, w, rep, cancel, t0, err, errlen);
+    rep->files = p.n;
+    progress(&p, rep, rep->packed + rep->nskipped, t0, 1);
+    if (!rc && p.items) {
+        if (!rep->packed)
+            rc = bfs_errf(BFS_E_EMPTY, err, errlen,
+                          "no sample could be packed (%llu samples in %zu shard%s, all skipped)",
+                          (unsigned long long)p.n, p.shards.n, p.shards.n == 1 ? "" : "s");
+        else
+            rc = finish_shards(&p, w, rep, err, errlen);
+    } else if (!rc)
         for (uint32_t c = 0; c < p.f.nclasses; c++)
-            if (per_class[c] == 0) {
+            if (p.per_class[c] == 0) {
                 rc = bfs_errf(BFS_E_EMPTY, err, errlen,
                               "class '%s' has no usable images (all its files were skipped)",
                               p.f.classes[c]);
@@ -955,6 +1179,11 @@ out:
         for (size_t i = 0; i < p.window; i++)
             if (p.slots[i].ready)
                 free(p.slots[i].data);
+    if (p.items)
+        for (size_t i = 0; i < p.window; i++) {
+            free(p.items[i].data);
+            free(p.items[i].name);
+        }
     if (!rc && w) {
         rc = bfs_writer_finish(w, o->fsync, err, errlen);
         w = NULL;
@@ -962,10 +1191,15 @@ out:
     bfs_writer_abort(w); /* after a failure: removes the temporary file */
     temp_path[0] = 0;
     rep->seconds = bfs_mono_s() - t0;
+    if (p.fd >= 0)
+        close(p.fd);
+    bfs_tfr_close(&p.tfr);
+    bfs_shard_list_free(&p.shards);
+    free(p.items);
     bfs_folder_free(&p.f);
     bfs_close(p.in);
     free(p.slots);
-    free(per_class);
+    free(p.per_class);
     free(th);
     pthread_mutex_destroy(&p.lock);
     pthread_cond_destroy(&p.space);

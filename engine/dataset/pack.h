@@ -1,5 +1,6 @@
 /*
- * pack.h — pack an ImageFolder into a .bfs file (the engine of the mkbatchfs program).
+ * pack.h — pack an ImageFolder (or WebDataset / TFRecord shards, bfs_pack_sources) into a
+ * .bfs file (the engine of the mkbatchfs program).
  *
  * ImageFolder semantics follow torchvision.datasets.ImageFolder: class = each
  * sub-directory of SRC, labels 0..C-1 in sorted (byte-wise) name order; samples = every
@@ -14,6 +15,8 @@
  */
 #ifndef BATCHFS_ENGINE_DATASET_PACK_H
 #define BATCHFS_ENGINE_DATASET_PACK_H
+
+#include "engine/dataset/shard.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -34,6 +37,12 @@ typedef struct bfs_pack_opts {
     uint32_t doc_sep;    /* the token that ends each document (kept as its last token) */
     int token_format;    /* BFS_TOKENS_FLAT (with tokens), _NPY or _MEGATRON */
     const char *offsets; /* BFS_TOKENS_NPY: the .npy of document offsets */
+    /* sharded sources (bfs_pack_sources): */
+    int format;            /* BFS_FORMAT_* (shard.h); AUTO: told by the source's names */
+    const char *image_key; /* WebDataset: the image's extension (NULL: jpg or jpeg);
+                              TFRecord: its feature (NULL: image/encoded) */
+    const char *label_key; /* WebDataset: the label's key in the .json (NULL: label);
+                              TFRecord: its int64 feature (NULL: image/class/label) */
 } bfs_pack_opts;
 
 enum { BFS_TOKENS_FLAT, BFS_TOKENS_NPY, BFS_TOKENS_MEGATRON };
@@ -58,6 +67,8 @@ typedef struct bfs_pack_report {
     uint64_t longest; /* tokens of the longest document (tokens) */
     int token_size;   /* bytes per token id stored: 2 or 4 (tokens) */
     char notes[2048]; /* about the folder scan (bfs_folder_notes), or "" */
+    int format;       /* the source's BFS_FORMAT_* when it was shards, else 0 */
+    uint64_t shards;  /* shard files read (sharded sources) */
 } bfs_pack_report;
 
 /*
@@ -77,6 +88,25 @@ typedef struct bfs_pack_report {
  */
 int bfs_pack(const char *src, const char *out, const bfs_pack_opts *o, bfs_pack_report *rep,
              volatile int *cancel, char *err, size_t errlen);
+
+/*
+ * bfs_pack_sources - bfs_pack for nsrcs sources: one as bfs_pack takes, or WebDataset tar
+ * shards or TFRecord files of tf.train.Example (wds.h, tfrecord.h), named as files,
+ * directories or glob patterns (bfs_shard_list_make says which are shards; o->format
+ * forces a format). Shards are read one after the other in path order (strcmp), each as a
+ * stream, samples in their order in it; their images go through the same transform as an
+ * ImageFolder's files. A sample without image or label, with a label outside
+ * 0..BFS_SHARD_LABEL_MAX, or whose image is not a readable JPEG is skipped and listed as
+ * "SHARD:KEY" (WebDataset) or "SHARD:record N" (TFRecord), or with strict fails the pack.
+ * Labels are the shards' integers as they are; the class table holds C = the largest
+ * label packed + 1 classes named by their decimal label ("0", "1", ...), labels that no
+ * sample has included (the notes count them). A malformed shard (a bad tar header or
+ * checksum, a bad TFRecord CRC, a file ending early) fails the pack: -EINVAL, err naming
+ * the file and the byte. BFS_E_EMPTY when no sample could be packed. Other returns as
+ * bfs_pack's.
+ */
+int bfs_pack_sources(const char *const *srcs, size_t nsrcs, const char *out, const bfs_pack_opts *o,
+                     bfs_pack_report *rep, volatile int *cancel, char *err, size_t errlen);
 
 /*
  * With o->tokens, bfs_pack packs a flat file of token ids (nanoGPT's train.bin: u16 or u32,

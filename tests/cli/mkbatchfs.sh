@@ -203,7 +203,10 @@ usage_case() { # what, args...
 }
 usage_case "no arguments"
 usage_case "one argument" "$SRC"
-usage_case "three arguments" "$SRC" "$T/x.bfs" extra
+# several sources are WebDataset/TFRecord shards (tests/cli/mkbatchfs_shards.sh, where an
+# ImageFolder among them fails with exit 1); elsewhere three arguments are a usage error
+usage_case "three arguments with --tokens" --tokens u16 --doc-sep 0 "$SRC" "$T/x.bfs" extra
+usage_case "three arguments with --info" --info "$T/x.bfs" extra
 usage_case "--jobs 0" --jobs 0 "$SRC" "$T/x.bfs"
 usage_case "--jobs abc" --jobs abc "$SRC" "$T/x.bfs"
 usage_case "--jobs 1.5" --jobs 1.5 "$SRC" "$T/x.bfs"
