@@ -9,6 +9,7 @@
 #include "base/err.h"
 
 #include <errno.h>
+#include <jansson.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -369,270 +370,23 @@ int bfs_wds_cls_label(const char *p, size_t n, int64_t *v)
     return 0;
 }
 
-typedef struct json {
-    const char *p, *end;
-    int depth;
-} json;
-
-static void json_ws(json *j)
-{
-    while (j->p < j->end && (*j->p == ' ' || *j->p == '\t' || *j->p == '\n' || *j->p == '\r'))
-        j->p++;
-}
-
-static int hex4(const char *p, unsigned *v)
-{
-    *v = 0;
-    for (int i = 0; i < 4; i++) {
-        char c = p[i];
-        int d = c >= '0' && c <= '9'   ? c - '0'
-                : c >= 'a' && c <= 'f' ? c - 'a' + 10
-                : c >= 'A' && c <= 'F' ? c - 'A' + 10
-                                       : -1;
-        if (d < 0)
-            return -1;
-        *v = *v << 4 | (unsigned)d;
-    }
-    return 0;
-}
-
-/* A string at j->p (the opening quote); its unescaped bytes into out (cap bytes, then
- * *len; *fits says whether they all fitted) when out is not NULL. 0 or -1. */
-static int json_string(json *j, char *out, size_t cap, size_t *len, int *fits)
-{
-    size_t n = 0;
-    int ok = 1;
-#define PUT(ch)                                                                                    \
-    do {                                                                                           \
-        if (out && n < cap)                                                                        \
-            out[n] = (char)(ch);                                                                   \
-        else                                                                                       \
-            ok = 0;                                                                                \
-        n++;                                                                                       \
-    } while (0)
-    j->p++;
-    for (;;) {
-        if (j->p >= j->end)
-            return -1;
-        unsigned char c = (unsigned char)*j->p++;
-        if (c == '"')
-            break;
-        if (c < 0x20)
-            return -1;
-        if (c != '\\') {
-            PUT(c);
-            continue;
-        }
-        if (j->p >= j->end)
-            return -1;
-        c = (unsigned char)*j->p++;
-        const char *esc = strchr("\"\\/bfnrt", c);
-        if (c && esc) {
-            PUT("\"\\/\b\f\n\r\t"[esc - "\"\\/bfnrt"]);
-            continue;
-        }
-        unsigned u, lo;
-        if (c != 'u' || j->end - j->p < 4 || hex4(j->p, &u))
-            return -1;
-        j->p += 4;
-        if (u >= 0xd800 && u < 0xdc00) { /* a surrogate pair */
-            if (j->end - j->p < 6 || j->p[0] != '\\' || j->p[1] != 'u' || hex4(j->p + 2, &lo) ||
-                lo < 0xdc00 || lo > 0xdfff)
-                return -1;
-            j->p += 6;
-            u = 0x10000 + ((u - 0xd800) << 10) + (lo - 0xdc00);
-        } else if (u >= 0xdc00 && u < 0xe000)
-            return -1;
-        if (u < 0x80)
-            PUT(u);
-        else if (u < 0x800) {
-            PUT(0xc0 | u >> 6);
-            PUT(0x80 | (u & 0x3f));
-        } else if (u < 0x10000) {
-            PUT(0xe0 | u >> 12);
-            PUT(0x80 | (u >> 6 & 0x3f));
-            PUT(0x80 | (u & 0x3f));
-        } else {
-            PUT(0xf0 | u >> 18);
-            PUT(0x80 | (u >> 12 & 0x3f));
-            PUT(0x80 | (u >> 6 & 0x3f));
-            PUT(0x80 | (u & 0x3f));
-        }
-    }
-#undef PUT
-    if (len)
-        *len = n;
-    if (fits)
-        *fits = ok;
-    return 0;
-}
-
-/* A number at j->p (RFC 8259 grammar). *integer: no fraction or exponent. 0 or -1. */
-static int json_number(json *j, int *integer)
-{
-    const char *p = j->p;
-    *integer = 1;
-    if (p < j->end && *p == '-')
-        p++;
-    if (p >= j->end || *p < '0' || *p > '9')
-        return -1;
-    if (*p == '0')
-        p++;
-    else
-        while (p < j->end && *p >= '0' && *p <= '9')
-            p++;
-    if (p < j->end && *p == '.') {
-        *integer = 0;
-        if (++p >= j->end || *p < '0' || *p > '9')
-            return -1;
-        while (p < j->end && *p >= '0' && *p <= '9')
-            p++;
-    }
-    if (p < j->end && (*p == 'e' || *p == 'E')) {
-        *integer = 0;
-        p++;
-        if (p < j->end && (*p == '+' || *p == '-'))
-            p++;
-        if (p >= j->end || *p < '0' || *p > '9')
-            return -1;
-        while (p < j->end && *p >= '0' && *p <= '9')
-            p++;
-    }
-    j->p = p;
-    return 0;
-}
-
-static int json_value(json *j);
-
-static int json_container(json *j)
-{
-    char close = *j->p == '{' ? '}' : ']';
-    int object = close == '}';
-    if (++j->depth > 64)
-        return -1;
-    j->p++;
-    json_ws(j);
-    if (j->p < j->end && *j->p == close) {
-        j->p++;
-        j->depth--;
-        return 0;
-    }
-    for (;;) {
-        if (object) {
-            if (j->p >= j->end || *j->p != '"' || json_string(j, NULL, 0, NULL, NULL))
-                return -1;
-            json_ws(j);
-            if (j->p >= j->end || *j->p++ != ':')
-                return -1;
-            json_ws(j);
-        }
-        if (json_value(j))
-            return -1;
-        json_ws(j);
-        if (j->p >= j->end)
-            return -1;
-        if (*j->p == close) {
-            j->p++;
-            j->depth--;
-            return 0;
-        }
-        if (*j->p++ != ',')
-            return -1;
-        json_ws(j);
-    }
-}
-
-static int json_value(json *j)
-{
-    if (j->p >= j->end)
-        return -1;
-    int integer;
-    switch (*j->p) {
-    case '"':
-        return json_string(j, NULL, 0, NULL, NULL);
-    case '{':
-    case '[':
-        return json_container(j);
-    case 't':
-    case 'f':
-    case 'n': {
-        const char *w = *j->p == 't' ? "true" : *j->p == 'f' ? "false" : "null";
-        size_t n = strlen(w);
-        if ((size_t)(j->end - j->p) < n || memcmp(j->p, w, n))
-            return -1;
-        j->p += n;
-        return 0;
-    }
-    default:
-        return json_number(j, &integer);
-    }
-}
-
-/* The integer text p[0..n) (json_number said: no fraction, no exponent) as an int64. */
-static int json_int64(const char *p, size_t n, int64_t *v)
-{
-    int neg = *p == '-';
-    uint64_t x = 0, lim = neg ? (uint64_t)INT64_MAX + 1 : (uint64_t)INT64_MAX;
-    for (size_t i = (size_t)neg; i < n; i++) {
-        uint64_t d = (uint64_t)(p[i] - '0');
-        if (x > (lim - d) / 10)
-            return -1;
-        x = x * 10 + d;
-    }
-    *v = neg ? (int64_t)(0 - x) : (int64_t)x;
-    return 0;
-}
-
 int bfs_wds_json_label(const char *p, size_t n, const char *key, int64_t *v)
 {
-    json j = {p, p + n, 1};
-    size_t klen = strlen(key);
-    char kbuf[256];
-    int found = 0, result = 1;
-    json_ws(&j);
-    if (j.p >= j.end || *j.p != '{')
+    if (memchr(p, 0, n)) /* jansson would end the text there */
         return -EINVAL;
-    j.p++;
-    json_ws(&j);
-    if (j.p < j.end && *j.p == '}')
-        j.p++;
-    else
-        for (;;) {
-            size_t len;
-            int fits;
-            if (j.p >= j.end || *j.p != '"' || json_string(&j, kbuf, sizeof kbuf, &len, &fits))
-                return -EINVAL;
-            int match = fits && len == klen && !memcmp(kbuf, key, klen);
-            json_ws(&j);
-            if (j.p >= j.end || *j.p++ != ':')
-                return -EINVAL;
-            json_ws(&j);
-            const char *start = j.p;
-            int integer = 0;
-            if (j.p < j.end && (*j.p == '-' || (*j.p >= '0' && *j.p <= '9'))) {
-                if (json_number(&j, &integer))
-                    return -EINVAL;
-            } else if (json_value(&j))
-                return -EINVAL;
-            if (match) {
-                if (found)
-                    return -EINVAL; /* the key twice: which one is meant? */
-                found = 1;
-                result = integer && !json_int64(start, (size_t)(j.p - start), v) ? 0 : 2;
-            }
-            json_ws(&j);
-            if (j.p >= j.end)
-                return -EINVAL;
-            if (*j.p == '}') {
-                j.p++;
-                break;
-            }
-            if (*j.p++ != ',')
-                return -EINVAL;
-            json_ws(&j);
-        }
-    json_ws(&j);
-    return j.p == j.end ? result : -EINVAL;
+    json_error_t je;
+    json_t *root = json_loadb(p, n, JSON_REJECT_DUPLICATES, &je);
+    if (!root)
+        return -EINVAL;
+    int result = -EINVAL;
+    if (json_is_object(root)) {
+        json_t *x = json_object_get(root, key);
+        result = !x ? 1 : !json_is_integer(x) ? 2 : 0;
+        if (!result)
+            *v = (int64_t)json_integer_value(x);
+    }
+    json_decref(root);
+    return result;
 }
 
 /* ---- WebDataset samples ---------------------------------------------------------------- */

@@ -86,11 +86,11 @@ void bfs_wds_init(bfs_wds *w, bfs_shard_in in, const char *image_ext, const char
 int bfs_wds_next(bfs_wds *w, bfs_shard_sample *s, char *err, size_t errlen);
 
 /*
- * bfs_wds_json_label - the integer at key of the JSON object in p[0..n) (RFC 8259, at
- * most 64 levels deep; the key compared after unescaping). Returns 0 with *v set, 1 when
- * the object has no such key, 2 when its value is not an integer (a fraction, an exponent,
- * another type, out of int64), -EINVAL when the text is not one JSON object or holds the
- * key twice.
+ * bfs_wds_json_label - the integer at key of the JSON object in p[0..n), parsed by
+ * jansson (RFC 8259; the key compared after unescaping). Returns 0 with *v set, 1 when
+ * the object has no such key, 2 when its value is not an integer (a fraction, an
+ * exponent, another type), -EINVAL when the text is not one JSON object, holds a key
+ * twice (anywhere), an integer beyond int64 or a NUL byte.
  */
 int bfs_wds_json_label(const char *p, size_t n, const char *key, int64_t *v);
 
