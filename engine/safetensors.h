@@ -46,6 +46,11 @@
  * whole header must be valid UTF-8 JSON; it is stricter than the reference reader in
  * rejecting duplicate keys (which the reference reader resolves silently) and unknown
  * keys in a tensor entry (which it ignores); no writer we know emits either.
+ * It stays hand-written while the rest of batchfs reads JSON with jansson (batchfs top,
+ * WebDataset labels): jansson cannot hold a key containing "\u0000", which the reference
+ * reader accepts as a tensor name; it reads -0 as 0 and caps integers at INT64_MAX, so
+ * the schema checks could not see what the file says; and it allocates per value, while
+ * this parser runs once per batch inside libbatchfs-gpu without allocating.
  */
 #ifndef BATCHFS_ENGINE_SAFETENSORS_H
 #define BATCHFS_ENGINE_SAFETENSORS_H
