@@ -107,35 +107,25 @@ static int64_t flatten(sj_doc *d, json_t *j, const char *key, int depth, const c
         break;
     }
     d->v[id] = x;
+    /* children in document order: an array's elements, an object's members (jansson
+     * keeps insertion order) */
+    int obj = json_is_object(j);
+    size_t n = json_is_array(j) ? json_array_size(j) : 0;
+    void *it = obj ? json_object_iter(j) : NULL;
     uint32_t prev = 0;
-    int64_t c;
-    size_t i;
-    json_t *e;
-    const char *k;
-    if (json_is_array(j)) {
-        json_array_foreach(j, i, e)
-        {
-            if ((c = flatten(d, e, NULL, depth + 1, why)) < 0)
-                return c;
-            if (prev)
-                d->v[prev].next = (uint32_t)c;
-            else
-                d->v[id].first = (uint32_t)c;
-            prev = (uint32_t)c;
-            d->v[id].count++;
-        }
-    } else if (json_is_object(j)) {
-        json_object_foreach(j, k, e) /* in document order (jansson keeps it) */
-        {
-            if ((c = flatten(d, e, k, depth + 1, why)) < 0)
-                return c;
-            if (prev)
-                d->v[prev].next = (uint32_t)c;
-            else
-                d->v[id].first = (uint32_t)c;
-            prev = (uint32_t)c;
-            d->v[id].count++;
-        }
+    for (size_t i = 0; obj ? it != NULL : i < n; i++) {
+        json_t *e = obj ? json_object_iter_value(it) : json_array_get(j, i);
+        int64_t c = flatten(d, e, obj ? json_object_iter_key(it) : NULL, depth + 1, why);
+        if (c < 0)
+            return c;
+        if (prev)
+            d->v[prev].next = (uint32_t)c;
+        else
+            d->v[id].first = (uint32_t)c;
+        prev = (uint32_t)c;
+        d->v[id].count++;
+        if (obj)
+            it = json_object_iter_next(j, it);
     }
     return id;
 }

@@ -776,6 +776,23 @@ START_TEST(canonical_ignores_locale)
 }
 END_TEST
 
+/* Every data option of image datasets (tokens 0) or of token datasets (1; their help
+ * starts "token datasets") appears as "name=" in one of diff[0..nd). */
+static void covered(const char *const *diff, size_t nd, int tokens)
+{
+    for (size_t i = 0; bfs_pipeline_option_at(i); i++) {
+        const bfs_pipeline_option *p = bfs_pipeline_option_at(i);
+        if (p->cls != BFS_OPT_DATA || (strstr(p->help, "token datasets") == p->help) != tokens)
+            continue;
+        char key[64];
+        snprintf(key, sizeof key, "%s=", p->name);
+        int found = 0;
+        for (size_t j = 0; j < nd; j++)
+            found |= strstr(diff[j], key) != NULL;
+        ck_assert_msg(found, "no fingerprint case for %s", p->name);
+    }
+}
+
 START_TEST(fingerprints)
 {
     /* the documented construction */
@@ -845,17 +862,7 @@ START_TEST(fingerprints)
             ck_assert_msg(fps[i] != fps[j], "%s and %s collide", diff[i], diff[j]);
     }
     /* each data option of image datasets is covered above (token_options: the others) */
-    for (size_t i = 0; bfs_pipeline_option_at(i); i++) {
-        const bfs_pipeline_option *p = bfs_pipeline_option_at(i);
-        if (p->cls != BFS_OPT_DATA || strstr(p->help, "token datasets") == p->help)
-            continue;
-        char key[64];
-        snprintf(key, sizeof key, "%s=", p->name);
-        int found = 0;
-        for (size_t j = 0; j < nd; j++)
-            found |= strstr(diff[j], key) != NULL;
-        ck_assert_msg(found, "no fingerprint case for %s", p->name);
-    }
+    covered(diff, nd, 0);
 }
 END_TEST
 
@@ -943,17 +950,7 @@ START_TEST(token_options)
         for (size_t j = 0; j < i; j++)
             ck_assert_msg(fps[i] != fps[j], "%s and %s collide", diff[i], diff[j]);
     }
-    for (size_t i = 0; bfs_pipeline_option_at(i); i++) {
-        const bfs_pipeline_option *p = bfs_pipeline_option_at(i);
-        if (p->cls != BFS_OPT_DATA || strstr(p->help, "token datasets") != p->help)
-            continue;
-        char key[64];
-        snprintf(key, sizeof key, "%s=", p->name);
-        int found = 0;
-        for (size_t j = 0; j < nd; j++)
-            found |= strstr(diff[j], key) != NULL;
-        ck_assert_msg(found, "no fingerprint case for %s", p->name);
-    }
+    covered(diff, nd, 1);
 }
 END_TEST
 
