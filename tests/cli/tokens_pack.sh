@@ -54,6 +54,7 @@ for ep in 0 3; do
     check "$T/t16.bfs" "$T/docs16.npz" "pack=bucket,buckets=64:256,batch_tokens=1024,shard=1/2,drop_last=0" $ep
 done
 check "$T/t16.bfs" "$T/docs16.npz" "batch=5,seq_len=64,shuffle=none,drop_last=0" 1
+check "$T/t16.bfs" "$T/docs16.npz" "batch=4,seq_len=80,shuffle=pages,shard=1/2" 2
 check "$T/t16.bfs" "$T/docs16.npz" "pack=pad,batch=7,seq_len=30,shard=2/3,drop_last=0" 2
 check "$T/t16.bfs" "$T/docs16.npz" "pack=bucket,buckets=100:300:500,batch=2,shuffle=none,shard=0/2" 0
 check "$T/t32.bfs" "$T/docs32.npz" "batch=2,seq_len=333,positions=1" 1
