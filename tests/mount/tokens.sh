@@ -5,6 +5,7 @@
 #  - pack=bucket: listed sizes differ between batches and are what a read returns; two
 #    mounts with shard=0/2 and 1/2 read the same bucket at every step, no document twice;
 #  - cache_dir: a second mount serves an epoch from the store, identical bytes;
+#  - remote=: a `batchfs worker` computes every bucket batch of an epoch for a mount;
 #  - a corrupt document: substituted (logged once, counted in /stats, the other batches
 #    as from the intact file) or, with bad_sample=fail, its batches fail with EIO;
 #  - an image option on it is refused at mount with a message.
@@ -96,6 +97,43 @@ pyx -c 'import bfs, sys; s = bfs.stats(sys.argv[1]); assert s["cache_dir"]["serv
     fail "cache_dir: the second mount computed every batch again"
 unmount_bfs "$M"
 ok "cache_dir: a second mount serves token batches from the store"
+
+# ---- remote workers: a worker computes token batches of varying size for a mount ----------
+if command -v redis-server >/dev/null; then
+    PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+    redis-server --port "$PORT" --bind 127.0.0.1 --save '' --appendonly no --dir "$T" >"$T/redis.log" 2>&1 &
+    RPID=$!
+    BG_PIDS+=("$RPID")
+    for i in $(seq 100); do
+        python3 -c "import socket; socket.create_connection(('127.0.0.1',$PORT),1)" 2>/dev/null && break
+        sleep 0.05
+    done
+    B=pack=bucket,buckets=16:64:330,batch=3
+    "$BATCHFS" worker "$T/t.bfs" -o "$B,remote=redis://127.0.0.1:$PORT,threads=1" --name w1 \
+        >"$T/w1.log" 2>&1 </dev/null &
+    WPID=$!
+    BG_PIDS+=("$WPID")
+    for i in $(seq 100); do
+        grep -q "serving pipeline" "$T/w1.log" && break
+        sleep 0.1
+    done
+    grep -q "serving pipeline" "$T/w1.log" || fail "remote: the worker did not start: $(cat "$T/w1.log")"
+    mkdir "$T/mr" "$T/rref"
+    mount_bfs "$T/t.bfs" "$T/mr" -o "$B,remote=redis://127.0.0.1:$PORT,remote_wait_ms=30000,prefetch=0"
+    n=$(ls "$T/mr/epoch/2" | wc -l)
+    for k in $(seq 0 $((n - 1))); do
+        ref_batch "$T/t.bfs" "$B" 2 $k "$T/rref/b$k"
+        cmp -s "$T/mr/epoch/2/batch_$k" "$T/rref/b$k" || fail "remote: epoch 2 batch $k differs from the engine's"
+    done
+    pyx -c 'import bfs, sys; s = bfs.stats(sys.argv[1]); assert s["batches"]["computed"] == 0 and s["remote"]["hits"] > 0, (s["batches"], s["remote"])' "$T/mr" ||
+        fail "remote: the mount computed token batches itself"
+    unmount_bfs "$T/mr"
+    kill -TERM "$WPID" && { wait "$WPID" || fail "remote: the worker exited $? on SIGTERM: $(tail -3 "$T/w1.log")"; }
+    kill -TERM "$RPID" && wait "$RPID" || true
+    ok "remote: a worker computed all $n bucket batches of an epoch (sizes vary), bytes as the engine's"
+else
+    fail "redis-server is missing (make deps installs it)"
+fi
 
 # ---- a corrupt document ------------------------------------------------------------------
 # document 7's payload: its tokens, found in the file, one byte flipped
