@@ -6,9 +6,11 @@
  * parser), copies each batch's tensors to the device on its own non-blocking stream
  * while the consumer computes, optionally converts u8 images to normalized f16/bf16/f32
  * on the device, and hands out tensor views (name, dtype, shape, strides, pointer) with
- * a CUDA event per batch. CUDA's driver API is loaded at run time (dlopen
- * "libcuda.so.1"): the library has no link-time CUDA dependency, and without a driver or
- * a device the same calls hand out host memory (device type BFSG_DEVICE_CPU).
+ * a CUDA event per batch. Batches of token datasets (metadata kind "tokens",
+ * docs/sequences.md) are delivered too: their integer tensors as they are, in the file's
+ * order; their shapes may differ from batch to batch (pack=bucket). CUDA's driver API is loaded at
+ * run time (dlopen "libcuda.so.1"): the library has no link-time CUDA dependency, and without a
+ * driver or a device the same calls hand out host memory (device type BFSG_DEVICE_CPU).
  *
  * Use (errors omitted):
  *
@@ -40,7 +42,10 @@
 extern "C" {
 #endif
 
-/* The API version this header describes; bfsg_create refuses another. */
+/* The API version this header describes; bfsg_create refuses another. It changes when a
+ * struct's layout or a function's meaning does; new bfsg_dtype values are appended
+ * without a change (BFSG_I32 came with token batches, which a version-1 loader refused:
+ * a program that never opens token datasets never sees it). */
 #define BFSG_API_VERSION 1
 
 #define BFSG_MAX_TENSORS 4
@@ -51,7 +56,8 @@ typedef enum bfsg_dtype {
     BFSG_F16 = 1,
     BFSG_BF16 = 2,
     BFSG_F32 = 3,
-    BFSG_I64 = 4
+    BFSG_I64 = 4,
+    BFSG_I32 = 5 /* token batches' tokens and positions */
 } bfsg_dtype;
 
 typedef enum bfsg_device_type {
@@ -63,7 +69,8 @@ typedef enum bfsg_device_type {
  * pointer on BFSG_DEVICE_CPU; 256-byte aligned on a device, at least the element size
  * on the host. Strides are in elements (C-contiguous). */
 typedef struct bfsg_tensor {
-    const char *name; /* "images", "labels", "indices" */
+    const char *name; /* "images", "labels", "indices"; token batches: the file's names
+                       * ("tokens", "positions", "lengths", "mask", ...) */
     bfsg_dtype dtype;
     uint32_t ndim;
     int64_t shape[BFSG_MAX_DIMS];
@@ -78,7 +85,10 @@ typedef struct bfsg_tensor {
 typedef struct bfsg_batch {
     uint64_t epoch, index; /* the file epoch/<epoch>/batch_<index> */
     const char *path;      /* that file's path */
-    uint32_t n_tensors;    /* 3: images, labels, indices (in this order) */
+    uint32_t n_tensors;    /* images: 3, images, labels, indices (in this order);
+                            * tokens: 1..BFSG_MAX_TENSORS, in the file's data order
+                            * (concat: tokens[, positions]; pad, bucket: lengths,
+                            * indices, tokens, mask) */
     bfsg_tensor tensors[BFSG_MAX_TENSORS];
     bfsg_device_type device_type;
     int device_id;     /* CUDA ordinal; 0 on the CPU */
@@ -125,6 +135,8 @@ const char *bfsg_error(const bfsg_loader *l);
  *   normalize     imagenet | none | m0,m1,m2/s0,s1,s2 (default: imagenet for float)
  *   layout        nhwc | nchw (default: the file's)
  * The conversion gives the values the daemon's own dtype=, normalize= and layout= give.
+ * Token batches are never converted: with any of the three set, bfsg_next refuses each
+ * of them (-EINVAL, naming the file).
  * Returns 0, -EINVAL (unknown name or bad value; bfsg_error says which), -EBUSY (after
  * bfsg_open).
  */
@@ -162,7 +174,8 @@ int bfsg_seek(bfsg_loader *l, uint64_t epoch, uint64_t batch);
  * retained. On the CPU the data is ready; on CUDA the consumer stream already waits on
  * the batch's ready event (host code that reads device memory must synchronize first).
  * Returns 0, or a negative errno: -EBADMSG (a file that is not a valid batch: the error
- * names it and says what is wrong), -EIO and other read errors (naming the file),
+ * names it and says what is wrong), -EINVAL (a token batch with dtype=, normalize= or
+ * layout= set), -EIO and other read errors (naming the file),
  * -EPROTO (a CUDA call failed: named with its CUresult). After an error the next call
  * goes on with the batch after the failed one; bfsg_seek goes back to it.
  */

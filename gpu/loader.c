@@ -23,6 +23,13 @@
  *   detach takes it from there; once the loader is destroyed, it is freed instead.
  * - The shared part (driver table, context, stream, kernel) is the refcounted `core`:
  *   retained batches keep it alive after bfsg_destroy.
+ * - A slot's buffers (host, pinned staging, device) are sized by each batch it is filled
+ *   with and grow when a larger one comes (token batches of pack=bucket differ in size
+ *   and shape); they never shrink. A device buffer is freed for a larger one only after
+ *   the consumer stream passed the slot's `done` event.
+ * - Image batches (images, labels, indices; dtype=/layout= conversion) and token batches
+ *   (metadata kind "tokens": 1..BFSG_MAX_TENSORS integer tensors, delivered as they are,
+ *   in data order) share the copy paths: a file_plan lists the tensors to copy.
  */
 #include "gpu/batchfs_gpu.h"
 #include "gpu/convert.h"
@@ -59,6 +66,7 @@
 #define HOST_ALIGN       4096u /* host buffers: file offsets keep their alignment mod 4096 */
 #define ERRLEN           1024
 #define FUSE_SUPER_MAGIC 0x65735546 /* linux/magic.h */
+#define NAME_CAP         64         /* bytes of a token batch's tensor name, with its NUL */
 
 enum { SLOT_FREE, SLOT_FILLING, SLOT_READY, SLOT_OUT };
 enum { COPY_READ, COPY_STAGING, COPY_REGISTER, COPY_AUTO };
@@ -93,7 +101,8 @@ typedef struct slot {
     int rc;              /* the fill's result; err says why */
     char err[ERRLEN];
     char path[PATH_MAX];
-    uint8_t *host; /* CPU: the file's data region; CUDA: pinned staging */
+    char names[BFSG_MAX_TENSORS][NAME_CAP]; /* token batches: the views' names */
+    uint8_t *host;                          /* CPU: the file's data region; CUDA: pinned staging */
     size_t host_cap;
     uint8_t *conv; /* CPU conversion output */
     size_t conv_cap;
@@ -601,23 +610,114 @@ static void set_view(bfsg_tensor *t, const char *name, bfsg_dtype dt, uint32_t n
     t->nbytes = nbytes;
 }
 
+/* the dtypes a batch may hold: the image dtypes, and token batches' U8, I32, I64 */
 static bfsg_dtype to_bfsg(bfs_dtype d)
 {
-    return d == BFS_DT_U8     ? BFSG_U8
-           : d == BFS_DT_F16  ? BFSG_F16
-           : d == BFS_DT_BF16 ? BFSG_BF16
-                              : BFSG_F32;
+    switch (d) {
+    case BFS_DT_U8:
+        return BFSG_U8;
+    case BFS_DT_F16:
+        return BFSG_F16;
+    case BFS_DT_BF16:
+        return BFSG_BF16;
+    case BFS_DT_I64:
+        return BFSG_I64;
+    case BFS_DT_I32:
+        return BFSG_I32;
+    default:
+        return BFSG_F32;
+    }
 }
 
-/* What one batch file holds: the checked header and where each tensor lies. */
+/* What one batch file holds: the checked header and where each tensor lies. The
+ * tensors point into the producer's parse buffer: used before the next file is parsed. */
 typedef struct file_plan {
-    bfs_st_batch_desc d;
-    uint64_t size, lo;         /* file size; the 4096-aligned start of the region read */
-    const bfs_st_tensor *t[3]; /* images, labels, indices */
+    int tokens;          /* a token batch: t[0, n) delivered as they are, no conversion */
+    uint32_t n;          /* tensors in t: 3 for images */
+    bfs_st_batch_desc d; /* images: the descriptor; tokens: epoch and batch_index only */
+    uint64_t size, lo;   /* file size; the 4096-aligned start of the region read */
+    const bfs_st_tensor *t[BFSG_MAX_TENSORS]; /* images, labels, indices; tokens: data order */
     uint64_t out_shape[4];
     uint64_t out_bytes; /* images bytes as delivered */
     int out_nchw;
 } file_plan;
+
+/* metadata key of f in plain decimal (no sign, no leading zero) */
+static int meta_u64(const bfs_st_file *f, const char *key, uint64_t *v)
+{
+    const char *t = bfs_st_meta_get(f, key);
+    return !t || parse_u64(t, v) || (t[0] == '0' && t[1]) ? -1 : 0;
+}
+
+/*
+ * A token batch (docs/sequences.md): metadata format batchfs/2, kind tokens, a pack, epoch
+ * and batch in decimal, a 16-hex-digit fingerprint; 1..BFSG_MAX_TENSORS tensors of U8,
+ * I32 or I64 with 1..BFSG_MAX_DIMS dimensions, each at a file offset aligned to its
+ * element size (so host views are aligned, as the writer places them). Any tensor names
+ * and shapes: the loader delivers what the file holds, in data order.
+ */
+static int plan_tokens(bfsg_loader *l, slot *s, const bfs_st_file *f, const char *kind,
+                       file_plan *fp)
+{
+    const char *fmt = bfs_st_meta_get(f, "format"), *pack = bfs_st_meta_get(f, "pack");
+    const char *fpr = bfs_st_meta_get(f, "fingerprint");
+    if (strcmp(kind, "tokens"))
+        return slot_errf(s, -EBADMSG,
+                         "%s: not a batchfs batch: metadata kind \"%s\" (known: \"tokens\", or "
+                         "none for images)",
+                         s->path, kind);
+    if (!fmt || strcmp(fmt, BFS_ST_FORMAT))
+        return slot_errf(s, -EBADMSG, "%s: not a batchfs batch: metadata format \"%s\", not \"%s\"",
+                         s->path, fmt ? fmt : "(none)", BFS_ST_FORMAT);
+    if (!pack || !*pack)
+        return slot_errf(s, -EBADMSG, "%s: not a batchfs token batch: no metadata pack", s->path);
+    if (meta_u64(f, "epoch", &fp->d.epoch) || meta_u64(f, "batch", &fp->d.batch_index))
+        return slot_errf(s, -EBADMSG,
+                         "%s: not a batchfs token batch: metadata epoch and batch must be "
+                         "decimal numbers",
+                         s->path);
+    int hex = fpr && strlen(fpr) == 16;
+    for (int i = 0; hex && i < 16; i++)
+        hex = (fpr[i] >= '0' && fpr[i] <= '9') || (fpr[i] >= 'a' && fpr[i] <= 'f');
+    if (!hex)
+        return slot_errf(s, -EBADMSG,
+                         "%s: not a batchfs token batch: metadata fingerprint is not 16 "
+                         "lowercase hex digits",
+                         s->path);
+    if (f->n_tensors < 1 || f->n_tensors > BFSG_MAX_TENSORS)
+        return slot_errf(s, -EBADMSG, "%s: a token batch of %u tensors; the loader takes 1 to %d",
+                         s->path, f->n_tensors, BFSG_MAX_TENSORS);
+    fp->tokens = 1, fp->n = 0;
+    for (uint32_t i = 0; i < f->n_tensors; i++) {
+        const bfs_st_tensor *t = &f->tensors[i];
+        if (t->dtype != BFS_DT_U8 && t->dtype != BFS_DT_I32 && t->dtype != BFS_DT_I64)
+            return slot_errf(s, -EBADMSG, "%s: tensor '%s' is %s; token batches hold U8, I32, I64",
+                             s->path, t->name, bfs_dtype_name(t->dtype));
+        if (t->ndim < 1 || t->ndim > BFSG_MAX_DIMS)
+            return slot_errf(s, -EBADMSG,
+                             "%s: tensor '%s' has %u dimensions; the loader takes 1 to %d", s->path,
+                             t->name, t->ndim, BFSG_MAX_DIMS);
+        if (t->name_len >= NAME_CAP || strlen(t->name) != t->name_len)
+            return slot_errf(s, -EBADMSG,
+                             "%s: a tensor name of %zu bytes (at most %d, no NUL) in a token batch",
+                             s->path, t->name_len, NAME_CAP - 1);
+        if (t->offset % bfs_dtype_size(t->dtype))
+            return slot_errf(s, -EBADMSG,
+                             "%s: tensor '%s' starts at byte %" PRIu64 ", not a multiple of its "
+                             "element size",
+                             s->path, t->name, t->offset);
+        uint32_t j = fp->n++; /* insertion by file offset: data order */
+        for (; j > 0 && fp->t[j - 1]->offset > t->offset; j--)
+            fp->t[j] = fp->t[j - 1];
+        fp->t[j] = t;
+    }
+    if (l->dtype[0] || l->normalize[0] || l->layout[0])
+        return slot_errf(s, -EINVAL,
+                         "%s: a token batch (pack=%s): dtype=, normalize= and layout= convert "
+                         "images only; leave them unset for token datasets",
+                         s->path, pack);
+    return 0;
+}
 
 static int plan_file(bfsg_loader *l, slot *s, int fd, uint64_t epoch, uint64_t k, file_plan *fp)
 {
@@ -650,18 +750,26 @@ static int plan_file(bfsg_loader *l, slot *s, int fd, uint64_t epoch, uint64_t k
         return slot_errf(s, -EBADMSG, "%s: not a safetensors file: %s", s->path, f->err);
     if (rc)
         return s->err[0] ? rc : slot_errf(s, rc, "%s: %s", s->path, strerror(-rc));
+    fp->tokens = 0, fp->n = 3;
+    fp->lo = f->data_offset / HOST_ALIGN * HOST_ALIGN;
+    const char *kind = bfs_st_meta_get(f, "kind");
     char why[256];
-    if (bfs_st_batch_from_file(f, &fp->d, why, sizeof why))
+    if (kind) {
+        if ((rc = plan_tokens(l, s, f, kind, fp)))
+            return rc;
+    } else if (bfs_st_batch_from_file(f, &fp->d, why, sizeof why)) {
         return slot_errf(s, -EBADMSG, "%s: not a batchfs batch: %s", s->path, why);
+    }
     if (fp->d.epoch != epoch || fp->d.batch_index != k)
         return slot_errf(s, -EBADMSG,
                          "%s: holds epoch %" PRIu64 " batch %" PRIu64 " (its metadata), not "
                          "epoch %" PRIu64 " batch %" PRIu64,
                          s->path, fp->d.epoch, fp->d.batch_index, epoch, k);
+    if (fp->tokens)
+        return 0;
     fp->t[0] = bfs_st_find(f, "images");
     fp->t[1] = bfs_st_find(f, "labels");
     fp->t[2] = bfs_st_find(f, "indices");
-    fp->lo = f->data_offset / HOST_ALIGN * HOST_ALIGN;
     const bfsgi_convert *cv = &l->conv;
     if (cv->active && fp->d.dtype != BFS_DT_U8)
         return slot_errf(s, -EINVAL,
@@ -676,15 +784,25 @@ static int plan_file(bfsg_loader *l, slot *s, int fd, uint64_t epoch, uint64_t k
     return 0;
 }
 
-static void fill_views(bfsg_loader *l, slot *s, const file_plan *fp, void *images, void *labels,
-                       void *indices)
+/* the views of the batch in s: tensor i of fp at at[i] */
+static void fill_views(bfsg_loader *l, slot *s, const file_plan *fp, uint8_t *const at[])
 {
     bfsg_batch *b = &s->pub;
+    if (fp->tokens) {
+        for (uint32_t i = 0; i < fp->n; i++) {
+            const bfs_st_tensor *t = fp->t[i];
+            memcpy(s->names[i], t->name, t->name_len + 1); /* < NAME_CAP (plan_tokens) */
+            set_view(&b->tensors[i], s->names[i], to_bfsg(t->dtype), t->ndim, t->shape, at[i],
+                     t->nbytes);
+        }
+        b->n_tensors = fp->n;
+        return;
+    }
     uint64_t one[1] = {fp->d.batch};
     bfsg_dtype dt = l->conv.active ? (bfsg_dtype)l->conv.dtype : to_bfsg(fp->d.dtype);
-    set_view(&b->tensors[0], "images", dt, 4, fp->out_shape, images, fp->out_bytes);
-    set_view(&b->tensors[1], "labels", BFSG_I64, 1, one, labels, fp->t[1]->nbytes);
-    set_view(&b->tensors[2], "indices", BFSG_I64, 1, one, indices, fp->t[2]->nbytes);
+    set_view(&b->tensors[0], "images", dt, 4, fp->out_shape, at[0], fp->out_bytes);
+    set_view(&b->tensors[1], "labels", BFSG_I64, 1, one, at[1], fp->t[1]->nbytes);
+    set_view(&b->tensors[2], "indices", BFSG_I64, 1, one, at[2], fp->t[2]->nbytes);
     b->n_tensors = 3;
 }
 
@@ -695,25 +813,32 @@ static int fill_host(bfsg_loader *l, slot *s, int fd, const file_plan *fp)
     if (rc || (rc = pread_full(s, fd, s->host, need, fp->lo)))
         return rc;
     const uint8_t *base = s->host; /* where file offset fp->lo is */
-    uint8_t *at[3];
-    for (int i = 0; i < 3; i++)
+    uint8_t *at[BFSG_MAX_TENSORS];
+    for (uint32_t i = 0; i < fp->n; i++)
         at[i] = (uint8_t *)base + (fp->t[i]->offset - fp->lo);
-    if (l->conv.active) {
+    if (l->conv.active && !fp->tokens) {
         if ((rc = grow(s, &s->conv, &s->conv_cap, (size_t)fp->out_bytes)))
             return rc;
         bfsgi_convert_host(&l->conv, at[0], fp->d.nchw, s->conv, fp->d.batch, fp->d.height,
                            fp->d.width);
         at[0] = s->conv;
     }
-    fill_views(l, s, fp, at[0], at[1], at[2]);
+    fill_views(l, s, fp, at);
     return 0;
 }
 
 /* device layout of a slot: images as delivered, labels, indices, then the u8 source of a
- * conversion, each DEV_ALIGN-aligned */
-static void dev_layout(const bfsg_loader *l, const file_plan *fp, size_t off[4], size_t *total)
+ * conversion; or a token batch's tensors in data order; each DEV_ALIGN-aligned */
+static void dev_layout(const bfsg_loader *l, const file_plan *fp, size_t off[BFSG_MAX_TENSORS + 1],
+                       size_t *total)
 {
     size_t o = 0;
+    if (fp->tokens) {
+        for (uint32_t i = 0; i < fp->n; i++)
+            off[i] = o, o = round_up(o + fp->t[i]->nbytes, DEV_ALIGN);
+        *total = o ? o : DEV_ALIGN; /* empty tensors still get a (valid) pointer */
+        return;
+    }
     off[0] = o, o = round_up(o + fp->out_bytes, DEV_ALIGN);
     off[1] = o, o = round_up(o + fp->t[1]->nbytes, DEV_ALIGN);
     off[2] = o, o = round_up(o + fp->t[2]->nbytes, DEV_ALIGN);
@@ -740,9 +865,14 @@ static int fill_cuda(bfsg_loader *l, slot *s, int fd, const file_plan *fp, int u
     if (s->ready_recorded &&
         (rc = slot_cuda(s, cu->EventSynchronize(s->ready), "cuEventSynchronize")))
         return rc;
-    size_t off[4], total;
+    size_t off[BFSG_MAX_TENSORS + 1], total;
     dev_layout(l, fp, off, &total);
-    if (total > s->dcap) {
+    if (total > s->dcap) { /* a larger batch than this slot held (pack=bucket): grow */
+        /* the consumer may still read the old buffer: wait for the work queued on its
+         * stream before the slot came back */
+        if (s->done_recorded &&
+            (rc = slot_cuda(s, cu->EventSynchronize(s->done), "cuEventSynchronize")))
+            return rc;
         if (s->dptr)
             cu->MemFree(s->dptr);
         s->dptr = 0, s->dcap = 0;
@@ -786,17 +916,22 @@ static int fill_cuda(bfsg_loader *l, slot *s, int fd, const file_plan *fp, int u
     if (s->done_recorded &&
         (rc = slot_cuda(s, cu->StreamWaitEvent(c->copy, s->done, 0), "cuStreamWaitEvent")))
         return rc;
-    for (int i = 1; i < 3; i++)
-        if ((rc = slot_cuda(s,
+    /* token batches: every tensor as it is; images: labels, indices, then the images */
+    for (uint32_t i = fp->tokens ? 0 : 1; i < (fp->tokens ? fp->n : 3); i++)
+        if (fp->t[i]->nbytes &&
+            (rc = slot_cuda(s,
                             cu->MemcpyHtoDAsync(s->dptr + off[i], src + (fp->t[i]->offset - fp->lo),
                                                 fp->t[i]->nbytes, c->copy),
                             "cuMemcpyHtoDAsync")))
             return rc;
-    const uint8_t *img = src + (fp->t[0]->offset - fp->lo);
-    int kernel = l->conv.active && !(l->conv.elem == 1 && fp->out_nchw == fp->d.nchw);
-    rc = slot_cuda(
-        s, cu->MemcpyHtoDAsync(s->dptr + off[kernel ? 3 : 0], img, fp->t[0]->nbytes, c->copy),
-        "cuMemcpyHtoDAsync");
+    int kernel =
+        !fp->tokens && l->conv.active && !(l->conv.elem == 1 && fp->out_nchw == fp->d.nchw);
+    if (!fp->tokens) {
+        const uint8_t *img = src + (fp->t[0]->offset - fp->lo);
+        rc = slot_cuda(
+            s, cu->MemcpyHtoDAsync(s->dptr + off[kernel ? 3 : 0], img, fp->t[0]->nbytes, c->copy),
+            "cuMemcpyHtoDAsync");
+    }
     if (!rc && kernel) {
         CUdeviceptr from = s->dptr + off[3], to = s->dptr + off[0], lut = c->lut;
         unsigned long long pixels = (unsigned long long)fp->d.batch * fp->d.height * fp->d.width;
@@ -816,8 +951,10 @@ static int fill_cuda(bfsg_loader *l, slot *s, int fd, const file_plan *fp, int u
         return rc;
     s->ready_recorded = 1;
     *host_ns = bfs_mono_ns() - t0;
-    uint8_t *d = (uint8_t *)(uintptr_t)s->dptr;
-    fill_views(l, s, fp, d + off[0], d + off[1], d + off[2]);
+    uint8_t *d = (uint8_t *)(uintptr_t)s->dptr, *at[BFSG_MAX_TENSORS];
+    for (uint32_t i = 0; i < fp->n; i++)
+        at[i] = d + off[i];
+    fill_views(l, s, fp, at);
     return 0;
 }
 
@@ -895,7 +1032,7 @@ static void fill(bfsg_loader *l, slot *s, uint64_t epoch, uint64_t k)
         l->st.host_copies += mode == COPY_READ || mode == COPY_STAGING;
         l->st.staged += mode == COPY_STAGING;
         l->st.registered += mode == COPY_REGISTER;
-        l->st.converted += l->conv.active != 0;
+        l->st.converted += l->conv.active && !fp.tokens;
         pthread_mutex_unlock(&l->lock);
     }
     close(fd);
@@ -1221,7 +1358,7 @@ int bfsg_batch_dlpack(bfsg_batch *b, uint32_t i, void **out)
     static const bfsg_DLDataType types[] = {
         [BFSG_U8] = {BFSG_kDLUInt, 8, 1},      [BFSG_F16] = {BFSG_kDLFloat, 16, 1},
         [BFSG_BF16] = {BFSG_kDLBfloat, 16, 1}, [BFSG_F32] = {BFSG_kDLFloat, 32, 1},
-        [BFSG_I64] = {BFSG_kDLInt, 64, 1},
+        [BFSG_I64] = {BFSG_kDLInt, 64, 1},     [BFSG_I32] = {BFSG_kDLInt, 32, 1},
     };
     memcpy(h->shape, t->shape, sizeof h->shape);
     memcpy(h->strides, t->strides, sizeof h->strides);

@@ -4,7 +4,9 @@
  * named), the CUDA path against the suite's fake driver (build/tests/fakecuda/libcuda.so.1:
  * device bytes equal the files, pinned staging, contexts, no leaks, injected failures),
  * the conversion against the daemon's own dtype=/normalize=/layout= batches on both
- * paths, retained batches and DLPack deleters that outlive the loader.
+ * paths, retained batches and DLPack deleters that outlive the loader; token batches
+ * (pack=concat with positions, pad, bucket of varying shapes) delivered tensor for tensor
+ * as the files hold them, slots growing for larger batches, conversions refused.
  *
  * Batch files are written in-process by the engine into DIR/epoch/N/batch_K (the mount's
  * layout); tests/mount/gpu.sh runs the same library over a real mount.
@@ -12,6 +14,7 @@
 #include "gpu/batchfs_gpu.h"
 #include "gpu/dlpack.h"
 #include "gpu/cuda_api.h"
+#include "engine/dataset/pack.h"
 #include "engine/engine.h"
 #include "engine/exec.h"
 #include "engine/pipeline.h"
@@ -21,6 +24,7 @@
 #include <check.h>
 #include <dlfcn.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,8 +38,9 @@
 static char *tmp;
 static char root[4096], src[4096], fake[4096];
 
-/* write epochs 0..EPOCHS-1 of pipeline opts into dir/epoch/N/batch_K */
-static void write_batches(const char *dir, const char *opts, int epochs)
+/* write epochs 0..epochs-1 of pipeline opts over dataset from into dir/epoch/N/batch_K;
+ * returns the batches per epoch */
+static uint64_t write_batches_of(const char *from, const char *dir, const char *opts, int epochs)
 {
     bfs_pipeline_opts o;
     bfs_pipeline_defaults(&o);
@@ -44,7 +49,8 @@ static void write_batches(const char *dir, const char *opts, int epochs)
     ck_assert_msg(bfs_pipeline_finish(&o, err, sizeof err) == 0, "%s", err);
     bfs_engine *e;
     bfs_exec *x;
-    ck_assert_msg(bfs_engine_create(src, &o, &e, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(bfs_engine_create(from, &o, &e, err, sizeof err) == 0, "%s", err);
+    uint64_t nb = bfs_engine_batches(e);
     ck_assert_int_eq(bfs_exec_create(e, 1, 0, &x), 0);
     snprintf(path, sizeof path, "%s/epoch", dir);
     mkdir(dir, 0755);
@@ -52,17 +58,23 @@ static void write_batches(const char *dir, const char *opts, int epochs)
     for (int ep = 0; ep < epochs; ep++) {
         snprintf(path, sizeof path, "%s/epoch/%d", dir, ep);
         mkdir(path, 0755);
-        for (int k = 0; k < NB; k++) {
+        for (uint64_t k = 0; k < nb; k++) {
             bfs_batch *b;
             ck_assert_msg(bfs_exec_get(x, (uint64_t)ep, (uint64_t)k, &b, err, sizeof err) == 0,
                           "%s", err);
-            snprintf(path, sizeof path, "%s/epoch/%d/batch_%d", dir, ep, k);
+            snprintf(path, sizeof path, "%s/epoch/%d/batch_%" PRIu64, dir, ep, k);
             ck_assert_int_eq(tu_write_file(path, bfs_batch_data(b), bfs_batch_size(b)), 0);
             bfs_batch_release(b);
         }
     }
     bfs_exec_destroy(x);
     bfs_engine_destroy(e);
+    return nb;
+}
+
+static void write_batches(const char *dir, const char *opts, int epochs)
+{
+    ck_assert_uint_eq(write_batches_of(src, dir, opts, epochs), NB);
 }
 
 static void setup(void)
@@ -685,6 +697,237 @@ START_TEST(retained_batches_outlive_loader)
 }
 END_TEST
 
+/* ---- token batches ----------------------------------------------------------------- */
+
+/* tmp/tok.bfs: 120 documents of u16 tokens, each ending with 50256: most short, some of
+ * 17..64 tokens, a few of 65..299, so that pack=bucket batches come in several shapes */
+static void make_token_dataset(char *out, size_t cap)
+{
+    char bin[4200], err[1024];
+    snprintf(bin, sizeof bin, "%s/train.bin", tmp);
+    snprintf(out, cap, "%s/tok.bfs", tmp);
+    FILE *f = fopen(bin, "wb");
+    ck_assert_ptr_nonnull(f);
+    uint32_t x = 12345;
+#define NEXT() (x = x * 1103515245u + 12345u, x >> 8)
+    for (int d = 0; d < 120; d++) {
+        uint32_t r = NEXT() % 10;
+        uint32_t n = r < 6 ? 1 + NEXT() % 16 : r < 9 ? 17 + NEXT() % 48 : 65 + NEXT() % 235;
+        for (uint32_t i = 0; i + 1 < n; i++) {
+            uint16_t t = (uint16_t)(NEXT() % 50000);
+            ck_assert_uint_eq(fwrite(&t, 2, 1, f), 1);
+        }
+        uint16_t sep = 50256;
+        ck_assert_uint_eq(fwrite(&sep, 2, 1, f), 1);
+    }
+#undef NEXT
+    fclose(f);
+    bfs_pack_opts o = {.tokens = 2, .doc_sep = 50256};
+    bfs_pack_report rep;
+    ck_assert_msg(bfs_pack(bin, out, &o, &rep, NULL, err, sizeof err) == 0, "%s", err);
+    ck_assert_uint_eq(rep.packed, 120);
+    bfs_pack_report_free(&rep);
+}
+
+static const char *const CONCAT_NAMES[] = {"tokens", "positions", NULL};
+static const char *const PAD_NAMES[] = {"lengths", "indices", "tokens", "mask", NULL};
+
+/* b holds its file's tensors as they are, in data order, named names: dtype, shape,
+ * element strides, bytes, alignment. Returns the device bytes they take (each tensor
+ * rounded up to 256) and the tokens tensor's shape in *rows, *width. */
+static uint64_t check_tokens_equal_file(const bfsg_batch *b, const char *const *names,
+                                        int64_t *rows, int64_t *width)
+{
+    uint8_t *data;
+    size_t len;
+    ck_assert_int_eq(tu_read_file(b->path, &data, &len), 0);
+    bfs_st_file *f = malloc(sizeof *f);
+    ck_assert_int_eq(bfs_st_parse(data, len, f), 0);
+    ck_assert_str_eq(bfs_st_meta_get(f, "kind"), "tokens");
+    ck_assert_uint_eq(b->n_tensors, f->n_tensors);
+    uint64_t prev = 0, dev = 0;
+    for (uint32_t i = 0; i < b->n_tensors; i++) {
+        const bfsg_tensor *t = &b->tensors[i];
+        ck_assert_ptr_nonnull(names[i]);
+        ck_assert_str_eq(t->name, names[i]);
+        const bfs_st_tensor *ft = bfs_st_find(f, t->name);
+        ck_assert_ptr_nonnull(ft);
+        ck_assert_uint_ge(ft->offset, prev); /* data order */
+        prev = ft->offset;
+        size_t el = ft->dtype == BFS_DT_I32 ? 4 : ft->dtype == BFS_DT_I64 ? 8 : 1;
+        ck_assert_int_eq(t->dtype, ft->dtype == BFS_DT_I32   ? BFSG_I32
+                                   : ft->dtype == BFS_DT_I64 ? BFSG_I64
+                                                             : BFSG_U8);
+        ck_assert_int_eq(
+            ft->dtype == BFS_DT_I32 || ft->dtype == BFS_DT_I64 || ft->dtype == BFS_DT_U8, 1);
+        ck_assert_uint_eq(t->ndim, ft->ndim);
+        int64_t stride = 1;
+        for (int d = (int)ft->ndim - 1; d >= 0; d--) {
+            ck_assert_int_eq(t->shape[d], (int64_t)ft->shape[d]);
+            ck_assert_int_eq(t->strides[d], stride);
+            stride *= (int64_t)ft->shape[d];
+        }
+        ck_assert_uint_eq(t->nbytes, ft->nbytes);
+        ck_assert_uint_eq(t->nbytes, (uint64_t)stride * el);
+        uint8_t *got = host_bytes(b, t);
+        ck_assert_msg(memcmp(got, data + ft->offset, ft->nbytes) == 0, "%s: %s differs", b->path,
+                      t->name);
+        free(got);
+        ck_assert_uint_eq((uintptr_t)t->data % (b->device_type == BFSG_DEVICE_CUDA ? 256 : el), 0);
+        dev += (t->nbytes + 255) / 256 * 256;
+        if (!strcmp(t->name, "tokens"))
+            *rows = t->shape[0], *width = t->shape[1];
+    }
+    ck_assert_ptr_null(names[b->n_tensors]);
+    free(f);
+    free(data);
+    return dev;
+}
+
+/* Every batch of every pack through the loader, on the host and on the fake device, at
+ * depth 1 and 3: the files' tensors, byte for byte. pack=bucket batches differ in rows
+ * and width; at depth 1 (one slot) the device buffer is allocated once per batch larger
+ * than all before it (grown, never overflowed: the fake fails copies outside an
+ * allocation), and never for a smaller one. */
+START_TEST(tokens_delivered_as_files)
+{
+    char bfs[4200], dir[4300];
+    make_token_dataset(bfs, sizeof bfs);
+    struct {
+        const char *name, *opts;
+        const char *const *names;
+        int min_shapes;
+    } cases[] = {
+        {"concat", "batch=3,seq_len=50,positions=1", CONCAT_NAMES, 1},
+        {"pad", "pack=pad,batch=4,seq_len=100,pad_id=7", PAD_NAMES, 1},
+        {"bucket", "pack=bucket,buckets=16:64:300,batch_tokens=600,drop_last=0,seed=2", PAD_NAMES,
+         3},
+    };
+    for (int c = 0; c < 3; c++) {
+        snprintf(dir, sizeof dir, "%s/tok_%s", tmp, cases[c].name);
+        uint64_t nb = write_batches_of(bfs, dir, cases[c].opts, 2);
+        for (int v = 0; v < 4; v++) {
+            const char *dev = v < 2 ? "cpu" : "cuda", *depth = v % 2 ? "3" : "1";
+            const char *kv[] = {"device", dev, "cuda_library", fake, "depth", depth, NULL};
+            bfsg_loader *l = loader(kv);
+            ck_assert_msg(bfsg_open(l, dir) == 0, "%s", bfsg_error(l));
+            unsigned long long allocs0 = counter("dev_allocs");
+            uint64_t n = 0, biggest = 0, grows = 0;
+            int64_t shapes[64][2];
+            int n_shapes = 0;
+            bfsg_batch *b;
+            for (;;) {
+                ck_assert_msg(bfsg_next(l, &b) == 0, "%s %s: %s", cases[c].name, dev,
+                              bfsg_error(l));
+                if (!b)
+                    break;
+                ck_assert_uint_eq(b->epoch, n / nb);
+                ck_assert_uint_eq(b->index, n % nb);
+                ck_assert_int_eq(b->device_type, v < 2 ? BFSG_DEVICE_CPU : BFSG_DEVICE_CUDA);
+                int64_t r = 0, w = 0;
+                uint64_t bytes = check_tokens_equal_file(b, cases[c].names, &r, &w);
+                ck_assert_int_gt(r, 0);
+                if (bytes > biggest)
+                    biggest = bytes, grows++;
+                int k = 0;
+                while (k < n_shapes && (shapes[k][0] != r || shapes[k][1] != w))
+                    k++;
+                if (k == n_shapes && n_shapes < 64)
+                    shapes[n_shapes][0] = r, shapes[n_shapes][1] = w, n_shapes++;
+                n++;
+            }
+            ck_assert_uint_eq(n, 2 * nb);
+            ck_assert_int_ge(n_shapes, cases[c].min_shapes);
+            bfsg_stats st;
+            ck_assert_int_eq(bfsg_get_stats(l, &st), 0);
+            ck_assert_uint_eq(st.batches, 2 * nb);
+            ck_assert_uint_eq(st.converted, 0);
+            if (v == 2) { /* cuda, depth 1 */
+                ck_assert_uint_eq(counter("dev_allocs") - allocs0, grows);
+                if (c == 2) /* seed=2 begins with a [2,16] batch, then larger ones */
+                    ck_assert_uint_ge(grows, 3);
+                ck_assert_uint_eq(counter("wait_unrecorded"), 0);
+            }
+            bfsg_destroy(l);
+            ck_assert_uint_eq(counter("dev_live"), 0);
+            ck_assert_uint_eq(counter("host_live"), 0);
+        }
+    }
+}
+END_TEST
+
+/* dtype= (u8 too) and layout= refused on token batches, naming the file (normalize=
+ * alone is refused at bfsg_open, as for images); DLPack hands
+ * tokens out as kDLInt 32 (host and device); a token batch under another name refused */
+START_TEST(tokens_refuse_conversion_dlpack_int32)
+{
+    char bfs[4200], dir[4300], p[4400], q[4400];
+    make_token_dataset(bfs, sizeof bfs);
+    snprintf(dir, sizeof dir, "%s/tok", tmp);
+    uint64_t nb = write_batches_of(bfs, dir, "batch=2,seq_len=40", 1);
+    ck_assert_uint_ge(nb, 3);
+    const char *conv[][2] = {{"dtype", "f16"}, {"dtype", "u8"}, {"layout", "nchw"}};
+    for (int i = 0; i < 3; i++) {
+        const char *kv[] = {"device", "cpu", conv[i][0], conv[i][1], NULL};
+        bfsg_loader *l = loader(kv);
+        ck_assert_msg(bfsg_open(l, dir) == 0, "%s", bfsg_error(l));
+        bfsg_batch *b;
+        ck_assert_int_eq(bfsg_next(l, &b), -EINVAL);
+        ck_assert_ptr_null(b);
+        ck_assert_msg(strstr(bfsg_error(l), "batch_0: a token batch (pack=concat)") &&
+                          strstr(bfsg_error(l), "dtype=, normalize= and layout="),
+                      "%s", bfsg_error(l));
+        ck_assert_int_eq(bfsg_next(l, &b), -EINVAL); /* each batch, and goes on */
+        ck_assert_ptr_nonnull(strstr(bfsg_error(l), "batch_1:"));
+        bfsg_destroy(l);
+    }
+    const char *devices[] = {"cpu", "cuda"};
+    for (int d = 0; d < 2; d++) {
+        const char *kv[] = {"device", devices[d], "cuda_library", fake, NULL};
+        bfsg_loader *l = loader(kv);
+        ck_assert_msg(bfsg_open(l, dir) == 0, "%s", bfsg_error(l));
+        bfsg_batch *b;
+        ck_assert_int_eq(bfsg_next(l, &b), 0);
+        ck_assert_uint_eq(b->n_tensors, 1);
+        void *mv;
+        ck_assert_int_eq(bfsg_batch_dlpack(b, 0, &mv), 0);
+        bfsg_DLManagedTensor *m = mv;
+        ck_assert_int_eq(m->dl_tensor.dtype.code, BFSG_kDLInt);
+        ck_assert_int_eq(m->dl_tensor.dtype.bits, 32);
+        ck_assert_int_eq(m->dl_tensor.dtype.lanes, 1);
+        ck_assert_int_eq(m->dl_tensor.ndim, 2);
+        ck_assert_int_eq(m->dl_tensor.shape[0], 2);
+        ck_assert_int_eq(m->dl_tensor.shape[1], 40);
+        ck_assert_int_eq(m->dl_tensor.device.device_type, d ? BFSG_kDLCUDA : BFSG_kDLCPU);
+        ck_assert_ptr_eq(m->dl_tensor.data, b->tensors[0].data);
+        bfsg_destroy(l); /* the capsule outlives the loader */
+        m->deleter(m);
+        ck_assert_uint_eq(counter("dev_live"), 0);
+    }
+    /* batch_1 now holds batch 2: refused by its metadata, the loader goes on */
+    snprintf(p, sizeof p, "%s/epoch/0/batch_1", dir);
+    snprintf(q, sizeof q, "%s/epoch/0/batch_2", dir);
+    ck_assert_int_eq(rename(q, p), 0);
+    ck_assert_int_eq(tu_write_file(q, "", 0), 0);
+    const char *kv[] = {"device", "cpu", NULL};
+    bfsg_loader *l = loader(kv);
+    ck_assert_msg(bfsg_open(l, dir) == 0, "%s", bfsg_error(l));
+    bfsg_batch *b;
+    ck_assert_int_eq(bfsg_next(l, &b), 0);
+    int64_t r, w;
+    check_tokens_equal_file(b, (const char *const[]){"tokens", NULL}, &r, &w);
+    ck_assert_int_eq(bfsg_next(l, &b), -EBADMSG);
+    ck_assert_ptr_nonnull(strstr(bfsg_error(l), "holds epoch 0 batch 2"));
+    ck_assert_int_eq(bfsg_next(l, &b), -EBADMSG);
+    ck_assert_ptr_nonnull(strstr(bfsg_error(l), "batch_2: not a safetensors file"));
+    if (nb > 3) {
+        ck_assert_int_eq(bfsg_next(l, &b), 0);
+        ck_assert_uint_eq(b->index, 3);
+    }
+    bfsg_destroy(l);
+}
+END_TEST
+
 static Suite *gpu_suite(void)
 {
     Suite *s = suite_create("gpu");
@@ -707,6 +950,8 @@ static Suite *gpu_suite(void)
     tcase_add_test(tc, cuda_setup_failure_falls_back_whole);
     tcase_add_test(tc, retained_batches_outlive_loader);
     tcase_add_test(tc, held_batches_reuse_slots);
+    tcase_add_test(tc, tokens_delivered_as_files);
+    tcase_add_test(tc, tokens_refuse_conversion_dlpack_int32);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -7,7 +7,8 @@
  *       (read back from the device through the driver where the batch is on one), then
  *       "stats device=... copy=... batches=N host_copies=N registered=N staged=N".
  *   gpu_tool files PATH E0 E1 [RANK WORLD]   the same lines computed from the files
- *       themselves (no loader), for epochs [E0, E1)
+ *       themselves (no loader), for epochs [E0, E1): images, labels, indices; a token
+ *       batch's tensors (no "images") in data order
  *   gpu_tool bench PATH ROUNDS [consume=sum] [KEY=VALUE]...   seconds (wall and CPU) to
  *       deliver every batch of PATH ROUNDS times with one loader (seeking back to the
  *       start, each batch synchronized), against a plain loop that read()s each whole
@@ -39,7 +40,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static const char *dtype_name[] = {"u8", "f16", "bf16", "f32", "i64"};
+static const char *dtype_name[] = {"u8", "f16", "bf16", "f32", "i64", "i32"}; /* bfsg_dtype */
 
 static void *driver(const char *lib)
 {
@@ -193,9 +194,22 @@ static int cmd_files(const char *path, int e0, int e1, int rank, int world)
                 return 1;
             }
             printf("%d %d", e, k);
-            static const char *order[] = {"images", "labels", "indices"};
-            for (int j = 0; j < 3; j++) {
-                const bfs_st_tensor *t = bfs_st_find(f, order[j]);
+            const bfs_st_tensor *ts[BFS_ST_MAX_TENSORS];
+            uint32_t n = 0;
+            if (bfs_st_find(f, "images")) {
+                static const char *order[] = {"images", "labels", "indices"};
+                for (int j = 0; j < 3; j++)
+                    ts[n++] = bfs_st_find(f, order[j]);
+            } else { /* a token batch: data order */
+                for (uint32_t j = 0; j < f->n_tensors; j++) {
+                    uint32_t at = n++;
+                    for (; at > 0 && ts[at - 1]->offset > f->tensors[j].offset; at--)
+                        ts[at] = ts[at - 1];
+                    ts[at] = &f->tensors[j];
+                }
+            }
+            for (uint32_t j = 0; j < n; j++) {
+                const bfs_st_tensor *t = ts[j];
                 int64_t shape[8];
                 for (uint32_t d = 0; d < t->ndim; d++)
                     shape[d] = (int64_t)t->shape[d];
@@ -203,8 +217,9 @@ static int cmd_files(const char *path, int e0, int e1, int rank, int world)
                                  : t->dtype == BFS_DT_F16  ? "f16"
                                  : t->dtype == BFS_DT_BF16 ? "bf16"
                                  : t->dtype == BFS_DT_F32  ? "f32"
+                                 : t->dtype == BFS_DT_I32  ? "i32"
                                                            : "i64";
-                print_tensor(order[j], dt, shape, t->ndim, data + t->offset, t->nbytes);
+                print_tensor(t->name, dt, shape, t->ndim, data + t->offset, t->nbytes);
             }
             printf("\n");
             free(data);
