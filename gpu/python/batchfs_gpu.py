@@ -8,6 +8,9 @@ CuPy, JAX or numpy without a copy through the DLPack protocol::
         for batch in loader:
             images = torch.from_dlpack(batch["images"])   # on the current stream
 
+Token datasets (docs/sequences.md) work the same way, their tensors as the files hold
+them (batch["tokens"] int32, batch["mask"] uint8, ...; no dtype=/normalize=/layout=).
+
 One module, pure ctypes, no compiled part. The library is found through
 $BATCHFS_GPU_LIBRARY, else build/libbatchfs-gpu.so of the source tree this file sits in
 (gpu/python/../../build), else libbatchfs-gpu.so.1 on the loader's search path.
@@ -42,8 +45,8 @@ _MAX_DIMS = 4  # BFSG_MAX_DIMS
 _DEVICE_CPU = 1  # BFSG_DEVICE_CPU == kDLCPU
 _DEVICE_CUDA = 2  # BFSG_DEVICE_CUDA == kDLCUDA
 
-# bfsg_dtype -> numpy-style name
-_DTYPES = {0: "uint8", 1: "float16", 2: "bfloat16", 3: "float32", 4: "int64"}
+# bfsg_dtype -> numpy-style name (5, BFSG_I32: token batches)
+_DTYPES = {0: "uint8", 1: "float16", 2: "bfloat16", 3: "float32", 4: "int64", 5: "int32"}
 
 
 # ---- the C structs (gpu/batchfs_gpu.h, gpu/dlpack.h) -------------------------------------
@@ -299,7 +302,8 @@ def _dlpack_stream(stream: Optional[int]) -> Optional[int]:
 
 
 class Tensor:
-    """One tensor of a Batch: images, labels or indices. Holds its Batch, so the data
+    """One tensor of a Batch: images, labels or indices; or a token batch's tokens,
+    positions, lengths, indices, mask (as the file names them). Holds its Batch, so the data
     stays valid while the Tensor is referenced. The data is device memory when .device is
     "cuda:N": read it through DLPack (torch.from_dlpack) or cuda calls, never as a host
     pointer."""
@@ -310,7 +314,8 @@ class Tensor:
         self._batch = batch
         self._i = i
         self.name: str = meta.name
-        self.dtype: str = meta.dtype  # 'uint8', 'float16', 'bfloat16', 'float32', 'int64'
+        # 'uint8', 'float16', 'bfloat16', 'float32', 'int64', 'int32'
+        self.dtype: str = meta.dtype
         self.shape: Tuple[int, ...] = meta.shape
         self.strides: Tuple[int, ...] = meta.strides  # in elements
         self.data_ptr: int = meta.data_ptr
@@ -409,7 +414,8 @@ class _ArrayInterface:
 
     def __init__(self, t: Tensor) -> None:
         self._tensor = t
-        code = {"uint8": "|u1", "float16": "<f2", "float32": "<f4", "int64": "<i8"}[t.dtype]
+        code = {"uint8": "|u1", "float16": "<f2", "float32": "<f4", "int64": "<i8",
+                "int32": "<i4"}[t.dtype]
         size = int(code[2:])
         self.__array_interface__ = {
             "version": 3,
@@ -437,7 +443,9 @@ class _TensorMeta:
 
 class Batch:
     """One delivered batch (the file epoch/<epoch>/batch_<index>): its tensors by name,
-    batch["images"], batch["labels"], batch["indices"].
+    batch["images"], batch["labels"], batch["indices"]; for a token batch the file's
+    tensors in data order (batch["tokens"], and "positions", or "lengths", "indices",
+    "mask"), whose shapes may differ from batch to batch (pack=bucket).
 
     Valid while referenced: the object holds a retain of the C batch, released once by
     release() (or with-block exit, or collection). After release() the tensors' data is
@@ -460,7 +468,8 @@ class Batch:
 
     @property
     def tensors(self) -> Dict[str, Tensor]:
-        """name -> Tensor, in the file's order (images, labels, indices)."""
+        """name -> Tensor, in the file's order (images, labels, indices; a token batch's
+        data order)."""
         return {m.name: Tensor(self, i, m) for i, m in enumerate(self._meta)}
 
     @property
@@ -535,6 +544,8 @@ class Loader:
                     device, 2 on the host)
       copy          "auto" | "staging" | "register" (CUDA only)
       dtype         "u8" | "f16" | "bf16" | "f32": convert u8 images on the device
+                    (this and normalize, layout: images only; each token batch is
+                    refused with EINVAL when one is set)
       normalize     "imagenet" | "none" | "m0,m1,m2/s0,s1,s2", or ((m0,m1,m2), (s0,s1,s2))
       layout        "nhwc" | "nchw"
       stream        the consumer's CUstream: an int handle (0: the legacy default

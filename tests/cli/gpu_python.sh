@@ -17,14 +17,21 @@
 #     leave no device memory, pinned memory or context reference behind (the fake's
 #     counters), also when the consumer drops the capsule with an exception pending;
 #     dtype=f32 / layout=nchw;
+#   - token batches (mkbatchfs --tokens, engine_tool epoch: pack=concat with positions,
+#     pad, bucket of several shapes): on the host every tensor through numpy.from_dlpack,
+#     numpy() and __array_interface__ equals load_file (names in data order, int32 /
+#     int64 / uint8); on the fake driver the device bytes (read back through the driver)
+#     equal the files, DLPack says kDLInt 32 for the tokens, nothing leaks; dtype= is
+#     refused (EINVAL, naming the file);
 #   - the ctypes structs match the header's sizes and offsets (cc), the module compiles
 #     and imports without warnings.
-# Run: BUILD=build bash tests/cli/gpu_python.sh (tests/run.sh does). Under a second.
+# Run: BUILD=build bash tests/cli/gpu_python.sh (tests/run.sh does). About a second.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BUILD=${BUILD:-build}
 B=$PWD/$BUILD
-for f in "$B/libbatchfs-gpu.so" "$B/tests/st_tool" "$B/tests/fakecuda/libcuda.so.1"; do
+for f in "$B/libbatchfs-gpu.so" "$B/tests/st_tool" "$B/tests/fakecuda/libcuda.so.1" \
+    "$B/mkbatchfs" "$B/tests/engine_tool"; do
     [ -e "$f" ] || { echo "gpu_python: $f is missing; run 'make all-tests' first" >&2; exit 1; }
 done
 source tests/pyenv.sh
@@ -456,6 +463,127 @@ def cuda_convert():
         assert m.dl_tensor.data == b["images"].data_ptr and m.dl_tensor.device.device_type == 2
 
 
+# token batches: 90 documents of 1..299 u16 tokens (each ending with 50256), packed and
+# written by the engine for three pipelines, epochs 0 and 1
+TOK_CASES = {
+    "concat": ("batch=3,seq_len=40,positions=1", ["tokens", "positions"]),
+    "pad": ("pack=pad,batch=4,seq_len=64,pad_id=3", ["lengths", "indices", "tokens", "mask"]),
+    "bucket": ("pack=bucket,buckets=16:64:300,batch_tokens=600,drop_last=0",
+               ["lengths", "indices", "tokens", "mask"]),
+}
+
+
+def make_tokens():
+    tdir = f"{tmp}/tok"
+    if os.path.isdir(tdir):
+        return tdir
+    rng = np.random.default_rng(5)
+    docs = [np.append(rng.integers(0, 50000, int(rng.integers(0, 299))), 50256)
+            for _ in range(90)]
+    os.makedirs(tdir)
+    np.concatenate(docs).astype("<u2").tofile(f"{tdir}/train.bin")
+    subprocess.run([f"{build}/mkbatchfs", "--tokens", "u16", "--doc-sep", "50256",
+                    f"{tdir}/train.bin", f"{tdir}/t.bfs"], check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    for pack, (opts, _) in TOK_CASES.items():
+        for e in range(2):
+            os.makedirs(f"{tdir}/{pack}/epoch/{e}")
+            subprocess.run([f"{build}/tests/engine_tool", "epoch", f"{tdir}/t.bfs", opts, str(e),
+                            f"{tdir}/{pack}/epoch/{e}"], check=True)
+    return tdir
+
+
+def data_order(path):
+    raw = open(path, "rb").read(1 << 16)
+    (n,) = struct.unpack("<Q", raw[:8])
+    hdr = json.loads(raw[8:8 + n])
+    assert hdr["__metadata__"]["kind"] == "tokens", hdr["__metadata__"]
+    return [k for k, _ in sorted(((k, v["data_offsets"][0]) for k, v in hdr.items()
+                                  if k != "__metadata__"), key=lambda kv: kv[1])]
+
+
+def tokens_cpu():
+    """token batches on the host (concat+positions, pad, bucket): every batch of 2 epochs, names in data order, each tensor through from_dlpack, numpy() and __array_interface__ equal to load_file; bucket shapes vary; dtype= refused with EINVAL naming the file"""
+    tdir = make_tokens()
+    for pack, (_, names) in TOK_CASES.items():
+        d = f"{tdir}/{pack}"
+        nb = len(os.listdir(f"{d}/epoch/0"))
+        shapes = set()
+        with bg.Loader(d, device="cpu") as l:
+            n = 0
+            for b in l:
+                assert (b.epoch, b.index) == (n // nb, n % nb), (b.epoch, b.index, n)
+                assert b.keys() == names == data_order(b.path), (b.keys(), names)
+                for name in names:
+                    t = b[name]
+                    same(np.from_dlpack(t), b.path, name)
+                    same(t.numpy(), b.path, name)
+                    same(np.asarray(bg._ArrayInterface(t)), b.path, name)
+                    assert t.nbytes == want(b.path)[name].nbytes
+                assert b["tokens"].dtype == "int32" and b["tokens"].ndim == 2, b
+                if pack != "concat":
+                    assert (b["lengths"].dtype, b["mask"].dtype) == ("int64", "uint8"), b
+                shapes.add(b["tokens"].shape)
+                n += 1
+            assert n == 2 * nb and l.stats()["converted"] == 0, (n, nb, l.stats())
+        assert len(shapes) >= (3 if pack == "bucket" else 1), (pack, shapes)
+    with bg.Loader(f"{tdir}/pad", device="cpu", dtype="f16") as l:
+        try:
+            l.next_batch()
+            raise AssertionError("dtype=f16 on a token batch")
+        except bg.BatchfsGpuError as e:
+            assert e.errno == errno.EINVAL and "batch_0: a token batch (pack=pad)" in str(e), e
+
+
+def tokens_cuda_fake():
+    """token batches on the fake device (depth 1: buffers grow for larger bucket batches): device bytes read back through the driver equal load_file for every tensor of every batch; DLPack of the tokens says (2, 0), kDLInt 32, its shape; nothing leaks"""
+    tdir = make_tokens()
+    fc.cuDevicePrimaryCtxRetain.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_int]
+    fc.cuCtxPushCurrent_v2.argtypes = [ctypes.c_void_p]
+    fc.cuCtxPopCurrent_v2.argtypes = [ctypes.POINTER(ctypes.c_void_p)]
+    fc.cuDevicePrimaryCtxRelease_v2.argtypes = [ctypes.c_int]
+    fc.cuMemcpyDtoH_v2.argtypes = [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_size_t]
+    get = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.py_object, ctypes.c_char_p)(
+        ("PyCapsule_GetPointer", ctypes.pythonapi))
+
+    def device_array(t):
+        ctx, prev = ctypes.c_void_p(), ctypes.c_void_p()
+        assert fc.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), 0) == 0
+        assert fc.cuCtxPushCurrent_v2(ctx) == 0
+        buf = ctypes.create_string_buffer(t.nbytes)
+        rc = fc.cuMemcpyDtoH_v2(buf, t.data_ptr, t.nbytes)
+        fc.cuCtxPopCurrent_v2(ctypes.byref(prev))
+        fc.cuDevicePrimaryCtxRelease_v2(0)
+        assert rc == 0, rc
+        return np.frombuffer(buf.raw, t.dtype).reshape(t.shape)
+
+    base = {k: cnt(k) for k in ("dev_live", "host_live", "ctx_refs", "events_live")}
+    for pack, (_, names) in TOK_CASES.items():
+        d = f"{tdir}/{pack}"
+        with bg.Loader(d, device="cuda", cuda_library=fake, depth=1) as l:
+            n = 0
+            for b in l:
+                assert b.device == "cuda:0" and b.keys() == names, b
+                b.sync()
+                for name in names:
+                    t = b[name]
+                    assert t.__dlpack_device__() == (2, 0) and t.data_ptr % 256 == 0
+                    same(device_array(t), b.path, name)
+                c = b["tokens"].__dlpack__(stream=1)
+                m = bg._DLManagedTensor.from_address(get(c, b"dltensor"))
+                dt = m.dl_tensor.dtype
+                assert (dt.code, dt.bits, dt.lanes, m.dl_tensor.ndim) == (0, 32, 1, 2), dt
+                assert tuple(m.dl_tensor.shape[k] for k in range(2)) == b["tokens"].shape
+                assert m.dl_tensor.data == b["tokens"].data_ptr
+                del c, m
+                n += 1
+            assert n == 2 * len(os.listdir(f"{d}/epoch/0")), n
+        del b, t
+        gc.collect()
+        now = {k: cnt(k) for k in base}
+        assert now == base, (pack, now, base)
+
+
 def torch_interop():
     """torch.from_dlpack on the host tensors equals the files"""
     try:
@@ -469,7 +597,8 @@ def torch_interop():
 
 
 for fn in (layout, order_and_bytes, rank_world_seek, unconsumed_capsules, outlive_loader,
-           release_once, errors_named, no_cycle, cuda_fake, cuda_convert, torch_interop):
+           release_once, errors_named, no_cycle, cuda_fake, cuda_convert, tokens_cpu,
+           tokens_cuda_fake, torch_interop):
     section(fn)
 print(f"gpu_python: {passed} passed, {len(failed)} failed{': ' + ' '.join(failed) if failed else ''}"
       f" ({time.monotonic() - t0:.1f} s)")
