@@ -734,8 +734,13 @@ static int plan_file(bfsg_loader *l, slot *s, int fd, uint64_t epoch, uint64_t k
         return rc;
     bfs_st_file *f = l->stf;
     rc = bfs_st_parse_header(head, want, fp->size, f);
-    if (rc == -ENOBUFS) { /* headers above 4 KiB: large extras */
-        uint64_t n = f->data_offset;
+    if (rc == -ENOBUFS) { /* headers above 4 KiB: large extras, batches of 225..255 (mod
+                           * 256) images or token rows, whose I64 tensors end just past
+                           * a page boundary */
+        uint64_t n;       /* 8 + N from the length field: f is not filled on -ENOBUFS */
+        if (bfs_st_header_len(head, &n))
+            return slot_errf(s, -EBADMSG, "%s: not a safetensors file: bad header length", s->path);
+        n += 8;
         uint8_t *big = malloc(n);
         if (!big)
             return slot_errf(s, -ENOMEM, "%s: no memory for a %" PRIu64 "-byte header", s->path, n);

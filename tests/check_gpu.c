@@ -699,9 +699,9 @@ END_TEST
 
 /* ---- token batches ----------------------------------------------------------------- */
 
-/* tmp/tok.bfs: 120 documents of u16 tokens, each ending with 50256: most short, some of
+/* tmp/tok.bfs: docs documents of u16 tokens, each ending with 50256: most short, some of
  * 17..64 tokens, a few of 65..299, so that pack=bucket batches come in several shapes */
-static void make_token_dataset(char *out, size_t cap)
+static void make_token_dataset(char *out, size_t cap, int docs)
 {
     char bin[4200], err[1024];
     snprintf(bin, sizeof bin, "%s/train.bin", tmp);
@@ -710,7 +710,7 @@ static void make_token_dataset(char *out, size_t cap)
     ck_assert_ptr_nonnull(f);
     uint32_t x = 12345;
 #define NEXT() (x = x * 1103515245u + 12345u, x >> 8)
-    for (int d = 0; d < 120; d++) {
+    for (int d = 0; d < docs; d++) {
         uint32_t r = NEXT() % 10;
         uint32_t n = r < 6 ? 1 + NEXT() % 16 : r < 9 ? 17 + NEXT() % 48 : 65 + NEXT() % 235;
         for (uint32_t i = 0; i + 1 < n; i++) {
@@ -725,7 +725,7 @@ static void make_token_dataset(char *out, size_t cap)
     bfs_pack_opts o = {.tokens = 2, .doc_sep = 50256};
     bfs_pack_report rep;
     ck_assert_msg(bfs_pack(bin, out, &o, &rep, NULL, err, sizeof err) == 0, "%s", err);
-    ck_assert_uint_eq(rep.packed, 120);
+    ck_assert_uint_eq(rep.packed, (uint64_t)docs);
     bfs_pack_report_free(&rep);
 }
 
@@ -792,7 +792,7 @@ static uint64_t check_tokens_equal_file(const bfsg_batch *b, const char *const *
 START_TEST(tokens_delivered_as_files)
 {
     char bfs[4200], dir[4300];
-    make_token_dataset(bfs, sizeof bfs);
+    make_token_dataset(bfs, sizeof bfs, 120);
     struct {
         const char *name, *opts;
         const char *const *names;
@@ -862,7 +862,7 @@ END_TEST
 START_TEST(tokens_refuse_conversion_dlpack_int32)
 {
     char bfs[4200], dir[4300], p[4400], q[4400];
-    make_token_dataset(bfs, sizeof bfs);
+    make_token_dataset(bfs, sizeof bfs, 120);
     snprintf(dir, sizeof dir, "%s/tok", tmp);
     uint64_t nb = write_batches_of(bfs, dir, "batch=2,seq_len=40", 1);
     ck_assert_uint_ge(nb, 3);
@@ -928,6 +928,62 @@ START_TEST(tokens_refuse_conversion_dlpack_int32)
 }
 END_TEST
 
+/* the 8 + N header bytes of a batch file */
+static uint64_t header_bytes(const char *path)
+{
+    uint8_t *data;
+    size_t len;
+    uint64_t n;
+    ck_assert_int_eq(tu_read_file(path, &data, &len), 0);
+    ck_assert_int_eq(bfs_st_header_len(data, &n), 0);
+    free(data);
+    return 8 + n;
+}
+
+/* Headers over 4 KiB (the loader's first read) are read whole: 240 images per batch,
+ * whose labels and indices (16 * 240 bytes) end just past a page, and 224 token rows
+ * (pack=pad) likewise; before, the loader took the header size from a parse that had
+ * not filled it. Host and fake device, every tensor equal to the file. */
+START_TEST(headers_over_4k)
+{
+    char big[4200], dir[4300], bfs[4200];
+    snprintf(big, sizeof big, "%s/big", tmp);
+    ck_assert_int_eq(tu_make_imagefolder(big, 3, 80, 8, 16, 3), 0);
+    snprintf(dir, sizeof dir, "%s/img240", tmp);
+    ck_assert_uint_eq(write_batches_of(big, dir, "batch=240,size=8", 1), 1);
+    make_token_dataset(bfs, sizeof bfs, 240);
+    char tdir[4300];
+    snprintf(tdir, sizeof tdir, "%s/pad224", tmp);
+    ck_assert_uint_eq(write_batches_of(bfs, tdir, "pack=pad,batch=224,seq_len=8", 1), 1);
+    const char *dirs[] = {dir, tdir};
+    for (int k = 0; k < 2; k++) {
+        char p[4400];
+        snprintf(p, sizeof p, "%s/epoch/0/batch_0", dirs[k]);
+        ck_assert_uint_gt(header_bytes(p), 4096);
+        for (int d = 0; d < 2; d++) {
+            const char *kv[] = {"device", d ? "cuda" : "cpu", "cuda_library", fake, NULL};
+            bfsg_loader *l = loader(kv);
+            ck_assert_msg(bfsg_open(l, dirs[k]) == 0, "%s", bfsg_error(l));
+            bfsg_batch *b;
+            ck_assert_msg(bfsg_next(l, &b) == 0, "%s", bfsg_error(l));
+            ck_assert_ptr_nonnull(b);
+            ck_assert_uint_eq(b->n_tensors, k ? 4 : 3);
+            for (uint32_t i = 0; i < b->n_tensors; i++) {
+                uint64_t n;
+                uint8_t *want = file_tensor(p, b->tensors[i].name, &n);
+                uint8_t *got = host_bytes(b, &b->tensors[i]);
+                ck_assert_uint_eq(b->tensors[i].nbytes, n);
+                ck_assert_msg(memcmp(got, want, n) == 0, "%s differs", b->tensors[i].name);
+                free(got);
+                free(want);
+            }
+            ck_assert_int_eq(b->tensors[0].shape[0], k ? 224 : 240);
+            bfsg_destroy(l);
+        }
+    }
+}
+END_TEST
+
 static Suite *gpu_suite(void)
 {
     Suite *s = suite_create("gpu");
@@ -952,6 +1008,7 @@ static Suite *gpu_suite(void)
     tcase_add_test(tc, held_batches_reuse_slots);
     tcase_add_test(tc, tokens_delivered_as_files);
     tcase_add_test(tc, tokens_refuse_conversion_dlpack_int32);
+    tcase_add_test(tc, headers_over_4k);
     suite_add_tcase(s, tc);
     return s;
 }
