@@ -8,6 +8,8 @@
 #              host copies per batch, staging vs registration ns/MB as copy=auto timed them
 #   overlap    copies overlapping a busy kernel on the consumer stream
 #   convert    dtype=f16/f32 + layout=nchw on the device == the CPU reference, bit for bit
+#   tokens     token batches (pack=bucket: several shapes; pack=concat) on the device ==
+#              the files, depth 1 (one slot, grown for larger batches) and the default
 #   torch      a PyTorch loop through gpu/python when torch imports, else "skipped"
 # Finishes within 8 minutes (the build is most of it). Exit 0 when every line is ok.
 # Run: bash tests/gpu/run.sh [BUILD]   (CUDA_LIB=/path/libcuda.so.1 to pick a driver)
@@ -80,8 +82,32 @@ for dt in f16 f32; do
     else fail convert "dtype=$dt: the device's values differ from the CPU reference"; fi
 done
 
-# torch
+# tokens: 3,000 documents (stdlib random), pack=bucket of 4 bounds and pack=concat
 PY=${PYTHON:-python3}
+"$PY" -c 'import random, struct, sys
+r = random.Random(7); out = []
+for _ in range(3000):
+    out += [r.randrange(50000) for _ in range(r.choice([r.randrange(127), r.randrange(127, 511), r.randrange(511, 2047)]))] + [50256]
+open(sys.argv[1], "wb").write(struct.pack("<%dH" % len(out), *out))' "$T/train.bin" &&
+    "$B/mkbatchfs" --tokens u16 --doc-sep 50256 "$T/train.bin" "$T/tok.bfs" >/dev/null 2>&1 ||
+    fail tokens "could not make the token dataset"
+for TOPTS in pack=bucket,buckets=128:512:1024:2048,batch_tokens=65536,drop_last=0 batch=16,seq_len=1024,positions=1; do
+    TD=$T/tok_${TOPTS%%,*}
+    for e in 0 1; do
+        mkdir -p "$TD/epoch/$e"
+        "$B/tests/engine_tool" epoch "$T/tok.bfs" "$TOPTS" $e "$TD/epoch/$e" || fail tokens "engine_tool epoch $TOPTS"
+    done
+    "$TOOL" files "$TD" 0 2 >"$T/want_tok"
+    shapes=$(grep -o 'tokens:i32:\[[0-9,]*\]' "$T/want_tok" | sort -u | wc -l)
+    for depth in 1 3; do
+        if "$TOOL" read "$TD" device=cuda cuda_library="$lib" depth=$depth >"$T/got_tok" 2>"$T/err" &&
+            cmp -s <(grep -v ^stats "$T/got_tok") "$T/want_tok"; then
+            line tokens "ok ${TOPTS%%,*} depth=$depth: $(grep -c . "$T/want_tok") batches ($shapes shapes) equal the files"
+        else fail tokens "${TOPTS%%,*} depth=$depth: $(cat "$T/err") device bytes differ from the files or the loader failed"; fi
+    done
+done
+
+# torch
 if "$PY" -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
     if PYTHONPATH=gpu/python BATCHFS_GPU_LIBRARY=$B/libbatchfs-gpu.so "$PY" - "$D" >"$T/torch" 2>&1 <<'PY'
 import sys, time, torch, batchfs_gpu

@@ -13,7 +13,10 @@
 #      the daemon's own conversion);
 #   4. a directory that is not a mount, even with the root's xattr copied: copy=register
 #      is refused with a reason (a plain file may shrink under a mapping: SIGBUS), auto
-#      uses staging.
+#      uses staging;
+#   5. a token mount (pack=bucket: batch files of several sizes and shapes): the CPU path
+#      and each copy path on the fake driver (depth 1: one slot, grown) give the files'
+#      tensors, in data order.
 # Run: BUILD=build bash tests/mount/gpu.sh (tests/run.sh does). About 5 s.
 . "$(dirname "$0")/lib.sh"
 require_fuse
@@ -74,4 +77,27 @@ grep -q "copy=staging batches=7 host_copies=7 registered=0" "$T/got_copy" || fai
     { "$TOOL" read "$T/copy" device=cuda cuda_library="$FAKE" copy=register >/dev/null 2>&1 &&
         fail "a copy that kept the root's xattr was registered: it is not a FUSE mount"; }
 ok "a copy of the tree: copy=register refused with the reason (also with the root's xattr copied), auto stages"
+# 5. token batches of several shapes over a mount
+"$PYTHON3" -c 'import random, struct, sys
+r = random.Random(4); out = []
+for _ in range(90):
+    out += [r.randrange(50000) for _ in range(r.choice([r.randrange(15), r.randrange(15, 63), r.randrange(63, 299)]))] + [50256]
+open(sys.argv[1], "wb").write(struct.pack("<%dH" % len(out), *out))' "$T/train.bin"
+"$MKBATCHFS" --tokens u16 --doc-sep 50256 "$T/train.bin" "$T/tok.bfs" >/dev/null 2>&1 || fail "mkbatchfs --tokens"
+K=$T/mntk
+mkdir "$K"
+mount_bfs "$T/tok.bfs" "$K" -o pack=bucket,buckets=16:64:300,batch_tokens=600,drop_last=0,epochs=2
+"$TOOL" files "$K" 0 2 >"$T/want_tok" || fail "gpu_tool files (tokens)"
+shapes=$(grep -o 'tokens:i32:\[[0-9,]*\]' "$T/want_tok" | sort -u | wc -l)
+[ "$shapes" -ge 3 ] || fail "expected token batches of several shapes, got $shapes"
+grep -q '^0 0 lengths:i64:\[[0-9]*\]:[0-9a-f]* indices:i64:.* tokens:i32:.* mask:u8:' "$T/want_tok" ||
+    fail "token batch tensors not in data order: $(head -1 "$T/want_tok")"
+"$TOOL" read "$K" device=cpu >"$T/got_tok" || fail "gpu_tool read (tokens, cpu)"
+cmp <(grep -v ^stats "$T/got_tok") "$T/want_tok" || fail "tokens on the CPU differ from the files"
+for copy in staging register auto; do
+    "$TOOL" read "$K" device=cuda cuda_library="$FAKE" copy=$copy depth=1 >"$T/got_tok_$copy" 2>"$T/err" ||
+        fail "tokens copy=$copy: $(cat "$T/err")"
+    cmp <(grep -v ^stats "$T/got_tok_$copy") "$T/want_tok" || fail "tokens copy=$copy: device bytes differ from the files"
+done
+ok "token mount (pack=bucket, $shapes shapes): CPU, staging, register, auto at depth 1 give the files' tensors"
 echo "PASS: gpu"
