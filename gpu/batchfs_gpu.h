@@ -128,9 +128,11 @@ const char *bfsg_error(const bfsg_loader *l);
  *                 device, 2 on the host, as measured in docs/gpu.md)
  *   copy          auto | staging | register (CUDA only; default auto): staging preads
  *                 into pinned buffers; register pins a read-only mapping of the file and
- *                 copies from it (batchfs mounts only: their files cannot shrink); auto
- *                 stages the first batch, times both paths on its warm pages and keeps
- *                 the cheaper for the rest. On the CPU files are read with pread
+ *                 copies from it (batchfs mounts only: their files cannot shrink):
+ *                 cheaper per MB when nothing else runs, but its per-batch registration
+ *                 kept copies from overlapping the consumer's kernels on an H200; auto
+ *                 stages (and times both paths on the first batch, for bfsg_get_stats).
+ *                 On the CPU files are read with pread
  *   dtype         u8 (default: the file's) | f16 | bf16 | f32: convert u8 images
  *   normalize     imagenet | none | m0,m1,m2/s0,s1,s2 (default: imagenet for float)
  *   layout        nhwc | nchw (default: the file's)

@@ -967,8 +967,11 @@ static int fill_cuda(bfsg_loader *l, slot *s, int fd, const file_plan *fp, int u
  * copy=auto: the host cost per MB of each path on the batch just staged, whose pages are
  * now warm (timing the first delivery of each would include the daemon computing it): a
  * pread of its bytes into the pinned buffer again, against mapping the file, registering
- * the mapping read-only, unregistering and unmapping it. The cheaper path is kept; a
- * registration that fails keeps staging. Both timings go to the stats.
+ * the mapping read-only, unregistering and unmapping it. Both timings go to the stats,
+ * and staging is kept whatever they say: on an H200 registration was 2-2.5x cheaper per
+ * MB alone, but registering and unregistering every batch kept its copies from
+ * overlapping the consumer's kernels (docs/gpu.md, "On a GPU"), and a training loop
+ * always has kernels running.
  */
 static void calibrate(bfsg_loader *l, slot *s, int fd, const file_plan *fp)
 {
@@ -992,7 +995,7 @@ static void calibrate(bfsg_loader *l, slot *s, int fd, const file_plan *fp)
     s->err[0] = 0;
     pthread_mutex_lock(&l->lock);
     l->st.staging_ns_per_mb = stage, l->st.register_ns_per_mb = reg;
-    l->copy = reg && stage && reg < stage ? COPY_REGISTER : COPY_STAGING;
+    l->copy = COPY_STAGING;
     pthread_mutex_unlock(&l->lock);
 }
 
