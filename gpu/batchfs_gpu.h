@@ -126,6 +126,10 @@ const char *bfsg_error(const bfsg_loader *l);
  *                 shard= option, leave world at 1
  *   depth         batches in flight ahead of the consumer, 1..8 (default: 3 on a CUDA
  *                 device, 2 on the host, as measured in docs/gpu.md)
+ *   readers       threads that read a staged batch into its pinned buffer, 1..16, each
+ *                 a share of at least 2 MiB (default: half the online CPUs, at most 4):
+ *                 one thread's pread ran at 4-6 GB/s on the H200 hosts measured, a tenth
+ *                 of the DMA engine's rate
  *   copy          auto | staging | register (CUDA only; default auto): staging preads
  *                 into pinned buffers; register pins a read-only mapping of the file and
  *                 copies from it (batchfs mounts only: their files cannot shrink):

@@ -7,7 +7,7 @@
 #      mapping registered, no host copy: the files of a batchfs mount cannot shrink, which
 #      the loader knows from statfs (FUSE) and the root's user.batchfs.fingerprint xattr)
 #      and copy=auto (stages every batch; times both paths on the first, for the stats): the same
-#      bytes each time;
+#      bytes each time, also with readers=3 threads reading each staged batch;
 #   3. dtype=f32,layout=nchw over a u8 mount equals a dtype=f32,layout=nchw mount of the
 #      same dataset, byte for byte (the device kernel's emulation in the fake driver and
 #      the daemon's own conversion);
@@ -45,6 +45,14 @@ for copy in staging register auto; do
         fail "copy=$copy: $(cat "$T/err")"
     cmp <(grep -v ^stats "$T/got_$copy") "$T/want_all" || fail "copy=$copy: device bytes differ from the files"
 done
+# several threads read each staged batch (readers=3: shares of >= 2 MiB of 19 MB batches)
+"$TOOL" read "$M" device=cuda cuda_library="$FAKE" copy=staging readers=3 >"$T/got_r3" 2>"$T/err" ||
+    fail "readers=3: $(cat "$T/err")"
+cmp <(grep -v ^stats "$T/got_r3") "$T/want_all" || fail "readers=3: device bytes differ from the files"
+if "$TOOL" read "$M" device=cuda cuda_library="$FAKE" readers=17 >/dev/null 2>"$T/err"; then
+    fail "readers=17 accepted"
+fi
+grep -q "readers=17: expected 1..16" "$T/err" || fail "readers=17: $(cat "$T/err")"
 grep -q "copy=staging batches=21 host_copies=21 registered=0 staged=21" "$T/got_staging" ||
     fail "staging stats: $(grep ^stats "$T/got_staging")"
 grep -q "copy=register batches=21 host_copies=0 registered=21 staged=0" "$T/got_register" ||
