@@ -306,6 +306,34 @@ if torch is not None:
     print("ok - torch DataLoader(batch_size=None), 0 and 2 workers: tensors equal load_file")
 EOF
 
+# ---- a dataset of token sequences: Batches over pack=bucket (shapes vary by batch) -------
+"$PY" -c 'import random, struct, sys
+r = random.Random(3); out = []
+for _ in range(120):
+    out += [r.randrange(50000) for _ in range(r.randrange(1, 300))] + [50256]
+open(sys.argv[1], "wb").write(struct.pack("<%dH" % len(out), *out))' "$T/train.bin"
+"$MKBATCHFS" --tokens u16 --doc-sep 50256 "$T/train.bin" "$T/tok.bfs" >/dev/null 2>&1 || fail "mkbatchfs --tokens"
+PYTHONPATH=$PWD/python "$PY" - "$T" <<'EOF' || fail "Batches over a token mount"
+import os, sys
+from safetensors.numpy import load_file
+import batchfs
+T = sys.argv[1]
+os.makedirs(T + "/tmnt", exist_ok=True)
+with batchfs.mount(T + "/tok.bfs", T + "/tmnt", pack="bucket", buckets="32:128:300", batch=4) as m:
+    ds = batchfs.Batches(m, epoch=1)
+    shapes = set()
+    for k in range(len(ds)):
+        b, ref = ds[k], load_file(f"{m}/epoch/1/batch_{k}")
+        assert list(b) == ["lengths", "indices", "tokens", "mask"], list(b)
+        for name in ref:
+            assert b[name].dtype == ref[name].dtype and b[name].tobytes() == ref[name].tobytes(), name
+        shapes.add(b["tokens"].shape)
+        del b
+    assert len(shapes) > 1, shapes
+    del ds
+print(f"ok - Batches over a pack=bucket token mount: {len(shapes)} shapes, every tensor as load_file")
+EOF
+
 # ---- batchfs.gpu is the binding of gpu/python ------------------------------------------
 (unset BATCHFS_GPU_LIBRARY; PYTHONPATH=$PWD/python:$PWD/gpu/python "$PY" -c '
 import batchfs, batchfs_gpu, os, sys
