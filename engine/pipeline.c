@@ -1067,6 +1067,17 @@ int bfs_pipeline_finish(bfs_pipeline_opts *o, char *err, size_t errlen)
     return 0;
 }
 
+/* Option i of o differs from its default (a spec file lists every option, defaults too). */
+static int differs(const bfs_pipeline_opts *o, size_t i)
+{
+    bfs_pipeline_opts def;
+    bfs_pipeline_defaults(&def);
+    char a[256], b[256];
+    table[i].show(&table[i], o, a, sizeof a);
+    table[i].show(&table[i], &def, b, sizeof b);
+    return strcmp(a, b) != 0;
+}
+
 int bfs_pipeline_check_kind(bfs_pipeline_opts *o, int sequences, char *err, size_t errlen)
 {
     for (size_t i = 0; i < OPT_COUNT; i++) {
@@ -1093,8 +1104,10 @@ int bfs_pipeline_check_kind(bfs_pipeline_opts *o, int sequences, char *err, size
                     {OPT_POSITIONS, BFS_PACK_CONCAT},
                     {OPT_PAD_ID, -1}};
         static const char *const packs[] = {"concat", "pad", "bucket"};
+        /* given with another value than the default: a spec file (MNT/pipeline) lists
+         * every token option, those of other pack= modes at their defaults */
         for (size_t i = 0; i < sizeof only / sizeof *only; i++) {
-            if (!(o->given & (1ull << only[i].opt)))
+            if (!(o->given & (1ull << only[i].opt)) || !differs(o, (size_t)only[i].opt))
                 continue;
             if (only[i].pack < 0 ? o->pack == BFS_PACK_CONCAT : o->pack != only[i].pack)
                 return bfs_errf(-EINVAL, err, errlen, "%s= applies to pack=%s only, not pack=%s",
@@ -1102,7 +1115,8 @@ int bfs_pipeline_check_kind(bfs_pipeline_opts *o, int sequences, char *err, size
                                 only[i].pack < 0 ? "pad|bucket" : packs[only[i].pack],
                                 packs[o->pack]);
         }
-        if (o->pack == BFS_PACK_BUCKET && (o->given & (1ull << OPT_SEQ_LEN)))
+        if (o->pack == BFS_PACK_BUCKET && (o->given & (1ull << OPT_SEQ_LEN)) &&
+            differs(o, OPT_SEQ_LEN))
             return bfs_errf(-EINVAL, err, errlen,
                             "seq_len= does not apply to pack=bucket: each bucket's bound is the "
                             "length of its rows (buckets=B1:B2:...)");

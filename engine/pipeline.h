@@ -131,7 +131,9 @@ const bfs_pipeline_option *bfs_pipeline_option_at(size_t i);
 /*
  * bfs_pipeline_check_kind - after bfs_pipeline_finish, once the dataset is known: refuse
  * options given for the other kind of dataset (size= on token sequences, pack= on
- * images) and token options that contradict pack= (buckets= without pack=bucket, ...),
+ * images) and token options given other values than their defaults that contradict
+ * pack= (buckets= without pack=bucket, ...; at their defaults they are accepted, as a
+ * spec file made from MNT/pipeline lists them),
  * then set o->sequences, which selects the options the canonical text shows. Returns 0 or
  * -EINVAL with a message naming the option and what to do instead.
  */

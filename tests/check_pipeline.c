@@ -905,6 +905,22 @@ START_TEST(token_options)
     ck_assert_int_eq(kind_of("pack=bucket", 1, &o), -EINVAL);
     ck_assert_msg(strstr(err, "pack=bucket needs buckets="), "%s", err);
     ck_assert_int_eq(kind_of("pack=bucket,buckets=8,seq_len=8", 1, &o), -EINVAL);
+    /* a spec file made from MNT/pipeline lists every token option, the other modes' at
+     * their defaults: accepted, with the same fingerprint */
+    const char *specs[] = {"seq_len=64,positions=1", "pack=pad,pad_id=3,seq_len=32",
+                           "pack=bucket,buckets=16:64,batch_tokens=512"};
+    for (size_t i = 0; i < sizeof specs / sizeof *specs; i++) {
+        ck_assert_int_eq(kind_of(specs[i], 1, &o), 0);
+        uint64_t fp = bfs_pipeline_fingerprint(&o, 7);
+        char text[2048];
+        ck_assert_int_gt(bfs_pipeline_canonical(&o, text, sizeof text), 0);
+        bfs_pipeline_opts s = fresh();
+        ck_assert_msg(bfs_pipeline_parse_spec(&s, text, "p.spec", err, sizeof err) == 0, "%s", err);
+        ck_assert_msg(bfs_pipeline_finish(&s, err, sizeof err) == 0, "%s", err);
+        ck_assert_msg(bfs_pipeline_check_kind(&s, 1, err, sizeof err) == 0, "%s: %s", specs[i],
+                      err);
+        ck_assert_uint_eq(bfs_pipeline_fingerprint(&s, 7), fp);
+    }
     ck_assert_int_eq(kind_of("pack=bucket,buckets=8:16:32,batch_tokens=64,pad_id=2", 1, &o), 0);
     ck_assert_uint_eq(o.nbuckets, 3);
     ck_assert_uint_eq(o.buckets[2], 32);

@@ -2,7 +2,8 @@
 # tests/mount/tokens.sh — a dataset of token sequences through the mount (docs/sequences.md):
 #  - pack=concat with positions: every batch of two epochs, read last-first, equals the
 #    engine's in-process bytes, and its listed size is its size;
-#  - pack=bucket: listed sizes differ between batches and are what a read returns; two
+#  - pack=bucket: listed sizes differ between batches and are what a read returns; its
+#    /pipeline as a spec file mounts the same pipeline; two
 #    mounts with shard=0/2 and 1/2 read the same bucket at every step, no document twice;
 #  - cache_dir: a second mount serves an epoch from the store, identical bytes;
 #  - remote=: a `batchfs worker` computes every bucket batch of an epoch for a mount;
@@ -58,6 +59,12 @@ sizes=$(for f in "$M"/epoch/0/batch_*; do stat -c %s "$f"; done | sort -u | wc -
 for f in "$M"/epoch/1/batch_*; do
     [ "$(stat -c %s "$f")" = "$(cat "$f" | wc -c)" ] || fail "pack=bucket: $f: listed size is not its size"
 done
+# the same pipeline from its own /pipeline as a spec file: same fingerprint, same bytes
+cp "$M/pipeline" "$T/bucket.spec"
+mkdir "$T/ms"
+mount_bfs "$T/t.bfs" "$T/ms" -o "spec=$T/bucket.spec"
+cmp -s "$T/ms/epoch/1/batch_3" "$M/epoch/1/batch_3" || fail "pack=bucket: the spec file's mount serves other bytes"
+unmount_bfs "$T/ms"
 unmount_bfs "$M"
 ok "pack=bucket: $sizes different batch sizes, each listed as read"
 
