@@ -94,7 +94,7 @@ refused "size= on tokens" "size= is an image option" "size=64"
 refused "buckets= without pack=bucket" "buckets= applies to pack=bucket only" "buckets=8:16"
 refused "pack=bucket without buckets" "pack=bucket needs buckets=" "pack=bucket"
 refused "seq_len= with pack=bucket" "seq_len= does not apply to pack=bucket" \
-    "pack=bucket,buckets=50:600,seq_len=1024"
+    "pack=bucket,buckets=50:600,seq_len=512"
 refused "rows longer than the dataset" "fewer than one batch of 256" "seq_len=4096"
 refused "too few documents per bucket" "no bucket holds enough" "pack=bucket,buckets=5:6,batch=250"
 echo "ok - refused with a message: image options, buckets= without pack=bucket, no batches"
