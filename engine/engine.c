@@ -313,13 +313,8 @@ int bfs_engine_batch_indices(bfs_engine *e, uint64_t epoch, uint64_t k, uint64_t
 {
     if (epoch >= e->o.epochs)
         return -ERANGE;
-    if (e->tok) { /* the rows' windows (concat) or documents (pad, bucket) */
-        uint32_t n = bfs_tokens_batch_len(e->tok, epoch, k);
-        uint8_t *hdr = n ? malloc(bfs_tokens_batch_bytes(e->tok, epoch, k)) : NULL;
-        int rc = !n ? -ERANGE : hdr ? bfs_tokens_batch_begin(e->tok, epoch, k, hdr, out) : -ENOMEM;
-        free(hdr);
-        return rc;
-    }
+    if (e->tok) /* the rows' windows (concat) or documents (pad, bucket) */
+        return bfs_tokens_batch_indices(e->tok, epoch, k, out);
     return bfs_plan_batch_indices(e->plan, epoch, k, out);
 }
 

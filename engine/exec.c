@@ -1099,7 +1099,7 @@ static bfs_batch *acquire(bfs_exec *x, uint64_t epoch, uint64_t k, int demand, i
     }
     const bfs_pipeline_opts *o = bfs_engine_opts(x->e);
     uint32_t len = epoch < o->epochs ? bfs_engine_batch_len(x->e, epoch, k) : 0;
-    if (!len || epoch >= o->epochs) {
+    if (!len) {
         *rc = -ERANGE;
         return NULL;
     }

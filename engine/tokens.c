@@ -391,28 +391,21 @@ void bfs_tokens_destroy(bfs_tokens *t)
 
 /* ---- batches and rows ----------------------------------------------------------------- */
 
-int bfs_tokens_batch_begin(bfs_tokens *t, uint64_t epoch, uint64_t k, uint8_t *dst, uint64_t *idx)
+/* The rows' windows (concat) or documents of batch k into idx; *width its row width.
+ * Returns the row count, -ERANGE or -ENOMEM. */
+static int row_indices(bfs_tokens *t, uint64_t epoch, uint64_t k, uint64_t *idx, uint32_t *width)
 {
-    uint32_t width, bucket = 0;
+    uint32_t bucket = 0;
     uint64_t chunk = 0;
-    uint32_t rows = shape(t, epoch, k, &width, &chunk, &bucket);
+    uint32_t rows = shape(t, epoch, k, width, &chunk, &bucket);
     if (!rows)
         return -ERANGE;
-    bfs_st_tok_desc d;
-    bfs_st_tok_place l;
-    describe(t, rows, width, epoch, k, &d);
-    int rc = bfs_st_tok_layout(&d, &l);
-    if (!rc)
-        rc = bfs_st_tok_write_header(&d, dst, l.header_size);
-    if (rc)
-        return rc;
     uint64_t nsh = t->o.shard_count, r = t->o.shard_index;
+    int rc = 0;
     if (t->o.pack == BFS_PACK_CONCAT) {
         for (uint32_t j = 0; j < rows; j++)
             idx[j] = (k * t->o.batch + j) * nsh + r;
-        return (int)rows;
-    }
-    if (t->o.pack == BFS_PACK_PAD) {
+    } else if (t->o.pack == BFS_PACK_PAD) {
         if ((rc = bfs_plan_batch_indices(t->plan, epoch, k, idx)) < 0)
             return rc;
     } else {
@@ -424,9 +417,34 @@ int bfs_tokens_batch_begin(bfs_tokens *t, uint64_t epoch, uint64_t k, uint8_t *d
         memcpy(idx, e->order + base, rows * sizeof *idx);
         tab_put(t, e);
     }
+    return (int)rows;
+}
+
+int bfs_tokens_batch_indices(bfs_tokens *t, uint64_t epoch, uint64_t k, uint64_t *idx)
+{
+    uint32_t width;
+    return row_indices(t, epoch, k, idx, &width);
+}
+
+int bfs_tokens_batch_begin(bfs_tokens *t, uint64_t epoch, uint64_t k, uint8_t *dst, uint64_t *idx)
+{
+    uint32_t width;
+    int n = row_indices(t, epoch, k, idx, &width);
+    if (n < 0)
+        return n;
+    uint32_t rows = (uint32_t)n;
+    bfs_st_tok_desc d;
+    bfs_st_tok_place l;
+    describe(t, rows, width, epoch, k, &d);
+    int rc = bfs_st_tok_layout(&d, &l);
+    if (!rc)
+        rc = bfs_st_tok_write_header(&d, dst, l.header_size);
+    if (rc)
+        return rc;
+    if (t->o.pack == BFS_PACK_CONCAT)
+        return n;
     for (uint32_t j = 0; j < rows; j++) {
-        uint64_t n = t->len[idx[j]] < width ? t->len[idx[j]] : width;
-        bfs_st64(dst + l.off[0] + 8ull * j, n);
+        bfs_st64(dst + l.off[0] + 8ull * j, t->len[idx[j]] < width ? t->len[idx[j]] : width);
         bfs_st64(dst + l.off[1] + 8ull * j, idx[j]);
     }
     return (int)rows;
@@ -564,23 +582,29 @@ int bfs_tokens_row(bfs_tokens *t, bfs_tokens_scratch *s, uint64_t epoch, uint64_
                    uint64_t idx, uint8_t *dst, int subst, bfs_tokens_bad *bad)
 {
     memset(bad, 0, sizeof *bad);
-    uint32_t width;
-    uint32_t rows = shape(t, epoch, k, &width, NULL, NULL);
+    /* the batch's shape and layout, kept for the worker's next rows of the same batch
+     * (a bucket batch's shape costs a keyed permutation, its layout a header dry run) */
+    if (!s->lay_rows || s->lay_epoch != epoch || s->lay_k != k) {
+        s->lay_rows = shape(t, epoch, k, &s->lay_width, NULL, NULL);
+        bfs_st_tok_desc d;
+        describe(t, s->lay_rows, s->lay_width, epoch, k, &d);
+        if (!s->lay_rows || bfs_st_tok_layout(&d, &s->lay)) {
+            s->lay_rows = 0;
+            return -ERANGE;
+        }
+        s->lay_epoch = epoch, s->lay_k = k;
+    }
+    uint32_t width = s->lay_width, rows = s->lay_rows;
+    const bfs_st_tok_place *l = &s->lay;
     if (j >= rows)
         return -ERANGE;
-    bfs_st_tok_desc d;
-    bfs_st_tok_place l;
-    describe(t, rows, width, epoch, k, &d);
-    int rc = bfs_st_tok_layout(&d, &l);
-    if (rc)
-        return rc;
     uint64_t rowb = 4ull * width;
     if (t->o.pack == BFS_PACK_CONCAT)
-        return concat_row(t, s, epoch, idx, dst + l.off[0] + rowb * j,
-                          t->o.positions ? dst + l.off[1] + rowb * j : NULL, subst, bad);
-    uint8_t *toks = dst + l.off[2] + rowb * j, *mask = dst + l.off[3] + (uint64_t)width * j;
+        return concat_row(t, s, epoch, idx, dst + l->off[0] + rowb * j,
+                          t->o.positions ? dst + l->off[1] + rowb * j : NULL, subst, bad);
+    uint8_t *toks = dst + l->off[2] + rowb * j, *mask = dst + l->off[3] + (uint64_t)width * j;
     uint64_t doc = idx;
-    rc = get_doc(t, s, doc);
+    int rc = get_doc(t, s, doc);
     if (rc) {
         bad->rc = rc, bad->doc = doc, bad->alt = UINT64_MAX, bad->count = 1;
         if (fatal(rc) || !subst)
@@ -598,8 +622,8 @@ int bfs_tokens_row(bfs_tokens *t, bfs_tokens_scratch *s, uint64_t epoch, uint64_
     memset(mask, 1, n);
     memset(mask + n, 0, width - n);
     if (bad->rc) { /* the row holds the substitute (or nothing): say so in its tensors */
-        bfs_st64(dst + l.off[0] + 8ull * j, n);
-        bfs_st64(dst + l.off[1] + 8ull * j, doc);
+        bfs_st64(dst + l->off[0] + 8ull * j, n);
+        bfs_st64(dst + l->off[1] + 8ull * j, doc);
     }
     return 0;
 }

@@ -33,6 +33,7 @@
 
 #include "engine/dataset/source.h"
 #include "engine/pipeline.h"
+#include "engine/safetensors.h"
 
 typedef struct bfs_tokens bfs_tokens;
 
@@ -43,6 +44,10 @@ typedef struct bfs_tokens_scratch {
     const uint8_t *data;
     uint32_t count; /* tokens */
     int u32;        /* 4 bytes per token (else 2) */
+    /* the layout of the batch this worker's last row was in (lay_rows 0: none) */
+    uint64_t lay_epoch, lay_k;
+    uint32_t lay_rows, lay_width;
+    bfs_st_tok_place lay;
 } bfs_tokens_scratch;
 
 /* What a row's bad documents became (for the engine's log and counters). */
@@ -71,6 +76,10 @@ uint64_t bfs_tokens_max_batch_bytes(const bfs_tokens *t);
  * row j's window (concat) or document (pad, bucket). Returns the row count, -ERANGE or
  * -ENOMEM. */
 int bfs_tokens_batch_begin(bfs_tokens *t, uint64_t epoch, uint64_t k, uint8_t *dst, uint64_t *idx);
+
+/* bfs_tokens_batch_indices - idx as bfs_tokens_batch_begin gives it, without the header.
+ * Returns the row count, -ERANGE or -ENOMEM. */
+int bfs_tokens_batch_indices(bfs_tokens *t, uint64_t epoch, uint64_t k, uint64_t *idx);
 
 /*
  * bfs_tokens_row - fill row j (idx from batch_begin) of batch k. A document that cannot
