@@ -558,6 +558,54 @@ static int choose_copy(bfsg_loader *l)
     return 0;
 }
 
+/* One share of a staged batch read by a helper thread. */
+typedef struct read_part {
+    int fd;
+    uint8_t *dst;
+    size_t len;
+    uint64_t off;
+    int err; /* errno, or -1: the file ended early */
+    size_t done;
+} read_part;
+
+static void *read_part_main(void *arg)
+{
+    read_part *p = arg;
+    while (p->done < p->len) {
+        ssize_t n = pread(p->fd, p->dst + p->done, p->len - p->done, (off_t)(p->off + p->done));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            p->err = n < 0 ? errno : -1;
+            break;
+        }
+        p->done += (size_t)n;
+    }
+    return NULL;
+}
+
+/* p's outcome: 0, or its error with the message naming the file and byte; end is where
+ * the whole read should have ended. */
+static int part_error(slot *s, const read_part *p, uint64_t end)
+{
+    if (p->err > 0)
+        return slot_errf(s, -p->err, "%s: read at byte %" PRIu64 ": %s", s->path, p->off + p->done,
+                         strerror(p->err));
+    if (p->err < 0)
+        return slot_errf(s, -EIO,
+                         "%s: file ends at byte %" PRIu64 ", its header says %" PRIu64
+                         " (truncated while read?)",
+                         s->path, p->off + p->done, end);
+    return 0;
+}
+
+static int pread_full(slot *s, int fd, void *dst, size_t len, uint64_t off)
+{
+    read_part p = {fd, dst, len, off, 0, 0};
+    read_part_main(&p);
+    return part_error(s, &p, off + len);
+}
+
 /* ---- filling a slot ------------------------------------------------------------------ */
 
 static int slot_cuda(slot *s, CUresult r, const char *what)
@@ -565,28 +613,6 @@ static int slot_cuda(slot *s, CUresult r, const char *what)
     if (r == BFSG_CUDA_SUCCESS)
         return 0;
     return bfsgi_cuda_errf(&s->core->cu, r, s->err, sizeof s->err, what);
-}
-
-static int pread_full(slot *s, int fd, void *dst, size_t len, uint64_t off)
-{
-    size_t done = 0;
-    while (done < len) {
-        ssize_t n = pread(fd, (uint8_t *)dst + done, len - done, (off_t)(off + done));
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0) {
-            int e = errno;
-            return slot_errf(s, -e, "%s: read at byte %" PRIu64 ": %s", s->path, off + done,
-                             strerror(e));
-        }
-        if (n == 0)
-            return slot_errf(s, -EIO,
-                             "%s: file ends at byte %" PRIu64 ", its header says %" PRIu64
-                             " (truncated while read?)",
-                             s->path, off + done, off + len);
-        done += (size_t)n;
-    }
-    return 0;
 }
 
 /* a host buffer of at least need bytes, HOST_ALIGN-aligned (its contents are not kept) */
@@ -861,32 +887,6 @@ static void dev_layout(const bfsg_loader *l, const file_plan *fp, size_t off[BFS
     *total = o;
 }
 
-/* One share of a staged batch read by a helper thread. */
-typedef struct read_part {
-    int fd;
-    uint8_t *dst;
-    size_t len;
-    uint64_t off;
-    int err; /* errno, or -1: the file ended early */
-    size_t done;
-} read_part;
-
-static void *read_part_main(void *arg)
-{
-    read_part *p = arg;
-    while (p->done < p->len) {
-        ssize_t n = pread(p->fd, p->dst + p->done, p->len - p->done, (off_t)(p->off + p->done));
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0) {
-            p->err = n < 0 ? errno : -1;
-            break;
-        }
-        p->done += (size_t)n;
-    }
-    return NULL;
-}
-
 /*
  * len bytes at off into the pinned staging buffer dst, by up to l->readers threads at
  * once, each a contiguous share of at least READ_SHARE bytes (one thread's pread from
@@ -917,16 +917,9 @@ static int pread_staged(bfsg_loader *l, slot *s, int fd, uint8_t *dst, size_t le
         else
             read_part_main(&part[i]); /* no thread: read it here */
     }
-    for (int i = 0; i < n; i++) {
-        if (part[i].err > 0)
-            return slot_errf(s, -part[i].err, "%s: read at byte %" PRIu64 ": %s", s->path,
-                             part[i].off + part[i].done, strerror(part[i].err));
-        if (part[i].err < 0)
-            return slot_errf(s, -EIO,
-                             "%s: file ends at byte %" PRIu64 ", its header says %" PRIu64
-                             " (truncated while read?)",
-                             s->path, part[i].off + part[i].done, off + len);
-    }
+    for (int i = 0; i < n; i++)
+        if (part[i].err)
+            return part_error(s, &part[i], off + len);
     return 0;
 }
 
