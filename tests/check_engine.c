@@ -14,6 +14,7 @@
 #include "engine/dataset/pack.h"
 #include "engine/pipeline.h"
 #include "engine/safetensors.h"
+#include "engine/tokens.h"
 #include "tests/testutil.h"
 
 #include <check.h>
@@ -413,6 +414,56 @@ START_TEST(bad_samples)
     ck_assert_uint_ge(st.stages.bad_samples, 1);
     bfs_exec_destroy(x);
     bfs_engine_destroy(e);
+}
+END_TEST
+
+/* Token rows read their documents through a mapping: a dataset truncated in place between
+ * two rows of a batch faults inside the row's guard, and the row fails with BFS_E_CHANGED
+ * (the pread path's error for it) instead of killing the process; so do later rows. */
+START_TEST(token_rows_truncated_between_rows)
+{
+    char bin[4200], tok[4200], err[1024];
+    snprintf(bin, sizeof bin, "%s/train.bin", tmp);
+    snprintf(tok, sizeof tok, "%s/tokens.bfs", tmp);
+    enum { DOCS = 400, PER = 300 };
+    uint16_t *ids = malloc(DOCS * PER * sizeof *ids);
+    ck_assert_ptr_nonnull(ids);
+    for (int i = 0; i < DOCS * PER; i++)
+        ids[i] = i % PER == PER - 1 ? 50256 : (uint16_t)(i * 7 % 50000);
+    ck_assert_int_eq(tu_write_file(bin, ids, DOCS * PER * sizeof *ids), 0);
+    free(ids);
+    bfs_pack_opts po = {.tokens = 2, .doc_sep = 50256};
+    bfs_pack_report rep;
+    ck_assert_msg(bfs_pack(bin, tok, &po, &rep, NULL, err, sizeof err) == 0, "%s", err);
+    bfs_pack_report_free(&rep);
+
+    bfs_pipeline_opts o;
+    bfs_pipeline_defaults(&o);
+    ck_assert_int_eq(bfs_pipeline_parse(&o, "seq_len=512,batch=8", err, sizeof err), 0);
+    ck_assert_int_eq(bfs_pipeline_finish(&o, err, sizeof err), 0);
+    bfs_source *src;
+    ck_assert_msg(bfs_source_open(tok, &src, err, sizeof err) == 0, "%s", err);
+    ck_assert_int_eq(bfs_pipeline_check_kind(&o, 1, err, sizeof err), 0);
+    bfs_tokens *t;
+    ck_assert_msg(bfs_tokens_create(src, &o, 0, &t, err, sizeof err) == 0, "%s", err);
+    uint64_t idx[8];
+    uint8_t *dst = calloc(1, bfs_tokens_max_batch_bytes(t));
+    ck_assert_ptr_nonnull(dst);
+    uint64_t k = bfs_tokens_batches(t) - 1;
+    ck_assert_int_eq(bfs_tokens_batch_begin(t, 0, k, dst, idx), 8);
+    bfs_tokens_scratch sc = {0};
+    bfs_tokens_bad bad;
+    ck_assert_int_eq(bfs_tokens_row(t, &sc, 0, k, 0, idx[0], dst, 1, &bad), 0);
+    ck_assert_int_eq(bad.rc, 0);
+    ck_assert_int_eq(truncate(tok, 4096), 0); /* the documents' pages past 4 KiB are gone */
+    for (uint32_t j = 1; j < 8; j++)
+        ck_assert_int_eq(bfs_tokens_row(t, &sc, 0, k, j, idx[j], dst, 1, &bad), BFS_E_CHANGED);
+    /* the next batch's first row checks the file itself */
+    ck_assert_int_eq(bfs_tokens_row(t, &sc, 0, 0, 0, 0, dst, 1, &bad), BFS_E_CHANGED);
+    bfs_tokens_scratch_free(&sc);
+    free(dst);
+    bfs_tokens_destroy(t);
+    bfs_source_close(src);
 }
 END_TEST
 
@@ -915,6 +966,7 @@ static Suite *engine_suite(void)
     tcase_add_test(tc, dtypes_and_layouts);
     tcase_add_test(tc, flip_mirrors);
     tcase_add_test(tc, bad_samples);
+    tcase_add_test(tc, token_rows_truncated_between_rows);
     tcase_add_test(tc, sizes_and_ranges);
     tcase_add_test(tc, walks_continue_into_next_epoch);
     suite_add_tcase(s, tc);

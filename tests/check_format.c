@@ -4,6 +4,7 @@
  * and every corruption we could think of, each with its own error code.
  */
 #include "engine/dataset/bfs.h"
+#include "engine/dataset/guard.h"
 #include "base/err.h"
 #include "base/hash.h"
 #include "engine/dataset/jpeg.h"
@@ -544,6 +545,64 @@ START_TEST(changed_underneath)
 }
 END_TEST
 
+/* Guarded: every byte of sample i (its checksum, then a sum of its bytes) into *sum.
+ * Returns 0, bfs_sample_data's error, or BFS_E_CHANGED when a page of it was gone. */
+static int mapped_sum(bfs_reader *r, uint64_t i, unsigned *sum)
+{
+    const uint8_t *d;
+    size_t len;
+    int rc;
+    bfs_guard g;
+    bfs_guard_enter(&g);
+    if (sigsetjmp(g.jb, 0) == 0) {
+        rc = bfs_sample_data(r, i, BFS_VERIFY_SAMPLE, NULL, &d, &len);
+        unsigned acc = 0;
+        for (size_t j = 0; !rc && j < len; j++)
+            acc += d[j];
+        *sum = acc;
+    } else {
+        rc = BFS_E_CHANGED;
+    }
+    bfs_guard_leave(&g);
+    return rc;
+}
+
+/* Payloads read through a mapping (bfs_map_payloads): the bytes pread gives; a file
+ * truncated in place faults inside the guard, which turns it into BFS_E_CHANGED (the
+ * process lives on, and guards work again after it); bfs_unchanged sees the new size. */
+START_TEST(mapped_payloads)
+{
+    ck_assert_int_eq(tu_make_imagefolder(src, 2, 40, 40, 120, 5), 0);
+    bfs_pack_report rep;
+    ck_assert_int_eq(pack_with(src, out, 1, 4096, &rep), 0);
+    bfs_pack_report_free(&rep);
+    bfs_reader *r;
+    bfs_sample s;
+    const uint8_t *d;
+    size_t len;
+    ck_assert_int_eq(bfs_guard_init(), 0);
+    ck_assert_int_eq(bfs_open(out, &r, NULL, 0), 0);
+    uint64_t n = bfs_get_info(r)->sample_count;
+    ck_assert_int_eq(bfs_map_payloads(r), 0);
+    ck_assert_int_eq(bfs_map_payloads(r), 0); /* once is enough */
+    for (uint64_t i = 0; i < n; i++) {
+        uint8_t buf[1 << 16];
+        ck_assert_int_eq(bfs_read_sample(r, i, BFS_VERIFY_SAMPLE, &s, buf, sizeof buf), 0);
+        ck_assert_int_eq(bfs_sample_data(r, i, BFS_VERIFY_SAMPLE, NULL, &d, &len), 0);
+        ck_assert_uint_eq(len, s.length);
+        ck_assert_mem_eq(d, buf, len);
+    }
+    ck_assert_int_eq(bfs_unchanged(r), 0);
+    unsigned sum = 0;
+    ck_assert_int_eq(mapped_sum(r, n - 1, &sum), 0);
+    ck_assert_int_eq(truncate(out, 4096), 0); /* in place: the last samples' pages are gone */
+    ck_assert_int_eq(bfs_unchanged(r), BFS_E_CHANGED);
+    ck_assert_int_eq(mapped_sum(r, n - 1, &sum), BFS_E_CHANGED);
+    ck_assert_int_eq(mapped_sum(r, n - 2, &sum), BFS_E_CHANGED); /* and again */
+    bfs_close(r);
+}
+END_TEST
+
 /* ---- writer ----------------------------------------------------------------------- */
 
 START_TEST(writer_contract)
@@ -934,6 +993,7 @@ static Suite *format_suite(void)
     tcase_add_test(tc, deterministic_across_jobs);
     tcase_add_test(tc, open_errors);
     tcase_add_test(tc, changed_underneath);
+    tcase_add_test(tc, mapped_payloads);
     tcase_add_test(tc, writer_contract);
     tcase_add_test(tc, pack_skips_and_strict);
     tcase_add_test(tc, pack_empty_inputs);

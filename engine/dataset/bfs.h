@@ -127,10 +127,11 @@ const bfs_info *bfs_get_info(const bfs_reader *r);
 int bfs_get_sample(const bfs_reader *r, uint64_t i, bfs_sample *s);
 
 /*
- * bfs_sample_data - pointer to sample i's payload inside a memory image (bfs_open_mem).
- * verify: BFS_VERIFY_* bits. Returns bfs_get_sample's errors, BFS_E_SAMPLE_CHECKSUM,
- * BFS_E_PAGE_CHECKSUM, or -ENOTSUP for a file reader (use bfs_read_sample). *data stays
- * valid until bfs_close. s may be NULL.
+ * bfs_sample_data - pointer to sample i's payload inside a memory image (bfs_open_mem)
+ * or a file reader's mapping (bfs_map_payloads; the checksum is read there too, so call
+ * it inside a guard). verify: BFS_VERIFY_* bits. Returns bfs_get_sample's errors,
+ * BFS_E_SAMPLE_CHECKSUM, BFS_E_PAGE_CHECKSUM, or -ENOTSUP for a file reader that is not
+ * mapped (use bfs_read_sample). *data stays valid until bfs_close. s may be NULL.
  */
 int bfs_sample_data(bfs_reader *r, uint64_t i, unsigned verify, bfs_sample *s, const uint8_t **data,
                     size_t *len);
@@ -146,6 +147,23 @@ int bfs_sample_data(bfs_reader *r, uint64_t i, unsigned verify, bfs_sample *s, c
  */
 int bfs_read_sample(const bfs_reader *r, uint64_t i, unsigned verify, bfs_sample *s, uint8_t *buf,
                     size_t cap);
+
+/*
+ * bfs_map_payloads - map a file reader's whole file read-only (MAP_SHARED) so that
+ * bfs_sample_data works on it as on a memory image: no copy and no system call per sample.
+ * For readers that take slices of many small samples (a token row: a pread and an fstat
+ * per document were a third of a concat mount's CPU). Every read of the mapping must be
+ * inside a guard (guard.h): past the end of a file truncated in place it raises SIGBUS.
+ * The pages read count in the process's resident memory (page cache: shared, clean,
+ * reclaimable). Returns 0 (also for memory images, empty files, or when already mapped)
+ * or mmap's negative errno. Not thread-safe: call before the reader is shared.
+ */
+int bfs_map_payloads(bfs_reader *r);
+
+/* bfs_unchanged - 0 while the open file is the one opened (inode, size, mtime; always for
+ * memory images), BFS_E_CHANGED once it was overwritten or truncated in place, or fstat's
+ * negative errno. One fstat: mapped readers call it where pread readers check each read. */
+int bfs_unchanged(const bfs_reader *r);
 
 /*
  * bfs_advise_samples - tell the kernel the payloads of samples idx[0..n) will be read soon

@@ -4,10 +4,10 @@
  * Open validates the 128-byte header and the placement of the four regions (heap, sample
  * table, class table, page table) against the real file size; nothing per sample, so open
  * is O(1). Entries are checked when read. A file's header and tables are copied into memory
- * at open and its payloads read with pread, never through a mapping: a dataset truncated
- * or overwritten while open gives BFS_E_CHANGED or a checksum error, never SIGBUS. The
- * page-verified bitmap is the only mutable state; it is updated with atomic OR, so a reader is
- * shared freely between threads.
+ * at open and its payloads read with pread: a dataset truncated or overwritten while open
+ * gives BFS_E_CHANGED or a checksum error, never SIGBUS. Only bfs_map_payloads maps them,
+ * for callers that read through guard.h. The page-verified bitmap is the only mutable
+ * state; it is updated with atomic OR, so a reader is shared freely between threads.
  */
 #include "engine/dataset/bfs.h"
 #include "base/err.h"
@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -31,9 +32,10 @@ struct bfs_reader {
     const uint8_t *hdr;  /* the 128-byte header (zero-padded when the file is shorter) */
     const uint8_t *tail; /* the tables: file bytes [tail_off, file_size) */
     uint64_t tail_off;
-    uint8_t *own;   /* files: header and tables copied into memory (freed on close) */
-    int fd;         /* the file, for pread of payloads; -1 for memory images */
-    struct stat id; /* the file as opened: device, inode, size, mtime */
+    uint8_t *own;       /* files: header and tables copied into memory (freed on close) */
+    int fd;             /* the file, for pread of payloads; -1 for memory images */
+    const uint8_t *map; /* bfs_map_payloads: the whole file, read-only; else NULL */
+    struct stat id;     /* the file as opened: device, inode, size, mtime */
     bfs_info info;
     _Atomic uint64_t *verified; /* bit per page: checksum already verified OK */
 };
@@ -273,6 +275,8 @@ void bfs_close(bfs_reader *r)
     if (!r)
         return;
     free(r->own);
+    if (r->map)
+        munmap((void *)r->map, r->len);
     if (r->fd >= 0)
         close(r->fd);
     free(r->verified);
@@ -370,12 +374,13 @@ int bfs_sample_data(bfs_reader *r, uint64_t i, unsigned verify, bfs_sample *s, c
     bfs_sample tmp;
     if (!s)
         s = &tmp;
-    if (!r->base)
+    const uint8_t *image = r->base ? r->base : r->map;
+    if (!image)
         return -ENOTSUP;
     int rc = bfs_get_sample(r, i, s);
     if (rc)
         return rc;
-    const uint8_t *p = r->base + r->info.heap_offset + s->offset;
+    const uint8_t *p = image + r->info.heap_offset + s->offset;
     if (verify & BFS_VERIFY_PAGES) {
         uint64_t ps = r->info.page_size;
         for (uint64_t pg = s->offset / ps; pg <= (s->offset + s->length - 1) / ps; pg++)
@@ -394,6 +399,8 @@ int bfs_sample_data(bfs_reader *r, uint64_t i, unsigned verify, bfs_sample *s, c
  * "changed": the reader keeps the old inode, whose bytes stay what they were. */
 static int unchanged(const bfs_reader *r)
 {
+    if (r->fd < 0)
+        return 0; /* a memory image */
     struct stat st;
     if (fstat(r->fd, &st) < 0)
         return -errno;
@@ -441,6 +448,24 @@ int bfs_read_sample(const bfs_reader *r, uint64_t i, unsigned verify, bfs_sample
     }
     if ((verify & BFS_VERIFY_SAMPLE) && (uint32_t)bfs_xxh64(buf, s->length, 0) != s->checksum)
         return BFS_E_SAMPLE_CHECKSUM;
+    return 0;
+}
+
+int bfs_unchanged(const bfs_reader *r)
+{
+    return unchanged(r);
+}
+
+int bfs_map_payloads(bfs_reader *r)
+{
+    if (r->base || r->map || r->len == 0)
+        return 0;
+    /* the file as opened, validated against its size then: a later truncation shows as
+     * SIGBUS in the caller's guard, an overwrite as checksum errors and bfs_unchanged */
+    void *p = mmap(NULL, r->len, PROT_READ, MAP_SHARED, r->fd, 0);
+    if (p == MAP_FAILED)
+        return -errno;
+    r->map = p;
     return 0;
 }
 

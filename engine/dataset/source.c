@@ -2,6 +2,7 @@
 #include "engine/dataset/source.h"
 #include "base/err.h"
 #include "engine/dataset/folder.h"
+#include "engine/dataset/guard.h"
 #include "base/hash.h"
 #include "base/io.h"
 
@@ -16,6 +17,7 @@
 struct bfs_source {
     char *path;
     bfs_reader *bfs;   /* .bfs source, or NULL */
+    int mapped;        /* bfs_source_map_payloads succeeded */
     bfs_folder folder; /* folder source */
     uint64_t identity;
     uint64_t *facts;  /* folder: per file, XXH64 of its size and mtime at the scan */
@@ -158,6 +160,25 @@ const char *bfs_source_path(const bfs_source *s)
 int bfs_source_get(bfs_source *s, uint64_t i, bfs_item *it, bfs_source_scratch *scratch)
 {
     memset(it, 0, sizeof *it);
+    if (s->mapped) {
+        bfs_sample smp;
+        const uint8_t *data;
+        size_t len;
+        int rc = bfs_sample_data(s->bfs, i, BFS_VERIFY_SAMPLE, &smp, &data, &len);
+        /* an overwritten file shows as checksum errors: say which it is */
+        if (rc == BFS_E_SAMPLE_CHECKSUM && bfs_unchanged(s->bfs) == BFS_E_CHANGED)
+            rc = BFS_E_CHANGED;
+        if (rc)
+            return rc;
+        *it = (bfs_item){.data = data,
+                         .len = len,
+                         .label = smp.label,
+                         .width = smp.width,
+                         .height = smp.height,
+                         .flags = smp.flags,
+                         .raw_size = smp.raw_size};
+        return 0;
+    }
     if (s->bfs) {
         bfs_sample smp;
         int rc = bfs_read_sample(s->bfs, i, BFS_VERIFY_SAMPLE, &smp, scratch->buf, scratch->cap);
@@ -193,6 +214,22 @@ int bfs_source_get(bfs_source *s, uint64_t i, bfs_item *it, bfs_source_scratch *
     it->data = scratch->buf;
     it->label = s->folder.labels[i];
     return 0;
+}
+
+int bfs_source_map_payloads(bfs_source *s)
+{
+    if (!s->bfs || s->mapped)
+        return 0;
+    int rc = bfs_guard_init();
+    if (!rc)
+        rc = bfs_map_payloads(s->bfs);
+    s->mapped = rc == 0;
+    return rc;
+}
+
+int bfs_source_unchanged(const bfs_source *s)
+{
+    return s->bfs ? bfs_unchanged(s->bfs) : 0;
 }
 
 void bfs_source_advise(const bfs_source *s, const uint64_t *idx, uint32_t n)

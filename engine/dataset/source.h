@@ -72,9 +72,25 @@ const char *bfs_source_path(const bfs_source *s);
 void bfs_source_advise(const bfs_source *s, const uint64_t *idx, uint32_t n);
 
 /*
+ * bfs_source_map_payloads - from now on bfs_source_get points into a read-only mapping of
+ * the .bfs (bfs_map_payloads) instead of reading into the scratch, and every call of it,
+ * and every read of what it returns, must be inside a guard (guard.h). For token rows,
+ * which take slices of many small documents. Returns 0 (folders: nothing to do) or a
+ * negative errno (mmap, sigaction); on failure the source goes on reading with pread.
+ * Not thread-safe: call before the source is shared.
+ */
+int bfs_source_map_payloads(bfs_source *s);
+
+/* bfs_source_unchanged - bfs_unchanged of a .bfs source (0 for folders, whose files are
+ * checked at each read). */
+int bfs_source_unchanged(const bfs_source *s);
+
+/*
  * bfs_source_get - sample i's payload and table facts. The payload is read (pread) into
- * scratch, valid until the next call with the same scratch; for .bfs sources its checksum
- * is verified (~10 GB/s, cheap against decoding). Returns 0, BFS_E_SAMPLE_INDEX, a bfs
+ * scratch, valid until the next call with the same scratch (or, mapped, points into the
+ * mapping); for .bfs sources its checksum is verified (~10 GB/s, cheap against decoding):
+ * a mapped one that fails it is BFS_E_CHANGED when the file was overwritten in place.
+ * Returns 0, BFS_E_SAMPLE_INDEX, a bfs
  * table/checksum error, or for a folder: BFS_E_FILE_CHANGED (the file vanished, or its
  * size or mtime is not what the scan at open saw: its bytes are not the dataset the
  * fingerprint names) or a negative errno for a file that cannot be read.

@@ -8,7 +8,8 @@
 #     each the first read of its epoch on a fresh mount (so each builds its epoch's table),
 #     median of 3 (target <= 2).
 # The dataset is made once under $BFS_TOKENS_DIR (default /var/tmp/batchfs-tokens): a
-# 2 GB flat u16 file and its .bfs. Prints ratios measured in one run.
+# 2 GB flat u16 file and its .bfs. Prints ratios measured in one run. BFS_TOKENS_OPTS adds
+# options to both mounts; BFS_TOKENS_NO_RANDOM=1 stops after the first measurement.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BUILD=${BUILD:-build}
@@ -53,7 +54,7 @@ BFS=$D/t$N.bfs
 cat "$BFS" >/dev/null # the dataset in the page cache: this measures the pipeline, not the disk
 
 # ---- 1: in-order reads through the mount vs cat from tmpfs ---------------------------------
-O=seq_len=2048,batch=64
+O=seq_len=2048,batch=64${BFS_TOKENS_OPTS:+,$BFS_TOKENS_OPTS} # e.g. BFS_TOKENS_OPTS=huge_pages=1
 NB=${BFS_TOKENS_BATCHES:-1500} # 1500 x 512 KiB = 786 MB
 "$BUILD/batchfs" "$BFS" "$M" -o "$O,epochs=4"
 pid=$(pgrep -nf "batchfs $BFS $M")
@@ -84,6 +85,7 @@ printf '  cat from tmpfs (best of 3):              %.3f s, %.0f MB/s\n' \
     "$t_cat" "$(awk -v b="$bytes" -v t="$t_cat" 'BEGIN{print b/t/1e6}')"
 echo "  ratio mount / tmpfs: $(ratio "$t_cat" "$t_mount") (target >= 0.9)"
 
+[ -z "${BFS_TOKENS_NO_RANDOM:-}" ] || exit 0
 # ---- 2: random access: batch K vs batch 0, each the first read of its epoch ---------------
 times0=() timesk=()
 for r in 1 2 3; do

@@ -9,6 +9,9 @@
 #  - remote=: a `batchfs worker` computes every bucket batch of an epoch for a mount;
 #  - a corrupt document: substituted (logged once, counted in /stats, the other batches
 #    as from the intact file) or, with bad_sample=fail, its batches fail with EIO;
+#  - the dataset truncated in place under the mount (documents are read through a
+#    mapping, where that raises SIGBUS): the batches computed after it fail with EIO,
+#    logged once, and the daemon lives on; touched in place: the same;
 #  - an image option on it is refused at mount with a message.
 # 150 documents, ~25k tokens. A few seconds.
 . "$(dirname "$0")/lib.sh"
@@ -184,6 +187,27 @@ done
 [ "$failed" = "$bad" ] || fail "fail: $failed batches failed, $bad held the bad document"
 unmount_bfs "$M"
 ok "a corrupt document: substituted in $bad batch(es), logged once, counted; with bad_sample=fail those fail with EIO"
+
+# ---- the dataset changed in place under the mount -------------------------------------------
+expect_log '^batchfs: .*/trunc\.bfs: dataset file changed since it was opened \(overwritten or truncated in place\); every batch computed from now on fails .*$'
+expect_log '^batchfs: epoch [01] batch [0-9]+: .*dataset file changed since it was opened.*$'
+for how in truncate touch; do
+    cp "$T/t.bfs" "$T/trunc.bfs"
+    mount_bfs "$T/trunc.bfs" "$M" -o "$O,epochs=2,prefetch=0"
+    cmp -s "$M/epoch/0/batch_0" "$T/ref/e0_b0" || fail "$how: batch 0 before the change"
+    if [ $how = truncate ]; then truncate -s 4096 "$T/trunc.bfs"; else touch -d '+1 hour' "$T/trunc.bfs"; fi
+    failed=0
+    for k in 0 $((NB / 2)) $((NB - 1)); do
+        if cat "$M/epoch/1/batch_$k" >/dev/null 2>"$T/cat.err"; then continue; fi
+        grep -q "Input/output error" "$T/cat.err" || fail "$how: batch $k: not EIO: $(cat "$T/cat.err")"
+        failed=$((failed + 1))
+    done
+    [ $failed = 3 ] || fail "$how: $failed of 3 batches computed after the change failed"
+    cmp -s "$M/epoch/0/batch_0" "$T/ref/e0_b0" || fail "$how: batch 0, computed before, is gone"
+    [ "$(grep -c 'trunc\.bfs: dataset file changed' "$DAEMON_LOG")" = 1 ] || fail "$how: not logged once"
+    unmount_bfs "$M"
+done
+ok "the dataset truncated or touched in place: later batches fail with EIO, logged once; the daemon lives"
 
 # ---- an image option on a token dataset ---------------------------------------------------
 if "$BATCHFS" "$T/t.bfs" "$M" -o size=64 -f >"$T/out" 2>&1; then fail "size= on a token dataset mounted"; fi

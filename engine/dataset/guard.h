@@ -1,0 +1,45 @@
+/*
+ * guard.h — reading a file mapping that may shrink under the reader.
+ *
+ * A MAP_SHARED mapping of a file that is then truncated in place raises SIGBUS on the pages
+ * past the new end; a pread would have returned short. Code that reads a mapped dataset
+ * (bfs_map_payloads: the token pipelines' gather) reads inside a guard: a SIGBUS there
+ * returns to the guard's start, which reports the file changed (BFS_E_CHANGED), as the
+ * pread path does, instead of killing the daemon. A SIGBUS anywhere else, or one that is
+ * not a mapping's missing page, is handled as before the guard was installed (by default:
+ * the process dies).
+ *
+ *     bfs_guard g;
+ *     bfs_guard_enter(&g);
+ *     if (sigsetjmp(g.jb, 0) == 0) {
+ *         ... reads of the mapping ...
+ *     } else {
+ *         rc = BFS_E_CHANGED; // a page of the mapping was gone
+ *     }
+ *     bfs_guard_leave(&g);
+ *
+ * Between enter and leave a fault jumps out of whatever runs, so nothing there may take a
+ * lock, allocate or leave anything half done at a read of the mapping; locals assigned
+ * there and read after a fault must be volatile. Guards nest (per thread).
+ */
+#ifndef BATCHFS_ENGINE_DATASET_GUARD_H
+#define BATCHFS_ENGINE_DATASET_GUARD_H
+
+#include <setjmp.h>
+
+typedef struct bfs_guard {
+    sigjmp_buf jb;
+    struct bfs_guard *outer;
+} bfs_guard;
+
+/* bfs_guard_init - install the SIGBUS handler (once per process; later calls return the
+ * first one's result). Returns 0 or a negative errno of sigaction. */
+int bfs_guard_init(void);
+
+/* bfs_guard_enter - make g the calling thread's innermost guard (then sigsetjmp(g->jb, 0)). */
+void bfs_guard_enter(bfs_guard *g);
+
+/* bfs_guard_leave - end g (the innermost guard), after a fault or not. */
+void bfs_guard_leave(bfs_guard *g);
+
+#endif
