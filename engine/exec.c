@@ -30,6 +30,7 @@
 
 #include "base/io.h"
 #include "base/clock.h"
+#include "base/mix.h"
 #include "engine/remote/remote.h"
 
 #include <poll.h>
@@ -40,8 +41,9 @@
  * being moved into a sealed memory file (memfd mode). */
 enum { JOB_PREPARING, JOB_REMOTE, JOB_RUNNING, JOB_SEALING, JOB_READY, JOB_FAILED };
 
-#define MAX_FAILED 1024                /* failed batches remembered (their error only) */
-#define PASSED_MAX ((uint64_t)1 << 30) /* default bfs_exec_set_passed_max */
+#define MAX_FAILED   1024                  /* failed batches remembered (their error only) */
+#define PASSED_FIRST ((uint64_t)256 << 20) /* the adaptive passed-batch bound's start */
+#define GHOSTS       1024u /* batches evicted as passed, remembered (a direct-mapped table) */
 
 struct bfs_batch { /* a job; "batch" is the name callers see */
     bfs_exec *x;
@@ -100,6 +102,10 @@ struct bfs_exec {
     uint64_t seq, tick;
     uint64_t cache_bytes; /* budget for finished unreferenced jobs */
     uint64_t passed_max;  /* of which at most this no active reader will read */
+    int passed_fixed;     /* no doubling on regrets (bfs_exec_set_passed_max) */
+    struct {
+        uint64_t epoch1, k; /* epoch + 1 (0: empty), batch */
+    } ghosts[GHOSTS];       /* recently evicted as passed, for regrets */
     int stop, shutdown;
     int memfd;            /* finished batches go to sealed memfds (guarded by lock) */
     uint32_t claim_slots; /* slots a worker takes per claim (bfs_engine_claim_slots) */
@@ -241,6 +247,37 @@ static int reader_table(const bfs_exec *x, bfs_bc_reader *out)
  * identically. Locked. Failed jobs keep only their error (failures are deterministic: a
  * retry would fail again), at most MAX_FAILED of them; acquire drops those that failed
  * for lack of a resource (bfs_err_is_resource), which are not. */
+/* The passed-batch bound adapts. Keeping finished batches no reader will read costs
+ * memory that, on VMs that hand free memory back to the host, is fresh for every batch
+ * (docs/engine.md, "Batch memory"); it pays only when a reader comes back for one (an
+ * epoch read again, a job that starts later). So the bound starts at PASSED_FIRST, and
+ * each regret — a new job for a batch evicted as passed, remembered here — doubles it, up
+ * to the cache's budget. */
+static uint32_t ghost_slot(uint64_t epoch, uint64_t k)
+{
+    return (uint32_t)(bfs_mix64(epoch * 0x9E3779B97F4A7C15ull ^ k) % GHOSTS);
+}
+
+static void ghost_add(bfs_exec *x, uint64_t epoch, uint64_t k)
+{
+    LOCKED(x);
+    uint32_t i = ghost_slot(epoch, k);
+    x->ghosts[i].epoch1 = epoch + 1, x->ghosts[i].k = k;
+}
+
+/* A new job for (epoch, k): a regret when it was evicted as passed. Locked. */
+static void ghost_check(bfs_exec *x, uint64_t epoch, uint64_t k)
+{
+    LOCKED(x);
+    uint32_t i = ghost_slot(epoch, k);
+    if (x->ghosts[i].epoch1 != epoch + 1 || x->ghosts[i].k != k)
+        return;
+    x->ghosts[i].epoch1 = 0;
+    x->st.passed_regrets++;
+    if (!x->passed_fixed && x->passed_max < x->cache_bytes)
+        x->passed_max = x->passed_max > x->cache_bytes / 2 ? x->cache_bytes : 2 * x->passed_max;
+}
+
 static void evict(bfs_exec *x)
 {
     LOCKED(x);
@@ -275,9 +312,10 @@ static void evict(bfs_exec *x)
         unlink_job(x, victim);
         if (victim->state == JOB_READY) {
             x->st.evictions++;
-            if (passed)
+            if (passed) {
                 x->st.evicted_passed++;
-            else
+                ghost_add(x, victim->epoch, victim->k);
+            } else
                 x->st.evicted_ahead++;
             x->st.cached_bytes -= victim->size;
         }
@@ -320,6 +358,7 @@ static uint8_t *take_passed_buffer(bfs_exec *x, uint64_t size)
     unlink_job(x, victim);
     x->st.evictions++;
     x->st.evicted_passed++;
+    ghost_add(x, victim->epoch, victim->k);
     /* (cached_bytes is as of the last eviction: the victim may have finished since) */
     x->st.cached_bytes -= x->st.cached_bytes >= victim->size ? victim->size : x->st.cached_bytes;
     victim->data = NULL; /* taken: free_job frees the rest */
@@ -875,7 +914,7 @@ int bfs_exec_create(bfs_engine *e, int threads, uint64_t cache_bytes, bfs_exec *
     x->e = e;
     x->claim_slots = bfs_engine_claim_slots(e);
     x->cache_bytes = cache_bytes;
-    x->passed_max = PASSED_MAX;
+    x->passed_max = PASSED_FIRST;
     pthread_mutex_init(&x->lock, NULL);
     pthread_cond_init(&x->work, NULL);
     pthread_cond_init(&x->ready, NULL);
@@ -1014,10 +1053,11 @@ static int store_lookup(bfs_exec *x, bfs_batch *j, int demand, int memfd)
     return 0;
 }
 
-void bfs_exec_set_passed_max(bfs_exec *x, uint64_t bytes)
+void bfs_exec_set_passed_max(bfs_exec *x, uint64_t bytes, int grow)
 {
     xlock(x);
     x->passed_max = bytes;
+    x->passed_fixed = !grow;
     evict(x);
     xunlock(x);
 }
@@ -1130,6 +1170,7 @@ static bfs_batch *acquire(bfs_exec *x, uint64_t epoch, uint64_t k, int demand, i
         x->st.misses++;
     else
         x->st.prefetched++;
+    ghost_check(x, epoch, k);
     int memfd = x->memfd;
     xunlock(x);
     int n = bfs_engine_batch_begin(x->e, epoch, k, j->data, j->idx);
@@ -1268,6 +1309,7 @@ void bfs_exec_get_stats(bfs_exec *x, bfs_exec_stats *st)
     st->max_threads = x->nthreads;
     st->prefetch = x->prefetch;
     st->cache_budget = x->cache_bytes;
+    st->passed_budget = x->passed_max < x->cache_bytes ? x->passed_max : x->cache_bytes;
     st->in_flight = 0;
     for (bfs_batch *b = x->jobs; b; b = b->next_job)
         st->in_flight += b->state < JOB_READY;

@@ -42,6 +42,8 @@ typedef struct bfs_exec_stats {
     uint64_t cache_budget;    /* finished-batch budget now */
     uint64_t evicted_passed;  /* evictions of batches no active reader will read */
     uint64_t evicted_ahead;   /* evictions of batches a reader would still read (window) */
+    uint64_t passed_budget;   /* the passed-batch bound now (bfs_exec_set_passed_max) */
+    uint64_t passed_regrets;  /* new jobs for batches evicted as passed (each doubles it) */
     uint64_t store_hits;      /* batches served from the host-wide store, not computed */
     uint64_t store_publishes; /* batches this process computed and published */
     uint64_t store_withheld;  /* computed with a substitute for a bad sample: not published */
@@ -75,9 +77,11 @@ int bfs_exec_create(bfs_engine *e, int threads, uint64_t cache_bytes, bfs_exec *
  * that no active reader will read (read already, or off every reader's stride); beyond
  * that the least recently used of them are evicted even under budget, so memory is
  * recycled while it is still mapped and warm instead of growing to the budget with fresh
- * pages (default 1 GiB; UINT64_MAX: only the budget bounds them).
+ * pages (UINT64_MAX: only the budget bounds them). With grow, the bound then doubles (up
+ * to the budget) each time a batch evicted as passed is asked for again (stats:
+ * passed_regrets); without, it stays. The default: 256 MiB, growing.
  */
-void bfs_exec_set_passed_max(bfs_exec *x, uint64_t bytes);
+void bfs_exec_set_passed_max(bfs_exec *x, uint64_t bytes, int grow);
 
 /*
  * bfs_exec_set_store - share finished batches through the host-wide store s (cache_dir=),

@@ -597,7 +597,7 @@ START_TEST(passed_batches_bounded)
     ck_assert_uint_ge(bfs_engine_batches(e4), 9);
     bfs_exec *x = exec_new(e4, 1, 64 * one);
     bfs_exec_set_prefetch(x, 0);
-    bfs_exec_set_passed_max(x, 2 * one);
+    bfs_exec_set_passed_max(x, 2 * one, 0);
     for (uint64_t k = 0; k < 5; k++) { /* a reader reads 0..4 */
         bfs_exec_follow(x, 7, 0, k, 1.0 + (double)k, 0, NULL);
         touch(x, k);
@@ -619,11 +619,52 @@ START_TEST(passed_batches_bounded)
     ck_assert_uint_eq(st.evicted_ahead, 0);
     ck_assert_uint_eq(st.cached_bytes, 6 * one);
     /* no bound: nothing more is evicted */
-    bfs_exec_set_passed_max(x, UINT64_MAX);
+    bfs_exec_set_passed_max(x, UINT64_MAX, 0);
     touch(x, 0);
     stats_cached(x, 7 * one, &st);
     ck_assert_uint_eq(st.evictions, 3);
     ck_assert_uint_eq(st.cached_bytes, 7 * one);
+    bfs_exec_destroy(x);
+}
+END_TEST
+
+/* The default passed-batch bound grows on regrets: a batch evicted as passed and asked
+ * for again doubles it, so an epoch read twice is soon served from memory. */
+START_TEST(passed_bound_grows_on_regrets)
+{
+    bfs_exec *x = exec_new(e4, 1, 64 * one);
+    bfs_exec_set_prefetch(x, 0);
+    bfs_exec_set_passed_max(x, 2 * one, 1);
+    bfs_exec_stats st;
+    bfs_exec_get_stats(x, &st);
+    ck_assert_uint_eq(st.passed_budget, 2 * one);
+    for (uint64_t k = 0; k < 6; k++) { /* a reader reads 0..5: 0..3 evicted as passed */
+        bfs_exec_follow(x, 7, 0, k, 1.0 + (double)k, 0, NULL);
+        touch(x, k);
+    }
+    stats_after(x, 4, &st);
+    ck_assert_uint_eq(st.evicted_passed, 4);
+    ck_assert_uint_eq(st.passed_regrets, 0);
+    touch(x, 1); /* a regret: computed again, the bound doubled */
+    bfs_exec_get_stats(x, &st);
+    ck_assert_uint_eq(st.computed, 7);
+    ck_assert_uint_eq(st.passed_regrets, 1);
+    ck_assert_uint_eq(st.passed_budget, 4 * one);
+    touch(x, 4); /* still cached: no regret */
+    bfs_exec_get_stats(x, &st);
+    ck_assert_uint_eq(st.computed, 7);
+    touch(x, 2); /* evicted before the bound grew: a regret */
+    bfs_exec_get_stats(x, &st);
+    ck_assert_uint_eq(st.passed_regrets, 2);
+    ck_assert_uint_eq(st.passed_budget, 8 * one);
+    /* fixed: no growth */
+    bfs_exec_set_passed_max(x, one, 0);
+    bfs_exec_get_stats(x, &st);
+    ck_assert_uint_eq(st.passed_budget, one);
+    touch(x, 3);
+    bfs_exec_get_stats(x, &st);
+    ck_assert_uint_eq(st.passed_regrets, 3);
+    ck_assert_uint_eq(st.passed_budget, one);
     bfs_exec_destroy(x);
 }
 END_TEST
@@ -637,7 +678,7 @@ START_TEST(buffer_pool_follows_bursts)
     for (int round = 0; round < 3; round++) {
         bfs_batch *b[5];
         char err[512];
-        bfs_exec_set_passed_max(x, UINT64_MAX);
+        bfs_exec_set_passed_max(x, UINT64_MAX, 0);
         for (uint64_t k = 0; k < 5; k++) /* five batches at once */
             ck_assert_int_eq(bfs_exec_prefetch(x, (uint64_t)round, k), 0);
         for (uint64_t k = 0; k < 5; k++)
@@ -645,8 +686,8 @@ START_TEST(buffer_pool_follows_bursts)
                           err);
         for (int k = 0; k < 5; k++)
             bfs_batch_release(b[k]);
-        stats_cached(x, 5 * one, &st); /* the workers' references are dropped */
-        bfs_exec_set_passed_max(x, 0); /* all five evicted (no reader will read them) */
+        stats_cached(x, 5 * one, &st);    /* the workers' references are dropped */
+        bfs_exec_set_passed_max(x, 0, 0); /* all five evicted (no reader will read them) */
         bfs_exec_get_stats(x, &st);
         ck_assert_uint_eq(st.computed, 5 * (uint64_t)(round + 1));
         ck_assert_uint_eq(st.evictions, 5 * (uint64_t)(round + 1));
@@ -896,13 +937,13 @@ START_TEST(walks_continue_into_next_epoch)
         ck_assert_int_eq(bfs_exec_get(x, 1, k, &b, err, sizeof err), 0);
         bfs_batch_release(b);
     }
-    bfs_exec_set_passed_max(x, 0);
+    bfs_exec_set_passed_max(x, 0, 0);
     ck_assert_int_eq(bfs_exec_get(x, 2, 1, &b, err, sizeof err), 0);
     bfs_batch_release(b);
     bfs_exec_get_stats(x, &st);
     ck_assert_uint_eq(st.misses, 0);
     ck_assert_uint_gt(st.evicted_passed, 0); /* epoch 1's read batches did go */
-    bfs_exec_set_passed_max(x, 64 * bfs_engine_batch_bytes(e, 0, 0));
+    bfs_exec_set_passed_max(x, 64 * bfs_engine_batch_bytes(e, 0, 0), 0);
     /* the last epoch's end: nothing beyond epochs=3 */
     uint64_t p1 = prefetched(x);
     bfs_exec_follow(x, 102, 2, nb - 1, 5.0, 0, alive_all);
@@ -975,6 +1016,7 @@ static Suite *engine_suite(void)
     tcase_set_timeout(ex, 120);
     tcase_add_test(ex, reader_aware_eviction);
     tcase_add_test(ex, passed_batches_bounded);
+    tcase_add_test(ex, passed_bound_grows_on_regrets);
     tcase_add_test(ex, buffer_pool_follows_bursts);
     tcase_add_test(ex, full_cache_reuses_passed_buffers);
     tcase_add_test(ex, memfd_batches_sealed);

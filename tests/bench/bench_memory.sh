@@ -3,8 +3,9 @@
 # memory"): one reader reads EPOCHS (default 12) fresh epochs in order, batch by batch,
 # through a fresh mount, once with 4 KiB batch files (the default) and once with
 # huge_pages=1; prints images/s per epoch and the mean over the first and the last third.
-# With the passed-batch bound (1 GiB) the daemon recycles memory after ~1 GiB, so the
-# last third shows the steady state; the first third shows the cost of fresh pages.
+# With the passed-batch bound (256 MiB at first) the daemon recycles memory after a few
+# hundred MiB, so the last third shows the steady state; the first third shows the cost of
+# fresh pages.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BUILD=${BUILD:-build}
