@@ -240,10 +240,11 @@ static const opt table[OPT_COUNT] = {
                         INT(cpu_budget, W_INT, 1, 1024, F_LATER)},
     [OPT_RAM_MB] = {PUB("ram_mb", K, "N", "half of free RAM", "memory the autotuner may use, MiB"),
                     INT(ram_mb, W_I64, 16, MIB_MAX, F_LATER)},
-    [OPT_HUGE_PAGES] = {PUB("huge_pages", K, "0|1", "0",
-                            "1: finished batch files on 2 MiB pages (needs root, as FUSE "
-                            "passthrough does): faster to read and to recycle, slower while "
-                            "the daemon first grows on VMs that return free memory to the host"),
+    [OPT_HUGE_PAGES] = {PUB("huge_pages", K, "0|1|auto", "auto",
+                            "1: finished batch files on 2 MiB pages (under FUSE passthrough, "
+                            "which needs root): faster to read and to recycle, slower while "
+                            "the daemon first grows on VMs that return free memory to the "
+                            "host; auto: when a batch is 2 MiB or more"),
                         ENUM(huge_pages)},
     [OPT_REMOTE] = {PUB("remote", K, "redis://[[USER]:PASS@]HOST[:PORT][/DB]|none", "none",
                         "Redis shared with `batchfs worker`s: batches are asked of the workers "

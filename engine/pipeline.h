@@ -51,7 +51,8 @@ enum { BFS_PACK_CONCAT, BFS_PACK_PAD, BFS_PACK_BUCKET }; /* pack= (token dataset
  * batchfs/2: labels and indices moved ahead of the images (engine/safetensors.h). */
 #define BFS_OUTPUT_VERSION "batchfs/2"
 
-#define BFS_AUTO (-1) /* value of threads/prefetch/cache_mb when "auto" */
+#define BFS_AUTO      (-1) /* value of threads/prefetch/cache_mb when "auto" */
+#define BFS_HUGE_AUTO 2    /* huge_pages=auto (the enum's third name) */
 
 /* Size of an err buffer that holds every message of this module whole (values quoted in
  * messages are cut at 64 bytes); only a spec file name longer than ~500 bytes truncates. */
@@ -99,7 +100,8 @@ typedef struct bfs_pipeline_opts {
     int64_t sample_cache_mb; /* sample_cache_mb=N (0), 0..2^40 */
     int cpu_budget;          /* cpu_budget=N (online CPUs; 0 = default), 1..1024 */
     int64_t ram_mb;          /* ram_mb=N (half of free RAM; 0 = default), 16..2^40 */
-    int huge_pages;          /* huge_pages=0|1 (0): batch files on huge pages (exec.h) */
+    int huge_pages;          /* huge_pages=0|1|auto (BFS_HUGE_AUTO): batch files on huge
+                              * pages (exec.h); auto: when batches are >= 2 MiB */
     char remote[512];        /* remote=redis://...|none ("" = none): docs/scale-out.md */
     int remote_ttl;          /* remote_ttl=S (600), 1..30 days */
     int remote_wait_ms;      /* remote_wait_ms=N (10000), 1..86400000 */

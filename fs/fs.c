@@ -92,7 +92,8 @@ struct pt_open_out { /* struct fuse_open_out with the 6.9 field names */
     int32_t backing_id;
 };
 
-#define TIMEOUT 86400.0 /* batch files never change */
+#define TIMEOUT       86400.0             /* batch files never change */
+#define HUGE_AUTO_MIN ((uint64_t)2 << 20) /* huge_pages=auto: batches at least this large */
 
 /* The backing file registered for an open batch (passthrough). */
 typedef struct backing {
@@ -1133,9 +1134,15 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
     if (fs->args->passthrough && atomic_load(&fs->pt_offered) && has_sys_admin() &&
         !(conn->want & FUSE_CAP_WRITEBACK_CACHE)) {
         atomic_store(&fs->pt_active, 1); /* io_writev patches this INIT's reply */
-        bfs_exec_set_memfd(fs->x, 1, fs->args->pipe.huge_pages);
+        /* auto: image batches (38 MB at 256 x 224 px) fill whole 2 MiB pages, and on huge
+         * pages a warm daemon serves 10-15% more images (docs/engine.md, "Batch memory");
+         * smaller batches (a file's tail stays on 4 KiB pages) are left on memfds */
+        int huge = fs->args->pipe.huge_pages;
+        if (huge == BFS_HUGE_AUTO)
+            huge = bfs_engine_max_batch_bytes(fs->e) >= HUGE_AUTO_MIN;
+        bfs_exec_set_memfd(fs->x, 1, huge);
     }
-    if (fs->args->pipe.huge_pages) {
+    if (fs->args->pipe.huge_pages == 1) {
         bfs_exec_stats st;
         bfs_exec_get_stats(fs->x, &st);
         if (!st.huge_files)

@@ -302,7 +302,7 @@ START_TEST(enums)
          {"substitute", "fail"},
          {BFS_BAD_SUBSTITUTE, BFS_BAD_FAIL},
          "one of substitute|fail"},
-        {"huge_pages", {"0", "1"}, {0, 1}, "one of 0|1"},
+        {"huge_pages", {"0", "1", "auto"}, {0, 1, BFS_HUGE_AUTO}, "one of 0|1|auto"},
     };
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
         bfs_pipeline_opts o = fresh();
@@ -822,6 +822,7 @@ START_TEST(fingerprints)
                           "epochs=1000000",
                           "batch=256,seed=0",
                           "huge_pages=1",
+                          "huge_pages=0",
                           "remote=redis://:pw@10.1.2.3:7000/2,remote_ttl=5",
                           "remote_wait_ms=1,remote_fallback=wait,remote_claim_ms=9",
                           "group=g1",
@@ -1091,7 +1092,7 @@ START_TEST(help_text)
                                  {"sample_cache_mb=N", "0"},
                                  {"cpu_budget=N", "online CPUs"},
                                  {"ram_mb=N", "half of free RAM"},
-                                 {"huge_pages=", "0"},
+                                 {"huge_pages=", "auto"},
                                  {"remote=", "none"},
                                  {"remote_ttl=S", "600"},
                                  {"remote_wait_ms=N", "10000"},

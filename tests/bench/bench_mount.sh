@@ -59,7 +59,7 @@ for round in 1 2 3 4 5; do
 done
 echo "1. sequential reader through the mount / --bench: $(printf '%s\n' "${r1[@]}" | median), median of 5 rounds (target >= 0.90)"
 ips_mount=$(printf '%s\n' "${m1[@]}" | median) # for 4.
-mount_it prefetch=0 # step 2 times reads only: no batches computed meanwhile
+mount_it prefetch=0,huge_pages=0 # step 2 times reads only: no batches computed meanwhile
 
 # 2. cached batches: daemon cache (page cache dropped), then page cache, vs tmpfs. Where a
 # file's pages land decides how fast it reads on this VM: two tmpfs copies of the same
@@ -74,8 +74,9 @@ mount_it prefetch=0 # step 2 times reads only: no batches computed meanwhile
 # on to the next epoch would prefetch it). File names are expanded before timing, for both
 # sides: a listing is not a read.
 # With FUSE passthrough (root, Linux >= 6.9) batch files are backed by the daemon's sealed
-# memfds: "daemon cache" and "page cache" are then the same shmem pages tmpfs uses; with
-# huge_pages=1, files on 2 MiB pages (measured again below).
+# memfds: "daemon cache" and "page cache" are then the same shmem pages tmpfs uses
+# (huge_pages=0 here); with huge_pages=1 (and auto, the default, for batches this large),
+# files on 2 MiB pages (measured again below).
 secs() { local t0; t0=$(now); "$@" >/dev/null; awk -v a="$t0" -v b="$(now)" 'BEGIN{print b-a}'; }
 tdir=/dev/shm/batchfs-bench.$$
 tfiles=() mfiles=()

@@ -21,7 +21,8 @@
 # The peers live in a venv, $BFS_PEERS_VENV (default /var/tmp/venv-peers), made here when
 # missing: torch, torchvision and nvidia-dali-cuda120 from PyPI (~5 GB with the CUDA wheels
 # torch pulls in; DALI's CPU operators need no GPU). When it cannot be made (no network),
-# the peers are skipped with the reason and the script exits 0.
+# the peers are skipped with the reason and the script exits 0. BFS_PEERS_OPTS adds mount
+# options to batchfs's mounts (e.g. huge_pages=0).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BUILD=${BUILD:-build}
@@ -71,7 +72,7 @@ tv=$(run_peer torchvision)
 pil=$(run_peer pil)
 
 run_batchfs() { # KIND: a fresh mount, read by peers.py as KIND
-    "$BUILD/batchfs" "$work/c.bfs" "$mnt" -o batch=256,size=224
+    "$BUILD/batchfs" "$work/c.bfs" "$mnt" -o "batch=256,size=224${BFS_PEERS_OPTS:+,$BFS_PEERS_OPTS}"
     for _ in $(seq 100); do mountpoint -q "$mnt" && break; sleep 0.1; done
     local pid
     pid=$(pgrep -n -f "batchfs $work/c.bfs $mnt") # the daemon (it forked into the background)

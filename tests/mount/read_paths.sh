@@ -7,7 +7,8 @@
 # The read paths run twice: with FUSE passthrough where the machine allows it (root,
 # Linux >= 6.9: reads go to the batch's memfd) and with passthrough=off (every read is
 # copied by the daemon), so both ways of serving are checked whatever the default; then
-# with huge_pages=1 (batch files on a private tmpfs with 2 MiB pages, under passthrough).
+# with huge_pages=1 (batch files on a private tmpfs with 2 MiB pages, under passthrough),
+# and huge_pages=auto, the default, which puts batches of 2 MiB or more there.
 # 64 images, batch=16 (4 batches an epoch), size=48. About 15 s.
 . "$(dirname "$0")/lib.sh"
 require_fuse
@@ -128,6 +129,22 @@ read_paths ",passthrough=off" "passthrough=off"
 # huge_pages=1 has an effect only under passthrough; otherwise the daemon says so
 expect_log '^batchfs: note: huge_pages=1 has no effect'
 read_paths ",huge_pages=1" "huge_pages=1"
+
+# ---- huge_pages=auto (the default): huge pages for batches of 2 MiB or more ----------------
+BIG=batch=16,size=224 # 16 x 224 x 224 x 3 = 2.4 MB
+ref_batch "$T/data.bfs" "$BIG" 0 0 "$T/ref/big"
+for hp in "" ",huge_pages=0"; do
+    mount_bfs "$T/data.bfs" "$M" -o "$BIG$hp"
+    cmp -s "$M/epoch/0/batch_0" "$T/ref/big" || fail "huge_pages${hp:-=auto}: a 2.4 MB batch differs from the engine's"
+    got=$(pyx -c 'import bfs, sys; p = bfs.stats(sys.argv[1])["passthrough"]; print(int(p["active"]), int(p["huge_pages"]))' "$M")
+    unmount_bfs "$M"
+    case "$hp,$got" in
+    ,"1 1") ok "huge_pages=auto: 2.4 MB batches on 2 MiB pages under passthrough, the engine's bytes" ;;
+    ,"0 0") ok "huge_pages=auto: no passthrough here, so no huge pages (the engine's bytes)" ;;
+    ,huge_pages=0,"1 0" | ,huge_pages=0,"0 0") ok "huge_pages=0: 2.4 MB batches on 4 KiB pages" ;;
+    *) fail "huge_pages${hp:-=auto} with 2.4 MB batches: /stats passthrough active, huge_pages: $got" ;;
+    esac
+done
 
 # ---- determinism: batch 3 cold on a fresh mount == after 0..2; remount; other knobs --
 mount_bfs "$T/data.bfs" "$M" -o "$OPTS,epochs=4"
