@@ -112,12 +112,17 @@ void bfs_bc_trim(bfs_bc_mem *m, uint64_t room);
 void bfs_bc_release(bfs_bc_mem *m, const uint8_t *map, uint64_t size, int fd);
 
 /*
- * bfs_bc_use_files - decide, once, where batch files go: with huge != 0 a private tmpfs with
+ * bfs_bc_use_files - decide where batch files go: with huge != 0 a private tmpfs with
  * huge=within_size (a detached mount holding O_TMPFILE files; needs CAP_SYS_ADMIN), else, or
- * when refused, sealed memfds. Later calls change nothing. Returns 1 when files go to huge
- * pages.
+ * when refused, sealed memfds. Later calls change nothing, but for bfs_bc_use_huge.
+ * Returns 1 when files go to huge pages.
  */
 int bfs_bc_use_files(bfs_bc_mem *m, int huge);
+
+/* bfs_bc_use_huge - from now on, new batch files go to the huge-page tmpfs (made now, once;
+ * files made before stay where they are). Returns 1 when they do, 0 when it was refused
+ * (memfds go on). */
+int bfs_bc_use_huge(bfs_bc_mem *m);
 
 /*
  * bfs_bc_to_file - a new read-only file holding the size bytes at src, mapped read-only:

@@ -39,7 +39,8 @@ struct bfs_bc_mem {
     int out;  /* buffers given out and not back */
     int peak; /* the most ever out at once */
     uint64_t allocs;
-    int hugefs; /* huge-page tmpfs for batch files; -1: not decided; -2: memfds */
+    int hugefs;     /* huge-page tmpfs for batch files; -1: not decided; -2: memfds */
+    int huge_tried; /* open_hugefs was called (refused when hugefs is still < 0) */
     remains *dead;
     pthread_cond_t reap;
     pthread_t reaper;
@@ -230,11 +231,23 @@ static int open_hugefs(void)
 
 int bfs_bc_use_files(bfs_bc_mem *m, int huge)
 {
+    if (huge)
+        return bfs_bc_use_huge(m);
     pthread_mutex_lock(&m->lock);
-    if (m->hugefs == -1) {
-        m->hugefs = huge ? open_hugefs() : -2;
-        if (m->hugefs < 0)
-            m->hugefs = -2; /* not wanted, or refused: memfds */
+    if (m->hugefs == -1)
+        m->hugefs = -2; /* memfds */
+    int on = m->hugefs >= 0;
+    pthread_mutex_unlock(&m->lock);
+    return on;
+}
+
+int bfs_bc_use_huge(bfs_bc_mem *m)
+{
+    pthread_mutex_lock(&m->lock);
+    if (m->hugefs < 0 && !m->huge_tried) {
+        m->huge_tried = 1;
+        int fd = open_hugefs();
+        m->hugefs = fd >= 0 ? fd : -2; /* refused: memfds */
     }
     int on = m->hugefs >= 0;
     pthread_mutex_unlock(&m->lock);

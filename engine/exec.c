@@ -103,6 +103,7 @@ struct bfs_exec {
     uint64_t cache_bytes; /* budget for finished unreferenced jobs */
     uint64_t passed_max;  /* of which at most this no active reader will read */
     int passed_fixed;     /* no doubling on regrets (bfs_exec_set_passed_max) */
+    int huge_later;       /* huge-page batch files from the first passed eviction on */
     struct {
         uint64_t epoch1, k; /* epoch + 1 (0: empty), batch */
     } ghosts[GHOSTS];       /* recently evicted as passed, for regrets */
@@ -258,9 +259,15 @@ static uint32_t ghost_slot(uint64_t epoch, uint64_t k)
     return (uint32_t)(bfs_mix64(epoch * 0x9E3779B97F4A7C15ull ^ k) % GHOSTS);
 }
 
-static void ghost_add(bfs_exec *x, uint64_t epoch, uint64_t k)
+/* Batch (epoch, k) was evicted as passed: remembered for regrets; and from now on memory
+ * is recycled, so BFS_EXEC_HUGE_LATER's huge pages start (bfs_exec_set_memfd). Locked. */
+static void passed_evicted(bfs_exec *x, uint64_t epoch, uint64_t k)
 {
     LOCKED(x);
+    if (x->huge_later) {
+        x->huge_later = 0;
+        bfs_bc_use_huge(x->mem);
+    }
     uint32_t i = ghost_slot(epoch, k);
     x->ghosts[i].epoch1 = epoch + 1, x->ghosts[i].k = k;
 }
@@ -314,7 +321,7 @@ static void evict(bfs_exec *x)
             x->st.evictions++;
             if (passed) {
                 x->st.evicted_passed++;
-                ghost_add(x, victim->epoch, victim->k);
+                passed_evicted(x, victim->epoch, victim->k);
             } else
                 x->st.evicted_ahead++;
             x->st.cached_bytes -= victim->size;
@@ -358,7 +365,7 @@ static uint8_t *take_passed_buffer(bfs_exec *x, uint64_t size)
     unlink_job(x, victim);
     x->st.evictions++;
     x->st.evicted_passed++;
-    ghost_add(x, victim->epoch, victim->k);
+    passed_evicted(x, victim->epoch, victim->k);
     /* (cached_bytes is as of the last eviction: the victim may have finished since) */
     x->st.cached_bytes -= x->st.cached_bytes >= victim->size ? victim->size : x->st.cached_bytes;
     victim->data = NULL; /* taken: free_job frees the rest */
@@ -1069,10 +1076,11 @@ void bfs_exec_set_store(bfs_exec *x, bfs_store *s)
 
 void bfs_exec_set_memfd(bfs_exec *x, int on, int huge)
 {
-    if (on) /* where batch files go is decided once, before the first */
-        bfs_bc_use_files(x->mem, huge);
+    if (on) /* where batch files go is decided before the first (LATER: memfds first) */
+        bfs_bc_use_files(x->mem, huge == 1);
     xlock(x);
     x->memfd = on;
+    x->huge_later = on && huge == BFS_EXEC_HUGE_LATER;
     xunlock(x);
 }
 

@@ -113,11 +113,15 @@ int bfs_exec_set_remote(bfs_exec *x, const bfs_pipeline_opts *o, char *err, size
  * never change, so the mount can make that file the backing file of the batch file (FUSE
  * passthrough: reads and mmap go from the kernel straight to it) and it may be handed to
  * other processes. The file is a sealed memfd (memfd_create, F_SEAL_WRITE), or with huge
- * != 0 an O_TMPFILE on a private tmpfs with 2 MiB pages (huge_pages=1; needs
- * CAP_SYS_ADMIN, else memfds; bfs_exec_stats.huge_files tells). The batch's buffer returns
+ * == 1 an O_TMPFILE on a private tmpfs with 2 MiB pages (huge_pages=1; needs
+ * CAP_SYS_ADMIN, else memfds; bfs_exec_stats.huge_files tells); huge == BFS_EXEC_HUGE_LATER:
+ * memfds until the executor first evicts a batch no reader will read (from then on it
+ * recycles memory), then huge pages: fresh huge pages cost ~10x fresh small ones on VMs
+ * that hand memory back to the host, recycled ones far less. The batch's buffer returns
  * to the pool. A batch that could not be moved (no memory) keeps its buffer and has no file
  * (bfs_batch_fd -1).
  */
+#define BFS_EXEC_HUGE_LATER 2
 void bfs_exec_set_memfd(bfs_exec *x, int on, int huge);
 /* With a store (bfs_exec_set_store), a batch found in it is not copied: when the entry
  * file holds exactly the batch (bfs_claim.exact), that verified file is the batch's file. */

@@ -1135,11 +1135,12 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
         !(conn->want & FUSE_CAP_WRITEBACK_CACHE)) {
         atomic_store(&fs->pt_active, 1); /* io_writev patches this INIT's reply */
         /* auto: image batches (38 MB at 256 x 224 px) fill whole 2 MiB pages, and on huge
-         * pages a warm daemon serves 10-15% more images (docs/engine.md, "Batch memory");
-         * smaller batches (a file's tail stays on 4 KiB pages) are left on memfds */
+         * pages a warm daemon serves 5-12% more images; but fresh huge pages are dear, so
+         * they start once the daemon recycles memory (docs/engine.md, "Batch memory").
+         * Smaller batches (a file's tail stays on 4 KiB pages) are left on memfds. */
         int huge = fs->args->pipe.huge_pages;
         if (huge == BFS_HUGE_AUTO)
-            huge = bfs_engine_max_batch_bytes(fs->e) >= HUGE_AUTO_MIN;
+            huge = bfs_engine_max_batch_bytes(fs->e) >= HUGE_AUTO_MIN ? BFS_EXEC_HUGE_LATER : 0;
         bfs_exec_set_memfd(fs->x, 1, huge);
     }
     if (fs->args->pipe.huge_pages == 1) {

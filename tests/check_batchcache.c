@@ -162,7 +162,7 @@ static void check_file(int huge)
     bfs_bc_mem *m;
     ck_assert_int_eq(bfs_bc_mem_create(&m), 0);
     int on = bfs_bc_use_files(m, huge);
-    ck_assert_int_eq(bfs_bc_use_files(m, !huge), on); /* decided once */
+    ck_assert_int_eq(bfs_bc_use_files(m, 0), on); /* never back from huge pages */
     ck_assert_int_eq(mem_stats(m).huge_files, on);
     if (!huge)
         ck_assert_int_eq(on, 0);
@@ -199,6 +199,34 @@ START_TEST(batch_files_memfd)
 }
 END_TEST
 
+/* huge_pages=auto's switch (bfs_bc_use_huge): memfds first, then files on the huge-page
+ * tmpfs where it can be made (root); a file made before stays a sealed memfd. */
+START_TEST(batch_files_switch_to_huge)
+{
+    bfs_bc_mem *m;
+    ck_assert_int_eq(bfs_bc_mem_create(&m), 0);
+    ck_assert_int_eq(bfs_bc_use_files(m, 0), 0);
+    uint8_t src[5000];
+    memset(src, 7, sizeof src);
+    const uint8_t *map1 = NULL, *map2 = NULL;
+    int fd1 = -1, fd2 = -1;
+    ck_assert_int_eq(bfs_bc_to_file(m, src, sizeof src, &map1, &fd1), 0);
+    int on = bfs_bc_use_huge(m);
+    ck_assert_int_eq(bfs_bc_use_huge(m), on); /* tried once */
+    ck_assert_int_eq(mem_stats(m).huge_files, on);
+    ck_assert_int_eq(bfs_bc_to_file(m, src, sizeof src, &map2, &fd2), 0);
+    ck_assert_mem_eq(map2, src, sizeof src);
+    ck_assert_int_ne(fcntl(fd1, F_GET_SEALS) & F_SEAL_WRITE, 0);
+    if (on) /* on the tmpfs: held read-only, no seals */
+        ck_assert_int_eq(fcntl(fd2, F_GETFL) & O_ACCMODE, O_RDONLY);
+    else
+        ck_assert_int_ne(fcntl(fd2, F_GET_SEALS) & F_SEAL_WRITE, 0);
+    bfs_bc_release(m, map1, sizeof src, fd1);
+    bfs_bc_release(m, map2, sizeof src, fd2);
+    bfs_bc_mem_destroy(m);
+}
+END_TEST
+
 START_TEST(batch_files_huge)
 {
     check_file(1); /* huge pages where allowed (root: a private tmpfs), else memfds */
@@ -216,6 +244,7 @@ static Suite *batchcache_suite(void)
     tcase_add_test(tc, pool_reuses_buffers);
     tcase_add_test(tc, pool_bounds);
     tcase_add_test(tc, batch_files_memfd);
+    tcase_add_test(tc, batch_files_switch_to_huge);
     tcase_add_test(tc, batch_files_huge);
     suite_add_tcase(s, tc);
     return s;

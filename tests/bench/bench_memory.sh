@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # tests/bench/bench_memory.sh CORPUS [EPOCHS] — where batches live (docs/engine.md, "Batch
 # memory"): one reader reads EPOCHS (default 12) fresh epochs in order, batch by batch,
-# through a fresh mount, once with 4 KiB batch files (huge_pages=0) and once with
-# huge_pages=1 (what auto, the default, picks for batches of 2 MiB or more); prints images/s per epoch and the mean over the first and the last third.
+# through a fresh mount, with 4 KiB batch files (huge_pages=0), with huge_pages=auto (the
+# default: 4 KiB pages until the daemon recycles memory, then 2 MiB pages for batches of
+# 2 MiB or more) and with huge_pages=1; prints images/s per epoch and the mean over the first and the last third.
 # With the passed-batch bound (256 MiB at first) the daemon recycles memory after a few
 # hundred MiB, so the last third shows the steady state; the first third shows the cost of
 # fresh pages.
@@ -18,7 +19,7 @@ mkdir -p "$mnt"
 cleanup() { fusermount3 -u "$mnt" 2>/dev/null || true; rm -rf "$work"; }
 trap cleanup EXIT
 "$BUILD/mkbatchfs" --quiet "$corpus" "$work/c.bfs"
-for extra in ",huge_pages=0" ",huge_pages=1"; do
+for extra in ",huge_pages=0" ",huge_pages=auto" ",huge_pages=1"; do
     "$BUILD/batchfs" "$work/c.bfs" "$mnt" -o "$opts$extra"
     rates=$(python3 tests/bench/read_epochs.py "$mnt" "$epochs")
     hp=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['passthrough']['huge_pages'])" "$mnt/stats")
