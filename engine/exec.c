@@ -31,6 +31,7 @@
 #include "base/io.h"
 #include "base/clock.h"
 #include "base/mix.h"
+#include "engine/dataset/guard.h"
 #include "engine/remote/remote.h"
 
 #include <poll.h>
@@ -471,6 +472,7 @@ static void *worker_main(void *arg)
     bfs_engine_worker *w = x->workers[a->id];
     int a_id = a->id;
     free(a);
+    bfs_guard_thread(); /* token rows read a mapped dataset inside guards */
     xlock(x);
     for (;;) {
         bfs_batch *j = NULL; /* (set by pick before use: gcc cannot tell) */

@@ -15,6 +15,8 @@
 #include <dirent.h>
 #include <errno.h>
 #include <lz4.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -567,6 +569,39 @@ static int mapped_sum(bfs_reader *r, uint64_t i, unsigned *sum)
     return rc;
 }
 
+/* A thread started with every signal blocked (as libfuse starts its workers), which lets
+ * SIGBUS through with bfs_guard_thread, then reads sample i of a truncated mapping. */
+typedef struct {
+    bfs_reader *r;
+    uint64_t i;
+    int rc;
+} blocked_arg;
+
+static void *blocked_main(void *arg)
+{
+    blocked_arg *b = arg;
+    unsigned sum;
+    b->rc = bfs_guard_thread();
+    if (!b->rc)
+        b->rc = mapped_sum(b->r, b->i, &sum);
+    return NULL;
+}
+
+static int read_in_blocked_thread(bfs_reader *r, uint64_t i)
+{
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
+    blocked_arg b = {r, i, 1};
+    pthread_t t;
+    int rc = pthread_create(&t, NULL, blocked_main, &b);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc)
+        return -rc;
+    pthread_join(t, NULL);
+    return b.rc;
+}
+
 /* Payloads read through a mapping (bfs_map_payloads): the bytes pread gives; a file
  * truncated in place faults inside the guard, which turns it into BFS_E_CHANGED (the
  * process lives on, and guards work again after it); bfs_unchanged sees the new size. */
@@ -599,6 +634,7 @@ START_TEST(mapped_payloads)
     ck_assert_int_eq(bfs_unchanged(r), BFS_E_CHANGED);
     ck_assert_int_eq(mapped_sum(r, n - 1, &sum), BFS_E_CHANGED);
     ck_assert_int_eq(mapped_sum(r, n - 2, &sum), BFS_E_CHANGED); /* and again */
+    ck_assert_int_eq(read_in_blocked_thread(r, n - 1), BFS_E_CHANGED);
     bfs_close(r);
 }
 END_TEST

@@ -27,8 +27,11 @@ static void on_sigbus(int sig, siginfo_t *si, void *ctx)
         before.sa_handler(sig);
     } else {
         /* not ours: back to the old disposition; returning retries the access, which
-         * faults again and is handled (by default: the process dies, with its core) */
+         * faults again and is handled (by default: the process dies, with its core); a
+         * SIGBUS that no access raised (kill) is raised again */
         sigaction(SIGBUS, &before, NULL);
+        if (si->si_code <= 0)
+            raise(sig);
     }
 }
 
@@ -49,6 +52,14 @@ int bfs_guard_init(void)
 {
     pthread_once(&once, install);
     return init_rc;
+}
+
+int bfs_guard_thread(void)
+{
+    sigset_t bus;
+    sigemptyset(&bus);
+    sigaddset(&bus, SIGBUS);
+    return -pthread_sigmask(SIG_UNBLOCK, &bus, NULL);
 }
 
 void bfs_guard_enter(bfs_guard *g)

@@ -36,6 +36,12 @@ typedef struct bfs_guard {
  * first one's result). Returns 0 or a negative errno of sigaction. */
 int bfs_guard_init(void);
 
+/* bfs_guard_thread - let SIGBUS reach the calling thread: a fault inside a guard in a
+ * thread that blocks it kills the process (the kernel forces the default action), and
+ * threads started from one that blocks every signal, as libfuse's workers do, inherit
+ * that. Call once in each thread that enters guards. 0 or a negative errno. */
+int bfs_guard_thread(void);
+
 /* bfs_guard_enter - make g the calling thread's innermost guard (then sigsetjmp(g->jb, 0)). */
 void bfs_guard_enter(bfs_guard *g);
 
