@@ -235,20 +235,6 @@ static int reader_table(const bfs_exec *x, bfs_bc_reader *out)
     return n;
 }
 
-/* Evict finished, unreferenced jobs until within budget, as the policy of
- * cache/batchcache.h says: first what no active reader will read (LRU first), then what
- * the nearest reader will read last. What no active reader
- * will read is also kept to PASSED_MAX bytes even under budget, so that a daemon reading
- * an epoch larger than that recycles memory it touched moments ago instead of growing to
- * the whole budget: fresh memory costs a page fault per page, and on VMs that hand freed
- * memory back to the host (virtio free page reporting) ~2 ms per MiB more (measured: a
- * 38 MB batch file 80-96 ms on cold pages, 2 ms on recycled huge pages), as much as half
- * of computing that batch (see docs/engine.md, "Batch memory", for the measurements: a
- * sequential reader fell from 2,500 to 1,400 images/s after 1.4 GB without this bound).
- * A re-read of a batch evicted this way is computed again,
- * identically. Locked. Failed jobs keep only their error (failures are deterministic: a
- * retry would fail again), at most MAX_FAILED of them; acquire drops those that failed
- * for lack of a resource (bfs_err_is_resource), which are not. */
 /* The passed-batch bound adapts. Keeping finished batches no reader will read costs
  * memory that, on VMs that hand free memory back to the host, is fresh for every batch
  * (docs/engine.md, "Batch memory"); it pays only when a reader comes back for one (an
@@ -286,6 +272,20 @@ static void ghost_check(bfs_exec *x, uint64_t epoch, uint64_t k)
         x->passed_max = x->passed_max > x->cache_bytes / 2 ? x->cache_bytes : 2 * x->passed_max;
 }
 
+/* Evict finished, unreferenced jobs until within budget, as the policy of
+ * cache/batchcache.h says: first what no active reader will read (LRU first), then what
+ * the nearest reader will read last. What no active reader
+ * will read is also kept to passed_max bytes even under budget, so that a daemon reading
+ * an epoch larger than that recycles memory it touched moments ago instead of growing to
+ * the whole budget: fresh memory costs a page fault per page, and on VMs that hand freed
+ * memory back to the host (virtio free page reporting) ~2 ms per MiB more (measured: a
+ * 38 MB batch file 80-96 ms on cold pages, 2 ms on recycled huge pages), as much as half
+ * of computing that batch (see docs/engine.md, "Batch memory", for the measurements: a
+ * sequential reader fell from 2,500 to 1,400 images/s after 1.4 GB without this bound).
+ * A re-read of a batch evicted this way is computed again, identically (a regret, which
+ * raises passed_max: see above). Locked. Failed jobs keep only their error (failures are
+ * deterministic: a retry would fail again), at most MAX_FAILED of them; acquire drops those that
+ * failed for lack of a resource (bfs_err_is_resource), which are not. */
 static void evict(bfs_exec *x)
 {
     LOCKED(x);
