@@ -244,8 +244,7 @@ static const opt table[OPT_COUNT] = {
                             "1: finished batch files on 2 MiB pages (under FUSE passthrough, "
                             "which needs root): faster to read and to recycle, slower while "
                             "the daemon first grows on VMs that return free memory to the "
-                            "host; auto: for batches of 2 MiB or more, once the daemon "
-                            "recycles memory"),
+                            "host; auto: once the daemon recycles memory"),
                         ENUM(huge_pages)},
     [OPT_REMOTE] = {PUB("remote", K, "redis://[[USER]:PASS@]HOST[:PORT][/DB]|none", "none",
                         "Redis shared with `batchfs worker`s: batches are asked of the workers "

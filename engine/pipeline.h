@@ -101,7 +101,7 @@ typedef struct bfs_pipeline_opts {
     int cpu_budget;          /* cpu_budget=N (online CPUs; 0 = default), 1..1024 */
     int64_t ram_mb;          /* ram_mb=N (half of free RAM; 0 = default), 16..2^40 */
     int huge_pages;          /* huge_pages=0|1|auto (BFS_HUGE_AUTO): batch files on huge
-                              * pages (exec.h); auto: when batches are >= 2 MiB */
+                              * pages (exec.h); auto: once memory is recycled */
     char remote[512];        /* remote=redis://...|none ("" = none): docs/scale-out.md */
     int remote_ttl;          /* remote_ttl=S (600), 1..30 days */
     int remote_wait_ms;      /* remote_wait_ms=N (10000), 1..86400000 */

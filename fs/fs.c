@@ -92,8 +92,7 @@ struct pt_open_out { /* struct fuse_open_out with the 6.9 field names */
     int32_t backing_id;
 };
 
-#define TIMEOUT       86400.0             /* batch files never change */
-#define HUGE_AUTO_MIN ((uint64_t)2 << 20) /* huge_pages=auto: batches at least this large */
+#define TIMEOUT 86400.0 /* batch files never change */
 
 /* The backing file registered for an open batch (passthrough). */
 typedef struct backing {
@@ -1134,13 +1133,13 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
     if (fs->args->passthrough && atomic_load(&fs->pt_offered) && has_sys_admin() &&
         !(conn->want & FUSE_CAP_WRITEBACK_CACHE)) {
         atomic_store(&fs->pt_active, 1); /* io_writev patches this INIT's reply */
-        /* auto: image batches (38 MB at 256 x 224 px) fill whole 2 MiB pages, and on huge
-         * pages a warm daemon serves 5-12% more images; but fresh huge pages are dear, so
-         * they start once the daemon recycles memory (docs/engine.md, "Batch memory").
-         * Smaller batches (a file's tail stays on 4 KiB pages) are left on memfds. */
+        /* auto: on the huge-page tmpfs a warm daemon serves ~8% more images (38 MB batches
+         * on 2 MiB pages) and ~15% more token bytes (512 KiB batches on 512 KiB folios);
+         * but fresh huge pages are dear, so they start once the daemon recycles memory
+         * (docs/engine.md, "Batch memory") */
         int huge = fs->args->pipe.huge_pages;
         if (huge == BFS_HUGE_AUTO)
-            huge = bfs_engine_max_batch_bytes(fs->e) >= HUGE_AUTO_MIN ? BFS_EXEC_HUGE_LATER : 0;
+            huge = BFS_EXEC_HUGE_LATER;
         bfs_exec_set_memfd(fs->x, 1, huge);
     }
     if (fs->args->pipe.huge_pages == 1) {

@@ -8,8 +8,8 @@
 # Linux >= 6.9: reads go to the batch's memfd) and with passthrough=off (every read is
 # copied by the daemon), so both ways of serving are checked whatever the default; then
 # with huge_pages=1 (batch files on a private tmpfs with 2 MiB pages, under passthrough),
-# and huge_pages=auto, the default, which puts batches of 2 MiB or more there once the
-# daemon recycles memory.
+# and huge_pages=auto, the default, which puts batch files there once the daemon
+# recycles memory.
 # 64 images, batch=16 (4 batches an epoch), size=48. About 15 s.
 . "$(dirname "$0")/lib.sh"
 require_fuse
@@ -131,9 +131,9 @@ read_paths ",passthrough=off" "passthrough=off"
 expect_log '^batchfs: note: huge_pages=1 has no effect'
 read_paths ",huge_pages=1" "huge_pages=1"
 
-# ---- huge_pages=auto (the default): 2 MiB pages for batches of 2 MiB or more, once the
-# daemon recycles memory (its first batch evicted as passed: cache_mb=8 makes that soon) --
-BIG=batch=16,size=224 # 16 x 224 x 224 x 3 = 2.4 MB
+# ---- huge_pages=auto (the default): huge pages once the daemon recycles memory (its first
+# batch evicted as passed: cache_mb=8 makes that soon) ----------------------------------------
+BIG=batch=16,size=224 # 16 x 224 x 224 x 3 = 2.4 MB: huge pages, not only large folios
 for e in 0 1; do for k in 0 3; do ref_batch "$T/data.bfs" "$BIG" $e $k "$T/ref/big_e${e}_b$k"; done; done
 hstate() { pyx -c 'import bfs, sys; s = bfs.stats(sys.argv[1]); print(int(s["passthrough"]["active"]), int(s["passthrough"]["huge_pages"]), int(s["cache"]["evicted_passed"] > 0))' "$M"; }
 for hp in "" ",huge_pages=0"; do
