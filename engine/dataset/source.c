@@ -157,30 +157,33 @@ const char *bfs_source_path(const bfs_source *s)
     return s->path;
 }
 
+/* A .bfs sample's payload in one of two places: the mapping or the scratch buffer. */
+static int bfs_item_of(const bfs_sample *smp, const uint8_t *data, bfs_item *it)
+{
+    *it = (bfs_item){.data = data,
+                     .len = smp->length,
+                     .label = smp->label,
+                     .width = smp->width,
+                     .height = smp->height,
+                     .flags = smp->flags,
+                     .raw_size = smp->raw_size};
+    return 0;
+}
+
 int bfs_source_get(bfs_source *s, uint64_t i, bfs_item *it, bfs_source_scratch *scratch)
 {
     memset(it, 0, sizeof *it);
+    bfs_sample smp;
     if (s->mapped) {
-        bfs_sample smp;
         const uint8_t *data;
         size_t len;
         int rc = bfs_sample_data(s->bfs, i, BFS_VERIFY_SAMPLE, &smp, &data, &len);
         /* an overwritten file shows as checksum errors: say which it is */
         if (rc == BFS_E_SAMPLE_CHECKSUM && bfs_unchanged(s->bfs) == BFS_E_CHANGED)
             rc = BFS_E_CHANGED;
-        if (rc)
-            return rc;
-        *it = (bfs_item){.data = data,
-                         .len = len,
-                         .label = smp.label,
-                         .width = smp.width,
-                         .height = smp.height,
-                         .flags = smp.flags,
-                         .raw_size = smp.raw_size};
-        return 0;
+        return rc ? rc : bfs_item_of(&smp, data, it);
     }
     if (s->bfs) {
-        bfs_sample smp;
         int rc = bfs_read_sample(s->bfs, i, BFS_VERIFY_SAMPLE, &smp, scratch->buf, scratch->cap);
         if (rc == -ENOSPC) {
             uint8_t *b = realloc(scratch->buf, smp.length);
@@ -189,16 +192,7 @@ int bfs_source_get(bfs_source *s, uint64_t i, bfs_item *it, bfs_source_scratch *
             scratch->buf = b, scratch->cap = smp.length;
             rc = bfs_read_sample(s->bfs, i, BFS_VERIFY_SAMPLE, &smp, scratch->buf, scratch->cap);
         }
-        if (rc)
-            return rc;
-        it->data = scratch->buf;
-        it->len = smp.length;
-        it->label = smp.label;
-        it->width = smp.width;
-        it->height = smp.height;
-        it->flags = smp.flags;
-        it->raw_size = smp.raw_size;
-        return 0;
+        return rc ? rc : bfs_item_of(&smp, scratch->buf, it);
     }
     if (i >= s->folder.n)
         return BFS_E_SAMPLE_INDEX;
