@@ -55,6 +55,21 @@ static int pack_with(const char *from, const char *to, int jobs, uint32_t page_s
     return rc;
 }
 
+/* src packed to out on 4 KiB pages */
+static void pack_src(void)
+{
+    bfs_pack_report rep;
+    ck_assert_int_eq(pack_with(src, out, 1, 4096, &rep), 0);
+    bfs_pack_report_free(&rep);
+}
+
+/* src made: an ImageFolder of 2 classes of `per` images (sides lo..hi), then packed */
+static void pack_folder(int per, int lo, int hi, unsigned seed)
+{
+    ck_assert_int_eq(tu_make_imagefolder(src, 2, per, lo, hi, seed), 0);
+    pack_src();
+}
+
 static int count_entries(const char *dir)
 {
     DIR *d = opendir(dir);
@@ -174,10 +189,7 @@ END_TEST
 START_TEST(random_access_and_pages)
 {
     /* 4 KiB pages and 2..24 KB payloads: some payloads span pages */
-    ck_assert_int_eq(tu_make_imagefolder(src, 2, 20, 40, 160, 9), 0);
-    bfs_pack_report rep;
-    ck_assert_int_eq(pack_with(src, out, 1, 4096, &rep), 0);
-    bfs_pack_report_free(&rep);
+    pack_folder(20, 40, 160, 9);
     bfs_reader *r;
     ck_assert_int_eq(bfs_open(out, &r, NULL, 0), 0);
     const bfs_info *in = bfs_get_info(r);
@@ -237,10 +249,7 @@ static size_t packed_len;
 static void corrupt_setup(void)
 {
     setup();
-    ck_assert_int_eq(tu_make_imagefolder(src, 2, 6, 30, 80, 21), 0);
-    bfs_pack_report rep;
-    ck_assert_int_eq(pack_with(src, out, 1, 4096, &rep), 0);
-    bfs_pack_report_free(&rep);
+    pack_folder(6, 30, 80, 21);
     ck_assert_int_eq(tu_read_file(out, &packed, &packed_len), 0);
 }
 
@@ -502,10 +511,7 @@ END_TEST
  * by a rename: the old inode's bytes, still right. */
 START_TEST(changed_underneath)
 {
-    ck_assert_int_eq(tu_make_imagefolder(src, 2, 6, 40, 120, 5), 0);
-    bfs_pack_report rep;
-    ck_assert_int_eq(pack_with(src, out, 1, 4096, &rep), 0);
-    bfs_pack_report_free(&rep);
+    pack_folder(6, 40, 120, 5);
     bfs_reader *r;
     bfs_sample s;
     const uint8_t *d;
@@ -522,8 +528,7 @@ START_TEST(changed_underneath)
     bfs_close(r);
 
     /* overwritten in place, same size: a newer mtime */
-    ck_assert_int_eq(pack_with(src, out, 1, 4096, &rep), 0);
-    bfs_pack_report_free(&rep);
+    pack_src();
     ck_assert_int_eq(bfs_open(out, &r, NULL, 0), 0);
     ck_assert_int_eq(read_sample(r, 1, BFS_VERIFY_SAMPLE, &s, &d, &len), 0);
     struct timespec later[2] = {{0, UTIME_OMIT}, {time(NULL) + 10, 0}};
@@ -607,10 +612,7 @@ static int read_in_blocked_thread(bfs_reader *r, uint64_t i)
  * process lives on, and guards work again after it); bfs_unchanged sees the new size. */
 START_TEST(mapped_payloads)
 {
-    ck_assert_int_eq(tu_make_imagefolder(src, 2, 40, 40, 120, 5), 0);
-    bfs_pack_report rep;
-    ck_assert_int_eq(pack_with(src, out, 1, 4096, &rep), 0);
-    bfs_pack_report_free(&rep);
+    pack_folder(40, 40, 120, 5);
     bfs_reader *r;
     bfs_sample s;
     const uint8_t *d;

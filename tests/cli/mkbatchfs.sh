@@ -6,43 +6,9 @@
 # Run from the repository root by tests/run.sh; BUILD names the build directory
 # (default: build). Exit 0 when every check passes, 1 with a FAIL line otherwise.
 # Takes about 20 s; the larger folder for the interrupt test dominates.
-set -euo pipefail
-cd "$(dirname "$0")/../.."
-BUILD=${BUILD:-build}
-case $BUILD in /*) ;; *) BUILD=$PWD/$BUILD ;; esac
-MK=$BUILD/mkbatchfs
-GEN=$BUILD/tests/gen_imagefolder
-
-T=$(mktemp -d "${TMPDIR:-/tmp}/cli-mkbatchfs.XXXXXX")
+. "$(dirname "$0")/lib.sh" mkbatchfs
 bg_pid=
-cleanup() {
-    if [ -n "$bg_pid" ]; then kill -KILL "$bg_pid" 2>/dev/null || true; fi
-    rm -rf "$T"
-}
-trap cleanup EXIT
-
-fail() {
-    echo "FAIL: $*" >&2
-    if [ -s "$T/stdout" ]; then echo "--- stdout of the last command:" >&2; head -n 20 "$T/stdout" >&2; fi
-    if [ -s "$T/stderr" ]; then echo "--- stderr of the last command:" >&2; head -n 20 "$T/stderr" >&2; fi
-    exit 1
-}
-ok() { echo "ok - $*"; }
-
-# run CMD...: run it with stdout/stderr captured in $T/stdout, $T/stderr; status in $rc.
-rc=0
-run() {
-    set +e
-    "$@" >"$T/stdout" 2>"$T/stderr"
-    rc=$?
-    set -e
-}
-expect_rc() { # want, what
-    [ "$rc" -eq "$1" ] || fail "$2: exit status $rc, expected $1"
-}
-expect_err() { # fixed string, what: stderr must contain it
-    grep -qF -- "$1" "$T/stderr" || fail "$2: stderr does not mention '$1'"
-}
+cli_cleanup_hook() { if [ -n "$bg_pid" ]; then kill -KILL "$bg_pid" 2>/dev/null || true; fi; }
 no_temp_files() { # OUT, what
     local left
     left=$(compgen -G "$1.tmp-*" || true)

@@ -8,27 +8,7 @@
 # not a JPEG, a bad .cls or .json, a record that is no Example), each listed with its
 # reason; packs are deterministic; a truncated or corrupt tar and a TFRecord with a bad
 # CRC fail naming the file and the byte; options are checked.
-set -euo pipefail
-cd "$(dirname "$0")/../.."
-BUILD=${BUILD:-build}
-case $BUILD in /*) ;; *) BUILD=$PWD/$BUILD ;; esac
-MK=$BUILD/mkbatchfs
-GEN=$BUILD/tests/gen_imagefolder
-
-T=$(mktemp -d "${TMPDIR:-/tmp}/cli-shards.XXXXXX")
-trap 'rm -rf "$T"' EXIT
-fail() {
-    echo "FAIL: $*" >&2
-    for f in stdout stderr; do
-        if [ -s "$T/$f" ]; then echo "--- $f of the last command:" >&2; head -n 30 "$T/$f" >&2; fi
-    done
-    exit 1
-}
-ok() { echo "ok - $*"; }
-rc=0
-run() { set +e; "$@" >"$T/stdout" 2>"$T/stderr"; rc=$?; set -e; }
-expect_rc() { [ "$rc" -eq "$1" ] || fail "$2: exit status $rc, expected $1"; }
-expect_err() { grep -qF -- "$1" "$T/stderr" || fail "$2: stderr does not mention '$1'"; }
+. "$(dirname "$0")/lib.sh" shards
 same() { # A.bfs B.bfs WHAT
     cmp -s "$1" "$2" || fail "$3: $2 differs from $1"
 }

@@ -5,26 +5,7 @@
 # --cat and --verify work on it; the documents joined are the file; re-packing keeps it;
 # every user mistake is refused with a message naming it; batchfs --bench serves it
 # (the pipelines themselves: tests/cli/tokens_pack.sh).
-set -euo pipefail
-cd "$(dirname "$0")/../.."
-BUILD=${BUILD:-build}
-case $BUILD in /*) ;; *) BUILD=$PWD/$BUILD ;; esac
-MK=$BUILD/mkbatchfs
-
-T=$(mktemp -d "${TMPDIR:-/tmp}/cli-tokens.XXXXXX")
-trap 'rm -rf "$T"' EXIT
-fail() {
-    echo "FAIL: $*" >&2
-    for f in stdout stderr; do
-        if [ -s "$T/$f" ]; then echo "--- $f of the last command:" >&2; head -n 20 "$T/$f" >&2; fi
-    done
-    exit 1
-}
-ok() { echo "ok - $*"; }
-rc=0
-run() { set +e; "$@" >"$T/stdout" 2>"$T/stderr"; rc=$?; set -e; }
-expect_rc() { [ "$rc" -eq "$1" ] || fail "$2: exit status $rc, expected $1"; }
-expect_err() { grep -qF -- "$1" "$T/stderr" || fail "$2: stderr does not mention '$1'"; }
+. "$(dirname "$0")/lib.sh" tokens
 refused() { # RC WHAT MESSAGE COMMAND...: exits RC, stderr has MESSAGE
     local want=$1 what=$2 msg=$3
     shift 3

@@ -20,6 +20,7 @@
  */
 #include "engine/dataset/tfrecord.h"
 #include "base/endian.h"
+#include "tests/fuzz/shard_mem.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -33,22 +34,6 @@
             abort();                                                                               \
         }                                                                                          \
     } while (0)
-
-typedef struct mem {
-    const uint8_t *p;
-    size_t n, pos, step;
-} mem;
-
-static ssize_t mem_read(void *ctx, void *buf, size_t n)
-{
-    mem *m = ctx;
-    size_t k = m->n - m->pos;
-    k = k < n ? k : n;
-    k = m->step && k > m->step ? m->step : k;
-    memcpy(buf, m->p + m->pos, k);
-    m->pos += k;
-    return (ssize_t)k;
-}
 
 static void check_example(const uint8_t *p, size_t n)
 {
@@ -69,9 +54,9 @@ static void check_example(const uint8_t *p, size_t n)
 static int read_all(const uint8_t *p, size_t n, size_t step, const uint8_t *const *recs,
                     const size_t *lens, size_t nrecs, size_t *count)
 {
-    mem m = {p, n, 0, step};
+    shard_mem m;
     bfs_tfr r;
-    bfs_tfr_init(&r, (bfs_shard_in){mem_read, &m}, NULL, NULL);
+    bfs_tfr_init(&r, shard_mem_in(&m, p, n, step), NULL, NULL);
     char err[512];
     int rc;
     *count = 0;

@@ -18,6 +18,7 @@
  *    gives v; .cls: the decimal text of v parses back to v.
  */
 #include "engine/dataset/wds.h"
+#include "tests/fuzz/shard_mem.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -33,22 +34,6 @@
         }                                                                                          \
     } while (0)
 
-typedef struct mem {
-    const uint8_t *p;
-    size_t n, pos, step;
-} mem;
-
-static ssize_t mem_read(void *ctx, void *buf, size_t n)
-{
-    mem *m = ctx;
-    size_t k = m->n - m->pos;
-    k = k < n ? k : n;
-    k = m->step && k > m->step ? m->step : k;
-    memcpy(buf, m->p + m->pos, k);
-    m->pos += k;
-    return (ssize_t)k;
-}
-
 static void check_err(int rc, const char *err, size_t cap)
 {
     CHECK(rc == -EINVAL);
@@ -59,9 +44,9 @@ static void check_err(int rc, const char *err, size_t cap)
  * (to repair), or -1. */
 static long read_all(const uint8_t *p, size_t n, size_t step, const char *ext)
 {
-    mem m = {p, n, 0, step};
+    shard_mem m;
     bfs_wds w;
-    bfs_wds_init(&w, (bfs_shard_in){mem_read, &m}, ext, NULL);
+    bfs_wds_init(&w, shard_mem_in(&m, p, n, step), ext, NULL);
     char err[512];
     for (int i = 0; i < 100000; i++) {
         bfs_shard_sample s;
