@@ -33,7 +33,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#define SUBSTITUTE_TRIES 8
 /* ImageNet mean as u8: the colour of a substitute when no other sample decodes */
 #define GRAY_R 124
 #define GRAY_G 116
@@ -610,12 +609,10 @@ int bfs_engine_sample(bfs_engine *e, bfs_engine_worker *w, uint64_t epoch, uint6
     }
     /* substitute: another sample, drawn from this sample's own random stream, so the
      * choice is the same whoever computes it; its own crop and flip */
-    bfs_rng r;
-    bfs_rng_init(&r, e->o.seed, epoch, idx, BFS_RNG_STREAM_SUBSTITUTE);
-    uint64_t n = bfs_source_count(e->src);
-    for (int t = 0; t < SUBSTITUTE_TRIES && n > 1; t++) {
-        uint64_t alt = (uint64_t)bfs_rng_int(&r, 0, (int64_t)n - 2);
-        alt += alt >= idx; /* never itself */
+    uint64_t cand[BFS_SUBSTITUTE_TRIES];
+    int nc = bfs_substitutes(e->o.seed, epoch, idx, bfs_source_count(e->src), cand);
+    for (int t = 0; t < nc; t++) {
+        uint64_t alt = cand[t];
         int arc = render(e, w, epoch, alt, slot, -1);
         if (arc == BFS_E_CHANGED)
             return dataset_changed(e, epoch, k, err, errlen);

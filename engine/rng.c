@@ -132,3 +132,17 @@ int64_t bfs_rng_int(bfs_rng *r, int64_t lo, int64_t hi)
     uint64_t u = (uint64_t)lo + x;
     return u <= (uint64_t)INT64_MAX ? (int64_t)u : -(int64_t)(UINT64_MAX - u) - 1;
 }
+
+int bfs_substitutes(uint64_t seed, uint64_t epoch, uint64_t bad, uint64_t n,
+                    uint64_t out[BFS_SUBSTITUTE_TRIES])
+{
+    if (n < 2)
+        return 0;
+    bfs_rng r;
+    bfs_rng_init(&r, seed, epoch, bad, BFS_RNG_STREAM_SUBSTITUTE);
+    for (int i = 0; i < BFS_SUBSTITUTE_TRIES; i++) {
+        out[i] = (uint64_t)bfs_rng_int(&r, 0, (int64_t)n - 2);
+        out[i] += out[i] >= bad; /* never itself */
+    }
+    return BFS_SUBSTITUTE_TRIES;
+}

@@ -91,4 +91,16 @@ double bfs_rng_uniform_range(bfs_rng *r, double a, double b);
  */
 int64_t bfs_rng_int(bfs_rng *r, int64_t lo, int64_t hi);
 
+#define BFS_SUBSTITUTE_TRIES 8
+
+/*
+ * bfs_substitutes - the samples that may stand in for bad sample `bad` of n in epoch, in
+ * the order to try them: drawn from bad's own stream (BFS_RNG_STREAM_SUBSTITUTE), so the
+ * choice is the same whoever computes the batch, and never bad itself. Fills out[] and
+ * returns how many: BFS_SUBSTITUTE_TRIES, or 0 when n < 2. Images and token documents
+ * both take their substitutes from here (a change changes served batches).
+ */
+int bfs_substitutes(uint64_t seed, uint64_t epoch, uint64_t bad, uint64_t n,
+                    uint64_t out[BFS_SUBSTITUTE_TRIES]);
+
 #endif

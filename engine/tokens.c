@@ -13,9 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define EPOCH_TABS       4u /* per-epoch tables kept (as the plan keeps page tables) */
-#define SUBSTITUTE_TRIES 8
-#define MAX_ROWS         65536u /* rows per batch, as batch= allows */
+#define EPOCH_TABS 4u     /* per-epoch tables kept (as the plan keeps page tables) */
+#define MAX_ROWS   65536u /* rows per batch, as batch= allows */
 
 /* One epoch's table: concat: the documents in epoch order and the prefix sums of their
  * lengths; bucket: each bucket's documents in epoch order, one list after another. */
@@ -486,7 +485,7 @@ static inline uint32_t tok(const bfs_tokens_scratch *s, uint64_t i)
  * vectorize them (a load of 2 bytes per call was ~3x slower). */
 static void put_ids(const bfs_tokens_scratch *s, uint64_t from, uint64_t n, uint8_t *dst)
 {
-#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    /* (little-endian only, as base/endian.h makes every build) */
     if (!s->u32) {
         const uint8_t *src = s->data + 2 * from;
         for (uint64_t i = 0; i < n; i++) {
@@ -498,10 +497,6 @@ static void put_ids(const bfs_tokens_scratch *s, uint64_t from, uint64_t n, uint
         }
     } else
         memcpy(dst, s->data + 4 * from, 4 * n);
-#else
-    for (uint64_t i = 0; i < n; i++)
-        bfs_st32(dst + 4 * i, tok(s, from + i));
-#endif
 }
 
 static int fatal(int rc)
@@ -515,14 +510,12 @@ static int fatal(int rc)
 static int substitute(bfs_tokens *t, bfs_tokens_scratch *s, uint64_t epoch, uint64_t d,
                       uint64_t *alt)
 {
-    bfs_rng r;
-    bfs_rng_init(&r, t->o.seed, epoch, d, BFS_RNG_STREAM_SUBSTITUTE);
-    for (int i = 0; i < SUBSTITUTE_TRIES && t->n > 1; i++) {
-        uint64_t a = (uint64_t)bfs_rng_int(&r, 0, (int64_t)t->n - 2);
-        a += a >= d; /* never itself */
-        int rc = get_doc(t, s, a);
+    uint64_t cand[BFS_SUBSTITUTE_TRIES];
+    int nc = bfs_substitutes(t->o.seed, epoch, d, t->n, cand);
+    for (int i = 0; i < nc; i++) {
+        int rc = get_doc(t, s, cand[i]);
         if (!rc) {
-            *alt = a;
+            *alt = cand[i];
             return 0;
         }
         if (fatal(rc))

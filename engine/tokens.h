@@ -40,7 +40,7 @@ typedef struct bfs_tokens bfs_tokens;
 /* A worker's document buffer: the last document it read stays for the next row. */
 typedef struct bfs_tokens_scratch {
     bfs_source_scratch src;
-    uint64_t doc; /* doc + 1 of what buf holds, 0: nothing */
+    uint64_t doc; /* doc + 1 of what data holds, 0: nothing */
     const uint8_t *data;
     uint32_t count; /* tokens */
     int u32;        /* 4 bytes per token (else 2) */

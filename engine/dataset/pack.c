@@ -664,7 +664,6 @@ size_t bfs_tokens_doc_end(const uint8_t *p, size_t n, int size, uint32_t sep)
     return 0;
 }
 
-/* Append n bytes to the growing document doc (len, cap). 0 or -ENOMEM. */
 /* Room for need bytes in the growing document *doc (capacity *cap). 0 or -ENOMEM. */
 static int doc_reserve(uint8_t **doc, size_t *cap, size_t need)
 {

@@ -39,7 +39,8 @@ typedef struct bfs_shard_sample {
  * BFS_SHARD_LABEL_MAX (the .bfs class table's limit, BFS_MAX_CLASSES - 1). */
 #define BFS_SHARD_LABEL_MAX ((1 << 24) - 1)
 
-/* The largest image a reader takes into memory (bytes); a larger one is skipped. */
+/* The largest image the WebDataset reader takes into memory (bytes); a larger member is
+ * skipped. TFRecord images are bounded by their record (BFS_TFR_RECORD_MAX). */
 #define BFS_SHARD_IMAGE_MAX ((size_t)256 << 20)
 
 /* The formats of sharded sources; BFS_FORMAT_AUTO: told by the names (bfs_shard_list). */

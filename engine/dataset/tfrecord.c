@@ -306,7 +306,7 @@ int bfs_tfr_example(const uint8_t *p, size_t n, const char *image_key, const cha
                 continue;
             if (wt != 2)
                 return -EINVAL;
-            int have_key = 0, have_val = 0;
+            int have_val = 0;
             key.p = key.end = entry.p; /* a missing key is "" */
             pb e = entry;
             while (e.p < e.end) {
@@ -316,11 +316,10 @@ int bfs_tfr_example(const uint8_t *p, size_t n, const char *image_key, const cha
                 if ((num == 1 || num == 2) && wt != 2)
                     return -EINVAL;
                 if (num == 1)
-                    key = sub, have_key = 1;
+                    key = sub;
                 else if (num == 2)
                     val = sub, have_val = 1;
             }
-            (void)have_key;
             bfs_tfr_feature f = {0}, *dst = NULL;
             if (key_is(key, image_key))
                 dst = image;
