@@ -71,6 +71,8 @@ done
 # delivery and overlap (copy=auto, the default)
 "$TOOL" device "$D" 5 device=cuda cuda_library="$lib" >"$T/dev" 2>&1 || fail delivery "$(cat "$T/dev")"
 sed -n 's/^device: /delivery  /p; s/^delivery: /delivery  /p; s/^overlap: /overlap   /p' "$T/dev"
+# the reason copy=auto stages: its copies must overlap the consumer's kernels
+grep -q 'overlapped=yes' "$T/dev" || fail overlap "copies did not overlap kernels: $(grep '^overlap' "$T/dev")"
 
 # convert: the device against the host, same table
 for dt in f16 f32; do
