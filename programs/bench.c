@@ -37,8 +37,8 @@ static double reference_rate(const char *source, const uint64_t *idx, size_t n, 
     char err[512];
     bfs_source *src;
     *used = 0;
-    if (bfs_source_open(source, &src, err, sizeof err))
-        return 0;
+    if (n == 0 || bfs_source_open(source, &src, err, sizeof err))
+        return 0; /* (token datasets take no reference: no open, no decoder) */
     tjhandle tj = tjInitDecompress();
     bfs_source_scratch sc = {0};
     uint8_t *rgb = NULL;
@@ -297,8 +297,7 @@ int bfs_bench_run(const char *source, const bfs_pipeline_opts *o, const bfs_benc
                     (unsigned long long)st.stages.bad_samples);
             fprintf(out, "CPU time:     %.1f rows per CPU second (all threads)\n",
                     cpu_per_image > 0 ? 1.0 / cpu_per_image : 0.0);
-        }
-        if (!seq) {
+        } else {
             fprintf(out,
                     "stages:       per image: read %.1f us, decode %.1f us, resize+augment "
                     "%.1f us, encode %.1f us (worker time)\n",
