@@ -630,6 +630,48 @@ START_TEST(mapped_payloads)
         ck_assert_mem_eq(d, buf, len);
     }
     ck_assert_int_eq(bfs_unchanged(r), 0);
+    /* a mapped sample's checksum is verified once: sample 0 (read above) is remembered,
+     * sample 1 (never read from the mapping) is verified. Bytes overwritten in place with
+     * the file's mtime put back, so that bfs_unchanged cannot tell (a change it sees is
+     * the guard of remembered samples, and is tested below) */
+    bfs_reader *r2;
+    ck_assert_int_eq(bfs_open(out, &r2, NULL, 0), 0);
+    ck_assert_int_eq(bfs_map_payloads(r2), 0);
+    ck_assert_int_eq(bfs_sample_data(r2, 0, BFS_VERIFY_SAMPLE, NULL, &d, &len), 0);
+    struct stat st0;
+    ck_assert_int_eq(stat(out, &st0), 0);
+    const bfs_info *in = bfs_get_info(r2);
+    bfs_sample s0, s1;
+    ck_assert_int_eq(bfs_get_sample(r2, 0, &s0), 0);
+    ck_assert_int_eq(bfs_get_sample(r2, 1, &s1), 0);
+    int fd = open(out, O_RDWR);
+    ck_assert_int_ge(fd, 0);
+    uint8_t flip[2];
+    for (int k = 0; k < 2; k++) {
+        uint64_t at = in->heap_offset + (k ? s1.offset : s0.offset) + 1;
+        ck_assert_int_eq(pread(fd, &flip[k], 1, (off_t)at), 1);
+        flip[k] ^= 0x5a;
+        ck_assert_int_eq(pwrite(fd, &flip[k], 1, (off_t)at), 1);
+    }
+    struct timespec times[2] = {st0.st_atim, st0.st_mtim};
+    ck_assert_int_eq(futimens(fd, times), 0);
+    ck_assert_int_eq(bfs_unchanged(r2), 0);
+    ck_assert_int_eq(bfs_sample_data(r2, 0, BFS_VERIFY_SAMPLE, NULL, &d, &len), 0);
+    ck_assert_uint_eq(d[1], flip[0]); /* the new bytes, not verified again */
+    ck_assert_int_eq(bfs_sample_data(r2, 1, BFS_VERIFY_SAMPLE, NULL, &d, &len),
+                     BFS_E_SAMPLE_CHECKSUM);
+    ck_assert_int_eq(bfs_sample_data(r2, 1, BFS_VERIFY_SAMPLE, NULL, &d, &len),
+                     BFS_E_SAMPLE_CHECKSUM); /* a failure is not remembered as a pass */
+    for (int k = 0; k < 2; k++) {            /* put the bytes back */
+        uint64_t at = in->heap_offset + (k ? s1.offset : s0.offset) + 1;
+        flip[k] ^= 0x5a;
+        ck_assert_int_eq(pwrite(fd, &flip[k], 1, (off_t)at), 1);
+    }
+    ck_assert_int_eq(futimens(fd, times), 0);
+    close(fd);
+    ck_assert_int_eq(bfs_sample_data(r2, 1, BFS_VERIFY_SAMPLE, NULL, &d, &len), 0);
+    bfs_close(r2);
+
     unsigned sum = 0;
     ck_assert_int_eq(mapped_sum(r, n - 1, &sum), 0);
     ck_assert_int_eq(truncate(out, 4096), 0); /* in place: the last samples' pages are gone */

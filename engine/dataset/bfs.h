@@ -155,8 +155,11 @@ int bfs_read_sample(const bfs_reader *r, uint64_t i, unsigned verify, bfs_sample
  * per document were a third of a concat mount's CPU). Every read of the mapping must be
  * inside a guard (guard.h): past the end of a file truncated in place it raises SIGBUS.
  * The pages read count in the process's resident memory (page cache: shared, clean,
- * reclaimable). Returns 0 (also for memory images, empty files, or when already mapped)
- * or mmap's negative errno. Not thread-safe: call before the reader is shared.
+ * reclaimable). From then on bfs_sample_data verifies each sample's checksum once and
+ * remembers it (a bit per sample): the mapping's bytes change only with the file, in place,
+ * which bfs_unchanged tells; callers check it where pread readers check each read. Returns
+ * 0 (also for memory images, empty files, or when already mapped) or mmap's negative
+ * errno. Not thread-safe: call before the reader is shared.
  */
 int bfs_map_payloads(bfs_reader *r);
 
