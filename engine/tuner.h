@@ -93,6 +93,13 @@ double bfs_tune_rate(const bfs_tune_input *in, int w, const int *depth, double *
  * fixed values and both budgets; `why` strings name the values chosen. */
 void bfs_tune_choose(const bfs_tune_input *in, bfs_tune_choice *out);
 
+/* bfs_tune_smooth - the per-sample time estimate after a look that measured `fresh` new
+ * samples taking work_s worker-seconds, `total` samples measured in all (fresh
+ * included), dt seconds after the previous look; est is the previous estimate (<= 0:
+ * none). An exponential average with a half-life of 1 s, in which a look weighs at least
+ * its share of all samples (so early on it is the mean of all of them). */
+double bfs_tune_smooth(double est, double work_s, uint64_t fresh, uint64_t total, double dt);
+
 /* ---- the background tuner ------------------------------------------------------------ */
 
 typedef struct bfs_tuner bfs_tuner;

@@ -13,6 +13,24 @@
 #define NEAR_EQ(a, b)                                                                              \
     ck_assert_msg(fabs((a) - (b)) < 1e-9, "%.12f != %.12f", (double)(a), (double)(b))
 
+/* A first look of one slow sample (a token mount's first row builds its epoch's table)
+ * must not stay the estimate once thousands of fast ones are measured; later, an
+ * exponential average with a half-life of 1 s. */
+START_TEST(smooth_outlier_first_look)
+{
+    double est = bfs_tune_smooth(0, 228e-6, 1, 1, 0.02);
+    ck_assert_double_eq_tol(est, 228e-6, 1e-12);
+    est = bfs_tune_smooth(est, 10000 * 9e-6, 10000, 10001, 0.02);
+    ck_assert_double_eq_tol(est, (228e-6 + 10000 * 9e-6) / 10001, 1e-9);
+    ck_assert(est < 10e-6);
+    /* no new samples: unchanged */
+    ck_assert_double_eq_tol(bfs_tune_smooth(est, 0, 0, 10001, 1.0), est, 1e-15);
+    /* a look of few samples among many: the half-life decides (1 s: half way) */
+    double e2 = bfs_tune_smooth(10e-6, 10 * 20e-6, 10, 1000000, 1.0);
+    ck_assert_double_eq_tol(e2, 15e-6, 1e-9);
+}
+END_TEST
+
 START_TEST(p_empty_hand_values)
 {
     NEAR_EQ(bfs_tune_p_empty(0, 2, 3), 1.0);          /* no buffer: always empty */
@@ -223,6 +241,7 @@ static Suite *tuner_suite(void)
 {
     Suite *s = suite_create("tuner");
     TCase *tc = tcase_create("model");
+    tcase_add_test(tc, smooth_outlier_first_look);
     tcase_add_test(tc, p_empty_hand_values);
     tcase_add_test(tc, reader_time_hand_values);
     tcase_add_test(tc, chooser_matches_grid);
