@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # tests/bench/bench_tokens.sh [TOKENS] — the token pipelines through the mount (issue 20):
-#  1. pack=concat read in order through the mount (every batch computed: a fresh epoch)
-#     vs `cat` of the same batch bytes from tmpfs: ratio of bytes/s (target >= 0.9), and
-#     the daemon's CPU seconds per GB served;
+#  1. pack=concat read in order through the mount (every batch computed: a fresh epoch),
+#     best of 3 epochs, vs `cat` of the same batch bytes from tmpfs, best of 3, both into
+#     /dev/null: ratio of bytes/s (target >= 0.9), and the daemon's CPU seconds per GB;
 #  2. random access on a dataset of TOKENS tokens (default 10^9, ~1M documents of mean
 #     1,000 tokens, u16 ids): the time to read batch K (the last of an epoch) vs batch 0,
 #     each the first read of its epoch on a fresh mount (so each builds its epoch's table),
@@ -54,16 +54,28 @@ BFS=$D/t$N.bfs
 cat "$BFS" >/dev/null # the dataset in the page cache: this measures the pipeline, not the disk
 
 # ---- 1: in-order reads through the mount vs cat from tmpfs ---------------------------------
+# Both sides are read by the same command into /dev/null, best of 3: the mount's three
+# passes are three fresh epochs (every batch computed), tmpfs's three reads of one set of
+# files (the mount's batches, copied there after the timed passes).
 O=seq_len=2048,batch=64${BFS_TOKENS_OPTS:+,$BFS_TOKENS_OPTS} # e.g. BFS_TOKENS_OPTS=huge_pages=1
 NB=${BFS_TOKENS_BATCHES:-1500} # 1500 x 512 KiB = 786 MB
 "$BUILD/batchfs" "$BFS" "$M" -o "$O,epochs=4"
 pid=$(pgrep -nf "batchfs $BFS $M")
-files=$(for k in $(seq 0 $((NB - 1))); do echo "$M/epoch/1/batch_$k"; done)
-cpu0=$(awk '{print $14 + $15}' "/proc/$pid/stat")
-t0=$(now)
-echo "$files" | xargs cat >"$SHM/all"
-t_mount=$(awk -v a="$(now)" -v b="$t0" 'BEGIN{print a-b}')
-cpu1=$(awk '{print $14 + $15}' "/proc/$pid/stat")
+list() { for k in $(seq 0 $((NB - 1))); do echo "$M/epoch/$1/batch_$k"; done; }
+t_mount=1e9 cpu_best=0 runs=""
+for ep in 1 2 3; do
+    files=$(list "$ep")
+    cpu0=$(awk '{print $14 + $15}' "/proc/$pid/stat")
+    t0=$(now)
+    echo "$files" | xargs cat >/dev/null
+    t=$(awk -v a="$(now)" -v b="$t0" 'BEGIN{print a-b}')
+    cpu1=$(awk '{print $14 + $15}' "/proc/$pid/stat")
+    runs="$runs $(printf '%.3f' "$t")"
+    if awk -v t="$t" -v b="$t_mount" 'BEGIN{exit !(t < b)}'; then
+        t_mount=$t cpu_best=$((cpu1 - cpu0))
+    fi
+done
+list 1 | xargs cat >"$SHM/all" # the bytes of one pass, for tmpfs (not timed)
 bytes=$(stat -c %s "$SHM/all")
 fusermount3 -u "$M"
 # the same bytes as as many files on tmpfs, read by the same command
@@ -78,10 +90,10 @@ for _ in 1 2 3; do
 done
 hz=$(getconf CLK_TCK)
 printf 'pack=concat, %s: %d batches, %.0f MB\n' "$O" "$NB" "$(awk -v b="$bytes" 'BEGIN{print b/1e6}')"
-printf '  through the mount (each batch computed): %.3f s, %.0f MB/s; daemon CPU %.2f s per GB\n' \
-    "$t_mount" "$(awk -v b="$bytes" -v t="$t_mount" 'BEGIN{print b/t/1e6}')" \
-    "$(awk -v c=$((cpu1 - cpu0)) -v h="$hz" -v b="$bytes" 'BEGIN{print c/h/(b/1e9)}')"
-printf '  cat from tmpfs (best of 3):              %.3f s, %.0f MB/s\n' \
+printf '  through the mount (fresh epochs, each batch computed): %s s; best %.3f s, %.0f MB/s, daemon CPU %.2f s per GB\n' \
+    "${runs# }" "$t_mount" "$(awk -v b="$bytes" -v t="$t_mount" 'BEGIN{print b/t/1e6}')" \
+    "$(awk -v c="$cpu_best" -v h="$hz" -v b="$bytes" 'BEGIN{print c/h/(b/1e9)}')"
+printf '  cat from tmpfs (best of 3): %.3f s, %.0f MB/s\n' \
     "$t_cat" "$(awk -v b="$bytes" -v t="$t_cat" 'BEGIN{print b/t/1e6}')"
 echo "  ratio mount / tmpfs: $(ratio "$t_cat" "$t_mount") (target >= 0.9)"
 
