@@ -618,13 +618,19 @@ int bfs_plan_batch_indices(bfs_plan *p, uint64_t epoch, uint64_t k, uint64_t *ou
 
 int bfs_plan_position(bfs_plan *p, uint64_t epoch, uint64_t shard_position, uint64_t *sample)
 {
-    if (shard_position >= p->per_shard)
+    return bfs_plan_positions(p, epoch, shard_position, 1, sample);
+}
+
+int bfs_plan_positions(bfs_plan *p, uint64_t epoch, uint64_t first, uint64_t n, uint64_t *out)
+{
+    if (first > p->per_shard || n > p->per_shard - first)
         return -ERANGE;
     epoch_view v;
     int rc = view_acquire(p, epoch, &v);
     if (rc)
         return rc;
-    *sample = sample_at(p, &v, epoch_position(p, shard_position));
+    for (uint64_t i = 0; i < n; i++)
+        out[i] = sample_at(p, &v, epoch_position(p, first + i));
     view_release(p, &v);
     return 0;
 }

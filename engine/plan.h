@@ -144,6 +144,14 @@ int bfs_plan_batch_indices(bfs_plan *p, uint64_t epoch, uint64_t k, uint64_t *ou
 int bfs_plan_position(bfs_plan *p, uint64_t epoch, uint64_t shard_position, uint64_t *sample);
 
 /*
+ * bfs_plan_positions - bfs_plan_position for the n positions [first, first + n) into
+ * out[0..n), with one look-up of the epoch's permutation (a whole epoch's order costs
+ * ~n keyed permutation steps, not n set-ups too). Returns 0, -ERANGE (past the shard's
+ * end) or -ENOMEM.
+ */
+int bfs_plan_positions(bfs_plan *p, uint64_t epoch, uint64_t first, uint64_t n, uint64_t *out);
+
+/*
  * bfs_plan_locate - the inverse: where dataset index `sample` goes in epoch `epoch`,
  * for any shard: *shard (< shard_count) and *shard_position (< shard size); divide the
  * position by the batch size for the batch. Either pointer may be NULL.

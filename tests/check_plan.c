@@ -716,6 +716,18 @@ START_TEST(plan_shards_partition)
                         total++;
                     }
                     CHECK_EQ(bfs_plan_position(p, 5, per, &o[0]), -ERANGE);
+                    /* the bulk look-up gives the same order, in any pieces */
+                    uint64_t *b = malloc((per + 1) * sizeof *b);
+                    ck_assert_ptr_nonnull(b);
+                    uint64_t cut = per / 3;
+                    CHECK_EQ(bfs_plan_positions(p, 5, 0, cut, b), 0);
+                    CHECK_EQ(bfs_plan_positions(p, 5, cut, per - cut, b + cut), 0);
+                    for (uint64_t i = 0; i < per; i++)
+                        CHECK_EQ(b[i], o[i]);
+                    CHECK_EQ(bfs_plan_positions(p, 5, per, 0, b), 0);
+                    CHECK_EQ(bfs_plan_positions(p, 5, cut, per - cut + 1, b), -ERANGE);
+                    CHECK_EQ(bfs_plan_positions(p, 5, per + 1, 0, b), -ERANGE);
+                    free(b);
                     free(o);
                     /* locate agrees with the owners, from any shard's plan */
                     if (I == N - 1)
