@@ -15,14 +15,20 @@
 
 #define EPOCH_TABS 4u     /* per-epoch tables kept (as the plan keeps page tables) */
 #define MAX_ROWS   65536u /* rows per batch, as batch= allows */
+#define TAB_PIECE  65536u /* positions per piece of an epoch table's build */
 
 /* One epoch's table: concat: the documents in epoch order and the prefix sums of their
- * lengths; bucket: each bucket's documents in epoch order, one list after another. */
+ * lengths; bucket: each bucket's documents in epoch order, one list after another. Built
+ * in pieces of TAB_PIECE positions by every thread that needs it meanwhile (tab_get). */
 typedef struct epoch_tab {
     uint64_t epoch, used;
     int valid, refs, owned; /* owned: built outside the cache (all entries were in use) */
+    int building;           /* being built: threads that need it take pieces */
+    int rc;                 /* the build's first error */
+    uint64_t next, done;    /* pieces handed out, finished */
     uint64_t *order;
     uint64_t *prefix; /* concat: n + 1 values */
+    uint64_t *sums;   /* concat, while building: each piece's tokens */
 } epoch_tab;
 
 struct bfs_tokens {
@@ -44,6 +50,7 @@ struct bfs_tokens {
     uint64_t part[BFS_MAX_BUCKETS];       /* rows of its partial chunk (0: none) */
     uint64_t cstart[BFS_MAX_BUCKETS + 1]; /* first chunk number of each bucket */
     pthread_mutex_t lock;
+    pthread_cond_t built; /* an epoch table's build ended */
     uint64_t tick;
     epoch_tab tabs[EPOCH_TABS];
 };
@@ -183,50 +190,94 @@ static void tab_free(epoch_tab *e)
 {
     free(e->order);
     free(e->prefix);
-    e->order = e->prefix = NULL;
+    free(e->sums);
+    e->order = e->prefix = e->sums = NULL;
     e->valid = 0;
 }
 
-static int tab_build(bfs_tokens *t, uint64_t epoch, epoch_tab *e)
+static uint64_t tab_pieces(const bfs_tokens *t)
+{
+    return (t->n + TAB_PIECE - 1) / TAB_PIECE;
+}
+
+/* Make e the table of epoch, to be built: its arrays, no piece handed out. Locked. */
+static int tab_start(bfs_tokens *t, uint64_t epoch, epoch_tab *e)
 {
     tab_free(e);
     uint64_t n = t->n;
-    if (!(e->order = malloc(n * sizeof *e->order)))
+    if (!(e->order = malloc(n * sizeof *e->order)) ||
+        (t->o.pack == BFS_PACK_CONCAT && (!(e->prefix = malloc((n + 1) * sizeof *e->prefix)) ||
+                                          !(e->sums = malloc(tab_pieces(t) * sizeof *e->sums))))) {
+        tab_free(e);
         return -ENOMEM;
-    if (t->o.pack == BFS_PACK_CONCAT) {
-        if (!(e->prefix = malloc((n + 1) * sizeof *e->prefix)))
-            return tab_free(e), -ENOMEM;
-        e->prefix[0] = 0;
-        for (uint64_t p = 0; p < n; p++) {
-            int rc = bfs_plan_position(t->plan, epoch, p, &e->order[p]);
-            if (rc)
-                return tab_free(e), rc;
-            e->prefix[p + 1] = e->prefix[p] + t->len[e->order[p]];
-        }
-    } else {
-        uint64_t fill[BFS_MAX_BUCKETS] = {0};
-        for (uint64_t p = 0; p < n; p++) {
-            uint64_t d;
-            int rc = bfs_plan_position(t->plan, epoch, p, &d);
-            if (rc)
-                return tab_free(e), rc;
-            uint32_t b = t->bk[d];
-            e->order[t->bstart[b] + fill[b]++] = d;
-        }
     }
     e->epoch = epoch;
-    e->valid = 1;
+    e->building = 1;
+    e->rc = 0;
+    e->next = e->done = 0;
     return 0;
 }
 
-/* The table of epoch, built if needed; release with tab_put. NULL with *rc on failure. */
+/* Piece c of e: its positions' documents in epoch order (and for concat the prefix sums
+ * of their lengths from the piece's start, and its sum). Unlocked: pieces are disjoint. */
+static int tab_piece(bfs_tokens *t, epoch_tab *e, uint64_t c)
+{
+    uint64_t first = c * TAB_PIECE, m = t->n - first < TAB_PIECE ? t->n - first : TAB_PIECE;
+    int rc = bfs_plan_positions(t->plan, e->epoch, first, m, e->order + first);
+    if (rc || t->o.pack != BFS_PACK_CONCAT)
+        return rc;
+    uint64_t sum = 0;
+    for (uint64_t p = first; p < first + m; p++) {
+        sum += t->len[e->order[p]];
+        e->prefix[p + 1] = sum;
+    }
+    e->sums[c] = sum;
+    return 0;
+}
+
+/* After the last piece: concat's prefix sums made whole; bucket's documents sorted into
+ * their buckets, in epoch order within each. Unlocked (e is still building). */
+static int tab_finish(bfs_tokens *t, epoch_tab *e)
+{
+    uint64_t n = t->n;
+    if (t->o.pack == BFS_PACK_CONCAT) {
+        e->prefix[0] = 0;
+        uint64_t base = 0;
+        for (uint64_t c = 0; c < tab_pieces(t); c++) {
+            uint64_t first = c * TAB_PIECE, end = first + TAB_PIECE < n ? first + TAB_PIECE : n;
+            for (uint64_t p = first; base && p < end; p++)
+                e->prefix[p + 1] += base;
+            base += e->sums[c];
+        }
+        free(e->sums);
+        e->sums = NULL;
+        return 0;
+    }
+    uint64_t *by = malloc(n * sizeof *by);
+    if (!by)
+        return -ENOMEM;
+    uint64_t fill[BFS_MAX_BUCKETS] = {0};
+    for (uint64_t p = 0; p < n; p++) {
+        uint64_t d = e->order[p];
+        uint32_t b = t->bk[d];
+        by[t->bstart[b] + fill[b]++] = d;
+    }
+    free(e->order);
+    e->order = by;
+    return 0;
+}
+
+/* The table of epoch, built if needed; release with tab_put. NULL with *rc on failure.
+ * A table is built in pieces, outside the lock, by the thread that found it missing and
+ * every thread that needs it meanwhile (at an epoch's start every worker does: one built
+ * it alone, under the lock, ~60 ms for a million documents while the others waited). */
 static epoch_tab *tab_get(bfs_tokens *t, uint64_t epoch, int *rc)
 {
     pthread_mutex_lock(&t->lock);
     epoch_tab *e = NULL, *victim = NULL;
     for (unsigned i = 0; i < EPOCH_TABS && !e; i++) {
         epoch_tab *c = &t->tabs[i];
-        if (c->valid && c->epoch == epoch)
+        if ((c->valid || c->building) && c->epoch == epoch)
             e = c;
         else if (!c->refs && (!victim || !c->valid || (victim->valid && c->used < victim->used)))
             victim = c;
@@ -234,19 +285,51 @@ static epoch_tab *tab_get(bfs_tokens *t, uint64_t epoch, int *rc)
     if (!e) {
         /* every entry in use by other epochs' rows: a private table, freed after use */
         e = victim ? victim : calloc(1, sizeof *e);
-        if (e && !victim)
-            e->owned = 1;
-        if (!e || (*rc = tab_build(t, epoch, e))) {
-            if (e && e->owned)
+        int r = e ? tab_start(t, epoch, e) : -ENOMEM;
+        if (r) {
+            if (e && !victim)
                 free(e);
-            else if (!e)
-                *rc = -ENOMEM;
             pthread_mutex_unlock(&t->lock);
+            *rc = r;
             return NULL;
         }
+        e->owned = !victim;
     }
     e->refs++;
     e->used = ++t->tick;
+    uint64_t pieces = tab_pieces(t);
+    while (e->building) {
+        if (e->rc || e->next >= pieces) { /* all handed out (none more after an error) */
+            pthread_cond_wait(&t->built, &t->lock);
+            continue;
+        }
+        uint64_t c = e->next++;
+        pthread_mutex_unlock(&t->lock);
+        int r = tab_piece(t, e, c);
+        pthread_mutex_lock(&t->lock);
+        if (r && !e->rc)
+            e->rc = r;
+        if (++e->done < e->next || (!e->rc && e->next < pieces))
+            continue;
+        /* the last piece handed out is done: finish (still building: no one else looks) */
+        pthread_mutex_unlock(&t->lock);
+        r = e->rc ? e->rc : tab_finish(t, e);
+        pthread_mutex_lock(&t->lock);
+        e->rc = r;
+        if (r)
+            tab_free(e);
+        e->valid = !r;
+        e->building = 0;
+        pthread_cond_broadcast(&t->built);
+    }
+    if (!e->valid) {
+        *rc = e->rc ? e->rc : -EIO;
+        int gone = --e->refs == 0 && e->owned;
+        pthread_mutex_unlock(&t->lock);
+        if (gone)
+            free(e);
+        return NULL;
+    }
     pthread_mutex_unlock(&t->lock);
     return e;
 }
@@ -279,6 +362,7 @@ int bfs_tokens_create(bfs_source *src, const bfs_pipeline_opts *o, uint64_t fing
     if (!t)
         return bfs_errf(-ENOMEM, err, errlen, "out of memory");
     pthread_mutex_init(&t->lock, NULL);
+    pthread_cond_init(&t->built, NULL);
     t->src = src;
     t->o = *o;
     t->fingerprint = fingerprint;
@@ -390,6 +474,7 @@ void bfs_tokens_destroy(bfs_tokens *t)
         tab_free(&t->tabs[i]);
     bfs_plan_destroy(t->plan);
     pthread_mutex_destroy(&t->lock);
+    pthread_cond_destroy(&t->built);
     free(t->len);
     free(t->bk);
     free(t);

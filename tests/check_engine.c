@@ -8,6 +8,7 @@
 #include "engine/dataset/bfs.h"
 #include "engine/decode.h"
 #include "engine/engine.h"
+#include "base/endian.h"
 #include "base/err.h"
 #include "engine/exec.h"
 #include "engine/dataset/jpeg.h"
@@ -22,6 +23,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -464,6 +466,161 @@ START_TEST(token_rows_truncated_between_rows)
     free(dst);
     bfs_tokens_destroy(t);
     bfs_source_close(src);
+}
+END_TEST
+
+/* ---- epoch tables built in pieces by several threads ---------------------------------- */
+
+enum { TT_DOCS = 150000 }; /* over two pieces of 65,536 positions: three of them */
+
+typedef struct tt_arg {
+    bfs_tokens *t;
+    uint64_t epoch, k0, k1; /* batches [k0, k1) */
+    uint8_t *out;           /* the batches' token tensors, one after another */
+    int rc;
+} tt_arg;
+
+static void *tt_rows(void *p)
+{
+    tt_arg *a = p;
+    bfs_tokens_scratch sc = {0};
+    uint64_t idx[8];
+    uint8_t *dst = malloc(bfs_tokens_max_batch_bytes(a->t));
+    ck_assert_ptr_nonnull(dst);
+    for (uint64_t k = a->k0; k < a->k1 && !a->rc; k++) {
+        int n = bfs_tokens_batch_begin(a->t, a->epoch, k, dst, idx);
+        uint64_t bytes = bfs_tokens_batch_bytes(a->t, a->epoch, k), tb = (uint64_t)n * 64 * 4;
+        bfs_tokens_bad bad;
+        for (int j = 0; j < n && !a->rc; j++)
+            a->rc = bfs_tokens_row(a->t, &sc, a->epoch, k, (uint32_t)j, idx[j], dst, 0, &bad);
+        if (n < 0)
+            a->rc = n;
+        else
+            memcpy(a->out + (k - a->k0) * 8 * 64 * 4, dst + bytes - tb, tb);
+    }
+    bfs_tokens_scratch_free(&sc);
+    free(dst);
+    return NULL;
+}
+
+/* An epoch's table is built in pieces by every thread that needs it: rows computed by
+ * four threads at once at the start of fresh epochs are the epoch's shuffled stream of
+ * documents (from the per-position order) cut into rows, and pack=bucket's batches are
+ * each bucket's documents in epoch order. */
+START_TEST(token_tables_built_in_pieces)
+{
+    char bin[4200], tok[4200], err[1024];
+    snprintf(bin, sizeof bin, "%s/pieces.bin", tmp);
+    snprintf(tok, sizeof tok, "%s/pieces.bfs", tmp);
+    /* document d: d % 5 + 1 ids (d * 3 + i) % 50000, then the separator */
+    uint64_t total = 0, *start = malloc((TT_DOCS + 1) * sizeof *start);
+    ck_assert_ptr_nonnull(start);
+    for (uint64_t d = 0; d < TT_DOCS; d++)
+        start[d] = total, total += d % 5 + 2;
+    start[TT_DOCS] = total;
+    uint16_t *ids = malloc(total * sizeof *ids);
+    ck_assert_ptr_nonnull(ids);
+    for (uint64_t d = 0; d < TT_DOCS; d++) {
+        for (uint64_t i = 0; i < d % 5 + 1; i++)
+            ids[start[d] + i] = (uint16_t)((d * 3 + i) % 50000);
+        ids[start[d + 1] - 1] = 50256;
+    }
+    ck_assert_int_eq(tu_write_file(bin, ids, total * sizeof *ids), 0);
+    bfs_pack_opts po = {.tokens = 2, .doc_sep = 50256};
+    bfs_pack_report rep;
+    ck_assert_msg(bfs_pack(bin, tok, &po, &rep, NULL, err, sizeof err) == 0, "%s", err);
+    bfs_pack_report_free(&rep);
+    bfs_source *src;
+    ck_assert_msg(bfs_source_open(tok, &src, err, sizeof err) == 0, "%s", err);
+
+    for (int pack = 0; pack < 2; pack++) {
+        bfs_pipeline_opts o;
+        bfs_pipeline_defaults(&o);
+        const char *text = pack ? "pack=bucket,buckets=3:5:6,batch=8,drop_last=0"
+                                : "seq_len=64,batch=8,drop_last=1";
+        ck_assert_msg(bfs_pipeline_parse(&o, text, err, sizeof err) == 0, "%s", err);
+        ck_assert_int_eq(bfs_pipeline_finish(&o, err, sizeof err), 0);
+        bfs_tokens *t;
+        ck_assert_msg(bfs_tokens_create(src, &o, 0, &t, err, sizeof err) == 0, "%s", err);
+        uint64_t nb = bfs_tokens_batches(t);
+        /* the reference: the epoch's documents, one position at a time */
+        uint64_t *order = malloc(TT_DOCS * sizeof *order);
+        ck_assert_ptr_nonnull(order);
+        for (uint64_t epoch = 3; epoch < 9; epoch += 5) { /* two epochs, one table each */
+            for (uint64_t p = 0; p < TT_DOCS; p++)
+                ck_assert_int_eq(bfs_tokens_doc_order(t, epoch, p, &order[p]), 0);
+            if (!pack) {
+                uint8_t *out = malloc(nb * 8 * 64 * 4);
+                ck_assert_ptr_nonnull(out);
+                tt_arg a[4];
+                pthread_t th[4];
+                for (int i = 0; i < 4; i++) {
+                    a[i] = (tt_arg){t, epoch, nb * i / 4, nb * (i + 1) / 4, NULL, 0};
+                    a[i].out = out + a[i].k0 * 8 * 64 * 4;
+                    ck_assert_int_eq(pthread_create(&th[i], NULL, tt_rows, &a[i]), 0);
+                }
+                for (int i = 0; i < 4; i++) {
+                    pthread_join(th[i], NULL);
+                    ck_assert_int_eq(a[i].rc, 0);
+                }
+                uint64_t at = 0; /* token of the stream */
+                for (uint64_t p = 0; p < TT_DOCS && at < nb * 8 * 64; p++) {
+                    uint64_t d = order[p];
+                    for (uint64_t i = start[d]; i < start[d + 1] && at < nb * 8 * 64; i++, at++)
+                        ck_assert_msg(bfs_ld32(out + 4 * at) == ids[i], "epoch %llu token %llu",
+                                      (unsigned long long)epoch, (unsigned long long)at);
+                }
+                ck_assert_uint_eq(at, nb * 8 * 64);
+                free(out);
+            } else {
+                /* batches in chunk order are bucket 0's documents in epoch order, then
+                 * bucket 1's, then bucket 2's; the tables built by four threads at once */
+                uint64_t *chunk_batch = malloc(nb * sizeof *chunk_batch);
+                ck_assert_ptr_nonnull(chunk_batch);
+                tt_arg a[4];
+                pthread_t th[4];
+                for (int i = 0; i < 4; i++) { /* bucket tables are built by batch_begin */
+                    a[i] = (tt_arg){t, epoch, nb * i / 4, nb * i / 4 + 1, NULL, 0};
+                    a[i].out = malloc(bfs_tokens_max_batch_bytes(t));
+                    ck_assert_int_eq(pthread_create(&th[i], NULL, tt_rows, &a[i]), 0);
+                }
+                for (int i = 0; i < 4; i++) {
+                    pthread_join(th[i], NULL);
+                    ck_assert_int_eq(a[i].rc, 0);
+                    free(a[i].out);
+                }
+                for (uint64_t k = 0; k < nb; k++) {
+                    uint64_t c;
+                    ck_assert_int_eq(bfs_tokens_chunk(t, epoch, k, &c), 0);
+                    chunk_batch[c] = k;
+                }
+                uint64_t p[3] = {0, 0, 0}, idx[8];
+                static const uint64_t bound[3] = {3, 5, 6};
+                int b = 0;
+                for (uint64_t c = 0; c < nb; c++) {
+                    int n = bfs_tokens_batch_indices(t, epoch, chunk_batch[c], idx);
+                    ck_assert_int_gt(n, 0);
+                    for (int j = 0; j < n; j++) {
+                        uint64_t len = idx[j] % 5 + 2; /* its ids and the separator */
+                        while (b < 2 && len > bound[b])
+                            b++; /* buckets come in order, each whole */
+                        while (p[b] < TT_DOCS && (order[p[b]] % 5 + 2 > bound[b] ||
+                                                  (b && order[p[b]] % 5 + 2 <= bound[b - 1])))
+                            p[b]++;
+                        ck_assert_uint_lt(p[b], TT_DOCS);
+                        ck_assert_uint_eq(idx[j], order[p[b]]);
+                        p[b]++;
+                    }
+                }
+                free(chunk_batch);
+            }
+        }
+        free(order);
+        bfs_tokens_destroy(t);
+    }
+    bfs_source_close(src);
+    free(ids);
+    free(start);
 }
 END_TEST
 
@@ -1008,6 +1165,7 @@ static Suite *engine_suite(void)
     tcase_add_test(tc, flip_mirrors);
     tcase_add_test(tc, bad_samples);
     tcase_add_test(tc, token_rows_truncated_between_rows);
+    tcase_add_test(tc, token_tables_built_in_pieces);
     tcase_add_test(tc, sizes_and_ranges);
     tcase_add_test(tc, walks_continue_into_next_epoch);
     suite_add_tcase(s, tc);

@@ -321,6 +321,49 @@ START_TEST(batch_from_folder)
 }
 END_TEST
 
+/* tmp/tok.bfs: 300 documents of 2..41 u16 tokens (a path in static memory) */
+static const char *token_bfs(void)
+{
+    static char bin[4200], out[4200];
+    snprintf(bin, sizeof bin, "%s/tok.bin", tmp);
+    snprintf(out, sizeof out, "%s/tok.bfs", tmp);
+    uint16_t ids[300 * 42];
+    size_t n = 0;
+    for (int d = 0; d < 300; d++) {
+        for (int i = 0; i < d % 40 + 1; i++)
+            ids[n++] = (uint16_t)(d * 7 + i);
+        ids[n++] = 50256;
+    }
+    ck_assert_int_eq(tu_write_file(bin, ids, n * sizeof *ids), 0);
+    bfs_pack_opts po = {.tokens = 2, .doc_sep = 50256};
+    bfs_pack_report rep;
+    char err[1024];
+    ck_assert_msg(bfs_pack(bin, out, &po, &rep, NULL, err, sizeof err) == 0, "%s", err);
+    bfs_pack_report_free(&rep);
+    return out;
+}
+
+/* Token batches: the epoch's table (built in pieces, tokens.c), the mapping, the rows. */
+static const fault_class token_expect[] = {FAULT_ALLOC, FAULT_OPEN, FAULT_MAP, FAULT_THREAD};
+
+START_TEST(batch_tokens_concat)
+{
+    batch_scenario b = {.s = SCENARIO("tokens, pack=concat", nothing, run_batch, no_check, 1),
+                        .src = token_bfs(),
+                        .opts = "seq_len=32,batch=4,bad_sample=fail"};
+    walk(&b.s, token_expect, 4);
+}
+END_TEST
+
+START_TEST(batch_tokens_bucket)
+{
+    batch_scenario b = {.s = SCENARIO("tokens, pack=bucket", nothing, run_batch, no_check, 1),
+                        .src = token_bfs(),
+                        .opts = "pack=bucket,buckets=8:16:48,batch=4,bad_sample=fail"};
+    walk(&b.s, token_expect, 4);
+}
+END_TEST
+
 /* bad_sample=substitute: a sample that cannot be read is replaced (docs/engine.md), but
  * a failure of the process (memory, descriptors, threads) is not the sample's: it must
  * fail the batch, not change its bytes. */
@@ -694,6 +737,8 @@ static Suite *fault_suite(void)
     tcase_add_test(tc, resource_failure_not_kept);
     tcase_add_test(tc, batch_from_folder);
     tcase_add_test(tc, batch_substitute);
+    tcase_add_test(tc, batch_tokens_concat);
+    tcase_add_test(tc, batch_tokens_bucket);
     tcase_add_test(tc, batch_through_store);
     tcase_add_test(tc, pack_folder);
     tcase_add_test(tc, pack_bfs);
