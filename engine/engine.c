@@ -187,12 +187,12 @@ uint32_t bfs_engine_batch_len(const bfs_engine *e, uint64_t epoch, uint64_t k)
     return bfs_plan_batch_len(e->plan, k);
 }
 
-uint32_t bfs_engine_claim_slots(const bfs_engine *e)
+uint32_t bfs_engine_claim_slots(const bfs_engine *e, uint64_t epoch, uint64_t k)
 {
     if (!e->tok)
         return 1;
-    uint32_t w = e->o.pack == BFS_PACK_BUCKET ? e->o.buckets[0] : e->o.seq_len;
-    return w >= 65536 ? 1 : 65536 / w;
+    uint32_t w = bfs_tokens_batch_width(e->tok, epoch, k);
+    return w >= 65536 || !w ? 1 : 65536 / w;
 }
 
 uint64_t bfs_engine_samples(const bfs_engine *e)

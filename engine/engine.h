@@ -58,10 +58,11 @@ uint64_t bfs_engine_samples(const bfs_engine *e); /* dataset samples */
 uint64_t bfs_engine_fingerprint(const bfs_engine *e);
 const char *bfs_engine_canonical(const bfs_engine *e); /* canonical pipeline text */
 const char *bfs_engine_source_path(const bfs_engine *e);
-/* bfs_engine_claim_slots - slots a worker computes per claim of the executor: 1 for images
- * (a slot is a decode: ~1 ms), and for token rows as many as hold ~64K tokens (a row is a
- * gather of microseconds, less than what a claim costs the executor). */
-uint32_t bfs_engine_claim_slots(const bfs_engine *e);
+/* bfs_engine_claim_slots - slots a worker computes per claim of batch k of epoch: 1 for
+ * images (a slot is a decode: ~1 ms), and for token rows as many of that batch's rows as
+ * hold ~64K tokens (a row is a gather of microseconds, less than what a claim costs the
+ * executor; pack=bucket's batches have rows of different widths). */
+uint32_t bfs_engine_claim_slots(const bfs_engine *e, uint64_t epoch, uint64_t k);
 /* bfs_engine_print_notes - print bfs_source_notes to f, each line as "PROG: note: ..." */
 void bfs_engine_print_notes(const bfs_engine *e, FILE *f, const char *prog);
 

@@ -55,6 +55,7 @@ struct bfs_batch { /* a job; "batch" is the name callers see */
              * memfd, or the verified cache_dir entry it came from (never written in place) */
     uint64_t *idx;
     uint32_t len;
+    uint32_t claim_slots; /* slots a worker takes per claim (bfs_engine_claim_slots) */
     uint32_t next;        /* next slot to claim */
     uint32_t active;      /* slots being computed */
     uint32_t done;        /* slots finished */
@@ -109,13 +110,12 @@ struct bfs_exec {
         uint64_t epoch1, k; /* epoch + 1 (0: empty), batch */
     } ghosts[GHOSTS];       /* recently evicted as passed, for regrets */
     int stop, shutdown;
-    int memfd;            /* finished batches go to sealed memfds (guarded by lock) */
-    uint32_t claim_slots; /* slots a worker takes per claim (bfs_engine_claim_slots) */
-    bfs_bc_mem *mem;      /* batch buffers, batch files, the reaper (cache/batchcache.h) */
-    bfs_store *store;     /* host-wide store, or NULL (set before use, then read-only) */
-    int nthreads;         /* threads started */
-    int active;           /* workers with id < active may compute (guarded by lock) */
-    int prefetch;         /* default depth per reader (guarded by lock) */
+    int memfd;        /* finished batches go to sealed memfds (guarded by lock) */
+    bfs_bc_mem *mem;  /* batch buffers, batch files, the reaper (cache/batchcache.h) */
+    bfs_store *store; /* host-wide store, or NULL (set before use, then read-only) */
+    int nthreads;     /* threads started */
+    int active;       /* workers with id < active may compute (guarded by lock) */
+    int prefetch;     /* default depth per reader (guarded by lock) */
     reader readers[BFS_EXEC_MAX_READERS]; /* guarded by lock */
     uint32_t next_reader_id;              /* guarded by lock */
     uint64_t reader_news;                 /* guarded by lock: bfs_exec_readers_news */
@@ -482,7 +482,7 @@ static void *worker_main(void *arg)
             break;
         /* a claim of one slot (an image), or of several when slots are cheap (rows of
          * tokens): each claim costs a pass over the job table and the lock */
-        uint32_t slot = j->next, n = x->claim_slots;
+        uint32_t slot = j->next, n = j->claim_slots;
         if (n > j->len - slot)
             n = j->len - slot;
         j->next += n;
@@ -921,7 +921,6 @@ int bfs_exec_create(bfs_engine *e, int threads, uint64_t cache_bytes, bfs_exec *
     if (!x)
         return -ENOMEM;
     x->e = e;
-    x->claim_slots = bfs_engine_claim_slots(e);
     x->cache_bytes = cache_bytes;
     x->passed_max = PASSED_FIRST;
     pthread_mutex_init(&x->lock, NULL);
@@ -1170,6 +1169,7 @@ static bfs_batch *acquire(bfs_exec *x, uint64_t epoch, uint64_t k, int demand, i
     j->fd = -1;
     j->remote_fd = -1;
     j->epoch = epoch, j->k = k, j->len = len, j->size = size;
+    j->claim_slots = bfs_engine_claim_slots(x->e, epoch, k);
     j->state = JOB_PREPARING;
     j->demand = demand;
     j->refs = 1;

@@ -157,6 +157,12 @@ static uint64_t bytes_of(const bfs_tokens *t, uint32_t rows, uint32_t width)
     return rows && !bfs_st_tok_layout(&d, &l) ? l.file_size : 0;
 }
 
+uint32_t bfs_tokens_batch_width(const bfs_tokens *t, uint64_t epoch, uint64_t k)
+{
+    uint32_t w;
+    return shape(t, epoch, k, &w, NULL, NULL) ? w : 0;
+}
+
 uint64_t bfs_tokens_batch_bytes(const bfs_tokens *t, uint64_t epoch, uint64_t k)
 {
     uint32_t w, rows = shape(t, epoch, k, &w, NULL, NULL);

@@ -619,6 +619,22 @@ START_TEST(token_tables_built_in_pieces)
         bfs_tokens_destroy(t);
     }
     bfs_source_close(src);
+    /* the executor's claims of rows follow each batch's width: ~64K tokens a claim */
+    bfs_pipeline_opts o;
+    bfs_pipeline_defaults(&o);
+    ck_assert_int_eq(bfs_pipeline_parse(&o, "pack=bucket,buckets=3:5:6,batch=8", err, sizeof err),
+                     0);
+    ck_assert_int_eq(bfs_pipeline_finish(&o, err, sizeof err), 0);
+    bfs_engine *e;
+    ck_assert_msg(bfs_engine_create(tok, &o, &e, err, sizeof err) == 0, "%s", err);
+    int seen[7] = {0};
+    for (uint64_t k = 0; k < bfs_engine_batches(e); k++) {
+        uint32_t c = bfs_engine_claim_slots(e, 2, k);
+        ck_assert_msg(c == 65536 / 3 || c == 65536 / 5 || c == 65536 / 6, "claim %u", c);
+        seen[65536 / c]++;
+    }
+    ck_assert(seen[3] && seen[5] && seen[6]);
+    bfs_engine_destroy(e);
     free(ids);
     free(start);
 }
