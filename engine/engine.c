@@ -187,6 +187,14 @@ uint32_t bfs_engine_batch_len(const bfs_engine *e, uint64_t epoch, uint64_t k)
     return bfs_plan_batch_len(e->plan, k);
 }
 
+uint32_t bfs_engine_mean_batch_len(const bfs_engine *e)
+{
+    if (!e->tok)
+        return bfs_plan_batch_len(e->plan, 0);
+    double m = bfs_tokens_mean_rows(e->tok);
+    return m < 1 ? 1 : (uint32_t)(m + 0.5);
+}
+
 uint32_t bfs_engine_claim_slots(const bfs_engine *e, uint64_t epoch, uint64_t k)
 {
     if (!e->tok)

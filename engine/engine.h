@@ -58,6 +58,9 @@ uint64_t bfs_engine_samples(const bfs_engine *e); /* dataset samples */
 uint64_t bfs_engine_fingerprint(const bfs_engine *e);
 const char *bfs_engine_canonical(const bfs_engine *e); /* canonical pipeline text */
 const char *bfs_engine_source_path(const bfs_engine *e);
+/* bfs_engine_mean_batch_len - samples (rows) per batch over an epoch, rounded: batch 0's
+ * but for pack=bucket, whose batches differ (the autotuner's B) */
+uint32_t bfs_engine_mean_batch_len(const bfs_engine *e);
 /* bfs_engine_claim_slots - slots a worker computes per claim of batch k of epoch: 1 for
  * images (a slot is a decode: ~1 ms), and for token rows as many of that batch's rows as
  * hold ~64K tokens (a row is a gather of microseconds, less than what a claim costs the

@@ -157,6 +157,16 @@ static uint64_t bytes_of(const bfs_tokens *t, uint32_t rows, uint32_t width)
     return rows && !bfs_st_tok_layout(&d, &l) ? l.file_size : 0;
 }
 
+double bfs_tokens_mean_rows(const bfs_tokens *t)
+{
+    if (t->o.pack != BFS_PACK_BUCKET)
+        return bfs_tokens_batch_len(t, 0, 0); /* every batch but maybe the last */
+    double rows = 0;
+    for (uint32_t b = 0; b < t->o.nbuckets; b++)
+        rows += (double)t->full[b] * t->rows[b] + (double)t->part[b];
+    return rows / (double)t->cstart[t->o.nbuckets];
+}
+
 uint32_t bfs_tokens_batch_width(const bfs_tokens *t, uint64_t epoch, uint64_t k)
 {
     uint32_t w;

@@ -70,6 +70,9 @@ void bfs_tokens_destroy(bfs_tokens *t);
 uint64_t bfs_tokens_batches(const bfs_tokens *t);
 uint32_t bfs_tokens_batch_len(const bfs_tokens *t, uint64_t epoch, uint64_t k); /* rows */
 uint64_t bfs_tokens_batch_bytes(const bfs_tokens *t, uint64_t epoch, uint64_t k);
+/* bfs_tokens_mean_rows - rows per batch over an epoch (pack=bucket: its buckets' batches
+ * differ, by batch_tokens=; else batch 0's) */
+double bfs_tokens_mean_rows(const bfs_tokens *t);
 /* bfs_tokens_batch_width - tokens per row of batch k (0 past the end) */
 uint32_t bfs_tokens_batch_width(const bfs_tokens *t, uint64_t epoch, uint64_t k);
 uint64_t bfs_tokens_max_batch_bytes(const bfs_tokens *t);

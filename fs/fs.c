@@ -1460,7 +1460,7 @@ int bfs_fs_run(const bfs_mount_args *a)
                          .fixed_depth = a->pipe.prefetch == BFS_AUTO ? -1 : a->pipe.prefetch,
                          .cache_fixed = a->pipe.cache_mb != BFS_AUTO,
                          .fixed_cache = fs.cache_bytes,
-                         .batch_samples = bfs_engine_batch_len(fs.e, 0, 0),
+                         .batch_samples = bfs_engine_mean_batch_len(fs.e),
                          .batch_bytes = fs.batch_bytes,
                          .alive = pid_alive};
     if ((rc = bfs_tuner_start(fs.x, &to, &fs.tuner)))

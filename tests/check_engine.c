@@ -635,6 +635,23 @@ START_TEST(token_tables_built_in_pieces)
     }
     ck_assert(seen[3] && seen[5] && seen[6]);
     bfs_engine_destroy(e);
+    /* with a token budget per batch the buckets' batches have different row counts: the
+     * autotuner's rows per batch is their mean, not batch 0's */
+    bfs_pipeline_defaults(&o);
+    ck_assert_int_eq(
+        bfs_pipeline_parse(&o, "pack=bucket,buckets=3:5:6,batch_tokens=48", err, sizeof err), 0);
+    ck_assert_int_eq(bfs_pipeline_finish(&o, err, sizeof err), 0);
+    ck_assert_msg(bfs_engine_create(tok, &o, &e, err, sizeof err) == 0, "%s", err);
+    uint64_t rows = 0, nb = bfs_engine_batches(e);
+    uint32_t lo = UINT32_MAX, hi = 0;
+    for (uint64_t k = 0; k < nb; k++) {
+        uint32_t r = bfs_engine_batch_len(e, 0, k);
+        rows += r, lo = r < lo ? r : lo, hi = r > hi ? r : hi;
+    }
+    ck_assert_uint_eq(lo, 8);  /* 48 / 6 */
+    ck_assert_uint_eq(hi, 16); /* 48 / 3 */
+    ck_assert_uint_eq(bfs_engine_mean_batch_len(e), (uint32_t)((double)rows / nb + 0.5));
+    bfs_engine_destroy(e);
     free(ids);
     free(start);
 }
