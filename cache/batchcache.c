@@ -15,7 +15,15 @@ uint64_t bfs_bc_next_read(const bfs_bc_reader *r, int n, uint64_t nb_u, uint64_t
     for (int i = 0; i < n; i++) {
         int64_t s = r[i].stride ? r[i].stride : 1;
         int64_t d = (int64_t)k - (int64_t)r[i].k, steps;
-        if (r[i].epoch == epoch) {
+        if (s == 1) { /* in order, the common case, without the divisions (this runs for
+                       * every cached batch and reader at every eviction) */
+            if (r[i].epoch == epoch && d > 0)
+                steps = d;
+            else if (r[i].epoch + 1 == epoch && r[i].crossed && (int64_t)r[i].k < nb)
+                steps = nb - (int64_t)r[i].k + (int64_t)k;
+            else
+                continue;
+        } else if (r[i].epoch == epoch) {
             if (d % s || d / s <= 0)
                 continue; /* behind it, its own batch (read already), or off its stride */
             steps = d / s;

@@ -41,7 +41,18 @@ START_TEST(next_read_walks)
     ck_assert_uint_eq(bfs_bc_next_read(two, 2, 10, 0, 6), 1);
     ck_assert_uint_eq(bfs_bc_next_read(two, 2, 10, 0, 3), 3);
     ck_assert_uint_eq(bfs_bc_next_read(two, 0, 10, 0, 3), UINT64_MAX); /* no reader */
-    ck_assert_int_eq(bfs_bc_walk_len(10, 1, 3), 3);                    /* 1, 4, 7 */
+    /* stride 1 (its own path, without divisions): ahead, behind, across the epoch's end */
+    bfs_bc_reader one = {.epoch = 2, .k = 7, .stride = 1, .crossed = 0};
+    ck_assert_uint_eq(bfs_bc_next_read(&one, 1, 10, 2, 9), 2);
+    ck_assert_uint_eq(bfs_bc_next_read(&one, 1, 10, 2, 7), UINT64_MAX);
+    ck_assert_uint_eq(bfs_bc_next_read(&one, 1, 10, 2, 0), UINT64_MAX);
+    ck_assert_uint_eq(bfs_bc_next_read(&one, 1, 10, 3, 0), UINT64_MAX); /* not crossed yet */
+    one.crossed = 1;
+    ck_assert_uint_eq(bfs_bc_next_read(&one, 1, 10, 3, 0), 3); /* 8, 9, then 3:0 */
+    ck_assert_uint_eq(bfs_bc_next_read(&one, 1, 10, 3, 5), 8);
+    ck_assert_uint_eq(bfs_bc_next_read(&one, 1, 10, 4, 0), UINT64_MAX);
+    ck_assert_uint_eq(bfs_bc_next_read(&one, 1, 10, 1, 9), UINT64_MAX);
+    ck_assert_int_eq(bfs_bc_walk_len(10, 1, 3), 3); /* 1, 4, 7 */
     ck_assert_int_eq(bfs_bc_walk_len(10, 0, 1), 10);
 }
 END_TEST
