@@ -573,6 +573,19 @@ static int token_row(bfs_engine *e, bfs_engine_worker *w, uint64_t epoch, uint64
     return BFS_ENGINE_SUBSTITUTED;
 }
 
+int bfs_engine_claim_end(bfs_engine *e, uint64_t epoch, uint64_t k, char *err, size_t errlen)
+{
+    if (!e->tok)
+        return 0;
+    int rc = bfs_source_unchanged(e->src);
+    if (rc == BFS_E_CHANGED)
+        return dataset_changed(e, epoch, k, err, errlen);
+    if (rc)
+        return bfs_errf(rc, err, errlen, "epoch %llu batch %llu: %s: %s", (unsigned long long)epoch,
+                        (unsigned long long)k, bfs_source_path(e->src), bfs_strerror(rc));
+    return 0;
+}
+
 int bfs_engine_sample(bfs_engine *e, bfs_engine_worker *w, uint64_t epoch, uint64_t k, uint32_t j,
                       uint64_t idx, uint8_t *dst, char *err, size_t errlen)
 {

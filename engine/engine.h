@@ -98,6 +98,16 @@ int bfs_engine_batch_begin(bfs_engine *e, uint64_t epoch, uint64_t k, uint8_t *d
 int bfs_engine_sample(bfs_engine *e, bfs_engine_worker *w, uint64_t epoch, uint64_t k, uint32_t j,
                       uint64_t idx, uint8_t *dst, char *err, size_t errlen);
 
+/*
+ * bfs_engine_claim_end - after a worker's run of bfs_engine_sample calls on batch k (one
+ * claim of the executor), before the batch can be ready: 0, or BFS_E_CHANGED (logged once,
+ * err set) when the dataset changed in place since it was opened. Token documents are read
+ * from a mapping and each checksum is verified once per mount (bfs_map_payloads), so bytes
+ * overwritten in place after that are caught here, by the file's identity, after the reads
+ * (one fstat per claim); images are checked at each read and need nothing.
+ */
+int bfs_engine_claim_end(bfs_engine *e, uint64_t epoch, uint64_t k, char *err, size_t errlen);
+
 /* bfs_engine_advise - start reading the payloads of samples idx[0..n) in the background
  * (bfs_source_advise: read-ahead for a cold .bfs file); best effort. */
 void bfs_engine_advise(bfs_engine *e, const uint64_t *idx, uint32_t n);

@@ -505,6 +505,8 @@ static void *worker_main(void *arg)
                 rc = 0;
             }
         }
+        if (!rc) /* after the claim's reads: a dataset changed in place during them */
+            rc = bfs_engine_claim_end(x->e, j->epoch, j->k, err, sizeof err);
         xlock(x);
         j->substituted += subs;
         j->done += n - 1; /* finish_slot counts the last */

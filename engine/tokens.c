@@ -728,8 +728,9 @@ int bfs_tokens_row(bfs_tokens *t, bfs_tokens_scratch *s, uint64_t epoch, uint64_
     if (j >= rows)
         return -ERANGE;
     uint64_t rowb = 4ull * width;
-    /* mapped documents: a file overwritten without a change of its bytes' checksums (an
-     * append, a touch) is caught here, once a batch, as pread readers catch it each read */
+    /* mapped documents, whose checksums are verified once per mount: a file changed in
+     * place is caught by its identity (bfs_unchanged), here before a batch's first row
+     * reads, and by the executor after every claim's reads (bfs_engine_claim_end) */
     int rc = j == 0 ? bfs_source_unchanged(t->src) : 0;
     if (rc)
         return rc;

@@ -469,6 +469,56 @@ START_TEST(token_rows_truncated_between_rows)
 }
 END_TEST
 
+/* Token documents are verified once per mount: bytes overwritten in place later are
+ * caught by the file's identity after each claim of rows (bfs_engine_claim_end), and the
+ * executor fails the batch with BFS_E_CHANGED rather than serve them. */
+START_TEST(token_claims_check_the_file)
+{
+    char bin[4200], tok[4200], err[1024];
+    snprintf(bin, sizeof bin, "%s/claim.bin", tmp);
+    snprintf(tok, sizeof tok, "%s/claim.bfs", tmp);
+    enum { DOCS = 200, PER = 100 };
+    uint16_t ids[DOCS * PER];
+    for (int i = 0; i < DOCS * PER; i++)
+        ids[i] = i % PER == PER - 1 ? 50256 : (uint16_t)(i * 5 % 50000);
+    ck_assert_int_eq(tu_write_file(bin, ids, sizeof ids), 0);
+    bfs_pack_opts po = {.tokens = 2, .doc_sep = 50256};
+    bfs_pack_report rep;
+    ck_assert_msg(bfs_pack(bin, tok, &po, &rep, NULL, err, sizeof err) == 0, "%s", err);
+    bfs_pack_report_free(&rep);
+    bfs_pipeline_opts o;
+    bfs_pipeline_defaults(&o);
+    ck_assert_int_eq(bfs_pipeline_parse(&o, "seq_len=64,batch=4", err, sizeof err), 0);
+    ck_assert_int_eq(bfs_pipeline_finish(&o, err, sizeof err), 0);
+    bfs_engine *e;
+    ck_assert_msg(bfs_engine_create(tok, &o, &e, err, sizeof err) == 0, "%s", err);
+    bfs_exec *x;
+    ck_assert_int_eq(bfs_exec_create(e, 2, 0, &x), 0);
+    bfs_batch *b;
+    ck_assert_msg(bfs_exec_get(x, 0, 0, &b, err, sizeof err) == 0, "%s", err);
+    bfs_batch_release(b);
+    ck_assert_int_eq(bfs_engine_claim_end(e, 0, 0, err, sizeof err), 0);
+    /* one byte of the payloads changed in place (its mtime with it) */
+    struct stat st;
+    ck_assert_int_eq(stat(tok, &st), 0);
+    int fd = open(tok, O_RDWR);
+    ck_assert_int_ge(fd, 0);
+    uint8_t c;
+    ck_assert_int_eq(pread(fd, &c, 1, 200), 1);
+    c ^= 1;
+    ck_assert_int_eq(pwrite(fd, &c, 1, 200), 1);
+    struct timespec later[2] = {st.st_atim, {st.st_mtim.tv_sec + 1, st.st_mtim.tv_nsec}};
+    ck_assert_int_eq(futimens(fd, later), 0);
+    close(fd);
+    err[0] = 0;
+    ck_assert_int_eq(bfs_engine_claim_end(e, 0, 1, err, sizeof err), BFS_E_CHANGED);
+    ck_assert_ptr_nonnull(strstr(err, "claim.bfs"));
+    ck_assert_int_eq(bfs_exec_get(x, 0, 1, &b, err, sizeof err), BFS_E_CHANGED);
+    bfs_exec_destroy(x);
+    bfs_engine_destroy(e);
+}
+END_TEST
+
 /* ---- epoch tables built in pieces by several threads ---------------------------------- */
 
 enum { TT_DOCS = 150000 }; /* over two pieces of 65,536 positions: three of them */
@@ -1199,6 +1249,7 @@ static Suite *engine_suite(void)
     tcase_add_test(tc, bad_samples);
     tcase_add_test(tc, token_rows_truncated_between_rows);
     tcase_add_test(tc, token_tables_built_in_pieces);
+    tcase_add_test(tc, token_claims_check_the_file);
     tcase_add_test(tc, sizes_and_ranges);
     tcase_add_test(tc, walks_continue_into_next_epoch);
     suite_add_tcase(s, tc);

@@ -129,7 +129,8 @@ int bfs_get_sample(const bfs_reader *r, uint64_t i, bfs_sample *s);
 /*
  * bfs_sample_data - pointer to sample i's payload inside a memory image (bfs_open_mem)
  * or a file reader's mapping (bfs_map_payloads; the checksum is read there too, so call
- * it inside a guard). verify: BFS_VERIFY_* bits. Returns bfs_get_sample's errors,
+ * it inside a guard). verify: BFS_VERIFY_* bits; through a mapping BFS_VERIFY_SAMPLE
+ * hashes a sample the first time only (bfs_map_payloads). Returns bfs_get_sample's errors,
  * BFS_E_SAMPLE_CHECKSUM, BFS_E_PAGE_CHECKSUM, or -ENOTSUP for a file reader that is not
  * mapped (use bfs_read_sample). *data stays valid until bfs_close. s may be NULL.
  */
@@ -156,8 +157,10 @@ int bfs_read_sample(const bfs_reader *r, uint64_t i, unsigned verify, bfs_sample
  * inside a guard (guard.h): past the end of a file truncated in place it raises SIGBUS.
  * The pages read count in the process's resident memory (page cache: shared, clean,
  * reclaimable). From then on bfs_sample_data verifies each sample's checksum once and
- * remembers it (a bit per sample): the mapping's bytes change only with the file, in place,
- * which bfs_unchanged tells; callers check it where pread readers check each read. Returns
+ * remembers it for the reader's life (a bit per sample; never forgotten): the mapping's
+ * bytes change only with the file, in place, which bfs_unchanged tells, so callers call it
+ * after their reads (a token batch: after each worker's rows) and fail what they read
+ * once it reports a change. Returns
  * 0 (also for memory images, empty files, or when already mapped) or mmap's negative
  * errno. Not thread-safe: call before the reader is shared.
  */

@@ -6,7 +6,8 @@
  * is O(1). Entries are checked when read. A file's header and tables are copied into memory
  * at open and its payloads read with pread: a dataset truncated or overwritten while open
  * gives BFS_E_CHANGED or a checksum error, never SIGBUS. Only bfs_map_payloads maps them,
- * for callers that read through guard.h. The page-verified and sample-verified bitmaps
+ * for callers that read through guard.h and check bfs_unchanged after their reads (a
+ * mapped sample's checksum is verified once). The page-verified and sample-verified bitmaps
  * are the only mutable state; they are updated with atomic OR, so a reader is shared
  * freely between threads.
  */
@@ -478,7 +479,8 @@ int bfs_map_payloads(bfs_reader *r)
     if (r->base || r->map || r->len == 0)
         return 0;
     /* the file as opened, validated against its size then: a later truncation shows as
-     * SIGBUS in the caller's guard, an overwrite as checksum errors and bfs_unchanged */
+     * SIGBUS in the caller's guard, an overwrite by bfs_unchanged (and as checksum errors
+     * of samples not verified yet) */
     void *p = mmap(NULL, r->len, PROT_READ, MAP_SHARED, r->fd, 0);
     if (p == MAP_FAILED)
         return -errno;
