@@ -391,9 +391,9 @@ static bfs_batch *pick(bfs_exec *x)
 
 /* Locked. Returns 1 when this slot completed the job: it is then FAILED, READY, or
  * SEALING (memfd mode: the caller moves its bytes with to_memfd, then makes it READY).
- * The caller evicts once it let go of the job (each pass over the job table costs a
- * look-up per reader per batch cached: with 512 KiB token batches ~7% of the daemon's
- * CPU went to two passes per batch). */
+ * The caller evicts once, after sealing (each pass over the job table costs a look-up
+ * per reader per batch cached: with 512 KiB token batches ~7% of the daemon's CPU went to
+ * two passes per batch). */
 static int finish_slot(bfs_exec *x, bfs_batch *j)
 {
     LOCKED(x);
@@ -524,6 +524,8 @@ static void *worker_main(void *arg)
             j->state = JOB_READY;
             pthread_cond_broadcast(&x->ready);
         }
+        if (completed) /* before the store's I/O: a running job is never evicted */
+            evict(x);
         bfs_claim *claim = NULL;
         if (j->claim && (j->state == JOB_READY || j->state == JOB_FAILED)) {
             claim = j->claim;
@@ -539,8 +541,6 @@ static void *worker_main(void *arg)
             settle_claim(x, j, claim, ready, substituted);
         xlock(x);
         unref(x, j);
-        if (completed) /* a running job is never evicted: nothing to do before it ends */
-            evict(x);
     }
     xunlock(x);
     return NULL;
