@@ -29,6 +29,7 @@ typedef struct epoch_tab {
     uint64_t *order;
     uint64_t *prefix; /* concat: n + 1 values */
     uint64_t *sums;   /* concat, while building: each piece's tokens */
+    uint64_t *by;     /* bucket, while building: the order sorted into buckets */
 } epoch_tab;
 
 struct bfs_tokens {
@@ -207,7 +208,8 @@ static void tab_free(epoch_tab *e)
     free(e->order);
     free(e->prefix);
     free(e->sums);
-    e->order = e->prefix = e->sums = NULL;
+    free(e->by);
+    e->order = e->prefix = e->sums = e->by = NULL;
     e->valid = 0;
 }
 
@@ -216,14 +218,16 @@ static uint64_t tab_pieces(const bfs_tokens *t)
     return (t->n + TAB_PIECE - 1) / TAB_PIECE;
 }
 
-/* Make e the table of epoch, to be built: its arrays, no piece handed out. Locked. */
+/* Make e the table of epoch, to be built: its arrays (all it needs, so that running out of
+ * memory shows before any piece is computed), no piece handed out. Locked. */
 static int tab_start(bfs_tokens *t, uint64_t epoch, epoch_tab *e)
 {
     tab_free(e);
-    uint64_t n = t->n;
+    uint64_t n = t->n; /* > 0 (bfs_tokens_create): a build of no pieces would never end */
     if (!(e->order = malloc(n * sizeof *e->order)) ||
         (t->o.pack == BFS_PACK_CONCAT && (!(e->prefix = malloc((n + 1) * sizeof *e->prefix)) ||
-                                          !(e->sums = malloc(tab_pieces(t) * sizeof *e->sums))))) {
+                                          !(e->sums = malloc(tab_pieces(t) * sizeof *e->sums)))) ||
+        (t->o.pack == BFS_PACK_BUCKET && !(e->by = malloc(n * sizeof *e->by)))) {
         tab_free(e);
         return -ENOMEM;
     }
@@ -269,17 +273,15 @@ static int tab_finish(bfs_tokens *t, epoch_tab *e)
         e->sums = NULL;
         return 0;
     }
-    uint64_t *by = malloc(n * sizeof *by);
-    if (!by)
-        return -ENOMEM;
     uint64_t fill[BFS_MAX_BUCKETS] = {0};
     for (uint64_t p = 0; p < n; p++) {
         uint64_t d = e->order[p];
         uint32_t b = t->bk[d];
-        by[t->bstart[b] + fill[b]++] = d;
+        e->by[t->bstart[b] + fill[b]++] = d;
     }
     free(e->order);
-    e->order = by;
+    e->order = e->by;
+    e->by = NULL;
     return 0;
 }
 
