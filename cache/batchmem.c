@@ -80,8 +80,8 @@ static void bury(bfs_bc_mem *m, void *data, uint64_t size, int fd)
     m->ndead++;
     m->deadsize += size;
     /* woken for the first and for a handful, not for each: a wake-up per batch file of
-     * 512 KiB was one of the ~10 context switches per batch of a token mount. After the
-     * first it waits REAP_WAIT_S for more, unless a handful comes sooner. */
+     * 512 KiB was one of the ~10 context switches per batch of a token mount. Once awake
+     * with remains it waits up to REAP_WAIT_S for more, unless a handful comes sooner. */
     if (m->ndead == 1 || m->ndead >= REAP_COUNT || m->deadsize >= REAP_BYTES)
         pthread_cond_signal(&m->reap);
 }
