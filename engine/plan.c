@@ -625,6 +625,8 @@ int bfs_plan_positions(bfs_plan *p, uint64_t epoch, uint64_t first, uint64_t n, 
 {
     if (first > p->per_shard || n > p->per_shard - first)
         return -ERANGE;
+    if (!n)
+        return 0; /* no view to set up (shuffle=pages may build a table for it) */
     epoch_view v;
     int rc = view_acquire(p, epoch, &v);
     if (rc)
