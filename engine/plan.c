@@ -293,7 +293,7 @@ int bfs_plan_create(const bfs_plan_opts *o, uint64_t n, const uint64_t *page_fir
 
     bfs_plan *p = calloc(1, sizeof *p);
     if (!p)
-        return -ENOMEM;
+        return bfs_errf(-ENOMEM, err, errlen, "out of memory for its plan");
     p->o = v;
     p->n = n;
     p->per_shard = n / v.shard_count;
@@ -328,7 +328,8 @@ fail_mutex:
     free(p->page_first);
 fail_alloc:
     free(p);
-    return rc;
+    return bfs_errf(rc, err, errlen, "%s for its plan",
+                    rc == -ENOMEM ? "out of memory" : bfs_strerror(rc));
 }
 
 void bfs_plan_destroy(bfs_plan *p)
