@@ -220,6 +220,7 @@ typedef struct batch_scenario {
     const char *src;
     const char *store_root; /* NULL: no store */
     const char *opts;       /* NULL: BATCH_OPTS */
+    uint64_t epoch;         /* of batch 1 */
 } batch_scenario;
 
 static const char *const BATCH_OPTS = "batch=4,size=24,bad_sample=fail";
@@ -231,7 +232,7 @@ static int opts(bfs_pipeline_opts *o, const char *text, char *err, size_t errlen
     return rc ? rc : bfs_pipeline_finish(o, err, errlen);
 }
 
-/* Batch 1 of epoch 0 (4 samples; 2 worker threads) into s->out. */
+/* Batch 1 of epoch b->epoch (4 samples; 2 worker threads) into s->out. */
 static int run_batch(scenario *sc, char *err, size_t errlen)
 {
     batch_scenario *b = (batch_scenario *)sc;
@@ -256,7 +257,7 @@ static int run_batch(scenario *sc, char *err, size_t errlen)
     }
     if (st)
         bfs_exec_set_store(x, st);
-    if ((rc = bfs_exec_get(x, 0, 1, &bt, err, errlen)))
+    if ((rc = bfs_exec_get(x, b->epoch, 1, &bt, err, errlen)))
         goto out;
     bfs_exec_stats xs;
     bfs_exec_get_stats(x, &xs);
@@ -321,21 +322,24 @@ START_TEST(batch_from_folder)
 }
 END_TEST
 
-/* tmp/tok.bfs: 300 documents of 2..41 u16 tokens (a path in static memory) */
-static const char *token_bfs(void)
+/* tmp/tok.bfs: docs documents of 2..41 u16 tokens (a path in static memory) */
+static const char *token_bfs(int docs)
 {
     static char bin[4200], out[4200];
     snprintf(bin, sizeof bin, "%s/tok.bin", tmp);
     snprintf(out, sizeof out, "%s/tok.bfs", tmp);
-    uint16_t ids[300 * 42];
+    uint16_t *ids = malloc((size_t)docs * 42 * sizeof *ids);
+    ck_assert_ptr_nonnull(ids);
     size_t n = 0;
-    for (int d = 0; d < 300; d++) {
+    for (int d = 0; d < docs; d++) {
         for (int i = 0; i < d % 40 + 1; i++)
             ids[n++] = (uint16_t)(d * 7 + i);
         ids[n++] = 50256;
     }
     ck_assert_int_eq(tu_write_file(bin, ids, n * sizeof *ids), 0);
-    bfs_pack_opts po = {.tokens = 2, .doc_sep = 50256};
+    free(ids);
+    /* pages of 64 KiB: shuffle=pages has a page table to build per epoch */
+    bfs_pack_opts po = {.tokens = 2, .doc_sep = 50256, .page_size = 65536};
     bfs_pack_report rep;
     char err[1024];
     ck_assert_msg(bfs_pack(bin, out, &po, &rep, NULL, err, sizeof err) == 0, "%s", err);
@@ -349,8 +353,22 @@ static const fault_class token_expect[] = {FAULT_ALLOC, FAULT_OPEN, FAULT_MAP, F
 START_TEST(batch_tokens_concat)
 {
     batch_scenario b = {.s = SCENARIO("tokens, pack=concat", nothing, run_batch, no_check, 1),
-                        .src = token_bfs(),
+                        .src = token_bfs(300),
                         .opts = "seq_len=32,batch=4,bad_sample=fail"};
+    walk(&b.s, token_expect, 4);
+}
+END_TEST
+
+/* An epoch table of three pieces (tokens.c: 65,536 positions each) taken by two workers,
+ * with shuffle=pages: each piece's look-up may build the epoch's page table, so a failure
+ * can hit one piece while another is out. */
+START_TEST(batch_tokens_pieces)
+{
+    batch_scenario b = {
+        .s = SCENARIO("tokens, 3 pieces, shuffle=pages", nothing, run_batch, no_check, 1),
+        .src = token_bfs(140000),
+        .opts = "seq_len=32,batch=4,shuffle=pages,bad_sample=fail",
+        .epoch = 3}; /* an epoch whose page table nothing built before the pieces */
     walk(&b.s, token_expect, 4);
 }
 END_TEST
@@ -358,7 +376,7 @@ END_TEST
 START_TEST(batch_tokens_bucket)
 {
     batch_scenario b = {.s = SCENARIO("tokens, pack=bucket", nothing, run_batch, no_check, 1),
-                        .src = token_bfs(),
+                        .src = token_bfs(300),
                         .opts = "pack=bucket,buckets=8:16:48,batch=4,bad_sample=fail"};
     walk(&b.s, token_expect, 4);
 }
@@ -739,6 +757,7 @@ static Suite *fault_suite(void)
     tcase_add_test(tc, batch_substitute);
     tcase_add_test(tc, batch_tokens_concat);
     tcase_add_test(tc, batch_tokens_bucket);
+    tcase_add_test(tc, batch_tokens_pieces);
     tcase_add_test(tc, batch_through_store);
     tcase_add_test(tc, pack_folder);
     tcase_add_test(tc, pack_bfs);
