@@ -391,9 +391,9 @@ static bfs_batch *pick(bfs_exec *x)
 
 /* Locked. Returns 1 when this slot completed the job: it is then FAILED, READY, or
  * SEALING (memfd mode: the caller moves its bytes with to_memfd, then makes it READY).
- * The caller evicts once, after sealing (each pass over the job table costs a look-up
- * per reader per batch cached: with 512 KiB token batches ~7% of the daemon's CPU went to
- * two passes per batch). */
+ * The caller evicts once it let go of the job (each pass over the job table costs a
+ * look-up per reader per batch cached: with 512 KiB token batches ~7% of the daemon's
+ * CPU went to two passes per batch), and before publishing it to the store as well. */
 static int finish_slot(bfs_exec *x, bfs_batch *j)
 {
     LOCKED(x);
@@ -524,13 +524,13 @@ static void *worker_main(void *arg)
             j->state = JOB_READY;
             pthread_cond_broadcast(&x->ready);
         }
-        if (completed) /* before the store's I/O: a running job is never evicted */
-            evict(x);
         bfs_claim *claim = NULL;
         if (j->claim && (j->state == JOB_READY || j->state == JOB_FAILED)) {
             claim = j->claim;
             j->claim = NULL;
         }
+        if (completed && claim) /* the store's I/O comes first: the cache's budget not */
+            evict(x);
         int ready = j->state == JOB_READY;
         /* A substitute stands in for a sample that may be unreadable only for a while (a
          * file being replaced, a flaky disk): the store would serve it to every later
@@ -541,6 +541,10 @@ static void *worker_main(void *arg)
             settle_claim(x, j, claim, ready, substituted);
         xlock(x);
         unref(x, j);
+        /* once let go of: a reader that released the batch meanwhile could not evict it
+         * (this worker held it), so it may be the one to go */
+        if (completed)
+            evict(x);
     }
     xunlock(x);
     return NULL;
