@@ -419,25 +419,32 @@ START_TEST(bad_samples)
 }
 END_TEST
 
-/* Token rows read their documents through a mapping: a dataset truncated in place between
- * two rows of a batch faults inside the row's guard, and the row fails with BFS_E_CHANGED
- * (the pread path's error for it) instead of killing the process; so do later rows. */
-START_TEST(token_rows_truncated_between_rows)
+/* tmp/NAME.bfs of docs token documents of per u16 ids each, the last of each the
+ * separator 50256, id i of the file (i * mult) % 50000 (its path into tok) */
+static void pack_token_docs(const char *name, int docs, int per, int mult, char *tok, size_t len)
 {
-    char bin[4200], tok[4200], err[1024];
-    snprintf(bin, sizeof bin, "%s/train.bin", tmp);
-    snprintf(tok, sizeof tok, "%s/tokens.bfs", tmp);
-    enum { DOCS = 400, PER = 300 };
-    uint16_t *ids = malloc(DOCS * PER * sizeof *ids);
+    char bin[4200], err[1024];
+    snprintf(bin, sizeof bin, "%s/%s.bin", tmp, name);
+    snprintf(tok, len, "%s/%s.bfs", tmp, name);
+    uint16_t *ids = malloc((size_t)docs * per * sizeof *ids);
     ck_assert_ptr_nonnull(ids);
-    for (int i = 0; i < DOCS * PER; i++)
-        ids[i] = i % PER == PER - 1 ? 50256 : (uint16_t)(i * 7 % 50000);
-    ck_assert_int_eq(tu_write_file(bin, ids, DOCS * PER * sizeof *ids), 0);
+    for (int i = 0; i < docs * per; i++)
+        ids[i] = i % per == per - 1 ? 50256 : (uint16_t)(i * mult % 50000);
+    ck_assert_int_eq(tu_write_file(bin, ids, (size_t)docs * per * sizeof *ids), 0);
     free(ids);
     bfs_pack_opts po = {.tokens = 2, .doc_sep = 50256};
     bfs_pack_report rep;
     ck_assert_msg(bfs_pack(bin, tok, &po, &rep, NULL, err, sizeof err) == 0, "%s", err);
     bfs_pack_report_free(&rep);
+}
+
+/* Token rows read their documents through a mapping: a dataset truncated in place between
+ * two rows of a batch faults inside the row's guard, and the row fails with BFS_E_CHANGED
+ * (the pread path's error for it) instead of killing the process; so do later rows. */
+START_TEST(token_rows_truncated_between_rows)
+{
+    char tok[4200], err[1024];
+    pack_token_docs("tokens", 400, 300, 7, tok, sizeof tok);
 
     bfs_pipeline_opts o;
     bfs_pipeline_defaults(&o);
@@ -474,18 +481,8 @@ END_TEST
  * executor fails the batch with BFS_E_CHANGED rather than serve them. */
 START_TEST(token_claims_check_the_file)
 {
-    char bin[4200], tok[4200], err[1024];
-    snprintf(bin, sizeof bin, "%s/claim.bin", tmp);
-    snprintf(tok, sizeof tok, "%s/claim.bfs", tmp);
-    enum { DOCS = 200, PER = 100 };
-    uint16_t ids[DOCS * PER];
-    for (int i = 0; i < DOCS * PER; i++)
-        ids[i] = i % PER == PER - 1 ? 50256 : (uint16_t)(i * 5 % 50000);
-    ck_assert_int_eq(tu_write_file(bin, ids, sizeof ids), 0);
-    bfs_pack_opts po = {.tokens = 2, .doc_sep = 50256};
-    bfs_pack_report rep;
-    ck_assert_msg(bfs_pack(bin, tok, &po, &rep, NULL, err, sizeof err) == 0, "%s", err);
-    bfs_pack_report_free(&rep);
+    char tok[4200], err[1024];
+    pack_token_docs("claim", 200, 100, 5, tok, sizeof tok);
     bfs_pipeline_opts o;
     bfs_pipeline_defaults(&o);
     ck_assert_int_eq(bfs_pipeline_parse(&o, "seq_len=64,batch=4", err, sizeof err), 0);
