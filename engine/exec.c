@@ -529,7 +529,7 @@ static void *worker_main(void *arg)
             claim = j->claim;
             j->claim = NULL;
         }
-        if (completed && claim) /* the store's I/O comes first: the cache's budget not */
+        if (completed && claim) /* within the cache's budget before the store's I/O */
             evict(x);
         int ready = j->state == JOB_READY;
         /* A substitute stands in for a sample that may be unreadable only for a while (a
