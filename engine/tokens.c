@@ -256,8 +256,9 @@ static int tab_piece(bfs_tokens *t, epoch_tab *e, uint64_t c)
 }
 
 /* After the last piece: concat's prefix sums made whole; bucket's documents sorted into
- * their buckets, in epoch order within each. Unlocked (e is still building). */
-static int tab_finish(bfs_tokens *t, epoch_tab *e)
+ * their buckets, in epoch order within each (into memory tab_start took: nothing fails).
+ * Unlocked (e is still building). */
+static void tab_finish(bfs_tokens *t, epoch_tab *e)
 {
     uint64_t n = t->n;
     if (t->o.pack == BFS_PACK_CONCAT) {
@@ -271,7 +272,7 @@ static int tab_finish(bfs_tokens *t, epoch_tab *e)
         }
         free(e->sums);
         e->sums = NULL;
-        return 0;
+        return;
     }
     uint64_t fill[BFS_MAX_BUCKETS] = {0};
     for (uint64_t p = 0; p < n; p++) {
@@ -282,7 +283,6 @@ static int tab_finish(bfs_tokens *t, epoch_tab *e)
     free(e->order);
     e->order = e->by;
     e->by = NULL;
-    return 0;
 }
 
 /* The table of epoch, built if needed; release with tab_put. NULL with *rc on failure.
@@ -330,13 +330,14 @@ static epoch_tab *tab_get(bfs_tokens *t, uint64_t epoch, int *rc)
         if (++e->done < e->next || (!e->rc && e->next < pieces))
             continue;
         /* the last piece handed out is done: finish (still building: no one else looks) */
-        pthread_mutex_unlock(&t->lock);
-        r = e->rc ? e->rc : tab_finish(t, e);
-        pthread_mutex_lock(&t->lock);
-        e->rc = r;
-        if (r)
+        if (!e->rc) {
+            pthread_mutex_unlock(&t->lock);
+            tab_finish(t, e);
+            pthread_mutex_lock(&t->lock);
+        } else {
             tab_free(e);
-        e->valid = !r;
+        }
+        e->valid = !e->rc;
         e->building = 0;
         pthread_cond_broadcast(&t->built);
     }
