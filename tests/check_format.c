@@ -607,6 +607,16 @@ static int read_in_blocked_thread(bfs_reader *r, uint64_t i)
     return b.rc;
 }
 
+/* The byte at offset `at` of fd XORed with 0x5a in place (twice: as it was); the new byte. */
+static uint8_t xor_byte(int fd, uint64_t at)
+{
+    uint8_t c;
+    ck_assert_int_eq(pread(fd, &c, 1, (off_t)at), 1);
+    c ^= 0x5a;
+    ck_assert_int_eq(pwrite(fd, &c, 1, (off_t)at), 1);
+    return c;
+}
+
 /* Payloads read through a mapping (bfs_map_payloads): the bytes pread gives; a file
  * truncated in place faults inside the guard, which turns it into BFS_E_CHANGED (the
  * process lives on, and guards work again after it); bfs_unchanged sees the new size. */
@@ -646,13 +656,8 @@ START_TEST(mapped_payloads)
     ck_assert_int_eq(bfs_get_sample(r2, 1, &s1), 0);
     int fd = open(out, O_RDWR);
     ck_assert_int_ge(fd, 0);
-    uint8_t flip[2];
-    for (int k = 0; k < 2; k++) {
-        uint64_t at = in->heap_offset + (k ? s1.offset : s0.offset) + 1;
-        ck_assert_int_eq(pread(fd, &flip[k], 1, (off_t)at), 1);
-        flip[k] ^= 0x5a;
-        ck_assert_int_eq(pwrite(fd, &flip[k], 1, (off_t)at), 1);
-    }
+    uint64_t at[2] = {in->heap_offset + s0.offset + 1, in->heap_offset + s1.offset + 1};
+    uint8_t flip[2] = {xor_byte(fd, at[0]), xor_byte(fd, at[1])};
     struct timespec times[2] = {st0.st_atim, st0.st_mtim};
     ck_assert_int_eq(futimens(fd, times), 0);
     ck_assert_int_eq(bfs_unchanged(r2), 0);
@@ -662,11 +667,8 @@ START_TEST(mapped_payloads)
                      BFS_E_SAMPLE_CHECKSUM);
     ck_assert_int_eq(bfs_sample_data(r2, 1, BFS_VERIFY_SAMPLE, NULL, &d, &len),
                      BFS_E_SAMPLE_CHECKSUM); /* a failure is not remembered as a pass */
-    for (int k = 0; k < 2; k++) {            /* put the bytes back */
-        uint64_t at = in->heap_offset + (k ? s1.offset : s0.offset) + 1;
-        flip[k] ^= 0x5a;
-        ck_assert_int_eq(pwrite(fd, &flip[k], 1, (off_t)at), 1);
-    }
+    xor_byte(fd, at[0]);                     /* the bytes put back */
+    xor_byte(fd, at[1]);
     ck_assert_int_eq(futimens(fd, times), 0);
     close(fd);
     ck_assert_int_eq(bfs_sample_data(r2, 1, BFS_VERIFY_SAMPLE, NULL, &d, &len), 0);
