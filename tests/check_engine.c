@@ -516,6 +516,36 @@ START_TEST(token_claims_check_the_file)
 }
 END_TEST
 
+/* A token .bfs changed in place with its size and mtime put back (rsync --inplace,
+ * cp --preserve=timestamps, touch -r): its documents were verified once, so only the
+ * file's identity can tell, and only its ctime differs. */
+START_TEST(token_file_changed_keeping_times)
+{
+    char tok[4200], err[1024];
+    pack_token_docs("kept", 200, 100, 5, tok, sizeof tok);
+    bfs_pipeline_opts o;
+    bfs_pipeline_defaults(&o);
+    ck_assert_int_eq(bfs_pipeline_parse(&o, "seq_len=64,batch=4", err, sizeof err), 0);
+    ck_assert_int_eq(bfs_pipeline_finish(&o, err, sizeof err), 0);
+    bfs_engine *e;
+    ck_assert_msg(bfs_engine_create(tok, &o, &e, err, sizeof err) == 0, "%s", err);
+    bfs_exec *x;
+    ck_assert_int_eq(bfs_exec_create(e, 2, 0, &x), 0);
+    bfs_batch *b;
+    /* every document read (and so verified) once */
+    for (uint64_t k = 0; k < bfs_engine_batches(e); k++) {
+        ck_assert_msg(bfs_exec_get(x, 0, k, &b, err, sizeof err) == 0, "%s", err);
+        bfs_batch_release(b);
+    }
+    ck_assert_int_eq(tu_flip_keeping_times(tok, 200), 0);
+    err[0] = 0;
+    ck_assert_int_eq(bfs_exec_get(x, 1, 0, &b, err, sizeof err), BFS_E_CHANGED);
+    ck_assert_ptr_nonnull(strstr(err, "kept.bfs"));
+    bfs_exec_destroy(x);
+    bfs_engine_destroy(e);
+}
+END_TEST
+
 /* ---- epoch tables built in pieces by several threads ---------------------------------- */
 
 enum { TT_DOCS = 150000 }; /* over two pieces of 65,536 positions: three of them */
@@ -1246,6 +1276,7 @@ static Suite *engine_suite(void)
     tcase_add_test(tc, token_rows_truncated_between_rows);
     tcase_add_test(tc, token_tables_built_in_pieces);
     tcase_add_test(tc, token_claims_check_the_file);
+    tcase_add_test(tc, token_file_changed_keeping_times);
     tcase_add_test(tc, sizes_and_ranges);
     tcase_add_test(tc, walks_continue_into_next_epoch);
     suite_add_tcase(s, tc);

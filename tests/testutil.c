@@ -129,6 +129,37 @@ int tu_write_file(const char *path, const void *data, size_t len)
     return close(fd) ? -errno : 0;
 }
 
+int tu_flip_keeping_times(const char *path, off_t off)
+{
+    struct stat before, now;
+    int fd = open(path, O_RDWR | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    uint8_t c;
+    int rc = 0;
+    if (fstat(fd, &before) < 0 || pread(fd, &c, 1, off) != 1)
+        goto fail;
+    c ^= 0x5a;
+    if (pwrite(fd, &c, 1, off) != 1)
+        goto fail;
+    /* the ctime comes from the kernel's coarse clock (a tick): stamp it again until it
+     * has moved on from the file's old one (at most a few ticks) */
+    for (int i = 0; i < 1000; i++) {
+        struct timespec keep[2] = {before.st_atim, before.st_mtim};
+        if (futimens(fd, keep) < 0 || fstat(fd, &now) < 0)
+            goto fail;
+        if (now.st_ctim.tv_sec != before.st_ctim.tv_sec ||
+            now.st_ctim.tv_nsec != before.st_ctim.tv_nsec)
+            return close(fd) ? -errno : 0;
+        nanosleep(&(struct timespec){0, 1000 * 1000}, NULL);
+    }
+    errno = ETIME;
+fail:
+    rc = -errno;
+    close(fd);
+    return rc;
+}
+
 int tu_read_file(const char *path, uint8_t **data, size_t *len)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);

@@ -9,6 +9,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 /* Options for one synthetic JPEG. */
 typedef struct tu_jpeg_opts {
@@ -38,6 +39,12 @@ void tu_rmtree(const char *path);
 /* Whole-file helpers: 0 or -errno. tu_read_file mallocs *data. */
 int tu_write_file(const char *path, const void *data, size_t len);
 int tu_read_file(const char *path, uint8_t **data, size_t *len);
+
+/* Flip the byte at off of path in place and put its size, atime and mtime back, as
+ * `rsync --inplace` or `cp --preserve=timestamps` leave a changed file: only its ctime
+ * tells (made to differ from before the change: the coarse clock that stamps it is waited
+ * for). 0 or -errno. */
+int tu_flip_keeping_times(const char *path, off_t off);
 
 /* Generate an ImageFolder: classes "class_000".. with per_class JPEGs each, sizes varying
  * between min_side and max_side, every 7th progressive, every 11th grayscale, every

@@ -141,7 +141,7 @@ int bfs_sample_data(bfs_reader *r, uint64_t i, unsigned verify, bfs_sample *s, c
  * bfs_read_sample - copy sample i's payload into buf (cap bytes) with pread (from memory
  * for bfs_open_mem readers), verifying its checksum when verify has BFS_VERIFY_SAMPLE.
  * Payload pages never count in the process's resident memory. After the read the file's
- * identity (inode, size, mtime) is compared with the one opened: a file overwritten or
+ * identity (inode, size, mtime, ctime) is compared with the one opened: a file overwritten or
  * truncated in place gives BFS_E_CHANGED. Returns 0, bfs_get_sample's errors, -ENOSPC
  * (cap < length; s->length says how much), BFS_E_SAMPLE_CHECKSUM, BFS_E_CHANGED, or a
  * negative errno from pread/fstat. s must not be NULL.
@@ -166,7 +166,8 @@ int bfs_read_sample(const bfs_reader *r, uint64_t i, unsigned verify, bfs_sample
  */
 int bfs_map_payloads(bfs_reader *r);
 
-/* bfs_unchanged - 0 while the open file is the one opened (inode, size, mtime; always for
+/* bfs_unchanged - 0 while the open file is the one opened (inode, size, mtime and ctime:
+ * a write that restores size and mtime still sets the ctime; always for
  * memory images), BFS_E_CHANGED once it was overwritten or truncated in place, or fstat's
  * negative errno. One fstat: mapped readers call it where pread readers check each read. */
 int bfs_unchanged(const bfs_reader *r);

@@ -37,7 +37,7 @@ struct bfs_reader {
     uint8_t *own;       /* files: header and tables copied into memory (freed on close) */
     int fd;             /* the file, for pread of payloads; -1 for memory images */
     const uint8_t *map; /* bfs_map_payloads: the whole file, read-only; else NULL */
-    struct stat id;     /* the file as opened: device, inode, size, mtime */
+    struct stat id;     /* the file as opened: device, inode, size, mtime, ctime, links */
     bfs_info info;
     _Atomic uint64_t *verified;  /* bit per page: checksum already verified OK */
     _Atomic uint64_t *sample_ok; /* mapped files: bit per sample, checksum verified OK */
@@ -412,9 +412,15 @@ int bfs_sample_data(bfs_reader *r, uint64_t i, unsigned verify, bfs_sample *s, c
     return 0;
 }
 
-/* 0 while the open file is the one opened (same inode, size and mtime), BFS_E_CHANGED
- * once it was overwritten or truncated in place. A file replaced by a rename is not
- * "changed": the reader keeps the old inode, whose bytes stay what they were. */
+/* 0 while the open file is the one opened (same inode, size, mtime and ctime),
+ * BFS_E_CHANGED once it was overwritten or truncated in place. The ctime is what a writer
+ * cannot keep: `rsync --inplace`, `cp --preserve=timestamps` and `touch -r` restore the
+ * size and mtime of a file whose bytes they changed, but any write (and that very
+ * restoring) sets the ctime to now. A link count that changed with it explains it without
+ * a write: a file replaced by a rename (link count 0: the reader keeps the old inode,
+ * whose bytes no path reaches any more) or given another hard link is not "changed". A
+ * chmod or chown sets the ctime too: such a file counts as changed, which is safe (its
+ * batches fail; nothing wrong is served). */
 static int unchanged(const bfs_reader *r)
 {
     if (r->fd < 0)
@@ -424,6 +430,10 @@ static int unchanged(const bfs_reader *r)
         return -errno;
     if (st.st_ino != r->id.st_ino || st.st_dev != r->id.st_dev || st.st_size != r->id.st_size ||
         st.st_mtim.tv_sec != r->id.st_mtim.tv_sec || st.st_mtim.tv_nsec != r->id.st_mtim.tv_nsec)
+        return BFS_E_CHANGED;
+    if ((st.st_ctim.tv_sec != r->id.st_ctim.tv_sec ||
+         st.st_ctim.tv_nsec != r->id.st_ctim.tv_nsec) &&
+        st.st_nlink == r->id.st_nlink)
         return BFS_E_CHANGED;
     return 0;
 }

@@ -20,12 +20,16 @@ struct bfs_source {
     int mapped;        /* bfs_source_map_payloads succeeded */
     bfs_folder folder; /* folder source */
     uint64_t identity;
-    uint64_t *facts;  /* folder: per file, XXH64 of its size and mtime at the scan */
+    uint64_t *facts;  /* folder: per file, XXH64 of its size, mtime and ctime at the scan */
     char notes[2048]; /* bfs_source_notes */
 };
 
-/* What a folder file's identity and change check hash: its size and mtime, or the error
- * that stands in for them (a file that cannot be stat'ed). */
+/* What a folder file's change check hashes: its size, mtime and ctime, or the error that
+ * stands in for them (a file that cannot be stat'ed). facts3, when given, gets the first
+ * three, which the identity (and so the fingerprint) hashes: the ctime stays out of it,
+ * as no copy keeps it (a worker's rsync'ed copy of the folder must have the mount's
+ * fingerprint), but in the check, as no writer can keep it: `touch -r` or
+ * `cp --preserve=timestamps` over a file restores its size and mtime, not its ctime. */
 static uint64_t file_facts(const char *path, uint64_t *facts3)
 {
     struct stat sb;
@@ -33,10 +37,11 @@ static uint64_t file_facts(const char *path, uint64_t *facts3)
         memset(&sb, 0, sizeof sb);
         sb.st_size = -(off_t)errno;
     }
-    uint64_t f[3] = {(uint64_t)sb.st_size, (uint64_t)sb.st_mtim.tv_sec,
-                     (uint64_t)sb.st_mtim.tv_nsec};
+    uint64_t f[5] = {(uint64_t)sb.st_size, (uint64_t)sb.st_mtim.tv_sec,
+                     (uint64_t)sb.st_mtim.tv_nsec, (uint64_t)sb.st_ctim.tv_sec,
+                     (uint64_t)sb.st_ctim.tv_nsec};
     if (facts3)
-        memcpy(facts3, f, sizeof f);
+        memcpy(facts3, f, 3 * sizeof *f);
     return bfs_xxh64(f, sizeof f, 0);
 }
 
@@ -199,9 +204,10 @@ int bfs_source_get(bfs_source *s, uint64_t i, bfs_item *it, bfs_source_scratch *
     int rc = bfs_read_file(s->folder.paths[i], &scratch->buf, &scratch->cap, &it->len);
     if (rc) /* unreadable now: since the scan (vanished, replaced) or already then */
         return file_facts(s->folder.paths[i], NULL) != s->facts[i] ? BFS_E_FILE_CHANGED : rc;
-    /* the bytes are the scanned file's only if its size and mtime are still those the
-     * identity (and so the fingerprint, and cache_dir's entries) was made of: stat'ed after
-     * the read, so a change during it shows too. Costs a stat, ~1 us against a decode. */
+    /* the bytes are the scanned file's only if its size, mtime and ctime are still those
+     * of the scan the identity (and so the fingerprint, and cache_dir's entries) was made
+     * of: stat'ed after the read, so a change during it shows too. Costs a stat, ~1 us
+     * against a decode. */
     uint64_t f[3];
     if (file_facts(s->folder.paths[i], f) != s->facts[i] || f[0] != it->len)
         return BFS_E_FILE_CHANGED;

@@ -92,7 +92,7 @@ int bfs_source_unchanged(const bfs_source *s);
  * a mapped one that fails it is BFS_E_CHANGED when the file was overwritten in place.
  * Returns 0, BFS_E_SAMPLE_INDEX, a bfs
  * table/checksum error, or for a folder: BFS_E_FILE_CHANGED (the file vanished, or its
- * size or mtime is not what the scan at open saw: its bytes are not the dataset the
+ * size, mtime or ctime is not what the scan at open saw: its bytes are not the dataset the
  * fingerprint names) or a negative errno for a file that cannot be read.
  */
 int bfs_source_get(bfs_source *s, uint64_t i, bfs_item *it, bfs_source_scratch *scratch);

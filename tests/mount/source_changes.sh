@@ -6,7 +6,9 @@
 #    substituted (bad_sample=substitute), logged by name with the reason, counted in
 #    /stats, and the batches holding them are not published to cache_dir
 #    (unpublished_substituted), so other mounts of the old fingerprint never get new bytes;
-#  - with bad_sample=fail the batch holding the rewritten file fails with EIO, logged.
+#  - with bad_sample=fail the batch holding the rewritten file fails with EIO, logged;
+#  - a file changed in place with its size and mtime put back (touch -r) is caught by its
+#    ctime.
 # 32 images, batch=8, size=32. A few seconds.
 . "$(dirname "$0")/lib.sh"
 require_fuse
@@ -70,4 +72,22 @@ done
 [ "$failed" = 1 ] || fail "bad_sample=fail: $failed batches failed, want exactly 1"
 unmount_bfs "$M"
 ok "bad_sample=fail: the batch holding a file touched after mounting fails with EIO, logged"
+# rewritten in place with its size and mtime put back (rsync --inplace, cp
+# --preserve=timestamps, touch -r): only the ctime tells, and it is checked too
+mount_bfs "$T/src" "$M" -o "$OPTS,drop_last=0"
+for k in $(seq 0 3); do cat "$M/epoch/3/batch_$k" >/dev/null || fail "epoch 3 batch $k: read failed"; done
+kept=$T/src/class_000/img_00007.jpg
+cp -p "$kept" "$T/kept.ref"
+size=$(stat -c %s "$kept")
+byte=$(od -An -tu1 -j $((size / 2)) -N1 "$kept" | tr -d ' ')
+printf "\\$(printf %03o $(((byte + 1) % 256)))" | dd of="$kept" bs=1 seek=$((size / 2)) conv=notrunc status=none
+touch -r "$T/kept.ref" "$kept"
+[ "$(stat -c %s.%Y "$kept")" = "$(stat -c %s.%Y "$T/kept.ref")" ] || fail "the test did not keep size and mtime"
+cmp -s "$kept" "$T/kept.ref" && fail "the test did not change the file's bytes"
+expect_log '^batchfs: bad sample [0-9]+ \(.*/class_000/img_00007\.jpg\): file changed or vanished since the folder was scanned at mount; substituted by sample [0-9]+ \(bad_sample=substitute\)$'
+for k in $(seq 0 3); do cat "$M/epoch/4/batch_$k" >/dev/null || fail "epoch 4 batch $k: read failed"; done
+grep -q 'class_000/img_00007\.jpg): file changed' "$DAEMON_LOG" ||
+    fail "a file changed with its size and mtime kept was not caught (its bytes were served)"
+unmount_bfs "$M"
+ok "a file rewritten in place with its size and mtime kept: caught by its ctime, substituted"
 echo "PASS: source_changes"
