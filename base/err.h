@@ -41,7 +41,12 @@
     X(CHANGED, "dataset file changed since it was opened (overwritten or truncated in place)")     \
     X(REMOTE, "Redis request failed")                                                              \
     X(REMOTE_VALUE, "remote batch value corrupt, truncated or for another batch (checksum)")       \
-    X(FILE_CHANGED, "file changed or vanished since the folder was scanned at mount")
+    X(FILE_CHANGED, "file changed or vanished since the folder was scanned at mount")              \
+    X(REMOTE_AUTH, "remote batch value fails authentication (remote_key): forged, or stored by a " \
+                   "worker with another remote_key or none")                                       \
+    X(REMOTE_DECLINED, "a worker could not compute the batch from its own copy or resources")      \
+    X(REMOTE_REFUSED, "Redis refused a command on a key of the pipeline (wrong type, maxmemory, "  \
+                      "permissions)")
 
 enum {
     BFS_E_BEFORE_FIRST = -4201,

@@ -20,6 +20,7 @@
 #include "base/err.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -72,6 +73,7 @@ struct bfs_batch { /* a job; "batch" is the name callers see */
     /* REMOTE jobs (guarded by lock; data written by the remote thread only) */
     double remote_t0, remote_deadline; /* when it was asked for; when to give up waiting */
     int remote_asked;                  /* a job is queued in Redis for it */
+    char remote_id[64];                /* the job's entry, when this mount queued it, or "" */
     int remote_announced;              /* a worker said it is stored: fetch now */
     double remote_polled;              /* when it was last looked for */
     int detached;        /* out of the job table (a failure to retry), freed at its last unref */
@@ -576,7 +578,37 @@ typedef struct remote_side {
     int down;    /* Redis failing (remote thread only) */
     int said_none;
     double next_connect;
+    /* lines about single batches (declined, refused, corrupt): the first of each kind,
+     * then at most one a minute with a count, so that a worker declining every batch does
+     * not fill the log (remote thread only) */
+    double said_at[3];
+    unsigned long unsaid[3];
 } remote_side;
+
+enum { SAY_DECLINED, SAY_BAD, SAY_REFUSED };
+
+/* A line about one batch, rate-limited per kind. Remote thread. */
+static void remote_say(remote_side *rs, int kind, double now, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void remote_say(remote_side *rs, int kind, double now, const char *fmt, ...)
+{
+    if (rs->said_at[kind] && now - rs->said_at[kind] < 60) {
+        rs->unsaid[kind]++;
+        return;
+    }
+    char line[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    if (rs->unsaid[kind])
+        fprintf(stderr, "batchfs: remote: %s (and %lu more like it in the last minute)\n", line,
+                rs->unsaid[kind]);
+    else
+        fprintf(stderr, "batchfs: remote: %s\n", line);
+    rs->said_at[kind] = now;
+    rs->unsaid[kind] = 0;
+}
 
 static void remote_wake(remote_side *rs)
 {
@@ -689,25 +721,10 @@ static int remote_done(bfs_exec *x, bfs_batch *j, int memfd)
     return 0;
 }
 
-/* The batch of REMOTE job j failed on a worker with code rc and message msg: it fails here
- * too, as computing it would (bad_sample=fail: deterministic), at once. */
-static void remote_failed(bfs_exec *x, bfs_batch *j, int rc, const char *msg)
-{
-    fprintf(stderr, "batchfs: remote: epoch %llu batch %llu failed on a worker: %s\n",
-            (unsigned long long)j->epoch, (unsigned long long)j->k, msg);
-    xlock(x);
-    remote_file_close(j);
-    j->rc = rc;
-    snprintf(j->err, sizeof j->err, "%s", msg);
-    j->state = JOB_FAILED;
-    x->st.failed++;
-    bfs_bc_free(x->mem, j->data, j->size, room(x));
-    j->data = NULL;
-    remote_settle(x, j);
-}
-
 /* One REMOTE job's turn: ask for it, look for it, or give up on it. Unlocked (j is
- * referenced). */
+ * referenced). A batch that cannot come from the workers (a worker declined it, its value
+ * is wrong or forged, its key is of another type, Redis refuses to queue it) is computed
+ * here at once, with remote_fallback=wait too: waiting would wait for ever. */
 static void remote_step(bfs_exec *x, remote_side *rs, bfs_batch *j, double now, int memfd,
                         int workers)
 {
@@ -731,24 +748,31 @@ static void remote_step(bfs_exec *x, remote_side *rs, bfs_batch *j, double now, 
             rc = 0;
             give_up = 1; /* no file for it: computed here */
         }
-        if (rc < 0 && rc != BFS_E_REMOTE && rc != BFS_E_REMOTE_VALUE) {
-            remote_failed(x, j, rc, bfs_remote_error(rs->cmd));
-            return;
-        }
-        if (rc == BFS_E_REMOTE_VALUE) {
-            fprintf(stderr, "batchfs: remote: %s\n", bfs_remote_error(rs->cmd));
-            xlock(x);
-            x->st.remote_corrupt++;
-            xunlock(x);
-            j->remote_asked = 0; /* the value and its marker are gone: ask again */
-            rc = 0;
-        }
         if (rc == 0 && !j->remote_asked) {
-            rc = bfs_remote_request(rs->cmd, j->epoch, j->k, rs->wait_ms);
+            rc = bfs_remote_request(rs->cmd, j->epoch, j->k, rs->wait_ms, j->remote_id);
             j->remote_asked = rc >= 0;
             rc = rc < 0 ? rc : 0;
         }
-        if (rc) {
+        if (rc == BFS_E_REMOTE_DECLINED) {
+            remote_say(rs, SAY_DECLINED, now,
+                       "epoch %llu batch %llu: a worker could not compute it (%s); computing it "
+                       "here",
+                       (unsigned long long)j->epoch, (unsigned long long)j->k,
+                       bfs_remote_error(rs->cmd));
+            xlock(x);
+            x->st.remote_declined++;
+            xunlock(x);
+            give_up = 1;
+        } else if (rc == BFS_E_REMOTE_VALUE || rc == BFS_E_REMOTE_AUTH ||
+                   rc == BFS_E_REMOTE_REFUSED) {
+            remote_say(rs, rc == BFS_E_REMOTE_REFUSED ? SAY_REFUSED : SAY_BAD, now,
+                       "epoch %llu batch %llu: %s; computing it here", (unsigned long long)j->epoch,
+                       (unsigned long long)j->k, bfs_remote_error(rs->cmd));
+            xlock(x);
+            x->st.remote_corrupt++;
+            xunlock(x);
+            give_up = 1;
+        } else if (rc) {
             xlock(x);
             x->st.remote_errors++;
             xunlock(x);
@@ -767,10 +791,16 @@ static void remote_step(bfs_exec *x, remote_side *rs, bfs_batch *j, double now, 
             give_up = 1;
         } else { /* wait: ask again (the marker has expired by now) and go on waiting */
             j->remote_asked = 0;
+            j->remote_id[0] = '\0'; /* (workers skip that entry now: its wait is over) */
             j->remote_deadline = now + rs->wait_ms / 1e3;
         }
     }
     if (give_up) {
+        /* computed here: the job this mount queued is of no use to anyone, so no worker
+         * should compute it (a next worker would otherwise find it in the stream) */
+        if (j->remote_id[0] && rs->cmd)
+            bfs_remote_cancel(rs->cmd, j->remote_id);
+        j->remote_id[0] = '\0';
         xlock(x);
         remote_give_up(x, j);
         xunlock(x);
@@ -855,10 +885,16 @@ int bfs_exec_set_remote(bfs_exec *x, const bfs_pipeline_opts *o, char *err, size
     if (!rs)
         return bfs_errf(-ENOMEM, err, errlen, "remote: out of memory");
     int rc = bfs_remote_parse_url(o->remote, &rs->url, err, errlen);
+    if (!rc && o->remote_key[0])
+        rc = bfs_remote_load_key(o->remote_key, &rs->url.auth, err, errlen);
     if (rc) {
         free(rs);
         return rc;
     }
+    if (!rs->url.auth.on)
+        fprintf(stderr, "batchfs: remote: batches from Redis are checked, not authenticated (no "
+                        "remote_key=): a client that can write to this Redis can make the mount "
+                        "serve other bytes (docs/scale-out.md, \"Security\")\n");
     rs->wait_ms = o->remote_wait_ms;
     rs->fallback = o->remote_fallback;
     rs->ttl_ms = o->remote_ttl * 1000;
@@ -913,6 +949,7 @@ static void remote_stop(bfs_exec *x)
     bfs_remote_close(rs->cmd);
     bfs_remote_close(rs->sub);
     close(rs->wake_fd);
+    explicit_bzero(&rs->url.auth, sizeof rs->url.auth); /* (the key) */
     free(rs);
     x->remote = NULL;
 }
@@ -1338,6 +1375,8 @@ void bfs_exec_get_stats(bfs_exec *x, bfs_exec_stats *st)
     xlock(x);
     st->remote = x->remote != NULL;
     st->remote_workers = x->remote ? x->remote->workers : 0;
+    bfs_remote_key_id_text(x->remote ? &x->remote->url.auth : NULL, st->remote_key_id,
+                           sizeof st->remote_key_id);
     xunlock(x);
     memset(&st->stages, 0, sizeof st->stages);
     for (int i = 0; i < x->nthreads; i++) {
@@ -1365,6 +1404,11 @@ const uint8_t *bfs_batch_data(const bfs_batch *b)
 uint64_t bfs_batch_size(const bfs_batch *b)
 {
     return b->size;
+}
+
+uint32_t bfs_batch_substitutes(const bfs_batch *b)
+{
+    return b->substituted; /* (final once READY: no worker writes it any more) */
 }
 
 int bfs_batch_fd(const bfs_batch *b)

@@ -59,8 +59,12 @@ typedef struct bfs_exec_stats {
     uint64_t remote_fallbacks; /* computed here after all: no worker alive, remote_wait_ms
                                 * passed, or Redis failed */
     uint64_t remote_errors;    /* Redis requests that failed */
-    uint64_t remote_corrupt;   /* values refused (checksum): deleted and asked again */
+    uint64_t remote_corrupt;   /* values refused (checksum, authentication, a key of another
+                                * type): computed here */
+    uint64_t remote_declined;  /* batches a worker declined (its copy or resources):
+                                * computed here */
     uint64_t remote_wait_ns;   /* summed wait of remote_hits, from asking to READY */
+    char remote_key_id[20];    /* remote_key='s id in hex, or "none" */
 } bfs_exec_stats;
 
 /*
@@ -270,6 +274,11 @@ void bfs_exec_get_stats(bfs_exec *x, bfs_exec_stats *st);
 /* bfs_batch_data / bfs_batch_size - the batch file's bytes; valid until release. */
 const uint8_t *bfs_batch_data(const bfs_batch *b);
 uint64_t bfs_batch_size(const bfs_batch *b);
+
+/* bfs_batch_substitutes - how many of the batch's slots hold a substitute for a bad sample
+ * (bad_sample=substitute): such a batch is served here but shared with no one (not through
+ * cache_dir, not through Redis), as the sample may be bad only on this host, or for a while. */
+uint32_t bfs_batch_substitutes(const bfs_batch *b);
 
 /* bfs_batch_fd - the read-only file holding exactly the batch's bytes in memfd mode (a
  * sealed memfd, or the cache_dir entry it was read from), or -1; owned by the executor,

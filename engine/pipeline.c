@@ -68,6 +68,7 @@ enum {
     OPT_REMOTE_WAIT_MS,
     OPT_REMOTE_FALLBACK,
     OPT_REMOTE_CLAIM_MS,
+    OPT_REMOTE_KEY,
     OPT_GROUP,
     OPT_COUNT
 };
@@ -122,6 +123,33 @@ static int set_path(const opt *d, bfs_pipeline_opts *o, const char *v, const cha
 static int show_path(const opt *d, const bfs_pipeline_opts *o, char *buf, size_t cap);
 static int set_remote(const opt *d, bfs_pipeline_opts *o, const char *v, const char **why);
 static int show_remote(const opt *d, const bfs_pipeline_opts *o, char *buf, size_t cap);
+static int set_remote_key(const opt *d, bfs_pipeline_opts *o, const char *v, const char **why)
+{
+    (void)d;
+    size_t n = strlen(v);
+    if (strcmp(v, "none") == 0) {
+        o->remote_key[0] = '\0';
+        return 0;
+    }
+    if (v[0] != '/') {
+        *why = "an absolute path (the daemon changes to / when it starts)";
+        return -EINVAL;
+    }
+    if (n >= sizeof o->remote_key) {
+        *why = "path too long (at most 511 bytes)";
+        return -EINVAL;
+    }
+    memcpy(o->remote_key, v, n + 1);
+    return 0;
+}
+
+static int show_remote_key(const opt *d, const bfs_pipeline_opts *o, char *buf, size_t cap)
+{
+    (void)d;
+    size_t n = strnlen(o->remote_key, sizeof o->remote_key);
+    return n ? snprintf(buf, cap, "%.*s", (int)n, o->remote_key) : snprintf(buf, cap, "none");
+}
+
 static int set_group(const opt *d, bfs_pipeline_opts *o, const char *v, const char **why);
 static int show_group(const opt *d, const bfs_pipeline_opts *o, char *buf, size_t cap);
 static int set_buckets(const opt *d, bfs_pipeline_opts *o, const char *v, const char **why);
@@ -267,6 +295,12 @@ static const opt table[OPT_COUNT] = {
                                  "worker: a batch job another worker took and has not finished "
                                  "for this long is taken over (that worker is presumed dead)"),
                              INT(remote_claim_ms, W_INT, 1, 86400000, 0)},
+    [OPT_REMOTE_KEY] = {PUB("remote_key", K, "FILE|none", "none",
+                            "a secret shared by the pipeline's workers and mounts (a file of "
+                            "16+ bytes, mode 600): batches in Redis are authenticated with it, "
+                            "so that no one without it can make a mount serve other bytes"),
+                        FIELD(remote_key), .set = set_remote_key, .show = show_remote_key,
+                        .allowed = "an absolute path or none"},
     [OPT_GROUP] = {PUB("group", K, "NAME|none", "none",
                        "dynamic sharding: mounts of the same pipeline with the same group "
                        "share a claim counter per epoch; each open of epoch/N/next serves the "

@@ -107,6 +107,8 @@ typedef struct bfs_pipeline_opts {
     int remote_wait_ms;      /* remote_wait_ms=N (10000), 1..86400000 */
     int remote_fallback;     /* remote_fallback=local|wait (BFS_REMOTE_*) */
     int remote_claim_ms;     /* remote_claim_ms=N (30000), 1..86400000: workers */
+    char remote_key[512];    /* remote_key=FILE|none ("" = none): values authenticated with
+                              * the secret in FILE (engine/remote/remote.h) */
     char group[65];          /* group=NAME|none ("" = none): dynamic sharding (claims.h) */
     /* a spec file's `fingerprint = X` line (MNT/pipeline's): the pipeline must have it */
     uint64_t want_fingerprint;

@@ -444,11 +444,11 @@ static void make_stats(fsstate *fs, text *t)
         tprintf(t,
                 "  \"remote\": {\"url\": \"%s\", \"workers\": %d, \"requested\": %llu, "
                 "\"hits\": %llu, \"fallbacks\": %llu, \"errors\": %llu, \"corrupt\": %llu, "
-                "\"wait_s\": %.6f},\n",
+                "\"declined\": %llu, \"key\": \"%s\", \"wait_s\": %.6f},\n",
                 url, st.remote_workers, (unsigned long long)st.remote_requested,
                 (unsigned long long)st.remote_hits, (unsigned long long)st.remote_fallbacks,
                 (unsigned long long)st.remote_errors, (unsigned long long)st.remote_corrupt,
-                st.remote_wait_ns / 1e9);
+                (unsigned long long)st.remote_declined, st.remote_key_id, st.remote_wait_ns / 1e9);
     }
     if (fs->claims) {
         bfs_claims_stats cs;

@@ -560,6 +560,8 @@ static void v_caches(frame *f, const span *s)
             l_printf(l, "   errors %s", s_num(b, s->cur, "remote.errors", 0));
         if (num(s->cur, "remote.corrupt", &x) && x > 0)
             l_printf(l, "   corrupt %s", s_num(b, s->cur, "remote.corrupt", 0));
+        if (num(s->cur, "remote.declined", &x) && x > 0)
+            l_printf(l, "   declined %s", s_num(b, s->cur, "remote.declined", 0));
         f_end(f);
     }
     /* dynamic sharding (group=): this mount's claims of epoch/N/next */

@@ -43,7 +43,8 @@ typedef struct worker {
     int hb_on;
     atomic_int hb_stop;
     /* counters */
-    unsigned long computed, stored_already, reclaimed, failed, errors;
+    unsigned long computed, stored_already, reclaimed, errors, declined, skipped;
+    int changed;          /* its dataset changed in place: it stops */
     uint64_t refused[16]; /* pipelines already named in the log */
     int nrefused;
 } worker;
@@ -135,8 +136,23 @@ static void on_orphan(void *arg, uint64_t fp, long long queued)
           diff[0] ? diff : "the same options, so another dataset (its files or their content)");
 }
 
-/* One job, done: computed (or found stored), stored, acknowledged. 0, or an error of Redis
- * (the job stays pending and is reclaimed by anyone after remote_claim_ms). */
+/* How long a decline of job j stays: as long as its asker waits (the mounts that wait for
+ * it compute it at once; a later ask queues a new job, which another worker may compute). */
+static int decline_ttl_ms(const worker *w, const bfs_remote_job *j)
+{
+    uint64_t ms = j->wait_ms ? j->wait_ms : 10000;
+    uint64_t ttl = (uint64_t)w->o->remote_ttl * 1000;
+    return (int)(ms < ttl ? ms : ttl);
+}
+
+/* One job, done: computed (or found stored), stored or declined, acknowledged. 0, or an
+ * error of Redis (the job stays pending and is reclaimed by anyone after remote_claim_ms).
+ *
+ * Nothing that depends on this worker's copy of the data or its resources is shared: a
+ * batch that fails here (a sample bad or changed on this host, out of memory, the dataset
+ * changed in place) or that holds a substitute for a sample bad here is declined, and the
+ * mounts compute it themselves; they fail it, or substitute, only if their own data says
+ * so. */
 static int serve(worker *w, const bfs_remote_job *j)
 {
     char err[1024];
@@ -151,25 +167,34 @@ static int serve(worker *w, const bfs_remote_job *j)
     if (st == 0) {
         bfs_batch *b;
         int rc = bfs_exec_get(w->x, j->epoch, j->k, &b, err, sizeof err);
-        if (rc) {
-            w->failed++;
-            if (bfs_err_is_resource(rc)) {
-                /* out of memory or descriptors here: says nothing about the batch; the
-                 * mount computes it itself after remote_wait_ms */
-                logf_(w, "epoch %" PRIu64 " batch %" PRIu64 ": %s (job dropped)", j->epoch, j->k,
-                      err);
-                return bfs_remote_ack(w->r, j);
-            }
-            /* a batch that fails (bad_sample=fail, no such batch) fails for every mount,
-             * with the same code and message: stored as such, the mounts fail it at once */
-            logf_(w, "epoch %" PRIu64 " batch %" PRIu64 ": %s (stored as failed)", j->epoch, j->k,
-                  err);
-            int e = bfs_remote_put_error(w->r, j->epoch, j->k, rc, err, w->o->remote_ttl * 1000);
+        uint32_t subs = rc ? 0 : bfs_batch_substitutes(b);
+        if (rc || subs) {
+            if (!rc)
+                snprintf(err, sizeof err,
+                         "%u sample(s) bad on worker %s, substituted there: its batch is not "
+                         "shared",
+                         subs, w->name);
+            w->declined++;
+            if (rc == BFS_E_CHANGED)
+                w->changed = 1;
+            logf_(w, "epoch %" PRIu64 " batch %" PRIu64 ": %s (declined: mounts compute it)",
+                  j->epoch, j->k, err);
+            bfs_batch_release(rc ? NULL : b);
+            int e = bfs_remote_decline(w->r, j->epoch, j->k, rc ? rc : BFS_E_REMOTE_DECLINED, err,
+                                       decline_ttl_ms(w, j));
             return e ? e : bfs_remote_ack(w->r, j);
         }
         rc = bfs_remote_put(w->r, j->epoch, j->k, bfs_batch_data(b), bfs_batch_size(b),
                             w->o->remote_ttl * 1000);
         bfs_batch_release(b);
+        if (rc == -ENOMEM || rc == -EIO) { /* this worker's trouble, not the batch's */
+            w->declined++;
+            snprintf(err, sizeof err, "%s", bfs_remote_error(w->r));
+            logf_(w, "epoch %" PRIu64 " batch %" PRIu64 ": %s (declined: mounts compute it)",
+                  j->epoch, j->k, err);
+            rc = bfs_remote_decline(w->r, j->epoch, j->k, rc, err, decline_ttl_ms(w, j));
+            return rc ? rc : bfs_remote_ack(w->r, j);
+        }
         if (rc)
             return rc;
         w->computed++;
@@ -193,6 +218,8 @@ int bfs_worker_run(const char *source, const bfs_pipeline_opts *o_in, const char
     o.epochs = 1000000;
     w.o = &o;
     int rc = bfs_remote_parse_url(o.remote, &w.url, err, sizeof err);
+    if (!rc && o.remote_key[0])
+        rc = bfs_remote_load_key(o.remote_key, &w.url.auth, err, sizeof err);
     if (rc) {
         logf_(&w, "%s", err);
         return rc;
@@ -227,11 +254,15 @@ int bfs_worker_run(const char *source, const bfs_pipeline_opts *o_in, const char
         logf_(&w, "%s", w.r ? bfs_remote_error(w.r) : err);
         goto out;
     }
-    char url[700];
+    char url[700], keyid[20];
     bfs_remote_url_text(&w.url, url, sizeof url);
+    bfs_remote_key_id_text(&w.url.auth, keyid, sizeof keyid);
     logf_(&w,
-          "serving pipeline %016" PRIx64 " of %s (%" PRIu64 " batches of %.1f MB an epoch) from %s",
-          w.fp, bfs_engine_source_path(w.e), bfs_engine_batches(w.e), bytes / 1e6, url);
+          "serving pipeline %016" PRIx64 " of %s (%" PRIu64
+          " batches of %.1f MB an epoch) from %s; values %s %s",
+          w.fp, bfs_engine_source_path(w.e), bfs_engine_batches(w.e), bytes / 1e6, url,
+          w.url.auth.on ? "authenticated with remote_key id" : "not authenticated:",
+          w.url.auth.on ? keyid : "no remote_key= (docs/scale-out.md, \"Security\")");
     atomic_store(&stop_requested, 0);
     struct sigaction sa = {.sa_handler = on_signal}, old_int, old_term;
     sigaction(SIGINT, &sa, &old_int);
@@ -252,15 +283,16 @@ int bfs_worker_run(const char *source, const bfs_pipeline_opts *o_in, const char
         if (now >= next_progress) {
             next_progress = now + PROGRESS_S;
             logf_(&w,
-                  "%lu batches computed, %lu found stored, %lu taken over, %lu failed; %.2f "
-                  "batches/s",
-                  w.computed, w.stored_already, w.reclaimed, w.failed,
+                  "%lu batches computed, %lu found stored, %lu taken over, %lu declined, %lu "
+                  "skipped (their askers no longer waited); %.2f batches/s",
+                  w.computed, w.stored_already, w.reclaimed, w.declined, w.skipped,
                   (double)w.computed / (now - t0));
         }
         /* hold a second job while the first is computed: the workers start it at once */
         if (nheld < MAX_HELD && (!batches || done + (unsigned long)nheld < batches)) {
             int got = bfs_remote_take(w.r, w.name, o.remote_claim_ms, nheld ? 1 : TAKE_BLOCK_MS,
                                       &held[nheld]);
+            w.skipped += held[nheld].skipped;
             if (got < 0) {
                 if (!down)
                     logf_(&w, "Redis: %s; retrying every second", bfs_remote_error(w.r));
@@ -291,22 +323,38 @@ int bfs_worker_run(const char *source, const bfs_pipeline_opts *o_in, const char
             done++;
         }
         memmove(held, held + 1, (size_t)(--nheld) * sizeof *held);
+        if (w.changed) {
+            logf_(&w,
+                  "the dataset %s changed in place under this worker: stopping (every batch "
+                  "would be declined; start it again on the new file)",
+                  bfs_engine_source_path(w.e));
+            break;
+        }
     }
-    while (nheld) { /* jobs in hand are finished, not left to time out */
+    /* out of the live set before anything else, so that mounts stop waiting for this
+     * worker at once (not when its heartbeat ages out, ~10 s later): the heartbeat thread
+     * first, or it would put the worker back */
+    if (w.hb_on) {
+        atomic_store(&w.hb_stop, 1);
+        pthread_join(w.hb, NULL);
+        w.hb_on = 0;
+    }
+    if (bfs_remote_leave(w.r, w.name))
+        logf_(&w, "leaving the set of live workers: %s (mounts count this worker for 10 s more)",
+              bfs_remote_error(w.r));
+    while (nheld) { /* jobs in hand (started: prefetched) are finished, not left to time out */
         if (serve(&w, &held[0]) < 0)
             logf_(&w, "epoch %" PRIu64 " batch %" PRIu64 ": Redis: %s (left for others)",
                   held[0].epoch, held[0].k, bfs_remote_error(w.r));
         memmove(held, held + 1, (size_t)(--nheld) * sizeof *held);
     }
-    logf_(&w, "stopping: %lu batches computed, %lu found stored, %lu taken over, %lu failed",
-          w.computed, w.stored_already, w.reclaimed, w.failed);
-    if (w.hb_on) {
-        atomic_store(&w.hb_stop, 1);
-        pthread_join(w.hb, NULL);
-    }
+    logf_(&w,
+          "stopping: %lu batches computed, %lu found stored, %lu taken over, %lu declined, %lu "
+          "skipped",
+          w.computed, w.stored_already, w.reclaimed, w.declined, w.skipped);
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);
-    rc = 0;
+    rc = w.changed ? BFS_E_CHANGED : 0;
 out:
     bfs_remote_close(w.r);
     bfs_exec_destroy(w.x);

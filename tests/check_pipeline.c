@@ -59,6 +59,7 @@ static const struct {
     {"remote_wait_ms", BFS_OPT_KNOB},
     {"remote_fallback", BFS_OPT_KNOB},
     {"remote_claim_ms", BFS_OPT_KNOB},
+    {"remote_key", BFS_OPT_KNOB},
     /* dynamic sharding (engine/claims.h): never changes a byte */
     {"group", BFS_OPT_KNOB},
 };
@@ -133,6 +134,11 @@ START_TEST(remote_options)
     bad("remote_fallback", "later", "one of local|wait");
     bad("remote_ttl", "0", "1..2592000");
     bad("remote_claim_ms", "-1", "1..86400000");
+    ok(&o, "remote_key", "/etc/batchfs/key");
+    ck_assert_str_eq(o.remote_key, "/etc/batchfs/key");
+    ok(&o, "remote_key", "none");
+    ck_assert_str_eq(o.remote_key, "");
+    bad("remote_key", "key", "an absolute path");
 }
 END_TEST
 
@@ -825,6 +831,7 @@ START_TEST(fingerprints)
                           "huge_pages=0",
                           "remote=redis://:pw@10.1.2.3:7000/2,remote_ttl=5",
                           "remote_wait_ms=1,remote_fallback=wait,remote_claim_ms=9",
+                          "remote_key=/etc/batchfs/key",
                           "group=g1",
                           "group=other"};
     for (size_t i = 0; i < sizeof same / sizeof *same; i++)

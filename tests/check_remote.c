@@ -1,11 +1,12 @@
 /*
  * check_remote.c — the Redis transport (engine/remote/remote.h) against a redis-server of
  * the suite's own on 127.0.0.1: URLs (good ones, and each bad one refused with its reason),
- * values (every header field and the checksum checked), one job from request to fetch,
+ * values (every header field and the checksum checked; with remote_key=, authenticated),
+ * key files, one job from request to fetch,
  * one job per batch however many trainers ask, a dead worker's job reclaimed after
  * claim_ms, corrupt and truncated values refused and deleted, passwords (none, wrong,
  * right), an unreachable server, a server restarted under a connection, heartbeats and
- * group claim counters.
+ * group claim counters, declines, keys of the wrong type, stale and cancelled jobs.
  */
 #include "engine/remote/remote.h"
 #include "base/err.h"
@@ -20,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -118,33 +120,153 @@ START_TEST(url_parse)
 }
 END_TEST
 
+/* A key file of the given bytes and mode; its path in path (256 bytes). */
+static void key_file(char *path, const char *name, const char *bytes, mode_t mode)
+{
+    const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    snprintf(path, 256, "%s/check_remote.%d.%s", tmp, (int)getpid(), name);
+    unlink(path);
+    ck_assert_int_eq(tu_write_file(path, bytes, strlen(bytes)), 0);
+    ck_assert_int_eq(chmod(path, mode), 0);
+}
+
+static void load(bfs_remote_auth *a, const char *name, const char *bytes)
+{
+    char path[256], err[512];
+    key_file(path, name, bytes, 0600);
+    ck_assert_msg(bfs_remote_load_key(path, a, err, sizeof err) == 0, "%s", err);
+    unlink(path);
+}
+
 START_TEST(value_checks)
 {
     uint8_t v[BFS_REMOTE_HDR + 100];
     for (int i = 0; i < 100; i++)
         v[BFS_REMOTE_HDR + i] = (uint8_t)(i * 7);
-    bfs_remote_value_header(v, FP, 3, 5, v + BFS_REMOTE_HDR, 100);
+    ck_assert_int_eq(bfs_remote_value_header(v, NULL, FP, 3, 5, v + BFS_REMOTE_HDR, 100),
+                     BFS_REMOTE_HDR);
     const uint8_t *p = NULL;
-    ck_assert_int_eq(bfs_remote_value_check(v, sizeof v, FP, 3, 5, 100, &p), 0);
+    ck_assert_int_eq(bfs_remote_value_check(v, sizeof v, NULL, FP, 3, 5, 100, &p), 0);
     ck_assert_ptr_eq(p, v + BFS_REMOTE_HDR);
     /* another pipeline, epoch, batch or size: refused */
-    ck_assert_int_eq(bfs_remote_value_check(v, sizeof v, FP + 1, 3, 5, 100, &p),
+    ck_assert_int_eq(bfs_remote_value_check(v, sizeof v, NULL, FP + 1, 3, 5, 100, &p),
                      BFS_E_REMOTE_VALUE);
-    ck_assert_int_eq(bfs_remote_value_check(v, sizeof v, FP, 4, 5, 100, &p), BFS_E_REMOTE_VALUE);
-    ck_assert_int_eq(bfs_remote_value_check(v, sizeof v, FP, 3, 6, 100, &p), BFS_E_REMOTE_VALUE);
-    ck_assert_int_eq(bfs_remote_value_check(v, sizeof v, FP, 3, 5, 99, &p), BFS_E_REMOTE_VALUE);
+    ck_assert_int_eq(bfs_remote_value_check(v, sizeof v, NULL, FP, 4, 5, 100, &p),
+                     BFS_E_REMOTE_VALUE);
+    ck_assert_int_eq(bfs_remote_value_check(v, sizeof v, NULL, FP, 3, 6, 100, &p),
+                     BFS_E_REMOTE_VALUE);
+    ck_assert_int_eq(bfs_remote_value_check(v, sizeof v, NULL, FP, 3, 5, 99, &p),
+                     BFS_E_REMOTE_VALUE);
     /* truncated, short of a header, empty */
-    ck_assert_int_eq(bfs_remote_value_check(v, sizeof v - 1, FP, 3, 5, 100, &p),
+    ck_assert_int_eq(bfs_remote_value_check(v, sizeof v - 1, NULL, FP, 3, 5, 100, &p),
                      BFS_E_REMOTE_VALUE);
-    ck_assert_int_eq(bfs_remote_value_check(v, 20, FP, 3, 5, 100, &p), BFS_E_REMOTE_VALUE);
-    ck_assert_int_eq(bfs_remote_value_check(v, 0, FP, 3, 5, 100, &p), BFS_E_REMOTE_VALUE);
+    ck_assert_int_eq(bfs_remote_value_check(v, 20, NULL, FP, 3, 5, 100, &p), BFS_E_REMOTE_VALUE);
+    ck_assert_int_eq(bfs_remote_value_check(v, 0, NULL, FP, 3, 5, 100, &p), BFS_E_REMOTE_VALUE);
     /* any flipped byte, header or payload */
     for (size_t i = 0; i < sizeof v; i++) {
         v[i] ^= 0x10;
-        ck_assert_int_eq(bfs_remote_value_check(v, sizeof v, FP, 3, 5, 100, &p),
+        ck_assert_int_eq(bfs_remote_value_check(v, sizeof v, NULL, FP, 3, 5, 100, &p),
                          BFS_E_REMOTE_VALUE);
         v[i] ^= 0x10;
     }
+}
+END_TEST
+
+/* remote_key=: values only a holder of the key can make (issue 30, item 3). */
+START_TEST(authenticated_values)
+{
+    bfs_remote_auth a, a2, b;
+    load(&a, "a", "0123456789abcdef0123456789abcdef\n");
+    load(&a2, "a2", "0123456789abcdef0123456789abcdef"); /* without the newline: the same */
+    load(&b, "b", "another secret of enough bytes");
+    ck_assert_mem_eq(a.key, a2.key, sizeof a.key);
+    ck_assert_mem_eq(a.id, a2.id, sizeof a.id);
+    ck_assert(memcmp(a.id, b.id, sizeof a.id) != 0);
+    char idtext[20];
+    bfs_remote_key_id_text(&a, idtext, sizeof idtext);
+    ck_assert_uint_eq(strlen(idtext), 16);
+    bfs_remote_key_id_text(NULL, idtext, sizeof idtext);
+    ck_assert_str_eq(idtext, "none");
+
+    enum { N = 3000 };
+    uint8_t *v = malloc(BFS_REMOTE_HDR_AUTH + N), *w = malloc(BFS_REMOTE_HDR_AUTH + N);
+    for (int i = 0; i < N; i++)
+        v[BFS_REMOTE_HDR_AUTH + i] = (uint8_t)(i * 11);
+    ck_assert_int_eq(bfs_remote_value_header(v, &a, FP, 3, 5, v + BFS_REMOTE_HDR_AUTH, N),
+                     BFS_REMOTE_HDR_AUTH);
+    const uint8_t *p = NULL;
+    size_t len = BFS_REMOTE_HDR_AUTH + N;
+    ck_assert_int_eq(bfs_remote_value_check(v, len, &a, FP, 3, 5, N, &p), 0);
+    ck_assert_ptr_eq(p, v + BFS_REMOTE_HDR_AUTH);
+    ck_assert_int_eq(bfs_remote_value_check(v, len, &a2, FP, 3, 5, N, &p), 0);
+    /* another key, no key */
+    ck_assert_int_eq(bfs_remote_value_check(v, len, &b, FP, 3, 5, N, &p), BFS_E_REMOTE_AUTH);
+    ck_assert_int_eq(bfs_remote_value_check(v, len, NULL, FP, 3, 5, N, &p), BFS_E_REMOTE_AUTH);
+    /* any byte flipped: refused (the header's names as a wrong value, the rest as forged) */
+    for (size_t i = 0; i < len; i++) {
+        v[i] ^= 0x04;
+        int rc = bfs_remote_value_check(v, len, &a, FP, 3, 5, N, &p);
+        ck_assert_msg(rc == (i >= 8 && i < 40 ? BFS_E_REMOTE_VALUE : BFS_E_REMOTE_AUTH) ||
+                          (i < 8 && rc == BFS_E_REMOTE_VALUE),
+                      "byte %zu flipped: %d", i, rc);
+        v[i] ^= 0x04;
+    }
+    /* two values of the same bytes differ (a fresh nonce each), both good */
+    memcpy(w, v, len);
+    ck_assert_int_eq(bfs_remote_value_header(w, &a, FP, 3, 5, w + BFS_REMOTE_HDR_AUTH, N),
+                     BFS_REMOTE_HDR_AUTH);
+    ck_assert(memcmp(w, v, BFS_REMOTE_HDR_AUTH) != 0);
+    ck_assert_int_eq(bfs_remote_value_check(w, len, &a, FP, 3, 5, N, &p), 0);
+    /* a forger without the key: other bytes under a plain header with the right XXH64
+     * (the fingerprint is public) pass the plain check, and never the keyed one */
+    uint8_t *f = malloc(BFS_REMOTE_HDR + N);
+    memset(f + BFS_REMOTE_HDR, 0xee, N);
+    ck_assert_int_eq(bfs_remote_value_header(f, NULL, FP, 3, 5, f + BFS_REMOTE_HDR, N),
+                     BFS_REMOTE_HDR);
+    ck_assert_int_eq(bfs_remote_value_check(f, BFS_REMOTE_HDR + N, NULL, FP, 3, 5, N, &p), 0);
+    ck_assert_int_eq(bfs_remote_value_check(f, BFS_REMOTE_HDR + N, &a, FP, 3, 5, N, &p),
+                     BFS_E_REMOTE_AUTH);
+    /* nor one made with another key, whose id it copies */
+    ck_assert_int_eq(bfs_remote_value_header(w, &b, FP, 3, 5, w + BFS_REMOTE_HDR_AUTH, N),
+                     BFS_REMOTE_HDR_AUTH);
+    memcpy(w + 40, a.id, 8);
+    ck_assert_int_eq(bfs_remote_value_check(w, len, &a, FP, 3, 5, N, &p), BFS_E_REMOTE_AUTH);
+    free(f);
+    free(v);
+    free(w);
+}
+END_TEST
+
+/* remote_key=FILE refused with a reason: unsafe modes, too short, not a file, missing. */
+START_TEST(key_files)
+{
+    bfs_remote_auth a;
+    char path[256], err[512];
+    key_file(path, "open", "0123456789abcdef0123456789abcdef", 0644);
+    ck_assert_int_eq(bfs_remote_load_key(path, &a, err, sizeof err), -EPERM);
+    ck_assert_msg(strstr(err, "chmod 600") && strstr(err, "0644"), "%s", err);
+    ck_assert_int_eq(a.on, 0);
+    ck_assert_int_eq(chmod(path, 0660), 0);
+    ck_assert_int_eq(bfs_remote_load_key(path, &a, err, sizeof err), -EPERM);
+    ck_assert_int_eq(chmod(path, 0400), 0);
+    ck_assert_int_eq(bfs_remote_load_key(path, &a, err, sizeof err), 0);
+    ck_assert_ptr_null(strstr(err, "0123456789abcdef")); /* (no message shows the key) */
+    unlink(path);
+    key_file(path, "short", "tooshort\n", 0600);
+    ck_assert_int_eq(bfs_remote_load_key(path, &a, err, sizeof err), -EINVAL);
+    ck_assert_msg(strstr(err, "at least 16") && strstr(err, "openssl rand"), "%s", err);
+    unlink(path);
+    ck_assert_int_eq(bfs_remote_load_key(path, &a, err, sizeof err), -ENOENT);
+    ck_assert_msg(strstr(err, path), "%s", err);
+    ck_assert_int_eq(mkfifo(path, 0600), 0); /* refused without blocking */
+    ck_assert_int_eq(bfs_remote_load_key(path, &a, err, sizeof err), BFS_E_NOT_REGULAR);
+    unlink(path);
+    char big[5000];
+    memset(big, 'k', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    key_file(path, "big", big, 0600);
+    ck_assert_int_eq(bfs_remote_load_key(path, &a, err, sizeof err), -EINVAL);
+    unlink(path);
 }
 END_TEST
 
@@ -152,12 +274,13 @@ START_TEST(job_round_trip)
 {
     bfs_remote *trainer = conn(), *trainer2 = conn(), *worker = conn();
     uint8_t batch[5000], got[5000];
+    char id[64];
     for (size_t i = 0; i < sizeof batch; i++)
         batch[i] = (uint8_t)(i * 13 + 1);
     ck_assert_int_eq(bfs_remote_fetch(trainer, 2, 9, got, sizeof got), 0); /* not there */
     /* two trainers ask: one job */
-    ck_assert_int_eq(bfs_remote_request(trainer, 2, 9, 10000), 1);
-    ck_assert_int_eq(bfs_remote_request(trainer2, 2, 9, 10000), 0);
+    ck_assert_int_eq(bfs_remote_request(trainer, 2, 9, 10000, id), 1);
+    ck_assert_int_eq(bfs_remote_request(trainer2, 2, 9, 10000, id), 0);
     bfs_remote_job job;
     ck_assert_int_eq(bfs_remote_take(worker, "w1", 30000, 100, &job), 1);
     ck_assert_uint_eq(job.epoch, 2);
@@ -184,7 +307,7 @@ START_TEST(job_round_trip)
     redisContext *ec = redisConnect("127.0.0.1", srv.port);
     freeReplyObject(redisCommand(ec, "DEL %s", evict));
     redisFree(ec);
-    ck_assert_int_eq(bfs_remote_request(trainer, 2, 9, 10000), 1);
+    ck_assert_int_eq(bfs_remote_request(trainer, 2, 9, 10000, id), 1);
     ck_assert_int_eq(bfs_remote_take(worker, "w1", 30000, 100, &job), 1);
     ck_assert_int_eq(bfs_remote_put(worker, 2, 9, batch, sizeof batch, 60000), 0);
     ck_assert_int_eq(bfs_remote_ack(worker, &job), 0);
@@ -209,7 +332,8 @@ END_TEST
 START_TEST(dead_worker_reclaimed)
 {
     bfs_remote *t = conn(), *a = conn(), *b = conn();
-    ck_assert_int_eq(bfs_remote_request(t, 0, 4, 10000), 1);
+    char id[64];
+    ck_assert_int_eq(bfs_remote_request(t, 0, 4, 10000, id), 1);
     bfs_remote_job ja, jb;
     ck_assert_int_eq(bfs_remote_take(a, "a", 300, 100, &ja), 1); /* a takes it and "dies" */
     ck_assert_int_eq(bfs_remote_take(b, "b", 300, 50, &jb), 0);  /* held: not b's yet */
@@ -263,7 +387,7 @@ START_TEST(corrupt_value_deleted)
     ck_assert_int_eq(bfs_remote_stored(r, 1, 1), 0);
     /* a good header, the payload cut short */
     uint8_t v[BFS_REMOTE_HDR + sizeof batch];
-    bfs_remote_value_header(v, FP, 1, 1, batch, sizeof batch);
+    bfs_remote_value_header(v, NULL, FP, 1, 1, batch, sizeof batch);
     memcpy(v + BFS_REMOTE_HDR, batch, sizeof batch);
     raw_set(key, v, sizeof v - 10);
     ck_assert_int_eq(bfs_remote_fetch(r, 1, 1, got, sizeof got), BFS_E_REMOTE_VALUE);
@@ -274,7 +398,7 @@ START_TEST(corrupt_value_deleted)
     raw_set(key, v, sizeof v);
     ck_assert_int_eq(bfs_remote_fetch(r, 1, 1, got, sizeof got), BFS_E_REMOTE_VALUE);
     v[BFS_REMOTE_HDR + 500] ^= 1;
-    bfs_remote_value_header(v, FP, 2, 1, batch, sizeof batch);
+    bfs_remote_value_header(v, NULL, FP, 2, 1, batch, sizeof batch);
     raw_set(key, v, sizeof v);
     ck_assert_int_eq(bfs_remote_fetch(r, 1, 1, got, sizeof got), BFS_E_REMOTE_VALUE);
     /* far longer than the batch: read to its end and refused */
@@ -285,7 +409,7 @@ START_TEST(corrupt_value_deleted)
     ck_assert_int_eq(bfs_remote_fetch(r, 1, 1, got, sizeof got), BFS_E_REMOTE_VALUE);
     ck_assert_int_eq(bfs_remote_stored(r, 1, 1), 0);
     /* the whole value: served */
-    bfs_remote_value_header(v, FP, 1, 1, batch, sizeof batch);
+    bfs_remote_value_header(v, NULL, FP, 1, 1, batch, sizeof batch);
     raw_set(key, v, sizeof v);
     ck_assert_int_eq(bfs_remote_fetch(r, 1, 1, got, sizeof got), 1);
     ck_assert_mem_eq(got, batch, sizeof batch);
@@ -301,6 +425,7 @@ START_TEST(passwords)
     bfs_remote_url u;
     char url[128], err[512];
     bfs_remote *r = NULL;
+    char id[64];
     snprintf(url, sizeof url, "redis://127.0.0.1:%d", s.port);
     ck_assert_int_eq(bfs_remote_parse_url(url, &u, err, sizeof err), 0);
     ck_assert_int_eq(bfs_remote_connect(&u, FP, 2000, &r, err, sizeof err), BFS_E_REMOTE);
@@ -314,7 +439,7 @@ START_TEST(passwords)
     snprintf(url, sizeof url, "redis://:right@127.0.0.1:%d/2", s.port);
     ck_assert_int_eq(bfs_remote_parse_url(url, &u, err, sizeof err), 0);
     ck_assert_int_eq(bfs_remote_connect(&u, FP, 2000, &r, err, sizeof err), 0);
-    ck_assert_int_eq(bfs_remote_request(r, 0, 0, 1000), 1);
+    ck_assert_int_eq(bfs_remote_request(r, 0, 0, 1000, id), 1);
     bfs_remote_close(r);
     /* a database the server does not have */
     snprintf(url, sizeof url, "redis://:right@127.0.0.1:%d/99", s.port);
@@ -345,6 +470,7 @@ START_TEST(server_restarted)
 {
     bfs_remote *t = conn(), *w = conn();
     uint8_t b[100], got[100];
+    char id[64];
     memset(b, 9, sizeof b);
     bfs_remote_job j;
     ck_assert_int_eq(bfs_remote_take(w, "w", 30000, 10, &j), 0);
@@ -355,7 +481,7 @@ START_TEST(server_restarted)
     ck_assert_int_eq(tu_redis_start(&srv, srv.port, NULL), 0);
     /* the same connections work again; the data did not survive (no persistence) */
     ck_assert_int_eq(bfs_remote_fetch(t, 0, 1, got, sizeof got), 0);
-    ck_assert_int_eq(bfs_remote_request(t, 0, 1, 10000), 1);
+    ck_assert_int_eq(bfs_remote_request(t, 0, 1, 10000, id), 1);
     ck_assert_int_eq(bfs_remote_take(w, "w", 30000, 100, &j), 1); /* group made again */
     ck_assert_uint_eq(j.k, 1);
     bfs_remote_close(t);
@@ -392,22 +518,27 @@ START_TEST(workers_and_claims)
 }
 END_TEST
 
-START_TEST(failed_batches)
+/* A worker's decline (issue 30, items 1 and 2): the mount is told to compute the batch
+ * itself; nothing of the worker's failure is served or kept as the batch's. */
+START_TEST(declined_batches)
 {
     bfs_remote *t = conn(), *w = conn();
     uint8_t got[100];
-    ck_assert_int_eq(bfs_remote_put_error(w, 3, 2, BFS_E_JPEG_DATA, "bad sample 7 (x.jpg)", 60000),
-                     0);
-    ck_assert_int_eq(bfs_remote_fetch(t, 3, 2, got, sizeof got), BFS_E_JPEG_DATA);
+    ck_assert_int_eq(bfs_remote_decline(w, 3, 2, BFS_E_CHANGED, "bad sample 7 (x.jpg)", 60000), 0);
+    ck_assert_int_eq(bfs_remote_fetch(t, 3, 2, got, sizeof got), BFS_E_REMOTE_DECLINED);
     ck_assert_str_eq(bfs_remote_error(t), "bad sample 7 (x.jpg)");
-    ck_assert_int_eq(bfs_remote_stored(t, 3, 2), 1); /* kept: every mount fails it */
-    /* a failure of another batch (a key someone copied) is a wrong value, not a failure */
+    /* a decline of another batch (a key someone copied) is a wrong value */
     uint8_t v[BFS_REMOTE_HDR + BFS_REMOTE_ERR_MAX];
     size_t n = bfs_remote_error_value(v, FP, 3, 9, BFS_E_JPEG_DATA, "elsewhere");
     char key[96];
     bfs_remote_key(key, sizeof key, FP, 3, 3);
     raw_set(key, v, n);
     ck_assert_int_eq(bfs_remote_fetch(t, 3, 3, got, sizeof got), BFS_E_REMOTE_VALUE);
+    /* a forged "failure" with EINTR as its code: still only a decline */
+    n = bfs_remote_error_value(v, FP, 3, 5, -EINTR, "interrupted");
+    bfs_remote_key(key, sizeof key, FP, 3, 5);
+    raw_set(key, v, n);
+    ck_assert_int_eq(bfs_remote_fetch(t, 3, 5, got, sizeof got), BFS_E_REMOTE_DECLINED);
     /* the message is cut at BFS_REMOTE_ERR_MAX, control bytes shown as '?' */
     char long_msg[2000];
     memset(long_msg, 'a', sizeof long_msg - 1);
@@ -422,6 +553,130 @@ START_TEST(failed_batches)
     ck_assert_int_eq(bfs_remote_error_check(v, n, FP + 1, 3, 4, msg, sizeof msg), 0);
     v[BFS_REMOTE_HDR + 5] ^= 1;
     ck_assert_int_eq(bfs_remote_error_check(v, n, FP, 3, 4, msg, sizeof msg), 0);
+    bfs_remote_close(t);
+    bfs_remote_close(w);
+}
+END_TEST
+
+/* Keys of another type (issue 30, item 4): a list at a batch's key, at its request marker
+ * or at the job stream is refused for that batch, deleted where it is a batch's own key,
+ * and the connection stays up. */
+START_TEST(wrong_types)
+{
+    bfs_remote *t = conn(), *w = conn();
+    redisContext *c = redisConnect("127.0.0.1", srv.port);
+    char b[96], q[96], jobs[64], id[64];
+    uint8_t got[100];
+    bfs_remote_key(b, sizeof b, FP, 4, 1);
+    snprintf(q, sizeof q, "bfs:{%016" PRIx64 "}:q:4:2", (uint64_t)FP);
+    snprintf(jobs, sizeof jobs, "bfs:{%016" PRIx64 "}:jobs", (uint64_t)FP);
+    freeReplyObject(redisCommand(c, "RPUSH %s x", b));
+    ck_assert_int_eq(bfs_remote_stored(w, 4, 1), 0); /* no value: the worker stores one */
+    ck_assert_int_eq(bfs_remote_fetch(t, 4, 1, got, sizeof got), BFS_E_REMOTE_REFUSED);
+    ck_assert_msg(strstr(bfs_remote_error(t), "WRONGTYPE") &&
+                      strstr(bfs_remote_error(t), "deleted"),
+                  "%s", bfs_remote_error(t));
+    redisReply *rep = redisCommand(c, "EXISTS %s", b);
+    ck_assert_int_eq(rep->integer, 0);
+    freeReplyObject(rep);
+    ck_assert_int_eq(bfs_remote_fetch(t, 4, 1, got, sizeof got), 0); /* the same connection */
+    /* a list as the request marker: refused, deleted; the next request queues */
+    freeReplyObject(redisCommand(c, "RPUSH %s x", q));
+    ck_assert_int_eq(bfs_remote_request(t, 4, 2, 10000, id), BFS_E_REMOTE_REFUSED);
+    ck_assert_msg(strstr(bfs_remote_error(t), "list"), "%s", bfs_remote_error(t));
+    ck_assert_int_eq(bfs_remote_request(t, 4, 2, 10000, id), 1);
+    ck_assert(id[0]);
+    /* a string as the job stream */
+    freeReplyObject(redisCommand(c, "DEL %s", jobs));
+    freeReplyObject(redisCommand(c, "SET %s x", jobs));
+    ck_assert_int_eq(bfs_remote_request(t, 4, 3, 10000, id), BFS_E_REMOTE_REFUSED);
+    ck_assert_msg(strstr(bfs_remote_error(t), "WRONGTYPE"), "%s", bfs_remote_error(t));
+    ck_assert_int_eq(bfs_remote_workers(t, 10000), 0); /* still connected */
+    redisFree(c);
+    bfs_remote_close(t);
+    bfs_remote_close(w);
+}
+END_TEST
+
+/* Values of a pipeline with remote_key= (issue 30, item 3), through Redis. */
+START_TEST(keyed_transport)
+{
+    bfs_remote_url u = {.port = srv.port};
+    snprintf(u.host, sizeof u.host, "127.0.0.1");
+    bfs_remote_url ku = u;
+    load(&ku.auth, "k", "shared secret of the pipeline!!");
+    bfs_remote *kw, *kt, *t = conn();
+    char err[512];
+    ck_assert_int_eq(bfs_remote_connect(&ku, FP, 2000, &kw, err, sizeof err), 0);
+    ck_assert_int_eq(bfs_remote_connect(&ku, FP, 2000, &kt, err, sizeof err), 0);
+    enum { N = 200000 };
+    uint8_t *batch = malloc(N), *got = malloc(N);
+    for (int i = 0; i < N; i++)
+        batch[i] = (uint8_t)(i * 31 + 7);
+    ck_assert_int_eq(bfs_remote_put(kw, 5, 1, batch, N, 60000), 0);
+    ck_assert_int_eq(bfs_remote_fetch(kt, 5, 1, got, N), 1);
+    ck_assert_mem_eq(got, batch, N);
+    int fd = memfd_create("check_remote", MFD_CLOEXEC);
+    ck_assert_int_eq(bfs_remote_fetch_fd(kt, 5, 1, fd, N), 1);
+    ck_assert_int_eq(pread(fd, got, N, 0), N);
+    ck_assert_mem_eq(got, batch, N);
+    close(fd);
+    /* a mount without the key cannot check it: refused, and kept for those who can */
+    ck_assert_int_eq(bfs_remote_fetch(t, 5, 1, got, N), BFS_E_REMOTE_AUTH);
+    ck_assert_msg(strstr(bfs_remote_error(t), "kept"), "%s", bfs_remote_error(t));
+    ck_assert_int_eq(bfs_remote_stored(t, 5, 1), 1);
+    /* a forged value (plain, right XXH64 of other bytes): refused by the keyed mount and
+     * deleted; served by a mount without a key (what docs/scale-out.md says) */
+    memset(batch, 0xab, N);
+    ck_assert_int_eq(bfs_remote_put(t, 5, 2, batch, N, 60000), 0);
+    ck_assert_int_eq(bfs_remote_fetch(t, 5, 2, got, N), 1);
+    ck_assert_int_eq(bfs_remote_fetch(kt, 5, 2, got, N), BFS_E_REMOTE_AUTH);
+    ck_assert_msg(strstr(bfs_remote_error(kt), "deleted"), "%s", bfs_remote_error(kt));
+    ck_assert_int_eq(bfs_remote_stored(t, 5, 2), 0);
+    /* a keyed value with its payload changed in Redis: forged, refused, deleted */
+    ck_assert_int_eq(bfs_remote_put(kw, 5, 3, batch, N, 60000), 0);
+    char key[96];
+    bfs_remote_key(key, sizeof key, FP, 5, 3);
+    redisContext *c = redisConnect("127.0.0.1", srv.port);
+    freeReplyObject(redisCommand(c, "SETRANGE %s 1000 x", key));
+    redisFree(c);
+    ck_assert_int_eq(bfs_remote_fetch(kt, 5, 3, got, N), BFS_E_REMOTE_AUTH);
+    ck_assert_int_eq(bfs_remote_stored(t, 5, 3), 0);
+    free(batch);
+    free(got);
+    bfs_remote_close(kw);
+    bfs_remote_close(kt);
+    bfs_remote_close(t);
+}
+END_TEST
+
+/* Jobs nobody waits for (issue 30, item 7): a job whose asker's wait is over is skipped by
+ * workers, a job its asker cancelled is gone, and a worker that leaves is not counted. */
+START_TEST(stale_and_cancelled_jobs)
+{
+    bfs_remote *t = conn(), *w = conn();
+    bfs_remote_job j;
+    char id[64];
+    ck_assert_int_eq(bfs_remote_take(w, "w", 30000, 10, &j), 0); /* makes the group */
+    ck_assert_int_eq(bfs_remote_request(t, 6, 1, 100, id), 1);   /* waited for 100 ms */
+    ck_assert_int_eq(bfs_remote_request(t, 6, 2, 60000, id), 1);
+    sleep_ms(250);
+    ck_assert_int_eq(bfs_remote_take(w, "w", 30000, 100, &j), 1);
+    ck_assert_uint_eq(j.k, 2);
+    ck_assert_uint_eq(j.skipped, 1);
+    ck_assert_uint_eq(j.wait_ms, 60000);
+    ck_assert_uint_gt(j.queued_ms, 0);
+    ck_assert_int_eq(bfs_remote_ack(w, &j), 0);
+    /* cancelled by its asker */
+    ck_assert_int_eq(bfs_remote_request(t, 6, 3, 60000, id), 1);
+    ck_assert_int_eq(bfs_remote_cancel(t, id), 0);
+    ck_assert_int_eq(bfs_remote_cancel(t, ""), 0);
+    ck_assert_int_eq(bfs_remote_take(w, "w", 30000, 50, &j), 0);
+    /* a worker that leaves is not alive any more */
+    ck_assert_int_eq(bfs_remote_heartbeat(w, "w"), 0);
+    ck_assert_int_eq(bfs_remote_workers(t, 10000), 1);
+    ck_assert_int_eq(bfs_remote_leave(w, "w"), 0);
+    ck_assert_int_eq(bfs_remote_workers(t, 10000), 0);
     bfs_remote_close(t);
     bfs_remote_close(w);
 }
@@ -460,6 +715,8 @@ static Suite *remote_suite(void)
     TCase *tc = tcase_create("offline");
     tcase_add_test(tc, url_parse);
     tcase_add_test(tc, value_checks);
+    tcase_add_test(tc, authenticated_values);
+    tcase_add_test(tc, key_files);
     suite_add_tcase(s, tc);
     tc = tcase_create("redis");
     tcase_add_checked_fixture(tc, server_up, server_down);
@@ -473,7 +730,10 @@ static Suite *remote_suite(void)
     tcase_add_test(tc, server_restarted);
     tcase_add_test(tc, workers_and_claims);
     tcase_add_test(tc, announcements);
-    tcase_add_test(tc, failed_batches);
+    tcase_add_test(tc, declined_batches);
+    tcase_add_test(tc, wrong_types);
+    tcase_add_test(tc, keyed_transport);
+    tcase_add_test(tc, stale_and_cancelled_jobs);
     suite_add_tcase(s, tc);
     return s;
 }

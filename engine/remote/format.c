@@ -1,7 +1,7 @@
 /*
- * format.c — the Redis transport's pure parts (see remote.h): `remote=` URLs, batch values
- * and keys. No hiredis here, so that option parsing (engine/pipeline.c) and the fuzz target
- * link without it.
+ * format.c — the Redis transport's pure parts (see remote.h): `remote=` URLs, keys and
+ * declines (batch values: auth.c). No hiredis here, so that option parsing
+ * (engine/pipeline.c) and the fuzz target link without it.
  */
 #include "engine/remote/remote.h"
 #include "engine/remote/remote_internal.h"
@@ -14,7 +14,6 @@
 #include <stdio.h>
 #include <string.h>
 
-static const uint8_t VALUE_MAGIC[8] = {'B', 'F', 'S', 'R', 'M', 'T', '0', '1'};
 static const uint8_t ERROR_MAGIC[8] = {'B', 'F', 'S', 'R', 'E', 'R', 'R', '1'};
 
 /* ---- URLs ------------------------------------------------------------------------------ */
@@ -157,37 +156,6 @@ void bfs_remote_url_text(const bfs_remote_url *u, char *buf, size_t cap)
 }
 
 /* ---- values ---------------------------------------------------------------------------- */
-
-void bfs_remote_value_header(uint8_t hdr[BFS_REMOTE_HDR], uint64_t fp, uint64_t epoch, uint64_t k,
-                             const uint8_t *data, uint64_t size)
-{
-    memcpy(hdr, VALUE_MAGIC, 8);
-    bfs_st64(hdr + 8, fp);
-    bfs_st64(hdr + 16, epoch);
-    bfs_st64(hdr + 24, k);
-    bfs_st64(hdr + 32, size);
-    bfs_st64(hdr + 40, bfs_xxh64(data, size, fp));
-}
-
-int bfs_remote_header_ok(const uint8_t hdr[48], uint64_t fp, uint64_t epoch, uint64_t k,
-                         uint64_t size, uint64_t *sum)
-{
-    *sum = bfs_ld64(hdr + 40);
-    return !memcmp(hdr, VALUE_MAGIC, 8) && bfs_ld64(hdr + 8) == fp && bfs_ld64(hdr + 16) == epoch &&
-           bfs_ld64(hdr + 24) == k && bfs_ld64(hdr + 32) == size;
-}
-
-int bfs_remote_value_check(const uint8_t *v, size_t len, uint64_t fp, uint64_t epoch, uint64_t k,
-                           uint64_t size, const uint8_t **payload)
-{
-    uint64_t sum;
-    if (len < BFS_REMOTE_HDR || len - BFS_REMOTE_HDR != size ||
-        !bfs_remote_header_ok(v, fp, epoch, k, size, &sum) ||
-        bfs_xxh64(v + BFS_REMOTE_HDR, size, fp) != sum)
-        return BFS_E_REMOTE_VALUE;
-    *payload = v + BFS_REMOTE_HDR;
-    return 0;
-}
 
 void bfs_remote_key(char *buf, size_t cap, uint64_t fp, uint64_t epoch, uint64_t k)
 {

@@ -29,6 +29,7 @@ struct bfs_remote {
     redisContext *c; /* NULL: to be (re)connected */
     int subscribed;  /* announcements only (bfs_remote_subscribe) */
     int opening;     /* in open_conn: no second try of a failed command */
+    int refused;     /* the last command's reply was an error (Redis answered, refusing) */
     uint8_t *bounce; /* BOUNCE bytes: a value on its way to a file (bfs_remote_fetch_fd) */
     char tag[24];    /* "{FP}" */
     char error[BFS_REMOTE_ERR_MAX + 256];
@@ -139,6 +140,7 @@ static int open_conn_once(bfs_remote *r)
 static redisReply *run(bfs_remote *r, int argc, const char **argv, const size_t *lens)
 {
     int fresh = !r->c || r->opening;
+    r->refused = 0;
     if (!r->c && open_conn(r))
         return NULL;
     redisReply *rep = redisCommandArgv(r->c, argc, argv, lens);
@@ -161,9 +163,17 @@ static redisReply *run(bfs_remote *r, int argc, const char **argv, const size_t 
     if (rep->type == REDIS_REPLY_ERROR) {
         snprintf(r->error, sizeof r->error, "%s: %.*s", argv[0], (int)rep->len, rep->str);
         freeReplyObject(rep);
+        r->refused = 1;
         return NULL;
     }
     return rep;
+}
+
+/* The code of a command that got no reply from run: Redis refused it (an error reply: a key
+ * of another type, maxmemory, an ACL) or the connection failed. */
+static int failure(const bfs_remote *r)
+{
+    return r->refused ? BFS_E_REMOTE_REFUSED : BFS_E_REMOTE;
 }
 
 int bfs_remote_connect(const bfs_remote_url *u, uint64_t fp, int timeout_ms, bfs_remote **out,
@@ -249,24 +259,62 @@ int bfs_remote_pipeline_text(bfs_remote *r, uint64_t fp, char *buf, size_t cap)
 
 /* ---- the trainer's side ---------------------------------------------------------------- */
 
-int bfs_remote_request(bfs_remote *r, uint64_t epoch, uint64_t k, int ttl_ms)
+int bfs_remote_request(bfs_remote *r, uint64_t epoch, uint64_t k, int ttl_ms, char id[64])
 {
     char q[96], ttl[24], e[24], kk[24], jobs[64];
+    id[0] = '\0';
     key(r, q, sizeof q, "q:%" PRIu64 ":%" PRIu64, epoch, k);
     snprintf(ttl, sizeof ttl, "%d", ttl_ms > 0 ? ttl_ms : 1);
     const char *set[6] = {"SET", q, "1", "NX", "PX", ttl};
     redisReply *rep = run(r, 6, set, NULL);
     if (!rep)
-        return BFS_E_REMOTE;
+        return failure(r);
     int mine = rep->type == REDIS_REPLY_STATUS;
     freeReplyObject(rep);
-    if (!mine)
-        return 0;
+    if (!mine) {
+        /* queued already, unless what is there is no marker of ours: SET NX does not look
+         * at a key's type, and a key of another type there (written by hand, or a bug)
+         * would stop the batch from being queued for good */
+        const char *type[2] = {"TYPE", q};
+        if (!(rep = run(r, 2, type, NULL)))
+            return failure(r);
+        int marker = rep->type == REDIS_REPLY_STATUS &&
+                     (!strcmp(rep->str, "string") || !strcmp(rep->str, "none"));
+        char what[32];
+        snprintf(what, sizeof what, "%.31s", rep->type == REDIS_REPLY_STATUS ? rep->str : "?");
+        freeReplyObject(rep);
+        if (marker)
+            return 0;
+        const char *del[2] = {"DEL", q};
+        simple(r, 2, del, NULL);
+        snprintf(r->error, sizeof r->error, "%s held a %s, not a request marker (deleted)", q,
+                 what);
+        return BFS_E_REMOTE_REFUSED;
+    }
     key(r, jobs, sizeof jobs, "jobs");
     snprintf(e, sizeof e, "%" PRIu64, epoch);
     snprintf(kk, sizeof kk, "%" PRIu64, k);
-    const char *av[10] = {"XADD", jobs, "MAXLEN", "~", "100000", "*", "e", e, "k", kk};
-    return simple(r, 10, av, NULL) ? BFS_E_REMOTE : 1;
+    /* w: how long the asker waits; a worker skips the job once that has passed (the asker
+     * computed the batch itself, or asked again with a new job) */
+    const char *av[12] = {"XADD", jobs, "MAXLEN", "~", "100000", "*", "e", e, "k", kk, "w", ttl};
+    if (!(rep = run(r, 12, av, NULL)))
+        return failure(r);
+    if (rep->type == REDIS_REPLY_STRING && rep->len < 64) {
+        memcpy(id, rep->str, rep->len);
+        id[rep->len] = '\0';
+    }
+    freeReplyObject(rep);
+    return 1;
+}
+
+int bfs_remote_cancel(bfs_remote *r, const char *id)
+{
+    if (!id[0])
+        return 0;
+    char jobs[64];
+    key(r, jobs, sizeof jobs, "jobs");
+    const char *del[3] = {"XDEL", jobs, id};
+    return simple(r, 3, del, NULL);
 }
 
 /* ---- values straight into their buffer ------------------------------------------------
@@ -333,10 +381,15 @@ static int sock_line(bfs_remote *r, char *line, size_t cap)
     }
 }
 
-/* 1 (dst holds a checked batch), 0 (no value), BFS_E_REMOTE_VALUE (a wrong value, read to
- * its end), BFS_E_REMOTE (the connection is dropped). */
+static const uint8_t DECLINE_MAGIC[8] = {'B', 'F', 'S', 'R', 'E', 'R', 'R', '1'};
+
+/* 1 (dst holds a checked batch), 0 (no value), BFS_E_REMOTE_VALUE or BFS_E_REMOTE_AUTH (a
+ * wrong value, read to its end; *foreign: made with another key or none, not forged),
+ * BFS_E_REMOTE_DECLINED (a worker declined it: r->error has its message),
+ * BFS_E_REMOTE_REFUSED (an error reply: a key of another type), BFS_E_REMOTE (the
+ * connection is dropped, or the file could not be written), -ENOMEM. */
 static int fetch_direct(bfs_remote *r, const char *key_, uint64_t epoch, uint64_t k, uint8_t *dst,
-                        int fd, uint64_t size)
+                        int fd, uint64_t size, int *foreign)
 {
     if (!dst && !r->bounce && !(r->bounce = malloc(BOUNCE))) {
         snprintf(r->error, sizeof r->error, "GET: out of memory");
@@ -364,14 +417,14 @@ static int fetch_direct(bfs_remote *r, const char *key_, uint64_t epoch, uint64_
         off += (size_t)w;
     }
     free(cmd);
-    char line[96];
+    char line[256];
     if (sock_line(r, line, sizeof line)) {
         drop(r);
         return BFS_E_REMOTE;
     }
-    if (line[0] == '-') {
-        snprintf(r->error, sizeof r->error, "GET: %s", line + 1);
-        return BFS_E_REMOTE;
+    if (line[0] == '-') { /* WRONGTYPE (a list at the key): Redis is fine, the key is not */
+        snprintf(r->error, sizeof r->error, "GET %s: %s", key_, line + 1);
+        return BFS_E_REMOTE_REFUSED;
     }
     uint64_t n;
     if (line[0] != '$' || (strcmp(line, "$-1") &&
@@ -382,110 +435,146 @@ static int fetch_direct(bfs_remote *r, const char *key_, uint64_t epoch, uint64_
     }
     if (!strcmp(line, "$-1"))
         return 0;
-    uint8_t hdr[BFS_REMOTE_HDR];
-    int right = n == BFS_REMOTE_HDR + size;
-    if (!right && n >= BFS_REMOTE_HDR && n <= BFS_REMOTE_HDR + BFS_REMOTE_ERR_MAX) {
-        /* small: a failure stored by a worker, or a wrong value */
+    uint8_t hdr[BFS_REMOTE_HDR_MAX];
+    size_t hl = n >= size ? (size_t)(n - size) : 0;
+    int batch_sized = n >= size && (hl == BFS_REMOTE_HDR || hl == BFS_REMOTE_HDR_AUTH);
+    size_t head = n < 8 ? (size_t)n : 8;
+    if (sock_read(r, hdr, head)) {
+        drop(r);
+        return BFS_E_REMOTE;
+    }
+    uint64_t left = n - head + 2; /* the rest of the value and its CRLF */
+    if (n >= BFS_REMOTE_HDR && n <= BFS_REMOTE_HDR + BFS_REMOTE_ERR_MAX &&
+        !memcmp(hdr, DECLINE_MAGIC, 8)) {
         uint8_t v[BFS_REMOTE_HDR + BFS_REMOTE_ERR_MAX + 2];
-        if (sock_read(r, v, (size_t)n + 2)) {
+        memcpy(v, hdr, 8);
+        if (sock_read(r, v + 8, (size_t)left)) {
             drop(r);
             return BFS_E_REMOTE;
         }
         char msg[BFS_REMOTE_ERR_MAX + 1];
-        int failed = bfs_remote_error_check(v, (size_t)n, r->fp, epoch, k, msg, sizeof msg);
-        if (!failed)
+        if (!bfs_remote_error_check(v, (size_t)n, r->fp, epoch, k, msg, sizeof msg))
             return BFS_E_REMOTE_VALUE;
         snprintf(r->error, sizeof r->error, "%s", msg);
-        return failed;
+        return BFS_E_REMOTE_DECLINED;
     }
-    uint64_t left = n + 2; /* the value and its CRLF */
-    bfs_xxh64_state h;
-    bfs_xxh64_init(&h, r->fp);
-    if (right) {
-        if (sock_read(r, hdr, sizeof hdr)) {
+    if (!batch_sized) { /* of no size a value of this batch has */
+        if (skip(r, left))
+            return BFS_E_REMOTE;
+        return BFS_E_REMOTE_VALUE;
+    }
+    if (sock_read(r, hdr + 8, hl - 8)) {
+        drop(r);
+        return BFS_E_REMOTE;
+    }
+    left -= hl - 8;
+    bfs_remote_check chk;
+    int rc = bfs_remote_check_begin(&chk, &r->url.auth, hdr, hl, r->fp, epoch, k, size);
+    if (rc) {
+        *foreign = rc == BFS_E_REMOTE_AUTH;
+        if (skip(r, left))
+            return BFS_E_REMOTE;
+        return rc == -ENOMEM ? BFS_E_REMOTE : rc;
+    }
+    for (uint64_t got = 0; got < size;) {
+        size_t chunk = size - got < BOUNCE ? (size_t)(size - got) : BOUNCE;
+        uint8_t *to = dst ? dst + got : r->bounce;
+        if (sock_read(r, to, chunk)) {
+            bfs_remote_check_abort(&chk);
             drop(r);
             return BFS_E_REMOTE;
         }
-        for (uint64_t got = 0; got < size;) {
-            size_t chunk = size - got < BOUNCE ? (size_t)(size - got) : BOUNCE;
-            uint8_t *to = dst ? dst + got : r->bounce;
-            if (sock_read(r, to, chunk)) {
-                drop(r);
+        bfs_remote_check_update(&chk, to, chunk);
+        left -= chunk;
+        if (!dst) {
+            int w = bfs_pwrite_all(fd, to, chunk, got);
+            if (w) { /* the file, not the connection: read the rest, then say so */
+                snprintf(r->error, sizeof r->error, "writing the batch file: %s", strerror(-w));
+                bfs_remote_check_abort(&chk);
+                skip(r, left);
                 return BFS_E_REMOTE;
             }
-            bfs_xxh64_update(&h, to, chunk);
-            if (!dst) {
-                int w = bfs_pwrite_all(fd, to, chunk, got);
-                if (w) { /* the file, not the connection: read the rest, then say so */
-                    snprintf(r->error, sizeof r->error, "writing the batch file: %s", strerror(-w));
-                    left = size - got - chunk + 2;
-                    right = 0;
-                    break;
-                }
-            }
-            got += chunk;
         }
-        if (right) {
-            left = 2;
-        } else { /* the file failed: the rest of the value is read, the connection kept */
-            skip(r, left);
-            return BFS_E_REMOTE;
-        }
+        got += chunk;
     }
-    if (skip(r, left)) /* what is left: the CRLF, or all of a value of the wrong size */
+    if (skip(r, left)) { /* the CRLF */
+        bfs_remote_check_abort(&chk);
         return BFS_E_REMOTE;
-    uint64_t sum;
-    if (!right || !bfs_remote_header_ok(hdr, r->fp, epoch, k, size, &sum) ||
-        sum != bfs_xxh64_digest(&h))
-        return BFS_E_REMOTE_VALUE;
-    return 1;
+    }
+    rc = bfs_remote_check_end(&chk);
+    if (rc == -EIO) {
+        snprintf(r->error, sizeof r->error, "GET: checking the value failed (OpenSSL)");
+        return BFS_E_REMOTE;
+    }
+    return rc ? rc : 1;
 }
 
 static int fetch_any(bfs_remote *r, uint64_t epoch, uint64_t k, uint8_t *dst, int fd, uint64_t size)
 {
     char b[96];
     bfs_remote_key(b, sizeof b, r->fp, epoch, k);
-    int fresh = !r->c;
+    int fresh = !r->c, foreign = 0;
     if (!r->c && open_conn(r))
         return BFS_E_REMOTE;
     int rc;
     if (r->c->reader->pos == r->c->reader->len && (!r->c->obuf || !r->c->obuf[0])) {
-        rc = fetch_direct(r, b, epoch, k, dst, fd, size);
+        rc = fetch_direct(r, b, epoch, k, dst, fd, size, &foreign);
         if (rc == BFS_E_REMOTE && !fresh && !r->c) { /* a closed connection: once more */
             if (open_conn(r))
                 return BFS_E_REMOTE;
-            rc = fetch_direct(r, b, epoch, k, dst, fd, size);
+            rc = fetch_direct(r, b, epoch, k, dst, fd, size, &foreign);
         }
     } else { /* (never seen) hiredis holds unread bytes: its own way */
         const char *av[2] = {"GET", b};
         redisReply *rep = run(r, 2, av, NULL);
         if (!rep)
-            return BFS_E_REMOTE;
+            return failure(r);
         const uint8_t *p = NULL;
         char msg[BFS_REMOTE_ERR_MAX + 1];
-        int failed = rep->type == REDIS_REPLY_STRING
-                         ? bfs_remote_error_check((const uint8_t *)rep->str, rep->len, r->fp, epoch,
-                                                  k, msg, sizeof msg)
-                         : 0;
+        int declined = rep->type == REDIS_REPLY_STRING &&
+                       bfs_remote_error_check((const uint8_t *)rep->str, rep->len, r->fp, epoch, k,
+                                              msg, sizeof msg);
         rc = rep->type != REDIS_REPLY_STRING
                  ? 0
-                 : bfs_remote_value_check((const uint8_t *)rep->str, rep->len, r->fp, epoch, k,
-                                          size, &p);
-        if (rc == 0 && p) {
+                 : bfs_remote_value_check((const uint8_t *)rep->str, rep->len, &r->url.auth, r->fp,
+                                          epoch, k, size, &p);
+        if (declined) {
+            snprintf(r->error, sizeof r->error, "%s", msg);
+            rc = BFS_E_REMOTE_DECLINED;
+        } else if (rc == 0 && p) {
             rc = 1;
             if (dst)
                 memcpy(dst, p, size);
             else if (bfs_pwrite_all(fd, p, size, 0))
                 rc = BFS_E_REMOTE;
-        } else if (failed) {
-            snprintf(r->error, sizeof r->error, "%s", msg);
-            rc = failed;
+        } else if (rc < 0 && rc != BFS_E_REMOTE_VALUE && rc != BFS_E_REMOTE_AUTH) {
+            rc = BFS_E_REMOTE;
         }
         freeReplyObject(rep);
     }
-    if (rc == BFS_E_REMOTE_VALUE) {
-        snprintf(r->error, sizeof r->error, "%s: %s (deleted, to be computed again)", b,
-                 bfs_strerror(rc));
+    if (rc == BFS_E_REMOTE_AUTH && !r->url.auth.on) {
+        /* made with a key, which this mount lacks: the mounts that have it can use it, so
+         * it stays */
+        snprintf(r->error, sizeof r->error,
+                 "%s: authenticated with a remote_key, and this mount has none: kept for the "
+                 "mounts that have it",
+                 b);
+        return rc;
+    }
+    if (rc == BFS_E_REMOTE_VALUE || rc == BFS_E_REMOTE_AUTH || rc == BFS_E_REMOTE_REFUSED) {
+        /* wrong bytes, a forgery or a key of another type: out of the way, so that a worker
+         * stores the batch again. A mount with a key deletes values made without it or with
+         * another one too: in a pipeline whose workers have the key such a value is forged
+         * (or a misconfigured worker's, which the log says), and if kept it would stand in
+         * the way of the batch for good (a value may be stored without a TTL) */
+        char why[600];
+        snprintf(why, sizeof why, "%.599s",
+                 rc == BFS_E_REMOTE_REFUSED ? r->error
+                 : foreign ? "made without remote_key= or with another key (remote_key= must "
+                             "be the same file on the workers and mounts of a pipeline), or "
+                             "forged"
+                           : bfs_strerror(rc));
+        snprintf(r->error, sizeof r->error, "%s: %s (deleted)", b, why);
         char q[96];
         key(r, q, sizeof q, "q:%" PRIu64 ":%" PRIu64, epoch, k);
         const char *del[3] = {"DEL", b, q};
@@ -589,7 +678,11 @@ static int parse_entry(const redisReply *e, bfs_remote_job *job)
             job->epoch = x, have |= 1;
         else if (n->str[0] == 'k')
             job->k = x, have |= 2;
+        else if (n->str[0] == 'w')
+            job->wait_ms = x;
     }
+    /* the entry's ID is "MS-SEQ", MS the time Redis added it (its own clock) */
+    job->queued_ms = strtoull(job->id, NULL, 10);
     return have == 3 ? 0 : -2;
 }
 
@@ -632,6 +725,23 @@ static int first_entry(bfs_remote *r, const char *jobs, const redisReply *list, 
     return 0;
 }
 
+/* Taken job: 1 to serve it, 0 when its asker has stopped waiting for it (its w passed on
+ * Redis's clock: the asker computed the batch itself or queued a new job, or is gone), so
+ * it is acknowledged, deleted and counted in job->skipped; -1 on a failed TIME (served). */
+static int stale(bfs_remote *r, const char *jobs, bfs_remote_job *job)
+{
+    uint64_t now;
+    if (!job->wait_ms || !job->queued_ms)
+        return 1; /* (a job of a mount that says nothing of its wait) */
+    if (redis_ms(r, &now))
+        return 1;
+    if (now <= job->queued_ms + job->wait_ms)
+        return 1;
+    discard(r, jobs, job->id);
+    job->skipped++;
+    return 0;
+}
+
 int bfs_remote_take(bfs_remote *r, const char *name, int claim_ms, int block_ms,
                     bfs_remote_job *job)
 {
@@ -640,7 +750,10 @@ int bfs_remote_take(bfs_remote *r, const char *name, int claim_ms, int block_ms,
     snprintf(idle, sizeof idle, "%d", claim_ms > 0 ? claim_ms : 1);
     snprintf(block, sizeof block, "%d", block_ms > 0 ? block_ms : 1);
     memset(job, 0, sizeof *job);
-    for (int tries = 0; tries < 8; tries++) {
+    for (int tries = 0; tries < 64; tries++) {
+        unsigned skipped = job->skipped;
+        memset(job, 0, sizeof *job);
+        job->skipped = skipped;
         const char *av[8] = {"XAUTOCLAIM", jobs, "workers", name, idle, "0-0", "COUNT", "1"};
         redisReply *rep = run(r, 8, av, NULL);
         if (!rep) {
@@ -652,6 +765,8 @@ int bfs_remote_take(bfs_remote *r, const char *name, int claim_ms, int block_ms,
                       ? first_entry(r, jobs, rep->element[1], job)
                       : 0;
         freeReplyObject(rep);
+        if (got > 0 && (got = stale(r, jobs, job)) == 0)
+            continue; /* (skipped; look again) */
         if (got < 0)
             continue;
         if (got) {
@@ -678,6 +793,8 @@ int bfs_remote_take(bfs_remote *r, const char *name, int claim_ms, int block_ms,
                 got = first_entry(r, jobs, s->element[1], job);
         }
         freeReplyObject(rep);
+        if (got > 0 && (got = stale(r, jobs, job)) == 0)
+            continue;
         if (got < 0)
             continue;
         return got;
@@ -689,11 +806,13 @@ int bfs_remote_stored(bfs_remote *r, uint64_t epoch, uint64_t k)
 {
     char b[96];
     bfs_remote_key(b, sizeof b, r->fp, epoch, k);
-    const char *av[2] = {"EXISTS", b};
+    /* a string: a value (checked by the mounts that fetch it); a key of another type (a
+     * list written by hand) is no value, and is overwritten by the worker's SET */
+    const char *av[2] = {"TYPE", b};
     redisReply *rep = run(r, 2, av, NULL);
     if (!rep)
         return BFS_E_REMOTE;
-    int n = rep->type == REDIS_REPLY_INTEGER && rep->integer > 0;
+    int n = rep->type == REDIS_REPLY_STATUS && !strcmp(rep->str, "string");
     freeReplyObject(rep);
     return n;
 }
@@ -701,19 +820,24 @@ int bfs_remote_stored(bfs_remote *r, uint64_t epoch, uint64_t k)
 int bfs_remote_put(bfs_remote *r, uint64_t epoch, uint64_t k, const uint8_t *data, uint64_t size,
                    int ttl_ms)
 {
-    uint8_t *v = malloc(BFS_REMOTE_HDR + size);
+    size_t hl = bfs_remote_hdr_len(&r->url.auth);
+    uint8_t *v = malloc(hl + size);
     if (!v) {
         snprintf(r->error, sizeof r->error, "storing a batch of %" PRIu64 " bytes: out of memory",
                  size);
         return -ENOMEM;
     }
-    bfs_remote_value_header(v, r->fp, epoch, k, data, size);
-    memcpy(v + BFS_REMOTE_HDR, data, size);
+    if (bfs_remote_value_header(v, &r->url.auth, r->fp, epoch, k, data, size) != (int)hl) {
+        snprintf(r->error, sizeof r->error, "authenticating a batch failed (OpenSSL)");
+        free(v);
+        return -EIO;
+    }
+    memcpy(v + hl, data, size);
     char b[96], ttl[24], done[64], msg[48];
     bfs_remote_key(b, sizeof b, r->fp, epoch, k);
     snprintf(ttl, sizeof ttl, "%d", ttl_ms > 0 ? ttl_ms : 1);
     const char *av[5] = {"SET", b, (const char *)v, "PX", ttl};
-    size_t lens[5] = {3, strlen(b), BFS_REMOTE_HDR + size, 2, strlen(ttl)};
+    size_t lens[5] = {3, strlen(b), hl + size, 2, strlen(ttl)};
     int rc = simple(r, 5, av, lens);
     free(v);
     if (rc)
@@ -731,8 +855,8 @@ int bfs_remote_put(bfs_remote *r, uint64_t epoch, uint64_t k, const uint8_t *dat
     return simple(r, 3, pub, NULL);
 }
 
-int bfs_remote_put_error(bfs_remote *r, uint64_t epoch, uint64_t k, int rc, const char *msg,
-                         int ttl_ms)
+int bfs_remote_decline(bfs_remote *r, uint64_t epoch, uint64_t k, int rc, const char *msg,
+                       int ttl_ms)
 {
     uint8_t v[BFS_REMOTE_HDR + BFS_REMOTE_ERR_MAX];
     size_t n = bfs_remote_error_value(v, r->fp, epoch, k, rc, msg);
@@ -760,6 +884,14 @@ int bfs_remote_ack(bfs_remote *r, const bfs_remote_job *job)
     const char *del[3] = {"XDEL", jobs, job->id};
     int rc = simple(r, 4, ack, NULL);
     return rc ? rc : simple(r, 3, del, NULL);
+}
+
+int bfs_remote_leave(bfs_remote *r, const char *name)
+{
+    char w[64];
+    key(r, w, sizeof w, "workers");
+    const char *av[3] = {"ZREM", w, name};
+    return simple(r, 3, av, NULL);
 }
 
 int bfs_remote_heartbeat(bfs_remote *r, const char *name)

@@ -8,9 +8,4 @@
 /* Decimal digits [s, s + n) into *v (<= max). -1 when empty, not digits or too large. */
 int bfs_remote_decimal(const char *s, size_t n, uint64_t max, uint64_t *v);
 
-/* bfs_remote_header_ok - whether a value's header names batch (fp, epoch, k) of size
- * bytes; *sum: the XXH64 (seeded with fp) its bytes must have. */
-int bfs_remote_header_ok(const uint8_t hdr[48], uint64_t fp, uint64_t epoch, uint64_t k,
-                         uint64_t size, uint64_t *sum);
-
 #endif

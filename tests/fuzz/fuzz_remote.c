@@ -9,10 +9,12 @@
  * the fields are bounded and NUL-terminated, the port in 1..65535, the db >= 0, and the
  * URL written back without its password (bfs_remote_url_text) parses to the same host,
  * port, db and user; on failure -EINVAL with a message. Value (odd): bytes 1..8 are the
- * size the caller expects (mod 4 KiB), the rest the value; the check either refuses it
- * (BFS_E_REMOTE_VALUE) or returns a payload inside the value whose header matches and
- * whose bytes hash to the header's checksum; then a valid value is built from the same
- * payload and must pass, and with one byte flipped (chosen by the input) must not.
+ * size the caller expects (mod 4 KiB), the rest the value; the check without a key either
+ * refuses it (BFS_E_REMOTE_VALUE, BFS_E_REMOTE_AUTH) or returns a payload inside the value
+ * whose header matches and whose bytes hash to the header's checksum; the check with a
+ * key (remote_key=) refuses it (no input can carry a tag of a key it does not know); then
+ * a valid value, plain and authenticated, is built from the same payload and must pass,
+ * and with one byte flipped (chosen by the input) must not.
  * Seeds: tests/fuzz/seeds/remote/.
  */
 #include "engine/remote/remote.h"
@@ -86,23 +88,32 @@ static void value(const uint8_t *d, size_t n)
     text[tn] = '\0';
     size_t en = bfs_remote_error_value(ev, fp, epoch, k, -5, text);
     CHECK(bfs_remote_error_check(ev, en, fp, epoch, k, msg, sizeof msg) == -5);
-    int rc = bfs_remote_value_check(d, n, fp, epoch, k, want, &p);
+    int rc = bfs_remote_value_check(d, n, NULL, fp, epoch, k, want, &p);
     if (rc) {
-        CHECK(rc == BFS_E_REMOTE_VALUE);
+        CHECK(rc == BFS_E_REMOTE_VALUE || rc == BFS_E_REMOTE_AUTH);
     } else {
         CHECK(p == d + BFS_REMOTE_HDR && n == BFS_REMOTE_HDR + want);
     }
+    bfs_remote_auth key = {.on = 1};
+    memset(key.key, 0x5c, sizeof key.key);
+    memset(key.id, 0x36, sizeof key.id);
+    rc = bfs_remote_value_check(d, n, &key, fp, epoch, k, want, &p);
+    CHECK(rc == BFS_E_REMOTE_VALUE || rc == BFS_E_REMOTE_AUTH);
     /* a value built from these bytes passes; any byte flipped fails */
     uint64_t size = n < want ? n : want;
-    uint8_t *v = malloc(BFS_REMOTE_HDR + size + 1);
+    uint8_t *v = malloc(BFS_REMOTE_HDR_MAX + size + 1);
     CHECK(v);
-    memcpy(v + BFS_REMOTE_HDR, d, size);
-    bfs_remote_value_header(v, fp, epoch, k, v + BFS_REMOTE_HDR, size);
-    CHECK(bfs_remote_value_check(v, BFS_REMOTE_HDR + size, fp, epoch, k, size, &p) == 0);
-    size_t at = (n ? d[0] * 251u + (n > 1 ? d[1] : 0) : 0) % (BFS_REMOTE_HDR + size);
-    v[at] ^= 0x01;
-    CHECK(bfs_remote_value_check(v, BFS_REMOTE_HDR + size, fp, epoch, k, size, &p) ==
-          BFS_E_REMOTE_VALUE);
+    size_t at = n ? d[0] * 251u + (n > 1 ? d[1] : 0) : 0;
+    for (int keyed = 0; keyed < 2; keyed++) {
+        const bfs_remote_auth *a = keyed ? &key : NULL;
+        size_t hl = bfs_remote_hdr_len(a);
+        memcpy(v + hl, d, size);
+        CHECK(bfs_remote_value_header(v, a, fp, epoch, k, v + hl, size) == (int)hl);
+        CHECK(bfs_remote_value_check(v, hl + size, a, fp, epoch, k, size, &p) == 0 && p == v + hl);
+        v[at % (hl + size)] ^= 0x01;
+        rc = bfs_remote_value_check(v, hl + size, a, fp, epoch, k, size, &p);
+        CHECK(rc == BFS_E_REMOTE_VALUE || rc == BFS_E_REMOTE_AUTH);
+    }
     free(v);
 }
 

@@ -4,19 +4,32 @@
 #  1. a mount with remote= served by a worker: identical bytes to a plain mount, nothing
 #     computed by the mount (/stats remote.hits, batches.computed 0, remote.workers 1);
 #     then the values evicted from Redis: a new mount gets them again, without waiting;
-#  2. a worker that dies holding jobs (a "ghost" consumer takes them and never answers):
-#     another worker takes them over after remote_claim_ms, the reader gets its batch;
+#  2. a worker stopped with SIGTERM leaves the set of live workers at once (no mount waits
+#     for it); a worker that dies holding jobs (a "ghost" consumer, kept alive by a
+#     heartbeat of the test's, takes them and never answers): another worker takes them
+#     over after remote_claim_ms, the reader gets its batch; jobs a mount computed itself
+#     are deleted from the stream (no worker computes them again);
 #  3. Redis killed mid-epoch: the mount computes (fallback), identical bytes, no hang;
 #     Redis restarted: worker and mounts reconnect and are served remotely again;
-#  4. a corrupt value in Redis: refused (checksum), counted, served right;
+#  4. a corrupt value in Redis: refused (checksum), counted, computed here right; a list at
+#     batch keys, with remote_fallback=wait and a worker alive: no stall, computed here;
+#     forged values (the fingerprint is public): a "failure" with EINTR computed here and
+#     served, a batch of other bytes with the right XXH64 served by a mount without
+#     remote_key= (as docs/scale-out.md says);
 #  5. a mount of another pipeline: the worker names it in its log with the options that
 #     differ, and does not serve it;
 #  6. Redis unreachable at mount: remote_fallback=wait refuses the mount with the reason,
 #     remote_fallback=local mounts and computes;
 #  7. group= across mounts through Redis: two mounts' readers of epoch/N/next get every batch
 #     of the epoch once between them (identical bytes), then ENODATA;
-#  8. a batch that fails on the worker (bad_sample=fail) fails on the mount at once, even
-#     with remote_fallback=wait, the worker's message in the mount's log;
+#  8. a batch that fails on the worker (bad_sample=fail) is declined: the mount computes it
+#     at once, even with remote_fallback=wait, and fails it only as its own data says;
+# 10. a worker whose copy of an ImageFolder has a sample bad only there: its batch holds a
+#     substitute and is declined, never stored; an intact mount serves and publishes the
+#     right bytes;
+# 11. a worker whose .bfs changed in place: it declines and stops; a mount computes;
+# 12. remote_key=: a worker and mounts with the key, identical bytes; a forged value
+#     refused and computed here; bad key files refused at mount;
 #  9. a wrong password: the worker exits 1 saying AUTH was refused;
 # and first, usage errors of `batchfs worker` and of the remote options (exit 2, a reason).
 . "$(dirname "$0")/lib.sh"
@@ -26,6 +39,8 @@ command -v redis-server >/dev/null || fail "redis-server is missing (make deps i
 "$GEN" "$T/images" 3 16 48 120 4
 "$MKBATCHFS" --quiet "$T/images" "$T/d.bfs"
 OPTS=batch=8,size=32,seed=5 # 48 samples: 6 batches an epoch
+REMOTE_TOOL=$BUILD/tests/remote_tool # forges values (tests/remote_tool_main.c)
+[ -x "$REMOTE_TOOL" ] || fail "$REMOTE_TOOL is missing (make all-tests builds it)"
 
 # a tiny RESP client: raw Redis commands around batchfs (ghost consumers, corrupt values)
 cat >"$T/resp.py" <<'EOF'
@@ -60,6 +75,11 @@ if __name__ == "__main__":
     elif what == "xlen": print(cmd(c, "XLEN", sys.argv[3]))
     elif what == "zcard": print(cmd(c, "ZCARD", sys.argv[3]))
     elif what == "set": print(cmd(c, "SET", sys.argv[3], sys.argv[4].encode()))
+    elif what == "setfile": print(cmd(c, "SET", sys.argv[3], open(sys.argv[4], "rb").read()))
+    elif what == "rpush": print(cmd(c, "RPUSH", sys.argv[3], sys.argv[4]))
+    elif what == "heartbeat":  # ZADD KEY now NAME, now on Redis's clock, as a worker does
+        s, us = cmd(c, "TIME")
+        print(cmd(c, "ZADD", sys.argv[3], int(s) * 1000 + int(us) // 1000, sys.argv[4]))
     elif what == "del": print(cmd(c, "DEL", sys.argv[3]))
     elif what == "ghost":  # take every queued job as consumer "ghost", answer none
         r = cmd(c, "XREADGROUP", "GROUP", "workers", "ghost", "COUNT", "100", "STREAMS", sys.argv[3], ">")
@@ -114,7 +134,9 @@ expect_log 'remote: no worker of pipeline [0-9a-f]+ is alive'
 expect_log 'remote: [0-9]+ worker\(s\) alive'
 expect_log 'remote.*(Connection refused|Connection reset|connection lost|Server closed)'
 expect_log 'remote: Redis answers again'
-expect_log 'remote: bfs:.*deleted, to be computed again'
+expect_log 'remote: epoch [0-9]+ batch [0-9]+: bfs:.*\(deleted\); computing it here'
+expect_log 'remote: batches from Redis are checked, not authenticated \(no remote_key=\)'
+expect_log 'remote: epoch [0-9]+ batch [0-9]+: a worker could not compute it \(.*\); computing it here'
 expect_log 'computing batches here until Redis answers'
 expect_log 'remote.*NOAUTH' # (a mount still up when Redis comes back with a password)
 
@@ -137,7 +159,7 @@ usage "remote_fallback=later: must be one of local|wait" "$T/d.bfs" "$T" -o remo
 usage "remote_wait_ms=0: must be an integer in 1..86400000" "$T/d.bfs" "$T" -o remote_wait_ms=0
 ok "usage errors: worker without remote=, stray arguments, bad URLs and values, each named"
 
-mkdir "$T/ref" "$T/m1" "$T/m2" "$T/m3" "$T/m4" "$T/m6" "$T/m7" "$T/g1" "$T/g2"
+mkdir "$T/ref" "$T/m1" "$T/m2" "$T/m3" "$T/m4" "$T/m6" "$T/m7" "$T/m8" "$T/g1" "$T/g2"
 start_redis
 mount_bfs "$T/d.bfs" ref -o "$OPTS"
 
@@ -162,14 +184,28 @@ hits=$(stat_of "$T/m7" "d['remote']['hits']")
 [ "$hits" -ge 6 ] && [ "$ms" -lt 20000 ] || fail "after eviction: $hits remote hits in $ms ms (expected >= 6, well under remote_wait_ms)"
 ok "values evicted from Redis: asked for and computed again by the worker ($hits hits, $ms ms), identical bytes"
 
-# ---- 2. a worker dies holding jobs: another takes them over after remote_claim_ms
-kill -TERM "$W_PID"
-wait "$W_PID" || fail "worker w1 exited with status $? on SIGTERM"
-grep -q "stopping: " "$T/w1.log" || fail "w1 did not say it stopped: $(cat "$T/w1.log")"
+# ---- 2. a worker stopped cleanly leaves at once; a worker that dies holding jobs: another
+# takes them over after remote_claim_ms
 FP=$(sed -n 's/^fingerprint = //p' "$T/m1/pipeline")
 [ -n "$FP" ] || fail "no fingerprint in m1/pipeline"
 JOBS="bfs:{$FP}:jobs"
-cat "$T/m1/epoch/1/batch_0" >"$T/got.1.0" & # waits: w1's heartbeat still counts
+WORKERS="bfs:{$FP}:workers"
+kill -TERM "$W_PID"
+wait "$W_PID" || fail "worker w1 exited with status $? on SIGTERM"
+grep -q "stopping: " "$T/w1.log" || fail "w1 did not say it stopped: $(cat "$T/w1.log")"
+[ "$(resp "$PORT" zcard "$WORKERS")" = 0 ] ||
+    fail "w1 stopped with SIGTERM but is still in $WORKERS: mounts would wait for it ~10 s a batch"
+for i in $(seq 50); do [ "$(stat_of "$T/m1" "d['remote']['workers']")" = 0 ] && break; sleep 0.1; done
+t0=$(date +%s%N)
+same_as_ref "$T/m1" 6 0 1 2 3 4 5
+ms=$((($(date +%s%N) - t0) / 1000000))
+[ "$ms" -lt 20000 ] || fail "epoch 6 after the worker stopped took $ms ms: the mount waited for it"
+ok "a worker stopped with SIGTERM left the live set at once: the mount computed epoch 6 at once ($ms ms)"
+
+# a ghost: alive (a heartbeat of the test's), takes jobs, never answers
+resp "$PORT" heartbeat "$WORKERS" ghost >/dev/null
+for i in $(seq 50); do [ "$(stat_of "$T/m1" "d['remote']['workers']")" = 1 ] && break; sleep 0.1; done
+cat "$T/m1/epoch/1/batch_0" >"$T/got.1.0" & # waits: the ghost counts as alive
 reader=$!
 BG_PIDS+=("$reader")
 for i in $(seq 100); do [ "$(resp "$PORT" xlen "$JOBS")" -ge 1 ] && break; sleep 0.05; done
@@ -181,6 +217,19 @@ cmp -s "$T/got.1.0" "$T/ref/epoch/1/batch_0" || fail "epoch 1 batch 0 differs af
 for i in $(seq 50); do grep -q "took over" "$T/w2.log" && break; sleep 0.1; done
 grep -q "took over" "$T/w2.log" || fail "w2 never took over the ghost's jobs: $(cat "$T/w2.log")"
 ok "w2 took over $taken job(s) a dead worker held; the reader got identical bytes"
+
+# a mount that gives up on its jobs (remote_wait_ms passed: computed here) deletes them
+for i in $(seq 100); do [ "$(resp "$PORT" xlen "$JOBS")" = 0 ] && break; sleep 0.1; done
+kill -STOP "$W_PID" # w2 alive (its heartbeat thread too is stopped, but counts 10 s more)
+mount_bfs "$T/d.bfs" m8 -o "$OPTS,remote=$R,remote_wait_ms=300"
+same_as_ref "$T/m8" 6 0 1 2 3 4 5
+fb=$(stat_of "$T/m8" "d['remote']['fallbacks']")
+for i in $(seq 50); do [ "$(resp "$PORT" xlen "$JOBS")" = 0 ] && break; sleep 0.1; done
+left=$(resp "$PORT" xlen "$JOBS")
+kill -CONT "$W_PID"
+[ "$fb" -ge 1 ] || fail "m8 counted no fallback with its worker stopped"
+[ "$left" = 0 ] || fail "$left job(s) of batches m8 computed itself are left in $JOBS for the next worker"
+ok "jobs of batches a mount computed itself ($fb) were deleted from the stream: no worker computes them again"
 
 # ---- 3. Redis killed mid-epoch, then restarted
 stop_redis
@@ -207,6 +256,33 @@ same_as_ref "$T/m3" 4 0
 corrupt=$(stat_of "$T/m3" "d['remote']['corrupt']")
 [ "$corrupt" = 1 ] || fail "m3: remote.corrupt $corrupt, expected 1"
 ok "a corrupt value in Redis was refused, counted and served right"
+
+# a key of another type at batch keys: with remote_fallback=wait and a worker alive, the
+# mount neither stalls nor takes Redis for down; each such batch is computed here
+for k in 0 1 2; do resp "$PORT" rpush "bfs:{$FP}:b:10:$k" x >/dev/null; done
+mkdir "$T/mw"
+mount_bfs "$T/d.bfs" mw -o "$OPTS,remote=$R,remote_fallback=wait,remote_wait_ms=600000"
+for k in 0 1 2 3 4 5; do
+    timeout 30 cat "$T/mw/epoch/10/batch_$k" >"$T/mw.$k" || fail "epoch 10 batch $k (a list at its key): stalled or failed"
+    cmp -s "$T/mw.$k" "$T/ref/epoch/10/batch_$k" || fail "epoch 10 batch $k differs"
+done
+corrupt=$(stat_of "$T/mw" "d['remote']['corrupt']")
+[ "$corrupt" -ge 3 ] || fail "mw: remote.corrupt $corrupt with 3 lists at batch keys, expected >= 3"
+grep -q "Redis answers again" "$DAEMON_LOG" && fail "mw took a WRONGTYPE reply for Redis down"
+ok "lists at 3 batch keys, remote_fallback=wait: computed here at once, counted ($corrupt), no stall"
+
+# forged values: anyone who can write to Redis knows the fingerprint
+"$REMOTE_TOOL" decline "$FP" 20 0 4 "interrupted" >"$T/forged.err"
+resp "$PORT" setfile "bfs:{$FP}:b:20:0" "$T/forged.err" >/dev/null
+cmp -s "$T/mw/epoch/20/batch_0" "$T/ref/epoch/20/batch_0" ||
+    fail "a forged failure (EINTR) in Redis failed or changed epoch 20 batch 0"
+size=$(stat -c %s "$T/ref/epoch/21/batch_1")
+"$REMOTE_TOOL" batch "$FP" 21 1 "$size" 7 >"$T/forged.bin"
+resp "$PORT" setfile "bfs:{$FP}:b:21:1" "$T/forged.bin" >/dev/null
+tail -c "$size" "$T/forged.bin" >"$T/forged.batch"
+cmp -s "$T/mw/epoch/21/batch_1" "$T/forged.batch" ||
+    fail "a forged batch with the right XXH64 was not served by a mount without remote_key= (docs/scale-out.md says it is)"
+ok "forged values: a failure with EINTR is only a decline (computed here, right bytes); a batch of other bytes is served without remote_key=, as documented"
 
 # ---- 5. another pipeline: named by the worker, not served
 mount_bfs "$T/d.bfs" m4 -o "batch=8,size=32,seed=6,remote=$R,remote_fallback=wait,remote_wait_ms=1000"
@@ -272,8 +348,8 @@ while read -r k sum; do
 done < <(cat "$T/g1.out" "$T/g2.out")
 ok "group=run1 across two mounts through Redis: batches $(grep -vc '^end' "$T/g1.out") + $(grep -vc '^end' "$T/g2.out"), each once, identical bytes, then ENODATA"
 
-# ---- 8. a batch that fails on the worker (bad_sample=fail) fails on the mount at once, even
-# with remote_fallback=wait, with the worker's message
+# ---- 8. a batch that fails on the worker (bad_sample=fail) is declined: the mount computes it
+# at once, even with remote_fallback=wait, and fails it itself (its own data has the bad sample)
 cp -a "$T/images" "$T/badimg"
 python3 - "$T/badimg/class_001/img_00005.jpg" <<'EOF2'
 import sys
@@ -286,7 +362,7 @@ wbad=$!
 BG_PIDS+=("$wbad")
 for i in $(seq 100); do grep -q "serving pipeline" "$T/wbad.log" && break; sleep 0.1; done
 mkdir "$T/mbad"
-expect_log 'remote: epoch 9 batch [0-9]+ failed on a worker: bad sample [0-9]+ \(.*img_00005\.jpg\)'
+expect_log '^batchfs: bad sample [0-9]+ \(.*img_00005\.jpg\): .*failing epoch 9 batch [0-9]+ \(bad_sample=fail\)$'
 mount_bfs "$T/badimg" mbad -o "$OPTS,bad_sample=fail,remote=$R,remote_fallback=wait,remote_wait_ms=600000"
 failed=0 served=0
 t0=$(date +%s%N)
@@ -301,11 +377,97 @@ done
 ms=$((($(date +%s%N) - t0) / 1000000))
 [ "$failed" = 1 ] && [ "$served" = 5 ] && [ "$ms" -lt 30000 ] ||
     fail "with a bad sample: $failed failed, $served served in $ms ms (expected 1, 5, no wait)"
-grep -q "stored as failed" "$T/wbad.log" || fail "the worker did not store the failure: $(cat "$T/wbad.log")"
-grep -q "failed on a worker: bad sample" "$DAEMON_LOG" || fail "the mount did not log the worker's message"
+grep -q "declined: mounts compute it" "$T/wbad.log" || fail "the worker did not decline the batch: $(cat "$T/wbad.log")"
+grep -q "a worker could not compute it (bad sample" "$DAEMON_LOG" || fail "the mount did not log the worker's message"
 kill -TERM "$wbad"
 wait "$wbad" || true
-ok "a batch failing on the worker (bad_sample=fail) failed on the mount at once with its message ($ms ms)"
+ok "a batch failing on the worker (bad_sample=fail): declined, computed and failed by the mount itself at once ($ms ms)"
+
+# ---- 10. a sample bad only on the worker's copy: the substituted batch is never shared
+kill -TERM "$W_PID" # w2: the workers below are the pipelines' only ones
+wait "$W_PID" || true
+cp -a "$T/images" "$T/wimg" # the same files, times kept: the same fingerprint
+"$BATCHFS" worker "$T/wimg" -o "$OPTS,remote=$R,threads=1" --name wsub >"$T/wsub.log" 2>&1 </dev/null &
+wsub=$!
+BG_PIDS+=("$wsub")
+for i in $(seq 100); do grep -q "serving pipeline" "$T/wsub.log" && break; sleep 0.1; done
+grep -q "serving pipeline" "$T/wsub.log" || fail "worker wsub did not start: $(cat "$T/wsub.log")"
+# rewritten on the worker's host after its scan (a sync in progress, a bad disk)
+python3 - "$T/wimg/class_001/img_00005.jpg" <<'EOF2'
+import sys
+d = open(sys.argv[1], "rb").read()
+open(sys.argv[1], "wb").write(d[:d.find(b"\xff\xda") + 40])
+EOF2
+mkdir "$T/mref" "$T/msub" "$T/store"
+mount_bfs "$T/images" mref -o "$OPTS"
+mount_bfs "$T/images" msub -o "$OPTS,remote=$R,remote_wait_ms=30000,cache_dir=$T/store"
+for k in 0 1 2 3 4 5; do
+    cmp -s "$T/msub/epoch/12/batch_$k" "$T/mref/epoch/12/batch_$k" ||
+        fail "epoch 12 batch $k from the worker with a bad sample differs from the intact folder's"
+done
+declined=$(stat_of "$T/msub" "d['remote']['declined']")
+published=$(stat_of "$T/msub" "d['cache_dir']['published']")
+[ "$declined" -ge 1 ] || fail "msub: remote.declined $declined, expected >= 1"
+grep -q "substituted there: its batch is not shared" "$T/wsub.log" || fail "wsub did not decline its substituted batch: $(cat "$T/wsub.log")"
+ok "a sample bad only on the worker: its batch declined ($declined), the intact mount computed it, $published batch(es) published to cache_dir, all right"
+kill -TERM "$wsub"
+wait "$wsub" || true
+
+# ---- 11. a worker whose .bfs is changed in place: it declines and stops; mounts compute
+cp "$T/d.bfs" "$T/w.bfs"
+"$BATCHFS" worker "$T/w.bfs" -o "$OPTS,remote=$R,threads=1" --name wchg >"$T/wchg.log" 2>&1 </dev/null &
+wchg=$!
+BG_PIDS+=("$wchg")
+for i in $(seq 100); do grep -q "serving pipeline" "$T/wchg.log" && break; sleep 0.1; done
+for i in $(seq 50); do [ "$(stat_of "$T/m2" "d['remote']['workers']")" = 1 ] && break; sleep 0.1; done
+touch "$T/w.bfs" # in place: its identity changed under the worker
+for k in 0 1 2 3 4 5; do
+    cat "$T/m2/epoch/13/batch_$k" >"$T/chg.$k" 2>"$T/chg.err" || fail "epoch 13 batch $k failed: $(cat "$T/chg.err") (a worker's own changed file must not fail mounts)"
+    cmp -s "$T/chg.$k" "$T/ref/epoch/13/batch_$k" || fail "epoch 13 batch $k differs"
+done
+for i in $(seq 100); do kill -0 "$wchg" 2>/dev/null || break; sleep 0.1; done
+kill -0 "$wchg" 2>/dev/null && fail "the worker whose dataset changed is still running: $(cat "$T/wchg.log")"
+rc=0
+wait "$wchg" || rc=$?
+[ "$rc" = 1 ] || fail "the worker whose dataset changed exited with $rc, expected 1: $(cat "$T/wchg.log")"
+grep -q "changed in place under this worker: stopping" "$T/wchg.log" || fail "wchg did not say why it stopped: $(cat "$T/wchg.log")"
+ok "a worker's .bfs changed in place: the worker declined and stopped (exit 1), the mount computed epoch 13"
+
+# ---- 12. remote_key=: values authenticated with a key the workers and mounts share
+head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$T/key"
+chmod 600 "$T/key"
+"$BATCHFS" worker "$T/d.bfs" -o "$OPTS,remote=$R,threads=1,remote_key=$T/key" --name wk \
+    >"$T/wk.log" 2>&1 </dev/null &
+wk=$!
+BG_PIDS+=("$wk")
+for i in $(seq 100); do grep -q "serving pipeline" "$T/wk.log" && break; sleep 0.1; done
+keyid=$(sed -n 's/.*authenticated with remote_key id \([0-9a-f]*\).*/\1/p' "$T/wk.log")
+[ ${#keyid} = 16 ] || fail "worker wk does not name its key's id: $(cat "$T/wk.log")"
+mkdir "$T/mk"
+mount_bfs "$T/d.bfs" mk -o "$OPTS,remote=$R,remote_wait_ms=30000,remote_key=$T/key"
+grep -q "not authenticated" "$DAEMON_LOG" && fail "mk (with remote_key=) says its values are not authenticated"
+same_as_ref "$T/mk" 14 0 1 2 3 4 5
+hits=$(stat_of "$T/mk" "d['remote']['hits']")
+[ "$hits" -ge 6 ] || fail "mk: $hits remote hits with the worker's key, expected >= 6"
+[ "$(stat_of "$T/mk" "d['remote']['key']")" = "$keyid" ] || fail "mk's /stats remote.key is not the worker's key id $keyid"
+grep -q "$(head -c 12 "$T/key")" "$T/wk.log" "$DAEMON_LOG" && fail "the key was logged"
+size=$(stat -c %s "$T/ref/epoch/15/batch_1")
+"$REMOTE_TOOL" batch "$FP" 15 1 "$size" 7 >"$T/forged.bin"
+resp "$PORT" setfile "bfs:{$FP}:b:15:1" "$T/forged.bin" >/dev/null
+same_as_ref "$T/mk" 15 1
+corrupt=$(stat_of "$T/mk" "d['remote']['corrupt']")
+[ "$corrupt" -ge 1 ] || fail "mk served epoch 15 batch 1 right but counted no refused value"
+ok "remote_key=: worker and mount share a key (id $keyid): $hits batches from Redis, a forged one refused ($corrupt) and computed here"
+chmod 644 "$T/key"
+mkdir -p "$T/mk2"
+out=$("$BATCHFS" "$T/d.bfs" "$T/mk2" -o "$OPTS,remote=$R,remote_key=$T/key" 2>&1) &&
+    fail "a mount with a key file readable by others succeeded"
+case $out in *"chmod 600"*) ;; *) fail "a key file readable by others: unclear message '$out'" ;; esac
+is_mounted "$T/mk2" && fail "mk2 stayed mounted"
+usage "remote_key=key: an absolute path" "$T/d.bfs" "$T" -o remote_key=key
+ok "remote_key=: a key file readable by others refused at mount ($out)"
+kill -TERM "$wk"
+wait "$wk" || true
 
 # ---- 9. a wrong password
 stop_redis

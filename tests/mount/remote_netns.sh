@@ -116,6 +116,7 @@ EOF
 }
 stat_of() { python3 -c "import json,sys; d=json.load(open(sys.argv[1]+'/stats')); print(eval(sys.argv[2]))" "$@"; }
 expect_log 'remote: no worker of pipeline [0-9a-f]+ is alive'
+expect_log 'remote: batches from Redis are checked, not authenticated \(no remote_key=\)'
 expect_log 'remote: [0-9]+ worker\(s\) alive'
 # at the end Redis is stopped before the mounts
 expect_log 'remote.*(Connection refused|Connection reset|connection lost|Server closed)'

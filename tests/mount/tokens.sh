@@ -119,6 +119,7 @@ if command -v redis-server >/dev/null; then
         sleep 0.05
     done
     B=pack=bucket,buckets=16:64:330,batch=3
+    expect_log 'remote: batches from Redis are checked, not authenticated \(no remote_key=\)'
     "$BATCHFS" worker "$T/t.bfs" -o "$B,remote=redis://127.0.0.1:$PORT,threads=1" --name w1 \
         >"$T/w1.log" 2>&1 </dev/null &
     WPID=$!
