@@ -8,7 +8,8 @@
         print(batchfs.stats(mnt)["images_per_s"])
 
 - mount(source, path, **options): the daemon for the life of a `with` block
-  (MountError carries the daemon's own message);
+  (MountError carries the daemon's own message); a missing mount point is created and
+  removed after;
 - Batches(mnt, epoch, rank, world, format="numpy"|"torch"): a map-style dataset of one
   epoch's batches (torch DataLoader with batch_size=None) and an iterator over epochs
   with state_dict()/load_state_dict(); numpy arrays suit JAX (jax.device_put);

@@ -128,9 +128,13 @@ class Mount:
         self.path = os.path.realpath(os.fspath(path))
         self.options = format_options(options)
         self.command = [binary or find_binary(), self.source, self.path]
+        # directories made for the mount point, outermost first; those still to remove
+        self.created: List[str] = []
+        self._made: List[str] = []
         if self.options:
             self.command += ["-o", self.options]
         self.command.append("-f")
+        self._make_mount_point()
         self._err = tempfile.TemporaryFile(prefix="batchfs-stderr-")
         self._before = before = _mounts_at(self.path)
         self.lazy = False
@@ -140,6 +144,7 @@ class Mount:
                 stderr=self._err, start_new_session=True)
         except BaseException:
             self._err.close()
+            self._remove_mount_point()
             raise
         self.pid = self.process.pid
         try:
@@ -147,7 +152,37 @@ class Mount:
         except BaseException:
             self._stop_daemon()
             self._err.close()
+            self._remove_mount_point()
             raise
+
+    def _make_mount_point(self) -> None:
+        """Create the mount point and its missing parents (mkdir -p), noting which."""
+        missing = []
+        d = self.path
+        while not os.path.lexists(d):
+            missing.append(d)
+            d = os.path.dirname(d)
+        for d in reversed(missing):
+            try:
+                os.mkdir(d)
+            except FileExistsError:
+                pass  # made by someone else meanwhile: theirs, not removed
+            except OSError as e:
+                self._remove_mount_point()
+                raise MountError(f"cannot create the mount point {self.path} (mkdir {d}: "
+                                 f"{e.strerror}); create it where you may write, or mount "
+                                 "elsewhere", None, "", self.command) from None
+            else:
+                self.created.append(d)
+                self._made.append(d)
+
+    def _remove_mount_point(self) -> None:
+        """Remove the directories _make_mount_point made, innermost first, if empty."""
+        while self._made:
+            try:
+                os.rmdir(self._made.pop())
+            except OSError:
+                pass  # not empty (someone wrote there) or gone: left as it is
 
     # ---- start -------------------------------------------------------------------------
 
@@ -273,14 +308,17 @@ class Mount:
                 self.process = None
                 _lingering.append(p)
                 self._keep_text()
+                self._remove_mount_point()  # out of the tree already
                 return
             self._stop_daemon()
             self._keep_text()
+            self._remove_mount_point()
             raise MountError(f"batchfs on {self.path} did not exit within {timeout:g} s of "
                              "its unmount; stopped with a signal", p.returncode,
                              self._closed_text, self.command) from None
         self.process = None
         self._keep_text()
+        self._remove_mount_point()
         if p.returncode != 0:
             raise MountError(self._closed_text or
                              f"batchfs on {self.path} exited with status {p.returncode}",
@@ -319,9 +357,13 @@ def mount(source: PathLike, path: PathLike, *, timeout: float = 30.0,
         with batchfs.mount("train.bfs", "/mnt/train", batch=256, size=224) as m:
             for batch in batchfs.Batches(m): ...
 
-    Runs `batchfs SOURCE PATH -o OPTIONS -f` (the program of find_binary()) in its own
-    session, its stderr kept (Mount.stderr()). Raises MountError with the daemon's own
-    message when it exits before mounting (a bad option, a missing source, an unusable
-    mount point) or is not mounted within timeout seconds. Leaving the `with` block (or
-    Mount.unmount()) unmounts and waits for the daemon to exit."""
+    Runs `batchfs SOURCE PATH -o OPTIONS -f` (the program of find_binary(), unless
+    binary= names one) in its own session, its stderr kept (Mount.stderr()). A missing
+    PATH is created with its missing parents (Mount.created lists them) and removed
+    again, if still empty, once unmounted or when the mount fails; one that cannot be
+    created raises MountError saying why. Raises MountError with the daemon's own message
+    when it exits before mounting (a bad option, a missing source, an unusable mount
+    point) or is not mounted within timeout seconds, FileNotFoundError when there is no
+    program (naming where it looked). Leaving the `with` block (or Mount.unmount())
+    unmounts and waits for the daemon to exit."""
     return Mount(source, path, timeout=timeout, binary=binary, **options)

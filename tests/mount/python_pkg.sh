@@ -6,6 +6,8 @@
 #   - with the test venv (numpy, safetensors) and the source tree's package:
 #     mount() as a context manager mounts (the mount answers inside the block) and
 #     unmounts (the daemon exits 0), also lazily while arrays still map batch files;
+#     a missing mount point is made and removed after (a failed mount too), one that
+#     cannot be made raises MountError;
 #     a bad option, a missing source and a daemon that never mounts raise MountError
 #     with the daemon's own message / a timeout; options from keywords (bools, tuples);
 #     Batches (rank 1 of 3, two pipelines) equal safetensors.numpy.load_file of the same
@@ -138,6 +140,24 @@ e = raises(batchfs.MountError, "not mounted after 0.5 s; it said: starting",
            batchfs.mount, SRC, MNT, timeout=0.5, binary=T + "/hang.sh")
 assert time.monotonic() - t0 < 5, "the hung daemon was not stopped at once"
 print("ok - MountError with the daemon's message: unknown option, missing source, bad value, timeout")
+
+# a missing mount point: made (parents too), removed after, also when the mount fails;
+# one that cannot be made is a MountError saying why; an existing one stays
+NEW = T + "/made/for/mnt"
+with batchfs.mount(SRC, NEW, batch=8, size=16) as m:
+    assert mounted(NEW) and m.created == [T + "/made", T + "/made/for", NEW], m.created
+assert not os.path.exists(T + "/made"), "the mount point made by mount() is still there"
+raises(batchfs.MountError, "unknown option 'sise'", batchfs.mount, SRC, NEW, sise=16)
+assert not os.path.exists(T + "/made"), "a failed mount left the mount point it made"
+open(T + "/file", "w").close()
+e = raises(batchfs.MountError, f"cannot create the mount point {T}/file/mnt (mkdir "
+           f"{T}/file/mnt: Not a directory); create it where", batchfs.mount, SRC, T + "/file/mnt")
+assert e.returncode is None, e.returncode
+with batchfs.mount(SRC, MNT, batch=8, size=16) as m:
+    assert m.created == []
+assert os.path.isdir(MNT), "mount() removed a mount point it did not make"
+print("ok - mount(): a missing mount point made and removed after (a failed mount too); "
+      "one that cannot be made said; an existing one kept")
 
 # Batches == load_file, byte for byte, for two pipelines; views of one private mapping
 for opts in (dict(batch=8, size=16), dict(batch=5, size=(12, 20), dtype="f16", layout="nchw")):
