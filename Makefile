@@ -9,6 +9,8 @@
 #   make install PREFIX=/usr/local   |   make uninstall   |   make clean   |   make format
 #                  (install: programs, man pages, docs, libbatchfs-gpu, mount helper)
 #   make gpu       only libbatchfs-gpu (build/libbatchfs-gpu.so, .a, batchfs-gpu.pc)
+#   make programs  only build/batchfs and build/mkbatchfs (`print-programs` names them):
+#                  what `pip install ./python` builds into the Python package
 #
 #   SANITIZER=address|undefined|thread builds into build/san-$(SANITIZER)/; DEBUG=1 into
 #   build/debug/. Both check the executor's lock owner (BFS_LOCK_CHECKS).
@@ -84,11 +86,17 @@ FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZERS  := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz/%)
 
 .PHONY: all deps test demo bench fuzz fuzz-build install uninstall clean format check-format \
-        check-layering
+        check-layering programs print-programs
 # keep intermediate objects (tests/*_main.o etc.): no rebuilds on every make
 .SECONDARY:
 
 all: $(PROGS) $(TOOLS) gpu
+
+# the two programs alone, and their absolute paths (python/setup.py copies them into the
+# package it builds, from whatever BUILD this make uses)
+programs: $(PROGS)
+print-programs:
+	@echo $(abspath $(PROGS))
 
 # ---- dependencies ------------------------------------------------------------------------
 # Debian packages: build (fuse3 headers, libjpeg-turbo both APIs, lz4, xxhash, jansson, hiredis,
@@ -297,7 +305,7 @@ uninstall:
 	rm -f $(MAN_PAGES:docs/man/%=$(DESTDIR)$(MANDIR)/man1/%)
 
 clean:
-	rm -rf build
+	rm -rf build python/build python/batchfs.egg-info
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')

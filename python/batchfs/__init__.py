@@ -9,7 +9,7 @@
 
 - mount(source, path, **options): the daemon for the life of a `with` block
   (MountError carries the daemon's own message); a missing mount point is created and
-  removed after;
+  removed after; find_binary() says which daemon runs;
 - Batches(mnt, epoch, rank, world, format="numpy"|"torch"): a map-style dataset of one
   epoch's batches (torch DataLoader with batch_size=None) and an iterator over epochs
   with state_dict()/load_state_dict(); numpy arrays suit JAX (jax.device_put);
@@ -18,7 +18,8 @@
 - batchfs.gpu: the binding of libbatchfs-gpu (gpu/python/batchfs_gpu.py), loaded on
   first use.
 
-Pure Python (3.9+); numpy is needed for arrays, torch only for format="torch".
+Python 3.9+ with numpy; torch only for format="torch". `pip install ./python` (from a
+checkout) builds the programs batchfs and mkbatchfs into the package.
 """
 from __future__ import annotations
 

@@ -77,22 +77,66 @@ def format_options(options: Dict[str, Any]) -> str:
     return ",".join(items)
 
 
-def find_binary() -> str:
-    """The batchfs program: $BATCHFS_BIN, else build/batchfs of the source tree this
-    package sits in (python/batchfs/../../build), else batchfs on PATH."""
-    env = os.environ.get("BATCHFS_BIN")
+# where `make install` puts the programs (PREFIX=/usr/local, the default, and a per-user
+# PREFIX=~/.local), looked at after PATH: a Jupyter kernel or a service may run without them
+_INSTALL_DIRS = ["/usr/local/bin", os.path.join(os.path.expanduser("~"), ".local", "bin")]
+_ENV = {"batchfs": "BATCHFS_BIN", "mkbatchfs": "MKBATCHFS_BIN"}
+
+
+def _executable(path: str) -> bool:
+    return os.path.isfile(path) and os.access(path, os.X_OK)
+
+
+def _is_command(path: str) -> bool:
+    """True for the `batchfs`/`mkbatchfs` commands of a pip install (batchfs._programs),
+    which run what find_binary() finds: taken for the program, they would run themselves."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4096)
+    except OSError:
+        return False
+    return head.startswith(b"#!") and b"batchfs._programs" in head
+
+
+def find_binary(name: str = "batchfs") -> str:
+    """The path of the program `name` ("batchfs", the daemon, or "mkbatchfs"), the first
+    of: $BATCHFS_BIN (or $MKBATCHFS_BIN); the package's own copy (batchfs/bin/NAME, which
+    `pip install ./python` builds); build/NAME of the source tree the package sits in
+    (python/batchfs/../../build, for PYTHONPATH=python in a checkout); NAME on PATH; where
+    `make install` puts it (/usr/local/bin, ~/.local/bin). Raises FileNotFoundError
+    naming every place tried and the commands that install it."""
+    if name not in _ENV:
+        raise ValueError(f"find_binary({name!r}): the programs are 'batchfs' and 'mkbatchfs'")
+    var = _ENV[name]
+    env = os.environ.get(var)
     if env:
-        return env
+        if _executable(env):
+            return env
+        raise FileNotFoundError(f"${var} is {env!r}, which is not an executable file: set "
+                                f"it to the {name} program's path, or unset it")
+    tried = [f"${var} (not set)"]
     here = os.path.dirname(os.path.realpath(__file__))
-    built = os.path.normpath(os.path.join(here, "..", "..", "build", "batchfs"))
-    if os.access(built, os.X_OK):
-        return built
-    found = shutil.which("batchfs")
-    if found:
-        return found
+    for path in (os.path.join(here, "bin", name),
+                 os.path.normpath(os.path.join(here, "..", "..", "build", name))):
+        if _executable(path):
+            return path
+        tried.append(path)
+    search = os.environ.get("PATH", os.defpath)
+    for d in search.split(os.pathsep):
+        path = os.path.join(d or ".", name)
+        if _executable(path) and not _is_command(path):
+            return path
+    tried.append(f"PATH ({search})")
+    for d in _INSTALL_DIRS:
+        path = os.path.join(d, name)
+        if _executable(path) and not _is_command(path):
+            return path
+        tried.append(path)
     raise FileNotFoundError(
-        "the batchfs program was not found: set BATCHFS_BIN to its path, build it "
-        f"('make', giving {built}) or install it on PATH ('make install')")
+        f"the {name} program was not found; tried {', '.join(tried)}. Install it: "
+        "`make && sudo make install` in a batchfs checkout (to /usr/local/bin; "
+        "PREFIX=~/.local for one user), or `pip install ./python` from the checkout's "
+        f"root (builds the programs into this package); or set ${var} to its path")
 
 
 def _unescape(field: str) -> str:

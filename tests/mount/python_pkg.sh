@@ -1,13 +1,19 @@
 #!/usr/bin/env bash
 # tests/mount/python_pkg.sh — the Python package python/ (`import batchfs`):
-#   - `pip install` of it into a fresh venv without numpy works (pure Python, py.typed,
-#     batchfs.gpu a copy of gpu/python/batchfs_gpu.py), and there mount(), stats() and
-#     Batches' counting and state work without numpy;
+#   - `pip install ./python` (the command itself, from the root) into a fresh venv gives
+#     a working package: numpy installed with it, the programs built (`make programs`,
+#     this run's BUILD, so only copied) into batchfs/bin/ and found there, the
+#     `mkbatchfs` command, py.typed, batchfs.gpu a copy of gpu/python/batchfs_gpu.py;
+#     python/README.md's first example runs there as written (paths and sizes made
+#     small), with no BATCHFS_BIN, PYTHONPATH or build/ on PATH, its mount point missing;
+#     without its programs the package's `batchfs` command exits 127 naming the places
+#     tried (never running itself); python/ alone (no C tree) does not build, and says so;
 #   - with the test venv (numpy, safetensors) and the source tree's package:
 #     mount() as a context manager mounts (the mount answers inside the block) and
 #     unmounts (the daemon exits 0), also lazily while arrays still map batch files;
 #     a missing mount point is made and removed after (a failed mount too), one that
-#     cannot be made raises MountError;
+#     cannot be made raises MountError; find_binary() with no program anywhere names
+#     every place it tried and the commands that install one;
 #     a bad option, a missing source and a daemon that never mounts raise MountError
 #     with the daemon's own message / a timeout; options from keywords (bools, tuples);
 #     Batches (rank 1 of 3, two pipelines) equal safetensors.numpy.load_file of the same
@@ -16,7 +22,7 @@
 #     epoch, at an epoch's end, from another world size); stats() has the documented keys;
 #     the strict header parser rejects bad lengths, offsets, holes, overlaps, duplicate
 #     keys; torch DataLoader(batch_size=None) where torch is installed (else said).
-# About 15 s.
+# About 25 s (the pip install: 5-15 s).
 . "$(dirname "$0")/lib.sh"
 require_fuse
 need_py # $PY: python with numpy and safetensors
@@ -26,33 +32,76 @@ need_py # $PY: python with numpy and safetensors
 mkdir "$T/mnt"
 export PYTHONDONTWRITEBYTECODE=1 BATCHFS_BIN=$BATCHFS
 
-# ---- pip install into a fresh venv (no numpy there) ------------------------------------
-cp -rL python "$T/pkg" # a copy: the build leaves build/ and *.egg-info behind
-if python3 -m venv "$T/venv" && "$T/venv/bin/pip" install -q "$T/pkg" >"$T/pip.log" 2>&1; then
-    "$T/venv/bin/python" - "$T/data.bfs" "$T/mnt" "$PWD" <<'EOF' || fail "the pip-installed package (above)"
+# ---- pip install ./python into a fresh venv, then python/README.md's first example ------
+# The real command, from the checkout's root: numpy comes as a dependency and the package's
+# build runs `make programs` in this checkout (with this run's BUILD: up to date, so it
+# only copies them) into batchfs/bin/, which the example finds with no BATCHFS_BIN, no
+# PYTHONPATH and no build/ on PATH; `mkbatchfs` is the venv's command. The example's
+# mount point does not exist: mount() makes it and removes it after.
+export BUILD # and the flavour of that build, should make have to compile anything
+case $BUILD in */san-*) export SANITIZER=${BUILD##*/san-} ;; */debug) export DEBUG=1 ;; esac
+if python3 -m venv "$T/venv" && "$T/venv/bin/pip" install -q ./python >"$T/pip.log" 2>&1; then
+    mkdir "$T/fresh"
+    "$GEN" "$T/fresh/images" 3 8 24 40 5 # 24 images: 3 batches of 8
+    (cd "$T/fresh" && env -u BATCHFS_BIN PATH="$T/venv/bin:/usr/bin:/bin" mkbatchfs --quiet images train.bfs) ||
+        fail "the pip-installed mkbatchfs command"
+    awk '/^```python$/ { inside = 1; next } inside && /^```$/ { exit } inside { print }' \
+        python/README.md | sed -e "s#\"/mnt/train\"#\"$T/fresh/new/mnt\"#" \
+        -e 's/batch=256, size=224, epochs=90/batch=8, size=16, epochs=2/' \
+        -e 's/^        \.\.\.$/        seen.append((images.shape, str(images.dtype), labels.shape))/' \
+        >"$T/fresh/example.py"
+    grep -q "seen.append" "$T/fresh/example.py" && grep -q "$T/fresh/new/mnt" "$T/fresh/example.py" &&
+        grep -q '"train.bfs"' "$T/fresh/example.py" ||
+        fail "python/README.md's first example: no longer \"train.bfs\", \"/mnt/train\" and a '...' loop body"
+    {
+        echo "seen = []"
+        cat "$T/fresh/example.py"
+        cat <<'EOF'
 import filecmp, os, sys
-import batchfs
-src, mnt, repo = sys.argv[1:]
+assert seen == [((8, 16, 16, 3), "uint8", (8,))] * 6, seen
+assert checkpoint == {"data": {"epoch": 2, "batch": 0}}, checkpoint
 d = os.path.dirname(batchfs.__file__)
 assert d.startswith(sys.prefix), (d, sys.prefix)
+assert batchfs.find_binary() == d + "/bin/batchfs", batchfs.find_binary()
+assert batchfs.find_binary("mkbatchfs") == d + "/bin/mkbatchfs", batchfs.find_binary("mkbatchfs")
+assert mnt.command[0] == d + "/bin/batchfs", mnt.command
+new = os.getcwd() + "/new"
+assert mnt.created == [new, new + "/mnt"], mnt.created
+assert not os.path.exists(new), "mount() left the mount point it made"
 assert os.path.isfile(d + "/py.typed"), "py.typed is not installed"
 assert not os.path.islink(d + "/gpu.py") and filecmp.cmp(
-    d + "/gpu.py", repo + "/gpu/python/batchfs_gpu.py", shallow=False), "batchfs.gpu differs"
+    d + "/gpu.py", sys.argv[1] + "/gpu/python/batchfs_gpu.py", shallow=False), "batchfs.gpu differs"
 assert batchfs.gpu.Loader.__name__ == "Loader"
-try:
-    import numpy
-    raise AssertionError("numpy in the fresh venv: the test means to run without it")
-except ImportError:
-    pass
-with batchfs.mount(src, mnt, batch=8, size=16, epochs=2) as m:
-    st = batchfs.stats(m)
-    ds = batchfs.Batches(m, rank=1, world=2)
-    assert (len(ds), ds.epochs) == (3, 2), (len(ds), ds.epochs)
-    ds.load_state_dict({"epoch": 1, "batch": 2})
-    assert ds.positions() == [(1, 3), (1, 5)], ds.positions()
-    assert st["fingerprint"] == os.getxattr(mnt, "user.batchfs.fingerprint").decode()
-print("ok - pip install: pure Python, py.typed, batchfs.gpu; mount/stats/Batches state without numpy")
+import numpy  # a dependency: installed with the package
+print("ok - pip install ./python into a fresh venv: numpy, the programs in the package "
+      "(mkbatchfs command, find_binary()), python/README.md's first example ran, 2 epochs of "
+      "3 batches; its missing mount point made and removed")
 EOF
+    } >"$T/fresh/check.py"
+    (cd "$T/fresh" && env -u BATCHFS_BIN -u PYTHONPATH PATH=/usr/bin:/bin "$T/venv/bin/python" check.py "$OLDPWD") ||
+        fail "the pip-installed package (above)"
+    # the package's commands without its programs: they say so, and never run themselves
+    # (the venv's bin/ on PATH holds them); skipped where `make install` put a batchfs
+    site=$("$T/venv/bin/python" -c 'import batchfs, os; print(os.path.dirname(batchfs.__file__))')
+    rm -r "$site/bin"
+    if [ ! -e /usr/local/bin/batchfs ]; then
+        set +e
+        (cd "$T" && env -u BATCHFS_BIN HOME="$T" PATH="$T/venv/bin:/usr/bin:/bin" timeout 10 batchfs --help) 2>"$T/cmd.err"
+        rc=$?
+        set -e
+        [ $rc = 127 ] && grep -q "^batchfs: the batchfs program was not found; tried .*$site/bin/batchfs, .*PATH ($T/venv/bin:/usr/bin:/bin).*make install" "$T/cmd.err" ||
+            fail "the batchfs command without the package's programs: exit $rc, $(cat "$T/cmd.err")"
+        ok "the package's batchfs command without its programs: exit 127, names the places tried"
+    fi
+    # python/ without the C tree around it (an sdist): the build stops and says why
+    cp -rL python "$T/alone"
+    rm -rf "$T/alone/build" "$T/alone"/*.egg-info
+    if "$T/venv/bin/pip" install "$T/alone" >"$T/alone.log" 2>&1; then
+        fail "pip install of python/ without the C tree succeeded"
+    fi
+    grep -q "batchfs: the C sources of the batchfs programs are not next to this package ($T/Makefile, $T/programs/batchfs_main.c missing)" "$T/alone.log" ||
+        { cat "$T/alone.log" >&2; fail "pip install of python/ without the C tree: no clear message"; }
+    ok "pip install of python/ without the C tree: stops, naming the files missing"
 else
     cat "$T/pip.log" >&2
     [ "${CI:-}" != true ] || fail "pip install ./python failed (above)"
@@ -158,6 +207,40 @@ with batchfs.mount(SRC, MNT, batch=8, size=16) as m:
 assert os.path.isdir(MNT), "mount() removed a mount point it did not make"
 print("ok - mount(): a missing mount point made and removed after (a failed mount too); "
       "one that cannot be made said; an existing one kept")
+
+# no program anywhere: the error names each place tried and the commands that fix it
+import shutil
+shutil.copytree(os.path.dirname(batchfs.__file__), T + "/bare/batchfs")
+env = dict(os.environ, PYTHONPATH=T + "/bare", PATH=T + "/nothing")
+env.pop("BATCHFS_BIN", None)
+code = f"""
+import batchfs, batchfs._mount as m
+m._INSTALL_DIRS = ["{T}/prefix/bin"]
+for name, var in (("batchfs", "BATCHFS_BIN"), ("mkbatchfs", "MKBATCHFS_BIN")):
+    try:
+        batchfs.find_binary(name)
+        raise AssertionError(name + " found")
+    except FileNotFoundError as e:
+        want = ("the " + name + " program was not found; tried $" + var + " (not set), "
+                "{T}/bare/batchfs/bin/" + name + ", {T}/build/" + name + ", PATH ({T}/nothing), "
+                "{T}/prefix/bin/" + name + ". Install it: `make && sudo make install` in a "
+                "batchfs checkout")
+        assert str(e).startswith(want), (str(e), want)
+        assert "`pip install ./python` from the checkout's root" in str(e), str(e)
+try:
+    batchfs.mount("{SRC}", "{MNT}")
+    raise AssertionError("mounted without a program")
+except FileNotFoundError as e:
+    assert "batchfs program was not found" in str(e), str(e)
+"""
+r = subprocess.run([sys.executable, "-c", code], env=env, stderr=subprocess.PIPE, text=True)
+assert r.returncode == 0, r.stderr
+env["BATCHFS_BIN"] = T + "/nothing/batchfs"
+r = subprocess.run([sys.executable, "-c", "import batchfs; batchfs.find_binary()"], env=env,
+                   stderr=subprocess.PIPE, text=True)
+assert f"$BATCHFS_BIN is '{T}/nothing/batchfs', which is not an executable file" in r.stderr, r.stderr
+print("ok - find_binary(): no program anywhere names every place tried and `make install` / "
+      "`pip install ./python`; a bad $BATCHFS_BIN is said")
 
 # Batches == load_file, byte for byte, for two pipelines; views of one private mapping
 for opts in (dict(batch=8, size=16), dict(batch=5, size=(12, 20), dtype="f16", layout="nchw")):
