@@ -1016,6 +1016,123 @@ START_TEST(pack_max_side_and_raw)
 }
 END_TEST
 
+/* Damaged copies of the folder's images beside them: cut short (4:2:0 baseline,
+ * progressive, gray: the last two were stored untouched by restart packs before), and with
+ * bytes of their scan data changed (4:4:4, 4:2:0). All the files' names sort after the
+ * good ones': the damaged are listed in that order. */
+static const char *const damaged[] = {"class_000/x1-cut-420.jpg", "class_000/x2-cut-prog.jpg",
+                                      "class_000/x3-cut-gray.jpg", "class_000/x4-flip-444.jpg",
+                                      "class_001/x5-flip-420.jpg"};
+
+static void make_damaged(const char *dir)
+{
+    /* tu_make_imagefolder's kinds: k % 7 == 6 progressive, k % 11 == 10 gray,
+     * k % 13 == 12 4:4:4 (k counts files over classes) */
+    static const char *const from[] = {"class_000/img_00000.jpg", "class_000/img_00006.jpg",
+                                       "class_000/img_00010.jpg", "class_000/img_00012.jpg",
+                                       "class_001/img_00001.jpg"};
+    for (int i = 0; i < 5; i++) {
+        char p[4200];
+        uint8_t *jpg;
+        size_t len;
+        snprintf(p, sizeof p, "%s/%s", dir, from[i]);
+        ck_assert_int_eq(tu_read_file(p, &jpg, &len), 0);
+        if (i < 3)
+            len = len * 2 / 3;
+        else
+            ck_assert_int_eq(tu_damage_scan(jpg, len, 0.5, 24), 0);
+        /* the header still parses: only a whole decode tells */
+        bfs_jpeg_header h;
+        ck_assert_int_eq(bfs_jpeg_parse_header(jpg, len, &h), 0);
+        ck_assert_int_eq(bfs_jpeg_check(jpg, len, NULL, 0), BFS_E_JPEG_DATA);
+        snprintf(p, sizeof p, "%s/%s", dir, damaged[i]);
+        ck_assert_int_eq(tu_write_file(p, jpg, len), 0);
+        free(jpg);
+    }
+}
+
+/* Every mode leaves out the same corrupt files, listed with libjpeg-turbo's reason, and
+ * --strict fails on the first, whatever the source (a folder, a .bfs holding them). */
+START_TEST(pack_checks_every_jpeg)
+{
+    ck_assert_int_eq(tu_make_imagefolder(src, 2, 14, 40, 120, 5), 0);
+    make_damaged(src);
+    const bfs_pack_opts modes[] = {
+        {.jobs = 2, .restart = 1}, /* mkbatchfs's default */
+        {.jobs = 2},               /* --no-restart */
+        {.jobs = 2, .max_side = 60, .restart = 1},
+        {.jobs = 2, .max_side = 60},                 /* re-encoded, no restart markers */
+        {.jobs = 2, .max_side = 1000, .restart = 1}, /* none shrunk: kept as they are */
+        {.jobs = 2, .raw = 1},
+        {.jobs = 2, .raw = 1, .max_side = 32},
+    };
+    char err[1024], bfs_src[4200], first[4200], again[4200];
+    snprintf(bfs_src, sizeof bfs_src, "%s/with-damaged.bfs", tmp);
+    snprintf(again, sizeof again, "%s/again.bfs", tmp);
+    snprintf(first, sizeof first, "%s/%s", src, damaged[0]);
+    for (size_t m = 0; m < sizeof modes / sizeof *modes; m++) {
+        bfs_pack_report rep;
+        bfs_pack_opts o = modes[m];
+        unlink(out);
+        ck_assert_msg(bfs_pack(src, out, &o, &rep, NULL, err, sizeof err) == 0, "mode %zu: %s", m,
+                      err);
+        ck_assert_msg(rep.packed == 28 && rep.nskipped == 5, "mode %zu: %llu packed, %llu skipped",
+                      m, (unsigned long long)rep.packed, (unsigned long long)rep.nskipped);
+        for (int i = 0; i < 5; i++) {
+            ck_assert_ptr_nonnull(strstr(rep.skipped[i].path, damaged[i]));
+            ck_assert_msg(!strncmp(rep.skipped[i].reason, "corrupt JPEG data (", 19),
+                          "mode %zu: %s: %s", m, rep.skipped[i].path, rep.skipped[i].reason);
+        }
+        ck_assert_ptr_nonnull(strstr(rep.skipped[0].reason, "Premature end of JPEG file"));
+        bfs_pack_report_free(&rep);
+        o.strict = 1;
+        ck_assert_int_eq(bfs_pack(src, again, &o, &rep, NULL, err, sizeof err), BFS_E_JPEG_DATA);
+        ck_assert_msg(strstr(err, first) && strstr(err, "(--strict)"), "mode %zu: %s", m, err);
+        bfs_pack_report_free(&rep);
+        ck_assert_int_eq(access(again, F_OK), -1);
+    }
+
+    /* a .bfs that holds them (an older mkbatchfs stored them so): re-packed alike */
+    bfs_writer *w;
+    ck_assert_int_eq(bfs_writer_create(bfs_src, 0, &w, err, sizeof err), 0);
+    ck_assert_int_eq(bfs_writer_add_class(w, "a"), 0);
+    for (int i = 0; i < 9; i++) {
+        char p[4200];
+        uint8_t *jpg;
+        size_t len;
+        if (i < 5)
+            snprintf(p, sizeof p, "%s/%s", src, damaged[i]);
+        else
+            snprintf(p, sizeof p, "%s/class_001/img_%05d.jpg", src, i);
+        ck_assert_int_eq(tu_read_file(p, &jpg, &len), 0);
+        bfs_jpeg_header h;
+        ck_assert_int_eq(bfs_jpeg_parse_header(jpg, len, &h), 0);
+        bfs_sample_in in = {.width = (uint16_t)h.width,
+                            .height = (uint16_t)h.height,
+                            .flags = bfs_jpeg_sample_flags(&h)};
+        ck_assert_int_eq(bfs_writer_add(w, &in, jpg, len), 0);
+        free(jpg);
+    }
+    ck_assert_int_eq(bfs_writer_finish(w, 0, err, sizeof err), 0);
+    for (size_t m = 0; m < sizeof modes / sizeof *modes; m++) {
+        bfs_pack_report rep;
+        bfs_pack_opts o = modes[m];
+        unlink(out);
+        ck_assert_msg(bfs_pack(bfs_src, out, &o, &rep, NULL, err, sizeof err) == 0, "mode %zu: %s",
+                      m, err);
+        ck_assert_msg(rep.packed == 4 && rep.nskipped == 5, "re-pack, mode %zu", m);
+        ck_assert_ptr_nonnull(strstr(rep.skipped[4].path, "with-damaged.bfs[4]"));
+        ck_assert_ptr_nonnull(strstr(rep.skipped[4].reason, "corrupt JPEG data ("));
+        bfs_pack_report_free(&rep);
+        o.strict = 1;
+        ck_assert_int_eq(bfs_pack(bfs_src, again, &o, &rep, NULL, err, sizeof err),
+                         BFS_E_JPEG_DATA);
+        ck_assert_ptr_nonnull(strstr(err, "with-damaged.bfs[0]"));
+        bfs_pack_report_free(&rep);
+    }
+}
+END_TEST
+
 /* ---- JPEG header walker ------------------------------------------------------------ */
 
 START_TEST(jpeg_header_cases)
@@ -1097,6 +1214,7 @@ static Suite *format_suite(void)
     tcase_add_test(tc, pack_empty_inputs);
     tcase_add_test(tc, pack_cancel);
     tcase_add_test(tc, pack_max_side_and_raw);
+    tcase_add_test(tc, pack_checks_every_jpeg);
     tcase_add_test(tc, jpeg_header_cases);
     tcase_add_test(tc, token_sequences);
     suite_add_tcase(s, tc);

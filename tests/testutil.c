@@ -1,5 +1,6 @@
 /* testutil.c — see testutil.h. */
 #include "tests/testutil.h"
+#include "engine/dataset/jpeg.h"
 #include "engine/dataset/pack.h"
 
 #include <errno.h>
@@ -184,6 +185,22 @@ int tu_read_file(const char *path, uint8_t **data, size_t *len)
         return -ENOMEM;
     *data = buf;
     *len = got;
+    return 0;
+}
+
+int tu_damage_scan(uint8_t *jpg, size_t len, double at, size_t n)
+{
+    bfs_jpeg_header h;
+    if (bfs_jpeg_parse_header(jpg, len, &h) || h.scan_offset + 4 > len)
+        return -EINVAL;
+    size_t lo = h.scan_offset + 1, hi = len - 2; /* the first scan's data, to EOI */
+    for (size_t p = lo + (size_t)(at * (double)(hi - lo)); n && p < hi; p++) {
+        uint8_t b = jpg[p] ^ 0x55;
+        if (jpg[p] == 0xFF || jpg[p - 1] == 0xFF || b == 0xFF)
+            continue;
+        jpg[p] = b;
+        n--;
+    }
     return 0;
 }
 

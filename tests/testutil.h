@@ -30,6 +30,13 @@ int tu_make_jpeg(const tu_jpeg_opts *o, uint8_t **out, size_t *len);
 int tu_encode_jpeg(const uint8_t *rgb, int w, int h, int quality, int subsamp, int progressive,
                    uint8_t **out, size_t *len);
 
+/* Damage a JPEG's entropy-coded data in place: n bytes from fraction at (0..1) of the way
+ * from its first SOS to its end are changed (XOR 0x55), except 0xFF bytes and those after
+ * one, and any change that would make a 0xFF: markers stay where they are, only the
+ * coded data goes wrong (libjpeg-turbo then warns of bad Huffman codes, extraneous
+ * bytes or a premature end, at the place of the damage). Returns 0 or -EINVAL (no scan). */
+int tu_damage_scan(uint8_t *jpg, size_t len, double at, size_t n);
+
 /* mkdtemp under $TMPDIR (or /tmp) with the given prefix; returns malloc'ed path or NULL. */
 char *tu_mkdtemp(const char *prefix);
 

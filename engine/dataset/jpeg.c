@@ -12,6 +12,8 @@
 
 #include <jpeglib.h>
 
+#include <jerror.h>
+
 static int be16(const uint8_t *p)
 {
     return (p[0] << 8) | p[1];
@@ -233,30 +235,104 @@ int bfs_jpeg_encode_rgb(const uint8_t *rgb, int w, int h, int quality, int gray,
     return 0;
 }
 
-/* Re-encoding (bfs_jpeg_add_restarts): one error manager and one jump target for both
- * the decompressor and the compressor; the first warning is an error too (a corrupt file
- * is kept as it is, so there is no point in decoding the rest of it). */
-typedef struct tr_err {
+/* Whole decodes (bfs_jpeg_check, bfs_jpeg_add_restarts): one error manager and one jump
+ * target for the decompressor (and the compressor); the first warning is an error too (a
+ * truncated file or a bad Huffman code is only a warning to libjpeg, which goes on with
+ * gray: to us the file is corrupt, and there is no point in decoding the rest of it). The
+ * first message is kept for the user. */
+typedef struct jerr {
     struct jpeg_error_mgr pub;
     jmp_buf jb;
-} tr_err;
+    int oom; /* libjpeg-turbo ran out of memory: not the file's fault */
+    char *why;
+    size_t whylen;
+} jerr;
 
-static void tr_on_error(j_common_ptr c)
+static void j_note(j_common_ptr c)
 {
-    longjmp(((tr_err *)c->err)->jb, 1);
+    jerr *e = (jerr *)c->err;
+    if (e->pub.msg_code == JERR_OUT_OF_MEMORY)
+        e->oom = 1;
+    if (e->why && e->whylen && !e->why[0]) {
+        char msg[JMSG_LENGTH_MAX];
+        e->pub.format_message(c, msg);
+        snprintf(e->why, e->whylen, "%s", msg);
+    }
 }
 
-static void tr_on_message(j_common_ptr c, int level)
+static void j_on_error(j_common_ptr c)
+{
+    j_note(c);
+    longjmp(((jerr *)c->err)->jb, 1);
+}
+
+static void j_on_message(j_common_ptr c, int level)
 {
     if (level < 0)
-        tr_on_error(c);
+        j_on_error(c);
 }
 
 /* the scan limit of decode.c (a progressive file can be a CPU bomb) */
-static void tr_on_progress(j_common_ptr c)
+#define J_MAX_SCANS 500
+
+static void j_on_progress(j_common_ptr c)
 {
-    if (c->is_decompressor && ((j_decompress_ptr)c)->input_scan_number > 500)
-        tr_on_error(c);
+    if (c->is_decompressor && ((j_decompress_ptr)c)->input_scan_number > J_MAX_SCANS) {
+        jerr *e = (jerr *)c->err;
+        if (e->why && e->whylen && !e->why[0])
+            snprintf(e->why, e->whylen, "more than %d progressive scans", J_MAX_SCANS);
+        longjmp(e->jb, 1);
+    }
+}
+
+static void j_init(jerr *e, char *why, size_t whylen)
+{
+    memset(e, 0, sizeof *e);
+    jpeg_std_error(&e->pub);
+    e->pub.error_exit = j_on_error;
+    e->pub.emit_message = j_on_message;
+    e->why = why, e->whylen = whylen;
+    if (why && whylen)
+        why[0] = 0;
+}
+
+int bfs_jpeg_check(const uint8_t *data, size_t len, char *why, size_t whylen)
+{
+    bfs_jpeg_header hd;
+    int rc = bfs_jpeg_parse_header(data, len, &hd);
+    if (why && whylen)
+        why[0] = 0;
+    if (rc)
+        return rc;
+    struct jpeg_decompress_struct c;
+    struct jpeg_progress_mgr progress = {.progress_monitor = j_on_progress};
+    jerr err;
+    j_init(&err, why, whylen);
+    memset(&c, 0, sizeof c); /* jpeg_destroy_decompress of a zeroed struct frees nothing */
+    c.err = &err.pub;
+    if (setjmp(err.jb)) {
+        jpeg_destroy_decompress(&c);
+        return err.oom ? -ENOMEM : BFS_E_JPEG_DATA;
+    }
+    jpeg_create_decompress(&c);
+    c.progress = &progress;
+    jpeg_mem_src(&c, data, (unsigned long)len);
+    jpeg_read_header(&c, TRUE);
+    /* Every coefficient is entropy-decoded whatever the scale (libjpeg-turbo parses the AC
+     * codes it does not need): at 1/8 the IDCT is DC only and there is almost nothing to
+     * upsample or convert, so this costs about the entropy decoding of the file. */
+    c.scale_num = 1;
+    c.scale_denom = 8;
+    c.do_fancy_upsampling = FALSE;
+    jpeg_start_decompress(&c);
+    JSAMPARRAY rows = (*c.mem->alloc_sarray)((j_common_ptr)&c, JPOOL_IMAGE,
+                                             c.output_width * (JDIMENSION)c.output_components,
+                                             (JDIMENSION)c.rec_outbuf_height);
+    while (c.output_scanline < c.output_height)
+        jpeg_read_scanlines(&c, rows, (JDIMENSION)c.rec_outbuf_height);
+    jpeg_finish_decompress(&c); /* reads on to EOI: a file cut short warns here */
+    jpeg_destroy_decompress(&c);
+    return 0;
 }
 
 /* A growable output buffer whose current block is always known here (libjpeg-turbo's
@@ -279,8 +355,10 @@ static boolean tr_dest_grow(j_compress_ptr c)
 {
     tr_dest *d = (tr_dest *)c->dest;
     uint8_t *n = realloc(d->buf, d->cap * 2);
-    if (!n)
-        c->err->error_exit((j_common_ptr)c); /* out of memory: tr_on_error */
+    if (!n) {
+        c->err->msg_code = JERR_OUT_OF_MEMORY; /* j_on_error: -ENOMEM */
+        c->err->error_exit((j_common_ptr)c);
+    }
     d->buf = n;
     d->pub.next_output_byte = n + d->cap;
     d->pub.free_in_buffer = d->cap;
@@ -314,8 +392,8 @@ int bfs_jpeg_add_restarts(const uint8_t *data, size_t len, int interval, uint8_t
         return 1;
     struct jpeg_decompress_struct src;
     struct jpeg_compress_struct dst;
-    struct jpeg_progress_mgr progress = {.progress_monitor = tr_on_progress};
-    tr_err err;
+    struct jpeg_progress_mgr progress = {.progress_monitor = j_on_progress};
+    jerr err;
     tr_dest dest = {.pub = {.init_destination = tr_dest_init,
                             .empty_output_buffer = tr_dest_grow,
                             .term_destination = tr_dest_term},
@@ -326,16 +404,15 @@ int bfs_jpeg_add_restarts(const uint8_t *data, size_t len, int interval, uint8_t
     volatile int keep = 0;
     memset(&src, 0, sizeof src);
     memset(&dst, 0, sizeof dst);
-    src.err = dst.err = jpeg_std_error(&err.pub);
-    err.pub.error_exit = tr_on_error;
-    err.pub.emit_message = tr_on_message;
+    j_init(&err, NULL, 0);
+    src.err = dst.err = &err.pub;
     if (!(dest.buf = malloc(dest.cap)))
         return -ENOMEM;
     if (setjmp(err.jb)) {
         jpeg_destroy_compress(&dst);
         jpeg_destroy_decompress(&src);
         free(dest.buf);
-        return keep ? 1 : BFS_E_JPEG_DATA;
+        return keep ? 1 : err.oom ? -ENOMEM : BFS_E_JPEG_DATA;
     }
     jpeg_create_decompress(&src);
     src.progress = &progress;

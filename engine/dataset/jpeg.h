@@ -1,11 +1,12 @@
 /*
  * jpeg.h — JPEG header inspection and a whole-image decode.
  *
- * Neighbours: mkbatchfs (engine/dataset/pack.c) records what bfs_jpeg_parse_header finds in the
- * sample table so the engine plans decodes without touching payloads; --raw and
- * --max-side use bfs_jpeg_decode_rgb. The engine's crop-aware decoder (issue: engine)
- * uses the libjpeg API directly and falls back to full decodes for what the header
- * flags say it cannot crop.
+ * Neighbours: mkbatchfs (engine/dataset/pack.c) records what bfs_jpeg_parse_header finds
+ * in the sample table so the engine plans decodes without touching payloads, and leaves
+ * out the files bfs_jpeg_check finds corrupt; --raw and --max-side use
+ * bfs_jpeg_decode_rgb. The engine's crop-aware decoder (issue: engine) uses the libjpeg
+ * API directly and falls back to full decodes for what the header flags say it cannot
+ * crop.
  *
  * bfs_jpeg_parse_header is a marker walker over untrusted bytes: it never reads outside
  * [data, data + len) and is fuzzed (tests/fuzz/fuzz_jpeg_header.c).
@@ -70,6 +71,23 @@ uint16_t bfs_jpeg_sample_flags(const bfs_jpeg_header *h);
 int bfs_jpeg_decode_rgb(const uint8_t *data, size_t len, uint8_t **rgb, int *w, int *h);
 
 /*
+ * bfs_jpeg_check - is the JPEG intact? Decodes it whole once with libjpeg-turbo (at 1/8
+ * scale: every entropy-coded segment of every scan is still read to EOI, only the IDCT
+ * shrinks, so it costs about the file's entropy decoding) and fails on the first error or
+ * warning: a file cut short ("Premature end of JPEG file") or a bad Huffman code ("Corrupt
+ * JPEG data: bad Huffman code") is only a warning to libjpeg-turbo, which fills in gray,
+ * and so it is to the engine's decoder (decode.h), which fails such a sample whenever it
+ * decodes the damaged part. mkbatchfs checks every image this way (or by the whole
+ * decode its transform makes), so the samples of a pack never depend on its options, and
+ * a mounted ImageFolder checks each file once (engine.c). The same scan limit as the
+ * engine's applies (500: a progressive CPU bomb is corrupt).
+ * why (may be NULL) receives libjpeg-turbo's first message on BFS_E_JPEG_DATA, else "".
+ * Returns 0; the errors of bfs_jpeg_parse_header; BFS_E_JPEG_DATA; -ENOMEM (libjpeg-turbo
+ * ran out of memory: not the file's fault).
+ */
+int bfs_jpeg_check(const uint8_t *data, size_t len, char *why, size_t whylen);
+
+/*
  * bfs_jpeg_encode_rgb - encode packed RGB (gray output when gray != 0) at quality,
  * 4:2:0, baseline. *out is malloc'ed. Returns 0, -EINVAL or -ENOMEM.
  */
@@ -85,12 +103,14 @@ int bfs_jpeg_encode_rgb(const uint8_t *rgb, int w, int h, int quality, int gray,
  * as from the original; the engine then decodes a crop from only the segments it covers (decode.c,
  * build_window). Markers other than those (APPn, COM: EXIF, ICC) are not copied; torchvision
  * and Pillow ignore them when decoding. *out is malloc'ed.
+ * Re-encoding reads every coefficient of the file, so a 0 return means it decoded whole
+ * (as bfs_jpeg_check would say).
  * Returns 0; 1 when the file is not eligible: other colour spaces or samplings,
  * arithmetic coding, over 2^26 pixels (re-encoding holds every coefficient in memory), or
- * already a baseline file with that interval: keep it as it is; the errors of
- * bfs_jpeg_parse_header; BFS_E_JPEG_DATA when libjpeg-turbo reports an error or a warning
- * (a corrupt file is stored untouched, to be reported as corrupt when decoded; an
- * allocation failure inside libjpeg-turbo lands here too); -EINVAL (interval); -ENOMEM.
+ * already a baseline file with that interval: keep it as it is (it was not decoded: check
+ * it with bfs_jpeg_check); the errors of bfs_jpeg_parse_header; BFS_E_JPEG_DATA when
+ * libjpeg-turbo reports an error or a warning; -EINVAL (interval); -ENOMEM (here or
+ * inside libjpeg-turbo).
  */
 int bfs_jpeg_add_restarts(const uint8_t *data, size_t len, int interval, uint8_t **out,
                           size_t *outlen);

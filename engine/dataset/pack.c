@@ -42,6 +42,7 @@ typedef struct result {
     int ready; /* guarded by pack.lock */
     int err;   /* 0, or why the file is skipped */
     const char *reason;
+    char why[160]; /* libjpeg-turbo's message for a corrupt JPEG, or "" */
     uint8_t *data; /* payload (owned) */
     size_t len;
     uint64_t hash; /* XXH64 of the payload, computed by the worker */
@@ -143,34 +144,49 @@ static int shrink(uint8_t **rgb, int *w, int *h, int max_side, resize_scratch *s
 }
 
 /* --restart: replace r's JPEG bytes by their restart-marked re-encoding, and *hd by its
- * header, where bfs_jpeg_add_restarts can; anything else keeps the bytes as they are (a
- * corrupt file stays corrupt, to be reported when decoded). A file marked so already
- * counts as restarted. */
-static void restart(const bfs_pack_opts *o, result *r, bfs_jpeg_header *hd)
+ * header, where bfs_jpeg_add_restarts can. Returns 0 when it did (the re-encoding read
+ * every coefficient: the file decoded whole), 1 when r keeps its bytes undecoded (not
+ * eligible, marked so already, or libjpeg-turbo failed: bfs_jpeg_check decides whether it
+ * is corrupt), -ENOMEM. A file marked so already counts as restarted. */
+static int restart(const bfs_pack_opts *o, result *r, bfs_jpeg_header *hd)
 {
     uint8_t *out;
     size_t n;
     bfs_jpeg_header nh;
     if (!o->restart)
-        return;
+        return 1;
     int rc = bfs_jpeg_add_restarts(r->data, r->len, 1, &out, &n);
     if (rc == 1 && hd->restart_interval == 1 && !hd->progressive && hd->scan_components == 3 &&
         hd->components == 3 && !hd->arithmetic && hd->adobe_transform != 0 &&
         !(bfs_jpeg_sample_flags(hd) & BFS_F_ODD_SAMPLING))
         r->restarted = 1; /* marked so already, and croppable by windows */
+    if (rc == -ENOMEM)
+        return rc;
     if (rc != 0)
-        return;
+        return 1;
     if (bfs_jpeg_parse_header(out, n, &nh) || nh.width != hd->width || nh.height != hd->height) {
         free(out);
-        return;
+        return 1;
     }
     free(r->data);
     r->data = out, r->len = n;
     *hd = nh;
     r->restarted = 1;
+    return 0;
 }
 
-/* A JPEG's bytes (owned: kept as the payload or freed) into r, as the options say. */
+/* r skips its sample for rc (its data freed). */
+static void fail_sample(result *r, int rc)
+{
+    free(r->data);
+    r->data = NULL, r->len = 0;
+    r->err = rc;
+    r->reason = rc == BFS_E_NOT_JPEG ? "not a JPEG" : bfs_strerror(rc);
+}
+
+/* A JPEG's bytes (owned: kept as the payload or freed) into r, as the options say. Every
+ * image is decoded whole once, by the transform itself (a restart re-encoding, a shrink,
+ * raw pixels) or by bfs_jpeg_check, so a corrupt file is skipped in every mode alike. */
 static void transform_bytes(const bfs_pack_opts *o, uint8_t *data, size_t len, uint32_t label,
                             result *r, resize_scratch *scratch)
 {
@@ -179,9 +195,8 @@ static void transform_bytes(const bfs_pack_opts *o, uint8_t *data, size_t len, u
     r->in_bytes = len;
     bfs_jpeg_header hd;
     if ((rc = bfs_jpeg_parse_header(data, len, &hd))) {
-        r->err = rc;
-        r->reason = rc == BFS_E_NOT_JPEG ? "not a JPEG" : bfs_strerror(rc);
         free(data);
+        fail_sample(r, rc);
         return;
     }
     r->s.label = label;
@@ -190,20 +205,30 @@ static void transform_bytes(const bfs_pack_opts *o, uint8_t *data, size_t len, u
         r->s.width = (uint16_t)hd.width;
         r->s.height = (uint16_t)hd.height;
         r->data = data, r->len = len; /* stored as is */
-        restart(o, r, &hd);
+        rc = restart(o, r, &hd);
+        if (rc == 1) /* not decoded on the way */
+            rc = bfs_jpeg_check(r->data, r->len, r->why, sizeof r->why);
+        if (rc) {
+            r->restarted = 0;
+            fail_sample(r, rc);
+            return;
+        }
         r->s.flags = bfs_jpeg_sample_flags(&hd);
         return;
     }
     int w, h;
     rc = bfs_jpeg_decode_rgb(data, len, &rgb, &w, &h);
+    /* TurboJPEG keeps its reason to itself: the check names it (and, should it pass, the
+     * file is still one the transform cannot use) */
+    if (rc == BFS_E_JPEG_DATA && (rc = bfs_jpeg_check(data, len, r->why, sizeof r->why)) == 0)
+        rc = BFS_E_JPEG_DATA;
     free(data);
     data = NULL;
     if (!rc)
         rc = shrink(&rgb, &w, &h, o->max_side, scratch);
     if (rc) {
-        r->err = rc;
-        r->reason = rc == BFS_E_JPEG_DATA ? "corrupt JPEG data" : bfs_strerror(rc);
         free(rgb);
+        fail_sample(r, rc);
         return;
     }
     r->s.width = (uint16_t)w;
@@ -250,7 +275,10 @@ static void transform_bytes(const bfs_pack_opts *o, uint8_t *data, size_t len, u
     }
     r->data = jpg, r->len = jlen;
     r->reencoded = 1;
-    restart(o, r, &nh);
+    if (restart(o, r, &nh) < 0) { /* out of memory: the output must not depend on it */
+        fail_sample(r, -ENOMEM);
+        return;
+    }
     r->s.flags = bfs_jpeg_sample_flags(&nh);
 }
 
@@ -410,15 +438,30 @@ static const char *item_name(const pack *p, size_t i, char *buf)
     return buf;
 }
 
+/* Why r's sample is skipped: its reason, with libjpeg-turbo's message when there is one
+ * ("corrupt JPEG data (Premature end of JPEG file)"), into buf. */
+static const char *skip_reason(const result *r, char *buf, size_t len)
+{
+    if (!r->why[0])
+        return r->reason;
+    snprintf(buf, len, "%s (%s)", r->reason, r->why);
+    return buf;
+}
+
 static int add_skip(bfs_pack_report *rep, const char *path, const char *reason)
 {
     bfs_pack_skip *v = realloc(rep->skipped, (rep->nskipped + 1) * sizeof *v);
     if (!v)
         return -ENOMEM;
     rep->skipped = v;
-    if (!(v[rep->nskipped].path = strdup(path)))
+    v[rep->nskipped].path = strdup(path);
+    v[rep->nskipped].reason = strdup(reason);
+    if (!v[rep->nskipped].path || !v[rep->nskipped].reason) {
+        free(v[rep->nskipped].path);
+        free(v[rep->nskipped].reason);
         return -ENOMEM;
-    v[rep->nskipped++].reason = reason;
+    }
+    rep->nskipped++;
     return 0;
 }
 
@@ -426,8 +469,10 @@ void bfs_pack_report_free(bfs_pack_report *rep)
 {
     if (!rep)
         return;
-    for (uint64_t i = 0; i < rep->nskipped; i++)
+    for (uint64_t i = 0; i < rep->nskipped; i++) {
         free(rep->skipped[i].path);
+        free(rep->skipped[i].reason);
+    }
     free(rep->skipped);
     rep->skipped = NULL;
     rep->nskipped = 0;
@@ -548,13 +593,15 @@ static int write_all_items(pack *p, bfs_writer *w, bfs_pack_report *rep, volatil
         if (cancel && *cancel)
             return bfs_errf(-ECANCELED, err, errlen, "interrupted");
         if (r.err) {
+            char why[256];
+            const char *reason = skip_reason(&r, why, sizeof why);
             if (bfs_err_is_resource(r.err)) /* not the file's fault: skipping would lose it */
-                rc = bfs_errf(r.err, err, errlen, "%s: %s", item_name(p, i, name), r.reason);
+                rc = bfs_errf(r.err, err, errlen, "%s: %s", item_name(p, i, name), reason);
             else if (o->strict)
                 rc = bfs_errf(r.err, err, errlen, "%s: %s (--strict)", item_name(p, i, name),
-                              r.reason);
+                              reason);
             else
-                rc = add_skip(rep, item_name(p, i, name), r.reason);
+                rc = add_skip(rep, item_name(p, i, name), reason);
         } else {
             rc = bfs_writer_add_hashed(w, &r.s, r.data, r.len, r.hash);
             if (rc)

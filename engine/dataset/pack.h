@@ -6,9 +6,11 @@
  * sub-directory of SRC, labels 0..C-1 in sorted (byte-wise) name order; samples = every
  * file below a class directory, in the order of a sorted recursive walk (directory path,
  * then file name). Files are recognised by content (a JPEG SOI and a decodable header),
- * not by extension. Files that are not JPEG or cannot be read are skipped and listed
- * (or, with strict, fail the pack); running out of memory or file descriptors while
- * reading one (bfs_err_is_resource) fails the pack.
+ * not by extension. Files that are not JPEG, cannot be read, or do not decode whole
+ * (bfs_jpeg_check: every image is decoded once, whatever the options, so the samples
+ * packed never depend on them) are skipped and listed with the reason (or, with strict,
+ * fail the pack); running out of memory or file descriptors while reading or decoding one
+ * (bfs_err_is_resource) fails the pack.
  *
  * Workers (jobs) read, inspect and optionally re-encode files in parallel; one writer
  * appends them in dataset order, so the output is byte-identical whatever jobs is.
@@ -49,7 +51,7 @@ enum { BFS_TOKENS_FLAT, BFS_TOKENS_NPY, BFS_TOKENS_MEGATRON };
 
 typedef struct bfs_pack_skip {
     char *path;
-    const char *reason;
+    char *reason; /* "corrupt JPEG data (Premature end of JPEG file)", "not a JPEG", ... */
 } bfs_pack_skip;
 
 typedef struct bfs_pack_report {
@@ -96,7 +98,7 @@ int bfs_pack(const char *src, const char *out, const bfs_pack_opts *o, bfs_pack_
  * forces a format). Shards are read one after the other in path order (strcmp), each as a
  * stream, samples in their order in it; their images go through the same transform as an
  * ImageFolder's files. A sample without image or label, with a label outside
- * 0..BFS_SHARD_LABEL_MAX, or whose image is not a readable JPEG is skipped and listed as
+ * 0..BFS_SHARD_LABEL_MAX, or whose image is not a JPEG that decodes whole is skipped and listed as
  * "SHARD:KEY" (WebDataset) or "SHARD:record N" (TFRecord), or with strict fails the pack.
  * Labels are the shards' integers as they are; the class table holds C = the largest
  * label packed + 1 classes named by their decimal label ("0", "1", ...), labels that no

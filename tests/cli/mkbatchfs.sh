@@ -342,6 +342,47 @@ expect_rc 0 "--raw without --no-restart"
 cmp -s "$T/raw.bfs" "$T/raw-default.bfs" || fail "--raw: differs from --raw before"
 ok "--restart: $nrst of 103 JPEGs given restart markers, verifies; files marked already kept as they are; refused with --raw; the default, excluded by --no-restart"
 
+# ---- corrupt JPEGs: left out alike in every mode -----------------------------------------
+# Damaged copies beside the images: cut short (baseline, progressive, gray: restart packs
+# used to store the last two untouched, and any file with --no-restart) and bytes of the
+# scan data inverted. Their headers parse: only a whole decode tells.
+DMG=$T/damaged
+cp -r "$SRC" "$DMG"
+for f in 0 6 10; do # 4:2:0 baseline, progressive, gray (gen_imagefolder's kinds)
+    img=$(printf '%s/class_000/img_%05d.jpg' "$DMG" "$f")
+    head -c $(($(stat -c %s "$img") * 2 / 3)) "$img" >"$DMG/class_000/x-cut-$f.jpg"
+done
+cp "$DMG/class_003/img_00001.jpg" "$DMG/class_003/x-flipped.jpg"
+size=$(stat -c %s "$DMG/class_003/x-flipped.jpg")
+for k in 0 5 11 17; do flip_byte "$DMG/class_003/x-flipped.jpg" $((size / 2 + k)); done
+for mode in default no-restart max-side raw raw-small; do
+    case $mode in
+    default) opt=() ref=$T/j1.bfs ;;
+    no-restart) opt=(--no-restart) ref=$OUT ;;
+    max-side) opt=(--max-side 64) ref=$T/small.bfs ;;
+    raw) opt=(--raw) ref= ;;
+    raw-small) opt=(--raw --max-side 32) ref=$T/raw.bfs ;;
+    esac
+    run "$MK" --no-fsync "${opt[@]}" "$DMG" "$T/dmg-$mode.bfs"
+    expect_rc 0 "pack with corrupt JPEGs ($mode)"
+    expect_err "skipped 4 of 107 files" "corrupt JPEGs ($mode): skip count"
+    expect_err "packed 103 samples" "corrupt JPEGs ($mode): sample count"
+    for f in 0 6 10; do
+        expect_err "$DMG/class_000/x-cut-$f.jpg: corrupt JPEG data (Premature end of JPEG file)" \
+            "a JPEG cut short ($mode)"
+    done
+    expect_err "$DMG/class_003/x-flipped.jpg: corrupt JPEG data (" "a JPEG with bad bytes ($mode)"
+    if [ -n "$ref" ] && ! cmp -s "$ref" "$T/dmg-$mode.bfs"; then
+        fail "corrupt JPEGs ($mode): the pack differs from the folder's without them"
+    fi
+    run "$MK" --no-fsync --strict "${opt[@]}" "$DMG" "$T/dmg-strict.bfs"
+    expect_rc 1 "--strict with corrupt JPEGs ($mode)"
+    expect_err "$DMG/class_000/x-cut-0.jpg: corrupt JPEG data (Premature end of JPEG file) (--strict)" \
+        "--strict with corrupt JPEGs ($mode)"
+    [ ! -e "$T/dmg-strict.bfs" ] || fail "--strict ($mode) left an output"
+done
+ok "corrupt JPEGs (cut short, bad bytes; baseline, progressive, gray) are left out and listed alike with the default, --no-restart, --max-side and --raw: the same 103 samples; --strict fails in each"
+
 # ---- a .bfs as the source: re-packing ---------------------------------------------------
 run "$MK" --no-fsync --no-restart "$OUT" "$T/copy.bfs"
 expect_rc 0 "re-pack of a .bfs"

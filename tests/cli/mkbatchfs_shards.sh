@@ -5,8 +5,8 @@
 # the pack of the same images as an ImageFolder with classes named 0, 1, 2 — with the
 # default restart re-encoding, --no-restart and --raw, from one shard or several, given
 # as files, a directory or a glob, with samples to skip among them (no label, no image,
-# not a JPEG, a bad .cls or .json, a record that is no Example), each listed with its
-# reason; packs are deterministic; a truncated or corrupt tar and a TFRecord with a bad
+# not a JPEG, a JPEG cut short — left out in every mode alike —, a bad .cls or .json, a
+# record that is no Example), each listed with its reason; packs are deterministic; a truncated or corrupt tar and a TFRecord with a bad
 # CRC fail naming the file and the byte; options are checked.
 . "$(dirname "$0")/lib.sh" shards
 same() { # A.bfs B.bfs WHAT
@@ -25,10 +25,11 @@ printf 'not a jpeg\n' >"$T/notjpeg.bin"
 # files by name), as
 #   wds/shard-00000.tar, wds/shard-00001.tar (split mid-class): labels in .cls or .json;
 #     between them samples to skip: no label, no image, not a JPEG, bad .cls, bad .json,
-#     a label out of range; and members that are no sample (a directory, a README);
+#     a label out of range, a JPEG cut short; and members that are no sample (a
+#     directory, a README);
 #   tfr/data.tfrecord-00000-of-00002, -00001-of-00002: one Example per image, with extra
 #     features, labels packed and unpacked; skips: no label, no image, a label that is a
-#     bytes list, a record that is not an Example;
+#     bytes list, a record that is not an Example, not a JPEG, a JPEG cut short;
 #   custom/a.tfrecord (features img, y) and custom/a.tar (.png... no: .jpeg images only,
 #     labels in .json under "y") for --image-key / --label-key.
 cat >"$T/make_shards.py" <<'EOF'
@@ -100,6 +101,10 @@ def example(feats):
 def jpeg(path):
     return open(path, "rb").read()
 
+def cut(path):  # a JPEG cut short: its header intact, only a whole decode tells
+    b = jpeg(path)
+    return b[:len(b) * 2 // 3]
+
 # ---- WebDataset ---------------------------------------------------------------------------
 os.makedirs(os.path.join(out, "wds"))
 def add(tf, name, data):
@@ -141,6 +146,8 @@ for s, part in enumerate((samples[:half], samples[half:])):
                 add(tf, "skip/floatlabel%d.json" % s, b'{"label": 1.5}')
                 add(tf, "skip/range%d.jpg" % s, jpeg(path))
                 add(tf, "skip/range%d.cls" % s, b"-1")
+                add(tf, "skip/cut%d.jpg" % s, cut(path))
+                add(tf, "skip/cut%d.cls" % s, b"1")
 
 # ---- TFRecord -----------------------------------------------------------------------------
 os.makedirs(os.path.join(out, "tfr"))
@@ -162,6 +169,8 @@ for s, part in enumerate((samples[:half], samples[half:])):
                                         ("image/class/label", bytes_feature(b"1"))])))
                 f.write(record(b"\x0a\x05\x0a\x03"))  # a length past its message
                 f.write(record(example([("image/encoded", bytes_feature(notjpeg)),
+                                        ("image/class/label", int64_feature(0))])))
+                f.write(record(example([("image/encoded", bytes_feature(cut(path))),
                                         ("image/class/label", int64_feature(0))])))
 
 # ---- other keys ---------------------------------------------------------------------------
@@ -201,7 +210,7 @@ grep -q "^    2        7  2$" "$T/info" || fail "--info: class 2 named '2' with 
 # ---- skip accounting ---------------------------------------------------------------------
 run "$MK" --jobs 3 "${WDS[@]}" "$T/w.bfs"
 expect_rc 0 "packing the tar shards"
-expect_err "skipped 14 of 35 samples:" "WebDataset skip count"
+expect_err "skipped 16 of 37 samples:" "WebDataset skip count"
 for s in 0 1; do
     S=${WDS[$s]}
     expect_err "$S:skip/nolabel$s: no label (no .cls member, no .json member)" "no label"
@@ -211,13 +220,14 @@ for s in 0 1; do
     expect_err "$S:skip/badjson$s: bad .json" "bad .json"
     expect_err "$S:skip/floatlabel$s: the .json's label is not an integer" "float label"
     expect_err "$S:skip/range$s: label out of range" "negative label"
+    expect_err "$S:skip/cut$s: corrupt JPEG data (Premature end of JPEG file)" "a JPEG cut short"
 done
 expect_err "note: 1 tar members have no WebDataset key" "the README member"
 expect_err "packed $NS samples in 3 classes" "summary"
 expect_err "read 2 WebDataset shards" "shard count"
 run "$MK" "${TFR[@]}" "$T/t.bfs"
 expect_rc 0 "packing the TFRecord files"
-expect_err "skipped 10 of 31 samples:" "TFRecord skip count"
+expect_err "skipped 12 of 33 samples:" "TFRecord skip count"
 for s in 0 1; do
     S=${TFR[$s]}
     expect_err "$S:record 2: no label (the --label-key feature is absent or empty)" "no label"
@@ -225,12 +235,13 @@ for s in 0 1; do
     expect_err "$S:record 4: the label feature is not one int64 value" "bytes label"
     expect_err "$S:record 5: not a tf.train.Example" "not an Example"
     expect_err "$S:record 6: not a JPEG" "not a JPEG"
+    expect_err "$S:record 7: corrupt JPEG data (Premature end of JPEG file)" "a JPEG cut short"
 done
 run "$MK" --strict "${TFR[@]}" "$T/strict.bfs"
 expect_rc 1 "--strict with samples to skip"
 expect_err "${TFR[0]}:record 2: no label" "--strict names the sample"
 [ ! -e "$T/strict.bfs" ] || fail "--strict left $T/strict.bfs"
-ok "skipped samples counted and listed with their reasons (14 tar, 10 TFRecord); --strict"
+ok "skipped samples counted and listed with their reasons (16 tar, 12 TFRecord); --strict"
 
 # ---- determinism; directories, globs, order by name --------------------------------------
 run "$MK" --jobs 1 "${WDS[@]}" "$T/w1.bfs"
