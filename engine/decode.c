@@ -255,7 +255,8 @@ static int decode_raw(bfs_decoder *d, const uint8_t *data, size_t len, const bfs
  * marker out of sequence, a truncated scan) or memory is short: the caller then decodes
  * the file as it is, and reports whatever is wrong with it.
  * Corrupt data in segments the window leaves out goes unnoticed, as it does below the
- * crop on the plain path: a sample is bad when what its crop needs does not decode.
+ * crop on the plain path: a sample is bad when what its crop needs does not decode. A
+ * checked decode (bfs_decoder_decode_checked) never takes a window.
  */
 static int build_window(bfs_decoder *d, const uint8_t *data, size_t len, const bfs_jpeg_header *hp,
                         const bfs_image_info *info, int scale, int x0, int y0, int x1, int y1,
@@ -396,6 +397,7 @@ typedef struct pass {
     int x0, y0, x1, y1; /* the region, scaled, in the file's coordinates */
     int ox, oy;         /* the file's origin in the image (a window's), unscaled */
     int windowed;
+    int whole; /* read the file to EOI, the rows below the region too (checked decodes) */
 } pass;
 
 static int decode_pass(bfs_decoder *d, const pass *p, const bfs_image_info *info, int scale,
@@ -444,7 +446,9 @@ static int decode_pass(bfs_decoder *d, const pass *p, const bfs_image_info *info
             jpeg_crop_scanline(c, &cx, &cw);
     }
     size_t stride = (size_t)cw * 3;
-    if ((!dst && grow(&d->buf, &d->cap, stride * (size_t)(ry1 - ry0))) ||
+    /* a checked decode reads the last row into one more row of the buffer (below) */
+    size_t rows = (size_t)(ry1 - ry0) + (p->whole && ry1 < p->sh);
+    if ((!dst && grow(&d->buf, &d->cap, stride * rows)) ||
         (cmyk && grow(&d->row4, &d->row4_cap, (size_t)cw * 4))) {
         jpeg_abort_decompress(c);
         return -ENOMEM;
@@ -465,9 +469,22 @@ static int decode_pass(bfs_decoder *d, const pass *p, const bfs_image_info *info
             cmyk_row_to_rgb(d->row4, to + (size_t)(y - ry0) * stride, (int)cw);
         y++;
     }
-    /* Rows below the region are never decoded; finishing would read to EOI for nothing.
-     * A window may end inside its last segment (whole rows): it is never finished. */
-    if (ry1 < p->sh || p->windowed)
+    /* A checked decode goes on to EOI: the rows below the region are entropy-decoded
+     * (skipped), but the last one, which is read: libjpeg-turbo skips a request that
+     * reaches the end without decoding anything. */
+    if (p->whole && ry1 < p->sh) {
+        JDIMENSION rest = (JDIMENSION)(p->sh - 1 - ry1);
+        JSAMPROW row = cmyk ? d->row4 : d->buf + (size_t)(ry1 - ry0) * stride;
+        if ((rest && jpeg_skip_scanlines(c, rest) != rest) ||
+            jpeg_read_scanlines(c, &row, 1) != 1) {
+            jpeg_abort_decompress(c);
+            return BFS_E_JPEG_DATA;
+        }
+    }
+    /* Otherwise rows below the region are never decoded; finishing would read to EOI for
+     * nothing. A window may end inside its last segment (whole rows): it is never
+     * finished. */
+    if ((ry1 < p->sh && !p->whole) || p->windowed)
         jpeg_abort_decompress(c);
     else
         jpeg_finish_decompress(c);
@@ -501,7 +518,7 @@ static int decode_pass(bfs_decoder *d, const pass *p, const bfs_image_info *info
  */
 static int decode(bfs_decoder *d, const uint8_t *data, size_t len, const bfs_image_info *info,
                   int scale, int x0, int y0, int x1, int y1, uint8_t *dst, size_t dst_size,
-                  bfs_pixels *out)
+                  int whole, bfs_pixels *out)
 {
     if ((info->flags & BFS_KIND_MASK) == BFS_KIND_RAW)
         return decode_raw(d, data, len, info, scale, x0, y0, x1, y1, dst, dst_size, out);
@@ -532,7 +549,7 @@ static int decode(bfs_decoder *d, const uint8_t *data, size_t len, const bfs_ima
     }
     /* a crop of a file with restart markers: decode only the segments it needs */
     int ox = 0, oy = 0, iw = info->width, ih = info->height, windowed = 0;
-    if (croppable && !dst) {
+    if (croppable && !dst && !whole) {
         windowed = build_window(d, data, len, parsed ? &h : NULL, info, scale, x0, y0, x1, y1,
                                 &data, &len, &ox, &oy, &iw, &ih);
         if (windowed) { /* region and image in the window's coordinates from here on */
@@ -552,14 +569,22 @@ static int decode(bfs_decoder *d, const uint8_t *data, size_t len, const bfs_ima
               .y1 = y1,
               .ox = ox,
               .oy = oy,
-              .windowed = windowed};
+              .windowed = windowed,
+              .whole = whole || dst};
     return decode_pass(d, &p, info, scale, cmyk, croppable, dst, out);
 }
 
 int bfs_decoder_decode(bfs_decoder *d, const uint8_t *data, size_t len, const bfs_image_info *info,
                        int scale, int x0, int y0, int x1, int y1, bfs_pixels *out)
 {
-    return decode(d, data, len, info, scale, x0, y0, x1, y1, NULL, 0, out);
+    return decode(d, data, len, info, scale, x0, y0, x1, y1, NULL, 0, 0, out);
+}
+
+int bfs_decoder_decode_checked(bfs_decoder *d, const uint8_t *data, size_t len,
+                               const bfs_image_info *info, int scale, int x0, int y0, int x1,
+                               int y1, bfs_pixels *out)
+{
+    return decode(d, data, len, info, scale, x0, y0, x1, y1, NULL, 0, 1, out);
 }
 
 int bfs_decoder_decode_image(bfs_decoder *d, const uint8_t *data, size_t len,
@@ -569,5 +594,5 @@ int bfs_decoder_decode_image(bfs_decoder *d, const uint8_t *data, size_t len,
         return -EINVAL;
     bfs_pixels px;
     return decode(d, data, len, info, scale, 0, 0, scaled(info->width, scale),
-                  scaled(info->height, scale), dst, dst_size, &px);
+                  scaled(info->height, scale), dst, dst_size, 1, &px);
 }

@@ -25,7 +25,9 @@
  * grayscale replicated; CMYK converted with Pillow's formula.
  *
  * Corrupt data: libjpeg errors and warnings (a truncated file is only a warning to
- * libjpeg) both fail the decode with BFS_E_JPEG_DATA, and the decoder stays usable.
+ * libjpeg) both fail the decode with BFS_E_JPEG_DATA, and the decoder stays usable. A
+ * crop reads only the part of the file it needs, so damage elsewhere goes unnoticed by
+ * it; bfs_decoder_decode_checked and bfs_decoder_decode_image read all of it.
  */
 #ifndef BATCHFS_ENGINE_DECODE_H
 #define BATCHFS_ENGINE_DECODE_H
@@ -88,6 +90,20 @@ int bfs_decoder_max_scale(const bfs_image_info *info, double box_w, double box_h
  */
 int bfs_decoder_decode(bfs_decoder *d, const uint8_t *data, size_t len, const bfs_image_info *info,
                        int scale, int x0, int y0, int x1, int y1, bfs_pixels *out);
+
+/*
+ * bfs_decoder_decode_checked - bfs_decoder_decode, and the whole file checked on the way:
+ * no restart-segment window, and after the region the decode goes on to EOI (the rows
+ * below it entropy-decoded and dropped), so corrupt data anywhere in the file fails it
+ * with BFS_E_JPEG_DATA, as bfs_jpeg_check (engine/dataset/jpeg.h) would say, whatever the
+ * region. The pixels are those bfs_decoder_decode returns. Costs the entropy decoding of
+ * the rows below the region, and of the segments a window would leave out. The engine's
+ * first decode of each sample of a folder source (engine.c). Returns as
+ * bfs_decoder_decode.
+ */
+int bfs_decoder_decode_checked(bfs_decoder *d, const uint8_t *data, size_t len,
+                               const bfs_image_info *info, int scale, int x0, int y0, int x1,
+                               int y1, bfs_pixels *out);
 
 /*
  * bfs_decoder_decode_image - decode the whole image at 1/scale into dst (the decoded-sample

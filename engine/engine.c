@@ -416,6 +416,12 @@ static int render(bfs_engine *e, bfs_engine_worker *w, uint64_t epoch, uint64_t 
     bfs_image_info info = {it.width, it.height, it.flags, it.raw_size};
     if (info.width == 0 && (rc = bfs_decoder_probe(it.data, it.len, &info)))
         return rc; /* folder sources carry no table: read the header */
+    /* A folder's file is decoded whole the first time (checked): damage outside this
+     * crop then makes the sample bad in every epoch, not only where a crop covers it. */
+    int verdict = bfs_source_verdict(e->src, idx);
+    if (verdict == BFS_VERDICT_BAD)
+        return BFS_E_JPEG_DATA;
+    int check = verdict == BFS_VERDICT_UNKNOWN;
     bfs_geometry g;
     if ((rc = bfs_augment_geometry(&e->o, epoch, idx, info.width, info.height, &g)))
         return BFS_E_SAMPLE_RANGE;
@@ -441,11 +447,14 @@ static int render(bfs_engine *e, bfs_engine_worker *w, uint64_t epoch, uint64_t 
     if (resize_source_extent(sp, &x0, &y0, &x1, &y1))
         return BFS_E_SAMPLE_RANGE;
     bfs_pixels px;
-    /* cached or not, the pixels inside the region are the same (samplecache.h) */
+    /* cached or not, the pixels inside the region are the same (samplecache.h); a cached
+     * image was decoded whole */
     rc = e->scache ? cached_image(e, w, &it, &info, idx, s, &px) : 1;
     if (rc == 1)
-        rc = bfs_decoder_decode(w->dec, it.data, it.len, &info, s, x0 + ox, y0 + oy, x1 + ox,
-                                y1 + oy, &px);
+        rc = (check ? bfs_decoder_decode_checked : bfs_decoder_decode)(
+            w->dec, it.data, it.len, &info, s, x0 + ox, y0 + oy, x1 + ox, y1 + oy, &px);
+    if (check && (rc == 0 || rc == BFS_E_JPEG_DATA)) /* a verdict on the file, not memory */
+        bfs_source_set_verdict(e->src, idx, rc ? BFS_VERDICT_BAD : BFS_VERDICT_GOOD);
     uint64_t t2 = bfs_mono_ns();
     add(&w->decode_ns, t2 - t1);
     if (rc)

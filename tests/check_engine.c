@@ -419,6 +419,96 @@ START_TEST(bad_samples)
 }
 END_TEST
 
+/* The index in slot j of batch b (n bytes). */
+static int64_t slot_index(const uint8_t *b, uint64_t n, int j)
+{
+    bfs_st_file f;
+    ck_assert_int_eq(bfs_st_parse(b, n, &f), 0);
+    const bfs_st_tensor *ix = bfs_st_find(&f, "indices");
+    int64_t v;
+    memcpy(&v, b + ix->offset + 8 * (size_t)j, 8);
+    return v;
+}
+
+START_TEST(bad_in_every_epoch)
+{
+    /* sample 1 of the folder: 256 x 256, damaged in its bottom-right corner (near the end
+     * of its scan data), so a crop in its upper part decodes and the whole file does not */
+    uint8_t *jpg = NULL;
+    size_t len;
+    tu_jpeg_opts jo = {
+        .width = 256, .height = 256, .quality = 90, .subsamp = TJSAMP_420, .seed = 5};
+    /* changed bytes may decode into other valid codes, unnoticed by any decoder: damage
+     * more until libjpeg-turbo notices */
+    for (size_t nb = 8; nb <= 1024; nb *= 2) {
+        free(jpg);
+        ck_assert_int_eq(tu_make_jpeg(&jo, &jpg, &len), 0);
+        ck_assert_int_eq(tu_damage_scan(jpg, len, 0.97, nb), 0);
+        if (bfs_jpeg_check(jpg, len, NULL, 0) == BFS_E_JPEG_DATA)
+            break;
+    }
+    char p[4300];
+    snprintf(p, sizeof p, "%s/class_000/img_00001.jpg", folder);
+    ck_assert_int_eq(tu_write_file(p, jpg, len), 0);
+    bfs_decoder *d;
+    bfs_image_info info;
+    bfs_pixels px;
+    ck_assert_int_eq(bfs_decoder_create(&d), 0);
+    ck_assert_int_eq(bfs_decoder_probe(jpg, len, &info), 0);
+    ck_assert_int_eq(bfs_decoder_decode(d, jpg, len, &info, 1, 0, 0, 256, 128, &px), 0);
+    ck_assert_int_eq(bfs_decoder_decode(d, jpg, len, &info, 1, 0, 224, 256, 256, &px),
+                     BFS_E_JPEG_DATA);
+    /* a checked decode of the top half reads on: it fails, as the whole-file check does */
+    ck_assert_int_eq(bfs_decoder_decode_checked(d, jpg, len, &info, 1, 0, 0, 256, 128, &px),
+                     BFS_E_JPEG_DATA);
+    ck_assert_int_eq(bfs_jpeg_check(jpg, len, NULL, 0), BFS_E_JPEG_DATA);
+    bfs_decoder_destroy(d);
+    free(jpg);
+
+    /* an epoch whose crop of sample 1 stays in the top half, one whose crop reaches the
+     * bottom rows */
+    const char *opts = "batch=36,size=16,shuffle=none,scale=0.05:0.2";
+    bfs_pipeline_opts o;
+    bfs_pipeline_defaults(&o);
+    char err[512];
+    ck_assert_int_eq(bfs_pipeline_parse(&o, opts, err, sizeof err), 0);
+    ck_assert_int_eq(bfs_pipeline_finish(&o, err, sizeof err), 0);
+    int top = -1, bottom = -1;
+    for (int ep = 0; ep < 256 && (top < 0 || bottom < 0); ep++) {
+        bfs_geometry g;
+        ck_assert_int_eq(bfs_augment_geometry(&o, (uint64_t)ep, 1, 256, 256, &g), 0);
+        double y1 = g.origin_y + g.spec.box[3];
+        if (top < 0 && y1 < 112) /* well above the damage, margins included */
+            top = ep;
+        if (bottom < 0 && y1 > 248)
+            bottom = ep;
+    }
+    ck_assert_msg(top >= 0 && bottom >= 0, "no epoch with such crops: %d %d", top, bottom);
+
+    /* substituted in both, whichever comes first in a mount */
+    for (int first = 0; first < 2; first++) {
+        bfs_engine *e = engine(folder, opts);
+        for (int i = 0; i < 2; i++) {
+            uint64_t ep = (uint64_t)((i == first) ? top : bottom), n;
+            bfs_exec *x = exec_new(e, 2, 0);
+            bfs_batch *b;
+            ck_assert_int_eq(bfs_exec_get(x, ep, 0, &b, err, sizeof err), 0);
+            n = bfs_batch_size(b);
+            ck_assert_msg(slot_index(bfs_batch_data(b), n, 1) != 1,
+                          "epoch %llu (crop in the %s): sample 1 served", (unsigned long long)ep,
+                          ep == (uint64_t)top ? "top half" : "bottom rows");
+            ck_assert_int_eq(slot_index(bfs_batch_data(b), n, 0), 0);
+            bfs_exec_stats st;
+            bfs_exec_get_stats(x, &st);
+            ck_assert_uint_eq(st.stages.bad_samples, 1);
+            bfs_batch_release(b);
+            bfs_exec_destroy(x);
+        }
+        bfs_engine_destroy(e);
+    }
+}
+END_TEST
+
 /* tmp/NAME.bfs of docs token documents of per u16 ids each, the last of each the
  * separator 50256, id i of the file (i * mult) % 50000 (its path into tok) */
 static void pack_token_docs(const char *name, int docs, int per, int mult, char *tok, size_t len)
@@ -1273,6 +1363,7 @@ static Suite *engine_suite(void)
     tcase_add_test(tc, dtypes_and_layouts);
     tcase_add_test(tc, flip_mirrors);
     tcase_add_test(tc, bad_samples);
+    tcase_add_test(tc, bad_in_every_epoch);
     tcase_add_test(tc, token_rows_truncated_between_rows);
     tcase_add_test(tc, token_tables_built_in_pieces);
     tcase_add_test(tc, token_claims_check_the_file);

@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,8 +21,9 @@ struct bfs_source {
     int mapped;        /* bfs_source_map_payloads succeeded */
     bfs_folder folder; /* folder source */
     uint64_t identity;
-    uint64_t *facts;  /* folder: per file, XXH64 of its size, mtime and ctime at the scan */
-    char notes[2048]; /* bfs_source_notes */
+    uint64_t *facts; /* folder: per file, XXH64 of its size, mtime and ctime at the scan */
+    _Atomic uint8_t *verdicts; /* folder: per file, BFS_VERDICT_* (bfs_source_verdict) */
+    char notes[2048];          /* bfs_source_notes */
 };
 
 /* What a folder file's change check hashes: its size, mtime and ctime, or the error that
@@ -93,6 +95,8 @@ int bfs_source_open(const char *path, bfs_source **out, char *err, size_t errlen
         rc = bfs_folder_scan(s->path, &s->folder, err, errlen);
         if (!rc)
             rc = folder_identity(s, err, errlen);
+        if (!rc && !(s->verdicts = calloc(s->folder.n ? s->folder.n : 1, sizeof *s->verdicts)))
+            rc = bfs_errf(-ENOMEM, err, errlen, "out of memory");
         if (!rc)
             bfs_folder_notes(&s->folder, s->notes, sizeof s->notes);
     } else {
@@ -119,6 +123,7 @@ void bfs_source_close(bfs_source *s)
     bfs_close(s->bfs);
     bfs_folder_free(&s->folder);
     free(s->facts);
+    free((void *)s->verdicts);
     free(s->path);
     free(s);
 }
@@ -236,6 +241,19 @@ void bfs_source_advise(const bfs_source *s, const uint64_t *idx, uint32_t n)
 {
     if (s->bfs)
         bfs_advise_samples(s->bfs, idx, n);
+}
+
+int bfs_source_verdict(const bfs_source *s, uint64_t i)
+{
+    if (!s->verdicts || i >= s->folder.n)
+        return BFS_VERDICT_GOOD;
+    return atomic_load_explicit(&s->verdicts[i], memory_order_relaxed);
+}
+
+void bfs_source_set_verdict(bfs_source *s, uint64_t i, int verdict)
+{
+    if (s->verdicts && i < s->folder.n)
+        atomic_store_explicit(&s->verdicts[i], (uint8_t)verdict, memory_order_relaxed);
 }
 
 uint32_t bfs_source_label(const bfs_source *s, uint64_t i)

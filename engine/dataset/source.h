@@ -97,6 +97,23 @@ int bfs_source_unchanged(const bfs_source *s);
  */
 int bfs_source_get(bfs_source *s, uint64_t i, bfs_item *it, bfs_source_scratch *scratch);
 
+/*
+ * Verdicts: has sample i's file decoded whole? A crop decodes only part of a JPEG, so a
+ * file damaged outside this epoch's crop would decode fine, and whether the sample is bad
+ * would depend on the crop. The engine decodes a folder sample whole (checked) the first
+ * time it uses it in this mount and records the verdict here, one byte per sample; from
+ * then on a bad one is bad in every epoch. A .bfs has no unknown verdicts: mkbatchfs
+ * decodes every JPEG whole when packing and leaves out the corrupt ones (a .bfs packed
+ * by an older mkbatchfs may still hold some: re-pack it).
+ * bfs_source_verdict - BFS_VERDICT_UNKNOWN (not decoded whole yet), _GOOD or _BAD; .bfs
+ * sources and indices out of range: _GOOD. bfs_source_set_verdict - record one (a
+ * folder's sample in range; anything else is ignored). Both are safe from any thread
+ * (relaxed atomics: two threads that check the same sample at once find the same).
+ */
+enum { BFS_VERDICT_UNKNOWN, BFS_VERDICT_GOOD, BFS_VERDICT_BAD };
+int bfs_source_verdict(const bfs_source *s, uint64_t i);
+void bfs_source_set_verdict(bfs_source *s, uint64_t i, int verdict);
+
 /* bfs_source_label - sample i's label without touching its payload (O(1)); 0 when i is
  * out of range or its table entry is invalid (bfs_source_get then reports the error). */
 uint32_t bfs_source_label(const bfs_source *s, uint64_t i);
