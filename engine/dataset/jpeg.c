@@ -318,18 +318,23 @@ int bfs_jpeg_check(const uint8_t *data, size_t len, char *why, size_t whylen)
     c.progress = &progress;
     jpeg_mem_src(&c, data, (unsigned long)len);
     jpeg_read_header(&c, TRUE);
-    /* Every coefficient is entropy-decoded whatever the scale (libjpeg-turbo parses the AC
-     * codes it does not need): at 1/8 the IDCT is DC only and there is almost nothing to
-     * upsample or convert, so this costs about the entropy decoding of the file. */
-    c.scale_num = 1;
-    c.scale_denom = 8;
-    c.do_fancy_upsampling = FALSE;
+    /* Set up as the engine's whole decode at full scale (decode.c), so that libjpeg-turbo
+     * accepts or refuses the same files; then skip every row but the last: skipped rows
+     * are only entropy-decoded, which is where corruption shows (the IDCT, upsampling and
+     * colour conversion cannot fail on data), and a skip that reaches the last row would
+     * decode nothing. */
+    c.out_color_space = c.num_components == 4 ? JCS_CMYK : JCS_RGB;
+    c.dct_method = JDCT_ISLOW;
+    c.do_fancy_upsampling = TRUE;
     jpeg_start_decompress(&c);
-    JSAMPARRAY rows = (*c.mem->alloc_sarray)((j_common_ptr)&c, JPOOL_IMAGE,
-                                             c.output_width * (JDIMENSION)c.output_components,
-                                             (JDIMENSION)c.rec_outbuf_height);
-    while (c.output_scanline < c.output_height)
-        jpeg_read_scanlines(&c, rows, (JDIMENSION)c.rec_outbuf_height);
+    JSAMPARRAY row = (*c.mem->alloc_sarray)((j_common_ptr)&c, JPOOL_IMAGE,
+                                            c.output_width * (JDIMENSION)c.output_components, 1);
+    JDIMENSION rest = c.output_height - 1;
+    if ((rest && jpeg_skip_scanlines(&c, rest) != rest) || jpeg_read_scanlines(&c, row, 1) != 1) {
+        if (why && whylen)
+            snprintf(why, whylen, "fewer rows than the header says");
+        longjmp(err.jb, 1);
+    }
     jpeg_finish_decompress(&c); /* reads on to EOI: a file cut short warns here */
     jpeg_destroy_decompress(&c);
     return 0;

@@ -71,13 +71,13 @@ uint16_t bfs_jpeg_sample_flags(const bfs_jpeg_header *h);
 int bfs_jpeg_decode_rgb(const uint8_t *data, size_t len, uint8_t **rgb, int *w, int *h);
 
 /*
- * bfs_jpeg_check - is the JPEG intact? Decodes it whole once with libjpeg-turbo (at 1/8
- * scale: every entropy-coded segment of every scan is still read to EOI, only the IDCT
- * shrinks, so it costs about the file's entropy decoding) and fails on the first error or
- * warning: a file cut short ("Premature end of JPEG file") or a bad Huffman code ("Corrupt
- * JPEG data: bad Huffman code") is only a warning to libjpeg-turbo, which fills in gray,
- * and so it is to the engine's decoder (decode.h), which fails such a sample whenever it
- * decodes the damaged part. mkbatchfs checks every image this way (or by the whole
+ * bfs_jpeg_check - is the JPEG intact? Decodes it whole once with libjpeg-turbo, set up
+ * as the engine's full-scale decode, every entropy-coded segment of every scan read to
+ * EOI (the rows skipped but the last: about the cost of the file's entropy decoding),
+ * and fails on the first error or warning: a file cut short ("Premature end of JPEG file") or a bad
+ * Huffman code ("Corrupt JPEG data: bad Huffman code") is only a warning to libjpeg-turbo, which
+ * fills in gray, and so it is to the engine's decoder (decode.h), which fails such a sample
+ * whenever it decodes the damaged part. mkbatchfs checks every image this way (or by the whole
  * decode its transform makes), so the samples of a pack never depend on its options, and
  * a mounted ImageFolder checks each file once (engine.c). The same scan limit as the
  * engine's applies (500: a progressive CPU bomb is corrupt).

@@ -7,6 +7,10 @@
  * whole image through libjpeg-turbo, which checks that what the walker accepts is what
  * the decoder sizes its buffer for. The pixel limit keeps one input's decode under the
  * fuzzer's time and memory limits (4 Mpx of RGB is 12 MiB).
+ * bfs_jpeg_check (mkbatchfs's verdict on every image) must agree with the engine's
+ * decoder reading the whole file: its whole-image decode, and a checked decode of a
+ * corner (a folder sample's first use), both at full scale: the pack and the mount call
+ * the same files corrupt.
  * Files with restart markers also go through the crop decoder (engine/decode.c builds a
  * restart-segment window from the scan's markers: untrusted bytes too) at a few regions
  * and scales, and through bfs_jpeg_add_restarts (mkbatchfs --restart), whose output must
@@ -104,6 +108,34 @@ static void crops(const uint8_t *data, size_t size, const uint8_t *whole)
     }
 }
 
+/* bfs_jpeg_check's verdict against the engine's whole decodes (see the top). */
+static void verdicts(const uint8_t *data, size_t size, int w, int h)
+{
+    static bfs_decoder *d;
+    if (!d && bfs_decoder_create(&d))
+        return;
+    char why[200];
+    int ck = bfs_jpeg_check(data, size, why, sizeof why);
+    CHECK(ck == 0 || ck == BFS_E_JPEG_DATA || ck == -ENOMEM);
+    CHECK(ck != BFS_E_JPEG_DATA || why[0]); /* a corrupt file is told why */
+    bfs_image_info info;
+    CHECK(bfs_decoder_probe(data, size, &info) == 0);
+    uint8_t *dst = malloc((size_t)w * (size_t)h * 3);
+    if (!dst || ck == -ENOMEM) {
+        free(dst);
+        return;
+    }
+    int whole = bfs_decoder_decode_image(d, data, size, &info, 1, dst, (size_t)w * (size_t)h * 3);
+    bfs_pixels px;
+    int corner =
+        bfs_decoder_decode_checked(d, data, size, &info, 1, 0, 0, (w + 1) / 2, (h + 1) / 2, &px);
+    free(dst);
+    if (whole == -ENOMEM || corner == -ENOMEM)
+        return;
+    CHECK((ck == 0) == (whole == 0));
+    CHECK((ck == 0) == (corner == 0));
+}
+
 static void add_restarts(const uint8_t *data, size_t size, const bfs_jpeg_header *h)
 {
     uint8_t *out = NULL;
@@ -154,6 +186,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     CHECK(h.scan_components >= 1 && h.scan_components <= 4);
     if (size >= DECODE_MAX_INPUT || (uint64_t)h.width * (uint64_t)h.height > DECODE_MAX_PIXELS)
         return 0;
+    verdicts(data, size, h.width, h.height);
     if (h.components == 3)
         add_restarts(data, size, &h);
     uint8_t *rgb = NULL;
