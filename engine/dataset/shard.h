@@ -68,8 +68,10 @@ int bfs_shard_is_tfrecord_name(const char *name);
  * with a shard name of the format: .tar; or a TFRecord name), or a glob(3) pattern (when
  * no file has that name) of shard files. With BFS_FORMAT_AUTO the format is the one the
  * names show: every file named .tar, or every file a TFRecord name; a directory holding
- * such files and no sub-directory counts as shards. A file named explicitly is taken
- * whatever its name when the format is given.
+ * such files and no sub-directory counts as shards. With the format given, a file is
+ * taken whatever its name, named explicitly or by a pattern, and so is every regular
+ * file at a directory's top unless some carry the format's names: then only those (a
+ * tensorflow_datasets directory keeps its .json files beside the shards).
  * Returns 0 (l filled; sorted by path, each path once), 1 when the sources are not shards
  * (AUTO, one source: a directory that is not of shards, taken as an ImageFolder, or a
  * file of another name, taken as a .bfs), or -EINVAL (several sources that are not all

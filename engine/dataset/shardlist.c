@@ -86,7 +86,9 @@ static int cmp_str(const void *a, const void *b)
 
 /* The shard files at the top of directory dir. *shards_only (AUTO): 1 when it holds shard
  * files and no non-hidden sub-directory. With format AUTO nothing is added when it does
- * not (the caller decides); the formats seen must agree. */
+ * not (the caller decides); the formats seen must agree. With a format given, the files
+ * named as its shards, or when none is, every regular file (TensorFlow names its own
+ * train-00000-of-00008). */
 static int scan_dir(bfs_shard_list *l, size_t *cap, const char *dir, int format, int *shards_only,
                     char *err, size_t errlen)
 {
@@ -111,8 +113,7 @@ static int scan_dir(bfs_shard_list *l, size_t *cap, const char *dir, int format,
             continue;
         }
         int f = name_format(e->d_name);
-        if (!S_ISREG(st.st_mode) || f == BFS_FORMAT_AUTO ||
-            (format != BFS_FORMAT_AUTO && f != format))
+        if (!S_ISREG(st.st_mode) || (format == BFS_FORMAT_AUTO && f == BFS_FORMAT_AUTO))
             continue;
         if (n == ncap) {
             ncap = ncap ? ncap * 2 : 16;
@@ -140,9 +141,12 @@ static int scan_dir(bfs_shard_list *l, size_t *cap, const char *dir, int format,
         rc =
             bfs_errf(-EINVAL, err, errlen,
                      "%s holds both .tar and TFRecord files: say which to pack with --format", dir);
-    if (!rc && (format != BFS_FORMAT_AUTO || *shards_only))
+    if (!rc && format == BFS_FORMAT_AUTO && *shards_only)
         for (size_t i = 0; i < n && !rc; i++)
             rc = add_file(l, cap, names[i], fmts[i], err, errlen);
+    for (size_t i = 0; i < n && !rc && format != BFS_FORMAT_AUTO; i++)
+        if (!seen[format] || fmts[i] == format) /* its names, or any name when none has one */
+            rc = add_file(l, cap, names[i], format, err, errlen);
     for (size_t i = 0; i < n; i++)
         free(names[i]);
     free(names);
@@ -172,11 +176,9 @@ static int add_source(bfs_shard_list *l, size_t *cap, const char *src, int forma
             }
             if (l->n == before)
                 return bfs_errf(-EINVAL, err, errlen,
-                                "%s holds no %s shards at its top (%s); name the files instead",
-                                src, format_name(format),
-                                format == BFS_FORMAT_WEBDATASET
-                                    ? "*.tar"
-                                    : "*.tfrecord, *.tfrecords, *.tfrecord-*");
+                                "%s holds no %s shards at its top (no regular file); name the "
+                                "files instead",
+                                src, format_name(format));
             return 0;
         }
         if (!S_ISREG(st.st_mode))

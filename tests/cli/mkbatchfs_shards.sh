@@ -262,7 +262,21 @@ cp "${TFR[1]}" "$T/train-1"
 run "$MK" --format tfrecord "$T/train-1" "$T/train-0" "$T/t2.bfs"
 expect_rc 0 "--format tfrecord with other names"
 same "$T/t.bfs" "$T/t2.bfs" "--format tfrecord"
-ok "packs are deterministic (jobs, argument order, directory, glob, --format)"
+# TensorFlow's own names (train-00000-of-00002) in a directory: --format takes every file
+mkdir "$T/tfnames"
+cp "${TFR[0]}" "$T/tfnames/train-00000-of-00002"
+cp "${TFR[1]}" "$T/tfnames/train-00001-of-00002"
+run "$MK" --format tfrecord "$T/tfnames" "$T/t3.bfs"
+expect_rc 0 "--format tfrecord with a directory of train-0000N-of-00002"
+same "$T/t.bfs" "$T/t3.bfs" "--format tfrecord, a directory of TensorFlow's names"
+# ...but only the shards when some files have a shard name (tensorflow_datasets keeps
+# dataset_info.json beside data.tfrecord-00000-of-00002)
+cp -r "$T/sh/tfr" "$T/tfds"
+echo '{"name": "x"}' >"$T/tfds/dataset_info.json"
+run "$MK" --format tfrecord "$T/tfds" "$T/t4.bfs"
+expect_rc 0 "--format tfrecord with a tensorflow_datasets directory"
+same "$T/t.bfs" "$T/t4.bfs" "--format tfrecord, named shards beside a .json"
+ok "packs are deterministic (jobs, argument order, directory, glob, --format); --format takes a directory's files whatever their names"
 
 # ---- other keys ----------------------------------------------------------------------------
 run "$MK" --image-key img --label-key y "$T/sh/custom/a.tfrecord" "$T/c1.bfs"
