@@ -3,7 +3,8 @@
  * tfrecord.h).
  *
  * The protobuf reader walks the bytes in place: no allocation, every length checked
- * against the message that holds it before it is used.
+ * against the message that holds it before it is used. Compressed files go through zlib's
+ * inflate between the shard's reads and the framing (read_some).
  */
 #include "engine/dataset/tfrecord.h"
 #include "base/endian.h"
@@ -14,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <zlib.h>
 
 /* ---- CRC-32C (Castagnoli, reflected polynomial 0x82f63b78), slicing by 8 ---------------- */
 
@@ -66,6 +68,19 @@ void bfs_tfr_init(bfs_tfr *r, bfs_shard_in in, const char *image_key, const char
     r->label_key = label_key ? label_key : "image/class/label";
 }
 
+/* ---- compressed files ---------------------------------------------------------------------- */
+
+#define Z_IN (64u << 10) /* compressed bytes read at a time */
+
+struct bfs_tfr_z {
+    z_stream zs;
+    uint8_t in[Z_IN];
+    int eof;            /* the shard has no more bytes */
+    int stream_end;     /* the last inflate ended a stream: the next byte starts another */
+    uint64_t stream_at; /* the file's byte where the current stream starts */
+    char why[320];      /* what went wrong (read_some returned -EINVAL) */
+};
+
 void bfs_tfr_close(bfs_tfr *r)
 {
     if (!r)
@@ -73,16 +88,144 @@ void bfs_tfr_close(bfs_tfr *r)
     free(r->buf);
     r->buf = NULL;
     r->cap = r->len = 0;
+    if (r->z) {
+        inflateEnd(&r->z->zs);
+        free(r->z);
+        r->z = NULL;
+    }
 }
 
-/* Up to n bytes into buf: how many (fewer only at the end) or a negative errno. */
+static const char *z_name(const bfs_tfr *r)
+{
+    return r->compression == BFS_TFR_GZIP ? "GZIP" : "ZLIB";
+}
+
+/* Up to n bytes of the shard itself (the first bytes, kept to tell the compression, first):
+ * how many (0: its end) or a negative errno. */
+static ssize_t read_raw(bfs_tfr *r, uint8_t *buf, size_t n)
+{
+    if (r->head_pos < r->head_len) {
+        size_t k = r->head_len - r->head_pos < n ? r->head_len - r->head_pos : n;
+        memcpy(buf, r->head + r->head_pos, k);
+        r->head_pos += k;
+        return (ssize_t)k;
+    }
+    for (;;) {
+        ssize_t k = r->in.read_cb(r->in.ctx, buf, n);
+        if (k == -EINTR)
+            continue;
+        if (k > 0)
+            r->in_off += (uint64_t)k;
+        return k;
+    }
+}
+
+/* RFC 1950: CM 8 (deflate), CINFO <= 7 (a window of 32 KiB at most), FCHECK, no FDICT. */
+static int zlib_header(const uint8_t *h)
+{
+    return (h[0] & 15) == 8 && (h[0] >> 4) <= 7 && ((h[0] << 8) | h[1]) % 31 == 0 && !(h[1] & 32);
+}
+
+/* The first bytes: which compression, and the inflater when there is one. */
+static int start(bfs_tfr *r)
+{
+    r->started = 1;
+    while (r->head_len < sizeof r->head) {
+        ssize_t k = r->in.read_cb(r->in.ctx, r->head + r->head_len, sizeof r->head - r->head_len);
+        if (k == -EINTR)
+            continue;
+        if (k < 0)
+            return (int)k;
+        if (k == 0)
+            break;
+        r->head_len += (size_t)k, r->in_off += (uint64_t)k;
+    }
+    const uint8_t *h = r->head;
+    if (r->head_len == sizeof r->head && bfs_tfr_mask(bfs_crc32c(0, h, 8)) == bfs_ld32(h + 8))
+        r->compression = BFS_TFR_PLAIN; /* a record's length checksum: plain */
+    else if (r->head_len >= 2 && h[0] == 0x1f && h[1] == 0x8b)
+        r->compression = BFS_TFR_GZIP;
+    else if (r->head_len >= 2 && zlib_header(h))
+        r->compression = BFS_TFR_ZLIB;
+    else
+        r->compression = BFS_TFR_PLAIN; /* the framing says what is wrong */
+    if (r->compression == BFS_TFR_PLAIN)
+        return 0;
+    if (!(r->z = calloc(1, sizeof *r->z)))
+        return -ENOMEM;
+    /* 15 + 16: gzip; 15: zlib (its header and Adler-32) */
+    if (inflateInit2(&r->z->zs, r->compression == BFS_TFR_GZIP ? 15 + 16 : 15) != Z_OK) {
+        free(r->z);
+        r->z = NULL;
+        return -ENOMEM;
+    }
+    return 0;
+}
+
+/* Up to n decompressed bytes into buf: how many (0 at the end of the file, after a whole
+ * stream), or -EINVAL (r->z->why says why), -ENOMEM, a read error. */
+static ssize_t inflate_some(bfs_tfr *r, uint8_t *buf, size_t n)
+{
+    bfs_tfr_z *z = r->z;
+    z_stream *zs = &z->zs;
+    uInt want = n > (1u << 30) ? (1u << 30) : (uInt)n;
+    zs->next_out = buf;
+    zs->avail_out = want;
+    while (zs->avail_out == want) { /* until some bytes come out */
+        if (!zs->avail_in && !z->eof) {
+            ssize_t k = read_raw(r, z->in, sizeof z->in);
+            if (k < 0)
+                return k;
+            z->eof = k == 0;
+            zs->next_in = z->in, zs->avail_in = (uInt)k;
+        }
+        if (z->stream_end) {
+            if (!zs->avail_in)
+                return 0; /* the file ends after a whole stream */
+            if (inflateReset(zs) != Z_OK)
+                return -ENOMEM;
+            z->stream_end = 0; /* another stream follows (concatenated gzip members) */
+            z->stream_at = r->in_off - zs->avail_in;
+        }
+        int zr = inflate(zs, Z_NO_FLUSH);
+        uint64_t at = r->in_off - zs->avail_in; /* the file's bytes consumed */
+        if (zr == Z_STREAM_END)
+            z->stream_end = 1;
+        else if (zr == Z_MEM_ERROR)
+            return -ENOMEM;
+        else if (zr == Z_NEED_DICT || zr == Z_DATA_ERROR || zr == Z_STREAM_ERROR) {
+            char from[96] = "";
+            if (z->stream_at) /* not the first stream: bytes after one, maybe no stream */
+                snprintf(from, sizeof from, " (in what follows the stream's end at byte %llu)",
+                         (unsigned long long)z->stream_at);
+            snprintf(z->why, sizeof z->why, "%s data corrupt at byte %llu%s: %s", z_name(r),
+                     (unsigned long long)at, from, zs->msg ? zs->msg : "needs a preset dictionary");
+            return -EINVAL;
+        } else if (!zs->avail_in && z->eof && zs->avail_out) {
+            snprintf(z->why, sizeof z->why,
+                     "truncated: the file ends at byte %llu, inside its %s stream (%llu bytes "
+                     "decompressed)",
+                     (unsigned long long)at, z_name(r),
+                     (unsigned long long)(r->off + (want - zs->avail_out)));
+            return -EINVAL;
+        }
+    }
+    return (ssize_t)(want - zs->avail_out);
+}
+
+/* Up to n bytes of the record stream into buf: how many (fewer only at the end) or a
+ * negative errno (-EINVAL from a compressed file: r->z->why). */
 static ssize_t read_some(bfs_tfr *r, void *buf, size_t n)
 {
     size_t got = 0;
+    if (!r->started) {
+        int rc = start(r);
+        if (rc)
+            return rc;
+    }
     while (got < n) {
-        ssize_t k = r->in.read_cb(r->in.ctx, (uint8_t *)buf + got, n - got);
-        if (k == -EINTR)
-            continue;
+        ssize_t k = r->z ? inflate_some(r, (uint8_t *)buf + got, n - got)
+                         : read_raw(r, (uint8_t *)buf + got, n - got);
         if (k < 0)
             return k;
         if (k == 0)
@@ -93,11 +236,28 @@ static ssize_t read_some(bfs_tfr *r, void *buf, size_t n)
     return (ssize_t)got;
 }
 
+/* A read error for err: a compressed file's own, or the callback's. */
+static int read_error(bfs_tfr *r, int rc, char *err, size_t errlen)
+{
+    if (rc == -EINVAL && r->z && r->z->why[0])
+        return bfs_errf(rc, err, errlen, "%s", r->z->why);
+    return bfs_errf(rc, err, errlen, "reading: %s", bfs_strerror(rc));
+}
+
+/* How the byte offsets of records read (r->off): in the file, or after decompression. */
+static const char *of(const bfs_tfr *r)
+{
+    return !r->z                            ? ""
+           : r->compression == BFS_TFR_GZIP ? " of the GZIP-decompressed data"
+                                            : " of the ZLIB-decompressed data";
+}
+
 static int truncated(bfs_tfr *r, uint64_t at, char *err, size_t errlen)
 {
     return bfs_errf(-EINVAL, err, errlen,
-                    "truncated: the stream ends at byte %llu, inside record %llu (from byte %llu)",
-                    (unsigned long long)r->off, (unsigned long long)r->index,
+                    "truncated: the stream ends at byte %llu%s, inside record %llu (from byte "
+                    "%llu)",
+                    (unsigned long long)r->off, of(r), (unsigned long long)r->index,
                     (unsigned long long)at);
 }
 
@@ -107,28 +267,26 @@ int bfs_tfr_next(bfs_tfr *r, char *err, size_t errlen)
     uint64_t at = r->off;
     ssize_t k = read_some(r, head, sizeof head);
     if (k < 0)
-        return bfs_errf((int)k, err, errlen, "reading: %s", bfs_strerror((int)k));
+        return read_error(r, (int)k, err, errlen);
     if (k == 0)
         return 0;
     if (k < (ssize_t)sizeof head)
         return truncated(r, at, err, errlen);
     uint64_t len = bfs_ld64(head);
     if (bfs_tfr_mask(bfs_crc32c(0, head, 8)) != bfs_ld32(head + 8)) {
-        if (at == 0 && head[0] == 0x1f && head[1] == 0x8b)
-            return bfs_errf(-EINVAL, err, errlen,
-                            "GZIP-compressed: decompress it first (plain TFRecords are read)");
         if (at == 0)
             return bfs_errf(-EINVAL, err, errlen,
-                            "not a TFRecord file: bad length checksum at byte 0 (or "
-                            "ZLIB-compressed: decompress it first)");
+                            "not a TFRecord file%s: bad length checksum at byte 0%s",
+                            r->z ? " once decompressed" : " (nor GZIP- or ZLIB-compressed)", of(r));
         return bfs_errf(-EINVAL, err, errlen,
-                        "record %llu at byte %llu: bad length checksum (CRC-32C mismatch)",
-                        (unsigned long long)r->index, (unsigned long long)at);
+                        "record %llu at byte %llu%s: bad length checksum (CRC-32C mismatch)",
+                        (unsigned long long)r->index, (unsigned long long)at, of(r));
     }
     if (len > BFS_TFR_RECORD_MAX)
-        return bfs_errf(
-            -EINVAL, err, errlen, "record %llu at byte %llu: %llu bytes, over the 1 GiB this reads",
-            (unsigned long long)r->index, (unsigned long long)at, (unsigned long long)len);
+        return bfs_errf(-EINVAL, err, errlen,
+                        "record %llu at byte %llu%s: %llu bytes, over the 1 GiB this reads",
+                        (unsigned long long)r->index, (unsigned long long)at, of(r),
+                        (unsigned long long)len);
     if (len > r->cap || !r->buf) {
         size_t c = r->cap ? r->cap : 65536;
         while (c < len)
@@ -145,13 +303,13 @@ int bfs_tfr_next(bfs_tfr *r, char *err, size_t errlen)
     else if (k >= 0)
         k = 0; /* short: truncated */
     if (k < 0)
-        return bfs_errf((int)k, err, errlen, "reading: %s", bfs_strerror((int)k));
+        return read_error(r, (int)k, err, errlen);
     if (k != (ssize_t)sizeof tail)
         return truncated(r, at, err, errlen);
     if (bfs_tfr_mask(bfs_crc32c(0, r->buf, (size_t)len)) != bfs_ld32(tail))
         return bfs_errf(-EINVAL, err, errlen,
-                        "record %llu at byte %llu: bad data checksum (CRC-32C mismatch)",
-                        (unsigned long long)r->index, (unsigned long long)at);
+                        "record %llu at byte %llu%s: bad data checksum (CRC-32C mismatch)",
+                        (unsigned long long)r->index, (unsigned long long)at, of(r));
     r->len = (size_t)len;
     r->index++;
     return 1;

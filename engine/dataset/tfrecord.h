@@ -8,8 +8,17 @@
  * CRC-32C of the data (all little-endian; mask(c) = ((c >> 15) | (c << 17)) + 0xa282ead8,
  * TensorFlow's tensorflow/core/lib/hash/crc32c.h). Both checksums are verified: a
  * mismatch, a record over BFS_TFR_RECORD_MAX or a file ending inside a record fails the
- * read (the rest of the file cannot be trusted). GZIP/ZLIB-compressed files are refused
- * with a message (decompress them first).
+ * read (the rest of the file cannot be trusted).
+ *
+ * GZIP- and ZLIB-compressed files (TFRecordOptions' compression_type "GZIP", "ZLIB") are
+ * read as well, decompressed as a stream (zlib; a 64 KiB input buffer, never the whole
+ * file). The first bytes tell: a file whose first record's length checksum holds is plain;
+ * else gzip's magic 1f 8b, or a zlib header (RFC 1950: deflate, a window of at most 32 KiB,
+ * the header's check bits, no preset dictionary). Streams may follow one another
+ * (concatenated gzip members, as gzip -d reads them). The compressed data's own checks
+ * (CRC-32 or Adler-32, the length) are verified at each stream's end; a file that ends
+ * inside a compressed stream, corrupt deflate data, or data that is not a stream after a
+ * stream's end fail the read naming the file's byte.
  *
  * The Example (tensorflow/core/example/{example,feature}.proto):
  *   Example  { Features features = 1; }
@@ -39,9 +48,19 @@ uint32_t bfs_crc32c(uint32_t crc, const void *p, size_t n);
 /* bfs_tfr_mask - TFRecord's masked form of a CRC-32C. */
 uint32_t bfs_tfr_mask(uint32_t crc);
 
+enum { BFS_TFR_PLAIN, BFS_TFR_GZIP, BFS_TFR_ZLIB };
+
+typedef struct bfs_tfr_z bfs_tfr_z; /* decompression state (tfrecord.c) */
+
 typedef struct bfs_tfr {
     bfs_shard_in in;
-    uint64_t off;                      /* bytes of the stream consumed */
+    uint64_t off;     /* bytes of the record stream consumed (decompressed, if compressed) */
+    uint64_t in_off;  /* bytes read from the shard (its progress: the file's size at the end) */
+    int compression;  /* BFS_TFR_*, told by the first bytes (at the first bfs_tfr_next) */
+    int started;      /* the first bytes were read */
+    uint8_t head[12]; /* the first bytes, read to tell the compression: handed out first */
+    size_t head_len, head_pos;
+    bfs_tfr_z *z;                      /* compressed files */
     uint64_t index;                    /* records read */
     uint8_t *buf;                      /* the last record's data (owned; bfs_tfr_close frees it) */
     size_t cap, len;                   /* its capacity and length */
@@ -58,8 +77,9 @@ void bfs_tfr_close(bfs_tfr *r);
  * bfs_tfr_next - the next record's data into r->buf[0..r->len) (valid until the next
  * call). Returns 1 (a record), 0 (the stream ended between records), -EINVAL (a checksum
  * mismatch, a record over BFS_TFR_RECORD_MAX, the stream ending inside a record, a
- * compressed file: err says which and at which byte), -ENOMEM, or the read callback's
- * error.
+ * compressed file cut short or corrupt: err says which and at which byte; in a
+ * compressed file, records are placed by the byte of the decompressed stream and
+ * compression errors by the file's), -ENOMEM, or the read callback's error.
  */
 int bfs_tfr_next(bfs_tfr *r, char *err, size_t errlen);
 

@@ -321,12 +321,59 @@ head -c $((r0 + 100)) "${TFR[1]}" >"$T/cut.tfrecord"
 run "$MK" "$T/cut.tfrecord" "$T/x.bfs"
 expect_rc 1 "a truncated TFRecord"
 expect_err "$T/cut.tfrecord: truncated: the stream ends at byte $((r0 + 100)), inside record 1 (from byte $r0)" "truncated TFRecord"
-gzip -c "${TFR[1]}" >"$T/z.tfrecord"
-run "$MK" "$T/z.tfrecord" "$T/x.bfs"
-expect_rc 1 "a GZIP TFRecord"
-expect_err "GZIP-compressed: decompress it first" "GZIP TFRecord"
 ls "$T"/x.bfs* >/dev/null 2>&1 && fail "a failed pack left a file: $(ls "$T"/x.bfs*)"
 ok "truncated and corrupt tars, TFRecord CRC mismatches and truncation: file and byte named"
+
+# ---- compressed TFRecords (TFRecordOptions compression_type GZIP, ZLIB) --------------------
+# told by their bytes, whatever their names; packs byte-identical to the plain files'
+zlib_c() { python3 -c 'import sys, zlib; sys.stdout.buffer.write(zlib.compress(open(sys.argv[1], "rb").read()))' "$1"; }
+mkdir "$T/gz" "$T/zl" "$T/mixed"
+for s in 0 1; do
+    gzip -c -n "${TFR[$s]}" >"$T/gz/train.tfrecord-0000$s-of-00002"
+    zlib_c "${TFR[$s]}" >"$T/zl/train.tfrecord-0000$s-of-00002"
+done
+cp "$T/gz/train.tfrecord-00000-of-00002" "$T/mixed/train-00000-of-00002" # TensorFlow's names
+cp "${TFR[1]}" "$T/mixed/train-00001-of-00002"                            # a plain one
+for d in gz zl; do
+    for mode in restart raw; do
+        case $mode in restart) opt=() ref=$T/t.bfs ;; raw) opt=(--raw --max-side 32) ref=$T/tfr-raw-check.bfs ;; esac
+        [ "$mode" = restart ] || [ -e "$ref" ] || "$MK" --quiet "${opt[@]}" "${TFR[@]}" "$ref"
+        run "$MK" "${opt[@]}" "$T/$d" "$T/$d-$mode.bfs"
+        expect_rc 0 "packing $d-compressed TFRecords ($mode)"
+        expect_err "skipped 12 of 33 samples:" "$d-compressed TFRecords: the same samples skipped"
+        same "$ref" "$T/$d-$mode.bfs" "$d-compressed TFRecords ($mode)"
+    done
+done
+run "$MK" --format tfrecord "$T/mixed" "$T/mixed.bfs"
+expect_rc 0 "a GZIP and a plain TFRecord named train-0000N-of-00002"
+same "$T/t.bfs" "$T/mixed.bfs" "GZIP and plain TFRecords together"
+G=$T/gz/train.tfrecord-00000-of-00002
+gsize=$(stat -c %s "$G")
+head -c $((gsize - 100)) "$G" >"$T/cut.gz.tfrecord"
+run "$MK" "$T/cut.gz.tfrecord" "$T/x.bfs"
+expect_rc 1 "a GZIP TFRecord cut short"
+expect_err "$T/cut.gz.tfrecord: truncated: the file ends at byte $((gsize - 100)), inside its GZIP stream" "a GZIP TFRecord cut short"
+head -c 40 "$G" >"$T/cut2.gz.tfrecord"
+run "$MK" "$T/cut2.gz.tfrecord" "$T/x.bfs"
+expect_rc 1 "a GZIP TFRecord cut in its first block"
+expect_err "$T/cut2.gz.tfrecord: truncated: the file ends at byte 40, inside its GZIP stream" "a GZIP TFRecord cut in its first block"
+zl=$T/zl/train.tfrecord-00001-of-00002
+head -c $(($(stat -c %s "$zl") - 1)) "$zl" >"$T/cut.zl.tfrecord" # its Adler-32 cut
+run "$MK" "$T/cut.zl.tfrecord" "$T/x.bfs"
+expect_rc 1 "a ZLIB TFRecord without its last byte"
+expect_err "inside its ZLIB stream" "a ZLIB TFRecord without its last byte"
+cp "$G" "$T/bad.gz.tfrecord"
+printf '\377\377\377\377' | dd of="$T/bad.gz.tfrecord" bs=1 seek=$((gsize - 8)) conv=notrunc status=none
+run "$MK" "$T/bad.gz.tfrecord" "$T/x.bfs"
+expect_rc 1 "a GZIP TFRecord with a bad CRC-32"
+expect_err "$T/bad.gz.tfrecord: GZIP data corrupt at byte" "a GZIP TFRecord with a bad CRC-32"
+expect_err "incorrect data check" "a GZIP TFRecord with a bad CRC-32"
+{ cat "$G"; echo junk; } >"$T/junk.gz.tfrecord"
+run "$MK" "$T/junk.gz.tfrecord" "$T/x.bfs"
+expect_rc 1 "a GZIP TFRecord followed by junk"
+expect_err "$T/junk.gz.tfrecord: GZIP data corrupt at byte $((gsize + 2)) (in what follows the stream's end at byte $gsize): incorrect header check" "junk after a GZIP stream"
+ls "$T"/x.bfs* >/dev/null 2>&1 && fail "a failed pack left a file: $(ls "$T"/x.bfs*)"
+ok "GZIP and ZLIB TFRecords (any name) pack byte-identical to the plain ones; cut short, a bad CRC-32, junk after the stream: file and byte named"
 
 # ---- usage ----------------------------------------------------------------------------------
 run "$MK" --format parquet "${WDS[@]}" "$T/x.bfs"

@@ -6,7 +6,9 @@
  * Input: [0] bits 0-1: which (0: a TFRecord stream as is; 1: records framed here with
  *        correct CRCs from the input's chunks, [u16 length][bytes]..., then, with bit 2,
  *        one bit flipped at an offset from [1..2]; 2, 3: an Example's bytes), bits 3-5: how
- *        many bytes the read callback hands out at a time; the rest: the bytes.
+ *        many bytes the read callback hands out at a time, bits 6-7 (which 1): the framed
+ *        records compressed here (1: GZIP, 2: ZLIB, 3: two GZIP members), and then bit 2
+ *        cuts the compressed file short instead of flipping a bit; the rest: the bytes.
  * Checked (tfrecord.h):
  *  - no crash, no read outside the input, no leak; stream errors are -EINVAL with a
  *    one-line message; the stream is never read past its end;
@@ -15,6 +17,9 @@
  *  - framed records come back exactly as framed, in order, then the end; with one bit
  *    flipped anywhere, the records before it come back and then the read fails (CRC-32C
  *    sees every 1-bit error, in the data, the length or a stored CRC);
+ *  - compressed, they come back the same (the compression told by the bytes); a
+ *    compressed file cut short anywhere fails (-EINVAL) after a prefix of the records;
+ *  - the reader has read exactly the bytes it says (in_off), and, plain, consumed them;
  *  - an Example's features point inside it; a sample not skipped has one image (its
  *    bytes those of the Example's first value) and a label in 0..BFS_SHARD_LABEL_MAX.
  */
@@ -26,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <zlib.h>
 
 #define CHECK(c)                                                                                   \
     do {                                                                                           \
@@ -64,7 +70,8 @@ static int read_all(const uint8_t *p, size_t n, size_t step, const uint8_t *cons
         bfs_shard_sample s;
         memset(err, 'x', sizeof err);
         rc = bfs_tfr_next_sample(&r, &s, err, sizeof err);
-        CHECK(m.pos <= n && r.off == m.pos);
+        CHECK(m.pos <= n && r.in_off == m.pos);
+        CHECK(r.compression != BFS_TFR_PLAIN || rc < 0 || r.off == m.pos);
         if (rc < 0) {
             CHECK(rc == -EINVAL);
             CHECK(memchr(err, 0, sizeof err) && err[0] && !strchr(err, '\n'));
@@ -75,7 +82,8 @@ static int read_all(const uint8_t *p, size_t n, size_t step, const uint8_t *cons
             break;
         CHECK(s.key && !strncmp(s.key, "record ", 7));
         if (recs) {
-            CHECK(*count < nrecs && r.len == lens[*count] && !memcmp(r.buf, recs[*count], r.len));
+            CHECK(*count < nrecs && r.len == lens[*count]);
+            CHECK(!r.len || !memcmp(r.buf, recs[*count], r.len));
         }
         check_example(r.buf, r.len);
         if (!s.skip) {
@@ -92,6 +100,34 @@ static int read_all(const uint8_t *p, size_t n, size_t step, const uint8_t *cons
     }
     bfs_tfr_close(&r);
     return rc < 0 ? rc : 0;
+}
+
+/* p[0..n) compressed as TensorFlow's TFRecordWriter would: zmode 1 GZIP, 2 ZLIB, 3 GZIP
+ * in two members (split at the middle). malloc'ed, its length in *zn (always > 2), the
+ * first member's in *first. */
+static uint8_t *compress_stream(const uint8_t *p, size_t n, int zmode, size_t *zn, size_t *first)
+{
+    size_t cap = 2 * (compressBound(n) + 64), len = 0;
+    uint8_t *z = malloc(cap);
+    CHECK(z);
+    size_t part[2] = {zmode == 3 ? n / 2 : n, zmode == 3 ? n - n / 2 : 0};
+    for (int i = 0; i < 2 && (i == 0 || part[1]); i++) {
+        z_stream zs;
+        memset(&zs, 0, sizeof zs);
+        CHECK(deflateInit2(&zs, 6, Z_DEFLATED, zmode == 2 ? 15 : 15 + 16, 8, Z_DEFAULT_STRATEGY) ==
+              Z_OK);
+        zs.next_in = (Bytef *)(uintptr_t)(p + (i ? part[0] : 0));
+        zs.avail_in = (uInt)part[i];
+        zs.next_out = z + len;
+        zs.avail_out = (uInt)(cap - len);
+        CHECK(deflate(&zs, Z_FINISH) == Z_STREAM_END);
+        len = cap - zs.avail_out;
+        deflateEnd(&zs);
+        if (i == 0)
+            *first = len;
+    }
+    *zn = len;
+    return z;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -137,6 +173,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             memcpy(q + 12, recs[i], lens[i]);
             bfs_st32(q + 12 + lens[i], bfs_tfr_mask(bfs_crc32c(0, recs[i], lens[i])));
             q += lens[i] + 16;
+        }
+        int zmode = data[0] >> 6;
+        if (zmode) {
+            size_t zn, first;
+            uint8_t *z = compress_stream(p, total, zmode, &zn, &first);
+            size_t count, cut = zn;
+            if (data[0] & 4) /* cut short: past the magic, before the end */
+                cut = 2 + bfs_ld16(data + 1) % (zn - 2);
+            int rc = read_all(z, cut, step, recs, lens, nrecs, &count);
+            if (cut == first && cut < zn) /* a whole member: the records it holds, then -EINVAL
+                                             unless it ends between two */
+                CHECK((rc == 0 || rc == -EINVAL) && count <= nrecs);
+            else
+                CHECK(cut < zn ? rc == -EINVAL && count <= nrecs : rc == 0 && count == nrecs);
+            free(z);
+            free(p);
+            return 0;
         }
         int flip = (data[0] & 4) && total;
         if (flip) {
