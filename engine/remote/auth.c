@@ -108,8 +108,8 @@ int bfs_remote_load_key(const char *path, bfs_remote_auth *a, char *err, size_t 
         }
     }
     /* a trailing newline (or none) must not make two hosts' keys differ */
-    while (n && (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' ' ||
-                 buf[n - 1] == '\t'))
+    while (n &&
+           (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' ' || buf[n - 1] == '\t'))
         n--;
     if (n < BFS_REMOTE_KEY_MIN) {
         rc = bfs_errf(-EINVAL, err, errlen,
