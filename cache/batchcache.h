@@ -5,7 +5,8 @@
  * module decides, from what the executor feeds it, which finished batch to let go of.
  * The rules (docs/engine.md, "Readers and the window"):
  *   - a batch's worth is when the nearest active reader will read it (bfs_bc_next_read:
- *     readers walk k, k+s, k+2s, ... of an epoch and, once seen to, on into the next);
+ *     readers walk k, k+s, k+2s, ... of an epoch, or its batches in the order of their
+ *     names sorted as strings (a shell's glob, `ls`), and, once seen to, on into the next);
  *   - over the budget, the batch read farthest in the future goes first (least recently
  *     used among equals): a reader behind the window recomputes it, identically;
  *   - batches no reader will read ("passed") are kept to passed_max bytes even under the
@@ -34,11 +35,23 @@ typedef struct bfs_bc_reader {
     uint64_t epoch, k; /* the batch it read last */
     int64_t stride;    /* its step (0 counts as 1) */
     int crossed;       /* it went on from one epoch into the next before */
+    int lex;           /* it reads in the names' string order (bfs_bc_lex_next), not by stride */
 } bfs_bc_reader;
 
 /* bfs_bc_walk_len - batches a walk r0, r0 + s, ... (0 <= r0 < s, s > 0) takes in an epoch
  * of nb batches (the executor's prefetch follows the same walks). */
 int64_t bfs_bc_walk_len(int64_t nb, int64_t r0, int64_t s);
+
+/*
+ * The order of a shell's glob or of `ls`: batch_0, batch_1, batch_10, batch_100, ...,
+ * batch_101, ..., batch_11, ... (the names sorted as strings; the same in the C locale and
+ * in glibc's others, where names that differ only in digits after one prefix compare
+ * digit by digit). A fixed order over 0..nb-1, so a reader walking it can be followed.
+ * bfs_bc_lex_next - the batch after k in that order, or -1 when k is its last (or k >= nb).
+ * bfs_bc_lex_rank - k's place in it, 0 .. nb-1 (k < nb). Both O(digits).
+ */
+int64_t bfs_bc_lex_next(uint64_t k, uint64_t nb);
+uint64_t bfs_bc_lex_rank(uint64_t k, uint64_t nb);
 
 /*
  * bfs_bc_next_read - in how many of its steps the nearest of readers r[0..n) will read

@@ -88,6 +88,8 @@ typedef struct reader {
     int64_t stride;
     int depth;   /* own depth, or -1: x->prefetch */
     int crossed; /* it went on from one epoch to the next (continues()) at least once */
+    int lex;     /* it walks the names' string order (a shell's glob), not a stride */
+    int lex_run; /* its last steps that followed that order, in a row */
     uint64_t batches;
     double asked;  /* when it asked for its last batch */
     double waited; /* how long it waited for that batch */
@@ -232,7 +234,7 @@ static int reader_table(const bfs_exec *x, bfs_bc_reader *out)
     for (int i = 0; i < BFS_EXEC_MAX_READERS; i++) {
         const reader *r = &x->readers[i];
         if (r->key)
-            out[n++] = (bfs_bc_reader){r->epoch, r->k, r->stride, r->crossed};
+            out[n++] = (bfs_bc_reader){r->epoch, r->k, r->stride, r->crossed, r->lex};
     }
     return n;
 }
@@ -1475,16 +1477,41 @@ static void news(bfs_exec *x)
 }
 
 /* Does a request for (epoch, k) continue the walk of a reader last at (e0, k0) with
- * stride s (0: not known yet, taken as 1)? Within the epoch, the next step; from the
- * walk's last batch, the next epoch's first batch of the same residue: a training loop
- * (or a rank reading k = r, r + s, ...) going on with its next epoch. */
-static int continues(uint64_t e0, uint64_t k0, int64_t s, uint64_t epoch, uint64_t k, uint64_t nb)
+ * stride s (0: not known yet, taken as 1), or in the names' string order (lex)? Within the
+ * epoch, the next step; from the walk's last batch, the next epoch's first batch of the
+ * same residue (in string order: batch 0): a training loop (or a rank reading k = r, r + s,
+ * ..., or `cat epoch/N/batch_*` epoch after epoch) going on with its next epoch. */
+static int continues(uint64_t e0, uint64_t k0, int64_t s, int lex, uint64_t epoch, uint64_t k,
+                     uint64_t nb)
 {
+    if (lex)
+        return epoch == e0 ? bfs_bc_lex_next(k0, nb) == (int64_t)k
+                           : epoch == e0 + 1 && k == 0 && k0 < nb && bfs_bc_lex_next(k0, nb) < 0;
     if (s == 0)
         s = 1;
     if (epoch == e0)
         return (int64_t)k0 + s == (int64_t)k;
     return s > 0 && epoch == e0 + 1 && k0 + (uint64_t)s >= nb && k == k0 % (uint64_t)s;
+}
+
+/* Reader r, at (r->epoch, r->k), steps to batch k of the same epoch: its stride, and
+ * whether it walks the names' string order. A step that the string order explains twice
+ * in a row, where the stride does not, makes it a reader in that order (`cat
+ * epoch/N/batch_*`: 0, 1, 10, 100, ...; followed by its stride, its prefetches were wasted,
+ * and their evictions as passed then read counted as regrets that grew the cache onto
+ * fresh memory: 4x the daemon's CPU). Locked. */
+static void step_to(bfs_exec *x, reader *r, uint64_t k, uint64_t nb)
+{
+    LOCKED(x);
+    int64_t step = (int64_t)k - (int64_t)r->k;
+    int by_name = bfs_bc_lex_next(r->k, nb) == (int64_t)k;
+    int by_stride = r->stride != 0 && step == r->stride;
+    r->lex_run = by_name ? r->lex_run + 1 : 0;
+    if (!by_name)
+        r->lex = 0;
+    else if (!by_stride && r->lex_run >= 2)
+        r->lex = 1;
+    r->stride = step;
 }
 
 uint32_t bfs_exec_follow(bfs_exec *x, uint64_t key, uint64_t epoch, uint64_t k, double now,
@@ -1502,7 +1529,8 @@ uint32_t bfs_exec_follow(bfs_exec *x, uint64_t key, uint64_t epoch, uint64_t k, 
                * loop of `cat`s, one process per batch, and per epoch) */
         for (int i = 0; i < BFS_EXEC_MAX_READERS && alive && !adopt; i++) {
             reader *c = &x->readers[i];
-            if (c->key && continues(c->epoch, c->k, c->stride, epoch, k, nb) && !alive(c->key))
+            if (c->key && continues(c->epoch, c->k, c->stride, c->lex, epoch, k, nb) &&
+                !alive(c->key))
                 adopt = c;
         }
         if (adopt) {
@@ -1534,12 +1562,15 @@ uint32_t bfs_exec_follow(bfs_exec *x, uint64_t key, uint64_t epoch, uint64_t k, 
         r->own_s = smooth(r->own_s, own > 0 ? own : 0, r->batches);
         if (wait_s >= 0)
             r->wait_s = smooth(r->wait_s, wait_s, r->batches);
-        if (r->epoch == epoch && k != r->k)
-            r->stride = (int64_t)k - (int64_t)r->k;
-        else if (r->epoch != epoch && continues(r->epoch, r->k, r->stride, epoch, k, nb))
+        if (r->epoch == epoch && k != r->k) {
+            step_to(x, r, k, nb);
+        } else if (r->epoch != epoch &&
+                   continues(r->epoch, r->k, r->stride, r->lex, epoch, k, nb)) {
             r->crossed = 1;
-        else if (r->epoch != epoch)
+        } else if (r->epoch != epoch) { /* elsewhere: a walk to learn again */
             r->stride = 0;
+            r->lex = r->lex_run = 0;
+        }
     } else if (wait_s >= 0) {
         r->wait_s = wait_s;
     }
@@ -1547,7 +1578,7 @@ uint32_t bfs_exec_follow(bfs_exec *x, uint64_t key, uint64_t epoch, uint64_t k, 
     if (++r->batches == 2)
         news(x); /* its pace is known now */
     uint32_t id = r->id;
-    int wrap = r->crossed;
+    int wrap = r->crossed, lex = r->lex;
     int64_t stride = r->stride ? r->stride : 1;
     int depth = r->depth >= 0 ? r->depth : x->prefetch;
     /* the budget is shared by the active readers, each holding one batch being read */
@@ -1563,6 +1594,20 @@ uint32_t bfs_exec_follow(bfs_exec *x, uint64_t key, uint64_t epoch, uint64_t k, 
      * epoch to the next before goes on into the next epoch at the same residue
      * (continues()): at a training loop's epoch end the workers keep computing, while a
      * reader of one epoch (a validation pass, a scan) costs nothing beyond it */
+    if (lex) { /* the names' string order, and on into the next epoch's once crossed */
+        uint64_t ep = epoch, cur = k;
+        for (int d = 1; d <= depth; d++) {
+            int64_t next = bfs_bc_lex_next(cur, nb);
+            if (next < 0) {
+                if (!wrap || ep + 1 >= ne)
+                    break;
+                ep++, next = 0;
+            }
+            cur = (uint64_t)next;
+            bfs_exec_prefetch(x, ep, cur);
+        }
+        return id;
+    }
     int64_t r0 = stride > 0 ? (int64_t)k % stride : 0;
     int64_t m = stride > 0 ? bfs_bc_walk_len((int64_t)nb, r0, stride) : 0;
     for (int d = 1; d <= depth; d++) {
@@ -1599,6 +1644,7 @@ int bfs_exec_readers(bfs_exec *x, double now, bfs_exec_alive_fn alive, bfs_exec_
                                      .epoch = r->epoch,
                                      .k = r->k,
                                      .stride = r->stride,
+                                     .walk = r->lex ? BFS_EXEC_WALK_NAMES : BFS_EXEC_WALK_STRIDE,
                                      .depth = r->depth >= 0 ? r->depth : x->prefetch,
                                      .batches = r->batches,
                                      .own_s = r->own_s,

@@ -163,7 +163,8 @@ int bfs_exec_prefetch(bfs_exec *x, uint64_t epoch, uint64_t k);
  * pid). The executor keeps a small table of active readers: position, stride, the time
  * each spends between batches, and its prefetch depth. The table drives three things:
  *  - prefetch: after a reader starts batch k with stride s, batches k+s .. k+d*s are
- *    computed ahead (d its depth), bounded by the cache budget shared among readers;
+ *    computed ahead (d its depth), bounded by the cache budget shared among readers; or
+ *    the next d in the names' string order for a reader seen walking it (a shell's glob);
  *  - eviction, a sliding window over every reader (tf.data service's cross-trainer cache,
  *    with recomputation instead of skipping): a finished batch that no active reader will
  *    read is evicted first (least recently used first), then the one whose next read by
@@ -176,6 +177,7 @@ typedef struct bfs_exec_reader {
     uint64_t key;      /* the caller's key (a pid) */
     uint64_t epoch, k; /* the batch it started last */
     int64_t stride;    /* k minus its previous batch; 0 until known (treated as 1) */
+    int walk;          /* BFS_EXEC_WALK_*: what its next batches are taken to be */
     int depth;         /* prefetch depth in use */
     uint64_t batches;  /* batches started */
     double own_s;      /* smoothed time between batches not spent waiting for one: the
@@ -183,6 +185,10 @@ typedef struct bfs_exec_reader {
     double wait_s;     /* smoothed time the reader waited for a batch to be computed */
     double idle_s;     /* since its last batch */
 } bfs_exec_reader;
+
+/* A reader's walk: by stride (k + s, k + 2s, ...), or in the order of the batch files'
+ * names sorted as strings (a shell's glob, `ls`: batch_0, batch_1, batch_10, ...). */
+enum { BFS_EXEC_WALK_STRIDE = 1, BFS_EXEC_WALK_NAMES };
 
 #define BFS_EXEC_MAX_READERS 64
 #define BFS_EXEC_READER_IDLE 30.0 /* seconds without a batch before a reader is forgotten */
@@ -194,15 +200,17 @@ typedef int (*bfs_exec_alive_fn)(uint64_t key);
  * bfs_exec_follow - reader `key` asked for batch k of epoch at time `now` (seconds on
  * CLOCK_MONOTONIC) and waited wait_s for it to be computed (wait_s < 0: not known yet,
  * reported later with bfs_exec_reader_waited). Records its position and stride and
- * prefetches its next batches (bfs_exec_prefetch). bfs_exec_get_as calls it when the
- * request arrives, once k is acquired, before waiting for k: the next batches are then
- * queued while k is computed, so workers that finish their part of k move straight on
- * (called after the wait, a reader with depth 1 left the workers idle at every batch
- * boundary: 6-10% of a fast reader's rate at batch=64). A key seen for the first time
- * whose batch is exactly the next one of a reader whose key is gone (alive() false; alive
- * may be NULL) takes over that reader: a shell loop of `cat` is one reader, not one per
- * pid. The next one of a walk k0, k0 + s, ... at its epoch's end is the next epoch's first
- * batch of the same residue (k0 mod s); a reader that has gone on to a next epoch once also
+ * prefetches its next batches (bfs_exec_prefetch): two steps in a row in the names'
+ * string order (0, 1, 10, 100, ..., where a stride does not explain them) make it a reader
+ * in that order, followed in it. bfs_exec_get_as calls it when the request arrives, once k
+ * is acquired, before waiting for k: the next batches are then queued while k is computed,
+ * so workers that finish their part of k move straight on (called after the wait, a reader
+ * with depth 1 left the workers idle at every batch boundary: 6-10% of a fast reader's
+ * rate at batch=64). A key seen for the first time whose batch is exactly the next one of
+ * a reader whose key is gone (alive() false; alive may be NULL) takes over that reader: a
+ * shell loop of `cat` is one reader, not one per pid. The next one of a walk k0, k0 + s,
+ * ... at its epoch's end is the next epoch's first batch of the same residue (k0 mod s; in
+ * the names' order, batch 0); a reader that has gone on to a next epoch once also
  * prefetches across epoch ends (never at or beyond the pipeline's `epochs`).
  * Returns the reader's id.
  */

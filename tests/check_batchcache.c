@@ -16,6 +16,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -54,6 +56,58 @@ START_TEST(next_read_walks)
     ck_assert_uint_eq(bfs_bc_next_read(&one, 1, 10, 1, 9), UINT64_MAX);
     ck_assert_int_eq(bfs_bc_walk_len(10, 1, 3), 3); /* 1, 4, 7 */
     ck_assert_int_eq(bfs_bc_walk_len(10, 0, 1), 10);
+}
+END_TEST
+
+static int cmp_names(const void *a, const void *b)
+{
+    char x[32], y[32];
+    snprintf(x, sizeof x, "batch_%llu", *(const unsigned long long *)a);
+    snprintf(y, sizeof y, "batch_%llu", *(const unsigned long long *)b);
+    return strcmp(x, y);
+}
+
+/* The names' string order (a shell's glob): bfs_bc_lex_next and bfs_bc_lex_rank against
+ * qsort of the names themselves, for every batch of every epoch size up to 1,200 and a few
+ * larger ones. */
+START_TEST(lex_order_of_names)
+{
+    static unsigned long long order[20001];
+    uint64_t sizes[1210];
+    int ns = 0;
+    for (uint64_t nb = 1; nb <= 1200; nb++)
+        sizes[ns++] = nb;
+    sizes[ns++] = 9999, sizes[ns++] = 10000, sizes[ns++] = 10001, sizes[ns++] = 12345;
+    sizes[ns++] = 20001;
+    for (int i = 0; i < ns; i++) {
+        uint64_t nb = sizes[i];
+        for (uint64_t k = 0; k < nb; k++)
+            order[k] = k;
+        qsort(order, nb, sizeof order[0], cmp_names);
+        for (uint64_t r = 0; r < nb; r++) {
+            uint64_t k = order[r];
+            ck_assert_msg(bfs_bc_lex_rank(k, nb) == r, "rank of %llu in %llu: %llu, not %llu",
+                          (unsigned long long)k, (unsigned long long)nb,
+                          (unsigned long long)bfs_bc_lex_rank(k, nb), (unsigned long long)r);
+            int64_t want = r + 1 < nb ? (int64_t)order[r + 1] : -1;
+            ck_assert_msg(bfs_bc_lex_next(k, nb) == want, "after %llu in %llu: %lld, not %lld",
+                          (unsigned long long)k, (unsigned long long)nb,
+                          (long long)bfs_bc_lex_next(k, nb), (long long)want);
+        }
+        ck_assert_int_eq(bfs_bc_lex_next(nb, nb), -1);
+    }
+    /* a reader in that order: its next reads are the ranks ahead, and on into the next
+     * epoch once it crossed an epoch end before; 1144 batches: 0, 1, 10, 100, 1000, ... */
+    bfs_bc_reader r = {.epoch = 1, .k = 10, .stride = 9, .lex = 1};
+    ck_assert_uint_eq(bfs_bc_next_read(&r, 1, 1144, 1, 100), 1);
+    ck_assert_uint_eq(bfs_bc_next_read(&r, 1, 1144, 1, 1000), 2);
+    ck_assert_uint_eq(bfs_bc_next_read(&r, 1, 1144, 1, 101), 12); /* after 1000..1009 */
+    ck_assert_uint_eq(bfs_bc_next_read(&r, 1, 1144, 1, 19), 243); /* (stride 9: 1 step) */
+    ck_assert_uint_eq(bfs_bc_next_read(&r, 1, 1144, 1, 1), UINT64_MAX);
+    ck_assert_uint_eq(bfs_bc_next_read(&r, 1, 1144, 2, 0), UINT64_MAX); /* not crossed yet */
+    r.crossed = 1;
+    ck_assert_uint_eq(bfs_bc_next_read(&r, 1, 1144, 2, 0), 1144 - 2);
+    ck_assert_uint_eq(bfs_bc_next_read(&r, 1, 1144, 2, 1), 1144 - 1);
 }
 END_TEST
 
@@ -249,6 +303,7 @@ static Suite *batchcache_suite(void)
     Suite *s = suite_create("batchcache");
     TCase *tc = tcase_create("policy");
     tcase_add_test(tc, next_read_walks);
+    tcase_add_test(tc, lex_order_of_names);
     tcase_add_test(tc, victim_rules);
     suite_add_tcase(s, tc);
     tc = tcase_create("memory");

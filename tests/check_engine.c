@@ -8,6 +8,7 @@
 #include "engine/dataset/bfs.h"
 #include "engine/decode.h"
 #include "engine/engine.h"
+#include "base/clock.h"
 #include "base/endian.h"
 #include "base/err.h"
 #include "engine/exec.h"
@@ -1326,6 +1327,74 @@ START_TEST(walks_continue_into_next_epoch)
 }
 END_TEST
 
+/* Reader `key` reads batch k of epoch as the mount does (acquired, followed, waited). */
+static void read_as(bfs_exec *x, uint64_t key, bfs_exec_alive_fn alive, uint64_t epoch, uint64_t k)
+{
+    bfs_batch *b;
+    char err[512];
+    ck_assert_msg(bfs_exec_get_as(x, key, alive, epoch, k, NULL, &b, err, sizeof err) == 0, "%s",
+                  err);
+    bfs_batch_release(b);
+}
+
+static uint64_t lex_names[1024];
+
+static int cmp_batch_names(const void *a, const void *b)
+{
+    char x[32], y[32];
+    snprintf(x, sizeof x, "batch_%llu", (unsigned long long)*(const uint64_t *)a);
+    snprintf(y, sizeof y, "batch_%llu", (unsigned long long)*(const uint64_t *)b);
+    return strcmp(x, y);
+}
+
+/* The order of `cat epoch/N/batch_*`: the names sorted as strings. */
+static void glob_order(uint64_t nb)
+{
+    ck_assert_uint_le(nb, 1024);
+    for (uint64_t k = 0; k < nb; k++)
+        lex_names[k] = k;
+    qsort(lex_names, nb, sizeof lex_names[0], cmp_batch_names);
+}
+
+/* A reader in a shell's glob order (0, 1, 10, 11, ..., 19, 2, 20, ...) is recognised from
+ * its third batch on and its next batches in that order are prefetched: no miss after
+ * the third (its first, and 10, not a stride of 0, 1); in the next epoch (a new `cat`, adopted)
+ * none after its first, and at that epoch's end the next epoch's first names are prefetched.
+ * Followed by its stride (before), it missed nearly every batch. */
+START_TEST(readers_in_glob_order)
+{
+    bfs_engine *e = engine(packed, "batch=1,size=16,epochs=3");
+    uint64_t nb = bfs_engine_batches(e);
+    ck_assert_uint_ge(nb, 21); /* 0, 1, 10, ..., 19, 2, 20: not the numbers' order */
+    bfs_exec *x = exec_new(e, 2, 4 * nb * bfs_engine_batch_bytes(e, 0, 0));
+    bfs_exec_set_prefetch(x, 2);
+    glob_order(nb);
+    for (uint64_t i = 0; i < nb; i++)
+        read_as(x, 100, alive_all, 0, lex_names[i]);
+    bfs_exec_stats st;
+    bfs_exec_get_stats(x, &st);
+    ck_assert_uint_eq(st.misses, 2);
+    ck_assert_uint_eq(st.prefetched, nb - 2); /* each batch once (2 and 3 early, at stride 1) */
+    bfs_exec_reader r[BFS_EXEC_MAX_READERS];
+    ck_assert_int_eq(bfs_exec_readers(x, bfs_mono_s(), alive_all, r, BFS_EXEC_MAX_READERS), 1);
+    ck_assert_int_eq(r[0].walk, BFS_EXEC_WALK_NAMES);
+    /* the next epoch, a process per batch: the same reader, every batch but the first
+     * (the reader had not gone on to a next epoch before) prefetched */
+    for (uint64_t i = 0; i < nb; i++)
+        read_as(x, 200 + i, alive_none, 1, lex_names[i]);
+    bfs_exec_get_stats(x, &st);
+    ck_assert_uint_eq(st.misses, 3);
+    ck_assert_uint_eq(st.misses + st.prefetched, 2 * nb + 2); /* and epoch 2's first two */
+    ck_assert_int_eq(bfs_exec_readers(x, bfs_mono_s(), alive_all, r, BFS_EXEC_MAX_READERS), 1);
+    read_as(x, 300, alive_none, 2, 0);
+    read_as(x, 300, alive_none, 2, 1);
+    bfs_exec_get_stats(x, &st);
+    ck_assert_uint_eq(st.misses, 3);
+    bfs_exec_destroy(x);
+    bfs_engine_destroy(e);
+}
+END_TEST
+
 /* Fewer active workers still compute (and the same bytes). */
 START_TEST(thread_count_changes)
 {
@@ -1370,6 +1439,7 @@ static Suite *engine_suite(void)
     tcase_add_test(tc, token_file_changed_keeping_times);
     tcase_add_test(tc, sizes_and_ranges);
     tcase_add_test(tc, walks_continue_into_next_epoch);
+    tcase_add_test(tc, readers_in_glob_order);
     suite_add_tcase(s, tc);
     TCase *ex = tcase_create("exec");
     tcase_add_checked_fixture(ex, exec_setup, exec_teardown);

@@ -3,13 +3,18 @@
 #  1. pack=concat read in order through the mount (every batch computed: a fresh epoch),
 #     best of 3 epochs, vs `cat` of the same batch bytes from tmpfs, best of 3, both into
 #     /dev/null: ratio of bytes/s (target >= 0.9), and the daemon's CPU seconds per GB;
-#  2. random access on a dataset of TOKENS tokens (default 10^9, ~1M documents of mean
+#  2. the order a shell's glob gives (`cat MNT/epoch/N/batch_*`: batch_0, batch_1,
+#     batch_10, batch_100, ...) against numeric order, on one mount of a smaller dataset
+#     (BFS_TOKENS_GLOB tokens, default 1.5 * 10^8): the daemon's CPU seconds per epoch,
+#     whole epochs read alternately in each order by the same command (after one epoch in
+#     numeric order), medians of 3 each: ratio glob / numeric (target ~1);
+#  3. random access on a dataset of TOKENS tokens (default 10^9, ~1M documents of mean
 #     1,000 tokens, u16 ids): the time to read batch K (the last of an epoch) vs batch 0,
 #     each the first read of its epoch on a fresh mount (so each builds its epoch's table),
 #     median of 3 (target <= 2).
-# The dataset is made once under $BFS_TOKENS_DIR (default /var/tmp/batchfs-tokens): a
-# 2 GB flat u16 file and its .bfs. Prints ratios measured in one run. BFS_TOKENS_OPTS adds
-# options to both mounts; BFS_TOKENS_NO_RANDOM=1 stops after the first measurement.
+# The datasets are made once under $BFS_TOKENS_DIR (default /var/tmp/batchfs-tokens): a
+# flat u16 file each and its .bfs. Prints ratios measured in one run. BFS_TOKENS_OPTS adds
+# options to every mount; BFS_TOKENS_NO_RANDOM=1 stops after the second measurement.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BUILD=${BUILD:-build}
@@ -26,9 +31,10 @@ now() { date +%s.%N; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.2f", a/b}'; }
 
 . tests/pyenv.sh # numpy
-if [ ! -f "$D/t$N.bfs" ]; then
-    echo "making $N tokens in $D (once) ..."
-    "$PY" - "$D/t$N.bin" "$N" <<'EOF'
+make_tokens() { # N: $D/tN.bfs, made once
+    [ ! -f "$D/t$1.bfs" ] || return 0
+    echo "making $1 tokens in $D (once) ..."
+    "$PY" - "$D/t$1.bin" "$1" <<'EOF'
 import sys
 import numpy as np
 # u16 ids < 50000; a separator (50256) ends a document about every 1,000 tokens
@@ -45,10 +51,11 @@ with open(path, "wb") as f:
             ids[-1] = 50256
         ids.tofile(f)
 EOF
-    "$BUILD/mkbatchfs" --quiet --tokens u16 --doc-sep 50256 "$D/t$N.bin" "$D/t$N.bfs.tmp"
-    mv "$D/t$N.bfs.tmp" "$D/t$N.bfs"
-    rm -f "$D/t$N.bin"
-fi
+    "$BUILD/mkbatchfs" --quiet --tokens u16 --doc-sep 50256 "$D/t$1.bin" "$D/t$1.bfs.tmp"
+    mv "$D/t$1.bfs.tmp" "$D/t$1.bfs"
+    rm -f "$D/t$1.bin"
+}
+make_tokens "$N"
 BFS=$D/t$N.bfs
 "$BUILD/mkbatchfs" --info "$BFS" | grep -E "^(samples|tokens|file size)"
 cat "$BFS" >/dev/null # the dataset in the page cache: this measures the pipeline, not the disk
@@ -97,8 +104,43 @@ printf '  cat from tmpfs (best of 3): %.3f s, %.0f MB/s\n' \
     "$t_cat" "$(awk -v b="$bytes" -v t="$t_cat" 'BEGIN{print b/t/1e6}')"
 echo "  ratio mount / tmpfs: $(ratio "$t_cat" "$t_mount") (target >= 0.9)"
 
+# ---- 2: glob order against numeric order: the daemon's CPU per epoch -----------------------
+NG=${BFS_TOKENS_GLOB:-150000000}
+make_tokens "$NG"
+GBFS=$D/t$NG.bfs
+cat "$GBFS" >/dev/null
+"$BUILD/batchfs" "$GBFS" "$M" -o "$O,epochs=7"
+pid=$(pgrep -nf "batchfs $GBFS $M")
+gnb=$(ls "$M/epoch/0" | wc -l)
+# both orders as one list of paths for the same command (xargs cat); the glob's order is
+# the C locale's here, and the same in others for names that differ only in digits
+numeric() { for k in $(seq 0 $((gnb - 1))); do echo "$M/epoch/$1/batch_$k"; done; }
+globbed() { (LC_ALL=C && printf '%s\n' "$M/epoch/$1"/batch_*); }
+epoch_cpu() { # ORDER EPOCH: the daemon's CPU ticks while the epoch is read in ORDER
+    local c0 c1
+    c0=$(awk '{print $14 + $15}' "/proc/$pid/stat")
+    "$1" "$2" | xargs cat >/dev/null
+    c1=$(awk '{print $14 + $15}' "/proc/$pid/stat")
+    echo $((c1 - c0))
+}
+secs() { printf '%s\n' "$@" | awk -v h="$hz" '{printf "%s%.2f", (NR > 1 ? " " : ""), $1 / h}'; }
+epoch_cpu numeric 0 >/dev/null # the first epoch: the dataset's pages, the autotuner's looks
+cpu_num=() cpu_glob=()
+for ep in 1 3 5; do
+    cpu_num+=("$(epoch_cpu numeric "$ep")")
+    cpu_glob+=("$(epoch_cpu globbed $((ep + 1)))")
+done
+regrets=$(python3 -c "import json, sys; print(json.load(open(sys.argv[1]))['cache']['passed_regrets'])" "$M/stats")
+fusermount3 -u "$M"
+med3() { printf '%s\n' "$@" | sort -g | sed -n 2p; }
+cn=$(med3 "${cpu_num[@]}") cg=$(med3 "${cpu_glob[@]}")
+printf 'glob order vs numeric order, pack=concat, %s, %s tokens, %d batches an epoch:\n' "$O" "$NG" "$gnb"
+printf '  daemon CPU per epoch, alternating: numeric %s s; glob %s s; passed regrets %s\n' \
+    "$(secs "${cpu_num[@]}")" "$(secs "${cpu_glob[@]}")" "$regrets"
+echo "  ratio glob / numeric daemon CPU per epoch (medians of 3): $(ratio "$cg" "$cn") (target ~1)"
+
 [ -z "${BFS_TOKENS_NO_RANDOM:-}" ] || exit 0
-# ---- 2: random access: batch K vs batch 0, each the first read of its epoch ---------------
+# ---- 3: random access: batch K vs batch 0, each the first read of its epoch ---------------
 times0=() timesk=()
 for r in 1 2 3; do
     for which in 0 K; do

@@ -104,7 +104,7 @@ echo "== decoded-sample cache: epoch 1 vs epoch 0 (tests/bench/bench_sample_cach
 bash tests/bench/bench_sample_cache.sh "$corpus"
 
 echo
-echo "== token sequences: pack=concat vs cat from tmpfs, random access on 10^9 tokens (tests/bench/bench_tokens.sh) =="
+echo "== token sequences: pack=concat vs cat from tmpfs, glob vs numeric order, random access on 10^9 tokens (tests/bench/bench_tokens.sh) =="
 bash tests/bench/bench_tokens.sh
 
 echo
