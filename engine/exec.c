@@ -90,6 +90,7 @@ typedef struct reader {
     int crossed; /* it went on from one epoch to the next (continues()) at least once */
     int lex;     /* it walks the names' string order (a shell's glob), not a stride */
     int lex_run; /* its last steps that followed that order, in a row */
+    int known;   /* its walk is known: its next batches are prefetched (bfs_exec_follow) */
     uint64_t batches;
     double asked;  /* when it asked for its last batch */
     double waited; /* how long it waited for that batch */
@@ -1494,12 +1495,15 @@ static int continues(uint64_t e0, uint64_t k0, int64_t s, int lex, uint64_t epoc
     return s > 0 && epoch == e0 + 1 && k0 + (uint64_t)s >= nb && k == k0 % (uint64_t)s;
 }
 
-/* Reader r, at (r->epoch, r->k), steps to batch k of the same epoch: its stride, and
- * whether it walks the names' string order. A step that the string order explains twice
- * in a row, where the stride does not, makes it a reader in that order (`cat
- * epoch/N/batch_*`: 0, 1, 10, 100, ...; followed by its stride, its prefetches were wasted,
- * and their evictions as passed then read counted as regrets that grew the cache onto
- * fresh memory: 4x the daemon's CPU). Locked. */
+/* Reader r, at (r->epoch, r->k), steps to batch k of the same epoch: its stride, whether
+ * it walks the names' string order, and whether its walk is known now. A step that the
+ * string order explains twice in a row, where the stride does not, makes it a reader in
+ * that order (`cat epoch/N/batch_*`: 0, 1, 10, 100, ...; followed by its stride, its
+ * prefetches were wasted, and their evictions as passed then read counted as regrets that
+ * grew the cache onto fresh memory: 4x the daemon's CPU). A first step is taken on trust;
+ * a step that breaks the stride it had leaves the walk unknown until the next one confirms
+ * a stride (a reader in no order prefetches nothing rather than batches it will not read).
+ * Locked. */
 static void step_to(bfs_exec *x, reader *r, uint64_t k, uint64_t nb)
 {
     LOCKED(x);
@@ -1511,6 +1515,7 @@ static void step_to(bfs_exec *x, reader *r, uint64_t k, uint64_t nb)
         r->lex = 0;
     else if (!by_stride && r->lex_run >= 2)
         r->lex = 1;
+    r->known = r->lex || by_stride || r->stride == 0;
     r->stride = step;
 }
 
@@ -1567,9 +1572,11 @@ uint32_t bfs_exec_follow(bfs_exec *x, uint64_t key, uint64_t epoch, uint64_t k, 
         } else if (r->epoch != epoch &&
                    continues(r->epoch, r->k, r->stride, r->lex, epoch, k, nb)) {
             r->crossed = 1;
+            r->known = 1;
         } else if (r->epoch != epoch) { /* elsewhere: a walk to learn again */
             r->stride = 0;
             r->lex = r->lex_run = 0;
+            r->known = 0;
         }
     } else if (wait_s >= 0) {
         r->wait_s = wait_s;
@@ -1580,7 +1587,10 @@ uint32_t bfs_exec_follow(bfs_exec *x, uint64_t key, uint64_t epoch, uint64_t k, 
     uint32_t id = r->id;
     int wrap = r->crossed, lex = r->lex;
     int64_t stride = r->stride ? r->stride : 1;
-    int depth = r->depth >= 0 ? r->depth : x->prefetch;
+    /* nothing ahead of a walk not known yet: a reader's first batch says nothing of its
+     * next (data-parallel ranks reading K, K + W, ... of their own mounts each wasted the 3
+     * batches after K) */
+    int depth = !r->known ? 0 : r->depth >= 0 ? r->depth : x->prefetch;
     /* the budget is shared by the active readers, each holding one batch being read */
     unsigned active = 0;
     for (int i = 0; i < BFS_EXEC_MAX_READERS; i++)
@@ -1644,7 +1654,9 @@ int bfs_exec_readers(bfs_exec *x, double now, bfs_exec_alive_fn alive, bfs_exec_
                                      .epoch = r->epoch,
                                      .k = r->k,
                                      .stride = r->stride,
-                                     .walk = r->lex ? BFS_EXEC_WALK_NAMES : BFS_EXEC_WALK_STRIDE,
+                                     .walk = !r->known ? BFS_EXEC_WALK_UNKNOWN
+                                             : r->lex  ? BFS_EXEC_WALK_NAMES
+                                                       : BFS_EXEC_WALK_STRIDE,
                                      .depth = r->depth >= 0 ? r->depth : x->prefetch,
                                      .batches = r->batches,
                                      .own_s = r->own_s,

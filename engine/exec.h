@@ -165,6 +165,7 @@ int bfs_exec_prefetch(bfs_exec *x, uint64_t epoch, uint64_t k);
  *  - prefetch: after a reader starts batch k with stride s, batches k+s .. k+d*s are
  *    computed ahead (d its depth), bounded by the cache budget shared among readers; or
  *    the next d in the names' string order for a reader seen walking it (a shell's glob);
+ *    nothing while its walk is not known (its first batch, a step off its stride);
  *  - eviction, a sliding window over every reader (tf.data service's cross-trainer cache,
  *    with recomputation instead of skipping): a finished batch that no active reader will
  *    read is evicted first (least recently used first), then the one whose next read by
@@ -186,9 +187,10 @@ typedef struct bfs_exec_reader {
     double idle_s;     /* since its last batch */
 } bfs_exec_reader;
 
-/* A reader's walk: by stride (k + s, k + 2s, ...), or in the order of the batch files'
- * names sorted as strings (a shell's glob, `ls`: batch_0, batch_1, batch_10, ...). */
-enum { BFS_EXEC_WALK_STRIDE = 1, BFS_EXEC_WALK_NAMES };
+/* A reader's walk: not known (its first batch, or a step off its stride: nothing is
+ * prefetched), by stride (k + s, k + 2s, ...), or in the order of the batch files' names
+ * sorted as strings (a shell's glob, `ls`: batch_0, batch_1, batch_10, ...). */
+enum { BFS_EXEC_WALK_UNKNOWN, BFS_EXEC_WALK_STRIDE, BFS_EXEC_WALK_NAMES };
 
 #define BFS_EXEC_MAX_READERS 64
 #define BFS_EXEC_READER_IDLE 30.0 /* seconds without a batch before a reader is forgotten */
@@ -200,9 +202,11 @@ typedef int (*bfs_exec_alive_fn)(uint64_t key);
  * bfs_exec_follow - reader `key` asked for batch k of epoch at time `now` (seconds on
  * CLOCK_MONOTONIC) and waited wait_s for it to be computed (wait_s < 0: not known yet,
  * reported later with bfs_exec_reader_waited). Records its position and stride and
- * prefetches its next batches (bfs_exec_prefetch): two steps in a row in the names'
- * string order (0, 1, 10, 100, ..., where a stride does not explain them) make it a reader
- * in that order, followed in it. bfs_exec_get_as calls it when the request arrives, once k
+ * prefetches its next batches (bfs_exec_prefetch): from its second batch on (a first step
+ * is taken on trust), and after a step that breaks its stride only once the next step
+ * confirms one; two steps in a row in the names' string order (0, 1, 10, 100, ..., where a
+ * stride does not explain them) make it a reader in that order, followed in it.
+ * bfs_exec_get_as calls it when the request arrives, once k
  * is acquired, before waiting for k: the next batches are then queued while k is computed,
  * so workers that finish their part of k move straight on (called after the wait, a reader
  * with depth 1 left the workers idle at every batch boundary: 6-10% of a fast reader's

@@ -14,8 +14,8 @@
  * (the executor's reader table, bfs_exec_follow): readers are told apart by the
  * requesting thread's pid, and a new pid that continues a dead pid's stream (a shell loop
  * of `cat`) takes it over; after a reader starts batch K, the stride s from its previous
- * batch (1 until known) makes batches K+s .. K+d*s computed ahead, d its prefetch depth
- * (a reader in a shell's glob order is followed in that order: exec.h).
+ * batch makes batches K+s .. K+d*s computed ahead, d its prefetch depth, from its second
+ * batch on (a reader in a shell's glob order is followed in that order: exec.h).
  *
  * FUSE passthrough (Linux >= 6.9, CONFIG_FUSE_PASSTHROUGH, CAP_SYS_ADMIN; passthrough=auto):
  * libfuse 3.14 predates it, so batchfs talks to /dev/fuse through libfuse's custom I/O
@@ -489,7 +489,10 @@ static void make_stats(fsstate *fs, text *t)
                 "\"step_ms\": %.1f, \"wait_ms\": %.1f, \"idle_s\": %.1f}",
                 i ? "," : "", rd[i].id, (unsigned long long)rd[i].key,
                 (unsigned long long)rd[i].epoch, (unsigned long long)rd[i].k,
-                (long long)rd[i].stride, rd[i].walk == BFS_EXEC_WALK_NAMES ? "names" : "stride",
+                (long long)rd[i].stride,
+                rd[i].walk == BFS_EXEC_WALK_NAMES    ? "names"
+                : rd[i].walk == BFS_EXEC_WALK_STRIDE ? "stride"
+                                                     : "unknown",
                 rd[i].depth, (unsigned long long)rd[i].batches, rd[i].own_s * 1e3,
                 rd[i].wait_s * 1e3, rd[i].idle_s);
     tprintf(t, "%s]}\n}\n", nr ? "\n  " : "");

@@ -1264,14 +1264,15 @@ START_TEST(walks_continue_into_next_epoch)
     ck_assert_uint_ge(nb, 8);
     bfs_exec *x = exec_new(e, 1, 64 * bfs_engine_batch_bytes(e, 0, 0));
     bfs_exec_set_prefetch(x, 2);
-    /* first epoch: its end prefetches nothing of the next */
+    /* first epoch: its end prefetches nothing of the next (nor its first batch: the walk
+     * is not known yet) */
     uint32_t a = bfs_exec_follow(x, 100, 0, nb - 2, 1.0, 0, alive_all);
-    ck_assert_uint_eq(prefetched(x), 1); /* nb - 1 */
+    ck_assert_uint_eq(prefetched(x), 0);
     ck_assert_uint_eq(bfs_exec_follow(x, 101, 0, nb - 1, 2.0, 0, alive_none), a);
-    ck_assert_uint_eq(prefetched(x), 1);
+    ck_assert_uint_eq(prefetched(x), 0);
     /* a new process at (1, 0) is the same reader (its stride kept) */
     ck_assert_uint_eq(bfs_exec_follow(x, 102, 1, 0, 3.0, 0, alive_none), a);
-    ck_assert_uint_eq(prefetched(x), 3); /* (1, 1), (1, 2) */
+    ck_assert_uint_eq(prefetched(x), 2); /* (1, 1), (1, 2) */
     bfs_exec_reader r[BFS_EXEC_MAX_READERS];
     ck_assert_int_eq(bfs_exec_readers(x, 3.1, alive_all, r, BFS_EXEC_MAX_READERS), 1);
     ck_assert_int_eq(r[0].stride, 1);
@@ -1358,9 +1359,9 @@ static void glob_order(uint64_t nb)
 
 /* A reader in a shell's glob order (0, 1, 10, 11, ..., 19, 2, 20, ...) is recognised from
  * its third batch on and its next batches in that order are prefetched: no miss after
- * the third (its first, and 10, not a stride of 0, 1); in the next epoch (a new `cat`, adopted)
- * none after its first, and at that epoch's end the next epoch's first names are prefetched.
- * Followed by its stride (before), it missed nearly every batch. */
+ * the third; in the next epoch (a new `cat`, adopted) none after its first, and at that
+ * epoch's end the next epoch's first names are prefetched. Followed by its stride (before),
+ * it missed nearly every batch. */
 START_TEST(readers_in_glob_order)
 {
     bfs_engine *e = engine(packed, "batch=1,size=16,epochs=3");
@@ -1373,8 +1374,8 @@ START_TEST(readers_in_glob_order)
         read_as(x, 100, alive_all, 0, lex_names[i]);
     bfs_exec_stats st;
     bfs_exec_get_stats(x, &st);
-    ck_assert_uint_eq(st.misses, 2);
-    ck_assert_uint_eq(st.prefetched, nb - 2); /* each batch once (2 and 3 early, at stride 1) */
+    ck_assert_uint_eq(st.misses, 3); /* 0 and 1: the walk not known yet; 10: not a stride */
+    ck_assert_uint_eq(st.prefetched, nb - 3);
     bfs_exec_reader r[BFS_EXEC_MAX_READERS];
     ck_assert_int_eq(bfs_exec_readers(x, bfs_mono_s(), alive_all, r, BFS_EXEC_MAX_READERS), 1);
     ck_assert_int_eq(r[0].walk, BFS_EXEC_WALK_NAMES);
@@ -1383,13 +1384,58 @@ START_TEST(readers_in_glob_order)
     for (uint64_t i = 0; i < nb; i++)
         read_as(x, 200 + i, alive_none, 1, lex_names[i]);
     bfs_exec_get_stats(x, &st);
-    ck_assert_uint_eq(st.misses, 3);
+    ck_assert_uint_eq(st.misses, 4);
     ck_assert_uint_eq(st.misses + st.prefetched, 2 * nb + 2); /* and epoch 2's first two */
     ck_assert_int_eq(bfs_exec_readers(x, bfs_mono_s(), alive_all, r, BFS_EXEC_MAX_READERS), 1);
     read_as(x, 300, alive_none, 2, 0);
     read_as(x, 300, alive_none, 2, 1);
     bfs_exec_get_stats(x, &st);
-    ck_assert_uint_eq(st.misses, 3);
+    ck_assert_uint_eq(st.misses, 4);
+    bfs_exec_destroy(x);
+    bfs_engine_destroy(e);
+}
+END_TEST
+
+/* A reader's first batch says nothing of its next: nothing is prefetched until its second
+ * (a data-parallel rank reading K, K + W, ... of its own mount wasted the 3 batches after
+ * K), and from there on its stride is followed; a step off its stride prefetches nothing
+ * until a stride is confirmed. No batch is computed that it does not read. */
+START_TEST(walk_known_before_prefetch)
+{
+    bfs_engine *e = engine(packed, "batch=1,size=16");
+    uint64_t nb = bfs_engine_batches(e);
+    bfs_exec *x = exec_new(e, 2, 4 * nb * bfs_engine_batch_bytes(e, 0, 0));
+    bfs_exec_set_prefetch(x, 3);
+    uint64_t reads = 0;
+    for (uint64_t k = 2; k < nb; k += 4, reads++) /* rank 2 of 4 */
+        read_as(x, 100, alive_all, 0, k);
+    bfs_exec_stats st;
+    bfs_exec_get_stats(x, &st);
+    ck_assert_uint_eq(st.computed, reads);
+    ck_assert_uint_eq(st.misses, 2); /* its first two batches */
+    ck_assert_uint_eq(st.prefetched, reads - 2);
+    /* a sequential reader is prefetched from its second batch on */
+    read_as(x, 200, alive_all, 1, 0);
+    bfs_exec_get_stats(x, &st);
+    ck_assert_uint_eq(st.prefetched, reads - 2);
+    read_as(x, 200, alive_all, 1, 1);
+    bfs_exec_get_stats(x, &st);
+    ck_assert_uint_eq(st.prefetched, reads - 2 + 3); /* 2, 3, 4 */
+    /* out of order: 7 breaks stride 1, 3 stride 6, 5 stride -4: nothing ahead of them;
+     * then 7 confirms stride 2 */
+    uint64_t p0 = st.prefetched;
+    read_as(x, 200, alive_all, 1, 7);
+    read_as(x, 200, alive_all, 1, 3);
+    read_as(x, 200, alive_all, 1, 5);
+    bfs_exec_get_stats(x, &st);
+    ck_assert_uint_eq(st.prefetched, p0);
+    bfs_exec_reader r[BFS_EXEC_MAX_READERS];
+    int n = bfs_exec_readers(x, bfs_mono_s(), alive_all, r, BFS_EXEC_MAX_READERS);
+    ck_assert_int_eq(n, 2);
+    ck_assert_int_eq(r[1].walk, BFS_EXEC_WALK_UNKNOWN);
+    read_as(x, 200, alive_all, 1, 7);
+    bfs_exec_get_stats(x, &st);
+    ck_assert_uint_eq(st.prefetched, p0 + 3); /* 9, 11, 13 */
     bfs_exec_destroy(x);
     bfs_engine_destroy(e);
 }
@@ -1440,6 +1486,7 @@ static Suite *engine_suite(void)
     tcase_add_test(tc, sizes_and_ranges);
     tcase_add_test(tc, walks_continue_into_next_epoch);
     tcase_add_test(tc, readers_in_glob_order);
+    tcase_add_test(tc, walk_known_before_prefetch);
     suite_add_tcase(s, tc);
     TCase *ex = tcase_create("exec");
     tcase_add_checked_fixture(ex, exec_setup, exec_teardown);

@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # tests/mount/prefetch.sh — prefetch follows each reader (told apart by pid) and its
-# stride, as /stats shows. One Python process reads:
-#   epoch 0: batches 0, 1, 2   -> /stats: prefetched > 0, a stream for that pid (epoch 0,
-#            batch 2, stride 1); batches 1 and 2 were served from prefetched work
-#            (hits + joins grew by 2 or more);
+# stride, as /stats shows, from the reader's second batch on. First a data-parallel rank
+# (rank 1 of 3: batches 1, 4, 7 of epoch 1) on a fresh mount: no batch is computed that it
+# does not read (its first batch prefetched nothing: its stride was not known yet). Then
+# one Python process reads:
+#   epoch 0: batches 0, 1, 2   -> /stats: batch 0 prefetched nothing (walk "unknown"),
+#            batch 1 did (walk "stride"), batch 2 was served from prefetched work; a
+#            stream for that pid (epoch 0, batch 2, stride 1);
 #   epoch 1: batches 0, 2, 4   -> the stream records stride 2; batch 6, prefetched along
 #            the stride, is a hit; batch 5, off the stride, is a miss;
 # a second process gets a stream of its own; with prefetch=0 nothing is prefetched.
@@ -59,6 +62,22 @@ if mode == "off":
     print("ok - prefetch=0: 3 sequential reads, 3 misses, nothing prefetched")
     sys.exit(0)
 
+if mode == "rank":            # rank 1 of 3 of a data-parallel job: 1, 4, 7 of epoch 1
+    for k in (1, 4, 7):
+        st = read(1, k)
+        if k == 1 and st["batches"]["prefetched"] != s0["batches"]["prefetched"]:
+            die("a reader's first batch prefetched %d batches: %s"
+                % (st["batches"]["prefetched"] - s0["batches"]["prefetched"], st["batches"]))
+        if k == 1 and stream(st)["walk"] != "unknown":
+            die("after its first batch the stream is %s, expected walk 'unknown'" % stream(st))
+    computed = st["batches"]["computed"] - s0["batches"]["computed"]
+    if computed != 3 or stream(st)["stride"] != 3:
+        die("a rank reading 1, 4, 7 made %d batches computed (expected 3, none it does not "
+            "read); stream %s" % (computed, stream(st)))
+    print("ok - a rank reading 1, 4, 7: 3 batches computed, %d of them prefetched, stream %s"
+          % (st["batches"]["prefetched"] - s0["batches"]["prefetched"], stream(st)))
+    sys.exit(0)
+
 if mode == "other":           # a second reader: its own stream, the first one's kept
     st = read(0, 5)
     pids = [s["pid"] for s in st["prefetch"]["streams"]]
@@ -71,22 +90,25 @@ if s0["prefetch"]["depth"] != 2:
     die("/stats prefetch depth %s, expected 2 (prefetch=2)" % s0["prefetch"]["depth"])
 # epoch 0: 0, 1, 2
 st = read(0, 0)
-if st["batches"]["prefetched"] <= s0["batches"]["prefetched"]:
-    die("reading batch 0 prefetched nothing: %s" % st["batches"])
+if st["batches"]["prefetched"] != s0["batches"]["prefetched"] or stream(st)["walk"] != "unknown":
+    die("reading batch 0 (a reader's first) prefetched: %s, stream %s" % (st["batches"], stream(st)))
 if st["cache"]["misses"] - s0["cache"]["misses"] != 1:
     die("batch 0 should be one miss: %s" % st["cache"])
-a = st
 st = read(0, 1)
+if st["batches"]["prefetched"] - s0["batches"]["prefetched"] != 2 or stream(st)["walk"] != "stride":
+    die("reading batch 1 (the second) should prefetch 2 and 3: %s, stream %s"
+        % (st["batches"], stream(st)))
+a = st
 st = read(0, 2)
 s = stream(st)
 if (s["epoch"], s["batch"], s["stride"]) != (0, 2, 1):
     die("after 0, 1, 2 the stream is %s, expected epoch 0 batch 2 stride 1" % s)
-if served(st) - served(a) < 2:
-    die("batches 1 and 2 were not served from prefetched work: cache %s -> %s" % (a["cache"], st["cache"]))
+if served(st) - served(a) < 1:
+    die("batch 2 was not served from prefetched work: cache %s -> %s" % (a["cache"], st["cache"]))
 if st["cache"]["misses"] != a["cache"]["misses"]:
-    die("batches 1 or 2 missed although prefetched: %s -> %s" % (a["cache"], st["cache"]))
-print("ok - epoch 0 batches 0, 1, 2: prefetched %d, hits+joins +%d, stream %s"
-      % (st["batches"]["prefetched"], served(st) - served(a), s))
+    die("batch 2 missed although prefetched: %s -> %s" % (a["cache"], st["cache"]))
+print("ok - epoch 0 batches 0, 1, 2: prefetched %d (none for the first), batch 2 served from "
+      "it, stream %s" % (st["batches"]["prefetched"], s))
 
 # epoch 1: 0, 2, 4, then 6 (on the stride) and 5 (off it)
 read(1, 0)
@@ -109,6 +131,7 @@ print("ok - epoch 1 batches 0, 2, 4: stream stride 2; batch 6 (on the stride) a 
 EOF
 
 mount_bfs "$T/images" "$M" -o batch=16,size=32,epochs=2,prefetch=2,cache_mb=64
+pyx "$T/prefetch.py" "$M" rank || fail "a data-parallel rank"
 pyx "$T/prefetch.py" "$M" on || fail "prefetch=2"
 pyx "$T/prefetch.py" "$M" other || fail "a second reader"
 unmount_bfs "$M"
