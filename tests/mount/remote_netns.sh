@@ -129,13 +129,15 @@ FP=$(sed -n 's/^fingerprint = //p' "$T/ref/pipeline")
 start_worker 1 w1 ",remote_claim_ms=1500"
 W1=$W_PID
 mount_bfs "$T/d.bfs" m1 -o "$OPTS,remote=redis://127.0.0.1:$PORT,remote_wait_ms=60000,prefetch=6"
-cat "$T/m1/epoch/0/batch_0" >/dev/null & # starts the epoch: the mount asks for 0..5
+# a reader of epoch 0, a `cat` a batch: the mount asks for batch 0, and from the reader's
+# second batch on for the next ones too (prefetch=6): w1 holds jobs for a while
+(for k in 0 1 2 3; do cat "$T/m1/epoch/0/batch_$k" >/dev/null || exit 1; done) &
 first=$!
 held=$(wait_held w1)
 [ "$held" -ge 1 ] || fail "w1 never held a job: $(stat_of "$T/m1" "d['remote']")"
 kill -KILL "$W1"
 start_worker 2 w2 ",remote_claim_ms=1500" # (within 10 s: the mount still counts w1)
-wait "$first" || fail "reading epoch 0 batch 0 failed"
+wait "$first" || fail "reading epoch 0 failed"
 for k in 0 1 2 3; do
     cmp -s "$T/m1/epoch/0/batch_$k" "$T/ref/epoch/0/batch_$k" || fail "epoch 0 batch $k differs"
 done
