@@ -2,9 +2,11 @@
 #include "base/io.h"
 #include "base/err.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -94,4 +96,39 @@ int bfs_read_file(const char *path, uint8_t **buf, size_t *cap, size_t *len)
     if (!rc)
         *len = size;
     return rc;
+}
+
+uint64_t bfs_fd_limit(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl))
+        return 1024; /* (cannot fail for RLIMIT_NOFILE) */
+    return rl.rlim_cur == RLIM_INFINITY ? UINT64_MAX : (uint64_t)rl.rlim_cur;
+}
+
+uint64_t bfs_fd_limit_raise(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        /* a hard limit above fs.nr_open is refused: then as high as it allows */
+        for (rlim_t lim = rl.rlim_max; lim > rl.rlim_cur; lim /= 2) {
+            struct rlimit want = {lim, rl.rlim_max};
+            if (setrlimit(RLIMIT_NOFILE, &want) == 0)
+                break;
+        }
+    }
+    return bfs_fd_limit();
+}
+
+int bfs_fd_count(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    if (!d)
+        return -1;
+    int n = 0;
+    struct dirent *de;
+    while ((de = readdir(d)))
+        n += de->d_name[0] != '.';
+    closedir(d);
+    return n > 0 ? n - 1 : 0; /* (not the directory's own descriptor) */
 }

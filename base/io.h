@@ -34,4 +34,16 @@ int bfs_open_regular(const char *path, struct stat *st);
  */
 int bfs_read_file(const char *path, uint8_t **buf, size_t *cap, size_t *len);
 
+/*
+ * Descriptors. bfs_fd_limit_raise - raise this process's soft limit of open descriptors
+ * (RLIMIT_NOFILE) to its hard limit: the usual soft limit, 1,024, is systemd's default
+ * for programs that use select(), which batchfs does not, and every batch file the mount
+ * keeps is a descriptor. Returns the soft limit now in effect (UINT64_MAX: unlimited).
+ * bfs_fd_limit - the soft limit now. bfs_fd_count - descriptors open now (from
+ * /proc/self/fd), or -1 when that cannot be read.
+ */
+uint64_t bfs_fd_limit_raise(void);
+uint64_t bfs_fd_limit(void);
+int bfs_fd_count(void);
+
 #endif

@@ -103,7 +103,7 @@ void bfs_bc_begin(bfs_bc_choice *c)
 }
 
 void bfs_bc_offer(bfs_bc_choice *c, const void *item, uint64_t size, uint64_t used,
-                  uint64_t next_read)
+                  uint64_t next_read, int file)
 {
     c->held += size;
     if (next_read == UINT64_MAX) {
@@ -114,14 +114,23 @@ void bfs_bc_offer(bfs_bc_choice *c, const void *item, uint64_t size, uint64_t us
     /* the over-budget victim: farthest next read, least recently used among equals */
     if (!c->far || next_read > c->far_next || (next_read == c->far_next && used < c->far_used))
         c->far = item, c->far_next = next_read, c->far_used = used;
+    if (!file)
+        return;
+    c->files++;
+    if (!c->far_file || next_read > c->far_file_next ||
+        (next_read == c->far_file_next && used < c->far_file_used))
+        c->far_file = item, c->far_file_next = next_read, c->far_file_used = used;
 }
 
-const void *bfs_bc_victim(const bfs_bc_choice *c, uint64_t budget, uint64_t passed_max, int *passed)
+const void *bfs_bc_victim(const bfs_bc_choice *c, uint64_t budget, uint64_t files_max,
+                          uint64_t passed_max, int *passed)
 {
     const void *v = NULL;
     int p = 0;
     if (c->held > budget)
         v = c->far, p = c->far_next == UINT64_MAX;
+    else if (c->files > files_max)
+        v = c->far_file, p = c->far_file_next == UINT64_MAX;
     else if (c->passed > passed_max)
         v = c->oldest_passed, p = 1;
     if (passed)

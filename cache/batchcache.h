@@ -11,7 +11,10 @@
  *     used among equals): a reader behind the window recomputes it, identically;
  *   - batches no reader will read ("passed") are kept to passed_max bytes even under the
  *     budget, oldest first out, so that memory is recycled while warm instead of the cache
- *     growing to the whole budget with fresh pages.
+ *     growing to the whole budget with fresh pages;
+ *   - batches held in files (one descriptor each) are bounded by a count as well, the
+ *     descriptors the process may spend on them: beyond it, the file read farthest in the
+ *     future goes first, as over the byte budget.
  * Pure functions over plain values: no allocation, no locks (the executor calls them under
  * its own), no knowledge of jobs, files or FUSE.
  *
@@ -65,24 +68,29 @@ uint64_t bfs_bc_next_read(const bfs_bc_reader *r, int n, uint64_t nb, uint64_t e
 typedef struct bfs_bc_choice {
     uint64_t held;   /* bytes offered */
     uint64_t passed; /* of which no reader will read */
-    const void *oldest_passed, *far;
-    uint64_t oldest_passed_used, far_used, far_next;
+    uint64_t files;  /* items offered that hold a file */
+    const void *oldest_passed, *far, *far_file;
+    uint64_t oldest_passed_used, far_used, far_next, far_file_used, far_file_next;
 } bfs_bc_choice;
 
 void bfs_bc_begin(bfs_bc_choice *c);
 
 /* bfs_bc_offer - batch `item` (opaque to the policy) of size bytes, last used at tick
- * `used`, next read in next_read steps (bfs_bc_next_read; UINT64_MAX: passed). */
+ * `used`, next read in next_read steps (bfs_bc_next_read; UINT64_MAX: passed); file != 0
+ * when it holds a file (a descriptor). */
 void bfs_bc_offer(bfs_bc_choice *c, const void *item, uint64_t size, uint64_t used,
-                  uint64_t next_read);
+                  uint64_t next_read, int file);
 
 /*
- * bfs_bc_victim - the item to evict under budget bytes (what may be held) and passed_max
- * (what may be held of passed batches), or NULL when everything offered may stay.
+ * bfs_bc_victim - the item to evict under budget bytes (what may be held), files_max
+ * (how many of the items offered may hold a file) and passed_max (what may be held of
+ * passed batches), in that order, or NULL when everything offered may stay. Over budget
+ * or files_max, the farthest next read goes (least recently used among equals; over
+ * files_max, among the items holding a file); over passed_max the oldest passed batch.
  * *passed (may be NULL) says whether the victim is a passed batch (else one read ahead).
  */
-const void *bfs_bc_victim(const bfs_bc_choice *c, uint64_t budget, uint64_t passed_max,
-                          int *passed);
+const void *bfs_bc_victim(const bfs_bc_choice *c, uint64_t budget, uint64_t files_max,
+                          uint64_t passed_max, int *passed);
 
 /* ---- memory ------------------------------------------------------------------------------
  * Thread-safe: a lock of its own, a leaf (the executor calls in holding its lock; nothing here

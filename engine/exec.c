@@ -115,12 +115,17 @@ struct bfs_exec {
         uint64_t epoch1, k; /* epoch + 1 (0: empty), batch */
     } ghosts[GHOSTS];       /* recently evicted as passed, for regrets */
     int stop, shutdown;
-    int memfd;        /* finished batches go to sealed memfds (guarded by lock) */
-    bfs_bc_mem *mem;  /* batch buffers, batch files, the reaper (cache/batchcache.h) */
-    bfs_store *store; /* host-wide store, or NULL (set before use, then read-only) */
-    int nthreads;     /* threads started */
-    int active;       /* workers with id < active may compute (guarded by lock) */
-    int prefetch;     /* default depth per reader (guarded by lock) */
+    int memfd;             /* finished batches go to sealed memfds (guarded by lock) */
+    uint64_t file_budget;  /* batch files (a descriptor each) that may be held: the process's
+                            * descriptor limit less a reserve (fd_budget); UINT64_MAX: no
+                            * limit (guarded by lock) */
+    uint64_t files_making; /* batch files being made now, counted against it (to_memfd) */
+    int said_files;        /* the log said the budget was reached */
+    bfs_bc_mem *mem;       /* batch buffers, batch files, the reaper (cache/batchcache.h) */
+    bfs_store *store;      /* host-wide store, or NULL (set before use, then read-only) */
+    int nthreads;          /* threads started */
+    int active;            /* workers with id < active may compute (guarded by lock) */
+    int prefetch;          /* default depth per reader (guarded by lock) */
     reader readers[BFS_EXEC_MAX_READERS]; /* guarded by lock */
     uint32_t next_reader_id;              /* guarded by lock */
     uint64_t reader_news;                 /* guarded by lock: bfs_exec_readers_news */
@@ -288,10 +293,14 @@ static void ghost_check(bfs_exec *x, uint64_t epoch, uint64_t k)
  * of computing that batch (see docs/engine.md, "Batch memory", for the measurements: a
  * sequential reader fell from 2,500 to 1,400 images/s after 1.4 GB without this bound).
  * A re-read of a batch evicted this way is computed again, identically (a regret, which
- * raises passed_max: see above). Locked. Failed jobs keep only their error (failures are
- * deterministic: a retry would fail again), at most MAX_FAILED of them; acquire drops those that
- * failed for lack of a resource (bfs_err_is_resource), which are not. */
-static void evict(bfs_exec *x)
+ * raises passed_max: see above). Batch files are bounded by file_budget as well (one
+ * descriptor each: a daemon of small batches at the usual limit of 1,024 descriptors ran
+ * out after ~1,000 batches, and every open of its sources failed), with room left for
+ * `need` more; returns the batch files held then. Locked. Failed jobs keep only their error
+ * (failures are deterministic: a retry would fail again), at most MAX_FAILED of them;
+ * acquire drops those that failed for lack of a resource (bfs_err_is_resource), which are
+ * not. */
+static uint64_t evict_for(bfs_exec *x, uint64_t need)
 {
     LOCKED(x);
     bfs_bc_reader rd[BFS_EXEC_MAX_READERS];
@@ -302,7 +311,9 @@ static void evict(bfs_exec *x)
         bfs_batch *old_failed = NULL;
         bfs_bc_choice c;
         bfs_bc_begin(&c);
+        uint64_t kept_files = x->files_making; /* files that cannot go now */
         for (bfs_batch *b = x->jobs; b; b = b->next_job) {
+            kept_files += (b->remote_fd >= 0) + (b->fd >= 0 && (b->refs || b->state != JOB_READY));
             if (b->refs)
                 continue;
             if (b->state == JOB_FAILED) {
@@ -311,17 +322,20 @@ static void evict(bfs_exec *x)
                     old_failed = b;
             }
             if (b->state == JOB_READY)
-                bfs_bc_offer(&c, b, b->size, b->used,
-                             bfs_bc_next_read(rd, nrd, nb, b->epoch, b->k));
+                bfs_bc_offer(&c, b, b->size, b->used, bfs_bc_next_read(rd, nrd, nb, b->epoch, b->k),
+                             b->fd >= 0);
         }
         x->st.cached_bytes = c.held;
+        x->st.files = c.files + kept_files;
+        uint64_t files_max =
+            x->file_budget > kept_files + need ? x->file_budget - kept_files - need : 0;
         int passed = 0;
         bfs_batch *victim =
             failed > MAX_FAILED
                 ? old_failed
-                : (bfs_batch *)bfs_bc_victim(&c, x->cache_bytes, x->passed_max, &passed);
+                : (bfs_batch *)bfs_bc_victim(&c, x->cache_bytes, files_max, x->passed_max, &passed);
         if (!victim)
-            return;
+            return x->st.files;
         unlink_job(x, victim);
         if (victim->state == JOB_READY) {
             x->st.evictions++;
@@ -334,6 +348,35 @@ static void evict(bfs_exec *x)
         }
         free_job(x, victim);
     }
+}
+
+static void evict(bfs_exec *x)
+{
+    evict_for(x, 0);
+}
+
+/* Room for one more batch file (a descriptor) within the budget, after evicting for it
+ * as for memory: then it is counted as being made (the caller makes it and takes it off
+ * files_making), and 1 is returned. Else 0: the batch stays in its buffer and is served
+ * by copying (bfs_batch_fd -1), counted in files_refused, and said once in the log.
+ * Locked. */
+static int file_slot(bfs_exec *x)
+{
+    LOCKED(x);
+    if (x->file_budget == UINT64_MAX || evict_for(x, 1) < x->file_budget) {
+        x->files_making++;
+        return 1;
+    }
+    x->st.files_refused++;
+    if (!x->said_files) {
+        x->said_files = 1;
+        fprintf(stderr,
+                "batchfs: the descriptor limit (ulimit -n %llu) holds %llu batch files, all "
+                "in use by open batches: further batches are served by copying until some "
+                "close (raise ulimit -n for more)\n",
+                (unsigned long long)bfs_fd_limit(), (unsigned long long)x->file_budget);
+    }
+    return 0;
 }
 
 /*
@@ -425,19 +468,29 @@ static int finish_slot(bfs_exec *x, bfs_batch *j)
  * src into a new read-only batch file (bfs_bc_to_file), mapped read-only as j->data; j's
  * buffer goes back to the pool. The file never changes after this, so the mount can hand
  * it to the kernel as the batch file's backing file (FUSE passthrough) and readers may map
- * it. On failure (no file, no memory) j keeps its buffer, with src copied into it if
- * needed, and j->fd stays -1: the batch is still served, by copying. Unlocked.
+ * it. On failure (no file, no memory, no descriptor left within the budget: file_slot) j
+ * keeps its buffer, with src copied into it if needed, and j->fd stays -1: the batch is
+ * still served, by copying. Unlocked.
  */
 static void to_memfd(bfs_exec *x, bfs_batch *j, const uint8_t *src)
 {
     const uint8_t *map;
-    int fd;
-    if (bfs_bc_to_file(x->mem, src, j->size, &map, &fd)) {
+    int fd, rc = -EMFILE;
+    xlock(x);
+    int slot = file_slot(x);
+    xunlock(x);
+    if (slot)
+        rc = bfs_bc_to_file(x->mem, src, j->size, &map, &fd);
+    xlock(x);
+    x->files_making -= slot != 0;
+    if (slot && rc)
+        x->st.files_refused++;
+    if (rc) {
+        xunlock(x);
         if (src != j->data)
             memcpy(j->data, src, j->size);
         return;
     }
-    xlock(x);
     bfs_bc_free(x->mem, j->data, j->size, room(x));
     j->data = (uint8_t *)map;
     j->fd = fd;
@@ -464,6 +517,26 @@ static void settle_claim(bfs_exec *x, bfs_batch *j, bfs_claim *claim, int ready,
         }
     }
     free(claim);
+}
+
+/* The error of a batch that failed with rc, `what` saying why (the sample and the call):
+ * for want of a descriptor (EMFILE, ENFILE) the sample is not at fault, the limit is what
+ * to change. (The mount's log line names the batch.) */
+static void batch_error(char *out, size_t len, int rc, const char *what)
+{
+    if (rc == -EMFILE)
+        snprintf(out, len,
+                 "out of file descriptors, all %llu the daemon may open are in use (raise its "
+                 "limit: `ulimit -n` before starting batchfs, LimitNOFILE= under systemd; "
+                 "then read the batch again): %s",
+                 (unsigned long long)bfs_fd_limit(), what);
+    else if (rc == -ENFILE)
+        snprintf(out, len,
+                 "the system's table of open files is full (raise fs.file-max or close files "
+                 "elsewhere, then read the batch again): %s",
+                 what);
+    else
+        snprintf(out, len, "%s", what);
 }
 
 typedef struct worker_arg {
@@ -517,7 +590,7 @@ static void *worker_main(void *arg)
         j->done += n - 1; /* finish_slot counts the last */
         if (rc && !j->rc) {
             j->rc = rc;
-            snprintf(j->err, sizeof j->err, "%s", err[0] ? err : bfs_strerror(rc));
+            batch_error(j->err, sizeof j->err, rc, err[0] ? err : bfs_strerror(rc));
             j->next = j->len; /* claim nothing more of a failed batch */
         }
         j->refs++; /* keep j alive while it is sealed and its claim settled, unlocked */
@@ -969,6 +1042,7 @@ int bfs_exec_create(bfs_engine *e, int threads, uint64_t cache_bytes, bfs_exec *
     x->e = e;
     x->cache_bytes = cache_bytes;
     x->passed_max = PASSED_FIRST;
+    x->file_budget = UINT64_MAX;
     pthread_mutex_init(&x->lock, NULL);
     pthread_cond_init(&x->work, NULL);
     pthread_cond_init(&x->ready, NULL);
@@ -1075,19 +1149,28 @@ static int store_lookup(bfs_exec *x, bfs_batch *j, int demand, int memfd)
     if (c.state == BFS_STORE_HIT && c.size == j->size) {
         int fd;
         const uint8_t *map;
-        if (memfd && bfs_store_claim_take(&c, &fd, &map) == 0) {
+        xlock(x);
+        int slot = memfd && file_slot(x);
+        xunlock(x);
+        if (slot && bfs_store_claim_take(&c, &fd, &map) == 0) {
             /* the entry file is exactly the batch: it backs the batch file itself, no
              * copy (it is never written in place: publication makes a new inode) */
             xlock(x);
+            x->files_making--;
             bfs_bc_free(x->mem, j->data, j->size, room(x));
             j->data = (uint8_t *)map;
             j->fd = fd;
             xunlock(x);
             return 1;
         }
-        if (memfd)
+        if (slot) {
+            xlock(x);
+            x->files_making--;
+            xunlock(x);
+        }
+        if (slot)
             to_memfd(x, j, c.data); /* straight from the entry's mapping */
-        else
+        else                        /* (memfd mode without a descriptor: served by copying) */
             memcpy(j->data, c.data, j->size);
         bfs_store_claim_close(&c);
         return 1;
@@ -1121,14 +1204,40 @@ void bfs_exec_set_store(bfs_exec *x, bfs_store *s)
     x->store = s;
 }
 
+/* Batch files the process may hold: its descriptor limit less those open now (the FUSE
+ * session, Redis, the store, the dataset, stdio, the log) and a reserve for what opens and
+ * closes as batches are computed: a source file and a file being sealed per worker, the
+ * reaper's closes not yet done (it is woken at 16: cache/batchmem.c), store claims and
+ * publications, and a sixteenth of the limit. At the usual 1,024: ~920; at 64: ~25. */
+#define FD_RESERVE 24
+static uint64_t fd_budget(int threads)
+{
+    uint64_t limit = bfs_fd_limit();
+    if (limit == UINT64_MAX)
+        return UINT64_MAX;
+    int open_now = bfs_fd_count();
+    uint64_t used =
+        (uint64_t)(open_now >= 0 ? open_now : 64) + FD_RESERVE + 2 * (uint64_t)threads + limit / 16;
+    return limit > used ? limit - used : 0;
+}
+
 void bfs_exec_set_memfd(bfs_exec *x, int on, int huge)
 {
     if (on) /* where batch files go is decided before the first (LATER: memfds first) */
         bfs_bc_use_files(x->mem, huge == 1);
+    uint64_t budget = on ? fd_budget(x->nthreads) : UINT64_MAX;
     xlock(x);
     x->memfd = on;
     x->huge_later = on && huge == BFS_EXEC_HUGE_LATER;
+    x->file_budget = budget;
+    evict(x);
     xunlock(x);
+    if (on && budget < 64)
+        fprintf(stderr,
+                "batchfs: note: the descriptor limit (ulimit -n %llu) leaves room for %llu "
+                "batch files: fewer finished batches are kept, and batches beyond it are "
+                "served by copying (raise ulimit -n)\n",
+                (unsigned long long)bfs_fd_limit(), (unsigned long long)budget);
 }
 
 /* The store's noteworthy events (corrupt entries removed, saves that failed, a full file
@@ -1365,6 +1474,8 @@ void bfs_exec_get_stats(bfs_exec *x, bfs_exec_stats *st)
     st->max_threads = x->nthreads;
     st->prefetch = x->prefetch;
     st->cache_budget = x->cache_bytes;
+    st->file_budget = x->file_budget == UINT64_MAX ? 0 : x->file_budget;
+    st->fd_limit = bfs_fd_limit() == UINT64_MAX ? 0 : bfs_fd_limit();
     st->passed_budget = x->passed_max < x->cache_bytes ? x->passed_max : x->cache_bytes;
     st->in_flight = 0;
     for (bfs_batch *b = x->jobs; b; b = b->next_job)

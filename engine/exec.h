@@ -35,6 +35,12 @@ typedef struct bfs_exec_stats {
     uint64_t evictions;
     uint64_t failed;          /* batches that failed (bad_sample=fail) */
     uint64_t cached_bytes;    /* finished batches held now */
+    uint64_t files;           /* batch files held now (a descriptor each; memfd mode) */
+    uint64_t file_budget;     /* batch files that may be held (bfs_exec_set_memfd); 0: none
+                               * are made (not in memfd mode) */
+    uint64_t files_refused;   /* batches kept without a file (served by copying): the
+                               * budget was reached with every file in use, or no descriptor */
+    uint64_t fd_limit;        /* the process's descriptor limit (soft; 0: unlimited) */
     uint32_t in_flight;       /* batches queued or being computed */
     int threads;              /* workers allowed to compute now (bfs_exec_set_threads) */
     int max_threads;          /* workers started */

@@ -402,13 +402,16 @@ static void make_stats(fsstate *fs, text *t)
             "  \"cache\": {\"hits\": %llu, \"joins\": %llu, \"misses\": %llu, \"evictions\": "
             "%llu, \"evicted_passed\": %llu, \"evicted_ahead\": %llu, \"bytes\": %llu, "
             "\"budget_bytes\": %llu, \"passed_budget_bytes\": %llu, \"passed_regrets\": %llu, "
-            "\"buffers\": %d, \"buffer_allocs\": %llu},\n",
+            "\"buffers\": %d, \"buffer_allocs\": %llu, \"files\": %llu, \"file_budget\": %llu, "
+            "\"files_refused\": %llu, \"fd_limit\": %llu},\n",
             (unsigned long long)st.hits, (unsigned long long)st.joins,
             (unsigned long long)st.misses, (unsigned long long)st.evictions,
             (unsigned long long)st.evicted_passed, (unsigned long long)st.evicted_ahead,
             (unsigned long long)st.cached_bytes, (unsigned long long)st.cache_budget,
             (unsigned long long)st.passed_budget, (unsigned long long)st.passed_regrets, st.buffers,
-            (unsigned long long)st.buffer_allocs);
+            (unsigned long long)st.buffer_allocs, (unsigned long long)st.files,
+            (unsigned long long)st.file_budget, (unsigned long long)st.files_refused,
+            (unsigned long long)st.fd_limit);
     bfs_samplecache_stats sc;
     bfs_engine_sample_cache_stats(fs->e, &sc);
     if (sc.budget_bytes) {

@@ -11,13 +11,24 @@
 #include "programs/top.h"
 #include "programs/worker.h"
 #include "mountopts/mountopts.h"
+#include "base/io.h"
 
+#include <dlfcn.h>
 #include <stdio.h>
 
 int main(int argc, char **argv)
 {
     bfs_mount_args a;
     char err[2048];
+    /* every batch file a mount keeps is a descriptor (the executor budgets them from
+     * this limit) */
+    bfs_fd_limit_raise();
+    /* libfuse's multi-threaded loop ends with pthread_cancel of its threads, and glibc
+     * loads libgcc_s at the first cancel: with every descriptor in use that dlopen fails
+     * and glibc aborts ("libgcc_s.so.1 must be installed for pthread_cancel to work"),
+     * turning an unmount into SIGABRT. Loaded now, that dlopen finds it loaded and needs
+     * no descriptor. (Not found: the cancel would need it anyway; nothing to do here.) */
+    dlopen("libgcc_s.so.1", RTLD_NOW | RTLD_NODELETE);
     if (bfs_mountopts_parse(argc, argv, &a, err, sizeof err)) {
         fprintf(stderr, "batchfs: %s\n", err);
         return 2;

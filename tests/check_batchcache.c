@@ -116,30 +116,62 @@ START_TEST(victim_rules)
     int items[4], passed = -1;
     bfs_bc_choice c;
     bfs_bc_begin(&c);
-    ck_assert_ptr_null(bfs_bc_victim(&c, 0, 0, &passed)); /* nothing offered */
+    ck_assert_ptr_null(bfs_bc_victim(&c, 0, UINT64_MAX, 0, &passed)); /* nothing offered */
     /* two read ahead (next read in 2 and 5 steps), two passed (used at ticks 7 and 3) */
-    bfs_bc_offer(&c, &items[0], 100, 10, 2);
-    bfs_bc_offer(&c, &items[1], 100, 11, 5);
-    bfs_bc_offer(&c, &items[2], 100, 7, UINT64_MAX);
-    bfs_bc_offer(&c, &items[3], 100, 3, UINT64_MAX);
+    bfs_bc_offer(&c, &items[0], 100, 10, 2, 0);
+    bfs_bc_offer(&c, &items[1], 100, 11, 5, 0);
+    bfs_bc_offer(&c, &items[2], 100, 7, UINT64_MAX, 0);
+    bfs_bc_offer(&c, &items[3], 100, 3, UINT64_MAX, 0);
     ck_assert_uint_eq(c.held, 400);
     ck_assert_uint_eq(c.passed, 200);
     /* over the budget: farthest next read first (a passed one), LRU among equals */
-    ck_assert_ptr_eq(bfs_bc_victim(&c, 399, 1000, &passed), &items[3]);
+    ck_assert_ptr_eq(bfs_bc_victim(&c, 399, UINT64_MAX, 1000, &passed), &items[3]);
     ck_assert_int_eq(passed, 1);
     /* under the budget, passed batches beyond passed_max: the oldest passed */
-    ck_assert_ptr_eq(bfs_bc_victim(&c, 1000, 199, &passed), &items[3]);
+    ck_assert_ptr_eq(bfs_bc_victim(&c, 1000, UINT64_MAX, 199, &passed), &items[3]);
     ck_assert_int_eq(passed, 1);
     /* within both: none */
-    ck_assert_ptr_null(bfs_bc_victim(&c, 400, 200, &passed));
+    ck_assert_ptr_null(bfs_bc_victim(&c, 400, UINT64_MAX, 200, &passed));
     /* only batches read ahead: over budget, the one read last goes */
     bfs_bc_begin(&c);
-    bfs_bc_offer(&c, &items[0], 100, 10, 2);
-    bfs_bc_offer(&c, &items[1], 100, 1, 5);
-    bfs_bc_offer(&c, &items[2], 100, 0, 5);
-    ck_assert_ptr_eq(bfs_bc_victim(&c, 250, 0, &passed), &items[2]); /* 5 steps, LRU */
+    bfs_bc_offer(&c, &items[0], 100, 10, 2, 0);
+    bfs_bc_offer(&c, &items[1], 100, 1, 5, 0);
+    bfs_bc_offer(&c, &items[2], 100, 0, 5, 0);
+    ck_assert_ptr_eq(bfs_bc_victim(&c, 250, UINT64_MAX, 0, &passed), &items[2]); /* 5 steps, LRU */
     ck_assert_int_eq(passed, 0);
-    ck_assert_ptr_null(bfs_bc_victim(&c, 300, 0, NULL)); /* passed_max: none passed */
+    ck_assert_ptr_null(bfs_bc_victim(&c, 300, UINT64_MAX, 0, NULL)); /* passed_max: none passed */
+}
+END_TEST
+
+/* Batches in files (a descriptor each) are bounded by a count too: beyond files_max, the
+ * file read farthest in the future goes, even far under the byte budget, never a batch
+ * held in a buffer; the byte budget comes first, the passed bound after. */
+START_TEST(victim_rules_files)
+{
+    int items[5], passed = -1;
+    bfs_bc_choice c;
+    bfs_bc_begin(&c);
+    bfs_bc_offer(&c, &items[0], 100, 10, 2, 1);         /* file, read next */
+    bfs_bc_offer(&c, &items[1], 100, 11, 7, 1);         /* file, read in 7 steps */
+    bfs_bc_offer(&c, &items[2], 100, 5, 9, 0);          /* buffer, read in 9 steps */
+    bfs_bc_offer(&c, &items[3], 100, 6, UINT64_MAX, 1); /* file, passed */
+    bfs_bc_offer(&c, &items[4], 100, 4, UINT64_MAX, 0); /* buffer, passed (older) */
+    ck_assert_uint_eq(c.files, 3);
+    ck_assert_ptr_null(bfs_bc_victim(&c, 1000, 3, 1000, &passed)); /* all fit */
+    /* over files_max: the passed file (not the older passed buffer) */
+    ck_assert_ptr_eq(bfs_bc_victim(&c, 1000, 2, 1000, &passed), &items[3]);
+    ck_assert_int_eq(passed, 1);
+    /* over the byte budget first: the farthest of all (a buffer) */
+    ck_assert_ptr_eq(bfs_bc_victim(&c, 400, 2, 1000, &passed), &items[4]);
+    /* without the passed file: the file read last (7 steps, not the buffer's 9) */
+    bfs_bc_begin(&c);
+    bfs_bc_offer(&c, &items[0], 100, 10, 2, 1);
+    bfs_bc_offer(&c, &items[1], 100, 11, 7, 1);
+    bfs_bc_offer(&c, &items[2], 100, 5, 9, 0);
+    ck_assert_ptr_eq(bfs_bc_victim(&c, 1000, 1, 1000, &passed), &items[1]);
+    ck_assert_int_eq(passed, 0);
+    ck_assert_ptr_eq(bfs_bc_victim(&c, 1000, 0, 1000, &passed), &items[1]);
+    ck_assert_ptr_null(bfs_bc_victim(&c, 1000, 2, 1000, &passed));
 }
 END_TEST
 
@@ -305,6 +337,7 @@ static Suite *batchcache_suite(void)
     tcase_add_test(tc, next_read_walks);
     tcase_add_test(tc, lex_order_of_names);
     tcase_add_test(tc, victim_rules);
+    tcase_add_test(tc, victim_rules_files);
     suite_add_tcase(s, tc);
     tc = tcase_create("memory");
     tcase_add_test(tc, pool_reuses_buffers);

@@ -28,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <turbojpeg.h>
 #include <unistd.h>
@@ -1164,6 +1165,51 @@ START_TEST(evicted_batch_files_released)
 }
 END_TEST
 
+/* Batch files are a descriptor each: under a descriptor limit of 64 they are kept to the
+ * executor's file budget (the limit less those open and a reserve), evicted as for memory,
+ * far under the byte budget; every batch is still right. Without it the files piled up
+ * until every open failed (EMFILE). */
+START_TEST(batch_files_within_descriptor_budget)
+{
+    struct rlimit rl;
+    ck_assert_int_eq(getrlimit(RLIMIT_NOFILE, &rl), 0);
+    rl.rlim_cur = 64; /* (this test runs in a process of its own) */
+    ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &rl), 0);
+    char err[512];
+    uint64_t nb = bfs_engine_batches(e4);
+    bfs_exec *x = exec_new(e4, 2, 1024 * one);
+    bfs_exec_set_passed_max(x, UINT64_MAX, 0); /* only the descriptors bound the cache */
+    bfs_exec_set_memfd(x, 1, 0);
+    bfs_exec_stats st;
+    bfs_exec_get_stats(x, &st);
+    ck_assert_uint_gt(st.file_budget, 0);
+    ck_assert_uint_lt(st.file_budget, 64);
+    uint8_t *ref = NULL;
+    for (uint64_t i = 0; i < 3 * 64; i++) {
+        uint64_t ep = i / nb, k = i % nb;
+        bfs_batch *b;
+        ck_assert_msg(bfs_exec_get(x, ep, k, &b, err, sizeof err) == 0, "%s", err);
+        ck_assert_int_ge(bfs_batch_fd(b), 0);
+        if (i == 5) {
+            uint64_t size;
+            ref = batch(e4, 1, ep, k, &size);
+            check_same(ref, size, bfs_batch_data(b), bfs_batch_size(b));
+        }
+        bfs_batch_release(b);
+        bfs_exec_get_stats(x, &st);
+        ck_assert_uint_le(st.files, st.file_budget);
+    }
+    free(ref);
+    ck_assert_uint_ge(st.evictions, 3 * 64 - st.file_budget - 2);
+    ck_assert_uint_eq(st.files_refused, 0);
+    int open_now = 0;
+    for (int i = 0; i < 500 && (open_now = batch_files_open()) > (int)st.file_budget; i++)
+        usleep(10000); /* (the reaper closes evicted files soon after) */
+    ck_assert_int_le(open_now, (int)st.file_budget);
+    bfs_exec_destroy(x);
+}
+END_TEST
+
 static int alive_none(uint64_t key)
 {
     (void)key;
@@ -1498,6 +1544,7 @@ static Suite *engine_suite(void)
     tcase_add_test(ex, full_cache_reuses_passed_buffers);
     tcase_add_test(ex, memfd_batches_sealed);
     tcase_add_test(ex, evicted_batch_files_released);
+    tcase_add_test(ex, batch_files_within_descriptor_budget);
     tcase_add_test(ex, readers_follow_and_adopt);
     tcase_add_test(ex, thread_count_changes);
     suite_add_tcase(s, ex);
