@@ -164,8 +164,19 @@ static void fit_ram(const bfs_tune_input *in, int w, int *depth, uint64_t cache)
     }
 }
 
+/* bytes in a few characters: "4.3 kB", "10.5 MB", "1.2 GB" (reasons of small batches
+ * said "0.0 MB: 0 MiB") */
+static const char *size_text(char *buf, size_t len, double bytes)
+{
+    const char *unit = bytes >= 1e9 ? "GB" : bytes >= 1e6 ? "MB" : "kB";
+    double v = bytes >= 1e9 ? bytes / 1e9 : bytes >= 1e6 ? bytes / 1e6 : bytes / 1e3;
+    snprintf(buf, len, "%.1f %s", v, unit);
+    return buf;
+}
+
 void bfs_tune_choose(const bfs_tune_input *in, bfs_tune_choice *out)
 {
+    char s1[32], s2[32]; /* (sizes in the reasons) */
     memset(out, 0, sizeof *out);
     int lo = 1, hi = in->cpu_budget > 0 ? in->cpu_budget : 1;
     if (in->fixed_threads > 0)
@@ -175,6 +186,14 @@ void bfs_tune_choose(const bfs_tune_input *in, bfs_tune_choice *out)
     uint64_t cache = in->cache_fixed         ? in->fixed_cache
                      : in->ram_bytes > fixed ? in->ram_bytes - fixed
                                              : bb;
+    /* batch files take a descriptor each: what the descriptors hold bounds what prefetch
+     * may fill, and (unless cache_mb= is fixed) the cache budget (the executor evicts by
+     * the count as well) */
+    uint64_t by_files = in->file_budget ? in->file_budget * bb : UINT64_MAX;
+    uint64_t ram_cache = cache;
+    if (by_files < cache)
+        cache = in->cache_fixed ? cache : by_files;
+    uint64_t fill = cache < by_files ? cache : by_files;
     double c = batch_cost(in);
     /* a reader not seen yet is taken to be fast: its depth is a fast reader's */
     bfs_tune_reader fast = {.own_s = BFS_TUNE_MIN_STEP};
@@ -203,7 +222,7 @@ void bfs_tune_choose(const bfs_tune_input *in, bfs_tune_choice *out)
     for (int w = lo; w <= hi; w++) {
         depths_for(in, w, depth);
         if (!in->cache_fixed || in->fixed_depth < 0)
-            fit_ram(in, w, depth, cache);
+            fit_ram(in, w, depth, fill);
         rate[w] = bfs_tune_rate(in, w, depth, NULL);
         best = rate[w] > best ? rate[w] : best;
     }
@@ -219,7 +238,7 @@ void bfs_tune_choose(const bfs_tune_input *in, bfs_tune_choice *out)
         w = cur;
     out->threads = w;
     depths_for(in, w, out->depth);
-    fit_ram(in, w, out->depth, cache);
+    fit_ram(in, w, out->depth, fill);
     out->rate = bfs_tune_rate(in, w, out->depth, out->wait_s);
     int d;
     depths_for(&probe, w, &d);
@@ -269,9 +288,21 @@ void bfs_tune_choose(const bfs_tune_input *in, bfs_tune_choice *out)
                  r->id, xs[deep], in->fixed_depth >= 0 ? " (prefetch= fixed)" : "",
                  in->fixed_depth >= 0 ? "" : " (computing ahead would gain under 1%)");
 cache_why:
-    if (in->cache_fixed)
+    if (in->cache_fixed && by_files < cache)
+        snprintf(out->why_cache, sizeof out->why_cache,
+                 "cache_mb= fixed: %.0f MiB, of which descriptors hold %llu batch files "
+                 "(ulimit -n; one a finished batch) of %s: %s",
+                 out->cache_bytes / 1048576.0, (unsigned long long)in->file_budget,
+                 size_text(s1, sizeof s1, (double)bb), size_text(s2, sizeof s2, (double)by_files));
+    else if (in->cache_fixed)
         snprintf(out->why_cache, sizeof out->why_cache, "cache_mb= fixed: %.0f MiB",
                  out->cache_bytes / 1048576.0);
+    else if (by_files < ram_cache)
+        snprintf(out->why_cache, sizeof out->why_cache,
+                 "descriptors hold %llu batch files (ulimit -n; one a finished batch) of %s: "
+                 "%s for finished batches, under the %.0f MiB the RAM budget leaves",
+                 (unsigned long long)in->file_budget, size_text(s1, sizeof s1, (double)bb),
+                 size_text(s2, sizeof s2, (double)out->cache_bytes), ram_cache / 1048576.0);
     else if (in->ram_bytes > fixed)
         snprintf(out->why_cache, sizeof out->why_cache,
                  "RAM budget %.0f MiB less %.0f MiB for %d pooled, open and in-flight "
@@ -392,6 +423,7 @@ static int tune_once(bfs_tuner *t)
                          .fixed_depth = t->o.fixed_depth,
                          .cache_fixed = t->o.cache_fixed,
                          .fixed_cache = t->o.fixed_cache,
+                         .file_budget = st.file_budget,
                          .cur_threads = st.threads,
                          .nreaders = nlive,
                          .readers = tr};

@@ -61,7 +61,9 @@ typedef struct bfs_tune_input {
     int fixed_depth;    /* >= 0: the user's prefetch=N */
     int cache_fixed;    /* the user's cache_mb: fixed_cache is the budget (0 included) */
     uint64_t fixed_cache;
-    int cur_threads; /* setting in use (hysteresis); 0: none yet */
+    uint64_t file_budget; /* > 0: finished batches are files, at most this many (one
+                           * descriptor each: bfs_exec_stats.file_budget); 0: no bound */
+    int cur_threads;      /* setting in use (hysteresis); 0: none yet */
     int nreaders;
     const bfs_tune_reader *readers;
 } bfs_tune_input;
@@ -90,7 +92,8 @@ double bfs_tune_reader_time(double c, double x, double latency, int n, double *w
 double bfs_tune_rate(const bfs_tune_input *in, int w, const int *depth, double *wait);
 
 /* bfs_tune_choose - the controller's choice for `in` (see the file comment), respecting
- * fixed values and both budgets; `why` strings name the values chosen. */
+ * fixed values and the budgets (CPU, RAM, and the descriptors batch files take: the cache
+ * holds at most file_budget batches); `why` strings name the values chosen. */
 void bfs_tune_choose(const bfs_tune_input *in, bfs_tune_choice *out);
 
 /* bfs_tune_smooth - the per-sample time estimate after a look that measured `fresh` new

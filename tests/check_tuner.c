@@ -202,6 +202,53 @@ START_TEST(budgets_and_fixed_values)
 }
 END_TEST
 
+/* Batch files take a descriptor each: the cache budget holds no more batches than the
+ * descriptors allow (the executor's file_budget), depths are cut to fit them, and the
+ * reason names the descriptors; a fixed cache_mb stays, but prefetch fits the files. */
+START_TEST(descriptor_budget)
+{
+    bfs_tune_reader r[3] = {
+        {.id = 1, .own_s = 0.2}, {.id = 2, .own_s = 0.15}, {.id = 3, .own_s = 0.3}};
+    bfs_tune_input in = base(r, 3);
+    in.cpu_budget = 1; /* deep buffers pay (budgets_and_fixed_values) */
+    bfs_tune_choice c;
+    bfs_tune_choose(&in, &c);
+    ck_assert_uint_gt(c.cache_bytes, 10 * in.batch_bytes);
+    ck_assert_ptr_null(strstr(c.why_cache, "descriptors"));
+    in.file_budget = 5;
+    bfs_tune_choose(&in, &c);
+    ck_assert_uint_eq(c.cache_bytes, 5 * in.batch_bytes);
+    int held = 0;
+    for (int i = 0; i < 3; i++)
+        held += c.depth[i] + 1;
+    ck_assert_int_le(held, 5);
+    ck_assert_msg(strstr(c.why_cache, "descriptors hold 5 batch files (ulimit -n"), "%s",
+                  c.why_cache);
+    /* no reader: the same budget */
+    in.nreaders = 0;
+    bfs_tune_choose(&in, &c);
+    ck_assert_uint_eq(c.cache_bytes, 5 * in.batch_bytes);
+    /* cache_mb= fixed: kept, and named with what the descriptors hold */
+    in = base(r, 3);
+    in.cpu_budget = 1;
+    in.cache_fixed = 1, in.fixed_cache = 100 * in.batch_bytes;
+    in.file_budget = 4;
+    bfs_tune_choose(&in, &c);
+    ck_assert_uint_eq(c.cache_bytes, 100 * in.batch_bytes);
+    held = 0;
+    for (int i = 0; i < 3; i++)
+        held += c.depth[i] + 1;
+    ck_assert_int_le(held, 4);
+    ck_assert_msg(strstr(c.why_cache, "fixed") && strstr(c.why_cache, "4 batch files"), "%s",
+                  c.why_cache);
+    /* more files than the RAM budget holds: RAM decides, as before */
+    in = base(r, 3);
+    in.file_budget = 100000;
+    bfs_tune_choose(&in, &c);
+    ck_assert_ptr_null(strstr(c.why_cache, "descriptors"));
+}
+END_TEST
+
 START_TEST(hysteresis_and_why)
 {
     bfs_tune_reader r = {.id = 7, .own_s = 0.05};
@@ -247,6 +294,7 @@ static Suite *tuner_suite(void)
     tcase_add_test(tc, chooser_matches_grid);
     tcase_add_test(tc, slow_reader_gets_few_workers_fast_gets_all_useful);
     tcase_add_test(tc, budgets_and_fixed_values);
+    tcase_add_test(tc, descriptor_budget);
     tcase_add_test(tc, hysteresis_and_why);
     suite_add_tcase(s, tc);
     return s;
