@@ -120,6 +120,7 @@ struct bfs_exec {
                             * descriptor limit less a reserve (fd_budget); UINT64_MAX: no
                             * limit (guarded by lock) */
     uint64_t files_making; /* batch files being made now, counted against it (to_memfd) */
+    uint64_t files_fresh;  /* files granted since the last count (st.files, by evict_for) */
     int said_files;        /* the log said the budget was reached */
     bfs_bc_mem *mem;       /* batch buffers, batch files, the reaper (cache/batchcache.h) */
     bfs_store *store;      /* host-wide store, or NULL (set before use, then read-only) */
@@ -327,6 +328,7 @@ static uint64_t evict_for(bfs_exec *x, uint64_t need)
         }
         x->st.cached_bytes = c.held;
         x->st.files = c.files + kept_files;
+        x->files_fresh = 0; /* (counted now: as files_making, or held) */
         uint64_t files_max =
             x->file_budget > kept_files + need ? x->file_budget - kept_files - need : 0;
         int passed = 0;
@@ -359,12 +361,16 @@ static void evict(bfs_exec *x)
  * as for memory: then it is counted as being made (the caller makes it and takes it off
  * files_making), and 1 is returned. Else 0: the batch stays in its buffer and is served
  * by copying (bfs_batch_fd -1), counted in files_refused, and said once in the log.
+ * Below the budget by the last count (each finished batch makes one) no pass over the
+ * jobs is made for it: the executor keeps to one pass per finished batch (finish_slot).
  * Locked. */
 static int file_slot(bfs_exec *x)
 {
     LOCKED(x);
-    if (x->file_budget == UINT64_MAX || evict_for(x, 1) < x->file_budget) {
+    if (x->file_budget == UINT64_MAX || x->st.files + x->files_fresh < x->file_budget ||
+        evict_for(x, 1) < x->file_budget) {
         x->files_making++;
+        x->files_fresh++;
         return 1;
     }
     x->st.files_refused++;
