@@ -254,6 +254,13 @@ int bfs_worker_run(const char *source, const bfs_pipeline_opts *o_in, const char
         logf_(&w, "%s", w.r ? bfs_remote_error(w.r) : err);
         goto out;
     }
+    /* counted by the mounts from the moment it says it serves: a mount that counts no
+     * worker computes its batches itself (a first heartbeat here, not only from the
+     * heartbeat thread a moment later) */
+    if ((rc = bfs_remote_heartbeat(w.r, w.name))) {
+        logf_(&w, "%s", bfs_remote_error(w.r));
+        goto out;
+    }
     char url[700], keyid[20];
     bfs_remote_url_text(&w.url, url, sizeof url);
     bfs_remote_key_id_text(&w.url.auth, keyid, sizeof keyid);
