@@ -19,12 +19,13 @@
 #include <limits.h>
 #include <lz4.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-static volatile int cancel_flag;
+static atomic_int cancel_flag; /* (lock-free: a signal handler may set it, workers read it) */
 
 static void on_signal(int sig)
 {

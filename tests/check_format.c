@@ -943,7 +943,7 @@ END_TEST
 START_TEST(pack_cancel)
 {
     ck_assert_int_eq(tu_make_imagefolder(src, 2, 5, 30, 60, 2), 0);
-    volatile int cancel = 1;
+    atomic_int cancel = 1;
     bfs_pack_opts o = {.jobs = 2};
     bfs_pack_report rep;
     char err[256];

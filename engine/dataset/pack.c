@@ -332,7 +332,7 @@ static void transform_sample(const bfs_pack_opts *o, const bfs_reader *in, uint6
 
 typedef struct worker_arg {
     pack *p;
-    volatile int *cancel;
+    atomic_int *cancel;
 } worker_arg;
 
 static void *worker(void *arg)
@@ -574,7 +574,7 @@ static int count_label(pack *p, uint32_t l)
     return 0;
 }
 
-static int write_all_items(pack *p, bfs_writer *w, bfs_pack_report *rep, volatile int *cancel,
+static int write_all_items(pack *p, bfs_writer *w, bfs_pack_report *rep, atomic_int *cancel,
                            double t0, char *err, size_t errlen)
 {
     const bfs_pack_opts *o = p->o;
@@ -640,7 +640,7 @@ static int write_all_items(pack *p, bfs_writer *w, bfs_pack_report *rep, volatil
  * wakes it up periodically so the cancel is seen. */
 typedef struct waker {
     pack *p;
-    volatile int *cancel;
+    atomic_int *cancel;
     int done; /* guarded by p->lock */
 } waker;
 
@@ -770,7 +770,7 @@ static int emit_doc(bfs_writer *w, const bfs_pack_opts *o, int ts, bfs_pack_repo
 }
 
 static int pack_tokens(const char *src, const char *out, const bfs_pack_opts *o,
-                       bfs_pack_report *rep, volatile int *cancel, char *err, size_t errlen)
+                       bfs_pack_report *rep, atomic_int *cancel, char *err, size_t errlen)
 {
     int ts = o->tokens;
     if (ts != 2 && ts != 4)
@@ -953,7 +953,7 @@ static int megatron_paths(const char *src, char *bin, char *idx, size_t cap)
 }
 
 static int pack_tokens_files(const char *src, const char *out, const bfs_pack_opts *o,
-                             bfs_pack_report *rep, volatile int *cancel, char *err, size_t errlen)
+                             bfs_pack_report *rep, atomic_int *cancel, char *err, size_t errlen)
 {
     if (o->raw || o->max_side || o->restart)
         return bfs_errf(-EINVAL, err, errlen,
@@ -1103,13 +1103,13 @@ static int finish_shards(pack *p, bfs_writer *w, bfs_pack_report *rep, char *err
 }
 
 int bfs_pack(const char *src, const char *out, const bfs_pack_opts *o, bfs_pack_report *rep,
-             volatile int *cancel, char *err, size_t errlen)
+             atomic_int *cancel, char *err, size_t errlen)
 {
     return bfs_pack_sources(&src, 1, out, o, rep, cancel, err, errlen);
 }
 
 int bfs_pack_sources(const char *const *srcs, size_t nsrcs, const char *out, const bfs_pack_opts *o,
-                     bfs_pack_report *rep, volatile int *cancel, char *err, size_t errlen)
+                     bfs_pack_report *rep, atomic_int *cancel, char *err, size_t errlen)
 {
     memset(rep, 0, sizeof *rep);
     if (nsrcs == 0)

@@ -20,6 +20,7 @@
 
 #include "engine/dataset/shard.h"
 
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -85,11 +86,12 @@ typedef struct bfs_pack_report {
  * in strict mode the skip reason's code; err
  * receives a message naming the directory or file.
  * rep is filled either way; free it with bfs_pack_report_free.
- * If *cancel becomes non-zero (a signal handler may set it) the pack stops, the
+ * If *cancel becomes non-zero (a signal handler may set it; atomic, as the pack's
+ * threads read it while the handler writes) the pack stops, the
  * temporary file is removed and -ECANCELED returned. cancel may be NULL.
  */
 int bfs_pack(const char *src, const char *out, const bfs_pack_opts *o, bfs_pack_report *rep,
-             volatile int *cancel, char *err, size_t errlen);
+             atomic_int *cancel, char *err, size_t errlen);
 
 /*
  * bfs_pack_sources - bfs_pack for nsrcs sources: one as bfs_pack takes, or WebDataset tar
@@ -108,7 +110,7 @@ int bfs_pack(const char *src, const char *out, const bfs_pack_opts *o, bfs_pack_
  * bfs_pack's.
  */
 int bfs_pack_sources(const char *const *srcs, size_t nsrcs, const char *out, const bfs_pack_opts *o,
-                     bfs_pack_report *rep, volatile int *cancel, char *err, size_t errlen);
+                     bfs_pack_report *rep, atomic_int *cancel, char *err, size_t errlen);
 
 /*
  * With o->tokens, bfs_pack packs a flat file of token ids (nanoGPT's train.bin: u16 or u32,
