@@ -314,7 +314,10 @@ static uint64_t evict_for(bfs_exec *x, uint64_t need)
         bfs_bc_begin(&c);
         uint64_t kept_files = x->files_making; /* files that cannot go now */
         for (bfs_batch *b = x->jobs; b; b = b->next_job) {
-            kept_files += (b->remote_fd >= 0) + (b->fd >= 0 && (b->refs || b->state != JOB_READY));
+            /* a REMOTE job's file is the remote thread's (remote_fd is not read here, under
+             * the lock: that thread sets it unlocked): counted as held in memfd mode */
+            kept_files += (b->state == JOB_REMOTE && x->memfd) +
+                          (b->fd >= 0 && (b->refs || b->state != JOB_READY));
             if (b->refs)
                 continue;
             if (b->state == JOB_FAILED) {
