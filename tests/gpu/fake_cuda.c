@@ -61,15 +61,21 @@ static struct {
 } cnt;
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 
+/* A counter's value: under mu, where the allocation counters are written; atomically,
+ * as the others are updated with atomic adds (the loader's producer thread calls the
+ * driver while the test reads counters: ThreadSanitizer checks both). */
 unsigned long long fake_cuda_counter(const char *name);
 unsigned long long fake_cuda_counter(const char *name)
 {
+    unsigned long long v = ~0ull;
+    pthread_mutex_lock(&mu);
 #define X(n)                                                                                       \
     if (!strcmp(name, #n))                                                                         \
-        return cnt.n;
+        v = __atomic_load_n(&cnt.n, __ATOMIC_SEQ_CST);
     COUNTERS(X)
 #undef X
-    return ~0ull;
+    pthread_mutex_unlock(&mu);
+    return v;
 }
 
 typedef struct range {
@@ -77,7 +83,7 @@ typedef struct range {
     size_t len;
     int kind; /* 1 device, 2 pinned host, 3 registered host */
 } range;
-static range allocs[MAX_ALLOCS];
+static range allocs[MAX_ALLOCS]; /* guarded by mu */
 static int initialized;
 static int ctx_primary_refs;
 static struct CUctx_st {
@@ -127,13 +133,17 @@ static int add(uintptr_t base, size_t len, int kind)
     return E_OUT_OF_MEMORY;
 }
 
-/* the host address behind a device pointer range, or NULL */
+/* the host address behind a device pointer range, or NULL (takes mu: the table changes
+ * under other threads' allocations) */
 static void *dev_host(CUdeviceptr d, size_t len)
 {
     if (d < DEV_OFFSET)
         return NULL;
     uintptr_t h = (uintptr_t)(d - DEV_OFFSET);
-    return find(h, len, 1) ? (void *)h : NULL;
+    pthread_mutex_lock(&mu);
+    int ok = find(h, len, 1) != NULL;
+    pthread_mutex_unlock(&mu);
+    return ok ? (void *)h : NULL;
 }
 
 CUresult cuInit(unsigned flags)
