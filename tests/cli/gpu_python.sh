@@ -47,6 +47,12 @@ unset BATCHFS_GPU_LIBCUDA
 if grep -q ' U __asan_' <<<"$(nm -D "$BATCHFS_GPU_LIBRARY" 2>/dev/null)"; then
     export LD_PRELOAD=$(cc -print-file-name=libasan.so) ASAN_OPTIONS=detect_leaks=0
 fi
+# a ThreadSanitizer build's (make SANITIZER=thread) too: its runtime cannot be dlopen'ed
+# ("cannot allocate memory in static TLS block"); CPython is not instrumented, so what
+# TSan checks is the library's own code
+if grep -q ' U __tsan_' <<<"$(nm -D "$BATCHFS_GPU_LIBRARY" 2>/dev/null)"; then
+    export LD_PRELOAD=$(cc -print-file-name=libtsan.so)
+fi
 
 "$PY" -c 'import py_compile, sys; py_compile.compile(sys.argv[1], cfile=sys.argv[2], doraise=True)' \
     gpu/python/batchfs_gpu.py "$T/batchfs_gpu.pyc"
