@@ -7,7 +7,8 @@
 #   make bench     benchmarks (print ratios measured in one run; never asserted)
 #   make fuzz      run every fuzz target for FUZZ_SECONDS each (clang + libFuzzer)
 #   make install PREFIX=/usr/local   |   make uninstall   |   make clean   |   make format
-#                  (install: programs, man pages, docs, libbatchfs-gpu, mount helper)
+#                  (install: programs, man pages, docs, libbatchfs-gpu, mount helper, all
+#                  under PREFIX; SBINDIR=/sbin puts the helper where mount(8) looks)
 #   make gpu       only libbatchfs-gpu (build/libbatchfs-gpu.so, .a, batchfs-gpu.pc)
 #   make programs  only build/batchfs and build/mkbatchfs (`print-programs` names them):
 #                  what `pip install ./python` builds into the Python package
@@ -261,9 +262,13 @@ bench: deps
 	BUILD=$(BUILD) bash tests/bench/run.sh
 
 # ---- install -----------------------------------------------------------------------------
-# mount -t fuse.batchfs / fstab: util-linux runs mount.fuse.batchfs, which is libfuse's
-# mount.fuse3; it runs `batchfs SOURCE MNT -o OPTIONS` found on PATH.
-SBINDIR ?= /sbin
+# Everything goes under $(DESTDIR)$(PREFIX). mount -t fuse.batchfs / fstab: util-linux runs
+# mount.fuse.batchfs, found only in /sbin (and /sbin/fs.d, /sbin/fs): the helper goes to
+# $(SBINDIR), $(PREFIX)/sbin unless given (`make install SBINDIR=/sbin` for mount(8) to
+# find it); it runs libfuse's mount.fuse3 ($(MOUNT_FUSE3)), which runs `batchfs SOURCE MNT
+# -o OPTIONS` found on PATH.
+SBINDIR ?= $(PREFIX)/sbin
+MOUNT_FUSE3 ?= $(firstword $(wildcard /sbin/mount.fuse3 /usr/sbin/mount.fuse3) /sbin/mount.fuse3)
 # batchfs(1), mkbatchfs(1): troff in docs/man/ (checked against --help by
 # tests/cli/man_pages.sh)
 MANDIR  ?= $(PREFIX)/share/man
@@ -282,15 +287,17 @@ install: all
 	$(call gpu_pc,$(PREFIX)) >$(DESTDIR)$(PREFIX)/lib/pkgconfig/batchfs-gpu.pc
 	@# mount(8)'s helper for type fuse.batchfs: mount.fuse3 runs `batchfs ...` through
 	@# /bin/sh, and mount(8) gives helpers no PATH, so the helper puts PREFIX/bin first
-	@if [ -x $(DESTDIR)$(SBINDIR)/mount.fuse3 ]; then \
-	  rm -f $(DESTDIR)$(SBINDIR)/mount.fuse.batchfs && \
+	@if [ -x $(MOUNT_FUSE3) ]; then \
+	  install -d $(DESTDIR)$(SBINDIR) && rm -f $(DESTDIR)$(SBINDIR)/mount.fuse.batchfs && \
 	  printf '%s\n' '#!/bin/sh' \
 	    '# mount -t fuse.batchfs / fstab: installed by batchfs (make install PREFIX=$(PREFIX))' \
 	    'PATH="$(PREFIX)/bin:$${PATH:-/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin}"' \
-	    'export PATH' 'exec "$(SBINDIR)/mount.fuse3" "$$@" -t fuse.batchfs' \
+	    'export PATH' 'exec "$(MOUNT_FUSE3)" "$$@" -t fuse.batchfs' \
 	    >$(DESTDIR)$(SBINDIR)/mount.fuse.batchfs && chmod 755 $(DESTDIR)$(SBINDIR)/mount.fuse.batchfs && \
-	  echo "installed $(DESTDIR)$(SBINDIR)/mount.fuse.batchfs (runs $(PREFIX)/bin/batchfs via mount.fuse3)"; \
-	else echo "note: $(SBINDIR)/mount.fuse3 not found (package fuse3): mount -t fuse.batchfs needs it"; fi
+	  echo "installed $(DESTDIR)$(SBINDIR)/mount.fuse.batchfs (runs $(PREFIX)/bin/batchfs via $(MOUNT_FUSE3))"; \
+	  case "$(SBINDIR)" in /sbin|/sbin/fs.d|/sbin/fs) ;; \
+	  *) echo "note: mount(8) looks for mount.fuse.batchfs in /sbin only: for mount -t fuse.batchfs and fstab, install with SBINDIR=/sbin (or link it there)";; esac; \
+	else echo "note: $(MOUNT_FUSE3) not found (package fuse3; MOUNT_FUSE3= names it): mount -t fuse.batchfs needs it"; fi
 
 uninstall:
 	rm -f $(PROGS:$(BUILD)/%=$(DESTDIR)$(PREFIX)/bin/%)
