@@ -7,18 +7,21 @@
 #   2. a stand-in mount (a directory with a `stats` file written by this script, in the
 #      format of fs/fs.c make_stats with the optional sample_cache and autotune sections):
 #      plain lines (piped): -n 2 gives exactly 2 lines with every field in order and the
-#      values of the file; with the file rewritten by a background loop that advances the
-#      counters, images/s, batches/s and hit% are rates between samples (positive);
+#      values of the file; with `stats` a FIFO that gives each open the next step of the
+#      counters, images/s, batches/s and hit% are rates between samples;
 #   3. under a terminal (script(1) from util-linux, a pty): the full-screen view shows the
 #      autotune decisions and their reasons, the readers and the cache rows; `q` ends it
 #      with status 0 within a few seconds, so do Ctrl-C (the pty sends SIGINT) and SIGTERM;
 #      each time the output ends with the exit-alternate-screen sequence and `stty -g` is
 #      the same before and after (the terminal is restored); a string from /stats with an
 #      escape sequence is shown defused;
-#   4. a real mount (tests/mount/lib.sh; exit 77 only without /dev/fuse): while a reader
-#      reads batches, `top -n 2 --interval 0.2 | cat` prints 2 lines with images/s > 0,
-#      served and computed > 0, readers >= 1; under a pty it shows the mount and quits on
-#      `q`; when the mount goes away under a running top, top exits 1 naming MNT/stats.
+#   4. a real mount (tests/mount/lib.sh; exit 77 only without /dev/fuse), prefetch=0: a
+#      live reader read 3 batches; `top -n 2 --interval 0.2 | cat` prints 2 lines with served=3, computed=3, readers=1
+#      and rates 0; under a pty it shows the mount and quits on `q`; when the mount goes
+#      away under a running top, top exits 1 naming MNT/stats.
+# Nothing depends on timing: rates are checked through a FIFO that hands top one step per
+# sample (their ratios do not depend on the time between samples), and the real mount's
+# counters do not move while top watches.
 # Run: BUILD=build bash tests/cli/top.sh (tests/run.sh does). About 15 s.
 . "$(dirname "$0")/../mount/lib.sh"
 
@@ -93,10 +96,12 @@ ok "not a mount: exit 1, the message names the path"
 # ---- 2. a stand-in mount, plain lines -------------------------------------------------------
 F=$T/fake
 mkdir "$F"
-# write_stats DIR I: stats of step I (counters grow with I), written whole, then renamed
-write_stats() {
-    local d=$1 i=$2
-    cat >"$d/stats.tmp" <<EOF
+# write_stats_to FILE I: the stats of step I (counters grow with I) into FILE, in
+# $T/write_stats.sh (sourced by the FIFO feeder too)
+cat >"$T/write_stats.sh" <<'SHEOF'
+write_stats_to() {
+    local f=$1 i=$2
+    cat >"$f" <<EOF
 {
   "version": "9.9.9",
   "fingerprint": "00000000000000ff",
@@ -126,7 +131,14 @@ write_stats() {
   "a_future_key": {"nested": [1, 2, {"x": null}]}
 }
 EOF
-    mv -f "$d/stats.tmp" "$d/stats"
+}
+SHEOF
+. "$T/write_stats.sh"
+export T
+# write_stats DIR I: step I written whole, then renamed
+write_stats() {
+    write_stats_to "$1/stats.tmp" "$2"
+    mv -f "$1/stats.tmp" "$1/stats"
 }
 write_stats "$F" 0
 
@@ -153,35 +165,55 @@ for want in "images/s=0.0" "avg_images/s=100.0" "batches/s=0.00" "served=10" "co
 done
 ok "plain lines: -n 2 gives 2 lines with every field; unchanged counters give rate 0, no hit rate"
 
-# the counters advance every 50 ms: rates between samples, not averages (the writer stops
-# at $T/stop, between two whole writes)
-(
-    i=1
-    while [ ! -e "$T/stop" ]; do
-        write_stats "$F" $i
-        i=$((i + 1))
-        sleep 0.05
-    done
-) &
-writer=$!
-BG_PIDS+=("$writer")
-sleep 0.2
-run "$BATCHFS" --top "$F" --interval 0.5 -n 3
-expect 0 "top of a changing stand-in"
+# rates between samples: `stats` is a FIFO, and each open of it by top gets the next step
+# (one step: +640 images, +10 batches, 3 hits of 4 lookups, 7 of 8 in the sample cache).
+# So whatever time top measures between samples (a loaded machine), images/s is exactly
+# 64 times batches/s and the hit rates are those of one step; averages would differ.
+F2=$T/fifo
+mkdir "$F2"
+mkfifo "$F2/stats"
+python3 - "$F2/stats" "$T/fifo.steps" <<'PYEOF' &
+import ctypes, os, struct, subprocess, sys
+fifo, steps = sys.argv[1], sys.argv[2]
+# the next step only once top has closed the previous one (else the next write could reach
+# the same open, or be lost with it): inotify's IN_CLOSE_NOWRITE is top's close
+libc = ctypes.CDLL(None, use_errno=True)
+ino = libc.inotify_init1(os.O_CLOEXEC)
+IN_CLOSE_NOWRITE = 0x10
+if ino < 0 or libc.inotify_add_watch(ino, fifo.encode(), IN_CLOSE_NOWRITE) < 0:
+    sys.exit("inotify: %s" % os.strerror(ctypes.get_errno()))
+for i in range(4):  # the first sample and 3 more
+    # (cat's open for writing waits for top's open for reading)
+    subprocess.run(["bash", "-c", '. "$0"; write_stats_to "$1" %d' % i,
+                    os.environ["T"] + "/write_stats.sh", fifo], check=True)
+    closed = False
+    while not closed:
+        buf = os.read(ino, 4096)
+        off = 0
+        while off < len(buf):
+            wd, mask, cookie, n = struct.unpack_from("iIII", buf, off)
+            closed = closed or bool(mask & IN_CLOSE_NOWRITE)
+            off += 16 + n
+    open(steps, "a").write("%d\n" % i)
+PYEOF
+feeder=$!
+BG_PIDS+=("$feeder")
+run "$BATCHFS" --top "$F2" --interval 0.2 -n 3
+expect 0 "top of a stand-in whose stats is a FIFO"
+wait "$feeder" || fail "the FIFO feeder failed"
+[ "$(wc -l <"$T/fifo.steps")" = 4 ] || fail "top read the FIFO $(wc -l <"$T/fifo.steps") times, expected 4"
 check_lines "$T/out" 3
 for l in 1 2 3; do
     ips=$(field "$T/out" $l images/s) bps=$(field "$T/out" $l batches/s)
     hit=$(field "$T/out" $l hit%) shit=$(field "$T/out" $l sample_hit%)
     awk -v a="$ips" -v b="$bps" -v h="$hit" -v s="$shit" 'BEGIN {
-        # 640 images and 10 batches a step, 3 hits of 4 lookups, 7 of 8; at most 20 steps/s
-        # (sleep 0.05 plus the writes), at least one step in each 0.5 s
-        exit !(a > 600 && a <= 20000 && b > 9 && b <= 300 && h == 75.0 && s == 87.5) }' ||
-        { cat "$T/out" >&2; fail "line $l: images/s=$ips batches/s=$bps hit%=$hit sample_hit%=$shit: not rates between samples"; }
+        # (images/s has 1 decimal, batches/s 2: the ratio within rounding)
+        exit !(a > 0 && b > 0 && (a - 0.05) / (b + 0.005) <= 64 && (a + 0.05) / (b - 0.005) >= 64 &&
+               h == 75.0 && s == 87.5) }' ||
+        { cat "$T/out" >&2; fail "line $l: images/s=$ips batches/s=$bps hit%=$hit sample_hit%=$shit: not rates of one step"; }
 done
 # the average is the daemon's own (100.0 in every file), not the rate
 [ "$(field "$T/out" 1 avg_images/s)" = 100.0 ] || fail "avg_images/s is not the daemon's"
-touch "$T/stop"
-wait "$writer"
 ok "plain lines: images/s, batches/s and hit rates come from differences between samples"
 
 # ---- 3. under a terminal --------------------------------------------------------------------
@@ -258,16 +290,21 @@ require_fuse
 "$GEN" "$T/images" 2 64 48 96 3
 M=$T/mnt
 mkdir "$M"
-mount_bfs "$T/images" "$M" -o batch=8,size=32,epochs=100
-for k in 0 1 2; do cat "$M/epoch/0/batch_$k" >/dev/null; done
-# a reader going through the epochs while top watches
-(
-    for e in $(seq 1 99); do
-        for k in $(seq 0 15); do cat "$M/epoch/$e/batch_$k" >/dev/null 2>&1 || exit 0; done
-    done
-) &
+mount_bfs "$T/images" "$M" -o batch=8,size=32,epochs=100,prefetch=0
+# a reader that opens and reads batches 0..2, then stays (a live reader is listed for 30 s);
+# nothing is computed after (prefetch=0), so the counters top shows are known
+python3 - "$M" "$T/reader.done" <<'EOF' &
+import os, sys, time
+for k in range(3):
+    with open("%s/epoch/0/batch_%d" % (sys.argv[1], k), "rb") as f:
+        f.read()
+open(sys.argv[2], "w").close()
+time.sleep(60)
+EOF
 BG_PIDS+=($!)
-sleep 0.3
+for _ in $(seq 300); do [ -e "$T/reader.done" ] && break; sleep 0.1; done
+[ -e "$T/reader.done" ] || fail "the reader did not read 3 batches in 30 s"
+wait_idle "$M"
 set +e
 "$BATCHFS" top "$M" -n 2 --interval 0.2 2>"$T/err" | cat >"$T/out"
 rc=${PIPESTATUS[0]}
@@ -275,13 +312,11 @@ set -e
 expect 0 "top -n 2 of a mount, piped"
 check_lines "$T/out" 2
 for l in 1 2; do
-    ips=$(field "$T/out" $l images/s) served=$(field "$T/out" $l served)
-    computed=$(field "$T/out" $l computed) readers=$(field "$T/out" $l readers)
-    awk -v a="$ips" -v s="$served" -v c="$computed" -v r="$readers" \
-        'BEGIN { exit !(a > 0 && s >= 3 && c >= 3 && r >= 1) }' ||
-        { cat "$T/out" >&2; fail "line $l of a mount being read: images/s=$ips served=$served computed=$computed readers=$readers"; }
+    for want in images/s=0.0 served=3 computed=3 in_flight=0 readers=1; do
+        sed -n "${l}p" "$T/out" | grep -q " $want\( \|$\)" || { cat "$T/out" >&2; fail "line $l of the mount lacks $want"; }
+    done
 done
-ok "mount: 2 plain lines while a reader reads, images/s=$(field "$T/out" 2 images/s) > 0"
+ok "mount: 2 plain lines with the mount's counters (served=3 computed=3 readers=1, rates 0)"
 
 in_pty mount "sleep 1; printf q" "'$BATCHFS' top '$M' --interval 0.2"
 [ "$rc" -eq 0 ] || { cat "$T/mount.err" >&2; fail "q: top of a mount under a pty exited $rc"; }
@@ -290,12 +325,12 @@ strip mount >"$T/mount.txt"
 grep -qF "batchfs top  $M" "$T/mount.txt" || fail "the view of the mount lacks its title"
 ok "mount: the terminal view quits on q with the terminal restored"
 
-# the mount goes away under a running top
+# the mount goes away under a running top (once it has printed 2 lines)
 kill "${BG_PIDS[-1]}" && wait "${BG_PIDS[-1]}" 2>/dev/null || true
 "$BATCHFS" top "$M" --interval 0.1 >"$T/gone.out" 2>"$T/gone.err" &
 top_pid=$!
 BG_PIDS+=("$top_pid")
-sleep 0.5
+for _ in $(seq 300); do [ "$(wc -l <"$T/gone.out")" -ge 2 ] && break; sleep 0.1; done
 unmount_bfs "$M"
 wait_exit "$top_pid" 5 || fail "top still running 5 s after its mount went away"
 [ "$WAIT_RC" = 1 ] || { cat "$T/gone.err" >&2; fail "top exited $WAIT_RC when its mount went away, expected 1"; }
