@@ -134,9 +134,10 @@ typedef struct fsstate {
     _Atomic uint64_t reads, bytes_served, read_errors, interrupted;
     _Atomic uint64_t served;        /* batches handed to readers (first read of an open file) */
     _Atomic uint64_t claims_served; /* opens of epoch/N/next that served a batch */
-    atomic_int readahead_done;      /* raise_readahead ran */
-    pthread_t loop_thread;          /* the thread in the FUSE session loop */
-    atomic_int loop_done;           /* it has left the loop (exit_watch stops waking it) */
+    _Atomic uint64_t opened, opened_bytes; /* batch files opened, and their sizes */
+    atomic_int readahead_done;             /* raise_readahead ran */
+    pthread_t loop_thread;                 /* the thread in the FUSE session loop */
+    atomic_int loop_done;                  /* it has left the loop (exit_watch stops waking it) */
 } fsstate;
 
 typedef struct openfile {
@@ -395,9 +396,11 @@ static void make_stats(fsstate *fs, text *t)
     tprintf(t, "],\n");
     tprintf(t,
             "  \"batches\": {\"served\": %llu, \"computed\": %llu, \"failed\": %llu, "
-            "\"in_flight\": %u, \"prefetched\": %llu},\n",
+            "\"in_flight\": %u, \"prefetched\": %llu, \"opened\": %llu, \"opened_bytes\": %llu},\n",
             (unsigned long long)atomic_load(&fs->served), (unsigned long long)st.computed,
-            (unsigned long long)st.failed, st.in_flight, (unsigned long long)st.prefetched);
+            (unsigned long long)st.failed, st.in_flight, (unsigned long long)st.prefetched,
+            (unsigned long long)atomic_load(&fs->opened),
+            (unsigned long long)atomic_load(&fs->opened_bytes));
     tprintf(t,
             "  \"cache\": {\"hits\": %llu, \"joins\": %llu, \"misses\": %llu, \"evictions\": "
             "%llu, \"evicted_passed\": %llu, \"evicted_ahead\": %llu, \"bytes\": %llu, "
@@ -924,12 +927,20 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         of->next->prev = of;
     fs->open_files = of;
     pthread_mutex_unlock(&fs->lock);
+    /* (the size before the reply: once it is out, a RELEASE may free `of`) */
+    uint64_t size = kind == FSN_NEXT    ? bfs_batch_size(of->b)
+                    : kind == FSN_BATCH ? bfs_engine_batch_bytes(fs->e, epoch, k)
+                                        : 0;
     int rc = fuse_reply_open(req, fi);
     tl_open.id = 0;
     if (rc == -ENOENT) { /* interrupted: the kernel won't release */
         if (of->is_next) /* (nobody got the batch) */
             bfs_claims_give_back(fs->claims, &of->claim);
         forget_file(fs, of);
+    } else if (kind == FSN_NEXT || kind == FSN_BATCH) {
+        /* what readers are handed, however its bytes then go (passthrough, page cache) */
+        atomic_fetch_add(&fs->opened, 1);
+        atomic_fetch_add(&fs->opened_bytes, size);
     }
 }
 

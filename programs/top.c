@@ -427,9 +427,12 @@ static void v_throughput(frame *f, const span *s)
     l_str(l, "throughput");
     l_esc(l, "\033[0m");
     l_pad(l, 14);
-    l_printf(l, "%s images/s now   %s avg   %s batches/s   %s/s read", s_rate(a, s, "images", 1),
-             s_num(b, cur, "images_per_s", 1), s_rate(c, s, "batches.served", 2),
-             s_rate_bytes(d, s, "reads.bytes"));
+    /* served: the batch files opened (their sizes), which under passthrough never reach
+     * the daemon's reads; daemon reads: what was copied through it */
+    l_printf(l, "%s images/s now   %s avg   %s batches/s   %s/s served   %s/s daemon reads",
+             s_rate(a, s, "images", 1), s_num(b, cur, "images_per_s", 1),
+             s_rate(c, s, "batches.served", 2), s_rate_bytes(d, s, "batches.opened_bytes"),
+             s_rate_bytes(e, s, "reads.bytes"));
     f_end(f);
     l_pad(l, 2);
     l_str(l, "batches");
@@ -756,7 +759,9 @@ static void plain_line(frame *f, const bfs_top_view *v, const span *s)
     line *l = &f->l;
     const sj_doc *cur = s->cur;
     char ts[32] = "-", a[FMT], b[FMT], c[FMT], d[FMT], e[FMT], g[FMT], h[FMT], i[FMT], j[FMT],
-         k[FMT], m[FMT], n[FMT];
+         k[FMT], m[FMT], n[FMT], o[FMT];
+    double mib = 0;
+    int mibok = rate(s, "batches.opened_bytes", &mib);
     struct tm tm;
     if (localtime_r(&v->when, &tm))
         strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%S", &tm);
@@ -765,13 +770,14 @@ static void plain_line(frame *f, const bfs_top_view *v, const span *s)
         nread = sj_count(s->cur, sj_lookup(s->cur, SJ_ROOT, "autotune.readers"));
     l_printf(l,
              "%s images/s=%s avg_images/s=%s batches/s=%s served=%s computed=%s in_flight=%s "
-             "hit%%=%s dir_hit%%=%s sample_hit%%=%s threads=%s prefetch=%s readers=%s",
+             "hit%%=%s dir_hit%%=%s sample_hit%%=%s threads=%s prefetch=%s readers=%s "
+             "served_MiB/s=%s",
              ts, s_rate(a, s, "images", 1), s_num(b, cur, "images_per_s", 1),
              s_rate(c, s, "batches.served", 2), s_num(d, cur, "batches.served", 0),
              s_num(e, cur, "batches.computed", 0), s_num(g, cur, "batches.in_flight", 0),
              s_hit(h, s, "cache", 1, 1), s_hit(i, s, "cache_dir", 0, 1),
              s_hit(j, s, "sample_cache", 0, 1), s_num(k, cur, "threads", 0), s_depth(m, cur),
-             f_num(n, nread >= 0, nread, 0));
+             f_num(n, nread >= 0, nread, 0), f_num(o, mibok, mib / (1 << 20), 1));
     fwrite(l->b, 1, l->n, f->out);
     fputc('\n', f->out);
     f_begin(f);

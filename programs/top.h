@@ -60,8 +60,11 @@ typedef struct bfs_top_view {
  * screen = 0: one line, ending in '\n', of space-separated fields, in this order:
  *   YYYY-MM-DDTHH:MM:SS images/s=R avg_images/s=R batches/s=R served=N computed=N
  *   in_flight=N hit%=P dir_hit%=P sample_hit%=P threads=N prefetch=N readers=N
+ *   served_MiB/s=R
  * where R and P are "now" rates (P the share of lookups that hit, over the last step),
- * avg_images/s the daemon's average since it started, and any value may be "-".
+ * avg_images/s the daemon's average since it started, served_MiB/s the sizes of the batch
+ * files opened (batches.opened_bytes: under passthrough their reads never reach the
+ * daemon), and any value may be "-".
  * screen = 1: at most `rows` lines of at most `cols` visible columns, starting with
  * "\033[H" (cursor home), each ending in "\033[K" (clear the rest of the line), the frame
  * in "\033[J" (clear below); strings from the statistics are shown with control

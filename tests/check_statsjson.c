@@ -324,7 +324,7 @@ END_TEST
 static const char prev_json[] =
     "{\"version\": \"0.2.0\", \"fingerprint\": \"00000000000000ff\", \"uptime_s\": 10.0,"
     " \"threads\": 4, \"images\": 100, \"images_per_s\": 10.0,"
-    " \"batches\": {\"served\": 10, \"computed\": 12, \"in_flight\": 0},"
+    " \"batches\": {\"served\": 10, \"computed\": 12, \"in_flight\": 0, \"opened_bytes\": 0},"
     " \"cache\": {\"hits\": 10, \"joins\": 0, \"misses\": 5},"
     " \"sample_cache\": {\"hits\": 0, \"misses\": 0},"
     " \"reads\": {\"bytes\": 0},"
@@ -336,7 +336,8 @@ static const char cur_json[] =
     " \"threads\": 6, \"images\": 300, \"images_per_s\": 25.0,"
     " \"stage_us_per_image\": {\"read\": 10.0, \"decode\": 70.0, \"resize\": 15.0,"
     " \"encode\": 5.0},"
-    " \"batches\": {\"served\": 20, \"computed\": 24, \"in_flight\": 2, \"failed\": 0},"
+    " \"batches\": {\"served\": 20, \"computed\": 24, \"in_flight\": 2, \"failed\": 0,"
+    " \"opened_bytes\": 419430400},"
     " \"cache\": {\"hits\": 19, \"joins\": 0, \"misses\": 6, \"bytes\": 1048576,"
     " \"budget_bytes\": 1073741824},"
     " \"sample_cache\": {\"hits\": 100, \"misses\": 300, \"bytes\": 0, \"budget_bytes\": 1},"
@@ -379,17 +380,17 @@ START_TEST(plain_line)
 {
     sj_doc *p = parse_ok(prev_json), *c = parse_ok(cur_json);
     /* images 100 -> 300 and 10 -> 20 batches in 2 s; memory hits 9 of 10 lookups; sample
-     * cache 100 of 400; no cache_dir */
+     * cache 100 of 400; no cache_dir; 400 MiB of batch files opened (reads: 2 MiB) */
     char *s = render(p, c, 2.0, 0, 80, 24);
     ck_assert_str_eq(s, "1970-01-02T01:01:01 images/s=100.0 avg_images/s=25.0 batches/s=5.00 "
                         "served=20 computed=24 in_flight=2 hit%=90.0 dir_hit%=- "
-                        "sample_hit%=25.0 threads=6 prefetch=4 readers=1\n");
+                        "sample_hit%=25.0 threads=6 prefetch=4 readers=1 served_MiB/s=200.0\n");
     free(s);
     /* the first sample: no rates */
     s = render(NULL, c, 0, 0, 80, 24);
     ck_assert_str_eq(s, "1970-01-02T01:01:01 images/s=- avg_images/s=25.0 batches/s=- "
                         "served=20 computed=24 in_flight=2 hit%=- dir_hit%=- sample_hit%=- "
-                        "threads=6 prefetch=4 readers=1\n");
+                        "threads=6 prefetch=4 readers=1 served_MiB/s=-\n");
     free(s);
     /* the same sample twice: rates 0, hit rates unknown (no lookups) */
     s = render(c, c, 1.0, 0, 80, 24);
@@ -414,7 +415,7 @@ START_TEST(plain_line)
     s = render(p, c, 2.0, 0, 80, 24);
     ck_assert_str_eq(s, "1970-01-02T01:01:01 images/s=- avg_images/s=- batches/s=- served=- "
                         "computed=- in_flight=- hit%=- dir_hit%=- sample_hit%=- threads=- "
-                        "prefetch=- readers=-\n");
+                        "prefetch=- readers=- served_MiB/s=-\n");
     free(s);
     sj_free(c);
     /* wrong types are "-" too; readers from autotune when there are no streams */
@@ -423,7 +424,7 @@ START_TEST(plain_line)
     s = render(p, c, 2.0, 0, 80, 24);
     ck_assert_ptr_nonnull(strstr(s, " images/s=- "));
     ck_assert_ptr_nonnull(strstr(s, " threads=- "));
-    ck_assert_ptr_nonnull(strstr(s, " readers=2\n"));
+    ck_assert_ptr_nonnull(strstr(s, " readers=2 "));
     free(s);
     sj_free(c);
     sj_free(p);
@@ -469,7 +470,8 @@ START_TEST(screen_frame)
         "01:01:01",
         "up 12.0s",
         "batchfs 0.2.0",
-        "100.0 images/s now   25.0 avg   5.00 batches/s   1.00 MiB/s read",
+        "100.0 images/s now   25.0 avg   5.00 batches/s   200 MiB/s served   1.00 MiB/s daemon "
+        "reads",
         "served 20   computed 24",
         "threads 6   prefetch depth 4",
         "memory             90.0      76.0          19           6",

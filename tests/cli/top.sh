@@ -8,7 +8,7 @@
 #      format of fs/fs.c make_stats with the optional sample_cache and autotune sections):
 #      plain lines (piped): -n 2 gives exactly 2 lines with every field in order and the
 #      values of the file; with `stats` a FIFO that gives each open the next step of the
-#      counters, images/s, batches/s and hit% are rates between samples;
+#      counters, images/s, batches/s, served_MiB/s and hit% are rates between samples;
 #   3. under a terminal (script(1) from util-linux, a pty): the full-screen view shows the
 #      autotune decisions and their reasons, the readers and the cache rows; `q` ends it
 #      with status 0 within a few seconds, so do Ctrl-C (the pty sends SIGINT) and SIGTERM;
@@ -16,7 +16,8 @@
 #      the same before and after (the terminal is restored); a string from /stats with an
 #      escape sequence is shown defused;
 #   4. a real mount (tests/mount/lib.sh; exit 77 only without /dev/fuse), prefetch=0: a
-#      live reader read 3 batches; `top -n 2 --interval 0.2 | cat` prints 2 lines with served=3, computed=3, readers=1
+#      live reader read 3 batches; /stats batches.opened_bytes is their 3 files' sizes;
+#      `top -n 2 --interval 0.2 | cat` prints 2 lines with served=3, computed=3, readers=1
 #      and rates 0; under a pty it shows the mount and quits on `q`; when the mount goes
 #      away under a running top, top exits 1 naming MNT/stats.
 # Nothing depends on timing: rates are checked through a FIFO that hands top one step per
@@ -112,7 +113,7 @@ write_stats_to() {
   "stage_us_per_image": {"read": 10.0, "decode": 800.0, "resize": 150.0, "encode": 40.0},
   "decodes": {"cropped": 1, "full": 2, "scaled": 3, "raw": 0},
   "bad_samples": 0,
-  "batches": {"served": $((10 + 10 * i)), "computed": $((12 + 10 * i)), "failed": 0, "in_flight": 2, "prefetched": 8},
+  "batches": {"served": $((10 + 10 * i)), "computed": $((12 + 10 * i)), "failed": 0, "in_flight": 2, "prefetched": 8, "opened": $((10 + 10 * i)), "opened_bytes": $((41943040 * i))},
   "cache": {"hits": $((5 + 3 * i)), "joins": 0, "misses": $((5 + i)), "evictions": 0, "bytes": 1048576, "budget_bytes": 1073741824},
   "sample_cache": {"hits": $((7 * i)), "misses": $((100 + i)), "bytes": 52428800, "budget_bytes": 268435456},
   "group": {"name": "sweep7", "claims": $((4 * i)), "given_back": 0, "lost": 1, "exhausted": 2},
@@ -143,7 +144,7 @@ write_stats() {
 write_stats "$F" 0
 
 # check_lines FILE N: N plain lines, every field in order; prints nothing
-FIELDS='^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2} images/s=[^ ]+ avg_images/s=[^ ]+ batches/s=[^ ]+ served=[^ ]+ computed=[^ ]+ in_flight=[^ ]+ hit%=[^ ]+ dir_hit%=[^ ]+ sample_hit%=[^ ]+ threads=[^ ]+ prefetch=[^ ]+ readers=[^ ]+$'
+FIELDS='^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2} images/s=[^ ]+ avg_images/s=[^ ]+ batches/s=[^ ]+ served=[^ ]+ computed=[^ ]+ in_flight=[^ ]+ hit%=[^ ]+ dir_hit%=[^ ]+ sample_hit%=[^ ]+ threads=[^ ]+ prefetch=[^ ]+ readers=[^ ]+ served_MiB/s=[^ ]+$'
 check_lines() {
     local n
     n=$(wc -l <"$1")
@@ -160,15 +161,17 @@ run "$BATCHFS" top "$F" -n 2 --interval 0.1
 expect 0 "top -n 2 of a stand-in mount"
 check_lines "$T/out" 2
 for want in "images/s=0.0" "avg_images/s=100.0" "batches/s=0.00" "served=10" "computed=12" \
-    "in_flight=2" "hit%=-" "dir_hit%=-" "sample_hit%=-" "threads=6" "prefetch=4" "readers=1"; do
+    "in_flight=2" "hit%=-" "dir_hit%=-" "sample_hit%=-" "threads=6" "prefetch=4" "readers=1" \
+    "served_MiB/s=0.0"; do
     grep -q " $want\( \|$\)" "$T/out" || { cat "$T/out" >&2; fail "plain line lacks $want"; }
 done
 ok "plain lines: -n 2 gives 2 lines with every field; unchanged counters give rate 0, no hit rate"
 
 # rates between samples: `stats` is a FIFO, and each open of it by top gets the next step
-# (one step: +640 images, +10 batches, 3 hits of 4 lookups, 7 of 8 in the sample cache).
-# So whatever time top measures between samples (a loaded machine), images/s is exactly
-# 64 times batches/s and the hit rates are those of one step; averages would differ.
+# (one step: +640 images, +10 batches, +40 MiB of batch files opened, 3 hits of 4 lookups,
+# 7 of 8 in the sample cache). So whatever time top measures between samples (a loaded
+# machine), images/s is exactly 64 times batches/s, served_MiB/s 4 times, and the hit
+# rates are those of one step; averages would differ.
 F2=$T/fifo
 mkdir "$F2"
 mkfifo "$F2/stats"
@@ -205,16 +208,17 @@ wait "$feeder" || fail "the FIFO feeder failed"
 check_lines "$T/out" 3
 for l in 1 2 3; do
     ips=$(field "$T/out" $l images/s) bps=$(field "$T/out" $l batches/s)
-    hit=$(field "$T/out" $l hit%) shit=$(field "$T/out" $l sample_hit%)
-    awk -v a="$ips" -v b="$bps" -v h="$hit" -v s="$shit" 'BEGIN {
-        # (images/s has 1 decimal, batches/s 2: the ratio within rounding)
+    hit=$(field "$T/out" $l hit%) shit=$(field "$T/out" $l sample_hit%) mib=$(field "$T/out" $l served_MiB/s)
+    awk -v a="$ips" -v b="$bps" -v h="$hit" -v s="$shit" -v m="$mib" 'BEGIN {
+        # (images/s and served_MiB/s have 1 decimal, batches/s 2: ratios within rounding)
         exit !(a > 0 && b > 0 && (a - 0.05) / (b + 0.005) <= 64 && (a + 0.05) / (b - 0.005) >= 64 &&
+               (m - 0.05) / (b + 0.005) <= 4 && (m + 0.05) / (b - 0.005) >= 4 &&
                h == 75.0 && s == 87.5) }' ||
-        { cat "$T/out" >&2; fail "line $l: images/s=$ips batches/s=$bps hit%=$hit sample_hit%=$shit: not rates of one step"; }
+        { cat "$T/out" >&2; fail "line $l: images/s=$ips batches/s=$bps served_MiB/s=$mib hit%=$hit sample_hit%=$shit: not rates of one step"; }
 done
 # the average is the daemon's own (100.0 in every file), not the rate
 [ "$(field "$T/out" 1 avg_images/s)" = 100.0 ] || fail "avg_images/s is not the daemon's"
-ok "plain lines: images/s, batches/s and hit rates come from differences between samples"
+ok "plain lines: images/s, batches/s, served_MiB/s and hit rates come from differences between samples"
 
 # ---- 3. under a terminal --------------------------------------------------------------------
 # in_pty NAME INPUT_SCRIPT CMD: run CMD under script(1) (a 150x50 pty as stdin/stdout), with what
@@ -305,6 +309,10 @@ BG_PIDS+=($!)
 for _ in $(seq 300); do [ -e "$T/reader.done" ] && break; sleep 0.1; done
 [ -e "$T/reader.done" ] || fail "the reader did not read 3 batches in 30 s"
 wait_idle "$M"
+size=$(stat -c %s "$M/epoch/0/batch_0")
+opened=$(pyx -c 'import bfs,sys; b=bfs.stats(sys.argv[1])["batches"]; print(b["opened"], b["opened_bytes"])' "$M")
+[ "$opened" = "3 $((3 * size))" ] || fail "/stats batches opened, opened_bytes = $opened, expected 3 $((3 * size)) (3 files of $size bytes)"
+ok "mount: /stats batches.opened_bytes = the sizes of the 3 batch files opened ($opened)"
 set +e
 "$BATCHFS" top "$M" -n 2 --interval 0.2 2>"$T/err" | cat >"$T/out"
 rc=${PIPESTATUS[0]}
@@ -312,7 +320,7 @@ set -e
 expect 0 "top -n 2 of a mount, piped"
 check_lines "$T/out" 2
 for l in 1 2; do
-    for want in images/s=0.0 served=3 computed=3 in_flight=0 readers=1; do
+    for want in images/s=0.0 served=3 computed=3 in_flight=0 readers=1 served_MiB/s=0.0; do
         sed -n "${l}p" "$T/out" | grep -q " $want\( \|$\)" || { cat "$T/out" >&2; fail "line $l of the mount lacks $want"; }
     done
 done

@@ -18,7 +18,7 @@
  *      the input) and as a plain line, against no previous sample, itself, and a real
  *      /stats of a mount (both ways round). The frame must hold at most `rows` lines of
  *      at most `cols - 1` visible characters, with no control byte but its own CSI
- *      escapes and CR LF; the plain line must be one line of 13 space-separated fields.
+ *      escapes and CR LF; the plain line must be one line of 14 space-separated fields.
  * Seeds: tests/fuzz/seeds/stats_json/ (real /stats of a mount, with and without the
  * sample_cache, cache_dir and autotune sections, and odd but valid JSON).
  */
@@ -231,8 +231,8 @@ static void check_plain(const char *out, size_t n)
         CHECK(c >= 0x20 && c < 0x7f);
         fields += c == ' ';
     }
-    CHECK(fields == 13);
-    CHECK(strstr(out, " images/s=") && strstr(out, " readers="));
+    CHECK(fields == 14);
+    CHECK(strstr(out, " images/s=") && strstr(out, " readers=") && strstr(out, " served_MiB/s="));
 }
 
 static void render(const sj_doc *prev, const sj_doc *cur, double dt, int cols, int rows)
