@@ -635,6 +635,33 @@ static int daemon_start(int foreground)
     return 0;
 }
 
+/*
+ * Where syslog would go nowhere (no daemon on its socket: containers, most images, where
+ * syslog(3) silently drops every line, the one explaining an EIO included): with -f
+ * stderr, in the background a file of this mount in the runtime directory. Says which on
+ * stderr, still the terminal. Returns LOG_SYSLOG, LOG_NONE (stderr) or the file's fd.
+ */
+static int syslog_or_fallback(const bfs_mount_args *a)
+{
+    char why[600], path[PATH_MAX], err[PATH_MAX + 256];
+    if (bfs_log_syslog_ready(why, sizeof why))
+        return LOG_SYSLOG;
+    if (a->foreground) {
+        fprintf(stderr, "batchfs: log=syslog: %s: messages stay on stderr\n", why);
+        return LOG_NONE;
+    }
+    int fd = bfs_log_fallback_open(a->mountpoint, path, sizeof path, err, sizeof err);
+    if (fd >= 0) {
+        fprintf(stderr, "batchfs: %s: logging to %s instead\n", why, path);
+        return fd;
+    }
+    fprintf(stderr,
+            "batchfs: warning: %s, and %s: the daemon's messages are lost (give -o "
+            "log=FILE)\n",
+            why, err);
+    return LOG_SYSLOG;
+}
+
 /* The INIT reply is written (ok), or the daemon gives up: release the waiting parent,
  * then stderr goes to /dev/null (the terminal may be gone soon). Any thread, once. */
 static void daemon_started(int ok)
@@ -1434,8 +1461,9 @@ int bfs_fs_run(const bfs_mount_args *a)
             fprintf(stderr, "batchfs: %s\n", lerr);
             goto out;
         }
-    } else if (a->log || !a->foreground)
-        log_fd = LOG_SYSLOG;
+    } else if (a->log || !a->foreground) {
+        log_fd = syslog_or_fallback(a);
+    }
     bg_log_tag = a->mountpoint;
     if (daemon_start(a->foreground)) {
         fprintf(stderr, "batchfs: cannot go to the background: %s\n", strerror(errno));

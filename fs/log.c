@@ -10,7 +10,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <limits.h>
+#include <stdint.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <syslog.h>
 #include <time.h>
 #include <unistd.h>
@@ -34,6 +38,140 @@ int bfs_log_open(const char *path, char *err, size_t errlen)
     if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
         close(fd);
         return bfs_errf(-EINVAL, err, errlen, "log=%s: not a regular file", path);
+    }
+    return fd;
+}
+
+int bfs_log_syslog_ready(char *why, size_t cap)
+{
+    const char *path = getenv("BATCHFS_SYSLOG_SOCKET");
+    if (!path || !*path)
+        path = BFS_LOG_SYSLOG_SOCKET;
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    if (strlen(path) >= sizeof sa.sun_path) {
+        snprintf(why, cap, "no syslog socket (%s: name too long)", path);
+        return 0;
+    }
+    memcpy(sa.sun_path, path, strlen(path) + 1);
+    /* datagrams, as syslog(3) tries first; then a stream socket, as it does next */
+    static const int types[] = {SOCK_DGRAM, SOCK_STREAM};
+    int e = 0;
+    for (int i = 0; i < 2; i++) {
+        int fd = socket(AF_UNIX, types[i] | SOCK_CLOEXEC, 0);
+        if (fd < 0) {
+            e = errno;
+            continue;
+        }
+        int rc = connect(fd, (struct sockaddr *)&sa, sizeof sa);
+        e = errno;
+        close(fd);
+        if (rc == 0)
+            return 1;
+        if (e != EPROTOTYPE)
+            break;
+    }
+    snprintf(why, cap, "no syslog socket (%s: %s)", path, strerror(e));
+    return 0;
+}
+
+int bfs_log_runtime_dir(char *dir, size_t cap)
+{
+    const char *xdg = getenv("XDG_RUNTIME_DIR");
+    int n = xdg && xdg[0] == '/' ? snprintf(dir, cap, "%s/batchfs", xdg)
+            : geteuid() == 0     ? snprintf(dir, cap, "/run/batchfs")
+                                 : snprintf(dir, cap, "/tmp/batchfs-%u", (unsigned)geteuid());
+    return n < 0 || (size_t)n >= cap ? -ENAMETOOLONG : 0;
+}
+
+/* The file name of the log of mountpoint (see bfs_log_fallback_open). */
+static void log_name(const char *mountpoint, char *name, size_t cap)
+{
+    while (*mountpoint == '/')
+        mountpoint++;
+    size_t len = strlen(mountpoint);
+    while (len && mountpoint[len - 1] == '/')
+        len--;
+    char esc[PATH_MAX];
+    size_t n = 0;
+    for (size_t i = 0; i < len && n + 1 < sizeof esc; i++) {
+        char c = mountpoint[i];
+        esc[n++] = c == '/' ? '-'
+                   : (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+                           c == '.' || c == '_' || c == '-'
+                       ? c
+                       : '_';
+    }
+    esc[n] = '\0';
+    if (!n || esc[0] == '.') { /* (no hidden or empty names: "/" is "-.log") */
+        memmove(esc + 1, esc, n + 1 < sizeof esc ? n + 1 : sizeof esc - 1);
+        esc[0] = '-';
+        esc[sizeof esc - 1] = '\0';
+        n = strlen(esc);
+    }
+    if (n > 200) { /* NAME_MAX: the end of the path (the most telling part) and a hash */
+        uint64_t h = 1469598103934665603ull;
+        for (size_t i = 0; i < len; i++)
+            h = (h ^ (unsigned char)mountpoint[i]) * 1099511628211ull;
+        snprintf(name, cap, "%016llx-%s.log", (unsigned long long)h, esc + n - 180);
+        return;
+    }
+    snprintf(name, cap, "%s.log", esc);
+}
+
+/* A file or directory that only this user may use: theirs, no group or other bits. */
+static int private_to_us(const struct stat *st, const char *what, const char *path, char *err,
+                         size_t errlen)
+{
+    if (st->st_uid != geteuid() || (st->st_mode & 077))
+        return bfs_errf(-EPERM, err, errlen,
+                        "%s %s is not private to this user (owner uid %u, mode %03o; want uid "
+                        "%u, no group or other permissions): remove it or fix it",
+                        what, path, (unsigned)st->st_uid, (unsigned)(st->st_mode & 0777),
+                        (unsigned)geteuid());
+    return 0;
+}
+
+int bfs_log_fallback_open(const char *mountpoint, char *path, size_t cap, char *err, size_t errlen)
+{
+    char dir[PATH_MAX], name[256];
+    if (bfs_log_runtime_dir(dir, sizeof dir))
+        return bfs_errf(-ENAMETOOLONG, err, errlen, "runtime directory: $XDG_RUNTIME_DIR too long");
+    if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+        return bfs_errf(-errno, err, errlen, "cannot create the log directory %s: %s", dir,
+                        strerror(errno));
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    struct stat st;
+    if (dfd < 0 && (errno == ELOOP || errno == ENOTDIR))
+        return bfs_errf(-errno, err, errlen, "log directory %s is %s: remove it", dir,
+                        lstat(dir, &st) == 0 && S_ISLNK(st.st_mode) ? "a symbolic link"
+                                                                    : "not a directory");
+    if (dfd < 0)
+        return bfs_errf(-errno, err, errlen, "log directory %s: %s", dir, strerror(errno));
+    int rc = fstat(dfd, &st) < 0
+                 ? bfs_errf(-errno, err, errlen, "log directory %s: %s", dir, strerror(errno))
+                 : private_to_us(&st, "log directory", dir, err, errlen);
+    log_name(mountpoint, name, sizeof name);
+    if (snprintf(path, cap, "%s/%s", dir, name) >= (int)cap && !rc)
+        rc = bfs_errf(-ENAMETOOLONG, err, errlen, "log file name too long");
+    int fd = -1;
+    if (!rc) {
+        fd = openat(dfd, name, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY,
+                    0600);
+        if (fd < 0)
+            rc = bfs_errf(-errno, err, errlen, "log file %s: %s%s", path, strerror(errno),
+                          errno == ELOOP ? " (a symbolic link: remove it)" : "");
+    }
+    if (!rc && fstat(fd, &st) < 0)
+        rc = bfs_errf(-errno, err, errlen, "log file %s: %s", path, strerror(errno));
+    else if (!rc && !S_ISREG(st.st_mode))
+        rc = bfs_errf(-EINVAL, err, errlen, "log file %s: not a regular file", path);
+    else if (!rc)
+        rc = private_to_us(&st, "log file", path, err, errlen);
+    close(dfd);
+    if (rc) {
+        if (fd >= 0)
+            close(fd);
+        return rc;
     }
     return fd;
 }

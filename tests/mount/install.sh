@@ -44,7 +44,8 @@ grep -qx "prefix=$T/prefix" "$T/prefix/lib/pkgconfig/batchfs-gpu.pc" ||
 
 rc=0
 MOUNTS+=("$T/mnt") DAEMONS+=("") LOGS+=("") # (unmounted by the cleanup if a check fails)
-(cd / && env -i "$T/prefix/sbin/mount.fuse.batchfs" "$T/data.bfs" "$T/mnt" \
+# (XDG_RUNTIME_DIR: with no syslog daemon the daemon's log goes there, not to /run/batchfs)
+(cd / && env -i XDG_RUNTIME_DIR="$XDG_RUNTIME_DIR" "$T/prefix/sbin/mount.fuse.batchfs" "$T/data.bfs" "$T/mnt" \
     -o batch=4,size=16,noauto,nofail,x-systemd.automount) >"$T/out" 2>&1 || rc=$?
 [ $rc = 0 ] || { cat "$T/out" >&2; fail "the mount helper without PATH: exit $rc"; }
 is_mounted "$T/mnt" || fail "the mount helper exited 0 but nothing is mounted"

@@ -4,7 +4,8 @@
 # A case is run from anywhere as `BUILD=build bash tests/mount/CASE.sh` (tests/run.sh does
 # so from the repository root); exit 0 pass, 77 skip, anything else fail. This file:
 #   - cds to the repository root, makes BUILD absolute, names the programs;
-#   - makes a temporary directory $T and installs `trap cleanup EXIT`, which always
+#   - makes a temporary directory $T (and $T/run, exported as XDG_RUNTIME_DIR: where
+#     background daemons without syslog log) and installs `trap cleanup EXIT`, which always
 #     unmounts what the case mounted (fusermount3 -u, then lazy -z), stops the daemons
 #     (TERM, then KILL), checks that each exited 0, prints their logs when the case
 #     failed, and — when it passed — scans every daemon log for lines the case did not
@@ -41,6 +42,10 @@ for _p in "$BATCHFS" "$MKBATCHFS" "$GEN" "$ENGINE_TOOL"; do
 done
 
 T=$(mktemp -d "${TMPDIR:-/tmp}/batchfs-mount-$CASE.XXXXXX")
+# a daemon in the background with no syslog daemon to hear it logs to a file in the runtime
+# directory (fs/log.h): in $T, never /run/batchfs
+mkdir -m 700 "$T/run"
+export XDG_RUNTIME_DIR=$T/run
 MOUNTS=()      # mount points mounted by mount_bfs, in order
 DAEMONS=()     # the matching daemon pids ('' once reaped)
 LOGS=()        # the matching daemon logs

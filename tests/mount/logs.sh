@@ -4,6 +4,11 @@
 #    point; a bad sample is logged with its file and reason, and /stats lists it in
 #    recent_bad_samples; the daemon's last lines are written before it exits;
 #  - log= naming a file that cannot be opened: the mount is refused on the terminal;
+#  - no syslog daemon (BATCHFS_SYSLOG_SOCKET names a missing socket): in the background the
+#    lines go to $XDG_RUNTIME_DIR/batchfs/MNT-ESCAPED.log (0600, directory 0700) and the
+#    terminal says so in one line; a log directory that is a symbolic link or open to
+#    others is refused with a warning (the mount goes on); with -f and log=syslog the lines
+#    stay on stderr, which says why;
 #  - by default in the background, syslog (LOG_DAEMON, tagged with the mount point):
 #    checked by listening on /dev/log when no syslog daemon holds it (root only), else
 #    skipped with the reason.
@@ -15,7 +20,7 @@ require_fuse
 printf 'not a jpeg' >"$T/src/class_001/img_00002.jpg"
 M=$T/mnt
 mkdir "$M"
-MOUNTS+=("$M") # background mounts: the cleanup unmounts them
+MOUNTS+=("$M") DAEMONS+=("") LOGS+=("") # background mounts: the cleanup unmounts them
 wait_gone() { # PID: the background daemon exits after its unmount
     local i
     for i in $(seq 100); do kill -0 "$1" 2>/dev/null || return 0; sleep 0.1; done
@@ -51,6 +56,57 @@ set -e
 grep -q "log=$T/no/such/dir/x.log: No such file or directory" "$T/err" || { cat "$T/err" >&2; fail "log=: no message"; }
 is_mounted "$M" && fail "log= in a missing directory: mounted anyway"
 ok "log= naming a file that cannot be opened: refused on the terminal, nothing mounted"
+
+# ---- no syslog daemon (containers): a file in the runtime directory, said on the terminal ----
+# BATCHFS_SYSLOG_SOCKET (tests/README.md) makes the daemon check that path instead of /dev/log
+mdir=$(printf '%s' "${M#/}" | tr / -)
+flog=$XDG_RUNTIME_DIR/batchfs/$mdir.log
+BATCHFS_SYSLOG_SOCKET=$T/no-syslog "$BATCHFS" "$T/src" "$M" -o batch=4,size=32 2>"$T/err" ||
+    { cat "$T/err" >&2; fail "background mount without syslog"; }
+pid=$(pgrep -n -f "batchfs $T/src $M") || fail "no daemon"
+want="batchfs: no syslog socket ($T/no-syslog: No such file or directory): logging to $flog instead"
+[ "$(cat "$T/err")" = "$want" ] || { cat "$T/err" >&2; fail "without syslog: the terminal did not get: $want"; }
+read_all
+fusermount3 -u "$M"
+wait_gone "$pid"
+re="^[0-9]{4}-[0-9-]+T[0-9:.]+Z batchfs\[$pid\] \[$M\] bad sample 10 \(.*/class_001/img_00002\.jpg\): not a JPEG file; substituted"
+grep -Eq "$re" "$flog" || { cat "$flog" >&2; fail "without syslog: no bad-sample line in $flog"; }
+[ "$(stat -c '%a %u' "$flog")" = "600 $(id -u)" ] && [ "$(stat -c '%a %u' "$(dirname "$flog")")" = "700 $(id -u)" ] ||
+    fail "log file or directory not private: $(stat -c '%n %a %u' "$flog" "$(dirname "$flog")")"
+ok "no syslog socket in the background: the terminal names $flog (0600, in a 0700 directory); the lines are there"
+
+# a log directory that is a symbolic link, or not private: refused, said, the mount goes on
+for kind in symlink open; do
+    export XDG_RUNTIME_DIR=$T/rt-$kind
+    mkdir -m 700 "$XDG_RUNTIME_DIR" "$T/elsewhere-$kind"
+    if [ $kind = symlink ]; then ln -s "$T/elsewhere-$kind" "$XDG_RUNTIME_DIR/batchfs"; else mkdir -m 755 "$XDG_RUNTIME_DIR/batchfs"; fi
+    BATCHFS_SYSLOG_SOCKET=$T/no-syslog "$BATCHFS" "$T/src" "$M" -o batch=4,size=32 2>"$T/err" ||
+        { cat "$T/err" >&2; fail "background mount without syslog, log directory a $kind"; }
+    pid=$(pgrep -n -f "batchfs $T/src $M") || fail "no daemon"
+    fusermount3 -u "$M"
+    wait_gone "$pid"
+    case $kind in
+    symlink) why="log directory $XDG_RUNTIME_DIR/batchfs is a symbolic link: remove it" ;;
+    open) why="log directory $XDG_RUNTIME_DIR/batchfs is not private to this user (owner uid $(id -u), mode 755" ;;
+    esac
+    grep -qF "batchfs: warning: no syslog socket ($T/no-syslog: No such file or directory), and $why" "$T/err" &&
+        grep -qF "messages are lost (give -o log=FILE)" "$T/err" || { cat "$T/err" >&2; fail "log directory a $kind: no clear warning"; }
+    [ -z "$(ls -A "$T/elsewhere-$kind")" ] || fail "a log file was written through the $kind"
+done
+export XDG_RUNTIME_DIR=$T/run
+ok "a log directory that is a symbolic link or open to others: refused with a warning, nothing written there"
+
+# -f with log=syslog and no syslog: stderr keeps the lines, and says why
+export BATCHFS_SYSLOG_SOCKET=$T/no-syslog
+expect_log "^batchfs: log=syslog: no syslog socket \($T/no-syslog: No such file or directory\): messages stay on stderr\$"
+expect_log "^batchfs: bad sample 10 \(.*img_00002\.jpg\): not a JPEG file; substituted by sample [0-9]+ \(bad_sample=substitute\)\$"
+mount_bfs "$T/src" "$M" -o batch=4,size=32,log=syslog
+read_all
+unmount_bfs "$M"
+unset BATCHFS_SYSLOG_SOCKET
+grep -q "messages stay on stderr" "$DAEMON_LOG" && grep -q "bad sample 10" "$DAEMON_LOG" ||
+    { cat "$DAEMON_LOG" >&2; fail "-f, log=syslog, no syslog: the lines did not stay on stderr"; }
+ok "-f with log=syslog and no syslog socket: the lines stay on stderr, which says so"
 
 # ---- syslog, the default in the background --------------------------------------------------
 if [ -e /dev/log ]; then
