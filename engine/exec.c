@@ -1408,6 +1408,12 @@ static int get_wait(bfs_exec *x, bfs_batch *j, int rc, uint64_t epoch, uint64_t 
 
 int bfs_exec_get(bfs_exec *x, uint64_t epoch, uint64_t k, bfs_batch **out, char *err, size_t errlen)
 {
+    return bfs_exec_get_cancel(x, epoch, k, NULL, out, err, errlen);
+}
+
+int bfs_exec_get_cancel(bfs_exec *x, uint64_t epoch, uint64_t k, bfs_exec_cancel *cancel,
+                        bfs_batch **out, char *err, size_t errlen)
+{
     *out = NULL;
     int rc = 0;
     xlock(x);
@@ -1416,7 +1422,7 @@ int bfs_exec_get(bfs_exec *x, uint64_t epoch, uint64_t k, bfs_batch **out, char 
         return -ESHUTDOWN;
     }
     bfs_batch *j = acquire(x, epoch, k, 1, &rc);
-    rc = get_wait(x, j, rc, epoch, k, out, NULL, err, errlen);
+    rc = get_wait(x, j, rc, epoch, k, out, cancel, err, errlen);
     xunlock(x);
     return rc;
 }

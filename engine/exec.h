@@ -251,6 +251,12 @@ void bfs_exec_cancel_wait(bfs_exec *x, bfs_exec_cancel *c);
 int bfs_exec_get_as(bfs_exec *x, uint64_t key, bfs_exec_alive_fn alive, uint64_t epoch, uint64_t k,
                     bfs_exec_cancel *cancel, bfs_batch **out, char *err, size_t errlen);
 
+/* bfs_exec_get_cancel - bfs_exec_get whose wait cancel (may be NULL) can end, with
+ * -EINTR as bfs_exec_get_as; no reader is followed (the mount's opens of epoch/N/next,
+ * whose next batch is another claim). */
+int bfs_exec_get_cancel(bfs_exec *x, uint64_t epoch, uint64_t k, bfs_exec_cancel *cancel,
+                        bfs_batch **out, char *err, size_t errlen);
+
 /* bfs_exec_readers - the active readers at time now (at most max), in id order; readers
  * idle longer than BFS_EXEC_READER_IDLE, or idle over 2 s with their key gone (alive),
  * are forgotten first. Returns how many were written. */
