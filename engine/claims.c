@@ -293,23 +293,23 @@ int bfs_claims_take(bfs_claims *g, uint64_t epoch, bfs_group_claim *c)
     return 0;
 }
 
-void bfs_claims_give_back(bfs_claims *g, const bfs_group_claim *c)
+/* Put claim c back on the list with `tries` failed tries; counted as given back or lost. */
+static void put_back(bfs_claims *g, const bfs_group_claim *c, uint32_t tries)
 {
     shm_file *f = g->f;
     int kept = 0;
     if (g->r) {
-        if (c->tries + 1 < BFS_CLAIMS_TRIES) {
+        if (tries < BFS_CLAIMS_TRIES) {
             pthread_mutex_lock(&g->lock);
-            kept = bfs_remote_claim_return(g->r, g->name, c->epoch, c->batch, c->tries + 1) == 0;
+            kept = bfs_remote_claim_return(g->r, g->name, c->epoch, c->batch, tries) == 0;
             pthread_mutex_unlock(&g->lock);
         }
-    } else if (c->tries + 1 < BFS_CLAIMS_TRIES) {
+    } else if (tries < BFS_CLAIMS_TRIES) {
         pthread_mutex_lock(&g->lock);
         if (byte_lock(g->fd, F_WRLCK, LOCK_RETURNS, 1) == 0) {
             uint64_t n = atomic_load(&f->nret);
             if (n < BFS_CLAIMS_RETURNS) {
-                f->ret[n] =
-                    (shm_return){.epoch = c->epoch, .batch = c->batch, .tries = c->tries + 1};
+                f->ret[n] = (shm_return){.epoch = c->epoch, .batch = c->batch, .tries = tries};
                 atomic_store(&f->nret, n + 1);
                 kept = 1;
             }
@@ -318,6 +318,16 @@ void bfs_claims_give_back(bfs_claims *g, const bfs_group_claim *c)
         pthread_mutex_unlock(&g->lock);
     }
     atomic_fetch_add(kept ? &g->given_back : &g->lost, 1);
+}
+
+void bfs_claims_give_back(bfs_claims *g, const bfs_group_claim *c)
+{
+    put_back(g, c, c->tries + 1);
+}
+
+void bfs_claims_return(bfs_claims *g, const bfs_group_claim *c)
+{
+    put_back(g, c, c->tries);
 }
 
 void bfs_claims_get_stats(bfs_claims *g, bfs_claims_stats *st)

@@ -18,11 +18,12 @@
  * as at least one mount of the group is up.
  *
  * Claims given back: a claim whose batch could not be served (the computation failed, the
- * reader was interrupted, the mount is shutting down) is put back on a shared list of
- * BFS_CLAIMS_RETURNS entries and handed out again before new batches; after
- * BFS_CLAIMS_TRIES failed tries (a batch that fails every time), or when the list is full,
- * it is dropped and counted as lost. A claim whose reader dies after the open succeeded is
- * not given back: that batch is lost for this epoch (at most once, as in tf.data service).
+ * mount is shutting down) is put back on a shared list of BFS_CLAIMS_RETURNS entries and
+ * handed out again before new batches; after BFS_CLAIMS_TRIES failed tries (a batch that
+ * fails every time), or when the list is full, it is dropped and counted as lost. A claim
+ * that was not tried (an interrupted reader, a claim taken ahead and not used) is returned
+ * with its tries unchanged (bfs_claims_return). A claim whose reader dies after the open succeeded
+ * is not given back: that batch is lost for this epoch (at most once, as in tf.data service).
  *
  * Across hosts (bfs_claims_open_remote, with remote=): the counter of epoch N is the Redis
  * key bfs:{FP}:g:NAME:N (INCR), the claims given back the list bfs:{FP}:g:NAME:N:back
@@ -89,6 +90,12 @@ int bfs_claims_take(bfs_claims *g, uint64_t epoch, bfs_group_claim *c);
 /* bfs_claims_give_back - claim c (bfs_claims_take's) was not served: hand it out again
  * unless it failed BFS_CLAIMS_TRIES times or the list is full (then it is lost). */
 void bfs_claims_give_back(bfs_claims *g, const bfs_group_claim *c);
+
+/* bfs_claims_return - claim c was not tried (its reader was interrupted while the batch was
+ * computed, or it was taken ahead and never opened): hand it out again with the tries it
+ * had, so that it is never lost for it; only a full list drops it (counted as lost).
+ * Counted as given back. */
+void bfs_claims_return(bfs_claims *g, const bfs_group_claim *c);
 
 /* bfs_claims_get_stats - this process's counters. */
 void bfs_claims_get_stats(bfs_claims *g, bfs_claims_stats *st);

@@ -2,7 +2,8 @@
  * check_claims.c — engine/claims, the one-host claim counters of group=: two handles of one
  * group hand out every batch of an epoch exactly once, then -ENODATA; epochs are counted
  * apart; forked processes racing on one group never get a batch twice and together get
- * them all; claims given back are handed out again, at most BFS_CLAIMS_TRIES times; another
+ * them all; claims given back are handed out again, at most BFS_CLAIMS_TRIES times, and
+ * claims returned untried keep their tries; another
  * fingerprint or group shares nothing; the last handle removes the file, a new group starts
  * at 0, and a file left by dead members (no close) is reset; bad names, another pipeline's
  * file and a file that is not private are refused.
@@ -160,6 +161,36 @@ START_TEST(given_back_claims_come_back)
 }
 END_TEST
 
+/* A claim returned untried (an interrupted reader, a claim taken ahead and not opened)
+ * keeps its tries: returned any number of times, it is never lost. */
+START_TEST(returned_claims_keep_their_tries)
+{
+    bfs_claims *g = open_ok(gname("ret"), FP, 2);
+    bfs_group_claim c;
+    ck_assert_int_eq(bfs_claims_take(g, 0, &c), 0);
+    ck_assert_uint_eq(c.batch, 0);
+    for (int i = 0; i < 2 * BFS_CLAIMS_TRIES; i++) {
+        bfs_claims_return(g, &c);
+        ck_assert_int_eq(bfs_claims_take(g, 0, &c), 0);
+        ck_assert_uint_eq(c.batch, 0);
+        ck_assert_uint_eq(c.tries, 0);
+    }
+    /* a failed try still counts after returns */
+    bfs_claims_give_back(g, &c);
+    ck_assert_int_eq(bfs_claims_take(g, 0, &c), 0);
+    ck_assert_uint_eq(c.batch, 0);
+    ck_assert_uint_eq(c.tries, 1);
+    bfs_claims_return(g, &c);
+    ck_assert_int_eq(bfs_claims_take(g, 0, &c), 0);
+    ck_assert_uint_eq(c.tries, 1);
+    bfs_claims_stats st;
+    bfs_claims_get_stats(g, &st);
+    ck_assert_uint_eq(st.given_back, 2 * BFS_CLAIMS_TRIES + 2);
+    ck_assert_uint_eq(st.lost, 0);
+    bfs_claims_close(g);
+}
+END_TEST
+
 START_TEST(groups_and_pipelines_are_apart)
 {
     bfs_claims *a = open_ok(gname("apart"), FP, 2);
@@ -275,6 +306,7 @@ static Suite *claims_suite(void)
     tcase_add_test(tc, two_handles_share_each_batch_once);
     tcase_add_test(tc, processes_race_without_duplicates);
     tcase_add_test(tc, given_back_claims_come_back);
+    tcase_add_test(tc, returned_claims_keep_their_tries);
     tcase_add_test(tc, groups_and_pipelines_are_apart);
     tcase_add_test(tc, lifetime_last_removes_dead_reset);
     tcase_add_test(tc, refusals);
