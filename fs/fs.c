@@ -855,8 +855,11 @@ static int take_batch(fsstate *fs, openfile *of, fuse_req_t req)
 /*
  * An open of epoch/N/next: claim the group's next batch of epoch N, compute it (blocks: the
  * caller disables cancellation) and make `of` hold it. Returns 0, ENODATA when the group
- * has claimed every batch of the epoch, or the errno of the failed batch (its claim is
- * given back, to be served by a later open: engine/claims.h).
+ * has claimed every batch of the epoch, EINTR when the kernel interrupted req while the
+ * batch was computed (the opener got a signal: as for batch_K, a killed opener would
+ * otherwise wait in D state, forever on a hung source; the claim is returned untried, so
+ * the batch is handed out again and never lost for it), or the errno of the failed batch
+ * (its claim is given back, to be served by a later open: engine/claims.h).
  */
 static int claim_batch(fsstate *fs, openfile *of, fuse_req_t req, uint64_t epoch)
 {
@@ -866,7 +869,15 @@ static int claim_batch(fsstate *fs, openfile *of, fuse_req_t req, uint64_t epoch
     if (rc)
         return rc == -ENODATA ? ENODATA : bfs_err_to_errno(rc);
     bfs_batch *b;
-    rc = bfs_exec_get(fs->x, c.epoch, c.batch, &b, err, sizeof err);
+    interrupt_ctx ic = {.fs = fs};
+    fuse_req_interrupt_func(req, on_interrupt, &ic); /* (see take_batch) */
+    rc = bfs_exec_get_cancel(fs->x, c.epoch, c.batch, &ic.cancel, &b, err, sizeof err);
+    fuse_req_interrupt_func(req, NULL, NULL);
+    if (rc == -EINTR) {
+        bfs_claims_return(fs->claims, &c);
+        atomic_fetch_add(&fs->interrupted, 1);
+        return EINTR;
+    }
     if (rc) {
         bfs_claims_give_back(fs->claims, &c);
         if (rc != -ESHUTDOWN && rc > BFS_E_LAST) /* engine logs bad samples once */
@@ -962,7 +973,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     tl_open.id = 0;
     if (rc == -ENOENT) { /* interrupted: the kernel won't release */
         if (of->is_next) /* (nobody got the batch) */
-            bfs_claims_give_back(fs->claims, &of->claim);
+            bfs_claims_return(fs->claims, &of->claim);
         forget_file(fs, of);
     } else if (kind == FSN_NEXT || kind == FSN_BATCH) {
         /* what readers are handed, however its bytes then go (passthrough, page cache) */
