@@ -33,10 +33,12 @@
  * first read computes the batch and every read is copied by the daemon, as before.
  *
  * epoch/N/next (group=, engine/claims.h): each open claims the next batch of epoch N that no
- * mount of the group has claimed, computes it (bfs_exec_get: no prefetch, as the next
- * claim is not known) and serves its bytes with direct I/O (one inode, a different batch
- * per open: nothing may be cached); a claim whose batch fails is given back. Its xattrs
- * (user.batchfs.batch, ...) are those of the newest `next` file of that epoch open by the
+ * mount of the group has claimed, computes it (bfs_exec_get_cancel: interruptible, no reader
+ * followed) and serves its bytes with direct I/O (one inode, a different batch per open:
+ * nothing may be cached); a claim whose batch fails is given back, an interrupted one
+ * returned untried. Prefetch claims ahead: up to the prefetch depth of claims per epoch are
+ * taken when next is opened and their batches computed (next_claim), returned at unmount. Its
+ * xattrs (user.batchfs.batch, ...) are those of the newest `next` file of that epoch open by the
  * asking thread: FUSE's GETXATTR carries no file handle, only the caller's pid.
  *
  * Request threads may be cancelled by libfuse's loop at exit; handlers that wait on the
@@ -95,6 +97,17 @@ struct pt_open_out { /* struct fuse_open_out with the 6.9 field names */
 
 #define TIMEOUT 86400.0 /* batch files never change */
 
+/* Claims of epoch/N/next a mount takes ahead of its opens, per epoch (claim_batch). */
+#define AHEAD_MAX 16
+
+typedef struct ahead {
+    struct ahead *next;
+    uint64_t epoch;
+    int n;                        /* claims held, oldest first */
+    int exhausted;                /* the group had none left at the last take: take no more */
+    bfs_group_claim c[AHEAD_MAX]; /* each prefetched when taken */
+} ahead;
+
 /* The backing file registered for an open batch (passthrough). */
 typedef struct backing {
     struct backing *next;
@@ -132,8 +145,11 @@ typedef struct fsstate {
     atomic_int pt_active;        /* passthrough in use (cleared if BACKING_OPEN is refused) */
     _Atomic uint64_t pt_opens;   /* batch files opened in passthrough mode */
     _Atomic uint64_t reads, bytes_served, read_errors, interrupted;
-    _Atomic uint64_t served;        /* batches handed to readers (first read of an open file) */
-    _Atomic uint64_t claims_served; /* opens of epoch/N/next that served a batch */
+    _Atomic uint64_t served;         /* batches handed to readers (first read of an open file) */
+    _Atomic uint64_t claims_served;  /* opens of epoch/N/next that served a batch */
+    _Atomic uint64_t claims_refused; /* opens of epoch/N/next refused with ENODATA */
+    pthread_mutex_t ahead_lock;      /* guards aheads */
+    ahead *aheads;                   /* claims taken ahead, per epoch */
     _Atomic uint64_t opened, opened_bytes; /* batch files opened, and their sizes */
     atomic_int readahead_done;             /* raise_readahead ran */
     pthread_t loop_thread;                 /* the thread in the FUSE session loop */
@@ -460,12 +476,17 @@ static void make_stats(fsstate *fs, text *t)
     if (fs->claims) {
         bfs_claims_stats cs;
         bfs_claims_get_stats(fs->claims, &cs);
+        unsigned held = 0;
+        pthread_mutex_lock(&fs->ahead_lock);
+        for (ahead *a = fs->aheads; a; a = a->next)
+            held += (unsigned)a->n;
+        pthread_mutex_unlock(&fs->ahead_lock);
         tprintf(t,
                 "  \"group\": {\"name\": \"%s\", \"claims\": %llu, \"given_back\": %llu, "
-                "\"lost\": %llu, \"exhausted\": %llu},\n",
+                "\"lost\": %llu, \"exhausted\": %llu, \"ahead\": %u},\n",
                 bfs_claims_name(fs->claims), (unsigned long long)atomic_load(&fs->claims_served),
                 (unsigned long long)cs.given_back, (unsigned long long)cs.lost,
-                (unsigned long long)cs.exhausted);
+                (unsigned long long)atomic_load(&fs->claims_refused), held);
     }
     tprintf(t,
             "  \"reads\": {\"requests\": %llu, \"bytes\": %llu, \"errors\": %llu, "
@@ -853,6 +874,64 @@ static int take_batch(fsstate *fs, openfile *of, fuse_req_t req)
 }
 
 /*
+ * The claim for an open of epoch/N/next: the oldest one this mount took ahead for epoch N,
+ * else the group's next; then, while the prefetch depth d (the executor's, from prefetch=
+ * or the autotuner; at most AHEAD_MAX) allows, more are taken ahead and their batches
+ * prefetched, so that a reader opening next one file after another finds each computed
+ * (as batch_K readers do) instead of waiting a whole batch per open. Taking ahead takes
+ * batches from the group's other mounts (across hosts with remote=): only a mount whose
+ * next is being opened does so, at most d per epoch, and what it holds is returned untried
+ * at unmount (an epoch's end is uneven by at most d batches per mount). 0, -ENODATA or an
+ * error of bfs_claims_take.
+ */
+static int next_claim(fsstate *fs, uint64_t epoch, bfs_group_claim *c)
+{
+    bfs_exec_stats st;
+    bfs_exec_get_stats(fs->x, &st);
+    int depth = st.prefetch < 0 ? 0 : st.prefetch > AHEAD_MAX ? AHEAD_MAX : st.prefetch;
+    pthread_mutex_lock(&fs->ahead_lock);
+    ahead **pa = &fs->aheads;
+    while (*pa && (*pa)->epoch != epoch)
+        pa = &(*pa)->next;
+    if (!*pa && depth > 0 && (*pa = calloc(1, sizeof **pa))) /* (no memory: none ahead) */
+        (*pa)->epoch = epoch;
+    ahead *a = *pa;
+    int rc = 0;
+    if (a && a->n) {
+        *c = a->c[0];
+        memmove(a->c, a->c + 1, (size_t)--a->n * sizeof a->c[0]);
+    } else {
+        rc = bfs_claims_take(fs->claims, epoch, c);
+    }
+    while (!rc && a && !a->exhausted && a->n < depth) {
+        int r = bfs_claims_take(fs->claims, epoch, &a->c[a->n]);
+        if (r == -ENODATA)
+            a->exhausted = 1;
+        if (r)
+            break; /* (a Redis error: this open's claim is served all the same) */
+        bfs_exec_prefetch(fs->x, epoch, a->c[a->n++].batch);
+    }
+    if (a && !a->n && (a->exhausted || rc)) { /* (nothing held: forget the epoch) */
+        *pa = a->next;
+        free(a);
+    }
+    pthread_mutex_unlock(&fs->ahead_lock);
+    return rc;
+}
+
+/* At unmount: every claim taken ahead and not opened goes back to the group untried. */
+static void return_ahead(fsstate *fs)
+{
+    while (fs->aheads) {
+        ahead *a = fs->aheads;
+        for (int i = 0; i < a->n; i++)
+            bfs_claims_return(fs->claims, &a->c[i]);
+        fs->aheads = a->next;
+        free(a);
+    }
+}
+
+/*
  * An open of epoch/N/next: claim the group's next batch of epoch N, compute it (blocks: the
  * caller disables cancellation) and make `of` hold it. Returns 0, ENODATA when the group
  * has claimed every batch of the epoch, EINTR when the kernel interrupted req while the
@@ -865,7 +944,9 @@ static int claim_batch(fsstate *fs, openfile *of, fuse_req_t req, uint64_t epoch
 {
     bfs_group_claim c;
     char err[600];
-    int rc = bfs_claims_take(fs->claims, epoch, &c);
+    int rc = next_claim(fs, epoch, &c);
+    if (rc == -ENODATA)
+        atomic_fetch_add(&fs->claims_refused, 1);
     if (rc)
         return rc == -ENODATA ? ENODATA : bfs_err_to_errno(rc);
     bfs_batch *b;
@@ -1357,6 +1438,7 @@ int bfs_fs_run(const bfs_mount_args *a)
     bfs_ram_host host;
     char note[512];
     pthread_mutex_init(&fs.lock, NULL);
+    pthread_mutex_init(&fs.ahead_lock, NULL);
 
     /* everything a user can get wrong is checked before mounting */
     int erc = bfs_engine_create(a->source, &a->pipe, &fs.e, err, sizeof err);
@@ -1570,10 +1652,13 @@ out:
     bfs_tuner_stop(fs.tuner);
     bfs_exec_destroy(fs.x);
     bfs_store_close(fs.store);
+    if (fs.claims)
+        return_ahead(&fs);
     bfs_claims_close(fs.claims);
     bfs_engine_destroy(fs.e);
     free(fs.pipeline);
     pthread_mutex_destroy(&fs.lock);
+    pthread_mutex_destroy(&fs.ahead_lock);
     bfs_log_stop(); /* the last lines out before the process ends */
     return status;
 }

@@ -583,6 +583,8 @@ static void v_caches(frame *f, const span *s)
             l_printf(l, "   lost %s", s_num(b, s->cur, "group.lost", 0));
         if (num(s->cur, "group.exhausted", &x) && x > 0)
             l_printf(l, "   epoch ends %s", s_num(b, s->cur, "group.exhausted", 0));
+        if (num(s->cur, "group.ahead", &x) && x > 0)
+            l_printf(l, "   ahead %s", s_num(b, s->cur, "group.ahead", 0));
         f_end(f);
     }
 }

@@ -8,6 +8,8 @@
 #  - another group name, or another pipeline in the same group, has its own counter;
 #  - a batch that fails (bad_sample=fail) is given back and tried 3 times, then lost;
 #  - bad group names are refused before mounting, naming the option;
+#  - claims taken ahead (up to the prefetch depth) are computed before they are opened, the
+#    group's other mounts get the batches after them, and at unmount they go back;
 #  - the last mount of a group removes its file from /dev/shm.
 # About 5 s.
 . "$(dirname "$0")/lib.sh"
@@ -153,6 +155,34 @@ EOF2
 gs=$(pyx -c 'import bfs,sys; g=bfs.stats(sys.argv[1])["group"]; print(g["given_back"], g["lost"], g["claims"])' "$T/fail")
 [ "$gs" = "2 1 $((NB - 1))" ] || fail "/stats group given_back lost claims = $gs, expected 2 1 $((NB - 1))"
 ok "a failing batch: EIO 3 times (given back twice, then lost), the other $((NB - 1)) served once"
+
+# claims taken ahead: a mount whose next is opened takes up to its prefetch depth of claims
+# more and computes their batches (prefetch=2 here); another mount of the group gets the
+# batch after them; at unmount the claims not opened go back, untried, to the group
+mkdir "$T/ahead" "$T/behind"
+mount_bfs "$T/d.bfs" "$T/ahead" -o "$OPTS,group=$G-ahead,prefetch=2"
+mount_bfs "$T/d.bfs" "$T/behind" -o "$OPTS,group=$G-ahead,prefetch=0"
+next_k() { python3 -c 'import os,sys
+fd = os.open(sys.argv[1], os.O_RDONLY)
+k = os.getxattr(fd, "user.batchfs.batch").decode()
+while os.read(fd, 1 << 20):
+    pass
+print(k)' "$1/epoch/1/next"; }
+group_of() { pyx -c 'import bfs,sys; st=bfs.stats(sys.argv[1]); g=st["group"]; c=st["cache"]
+print(g["ahead"], g["given_back"], st["batches"]["prefetched"], c["hits"], c["misses"])' "$1"; }
+[ "$(next_k "$T/ahead")" = 0 ] || fail "ahead: the first open of next is not batch 0"
+wait_idle "$T/ahead"
+[ "$(group_of "$T/ahead")" = "2 0 2 0 1" ] || fail "ahead after one open: ahead given_back prefetched hits misses = $(group_of "$T/ahead"), want 2 0 2 0 1"
+[ "$(next_k "$T/behind")" = 3 ] || fail "behind: got batch $(next_k "$T/behind"), not 3 (after the 2 taken ahead)"
+[ "$(next_k "$T/ahead")" = 1 ] || fail "ahead: the second open is not batch 1 (its first claim ahead)"
+wait_idle "$T/ahead"
+# batch 1 was computed before its open (a cache hit), and batch 4 taken ahead in its place
+[ "$(group_of "$T/ahead")" = "2 0 3 1 1" ] || fail "ahead after two opens: $(group_of "$T/ahead"), want 2 0 3 1 1"
+unmount_bfs "$T/ahead"
+got=$(for _ in $(seq 30); do next_k "$T/behind" 2>/dev/null || { echo end; break; }; done | tr '\n' ' ')
+[ "$got" = "2 4 $(seq -s ' ' 5 23) end " ] || fail "behind after ahead's unmount got: $got (want 2 4, the returned claims, then 5..23)"
+unmount_bfs "$T/behind"
+ok "claims ahead: prefetch=2 took 2 more and computed them (the next open a cache hit), the other mount got batch 3; at unmount 2 and 4 went back to the group"
 
 for m in a b c other seed plain fail; do unmount_bfs "$T/$m"; done
 ls /dev/shm | grep -qF -- "-$G" && fail "group files left after the last mount: $(ls /dev/shm | grep -F -- "-$G")"
