@@ -603,10 +603,12 @@ static ssize_t io_read(int fd, void *buf, size_t len, void *userdata)
 static int start_pipe = -1;
 
 /* Where stderr goes once the daemon is in the background (daemon_started): LOG_NONE
- * /dev/null, LOG_SYSLOG syslog, else a log= file's descriptor (log.h). */
-enum { LOG_NONE = -2, LOG_SYSLOG = -1 };
+ * /dev/null, LOG_SYSLOG syslog, LOG_PROBE syslog if a syslog daemon listens, else a file
+ * (syslog_or_fallback, decided once the mount works), else a log= file's descriptor. */
+enum { LOG_PROBE = -3, LOG_NONE = -2, LOG_SYSLOG = -1 };
 static int bg_log = LOG_NONE;
 static const char *bg_log_tag = "";
+static const bfs_mount_args *bg_args; /* (for LOG_PROBE) */
 
 /*
  * Go to the background (not -f): like fuse_daemonize (fork, setsid, chdir /, stdin and
@@ -690,6 +692,10 @@ static void daemon_started(int ok)
     int fd = __atomic_exchange_n(&start_pipe, -1, __ATOMIC_ACQ_REL);
     if (fd < 0)
         return;
+    /* (before the parent exits: its terminal shows the line before the prompt; a mount
+     * that failed gets no log file) */
+    if (bg_log == LOG_PROBE)
+        bg_log = ok ? syslog_or_fallback(bg_args) : LOG_NONE;
     char c = ok ? 0 : 1;
     if (write(fd, &c, 1) < 0) { /* (the parent is gone: nothing to tell) */
     }
@@ -1555,9 +1561,11 @@ int bfs_fs_run(const bfs_mount_args *a)
             goto out;
         }
     } else if (a->log || !a->foreground) {
-        log_fd = syslog_or_fallback(a);
+        /* (in the background: once the mount works, so a refused mount makes no file) */
+        log_fd = a->foreground ? syslog_or_fallback(a) : LOG_PROBE;
     }
     bg_log_tag = a->mountpoint;
+    bg_args = a;
     if (daemon_start(a->foreground)) {
         fprintf(stderr, "batchfs: cannot go to the background: %s\n", strerror(errno));
         goto out;

@@ -75,6 +75,19 @@ grep -Eq "$re" "$flog" || { cat "$flog" >&2; fail "without syslog: no bad-sample
     fail "log file or directory not private: $(stat -c '%n %a %u' "$flog" "$(dirname "$flog")")"
 ok "no syslog socket in the background: the terminal names $flog (0600, in a 0700 directory); the lines are there"
 
+# a mount refused after going to the background (Redis unreachable with remote_fallback=wait)
+# makes no log file and names none: the choice is made once the mount works
+rm -f "$flog"
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+rc=0
+BATCHFS_SYSLOG_SOCKET=$T/no-syslog "$BATCHFS" "$T/src" "$M" \
+    -o batch=4,size=32,remote=redis://127.0.0.1:$port,remote_fallback=wait 2>"$T/err" || rc=$?
+[ $rc = 1 ] || { cat "$T/err" >&2; fail "a mount refused in the background: exit $rc"; }
+grep -q "remote_fallback=wait" "$T/err" || { cat "$T/err" >&2; fail "the refusal did not reach the terminal"; }
+grep -q "logging to" "$T/err" && { cat "$T/err" >&2; fail "a refused mount named a log file"; }
+[ ! -e "$flog" ] || fail "a refused mount made its log file $flog"
+ok "a mount refused in the background: the reason on the terminal, no log file"
+
 # a log directory that is a symbolic link, or not private: refused, said, the mount goes on
 for kind in symlink open; do
     export XDG_RUNTIME_DIR=$T/rt-$kind
