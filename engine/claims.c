@@ -61,6 +61,7 @@ struct bfs_claims {
     /* across hosts (bfs_claims_open_remote): the counters are in Redis, f is NULL */
     bfs_remote *r;
     uint64_t batches;
+    uint8_t *seen; /* a bit per epoch: this process has looked at its counter (under lock) */
 };
 
 /* Take (F_WRLCK, F_RDLCK) or drop (F_UNLCK) the OFD lock on one byte; wait or not. */
@@ -208,12 +209,61 @@ static int pop_return(bfs_claims *g, uint64_t epoch, bfs_group_claim *c)
     return found;
 }
 
+/* Seconds as "40 s", "12 min", "3 h", "2 days". */
+static void age_text(char *buf, size_t cap, long long s)
+{
+    if (s < 120)
+        snprintf(buf, cap, "%lld s", s);
+    else if (s < 7200)
+        snprintf(buf, cap, "%lld min", s / 60);
+    else if (s < 172800)
+        snprintf(buf, cap, "%lld h", s / 3600);
+    else
+        snprintf(buf, cap, "%lld days", s / 86400);
+}
+
+/*
+ * Before this process's first claim of an epoch (g->lock held): a counter that is already
+ * past 0 was set by the group's other mounts, or by an earlier run under the same name
+ * (Redis keeps it a week, so a reused name sees a used-up epoch at once). Either way one
+ * line says how far the epoch is claimed and how to start clean.
+ */
+static void look_at_epoch(bfs_claims *g, uint64_t epoch)
+{
+    uint8_t bit = (uint8_t)(1u << (epoch % 8));
+    uint64_t count = 0;
+    long long age = -1;
+    if ((g->seen[epoch / 8] & bit) || bfs_remote_claim_info(g->r, g->name, epoch, &count, &age))
+        return; /* (seen already; or Redis failed: the take says why) */
+    g->seen[epoch / 8] |= bit;
+    if (!count)
+        return;
+    char when[64] = "";
+    if (age >= 0) {
+        char a[32];
+        age_text(a, sizeof a, age);
+        snprintf(when, sizeof when, ", the first %s ago", a);
+    }
+    uint64_t n = count < g->batches ? count : g->batches;
+    fprintf(stderr,
+            "batchfs: group=%s epoch %llu: %llu of %llu batches were claimed before this mount's "
+            "first claim%s%s: by the group's other mounts, or by an earlier run with this group "
+            "name (Redis keeps its counters a week). For a clean start, unmount the group's "
+            "mounts and run 'batchfs group-reset SOURCE -o remote=URL,group=%s' with the "
+            "mounts' data options, or use a new group name per run (the job id)\n",
+            g->name, (unsigned long long)epoch, (unsigned long long)n,
+            (unsigned long long)g->batches, when,
+            n >= g->batches ? " (the epoch is used up: opens of next fail with ENODATA)" : "",
+            g->name);
+}
+
 /* The Redis backend's take: a claim given back first, then the counter (INCR). */
 static int take_remote(bfs_claims *g, uint64_t epoch, bfs_group_claim *c)
 {
     uint64_t k = 0;
     uint32_t tries = 0;
     pthread_mutex_lock(&g->lock);
+    look_at_epoch(g, epoch);
     int rc = bfs_remote_claim_returned(g->r, g->name, epoch, &k, &tries);
     if (rc == 0) {
         rc = bfs_remote_claim(g->r, g->name, epoch, &k);
@@ -254,16 +304,42 @@ int bfs_claims_open_remote(const char *name, uint64_t fingerprint, uint64_t batc
     snprintf(g->name, sizeof g->name, "%s", name);
     g->fd = -1;
     g->batches = batches;
+    if (!(g->seen = calloc(BFS_CLAIMS_EPOCHS / 8 + 1, 1))) {
+        free(g);
+        return bfs_errf(-ENOMEM, err, errlen, "group=%s: out of memory", name);
+    }
     pthread_mutex_init(&g->lock, NULL);
     char why[1024];
     if ((rc = bfs_remote_connect(&u, fingerprint, 2000, &g->r, why, sizeof why))) {
         bfs_errf(rc, err, errlen, "group=%s across hosts: %s", name, why);
         pthread_mutex_destroy(&g->lock);
+        free(g->seen);
         free(g);
         return rc;
     }
     *out = g;
     return 0;
+}
+
+int bfs_claims_reset_remote(const char *name, uint64_t fingerprint, const char *url,
+                            long long *deleted, char *err, size_t errlen)
+{
+    if (!bfs_claims_name_valid(name))
+        return bfs_errf(-EINVAL, err, errlen,
+                        "group=%.80s: must be 1..%d of the characters A-Z a-z 0-9 . _ -", name,
+                        BFS_CLAIMS_NAME_MAX);
+    bfs_remote_url u;
+    int rc = bfs_remote_parse_url(url, &u, err, errlen);
+    if (rc)
+        return rc;
+    bfs_remote *r;
+    char why[1024];
+    if ((rc = bfs_remote_connect(&u, fingerprint, 2000, &r, why, sizeof why)))
+        return bfs_errf(rc, err, errlen, "group=%s: %s", name, why);
+    if ((rc = bfs_remote_claims_reset(r, name, deleted)))
+        bfs_errf(rc, err, errlen, "group=%s: Redis: %s", name, bfs_remote_error(r));
+    bfs_remote_close(r);
+    return rc;
 }
 
 int bfs_claims_take(bfs_claims *g, uint64_t epoch, bfs_group_claim *c)
@@ -350,6 +426,7 @@ void bfs_claims_close(bfs_claims *g)
     if (g->r) {
         bfs_remote_close(g->r);
         pthread_mutex_destroy(&g->lock);
+        free(g->seen);
         free(g);
         return;
     }

@@ -28,7 +28,10 @@
  * Across hosts (bfs_claims_open_remote, with remote=): the counter of epoch N is the Redis
  * key bfs:{FP}:g:NAME:N (INCR), the claims given back the list bfs:{FP}:g:NAME:N:back
  * (RPUSH, LPOP); both expire a week after their first use. They are not reset when a
- * group's mounts start: across hosts a group name is one run's (a job id, say).
+ * group's mounts start: across hosts a group name is one run's (a job id, say). Before its
+ * first claim of an epoch a mount looks at the counter, and if it is past 0 logs how far
+ * the epoch is claimed and how to start clean (bfs_claims_reset_remote: `batchfs
+ * group-reset`).
  */
 #ifndef BATCHFS_ENGINE_CLAIMS_H
 #define BATCHFS_ENGINE_CLAIMS_H
@@ -78,6 +81,16 @@ int bfs_claims_open(const char *name, uint64_t fingerprint, uint64_t batches, bf
  */
 int bfs_claims_open_remote(const char *name, uint64_t fingerprint, uint64_t batches,
                            const char *url, bfs_claims **out, char *err, size_t errlen);
+
+/*
+ * bfs_claims_reset_remote - a clean start for group `name` of the pipeline with this
+ * fingerprint in the Redis of url: delete its claim counters and given-back lists of every
+ * epoch (*deleted: how many keys). Meant for when none of the group's mounts is up (a
+ * mount's claims made before stay made). 0, -EINVAL (name, URL), BFS_E_REMOTE (err says
+ * why) or -ENOMEM.
+ */
+int bfs_claims_reset_remote(const char *name, uint64_t fingerprint, const char *url,
+                            long long *deleted, char *err, size_t errlen);
 
 /*
  * bfs_claims_take - claim the next batch of epoch (< BFS_CLAIMS_EPOCHS) no mount of the group

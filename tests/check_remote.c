@@ -6,9 +6,13 @@
  * one job per batch however many trainers ask, a dead worker's job reclaimed after
  * claim_ms, corrupt and truncated values refused and deleted, passwords (none, wrong,
  * right), an unreachable server, a server restarted under a connection, heartbeats and
- * group claim counters, declines, keys of the wrong type, stale and cancelled jobs.
+ * group claim counters, declines, keys of the wrong type, stale and cancelled jobs; a
+ * reused group name (engine/claims.h across hosts): one log line at the first claim of an
+ * epoch already claimed, none for a fresh one, and the reset that deletes the group's
+ * counters and given-back lists (and no other group's).
  */
 #include "engine/remote/remote.h"
+#include "engine/claims.h"
 #include "base/err.h"
 #include "tests/testutil.h"
 
@@ -518,6 +522,104 @@ START_TEST(workers_and_claims)
 }
 END_TEST
 
+/* Run take(g, epoch) with stderr in a file; what it wrote into out. */
+static int take_logged(bfs_claims *g, uint64_t epoch, bfs_group_claim *c, char *out, size_t cap)
+{
+    char path[] = "/tmp/check_remote_log.XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    unlink(path);
+    fflush(stderr);
+    int saved = dup(2);
+    dup2(fd, 2);
+    int rc = bfs_claims_take(g, epoch, c);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    ssize_t n = pread(fd, out, cap - 1, 0);
+    out[n > 0 ? n : 0] = '\0';
+    close(fd);
+    return rc;
+}
+
+START_TEST(reused_group_and_reset)
+{
+    char url[64], err[512], log[4096];
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", srv.port);
+    bfs_claims *run1, *run2;
+    bfs_group_claim c;
+    ck_assert_int_eq(bfs_claims_open_remote("reuse", FP, 4, url, &run1, err, sizeof err), 0);
+    for (uint64_t k = 0; k < 3; k++) {
+        ck_assert_int_eq(take_logged(run1, 2, &c, log, sizeof log), 0);
+        ck_assert_uint_eq(c.batch, k);
+        ck_assert_str_eq(log, ""); /* (its own claims: nothing to say) */
+    }
+    bfs_claims_give_back(run1, &c); /* a given-back list: a key of its own */
+    bfs_claims_close(run1);
+    bfs_remote *r = conn();
+    uint64_t count;
+    long long age;
+    ck_assert_int_eq(bfs_remote_claim_info(r, "reuse", 2, &count, &age), 0);
+    ck_assert_uint_eq(count, 3);
+    ck_assert(age >= 0 && age <= 5);
+    ck_assert_int_eq(bfs_remote_claim_info(r, "reuse", 9, &count, &age), 0);
+    ck_assert_uint_eq(count, 0);
+    ck_assert_int_eq(age, -1);
+    uint64_t k;
+    ck_assert_int_eq(bfs_remote_claim(r, "reuse2", 2, &k), 0); /* another group */
+
+    /* a second run under the same name: one line at its first claim of epoch 2 */
+    ck_assert_int_eq(bfs_claims_open_remote("reuse", FP, 4, url, &run2, err, sizeof err), 0);
+    ck_assert_int_eq(take_logged(run2, 2, &c, log, sizeof log), 0);
+    ck_assert_uint_eq(c.batch, 2); /* (the claim given back first) */
+    ck_assert_msg(strstr(log, "batchfs: group=reuse epoch 2: 3 of 4 batches were claimed before "
+                              "this mount's first claim, the first ") &&
+                      strstr(log, " s ago: by the group's other mounts, or by an earlier run") &&
+                      strstr(log, "batchfs group-reset SOURCE -o remote=URL,group=reuse") &&
+                      !strstr(log, "used up") && strchr(log, '\n') == log + strlen(log) - 1,
+                  "log: %s", log);
+    ck_assert_int_eq(take_logged(run2, 2, &c, log, sizeof log), 0);
+    ck_assert_uint_eq(c.batch, 3);
+    ck_assert_str_eq(log, ""); /* once per epoch */
+    ck_assert_int_eq(take_logged(run2, 2, &c, log, sizeof log), -ENODATA);
+    ck_assert_str_eq(log, "");
+    ck_assert_int_eq(take_logged(run2, 5, &c, log, sizeof log), 0); /* a fresh epoch */
+    ck_assert_str_eq(log, "");
+    bfs_claims_close(run2);
+    /* used up: the line says so */
+    ck_assert_int_eq(bfs_claims_open_remote("reuse", FP, 4, url, &run2, err, sizeof err), 0);
+    ck_assert_int_eq(take_logged(run2, 2, &c, log, sizeof log), -ENODATA);
+    ck_assert_msg(strstr(log, "4 of 4 batches were claimed") &&
+                      strstr(log, "(the epoch is used up: opens of next fail with ENODATA)"),
+                  "log: %s", log);
+    bfs_claims_close(run2);
+
+    /* the reset: counters of epochs 2 and 5, no given-back list left (handed out): 2 keys;
+     * another group's stays */
+    long long deleted = -1;
+    ck_assert_int_eq(bfs_claims_reset_remote("reuse", FP, url, &deleted, err, sizeof err), 0);
+    ck_assert_int_eq(deleted, 2);
+    ck_assert_int_eq(bfs_remote_claim_info(r, "reuse", 2, &count, &age), 0);
+    ck_assert_uint_eq(count, 0);
+    ck_assert_int_eq(bfs_remote_claim_info(r, "reuse2", 2, &count, &age), 0);
+    ck_assert_uint_eq(count, 1);
+    ck_assert_int_eq(bfs_claims_open_remote("reuse", FP, 4, url, &run2, err, sizeof err), 0);
+    ck_assert_int_eq(take_logged(run2, 2, &c, log, sizeof log), 0);
+    ck_assert_uint_eq(c.batch, 0);
+    ck_assert_str_eq(log, "");
+    bfs_claims_close(run2);
+    /* a given-back list is one of its keys too; nothing to delete is 0 */
+    ck_assert_int_eq(bfs_remote_claim_return(r, "reuse", 7, 1, 0), 0);
+    ck_assert_int_eq(bfs_claims_reset_remote("reuse", FP, url, &deleted, err, sizeof err), 0);
+    ck_assert_int_eq(deleted, 2); /* g:reuse:2 and g:reuse:7:back */
+    ck_assert_int_eq(bfs_claims_reset_remote("reuse", FP, url, &deleted, err, sizeof err), 0);
+    ck_assert_int_eq(deleted, 0);
+    ck_assert_int_eq(bfs_claims_reset_remote("bad/name", FP, url, &deleted, err, sizeof err),
+                     -EINVAL);
+    bfs_remote_close(r);
+}
+END_TEST
+
 /* A worker's decline (issue 30, items 1 and 2): the mount is told to compute the batch
  * itself; nothing of the worker's failure is served or kept as the batch's. */
 START_TEST(declined_batches)
@@ -734,6 +836,7 @@ static Suite *remote_suite(void)
     tcase_add_test(tc, wrong_types);
     tcase_add_test(tc, keyed_transport);
     tcase_add_test(tc, stale_and_cancelled_jobs);
+    tcase_add_test(tc, reused_group_and_reset);
     suite_add_tcase(s, tc);
     return s;
 }

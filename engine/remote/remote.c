@@ -1037,3 +1037,64 @@ int bfs_remote_claim_returned(bfs_remote *r, const char *group, uint64_t epoch, 
     freeReplyObject(rep);
     return got;
 }
+
+/* ---- a group's claim counters: what is there, and a clean start ------------------------ */
+
+int bfs_remote_claim_info(bfs_remote *r, const char *group, uint64_t epoch, uint64_t *count,
+                          long long *age_s)
+{
+    char g[256];
+    key(r, g, sizeof g, "g:%s:%" PRIu64, group, epoch);
+    const char *get[2] = {"GET", g}, *ttl[2] = {"TTL", g};
+    redisReply *rep = run(r, 2, get, NULL);
+    if (!rep)
+        return BFS_E_REMOTE;
+    *count = rep->type == REDIS_REPLY_STRING ? strtoull(rep->str, NULL, 10) : 0;
+    freeReplyObject(rep);
+    *age_s = -1;
+    if (!*count || !(rep = run(r, 2, ttl, NULL)))
+        return 0; /* (the age is only for the message) */
+    /* the counter's first INCR set its TTL to a week (bfs_remote_claim) */
+    if (rep->type == REDIS_REPLY_INTEGER && rep->integer >= 0 && rep->integer <= 604800)
+        *age_s = 604800 - rep->integer;
+    freeReplyObject(rep);
+    return 0;
+}
+
+int bfs_remote_claims_reset(bfs_remote *r, const char *group, long long *deleted)
+{
+    char match[256];
+    key(r, match, sizeof match, "g:%s:*", group); /* (names hold no glob characters) */
+    char cursor[32] = "0";
+    *deleted = 0;
+    do {
+        const char *scan[6] = {"SCAN", cursor, "MATCH", match, "COUNT", "1000"};
+        redisReply *rep = run(r, 6, scan, NULL);
+        if (!rep)
+            return BFS_E_REMOTE;
+        int ok = rep->type == REDIS_REPLY_ARRAY && rep->elements == 2 &&
+                 rep->element[0]->type == REDIS_REPLY_STRING &&
+                 rep->element[1]->type == REDIS_REPLY_ARRAY;
+        if (!ok) {
+            freeReplyObject(rep);
+            snprintf(r->error, sizeof r->error, "SCAN %s: unexpected reply", match);
+            return BFS_E_REMOTE;
+        }
+        snprintf(cursor, sizeof cursor, "%s", rep->element[0]->str);
+        const redisReply *keys = rep->element[1];
+        for (size_t i = 0; i < keys->elements; i++) {
+            if (keys->element[i]->type != REDIS_REPLY_STRING)
+                continue;
+            const char *del[2] = {"DEL", keys->element[i]->str};
+            redisReply *d = run(r, 2, del, NULL);
+            if (!d) {
+                freeReplyObject(rep);
+                return BFS_E_REMOTE;
+            }
+            *deleted += d->type == REDIS_REPLY_INTEGER ? d->integer : 0;
+            freeReplyObject(d);
+        }
+        freeReplyObject(rep);
+    } while (strcmp(cursor, "0"));
+    return 0;
+}

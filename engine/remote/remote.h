@@ -15,6 +15,7 @@
  *   bfs:{FP}:done          pub/sub channel: "E K" published when a batch is stored
  *   bfs:{FP}:workers       sorted set: worker name -> last heartbeat (ms since the epoch)
  *   bfs:{FP}:g:NAME:E      claim counter of group NAME in epoch E (dynamic sharding)
+ *   bfs:{FP}:g:NAME:E:back claims of group NAME in epoch E given back (a list)
  *   bfs:pipelines          hash: FP -> the pipeline's canonical text (what workers serve
  *                          and trainers ask for; for messages only)
  *
@@ -292,6 +293,18 @@ int bfs_remote_heartbeat(bfs_remote *r, const char *name);
  */
 int bfs_remote_orphans(bfs_remote *r, int alive_ms,
                        void (*fn)(void *arg, uint64_t fp, long long queued), void *arg);
+
+/* bfs_remote_claim_info - the claim counter of group in epoch as it is: *count claims made
+ * (0: none; it may exceed the epoch's batches, each take past the end adds one) and
+ * *age_s, the seconds since its first claim (from its TTL; -1 when unknown). 0 or
+ * BFS_E_REMOTE. */
+int bfs_remote_claim_info(bfs_remote *r, const char *group, uint64_t epoch, uint64_t *count,
+                          long long *age_s);
+
+/* bfs_remote_claims_reset - delete every claim counter and given-back list of group (the
+ * keys bfs:{FP}:g:NAME:*, found with SCAN), *deleted how many: its epochs start over.
+ * 0 or BFS_E_REMOTE. */
+int bfs_remote_claims_reset(bfs_remote *r, const char *group, long long *deleted);
 
 /* bfs_remote_key - the key of batch (epoch, k) of fingerprint fp (tests, logs). */
 void bfs_remote_key(char *buf, size_t cap, uint64_t fp, uint64_t epoch, uint64_t k);
