@@ -282,6 +282,8 @@ static int want_value(int argc, char **argv, int *i, const char *name, char *err
 }
 
 #define TOP_USAGE "usage: batchfs top MNT [--interval S] [-n N]"
+#define GROUP_RESET_USAGE                                                                          \
+    "usage: batchfs group-reset SOURCE -o remote=redis://HOST[:PORT],group=NAME,DATA_OPTIONS"
 #define WORKER_USAGE                                                                               \
     "usage: batchfs worker SOURCE -o remote=redis://HOST[:PORT],OPTIONS [--name NAME] "            \
     "[--batches N]"
@@ -375,6 +377,8 @@ int bfs_mountopts_parse(int argc, char **argv, bfs_mount_args *a, char *err, siz
         long n;
         if (i == 1 && !strcmp(arg, "worker")) { /* (a SOURCE named worker is ./worker) */
             a->mode = BFS_MODE_WORKER;
+        } else if (i == 1 && !strcmp(arg, "group-reset")) {
+            a->mode = BFS_MODE_GROUP_RESET;
         } else if (is_flag(arg, "--name")) {
             if ((rc = want_value(argc, argv, &i, "--name", err, errlen, &v)))
                 break;
@@ -446,7 +450,35 @@ int bfs_mountopts_parse(int argc, char **argv, bfs_mount_args *a, char *err, siz
             rc = bfs_errf(-EINVAL, err, errlen, "too many arguments: '%s'", arg);
         }
     }
-    int want = a->mode == BFS_MODE_BENCH || a->mode == BFS_MODE_WORKER ? 1 : 2;
+    int want =
+        a->mode == BFS_MODE_BENCH || a->mode == BFS_MODE_WORKER || a->mode == BFS_MODE_GROUP_RESET
+            ? 1
+            : 2;
+    if (!rc && a->mode == BFS_MODE_GROUP_RESET) {
+        if (mount_only || a->foreground || a->worker_name || a->bench_batches)
+            rc = bfs_errf(-EINVAL, err, errlen,
+                          "group-reset: %s is not its option (" GROUP_RESET_USAGE ")",
+                          mount_only       ? mount_only
+                          : a->foreground  ? "-f"
+                          : a->worker_name ? "--name"
+                                           : "--batches");
+        else if (a->fuse_opts && a->fuse_opts[0])
+            rc = bfs_errf(-EINVAL, err, errlen,
+                          "group-reset: mount options (-o %s) mean nothing here (" GROUP_RESET_USAGE
+                          ")",
+                          a->fuse_opts);
+        else if (npos != 1)
+            rc = bfs_errf(-EINVAL, err, errlen,
+                          "group-reset takes one SOURCE, the mounts' (" GROUP_RESET_USAGE ")");
+        else if (!a->pipe.group[0])
+            rc = bfs_errf(-EINVAL, err, errlen,
+                          "group-reset: which group? give -o group=NAME (" GROUP_RESET_USAGE ")");
+        else if (!a->pipe.remote[0])
+            rc = bfs_errf(-EINVAL, err, errlen,
+                          "group-reset: give -o remote=redis://HOST[:PORT], the Redis the "
+                          "group's mounts use; a group without remote= starts over by itself "
+                          "once all its mounts are gone (" GROUP_RESET_USAGE ")");
+    }
     if (!rc && a->mode == BFS_MODE_WORKER && mount_only)
         rc = bfs_errf(-EINVAL, err, errlen,
                       "worker: %s is not a worker's option (" WORKER_USAGE ")", mount_only);
@@ -499,6 +531,7 @@ void bfs_mountopts_help(FILE *f)
             "       batchfs top MNT [--interval S] [-n N]     (or batchfs --top MNT ...)\n"
             "       batchfs worker SOURCE -o remote=redis://HOST[:PORT],OPTIONS [--name NAME]\n"
             "                      [--batches N]\n"
+            "       batchfs group-reset SOURCE -o remote=redis://HOST[:PORT],group=NAME,OPTIONS\n"
             "       batchfs --help | --version\n"
             "\n"
             "Mounts the input pipeline over SOURCE (a .bfs file made by mkbatchfs, or an\n"
@@ -526,6 +559,11 @@ void bfs_mountopts_help(FILE *f)
             "                     foreground, logs to stderr, stops on SIGINT or SIGTERM\n"
             "                     (--name NAME in Redis [HOST:PID], --batches N then exit\n"
             "                     [0: no limit]; docs/scale-out.md)\n"
+            "  group-reset SOURCE a clean start for group=NAME across hosts: delete its claim\n"
+            "                     counters and given-back lists in the Redis of remote=\n"
+            "                     (kept a week, so a reused name finds its epochs used up),\n"
+            "                     for the pipeline of SOURCE and the mounts' data options;\n"
+            "                     says how many keys. Run it when none of its mounts is up\n"
             "\n"
             "mount options (-o):\n"
             "  spec=FILE          read pipeline options from FILE (`key = value` lines)\n"

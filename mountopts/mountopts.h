@@ -21,7 +21,8 @@ enum {
     BFS_MODE_HELP,
     BFS_MODE_VERSION,
     BFS_MODE_TOP,
-    BFS_MODE_WORKER
+    BFS_MODE_WORKER,
+    BFS_MODE_GROUP_RESET /* `batchfs group-reset SOURCE -o remote=...,group=...` */
 };
 
 #define BFS_TOP_INTERVAL_DEFAULT 1.0   /* seconds between two samples of `batchfs top` */

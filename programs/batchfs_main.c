@@ -1,13 +1,15 @@
 /*
  * batchfs — the daemon's entry point: parse the command line (mountopts/), then mount
  * (fs/fs.c), run the in-process benchmark (programs/bench.c), watch a mount
- * (programs/top.c) or serve mounts on other hosts (programs/worker.c).
+ * (programs/top.c), serve mounts on other hosts (programs/worker.c) or reset a group's
+ * claims in Redis (programs/group_reset.c).
  *
  * Exit status: 0 success, 1 failure, 2 usage or option error.
  */
 #include "programs/bench.h"
 #include "engine/api.h"
 #include "fs/fs.h"
+#include "programs/group_reset.h"
 #include "programs/top.h"
 #include "programs/worker.h"
 #include "mountopts/mountopts.h"
@@ -51,6 +53,9 @@ int main(int argc, char **argv)
     }
     case BFS_MODE_TOP:
         status = bfs_top_run(a.mountpoint, a.top_interval, a.top_iterations, stdout) ? 1 : 0;
+        break;
+    case BFS_MODE_GROUP_RESET:
+        status = bfs_group_reset_run(a.source, &a.pipe, stdout) ? 1 : 0;
         break;
     case BFS_MODE_WORKER:
         status = bfs_worker_run(a.source, &a.pipe, a.worker_name, a.bench_batches, stderr) ? 1 : 0;

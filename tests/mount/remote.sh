@@ -31,6 +31,10 @@
 # 12. remote_key=: a worker and mounts with the key, identical bytes; a forged value
 #     refused and computed here; bad key files refused at mount;
 #  9. a wrong password: the worker exits 1 saying AUTH was refused;
+# 10. a reused group name (7's run1, whose epoch 7 is used up): a new mount's first open of
+#     next gets ENODATA and its log says 6 of 6 were claimed, since when, and how to start
+#     clean; `batchfs group-reset` deletes the group's keys (saying how many) and the next
+#     mount of run1 starts epoch 7 at batch 0 without that line;
 # and first, usage errors of `batchfs worker` and of the remote options (exit 2, a reason).
 . "$(dirname "$0")/lib.sh"
 require_fuse
@@ -74,6 +78,7 @@ if __name__ == "__main__":
     if what == "ping": print(cmd(c, "PING"))
     elif what == "xlen": print(cmd(c, "XLEN", sys.argv[3]))
     elif what == "zcard": print(cmd(c, "ZCARD", sys.argv[3]))
+    elif what == "keys": print(len(cmd(c, "KEYS", sys.argv[3])))
     elif what == "set": print(cmd(c, "SET", sys.argv[3], sys.argv[4].encode()))
     elif what == "setfile": print(cmd(c, "SET", sys.argv[3], open(sys.argv[4], "rb").read()))
     elif what == "rpush": print(cmd(c, "RPUSH", sys.argv[3], sys.argv[4]))
@@ -157,7 +162,11 @@ usage "remote=http://h: not a Redis URL" "$T/d.bfs" "$T" -o remote=http://h
 usage "remote=redis://h:99999: port must be 1..65535" "$T/d.bfs" "$T" -o remote=redis://h:99999
 usage "remote_fallback=later: must be one of local|wait" "$T/d.bfs" "$T" -o remote_fallback=later
 usage "remote_wait_ms=0: must be an integer in 1..86400000" "$T/d.bfs" "$T" -o remote_wait_ms=0
-ok "usage errors: worker without remote=, stray arguments, bad URLs and values, each named"
+usage "group-reset: which group? give -o group=NAME" group-reset "$T/d.bfs" -o "remote=redis://127.0.0.1"
+usage "group-reset: give -o remote=redis://HOST[:PORT]" group-reset "$T/d.bfs" -o "group=g"
+usage "group-reset takes one SOURCE" group-reset -o "remote=redis://127.0.0.1,group=g"
+usage "group-reset: -f is not its option" group-reset "$T/d.bfs" -o "remote=redis://127.0.0.1,group=g" -f
+ok "usage errors: worker and group-reset without remote= or group=, stray arguments, bad URLs and values, each named"
 
 mkdir "$T/ref" "$T/m1" "$T/m2" "$T/m3" "$T/m4" "$T/m6" "$T/m7" "$T/m8" "$T/g1" "$T/g2"
 start_redis
@@ -468,6 +477,41 @@ usage "remote_key=key: an absolute path" "$T/d.bfs" "$T" -o remote_key=key
 ok "remote_key=: a key file readable by others refused at mount ($out)"
 kill -TERM "$wk"
 wait "$wk" || true
+
+# ---- 10. a reused group name, and a clean start with group-reset
+# (two mounts of 7 starting together may see each other's first claims: that line is fine)
+expect_log "^batchfs: group=run1 epoch [0-9]+: [0-9]+ of 6 batches were claimed before this mount's first claim"
+mkdir "$T/g3" "$T/g4"
+mount_bfs "$T/d.bfs" g3 -o "$OPTS,remote=$R,group=run1"
+python3 -c 'import errno, os, sys
+try:
+    os.open(sys.argv[1], os.O_RDONLY)
+    sys.exit("opened")
+except OSError as e:
+    sys.exit(0 if e.errno == errno.ENODATA else "errno %d" % e.errno)' "$T/g3/epoch/7/next" ||
+    fail "a reused group name: the first open of a used-up epoch did not fail with ENODATA"
+line=$(grep "group=run1 epoch 7:" "$DAEMON_LOG" || true)
+case $line in
+"batchfs: group=run1 epoch 7: 6 of 6 batches were claimed before this mount's first claim, the first "[0-9]*" s ago (the epoch is used up: opens of next fail with ENODATA): "*"earlier run with this group name"*"batchfs group-reset SOURCE -o remote=URL,group=run1"*) ;;
+*) fail "a reused group name: the mount's log does not explain the used-up epoch: '$line'" ;;
+esac
+ok "a reused group name: ENODATA at once, and one log line says 6 of 6 claimed and how to start clean"
+for m in g1 g2 g3; do unmount_bfs "$T/$m"; done
+nkeys=$(resp "$PORT" keys "bfs:{$FP}:g:run1:*")
+[ "$nkeys" -ge 1 ] || fail "no keys of group run1 in Redis before the reset"
+resp "$PORT" set "bfs:{$FP}:g:run10:7" 3 >/dev/null # (another group, a name that starts alike)
+out=$("$BATCHFS" group-reset "$T/d.bfs" -o "$OPTS,remote=$R,group=run1" 2>&1) || fail "group-reset: $out"
+[ "$out" = "batchfs group-reset: group=run1 of pipeline $FP at $R/0: deleted $nkeys key(s) (claim counters and given-back lists); its epochs start over" ] ||
+    fail "group-reset said: '$out' (expected $nkeys keys)"
+[ "$(resp "$PORT" keys "bfs:{$FP}:g:run1:*")" = 0 ] || fail "group-reset left keys of run1"
+[ "$(resp "$PORT" keys "bfs:{$FP}:g:run10:*")" = 1 ] || fail "group-reset of run1 deleted run10's key"
+mount_bfs "$T/d.bfs" g4 -o "$OPTS,remote=$R,group=run1"
+k=$(python3 -c 'import os,sys; fd=os.open(sys.argv[1], os.O_RDONLY); print(os.getxattr(fd, "user.batchfs.batch").decode())' "$T/g4/epoch/7/next") ||
+    fail "after group-reset: the open of next failed"
+[ "$k" = 0 ] || fail "after group-reset: the first claim of epoch 7 is batch $k, not 0"
+grep -q "were claimed before" "$DAEMON_LOG" && fail "after group-reset the mount still says the epoch was claimed"
+unmount_bfs "$T/g4"
+ok "group-reset: deleted $nkeys key(s) of run1 (not run10's); a new mount of run1 starts epoch 7 at batch 0"
 
 # ---- 9. a wrong password
 stop_redis
