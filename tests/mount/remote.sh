@@ -24,17 +24,17 @@
 #     of the epoch once between them (identical bytes), then ENODATA;
 #  8. a batch that fails on the worker (bad_sample=fail) is declined: the mount computes it
 #     at once, even with remote_fallback=wait, and fails it only as its own data says;
-# 10. a worker whose copy of an ImageFolder has a sample bad only there: its batch holds a
+#  9. a worker whose copy of an ImageFolder has a sample bad only there: its batch holds a
 #     substitute and is declined, never stored; an intact mount serves and publishes the
 #     right bytes;
-# 11. a worker whose .bfs changed in place: it declines and stops; a mount computes;
-# 12. remote_key=: a worker and mounts with the key, identical bytes; a forged value
+# 10. a worker whose .bfs changed in place: it declines and stops; a mount computes;
+# 11. remote_key=: a worker and mounts with the key, identical bytes; a forged value
 #     refused and computed here; bad key files refused at mount;
-#  9. a wrong password: the worker exits 1 saying AUTH was refused;
-# 10. a reused group name (7's run1, whose epoch 7 is used up): a new mount's first open of
+# 12. a reused group name (7's run1, whose epoch 7 is used up): a new mount's first open of
 #     next gets ENODATA and its log says 6 of 6 were claimed, since when, and how to start
 #     clean; `batchfs group-reset` deletes the group's keys (saying how many) and the next
 #     mount of run1 starts epoch 7 at batch 0 without that line;
+# 13. a wrong password: the worker exits 1 saying AUTH was refused;
 # and first, usage errors of `batchfs worker` and of the remote options (exit 2, a reason).
 . "$(dirname "$0")/lib.sh"
 require_fuse
@@ -392,7 +392,7 @@ kill -TERM "$wbad"
 wait "$wbad" || true
 ok "a batch failing on the worker (bad_sample=fail): declined, computed and failed by the mount itself at once ($ms ms)"
 
-# ---- 10. a sample bad only on the worker's copy: the substituted batch is never shared
+# ---- 9. a sample bad only on the worker's copy: the substituted batch is never shared
 kill -TERM "$W_PID" # w2: the workers below are the pipelines' only ones
 wait "$W_PID" || true
 cp -a "$T/images" "$T/wimg" # the same files, times kept: the same fingerprint
@@ -422,7 +422,7 @@ ok "a sample bad only on the worker: its batch declined ($declined), the intact 
 kill -TERM "$wsub"
 wait "$wsub" || true
 
-# ---- 11. a worker whose .bfs is changed in place: it declines and stops; mounts compute
+# ---- 10. a worker whose .bfs is changed in place: it declines and stops; mounts compute
 cp "$T/d.bfs" "$T/w.bfs"
 "$BATCHFS" worker "$T/w.bfs" -o "$OPTS,remote=$R,threads=1" --name wchg >"$T/wchg.log" 2>&1 </dev/null &
 wchg=$!
@@ -442,7 +442,7 @@ wait "$wchg" || rc=$?
 grep -q "changed in place under this worker: stopping" "$T/wchg.log" || fail "wchg did not say why it stopped: $(cat "$T/wchg.log")"
 ok "a worker's .bfs changed in place: the worker declined and stopped (exit 1), the mount computed epoch 13"
 
-# ---- 12. remote_key=: values authenticated with a key the workers and mounts share
+# ---- 11. remote_key=: values authenticated with a key the workers and mounts share
 head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$T/key"
 chmod 600 "$T/key"
 "$BATCHFS" worker "$T/d.bfs" -o "$OPTS,remote=$R,threads=1,remote_key=$T/key" --name wk \
@@ -478,7 +478,7 @@ ok "remote_key=: a key file readable by others refused at mount ($out)"
 kill -TERM "$wk"
 wait "$wk" || true
 
-# ---- 10. a reused group name, and a clean start with group-reset
+# ---- 12. a reused group name, and a clean start with group-reset
 # (two mounts of 7 starting together may see each other's first claims: that line is fine)
 expect_log "^batchfs: group=run1 epoch [0-9]+: [0-9]+ of 6 batches were claimed before this mount's first claim"
 mkdir "$T/g3" "$T/g4"
@@ -513,7 +513,7 @@ grep -q "were claimed before" "$DAEMON_LOG" && fail "after group-reset the mount
 unmount_bfs "$T/g4"
 ok "group-reset: deleted $nkeys key(s) of run1 (not run10's); a new mount of run1 starts epoch 7 at batch 0"
 
-# ---- 9. a wrong password
+# ---- 13. a wrong password
 stop_redis
 start_redis --requirepass right
 if "$BATCHFS" worker "$T/d.bfs" -o "$OPTS,remote=redis://:wrong@127.0.0.1:$PORT" >"$T/w3.log" 2>&1; then
