@@ -121,35 +121,10 @@ static int set_normalize(const opt *d, bfs_pipeline_opts *o, const char *v, cons
 static int show_normalize(const opt *d, const bfs_pipeline_opts *o, char *buf, size_t cap);
 static int set_path(const opt *d, bfs_pipeline_opts *o, const char *v, const char **why);
 static int show_path(const opt *d, const bfs_pipeline_opts *o, char *buf, size_t cap);
+static int set_remote_key(const opt *d, bfs_pipeline_opts *o, const char *v, const char **why);
+static int show_remote_key(const opt *d, const bfs_pipeline_opts *o, char *buf, size_t cap);
 static int set_remote(const opt *d, bfs_pipeline_opts *o, const char *v, const char **why);
 static int show_remote(const opt *d, const bfs_pipeline_opts *o, char *buf, size_t cap);
-static int set_remote_key(const opt *d, bfs_pipeline_opts *o, const char *v, const char **why)
-{
-    (void)d;
-    size_t n = strlen(v);
-    if (strcmp(v, "none") == 0) {
-        o->remote_key[0] = '\0';
-        return 0;
-    }
-    if (v[0] != '/') {
-        *why = "an absolute path (the daemon changes to / when it starts)";
-        return -EINVAL;
-    }
-    if (n >= sizeof o->remote_key) {
-        *why = "path too long (at most 511 bytes)";
-        return -EINVAL;
-    }
-    memcpy(o->remote_key, v, n + 1);
-    return 0;
-}
-
-static int show_remote_key(const opt *d, const bfs_pipeline_opts *o, char *buf, size_t cap)
-{
-    (void)d;
-    size_t n = strnlen(o->remote_key, sizeof o->remote_key);
-    return n ? snprintf(buf, cap, "%.*s", (int)n, o->remote_key) : snprintf(buf, cap, "none");
-}
-
 static int set_group(const opt *d, bfs_pipeline_opts *o, const char *v, const char **why);
 static int show_group(const opt *d, const bfs_pipeline_opts *o, char *buf, size_t cap);
 static int set_buckets(const opt *d, bfs_pipeline_opts *o, const char *v, const char **why);
@@ -744,31 +719,58 @@ static int show_normalize(const opt *d, const bfs_pipeline_opts *o, char *buf, s
     return fmt_norm_numbers(o, buf, cap);
 }
 
+/* A path option (`none` clears it): absolute (the daemon changes to / when it starts), or
+ * `auto` where allow_auto; into dst (cap bytes). */
+static int set_abs_path(char *dst, size_t cap, const char *v, int allow_auto, const char **why)
+{
+    size_t n = strlen(v);
+    if (strcmp(v, "none") == 0) {
+        dst[0] = '\0';
+        return 0;
+    }
+    if (v[0] != '/' && !(allow_auto && strcmp(v, "auto") == 0)) {
+        if (!allow_auto)
+            *why = "an absolute path (the daemon changes to / when it starts)";
+        return -EINVAL;
+    }
+    if (n >= cap) {
+        *why =
+            cap > 1000 ? "path too long (at most 1023 bytes)" : "path too long (at most 511 bytes)";
+        return -EINVAL;
+    }
+    memcpy(dst, v, n + 1);
+    return 0;
+}
+
+/* A path option's text: the path, or `none`. */
+static int show_abs_path(const char *path, size_t cap, char *buf, size_t bufcap)
+{
+    size_t n = strnlen(path, cap);
+    return n ? snprintf(buf, bufcap, "%.*s", (int)n, path) : snprintf(buf, bufcap, "none");
+}
+
 static int set_path(const opt *d, bfs_pipeline_opts *o, const char *v, const char **why)
 {
     (void)d;
-    size_t n = strlen(v);
-    if (strcmp(v, "none") == 0) {
-        o->cache_dir[0] = '\0';
-        return 0;
-    }
-    if (v[0] != '/' && strcmp(v, "auto") != 0)
-        return -EINVAL;
-    if (n >= sizeof o->cache_dir) {
-        *why = "path too long (at most 1023 bytes)";
-        return -EINVAL;
-    }
-    memcpy(o->cache_dir, v, n + 1);
-    return 0;
+    return set_abs_path(o->cache_dir, sizeof o->cache_dir, v, 1, why);
 }
 
 static int show_path(const opt *d, const bfs_pipeline_opts *o, char *buf, size_t cap)
 {
     (void)d;
-    size_t n = strnlen(o->cache_dir, sizeof o->cache_dir);
-    if (n == 0)
-        return snprintf(buf, cap, "none");
-    return snprintf(buf, cap, "%.*s", (int)n, o->cache_dir);
+    return show_abs_path(o->cache_dir, sizeof o->cache_dir, buf, cap);
+}
+
+static int set_remote_key(const opt *d, bfs_pipeline_opts *o, const char *v, const char **why)
+{
+    (void)d;
+    return set_abs_path(o->remote_key, sizeof o->remote_key, v, 0, why);
+}
+
+static int show_remote_key(const opt *d, const bfs_pipeline_opts *o, char *buf, size_t cap)
+{
+    (void)d;
+    return show_abs_path(o->remote_key, sizeof o->remote_key, buf, cap);
 }
 
 static int set_remote(const opt *d, bfs_pipeline_opts *o, const char *v, const char **why)
