@@ -576,18 +576,25 @@ END_TEST
 /* Token documents are verified once per mount: bytes overwritten in place later are
  * caught by the file's identity after each claim of rows (bfs_engine_claim_end), and the
  * executor fails the batch with BFS_E_CHANGED rather than serve them. */
-START_TEST(token_claims_check_the_file)
+/* An engine (seq_len=64, batch=4) and a 2-thread executor over token file tok. */
+static void token_exec(const char *tok, bfs_engine **e, bfs_exec **x)
 {
-    char tok[4200], err[1024];
-    pack_token_docs("claim", 200, 100, 5, tok, sizeof tok);
+    char err[1024];
     bfs_pipeline_opts o;
     bfs_pipeline_defaults(&o);
     ck_assert_int_eq(bfs_pipeline_parse(&o, "seq_len=64,batch=4", err, sizeof err), 0);
     ck_assert_int_eq(bfs_pipeline_finish(&o, err, sizeof err), 0);
+    ck_assert_msg(bfs_engine_create(tok, &o, e, err, sizeof err) == 0, "%s", err);
+    ck_assert_int_eq(bfs_exec_create(*e, 2, 0, x), 0);
+}
+
+START_TEST(token_claims_check_the_file)
+{
+    char tok[4200], err[1024];
+    pack_token_docs("claim", 200, 100, 5, tok, sizeof tok);
     bfs_engine *e;
-    ck_assert_msg(bfs_engine_create(tok, &o, &e, err, sizeof err) == 0, "%s", err);
     bfs_exec *x;
-    ck_assert_int_eq(bfs_exec_create(e, 2, 0, &x), 0);
+    token_exec(tok, &e, &x);
     bfs_batch *b;
     ck_assert_msg(bfs_exec_get(x, 0, 0, &b, err, sizeof err) == 0, "%s", err);
     bfs_batch_release(b);
@@ -620,14 +627,9 @@ START_TEST(token_file_changed_keeping_times)
 {
     char tok[4200], err[1024];
     pack_token_docs("kept", 200, 100, 5, tok, sizeof tok);
-    bfs_pipeline_opts o;
-    bfs_pipeline_defaults(&o);
-    ck_assert_int_eq(bfs_pipeline_parse(&o, "seq_len=64,batch=4", err, sizeof err), 0);
-    ck_assert_int_eq(bfs_pipeline_finish(&o, err, sizeof err), 0);
     bfs_engine *e;
-    ck_assert_msg(bfs_engine_create(tok, &o, &e, err, sizeof err) == 0, "%s", err);
     bfs_exec *x;
-    ck_assert_int_eq(bfs_exec_create(e, 2, 0, &x), 0);
+    token_exec(tok, &e, &x);
     bfs_batch *b;
     /* every document read (and so verified) once */
     for (uint64_t k = 0; k < bfs_engine_batches(e); k++) {
