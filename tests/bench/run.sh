@@ -132,6 +132,10 @@ echo "== autotuning vs a grid of fixed settings (tests/bench/bench_autotune.sh) 
 bash tests/bench/bench_autotune.sh "$corpus"
 
 echo
+echo "== remote_key=: authenticated values vs plain ones, CPU per batch (bench_remote_auth) =="
+"$BUILD/bench/bench_remote_auth"
+
+echo
 echo "== remote workers through Redis (tests/bench/bench_remote.sh) =="
 bash tests/bench/bench_remote.sh "$corpus"
 # the same on photos with a tail of large ones (every 8th: long side 1000..2400 px), whose
