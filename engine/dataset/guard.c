@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <stddef.h>
 #include <string.h>
+#include <ucontext.h>
 
 /* initial-exec: the handler reads it without a call that could allocate */
 static __thread bfs_guard *innermost __attribute__((tls_model("initial-exec")));
@@ -19,6 +20,11 @@ static void on_sigbus(int sig, siginfo_t *si, void *ctx)
     /* BUS_ADRERR: a mapped page with nothing behind it (past the file's end) */
     if (g && si->si_code == BUS_ADRERR) {
         innermost = g->outer;
+        /* the faulting code's signal mask back, as returning would put it: the jump
+         * skips that return, and a runtime that wraps handlers runs them with more
+         * blocked than sa_mask says (ThreadSanitizer blocks every signal), which would
+         * leave SIGBUS blocked here, and the next fault in a guard kill the process */
+        pthread_sigmask(SIG_SETMASK, &((ucontext_t *)ctx)->uc_sigmask, NULL);
         siglongjmp(g->jb, 1);
     }
     if ((before.sa_flags & SA_SIGINFO) && before.sa_sigaction) {
@@ -41,7 +47,8 @@ static void install(void)
     memset(&sa, 0, sizeof sa);
     sa.sa_sigaction = on_sigbus;
     /* SA_NODEFER: the jump out skips the return that would unblock SIGBUS, and sigsetjmp
-     * without the mask (a system call per guard) does not restore it */
+     * without the mask (a system call per guard) does not restore it (on_sigbus restores
+     * the mask itself too, for runtimes that block more around the handler) */
     sa.sa_flags = SA_SIGINFO | SA_NODEFER | SA_ONSTACK;
     sigemptyset(&sa.sa_mask);
     if (sigaction(SIGBUS, &sa, &before) < 0)

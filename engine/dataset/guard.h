@@ -20,7 +20,9 @@
  *
  * Between enter and leave a fault jumps out of whatever runs, so nothing there may take a
  * lock, allocate or leave anything half done at a read of the mapping; locals assigned
- * there and read after a fault must be volatile. Guards nest (per thread).
+ * there and read after a fault must be volatile. Guards nest (per thread). After a fault
+ * the thread's signal mask is the one it read with, even where a runtime (ThreadSanitizer)
+ * runs the handler with every signal blocked.
  */
 #ifndef BATCHFS_ENGINE_DATASET_GUARD_H
 #define BATCHFS_ENGINE_DATASET_GUARD_H
