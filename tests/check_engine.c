@@ -535,11 +535,6 @@ static void pack_token_docs(const char *name, int docs, int per, int mult, char 
  * (the pread path's error for it) instead of killing the process; so do later rows. */
 START_TEST(token_rows_truncated_between_rows)
 {
-    if (TU_TSAN) { /* (testutil.h: TU_TSAN) */
-        fprintf(stderr, "token_rows_truncated_between_rows: skipped under ThreadSanitizer, "
-                        "whose signal handling defeats the SIGBUS guard\n");
-        return;
-    }
     char tok[4200], err[1024];
     pack_token_docs("tokens", 400, 300, 7, tok, sizeof tok);
 

@@ -6,17 +6,40 @@
 # tests/mount/*.sh (exit 0 pass, 77 skip, anything else fail), or a fuzz smoke run of each
 # $BUILD/fuzz/fuzz_* for FUZZ_SECONDS (skipped with a loud message when clang's libFuzzer
 # is unavailable, which `make deps` installs). Logs go to $BUILD/test-logs/.
+#
+# A ThreadSanitizer build (make SANITIZER=thread test) reads TSAN_OPTIONS, set below: its
+# reports go to files, and any report of a race (or other "WARNING: ThreadSanitizer") by
+# any process of a test fails that test, whatever the process's exit status and wherever
+# its stderr went (a daemon's log, /dev/null); the reports are appended to the test's log.
 set -u
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
 export BUILD BFS_BUILD=$PWD/$BUILD
-# ThreadSanitizer builds (make SANITIZER=thread): the first data race ends the process with
-# status 66, so a race anywhere (a suite, the daemon of a mount test, a tool) fails its
-# test; settings the caller gives in TSAN_OPTIONS win. Ignored by other builds.
-export TSAN_OPTIONS="halt_on_error=1:exitcode=66:second_deadlock_stack=1${TSAN_OPTIONS:+:$TSAN_OPTIONS}"
 logs=$BUILD/test-logs
 rm -rf "$logs" && mkdir -p "$logs"
 pass=0 fail=0 skip=0 failed=()
+
+# ThreadSanitizer: stop a process at its first report (halt_on_error, exit status 66) and
+# write every report to $tsan_dir/report.PID, which run_one reads. tests/tsan.supp names
+# the races of third-party libraries that are suppressed, each with its reason. What the
+# caller exported in TSAN_OPTIONS comes last and wins.
+tsan_dir=$(cd "$logs" && pwd)/tsan
+mkdir -p "$tsan_dir"
+export TSAN_OPTIONS="halt_on_error=1 exitcode=66 suppressions='$PWD/tests/tsan.supp' log_path='$tsan_dir/report' ${TSAN_OPTIONS:-}"
+
+# The ThreadSanitizer output of the test that just ran, appended to its log (LOG). Prints
+# how many of those reports are warnings (races and the like); a deadly signal a test
+# raised on purpose (kill -SEGV) is output too, but no warning.
+tsan_reports() { # LOG
+    local r n=0
+    for r in "$tsan_dir"/report.*; do
+        [ -e "$r" ] || continue
+        grep -q "WARNING: ThreadSanitizer" "$r" && n=$((n + 1))
+        { echo "--- ThreadSanitizer, pid ${r##*.}:"; cat "$r"; } >>"$1"
+        rm -f "$r"
+    done
+    echo "$n"
+}
 
 run_one() { # name, command...
     local name=$1; shift
@@ -25,7 +48,14 @@ run_one() { # name, command...
     "$@" >"$log" 2>&1
     local rc=$?
     local dt=$((SECONDS - t0))
-    if [ $rc -eq 0 ]; then
+    local races
+    races=$(tsan_reports "$log")
+    if [ "$races" -gt 0 ]; then
+        fail=$((fail + 1)); failed+=("$name")
+        printf 'FAIL  %-40s rc=%d, %d ThreadSanitizer report(s), log: %s\n' "$name" "$rc" \
+            "$races" "$log"
+        grep -m1 -A40 "WARNING: ThreadSanitizer" "$log" | sed 's/^/      | /'
+    elif [ $rc -eq 0 ]; then
         pass=$((pass + 1)); printf 'PASS  %-40s %3ds\n' "$name" "$dt"
     elif [ $rc -eq 77 ]; then
         skip=$((skip + 1)); printf 'SKIP  %-40s (%s)\n' "$name" "$(grep -m1 -i 'skip' "$log" || true)"

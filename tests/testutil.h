@@ -11,19 +11,6 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-/* 1 in ThreadSanitizer builds (make SANITIZER=thread). Its signal interception does not
- * survive the SIGBUS guard (engine/dataset/guard.h) jumping out of faults: after the guard
- * has turned two faults of the main thread into errors, the process dies of the next
- * SIGBUS, which reaches no handler (seen in check_format mapped_payloads; a plain program
- * with the same handler shows threads starting with SIGBUS blocked under TSan). The
- * guard's tests that truncate a mapping under a read are therefore skipped there, saying
- * so; the plain, ASan and UBSan suites run them. */
-#if defined(__SANITIZE_THREAD__)
-#define TU_TSAN 1
-#else
-#define TU_TSAN 0
-#endif
-
 /* Options for one synthetic JPEG. */
 typedef struct tu_jpeg_opts {
     int width, height;
