@@ -20,6 +20,10 @@
  * returns CUDA_ERROR_NO_DEVICE), FAKE_CUDA_RO_REGISTER=0 (attribute 113 is 0),
  * FAKE_CUDA_FAIL=SYMBOL:N (the Nth call of SYMBOL returns CUDA_ERROR_OUT_OF_MEMORY).
  * Counters: fake_cuda_counter("name") (dlsym it), names in the table below.
+ *
+ * Thread-safe like the real driver: the loader's producer thread allocates, registers and
+ * copies while its consumer copies back and reads counters, so the shared state below is
+ * guarded by mu (the counters a lock-free path bumps are read and written atomically).
  */
 #include "gpu/cuda_api.h"
 
@@ -46,7 +50,8 @@ enum {
     E_NOT_SUPPORTED = 801,
 };
 
-/* counters, by name */
+/* counters, by name: guarded by mu; streams_live, events_live, modules_live, launches,
+ * wait_event and wait_unrecorded are changed with __atomic instead, read under mu */
 /* clang-format 14 reflows this list differently on every pass: left as written */
 /* clang-format off */
 #define COUNTERS(X)                                                                     \
@@ -61,9 +66,6 @@ static struct {
 } cnt;
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 
-/* A counter's value: under mu, where the allocation counters are written; atomically,
- * as the others are updated with atomic adds (the loader's producer thread calls the
- * driver while the test reads counters: ThreadSanitizer checks both). */
 unsigned long long fake_cuda_counter(const char *name);
 unsigned long long fake_cuda_counter(const char *name)
 {
@@ -84,10 +86,10 @@ typedef struct range {
     int kind; /* 1 device, 2 pinned host, 3 registered host */
 } range;
 static range allocs[MAX_ALLOCS]; /* guarded by mu */
-static int initialized;
-static int ctx_primary_refs;
+static int initialized;          /* set by cuInit, before any thread uses the driver */
+static int ctx_primary_refs;     /* guarded by mu */
 static struct CUctx_st {
-    int dev;
+    int dev; /* guarded by mu */
 } the_ctx;
 static __thread CUcontext cur_stack[16];
 static __thread int cur_depth;
@@ -95,18 +97,21 @@ static __thread int cur_depth;
 static int fail_now(const char *sym)
 {
     const char *f = getenv("FAKE_CUDA_FAIL");
-    static int calls[64];
-    static const char *names[64];
+    static int calls[64];         /* guarded by mu */
+    static const char *names[64]; /* guarded by mu */
     if (!f)
         return 0;
     size_t n = strcspn(f, ":");
     if (strlen(sym) != n || strncmp(sym, f, n))
         return 0;
+    pthread_mutex_lock(&mu);
     int i = 0;
     while (i < 63 && names[i] && strcmp(names[i], sym))
         i++;
     names[i] = sym;
-    return ++calls[i] == atoi(f + n + 1);
+    int now = ++calls[i] == atoi(f + n + 1);
+    pthread_mutex_unlock(&mu);
+    return now;
 }
 
 static int have_ctx(void)
@@ -114,6 +119,7 @@ static int have_ctx(void)
     return cur_depth > 0 && cur_stack[cur_depth - 1] != NULL;
 }
 
+/* the allocation of that kind holding [p, p+len), or NULL; the caller holds mu */
 static range *find(uintptr_t p, size_t len, int kind)
 {
     for (int i = 0; i < MAX_ALLOCS; i++)
@@ -123,6 +129,7 @@ static range *find(uintptr_t p, size_t len, int kind)
     return NULL;
 }
 
+/* the caller holds mu */
 static int add(uintptr_t base, size_t len, int kind)
 {
     for (int i = 0; i < MAX_ALLOCS; i++)
@@ -133,8 +140,7 @@ static int add(uintptr_t base, size_t len, int kind)
     return E_OUT_OF_MEMORY;
 }
 
-/* the host address behind a device pointer range, or NULL (takes mu: the table changes
- * under other threads' allocations) */
+/* the host address behind a device pointer range, or NULL */
 static void *dev_host(CUdeviceptr d, size_t len)
 {
     if (d < DEV_OFFSET)
@@ -213,8 +219,8 @@ CUresult cuDevicePrimaryCtxRetain(CUcontext *ctx, CUdevice dev)
     pthread_mutex_lock(&mu);
     ctx_primary_refs++;
     cnt.ctx_refs = (unsigned long long)ctx_primary_refs;
-    pthread_mutex_unlock(&mu);
     the_ctx.dev = dev;
+    pthread_mutex_unlock(&mu);
     *ctx = &the_ctx;
     return 0;
 }
@@ -390,7 +396,7 @@ struct CUstream_st {
     unsigned flags;
 };
 struct CUevent_st {
-    int recorded;
+    int recorded; /* __atomic: one thread records, another may wait on it */
 };
 CUresult cuStreamCreate(CUstream *s, unsigned flags)
 {
@@ -418,7 +424,7 @@ CUresult cuStreamWaitEvent(CUstream s, CUevent e, unsigned flags)
     if (!e)
         return E_INVALID_VALUE;
     __atomic_add_fetch(&cnt.wait_event, 1, __ATOMIC_SEQ_CST);
-    if (!e->recorded)
+    if (!__atomic_load_n(&e->recorded, __ATOMIC_SEQ_CST))
         __atomic_add_fetch(&cnt.wait_unrecorded, 1, __ATOMIC_SEQ_CST);
     return 0;
 }
@@ -442,7 +448,7 @@ CUresult cuEventRecord(CUevent e, CUstream s)
         return E_INVALID_CONTEXT;
     if (!e)
         return E_INVALID_VALUE;
-    e->recorded = 1;
+    __atomic_store_n(&e->recorded, 1, __ATOMIC_SEQ_CST);
     return 0;
 }
 CUresult cuEventSynchronize(CUevent e)
