@@ -42,6 +42,7 @@
 #define BFS_KIND_JPEG      0x0000u /* payload: JPEG bytes */
 #define BFS_KIND_RAW       0x0001u /* payload: lz4 block of width*height*3 RGB bytes */
 #define BFS_KIND_TOKENS    0x0002u /* payload: raw_size token ids, little-endian (version 2) */
+#define BFS_KIND_CODEC     0x0003u /* payload: PNG or WebP bytes (BFS_F_WEBP) (version 3) */
 #define BFS_F_PROGRESSIVE  0x0004u
 #define BFS_COLOR_MASK     0x0018u
 #define BFS_COLOR_YCC      0x0000u /* 3 components (YCbCr, or RGB when Adobe says so) */
@@ -52,12 +53,68 @@
 #define BFS_SAMP_H_SHIFT   8       /* bits 8-9: luma horizontal sampling factor - 1 */
 #define BFS_SAMP_V_SHIFT   10      /* bits 10-11: luma vertical sampling factor - 1 */
 #define BFS_F_TOKENS_U32   0x1000u /* tokens: 4 bytes each (else 2) */
-#define BFS_FLAGS_KNOWN    0x1fffu
+#define BFS_F_WEBP         0x2000u /* BFS_KIND_CODEC: WebP (else PNG) */
+#define BFS_FLAGS_KNOWN    0x3fffu
 
 /* Dataset flags (bfs_info.flags). */
 #define BFS_DS_HAS_JPEG   0x1u
 #define BFS_DS_HAS_RAW    0x2u
 #define BFS_DS_HAS_TOKENS 0x4u /* token sequences (version 2); never with images */
+#define BFS_DS_HAS_CODEC  0x8u /* some image is PNG or WebP (version 3) */
+
+/*
+ * Fields (version 3): a sample is a record of named fields, declared once in the field
+ * table. Field 0 is the sample's primary image, stored in the 32-byte record of version 1
+ * (its label slot holds the sample's label); every other field f has a record of the same
+ * 32 bytes at sample_table_offset + i * sample_record_size + 32 * f, its label slot 0.
+ * Image fields' records are image records; the others' have width, height and flags 0,
+ * raw_size = the value's element count and length = raw_size * the dtype's size (0 and 0:
+ * the sample has no value, or an empty one). Versions 1 and 2 read as one field: "images"
+ * (BFS_FIELD_IMAGE) or "tokens" (BFS_FIELD_TOKENS).
+ */
+#define BFS_FIELD_MAX      64u /* fields per sample */
+#define BFS_FIELD_NAME_MAX 31u /* bytes of a field name: [A-Za-z_][A-Za-z0-9_]* */
+#define BFS_FIELD_DESC     64u /* bytes of one field descriptor in the field table */
+#define BFS_FIELD_NONE     0xffffffffu
+enum { /* bfs_field.kind */
+       BFS_FIELD_IMAGE = 1, /* JPEG, raw, PNG or WebP: an image record */
+       BFS_FIELD_TEXT,      /* UTF-8 bytes (dtype u8, variable) */
+       BFS_FIELD_TOKENS,    /* token ids (u16 or u32, variable) */
+       BFS_FIELD_ARRAY,     /* numbers: fixed shape, or variable rows of shape[0..rank) */
+       BFS_FIELD_BOXES,     /* f32 rows of 4: x0, y0, x1, y1 in source pixels (variable) */
+       BFS_FIELD_BYTES,     /* anything else (a JSON document): u8, variable */
+       BFS_FIELD_KIND_END };
+enum { /* bfs_field.dtype: element types */
+       BFS_FDT_U8, BFS_FDT_U16, BFS_FDT_U32, BFS_FDT_I32, BFS_FDT_I64, BFS_FDT_F32, BFS_FDT_END };
+#define BFS_FIELDF_VARIABLE 0x1u /* values differ in length: rows of shape[0..rank) */
+#define BFS_FIELDF_OPTIONAL 0x2u /* a sample may lack it (its record is then all zero) */
+
+/* One field descriptor (64 bytes in the field table; docs/format.md). */
+typedef struct bfs_field {
+    char name[BFS_FIELD_NAME_MAX + 1]; /* NUL-terminated */
+    uint8_t kind;                      /* BFS_FIELD_* */
+    uint8_t dtype;                     /* BFS_FDT_* (images: u8) */
+    uint8_t flags;                     /* BFS_FIELDF_* */
+    uint8_t rank;                      /* dimensions in shape: 0..3 */
+    uint32_t shape[3];  /* fixed: the value's shape; variable: one row's (none: scalars) */
+    uint32_t follows;   /* a per-box value (class ids): the index of the BFS_FIELD_BOXES
+                           field whose rows it pairs with (equal row counts); else
+                           BFS_FIELD_NONE */
+    uint64_t max_count; /* the largest raw_size of any sample (images: of length): written
+                           by bfs_writer_finish, so padded batch sizes are known up front */
+} bfs_field;
+
+/* bfs_fdt_size - bytes of one element of dtype (0 for an unknown one); bfs_fdt_name - its
+ * name ("u8", "u16", "u32", "i32", "i64", "f32"; "?"); bfs_field_kind_name - "image",
+ * "text", "tokens", "array", "boxes", "bytes" ("?"). */
+unsigned bfs_fdt_size(unsigned dtype);
+const char *bfs_fdt_name(unsigned dtype);
+const char *bfs_field_kind_name(unsigned kind);
+/* bfs_field_check - 0 when f is a valid declaration as field index idx of n (its name,
+ * kind, dtype, rank and shape agree; field 0 is an image; follows names an earlier
+ * boxes field), else -EINVAL with the reason in err. Names are checked unique by the
+ * writer and reader. */
+int bfs_field_check(const bfs_field *f, uint32_t idx, uint32_t n, char *err, size_t errlen);
 
 /* Verification requests for bfs_sample_data. */
 #define BFS_VERIFY_NONE   0u
@@ -78,6 +135,9 @@ typedef struct bfs_info {
     uint64_t file_size;
     uint64_t tables_checksum;
     uint32_t flags;
+    uint32_t sample_record_size; /* 32 per stored field (versions 1, 2: 32) */
+    uint64_t field_table_offset, field_table_size; /* version 3; else 0 */
+    uint32_t field_count;                          /* 1 in versions 1 and 2 */
     uint64_t header_checksum; /* identity of the dataset content (used by fingerprints) */
 } bfs_info;
 
@@ -222,6 +282,35 @@ typedef struct bfs_sample_in {
  */
 int bfs_writer_create(const char *path, uint32_t page_size, bfs_writer **out, char *err,
                       size_t errlen);
+
+/*
+ * bfs_writer_set_fields - declare the fields of every sample (n of them, field 0 an
+ * image: bfs_field_check), before the first sample; the file is then version 3 and its
+ * samples are added with bfs_writer_add_record. max_count is ignored (computed). Without
+ * this call a file is version 1 (JPEG and raw images), 2 (tokens), or 3 with one field
+ * "images" when some image is PNG or WebP (BFS_KIND_CODEC). Returns 0 or -EINVAL (a bad
+ * declaration, a name twice, samples already added: err says which) or -ENOMEM.
+ */
+int bfs_writer_set_fields(bfs_writer *w, const bfs_field *fields, uint32_t n, char *err,
+                          size_t errlen);
+
+/* One value of a record for bfs_writer_add_record. */
+typedef struct bfs_value_in {
+    const void *data; /* NULL with len 0: no value (an optional field, or an empty one) */
+    size_t len;
+    uint64_t checksum; /* bfs_xxh64(data, len, 0), computed by the caller (in parallel) */
+    uint16_t width, height, flags; /* image fields: as bfs_sample_in; else 0 */
+    uint32_t raw_size; /* image fields: as bfs_sample_in; else the element count */
+} bfs_value_in;
+
+/*
+ * bfs_writer_add_record - append a sample of the declared fields: label and v[0..n) (n =
+ * the field count), each value placed in the heap as bfs_writer_add places a payload
+ * (field 0 first). Returns 0, -EINVAL (no fields declared, an image value that is not a
+ * valid image record, a value that does not fit its declaration, a missing required or
+ * primary image value, over 4 GiB) or a negative errno from write.
+ */
+int bfs_writer_add_record(bfs_writer *w, uint32_t label, const bfs_value_in *v);
 
 /* bfs_writer_temp_path - the temporary file's path (for signal-time cleanup). */
 const char *bfs_writer_temp_path(const bfs_writer *w);

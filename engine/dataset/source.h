@@ -114,6 +114,21 @@ enum { BFS_VERDICT_UNKNOWN, BFS_VERDICT_GOOD, BFS_VERDICT_BAD };
 int bfs_source_verdict(const bfs_source *s, uint64_t i);
 void bfs_source_set_verdict(bfs_source *s, uint64_t i, int verdict);
 
+/*
+ * Fields (bfs.h, version 3). bfs_source_field_count - fields per sample (1 for folders
+ * and version 1/2 files); bfs_source_field - field f's declaration (NULL past the
+ * count); bfs_source_value_count - the element count (raw_size) of field f of sample i
+ * from the table, no payload read (0: no value, index out of range or a bad entry);
+ * bfs_source_get_value - bfs_source_get for field f (f = 0: the same call; a value of
+ * length 0 gives it->len 0), with the same errors, and BFS_E_SAMPLE_INDEX for f out of
+ * range. Safe from any thread, each with its own scratch.
+ */
+uint32_t bfs_source_field_count(const bfs_source *s);
+const bfs_field *bfs_source_field(const bfs_source *s, uint32_t f);
+uint32_t bfs_source_value_count(const bfs_source *s, uint64_t i, uint32_t f);
+int bfs_source_get_value(bfs_source *s, uint64_t i, uint32_t f, bfs_item *it,
+                         bfs_source_scratch *scratch);
+
 /* bfs_source_label - sample i's label without touching its payload (O(1)); 0 when i is
  * out of range or its table entry is invalid (bfs_source_get then reports the error). */
 uint32_t bfs_source_label(const bfs_source *s, uint64_t i);
