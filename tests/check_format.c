@@ -319,12 +319,12 @@ START_TEST(corrupt_header_cases)
     ck_assert_int_eq(open_copy(f, packed_len, err, sizeof err), BFS_E_MAGIC);
     ck_assert_ptr_nonnull(strstr(err, "interrupted"));
 
-    for (uint32_t v = 0; v <= 3; v += 3) { /* versions 1 and 2 are read; 0 and 3 not */
+    for (uint32_t v = 0; v <= 4; v += 4) { /* versions 1 to 3 are read; 0 and 4 not */
         memcpy(f, packed, packed_len);
         put32(f + 8, v);
         fix_header_checksum(f);
         ck_assert_int_eq(open_copy(f, packed_len, err, sizeof err), BFS_E_VERSION);
-        ck_assert_ptr_nonnull(strstr(err, "versions 1..2"));
+        ck_assert_ptr_nonnull(strstr(err, "versions 1..3"));
     }
 
     memcpy(f, packed, packed_len);
@@ -784,6 +784,214 @@ START_TEST(writer_contract)
     snprintf(bad, sizeof bad, "%s/no/such/dir/x.bfs", tmp);
     ck_assert_int_eq(bfs_writer_create(bad, 0, &w, err, sizeof err), -ENOENT);
     ck_assert_ptr_nonnull(strstr(err, "no/such/dir"));
+}
+END_TEST
+
+/* Version 3: records of named fields. A file of an image, a caption, boxes with a class
+ * per box, a fixed 3-vector and an optional blob reads back value by value; the tables
+ * checksum covers the field table; the writer refuses values that break their
+ * declaration and the reader refuses records and tables that do. */
+static bfs_field fld(const char *name, int kind, int dtype, int flags, int rank, uint32_t d0)
+{
+    bfs_field f = {.kind = (uint8_t)kind, .dtype = (uint8_t)dtype, .flags = (uint8_t)flags,
+                   .rank = (uint8_t)rank, .follows = BFS_FIELD_NONE};
+    snprintf(f.name, sizeof f.name, "%s", name);
+    f.shape[0] = d0;
+    return f;
+}
+
+static bfs_value_in val(const void *d, size_t len, uint32_t count)
+{
+    return (bfs_value_in){.data = len ? d : NULL, .len = len,
+                          .checksum = bfs_xxh64(d, len, 0), .raw_size = count};
+}
+
+START_TEST(fields_v3)
+{
+    char err[512];
+    bfs_field fs[6] = {
+        fld("jpg", BFS_FIELD_IMAGE, BFS_FDT_U8, 0, 0, 0),
+        fld("caption", BFS_FIELD_TEXT, BFS_FDT_U8, BFS_FIELDF_VARIABLE, 0, 0),
+        fld("boxes", BFS_FIELD_BOXES, BFS_FDT_F32, BFS_FIELDF_VARIABLE, 1, 4),
+        fld("box_classes", BFS_FIELD_ARRAY, BFS_FDT_I64, BFS_FIELDF_VARIABLE, 0, 0),
+        fld("emb", BFS_FIELD_ARRAY, BFS_FDT_F32, 0, 1, 3),
+        fld("meta", BFS_FIELD_BYTES, BFS_FDT_U8, BFS_FIELDF_VARIABLE | BFS_FIELDF_OPTIONAL, 0, 0),
+    };
+    fs[3].follows = 2;
+    bfs_writer *w;
+    /* declarations the writer refuses */
+    ck_assert_int_eq(bfs_writer_create(out, 4096, &w, err, sizeof err), 0);
+    bfs_field bad[2] = {fs[1], fs[0]};
+    ck_assert_int_eq(bfs_writer_set_fields(w, bad, 2, err, sizeof err), -EINVAL);
+    ck_assert_ptr_nonnull(strstr(err, "field 0"));
+    bad[0] = fs[0], bad[1] = fs[0];
+    ck_assert_int_eq(bfs_writer_set_fields(w, bad, 2, err, sizeof err), -EINVAL);
+    ck_assert_ptr_nonnull(strstr(err, "both named jpg"));
+    bad[1] = fs[1];
+    snprintf(bad[1].name, sizeof bad[1].name, "9x");
+    ck_assert_int_eq(bfs_writer_set_fields(w, bad, 2, err, sizeof err), -EINVAL);
+    bad[1] = fs[2];
+    bad[1].shape[0] = 5;
+    ck_assert_int_eq(bfs_writer_set_fields(w, bad, 2, err, sizeof err), -EINVAL);
+    bad[1] = fs[3]; /* follows a field that is not before it */
+    ck_assert_int_eq(bfs_writer_set_fields(w, bad, 2, err, sizeof err), -EINVAL);
+    ck_assert_int_eq(bfs_writer_set_fields(w, fs, 6, err, sizeof err), 0);
+    ck_assert_int_eq(bfs_writer_set_fields(w, fs, 6, err, sizeof err), -EINVAL); /* twice */
+    ck_assert_int_eq(bfs_writer_add_class(w, "a"), 0);
+    ck_assert_int_eq(bfs_writer_add_class(w, "b"), 0);
+
+    const char *caps[3] = {"a red fox", "", "caf\xc3\xa9 \xe2\x98\x95"};
+    float boxes[3][8] = {{1, 2, 30, 40, 5, 6, 7, 8}, {0}, {10, 10, 20, 20}};
+    uint32_t nbox[3] = {2, 0, 1};
+    int64_t cls[3][2] = {{3, 4}, {0}, {7}};
+    float emb[3][3] = {{1, 2, 3}, {4, 5, 6}, {7, 8, 9}};
+    const char *img = "\xff\xd8 not really a jpeg";
+    for (int i = 0; i < 3; i++) {
+        bfs_value_in v[6] = {
+            val(img, strlen(img) - (size_t)i, 0),
+            val(caps[i], strlen(caps[i]), (uint32_t)strlen(caps[i])),
+            val(boxes[i], nbox[i] * 16, nbox[i] * 4),
+            val(cls[i], nbox[i] * 8, nbox[i]),
+            val(emb[i], 12, 3),
+            val("{\"k\":1}", i == 1 ? 0 : 7, i == 1 ? 0 : 7),
+        };
+        v[0].width = 10, v[0].height = 20;
+        if (i == 0) { /* values that break their declarations */
+            bfs_value_in b2[6];
+            memcpy(b2, v, sizeof v);
+            b2[3].raw_size = 1, b2[3].len = 8; /* one class for two boxes */
+            ck_assert_int_eq(bfs_writer_add_record(w, 0, b2), -EINVAL);
+            memcpy(b2, v, sizeof v);
+            b2[4].raw_size = 2, b2[4].len = 8; /* a fixed shape of 3 */
+            ck_assert_int_eq(bfs_writer_add_record(w, 0, b2), -EINVAL);
+            memcpy(b2, v, sizeof v);
+            b2[2].raw_size = 6, b2[2].len = 24; /* rows of 4 */
+            ck_assert_int_eq(bfs_writer_add_record(w, 0, b2), -EINVAL);
+            memcpy(b2, v, sizeof v);
+            b2[0].len = 0; /* no primary image */
+            ck_assert_int_eq(bfs_writer_add_record(w, 0, b2), -EINVAL);
+            bfs_sample_in one = {.width = 1, .height = 1};
+            ck_assert_int_eq(bfs_writer_add(w, &one, "x", 1), -EINVAL); /* records only */
+        }
+        ck_assert_int_eq(bfs_writer_add_record(w, (uint32_t)i % 2, v), 0);
+    }
+    ck_assert_int_eq(bfs_writer_finish(w, 0, err, sizeof err), 0);
+    if (getenv("BFS_WRITE_SEED")) { /* how tests/fuzz/seeds/bfs/fields_v3.bfs was made */
+        uint8_t *d;
+        size_t dn;
+        ck_assert_int_eq(tu_read_file(out, &d, &dn), 0);
+        ck_assert_int_eq(tu_write_file(getenv("BFS_WRITE_SEED"), d, dn), 0);
+        free(d);
+    }
+
+    bfs_reader *r;
+    ck_assert_int_eq(bfs_open(out, &r, err, sizeof err), 0);
+    const bfs_info *in = bfs_get_info(r);
+    ck_assert_uint_eq(in->version, 3);
+    ck_assert_uint_eq(in->sample_record_size, 6 * 32);
+    ck_assert_uint_eq(bfs_field_count(r), 6);
+    ck_assert_int_eq(bfs_verify_tables(r), 0);
+    ck_assert_str_eq(bfs_get_field(r, 1)->name, "caption");
+    ck_assert_uint_eq(bfs_get_field(r, 1)->max_count, strlen(caps[2]));
+    ck_assert_uint_eq(bfs_get_field(r, 2)->max_count, 8);
+    ck_assert_uint_eq(bfs_get_field(r, 3)->follows, 2);
+    ck_assert_uint_eq(bfs_get_field(r, 0)->max_count, strlen(img));
+    ck_assert_ptr_null(bfs_get_field(r, 6));
+    for (uint64_t i = 0; i < 3; i++) {
+        bfs_sample smp;
+        uint8_t buf[256];
+        ck_assert_int_eq(bfs_read_value(r, i, 0, BFS_VERIFY_SAMPLE, &smp, buf, sizeof buf), 0);
+        ck_assert_uint_eq(smp.label, i % 2);
+        ck_assert_uint_eq(smp.length, strlen(img) - i);
+        ck_assert_int_eq(bfs_read_value(r, i, 1, BFS_VERIFY_SAMPLE, &smp, buf, sizeof buf), 0);
+        ck_assert_uint_eq(smp.length, strlen(caps[i]));
+        ck_assert_int_eq(memcmp(buf, caps[i], smp.length), 0);
+        ck_assert_int_eq(bfs_read_value(r, i, 2, BFS_VERIFY_SAMPLE, &smp, buf, sizeof buf), 0);
+        ck_assert_uint_eq(smp.raw_size, nbox[i] * 4);
+        ck_assert_int_eq(memcmp(buf, boxes[i], smp.length), 0);
+        ck_assert_int_eq(bfs_read_value(r, i, 4, BFS_VERIFY_SAMPLE, &smp, buf, sizeof buf), 0);
+        ck_assert_int_eq(memcmp(buf, emb[i], 12), 0);
+        ck_assert_int_eq(bfs_read_value(r, i, 5, BFS_VERIFY_SAMPLE, &smp, buf, sizeof buf), 0);
+        ck_assert_uint_eq(smp.length, i == 1 ? 0 : 7);
+        ck_assert_int_eq(bfs_read_value(r, i, 6, 0, &smp, buf, sizeof buf), BFS_E_SAMPLE_INDEX);
+    }
+    bfs_close(r);
+
+    /* records and tables the reader refuses: copies with one thing changed */
+    uint8_t *f;
+    size_t n;
+    ck_assert_int_eq(tu_read_file(out, &f, &n), 0);
+    uint64_t st = get64(f + 56), ft = get64(f + 112);
+    uint8_t *c = malloc(n);
+    struct {
+        uint64_t at;  /* byte changed */
+        uint32_t v;   /* its new 32-bit value */
+        int open_rc;  /* what bfs_open_mem says */
+        int value_rc; /* then bfs_get_value(1, field) */
+        uint32_t field;
+    } cases[] = {
+        {st + 192 + 3 * 32 + 28, 1, 0, BFS_E_SAMPLE_RANGE, 3},  /* classes != boxes */
+        {st + 192 + 1 * 32 + 12, 1, 0, BFS_E_SAMPLE_RANGE, 1},  /* a label slot not 0 */
+        {st + 192 + 4 * 32 + 28, 2, 0, BFS_E_SAMPLE_RANGE, 4},  /* a fixed count */
+        {st + 192 + 1 * 32 + 8, 100, 0, BFS_E_SAMPLE_RANGE, 1}, /* past max_count */
+        {ft + 8 + 64 + 32, 9, BFS_E_LAYOUT, 0, 0},              /* unknown kind */
+        {ft + 8 + 3 * 64 + 48, 1, BFS_E_LAYOUT, 0, 0},          /* follows a non-boxes */
+        {ft + 8 + 64, 0x6a, BFS_E_LAYOUT, 0, 0},                /* two fields "jpg" */
+        {ft, 5, BFS_E_LAYOUT, 0, 0},                            /* a count not the record's */
+        {112, 0, BFS_E_LAYOUT, 0, 0},                           /* no field table */
+        {108, 33, BFS_E_COUNT, 0, 0},                           /* record size */
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        memcpy(c, f, n);
+        if (cases[k].at == 112)
+            put64(c + 112, 0);
+        else if (cases[k].at == ft + 8 + 64) /* "caption" -> "jpg" */
+            memcpy(c + cases[k].at, "jpg\0\0\0\0", 8);
+        else
+            put32(c + cases[k].at, cases[k].v);
+        fix_header_checksum(c);
+        int rc = bfs_open_mem(c, n, &r, err, sizeof err);
+        ck_assert_msg(rc == cases[k].open_rc, "case %zu: open %d (%s)", k, rc, err);
+        if (!rc) {
+            bfs_sample smp;
+            ck_assert_int_eq(bfs_verify_tables(r), BFS_E_TABLE_CHECKSUM);
+            ck_assert_msg(bfs_get_value(r, 1, cases[k].field, &smp) == cases[k].value_rc ||
+                              bfs_get_value(r, 0, cases[k].field, &smp) == cases[k].value_rc,
+                          "case %zu", k);
+            bfs_close(r);
+        }
+    }
+    /* a field table byte changed is caught by the tables checksum */
+    memcpy(c, f, n);
+    c[ft + 8 + 64 + 56] ^= 1; /* caption's max_count */
+    ck_assert_int_eq(bfs_open_mem(c, n, &r, err, sizeof err), 0);
+    ck_assert_int_eq(bfs_verify_tables(r), BFS_E_TABLE_CHECKSUM);
+    bfs_close(r);
+    free(c);
+    free(f);
+
+    /* a PNG or WebP image makes a one-field version 3 file; JPEGs alone stay version 1 */
+    ck_assert_int_eq(bfs_writer_create(out, 0, &w, err, sizeof err), 0);
+    ck_assert_int_eq(bfs_writer_add_class(w, "a"), 0);
+    bfs_sample_in jp = {.width = 3, .height = 4};
+    bfs_sample_in png = {.width = 5, .height = 6, .flags = BFS_KIND_CODEC};
+    bfs_sample_in webp = {.width = 5, .height = 6, .flags = BFS_KIND_CODEC | BFS_F_WEBP};
+    bfs_sample_in badw = {.width = 5, .height = 6, .flags = BFS_KIND_JPEG | BFS_F_WEBP};
+    ck_assert_int_eq(bfs_writer_add(w, &jp, "jpeg", 4), 0);
+    ck_assert_int_eq(bfs_writer_add(w, &badw, "jpeg", 4), -EINVAL);
+    ck_assert_int_eq(bfs_writer_add(w, &png, "\x89PNG", 4), 0);
+    ck_assert_int_eq(bfs_writer_add(w, &webp, "RIFF", 4), 0);
+    ck_assert_int_eq(bfs_writer_finish(w, 0, err, sizeof err), 0);
+    ck_assert_int_eq(bfs_open(out, &r, err, sizeof err), 0);
+    ck_assert_uint_eq(bfs_get_info(r)->version, 3);
+    ck_assert_uint_eq(bfs_get_info(r)->flags, BFS_DS_HAS_JPEG | BFS_DS_HAS_CODEC);
+    ck_assert_uint_eq(bfs_field_count(r), 1);
+    ck_assert_str_eq(bfs_get_field(r, 0)->name, "images");
+    bfs_sample smp;
+    ck_assert_int_eq(bfs_get_sample(r, 2, &smp), 0);
+    ck_assert_uint_eq(smp.flags, BFS_KIND_CODEC | BFS_F_WEBP);
+    ck_assert_int_eq(bfs_verify_tables(r), 0);
+    bfs_close(r);
 }
 END_TEST
 
@@ -1271,6 +1479,7 @@ static Suite *format_suite(void)
     tcase_add_test(tc, pack_checks_every_jpeg);
     tcase_add_test(tc, jpeg_header_cases);
     tcase_add_test(tc, token_sequences);
+    tcase_add_test(tc, fields_v3);
     suite_add_tcase(s, tc);
     TCase *tcc = tcase_create("corruption");
     tcase_add_checked_fixture(tcc, corrupt_setup, corrupt_teardown);

@@ -26,7 +26,7 @@
 #define BFS_MAGIC                                                                                  \
     "\x89"                                                                                         \
     "BFS\r\n\x1a\n"              /* PNG-style: catches text-mode mangling */
-#define BFS_VERSION           2u /* the newest version read and written */
+#define BFS_VERSION           3u /* the newest version read and written */
 #define BFS_VERSION_MIN       1u /* image datasets are written as version 1, as before */
 #define BFS_HEADER_SIZE       128u
 #define BFS_SAMPLE_RECORD     32u
@@ -251,6 +251,25 @@ int bfs_verify_page(bfs_reader *r, uint64_t p);
 /* bfs_verify_tables - check the sample, class and page tables against tables_checksum.
  * O(samples). Returns 0 or BFS_E_TABLE_CHECKSUM. */
 int bfs_verify_tables(const bfs_reader *r);
+
+/*
+ * Fields. bfs_field_count - fields per sample (1 in versions 1 and 2). bfs_get_field -
+ * field f's declaration (NULL when f >= the count), valid until bfs_close.
+ * bfs_get_value, bfs_read_value, bfs_value_data - bfs_get_sample, bfs_read_sample and
+ * bfs_sample_data for field f of sample i (f = 0: the very same). A non-image field's
+ * record is checked against its declaration (length = raw_size * dtype size, a fixed
+ * shape's count, a variable one's whole rows, at most the field's max_count, a per-box
+ * value's row count equal to its boxes'); a value of length 0 (no value) reads as 0
+ * bytes, its data pointer NULL. Returns their errors, and BFS_E_SAMPLE_INDEX for f out of
+ * range.
+ */
+uint32_t bfs_field_count(const bfs_reader *r);
+const bfs_field *bfs_get_field(const bfs_reader *r, uint32_t f);
+int bfs_get_value(const bfs_reader *r, uint64_t i, uint32_t f, bfs_sample *s);
+int bfs_read_value(const bfs_reader *r, uint64_t i, uint32_t f, unsigned verify, bfs_sample *s,
+                   uint8_t *buf, size_t cap);
+int bfs_value_data(bfs_reader *r, uint64_t i, uint32_t f, unsigned verify, bfs_sample *s,
+                   const uint8_t **data, size_t *len);
 
 /*
  * bfs_class_name - class c's name (NUL-terminated, inside the mapping).

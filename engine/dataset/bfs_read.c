@@ -1,9 +1,9 @@
 /*
  * bfs_read.c — .bfs reader (see bfs.h, docs/format.md).
  *
- * Open validates the 128-byte header and the placement of the four regions (heap, sample
- * table, class table, page table) against the real file size; nothing per sample, so open
- * is O(1). Entries are checked when read. A file's header and tables are copied into memory
+ * Open validates the 128-byte header and the placement of the regions (heap, sample
+ * table, class table, field table of version 3, page table) against the real file size,
+ * and the field declarations; nothing per sample, so open is O(fields). Entries are checked when read. A file's header and tables are copied into memory
  * at open and its payloads read with pread: a dataset truncated or overwritten while open
  * gives BFS_E_CHANGED or a checksum error, never SIGBUS. Only bfs_map_payloads maps them,
  * for callers that read through guard.h and check bfs_unchanged after their reads (a
@@ -40,7 +40,9 @@ struct bfs_reader {
     struct stat id;     /* the file as opened: device, inode, size, mtime, ctime, links */
     bfs_info info;
     _Atomic uint64_t *verified;  /* bit per page: checksum already verified OK */
-    _Atomic uint64_t *sample_ok; /* mapped files: bit per sample, checksum verified OK */
+    _Atomic uint64_t *sample_ok; /* mapped files: bit per value (sample i, field f at
+                                    i * field_count + f), checksum verified OK */
+    bfs_field *fields;           /* field_count declarations (versions 1, 2: synthesized) */
 };
 
 /* bit i of an atomic bitmap */
@@ -93,10 +95,26 @@ static int parse_header(bfs_reader *r, char *err, size_t errlen)
         return bfs_errf(BFS_E_HEADER_CHECKSUM, err, errlen,
                         "header checksum mismatch (stored %016llx, computed %016llx)",
                         (unsigned long long)in->header_checksum, (unsigned long long)want);
-    if (bfs_ld32(h + 12) != BFS_HEADER_SIZE || bfs_ld32(h + 108) != BFS_SAMPLE_RECORD)
+    in->sample_record_size = bfs_ld32(h + 108);
+    in->field_table_offset = bfs_ld64(h + 112);
+    if (bfs_ld32(h + 12) != BFS_HEADER_SIZE ||
+        (in->version < 3 && in->sample_record_size != BFS_SAMPLE_RECORD))
         return bfs_errf(BFS_E_VERSION, err, errlen,
                         "header size %u / sample record size %u not %u / %u", bfs_ld32(h + 12),
-                        bfs_ld32(h + 108), BFS_HEADER_SIZE, BFS_SAMPLE_RECORD);
+                        in->sample_record_size, BFS_HEADER_SIZE, BFS_SAMPLE_RECORD);
+    if (in->version < 3 && in->field_table_offset != 0)
+        return bfs_errf(BFS_E_VERSION, err, errlen,
+                        "reserved header bytes 112..119 are not zero in a version %u file",
+                        in->version);
+    if (in->version >= 3 &&
+        (in->sample_record_size % BFS_SAMPLE_RECORD || in->sample_record_size == 0 ||
+         in->sample_record_size > BFS_SAMPLE_RECORD * BFS_FIELD_MAX))
+        return bfs_errf(BFS_E_COUNT, err, errlen,
+                        "sample record size %u is not 32 bytes times 1..%u fields",
+                        in->sample_record_size, BFS_FIELD_MAX);
+    in->field_count = in->sample_record_size / BFS_SAMPLE_RECORD;
+    in->field_table_size =
+        in->version >= 3 ? 8 + (uint64_t)BFS_FIELD_DESC * in->field_count : 0;
     in->sample_count = bfs_ld64(h + 16);
     in->class_count = bfs_ld32(h + 24);
     in->page_size = bfs_ld32(h + 28);
@@ -130,32 +148,37 @@ static int parse_header(bfs_reader *r, char *err, size_t errlen)
     if (in->class_count > BFS_MAX_CLASSES)
         return bfs_errf(BFS_E_COUNT, err, errlen, "class count %u above the limit %u",
                         in->class_count, BFS_MAX_CLASSES);
-    if (in->sample_count > r->len / BFS_SAMPLE_RECORD)
+    if (in->sample_count > r->len / in->sample_record_size)
         return bfs_errf(BFS_E_COUNT, err, errlen, "sample count %llu cannot fit in a %zu-byte file",
                         (unsigned long long)in->sample_count, r->len);
     if (in->page_count != (in->heap_size + ps - 1) / ps)
         return bfs_errf(BFS_E_COUNT, err, errlen, "page count %llu does not match heap size %llu",
                         (unsigned long long)in->page_count, (unsigned long long)in->heap_size);
-    uint32_t known = BFS_DS_HAS_JPEG | BFS_DS_HAS_RAW | (in->version >= 2 ? BFS_DS_HAS_TOKENS : 0);
+    uint32_t known = BFS_DS_HAS_JPEG | BFS_DS_HAS_RAW | (in->version == 2 ? BFS_DS_HAS_TOKENS : 0) |
+                     (in->version >= 3 ? BFS_DS_HAS_CODEC : 0);
     if (in->flags & ~known)
         return bfs_errf(BFS_E_VERSION, err, errlen, "unknown dataset flags %#x", in->flags);
     if ((in->flags & BFS_DS_HAS_TOKENS) && (in->flags & (BFS_DS_HAS_JPEG | BFS_DS_HAS_RAW)))
         return bfs_errf(BFS_E_LAYOUT, err, errlen,
                         "dataset flags %#x: token sequences and images in one file", in->flags);
 
-    /* Regions: in file order heap, sample table, class table, page table; none may leave
-     * the file or overlap the next. */
+    /* Regions: in file order heap, sample table, class table, field table (version 3),
+     * page table; none may leave the file or overlap the next. */
+    uint64_t st_size = in->sample_count * in->sample_record_size;
     struct {
         const char *name;
         uint64_t off, size;
     } reg[] = {
         {"payload heap", in->heap_offset, in->heap_size},
-        {"sample table", in->sample_table_offset, in->sample_count * BFS_SAMPLE_RECORD},
+        {"sample table", in->sample_table_offset, st_size},
         {"class table", in->class_table_offset, in->class_table_size},
+        {"field table", in->field_table_offset, in->field_table_size},
         {"page table", in->page_table_offset, in->page_count * 8},
     };
     uint64_t prev_end = BFS_HEADER_SIZE;
     for (size_t k = 0; k < sizeof reg / sizeof reg[0]; k++) {
+        if (k == 3 && in->version < 3)
+            continue; /* no field table */
         if (!region_ok(reg[k].off, reg[k].size, in->file_size) || reg[k].off < prev_end)
             return bfs_errf(BFS_E_LAYOUT, err, errlen,
                             "%s at offset %llu, %llu bytes, lies outside the file (%llu bytes) or "
@@ -168,9 +191,12 @@ static int parse_header(bfs_reader *r, char *err, size_t errlen)
      * the alignment padding, so every byte of the file is accounted for. */
     uint64_t st_want = (in->heap_offset + in->heap_size + 7) & ~7ULL;
     uint64_t ct_end = in->class_table_offset + in->class_table_size;
+    uint64_t ft_want = (ct_end + 7) & ~7ULL;
+    uint64_t pt_want = in->version >= 3 ? in->field_table_offset + in->field_table_size : ft_want;
     if (in->sample_table_offset != st_want ||
-        in->class_table_offset != in->sample_table_offset + in->sample_count * BFS_SAMPLE_RECORD ||
-        in->page_table_offset != ((ct_end + 7) & ~7ULL) ||
+        in->class_table_offset != in->sample_table_offset + st_size ||
+        (in->version >= 3 && in->field_table_offset != ft_want) ||
+        in->page_table_offset != pt_want ||
         in->file_size != in->page_table_offset + in->page_count * 8)
         return bfs_errf(BFS_E_LAYOUT, err, errlen,
                         "regions are not packed as the format requires (unexpected gaps or "
@@ -186,6 +212,142 @@ static int parse_header(bfs_reader *r, char *err, size_t errlen)
 static inline const uint8_t *at(const bfs_reader *r, uint64_t off)
 {
     return r->tail + (off - r->tail_off);
+}
+
+unsigned bfs_fdt_size(unsigned dtype)
+{
+    static const unsigned size[BFS_FDT_END] = {1, 2, 4, 4, 8, 4};
+    return dtype < BFS_FDT_END ? size[dtype] : 0;
+}
+
+const char *bfs_fdt_name(unsigned dtype)
+{
+    static const char *name[BFS_FDT_END] = {"u8", "u16", "u32", "i32", "i64", "f32"};
+    return dtype < BFS_FDT_END ? name[dtype] : "?";
+}
+
+const char *bfs_field_kind_name(unsigned kind)
+{
+    static const char *name[BFS_FIELD_KIND_END] = {"?",     "image", "text", "tokens",
+                                                   "array", "boxes", "bytes"};
+    return kind < BFS_FIELD_KIND_END ? name[kind] : "?";
+}
+
+int bfs_field_check(const bfs_field *f, uint32_t idx, uint32_t n, char *err, size_t errlen)
+{
+    size_t nl = strnlen(f->name, sizeof f->name);
+    int name_ok = nl >= 1 && nl <= BFS_FIELD_NAME_MAX && !(f->name[0] >= '0' && f->name[0] <= '9');
+    for (size_t k = 0; k < nl && name_ok; k++) {
+        char c = f->name[k];
+        name_ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                  c == '_';
+    }
+    if (!name_ok)
+        return bfs_errf(-EINVAL, err, errlen,
+                        "field %u: name \"%.*s\" is not 1..%u letters, digits and _ (not "
+                        "starting with a digit)",
+                        idx, (int)nl, f->name, BFS_FIELD_NAME_MAX);
+    const char *why = NULL;
+    int var = f->flags & BFS_FIELDF_VARIABLE;
+    uint8_t dt = f->dtype;
+    if (idx >= n || n > BFS_FIELD_MAX)
+        why = "field index past the field count";
+    else if (f->kind < BFS_FIELD_IMAGE || f->kind >= BFS_FIELD_KIND_END)
+        why = "unknown kind";
+    else if (dt >= BFS_FDT_END)
+        why = "unknown dtype";
+    else if (f->flags & ~(BFS_FIELDF_VARIABLE | BFS_FIELDF_OPTIONAL))
+        why = "unknown flags";
+    else if (f->rank > 3)
+        why = "rank over 3";
+    else if (idx == 0 && (f->kind != BFS_FIELD_IMAGE || (f->flags & BFS_FIELDF_OPTIONAL)))
+        why = "field 0 must be a required image (the sample's primary image)";
+    else if (f->kind == BFS_FIELD_IMAGE && (dt != BFS_FDT_U8 || var || f->rank))
+        why = "an image field is u8, not variable, rank 0";
+    else if ((f->kind == BFS_FIELD_TEXT || f->kind == BFS_FIELD_BYTES) &&
+             (dt != BFS_FDT_U8 || !var || f->rank))
+        why = "a text or bytes field is u8, variable, rank 0";
+    else if (f->kind == BFS_FIELD_TOKENS &&
+             ((dt != BFS_FDT_U16 && dt != BFS_FDT_U32) || !var || f->rank))
+        why = "a tokens field is u16 or u32, variable, rank 0";
+    else if (f->kind == BFS_FIELD_BOXES &&
+             (dt != BFS_FDT_F32 || !var || f->rank != 1 || f->shape[0] != 4))
+        why = "a boxes field is f32, variable, rank 1 of shape [4]";
+    else if (f->follows != BFS_FIELD_NONE &&
+             (f->kind != BFS_FIELD_ARRAY || !var || f->rank || f->follows >= idx))
+        why = "only a variable rank-0 array may follow an earlier boxes field";
+    if (!why)
+        for (unsigned k = 0; k < 3; k++)
+            if (k < f->rank ? f->shape[k] == 0 : f->shape[k] != 0)
+                why = "a dimension of its shape is 0, or one past its rank is not 0";
+    if (why)
+        return bfs_errf(-EINVAL, err, errlen, "field %u (%s): %s", idx, f->name, why);
+    return 0;
+}
+
+/* The field table (version 3) into r->fields, each declaration checked, names unique,
+ * followers pointing at boxes fields; versions 1 and 2 get one synthesized field. */
+static int parse_fields(bfs_reader *r, char *err, size_t errlen)
+{
+    const bfs_info *in = &r->info;
+    uint32_t n = in->field_count;
+    r->fields = calloc(n, sizeof *r->fields);
+    if (!r->fields)
+        return bfs_errf(-ENOMEM, err, errlen, "out of memory");
+    if (in->version < 3) {
+        bfs_field *f = &r->fields[0];
+        int tok = (in->flags & BFS_DS_HAS_TOKENS) != 0;
+        strcpy(f->name, tok ? "tokens" : "images");
+        f->kind = tok ? BFS_FIELD_TOKENS : BFS_FIELD_IMAGE;
+        f->dtype = tok ? BFS_FDT_U16 : BFS_FDT_U8; /* (u16 or u32 per sample: flag bit 12) */
+        f->flags = tok ? BFS_FIELDF_VARIABLE : 0;
+        f->follows = BFS_FIELD_NONE;
+        f->max_count = UINT32_MAX;
+        return 0;
+    }
+    const uint8_t *t = at(r, in->field_table_offset);
+    if (bfs_ld32(t) != n || bfs_ld32(t + 4) != BFS_FIELD_DESC)
+        return bfs_errf(BFS_E_LAYOUT, err, errlen,
+                        "field table says %u fields of %u bytes; the sample record size says %u "
+                        "of %u",
+                        bfs_ld32(t), bfs_ld32(t + 4), n, BFS_FIELD_DESC);
+    for (uint32_t k = 0; k < n; k++) {
+        const uint8_t *d = t + 8 + (uint64_t)BFS_FIELD_DESC * k;
+        bfs_field *f = &r->fields[k];
+        memcpy(f->name, d, 32);
+        size_t nl = strnlen(f->name, 32);
+        int pad_ok = nl < 32 && bfs_ld32(d + 52) == 0;
+        for (size_t b = nl; b < 32 && pad_ok; b++)
+            pad_ok = d[b] == 0;
+        f->name[BFS_FIELD_NAME_MAX] = '\0';
+        f->kind = d[32];
+        f->dtype = d[33];
+        f->flags = d[34];
+        f->rank = d[35];
+        for (int j = 0; j < 3; j++)
+            f->shape[j] = bfs_ld32(d + 36 + 4 * j);
+        f->follows = bfs_ld32(d + 48);
+        f->max_count = bfs_ld64(d + 56);
+        char why[160];
+        if (!pad_ok)
+            return bfs_errf(BFS_E_LAYOUT, err, errlen,
+                            "field %u: name not NUL-padded, or reserved bytes not zero", k);
+        if (bfs_field_check(f, k, n, why, sizeof why))
+            return bfs_errf(BFS_E_LAYOUT, err, errlen, "field table: %s", why);
+        if (f->follows != BFS_FIELD_NONE && r->fields[f->follows].kind != BFS_FIELD_BOXES)
+            return bfs_errf(BFS_E_LAYOUT, err, errlen,
+                            "field table: field %u (%s) follows field %u, which is not boxes", k,
+                            f->name, f->follows);
+        if (f->max_count > UINT32_MAX)
+            return bfs_errf(BFS_E_LAYOUT, err, errlen,
+                            "field table: field %u (%s) has a largest count over 2^32", k,
+                            f->name);
+        for (uint32_t j = 0; j < k; j++)
+            if (!strcmp(r->fields[j].name, f->name))
+                return bfs_errf(BFS_E_LAYOUT, err, errlen,
+                                "field table: fields %u and %u are both named %s", j, k, f->name);
+    }
+    return 0;
 }
 
 static int open_common(bfs_reader *r, bfs_reader **out, char *err, size_t errlen)
@@ -224,6 +386,11 @@ int bfs_open_mem(const void *data, size_t len, bfs_reader **out, char *err, size
     }
     r->tail_off = r->info.sample_table_offset;
     r->tail = r->base + r->tail_off;
+    if ((rc = parse_fields(r, err, errlen))) {
+        *out = NULL;
+        bfs_close(r);
+        return rc;
+    }
     return 0;
 }
 
@@ -274,6 +441,8 @@ int bfs_open(const char *path, bfs_reader **out, char *err, size_t errlen)
             r->tail = own + BFS_HEADER_SIZE;
             if ((rc = pread_all(r, own + BFS_HEADER_SIZE, n, r->tail_off)))
                 snprintf(why, sizeof why, "reading the tables: %s", bfs_strerror(rc));
+            else
+                rc = parse_fields(r, why, sizeof why);
         }
     }
     if (rc) {
@@ -295,6 +464,7 @@ void bfs_close(bfs_reader *r)
         close(r->fd);
     free(r->verified);
     free(r->sample_ok);
+    free(r->fields);
     free(r);
 }
 
@@ -303,11 +473,62 @@ const bfs_info *bfs_get_info(const bfs_reader *r)
     return &r->info;
 }
 
-int bfs_get_sample(const bfs_reader *r, uint64_t i, bfs_sample *s)
+/* Sample i's image record at e (field 0, or an image field f > 0: label slot 0, and
+ * all zero when the field is optional and the sample has none). */
+static int check_image(const bfs_reader *r, const bfs_field *fd, uint32_t f, bfs_sample *s)
 {
-    if (i >= r->info.sample_count)
+    if (f > 0 && s->length == 0 && (fd->flags & BFS_FIELDF_OPTIONAL) && !s->offset && !s->width &&
+        !s->height && !s->flags && !s->checksum && !s->raw_size)
+        return 0; /* no image */
+    uint16_t kind = s->flags & BFS_KIND_MASK;
+    if (s->length == 0 || !region_ok(s->offset, s->length, r->info.heap_size) ||
+        (r->info.version >= 3 && s->length > fd->max_count))
+        return BFS_E_SAMPLE_RANGE;
+    if (kind == BFS_KIND_TOKENS || s->width == 0 || s->height == 0 ||
+        (s->flags & BFS_F_TOKENS_U32))
+        return BFS_E_SAMPLE_RANGE;
+    if (kind == BFS_KIND_CODEC) { /* PNG or WebP: only its kind and which */
+        if (r->info.version < 3 || (s->flags & ~(BFS_KIND_MASK | BFS_F_WEBP)) || s->raw_size)
+            return BFS_E_SAMPLE_RANGE;
+    } else if (s->flags & BFS_F_WEBP) {
+        return BFS_E_SAMPLE_RANGE;
+    }
+    if (kind == BFS_KIND_RAW && (uint64_t)s->raw_size != (uint64_t)s->width * s->height * 3u)
+        return BFS_E_SAMPLE_RANGE;
+    if (f > 0)
+        return s->label ? BFS_E_SAMPLE_RANGE : 0;
+    return s->label >= r->info.class_count ? BFS_E_LABEL : 0;
+}
+
+/* A non-image value's record against its declaration. */
+static int check_value(const bfs_reader *r, const bfs_field *fd, const uint8_t *rec, bfs_sample *s)
+{
+    if (s->label || s->width || s->height || s->flags)
+        return BFS_E_SAMPLE_RANGE;
+    if (s->length == 0) /* no value (or an empty one) */
+        return s->offset || s->raw_size || s->checksum ? BFS_E_SAMPLE_RANGE : 0;
+    uint64_t per = 1; /* elements of one row (variable) or of the value (fixed) */
+    for (unsigned k = 0; k < fd->rank; k++)
+        per *= fd->shape[k];
+    if (!region_ok(s->offset, s->length, r->info.heap_size) ||
+        (uint64_t)s->raw_size * bfs_fdt_size(fd->dtype) != s->length ||
+        s->raw_size > fd->max_count ||
+        ((fd->flags & BFS_FIELDF_VARIABLE) ? s->raw_size % per != 0 : s->raw_size != per))
+        return BFS_E_SAMPLE_RANGE;
+    if (fd->follows != BFS_FIELD_NONE) { /* one value per box */
+        const uint8_t *b = rec + (size_t)BFS_SAMPLE_RECORD * fd->follows;
+        if ((uint64_t)s->raw_size * 4 != bfs_ld32(b + 28))
+            return BFS_E_SAMPLE_RANGE;
+    }
+    return 0;
+}
+
+int bfs_get_value(const bfs_reader *r, uint64_t i, uint32_t f, bfs_sample *s)
+{
+    if (i >= r->info.sample_count || f >= r->info.field_count)
         return BFS_E_SAMPLE_INDEX;
-    const uint8_t *e = at(r, r->info.sample_table_offset) + i * BFS_SAMPLE_RECORD;
+    const uint8_t *rec = at(r, r->info.sample_table_offset) + i * r->info.sample_record_size;
+    const uint8_t *e = rec + (size_t)BFS_SAMPLE_RECORD * f;
     s->offset = bfs_ld64(e);
     s->length = bfs_ld32(e + 8);
     s->label = bfs_ld32(e + 12);
@@ -316,27 +537,36 @@ int bfs_get_sample(const bfs_reader *r, uint64_t i, bfs_sample *s)
     s->flags = bfs_ld16(e + 20);
     s->checksum = bfs_ld32(e + 24);
     s->raw_size = bfs_ld32(e + 28);
-    if (s->length == 0 || !region_ok(s->offset, s->length, r->info.heap_size))
-        return BFS_E_SAMPLE_RANGE;
     if ((s->flags & ~BFS_FLAGS_KNOWN) || bfs_ld16(e + 22) != 0)
         return BFS_E_SAMPLE_RANGE;
-    if ((s->flags & BFS_KIND_MASK) == BFS_KIND_TOKENS) {
-        /* token ids: no image fields, length = count x token size, version 2 only */
-        uint64_t size = s->flags & BFS_F_TOKENS_U32 ? 4 : 2;
-        if (r->info.version < 2 || (s->flags & ~(BFS_KIND_MASK | BFS_F_TOKENS_U32)) || s->width ||
-            s->height || s->raw_size == 0 || (uint64_t)s->raw_size * size != s->length)
-            return BFS_E_SAMPLE_RANGE;
-        return s->label >= r->info.class_count ? BFS_E_LABEL : 0;
-    }
-    if ((s->flags & BFS_KIND_MASK) > BFS_KIND_RAW || (s->flags & BFS_F_TOKENS_U32) ||
-        s->width == 0 || s->height == 0)
+    const bfs_field *fd = &r->fields[f];
+    if (fd->kind == BFS_FIELD_IMAGE)
+        return check_image(r, fd, f, s);
+    if (r->info.version >= 3)
+        return check_value(r, fd, rec, s);
+    /* version 2: token ids: no image fields, length = count x token size */
+    uint64_t size = s->flags & BFS_F_TOKENS_U32 ? 4 : 2;
+    if (s->length == 0 || !region_ok(s->offset, s->length, r->info.heap_size) ||
+        (s->flags & BFS_KIND_MASK) != BFS_KIND_TOKENS ||
+        (s->flags & ~(BFS_KIND_MASK | BFS_F_TOKENS_U32)) || s->width || s->height ||
+        s->raw_size == 0 || (uint64_t)s->raw_size * size != s->length)
         return BFS_E_SAMPLE_RANGE;
-    if ((s->flags & BFS_KIND_MASK) == BFS_KIND_RAW &&
-        (uint64_t)s->raw_size != (uint64_t)s->width * s->height * 3u)
-        return BFS_E_SAMPLE_RANGE;
-    if (s->label >= r->info.class_count)
-        return BFS_E_LABEL;
-    return 0;
+    return s->label >= r->info.class_count ? BFS_E_LABEL : 0;
+}
+
+int bfs_get_sample(const bfs_reader *r, uint64_t i, bfs_sample *s)
+{
+    return bfs_get_value(r, i, 0, s);
+}
+
+uint32_t bfs_field_count(const bfs_reader *r)
+{
+    return r->info.field_count;
+}
+
+const bfs_field *bfs_get_field(const bfs_reader *r, uint32_t f)
+{
+    return f < r->info.field_count ? &r->fields[f] : NULL;
 }
 
 void bfs_page_range(const bfs_reader *r, uint64_t p, uint64_t *begin, uint64_t *end)
@@ -382,8 +612,8 @@ int bfs_verify_page(bfs_reader *r, uint64_t p)
     return 0;
 }
 
-int bfs_sample_data(bfs_reader *r, uint64_t i, unsigned verify, bfs_sample *s, const uint8_t **data,
-                    size_t *len)
+int bfs_value_data(bfs_reader *r, uint64_t i, uint32_t f, unsigned verify, bfs_sample *s,
+                   const uint8_t **data, size_t *len)
 {
     bfs_sample tmp;
     if (!s)
@@ -391,9 +621,14 @@ int bfs_sample_data(bfs_reader *r, uint64_t i, unsigned verify, bfs_sample *s, c
     const uint8_t *image = r->base ? r->base : r->map;
     if (!image)
         return -ENOTSUP;
-    int rc = bfs_get_sample(r, i, s);
+    int rc = bfs_get_value(r, i, f, s);
     if (rc)
         return rc;
+    if (s->length == 0) { /* no value */
+        *data = NULL;
+        *len = 0;
+        return 0;
+    }
     const uint8_t *p = image + r->info.heap_offset + s->offset;
     if (verify & BFS_VERIFY_PAGES) {
         uint64_t ps = r->info.page_size;
@@ -401,15 +636,22 @@ int bfs_sample_data(bfs_reader *r, uint64_t i, unsigned verify, bfs_sample *s, c
             if ((rc = bfs_verify_page(r, pg)))
                 return rc;
     }
-    if ((verify & BFS_VERIFY_SAMPLE) && !(r->sample_ok && bit_test(r->sample_ok, i))) {
+    uint64_t bit = i * r->info.field_count + f;
+    if ((verify & BFS_VERIFY_SAMPLE) && !(r->sample_ok && bit_test(r->sample_ok, bit))) {
         if ((uint32_t)bfs_xxh64(p, s->length, 0) != s->checksum)
             return BFS_E_SAMPLE_CHECKSUM;
         if (r->sample_ok)
-            bit_set(r->sample_ok, i);
+            bit_set(r->sample_ok, bit);
     }
     *data = p;
     *len = s->length;
     return 0;
+}
+
+int bfs_sample_data(bfs_reader *r, uint64_t i, unsigned verify, bfs_sample *s, const uint8_t **data,
+                    size_t *len)
+{
+    return bfs_value_data(r, i, 0, verify, s, data, len);
 }
 
 /* 0 while the open file is the one opened (same inode, size, mtime and ctime),
@@ -455,12 +697,14 @@ static int pread_all(const bfs_reader *r, void *buf, size_t len, uint64_t off)
     return 0;
 }
 
-int bfs_read_sample(const bfs_reader *r, uint64_t i, unsigned verify, bfs_sample *s, uint8_t *buf,
-                    size_t cap)
+int bfs_read_value(const bfs_reader *r, uint64_t i, uint32_t f, unsigned verify, bfs_sample *s,
+                   uint8_t *buf, size_t cap)
 {
-    int rc = bfs_get_sample(r, i, s);
+    int rc = bfs_get_value(r, i, f, s);
     if (rc)
         return rc;
+    if (s->length == 0)
+        return 0; /* no value */
     if (cap < s->length)
         return -ENOSPC;
     uint64_t off = r->info.heap_offset + s->offset;
@@ -477,6 +721,12 @@ int bfs_read_sample(const bfs_reader *r, uint64_t i, unsigned verify, bfs_sample
     if ((verify & BFS_VERIFY_SAMPLE) && (uint32_t)bfs_xxh64(buf, s->length, 0) != s->checksum)
         return BFS_E_SAMPLE_CHECKSUM;
     return 0;
+}
+
+int bfs_read_sample(const bfs_reader *r, uint64_t i, unsigned verify, bfs_sample *s, uint8_t *buf,
+                    size_t cap)
+{
+    return bfs_read_value(r, i, 0, verify, s, buf, cap);
 }
 
 int bfs_unchanged(const bfs_reader *r)
@@ -500,7 +750,8 @@ int bfs_map_payloads(bfs_reader *r)
      * document of 8 rows was hashed 8 times). The mapping's bytes change only when the
      * file changes in place, which bfs_unchanged catches. Without the memory for it (a
      * bit per sample), every read is verified. */
-    r->sample_ok = calloc((size_t)((r->info.sample_count + 63) / 64) + 1, sizeof *r->sample_ok);
+    r->sample_ok = calloc(
+        (size_t)((r->info.sample_count * r->info.field_count + 63) / 64) + 1, sizeof *r->sample_ok);
     return 0;
 }
 
@@ -509,8 +760,11 @@ int bfs_verify_tables(const bfs_reader *r)
     const bfs_info *in = &r->info;
     bfs_xxh64_state st;
     bfs_xxh64_init(&st, 0);
-    bfs_xxh64_update(&st, at(r, in->sample_table_offset), in->sample_count * BFS_SAMPLE_RECORD);
+    bfs_xxh64_update(&st, at(r, in->sample_table_offset),
+                     in->sample_count * in->sample_record_size);
     bfs_xxh64_update(&st, at(r, in->class_table_offset), in->class_table_size);
+    if (in->field_table_size)
+        bfs_xxh64_update(&st, at(r, in->field_table_offset), in->field_table_size);
     bfs_xxh64_update(&st, at(r, in->page_table_offset), in->page_count * 8);
     return bfs_xxh64_digest(&st) == in->tables_checksum ? 0 : BFS_E_TABLE_CHECKSUM;
 }

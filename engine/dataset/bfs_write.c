@@ -37,11 +37,15 @@ struct bfs_writer {
     uint64_t *page_sums;
     size_t page_cap;
     uint64_t pages_done;
-    uint8_t *samples; /* sample table, BFS_SAMPLE_RECORD each */
+    uint8_t *samples; /* sample table, rec bytes each */
     uint64_t count, sample_cap;
     char **classes;
     uint32_t nclasses, class_cap;
     uint32_t flags;
+    bfs_field *fields; /* version 3: nfields declarations (max_count kept up to date) */
+    uint32_t nfields;
+    int records;  /* samples come through bfs_writer_add_record */
+    uint32_t rec; /* bytes per sample in the table: 32 per field */
 };
 
 static int flush(bfs_writer *w)
@@ -128,6 +132,7 @@ int bfs_writer_create(const char *path, uint32_t page_size, bfs_writer **out, ch
         return bfs_errf(-ENOMEM, err, errlen, "out of memory");
     w->fd = -1;
     w->page_size = page_size;
+    w->rec = BFS_SAMPLE_RECORD;
     bfs_xxh64_init(&w->page_hash, 0);
     char *tmp;
     if (asprintf(&tmp, "%s.tmp-XXXXXX", path) < 0)
@@ -183,6 +188,146 @@ int bfs_writer_add_class(bfs_writer *w, const char *name)
     return 0;
 }
 
+int bfs_writer_set_fields(bfs_writer *w, const bfs_field *fields, uint32_t n, char *err,
+                          size_t errlen)
+{
+    if (w->count || w->records || w->nfields)
+        return bfs_errf(-EINVAL, err, errlen, "fields are declared once, before any sample");
+    if (n == 0 || n > BFS_FIELD_MAX)
+        return bfs_errf(-EINVAL, err, errlen, "%u fields: a sample has 1..%u", n, BFS_FIELD_MAX);
+    for (uint32_t k = 0; k < n; k++) {
+        int rc = bfs_field_check(&fields[k], k, n, err, errlen);
+        if (rc)
+            return rc;
+        if (fields[k].follows != BFS_FIELD_NONE && fields[fields[k].follows].kind != BFS_FIELD_BOXES)
+            return bfs_errf(-EINVAL, err, errlen, "field %u (%s) follows field %u, not boxes", k,
+                            fields[k].name, fields[k].follows);
+        for (uint32_t j = 0; j < k; j++)
+            if (!strncmp(fields[j].name, fields[k].name, sizeof fields[k].name))
+                return bfs_errf(-EINVAL, err, errlen, "fields %u and %u are both named %s", j, k,
+                                fields[k].name);
+    }
+    if (!(w->fields = calloc(n, sizeof *w->fields)))
+        return bfs_errf(-ENOMEM, err, errlen, "out of memory");
+    memcpy(w->fields, fields, n * sizeof *fields);
+    for (uint32_t k = 0; k < n; k++) {
+        w->fields[k].name[BFS_FIELD_NAME_MAX] = '\0';
+        w->fields[k].max_count = 0;
+    }
+    w->nfields = n;
+    w->records = 1;
+    w->rec = BFS_SAMPLE_RECORD * n;
+    return 0;
+}
+
+/* An image record (field 0 or another image field) is one the reader takes. */
+static int image_ok(const bfs_value_in *v)
+{
+    uint16_t kind = v->flags & BFS_KIND_MASK;
+    if (v->len == 0 || v->width == 0 || v->height == 0 || (v->flags & ~BFS_FLAGS_KNOWN) ||
+        kind == BFS_KIND_TOKENS || (v->flags & BFS_F_TOKENS_U32))
+        return 0;
+    if (kind == BFS_KIND_CODEC)
+        return !(v->flags & ~(BFS_KIND_MASK | BFS_F_WEBP)) && !v->raw_size;
+    if (v->flags & BFS_F_WEBP)
+        return 0;
+    return kind != BFS_KIND_RAW || (uint64_t)v->raw_size == (uint64_t)v->width * v->height * 3u;
+}
+
+/* A non-image value fits its declaration (as the reader checks it). */
+static int value_ok(const bfs_field *fd, const bfs_value_in *v, const bfs_value_in *all)
+{
+    if (v->width || v->height || v->flags)
+        return 0;
+    if (v->len == 0)
+        return v->raw_size == 0;
+    uint64_t per = 1;
+    for (unsigned k = 0; k < fd->rank; k++)
+        per *= fd->shape[k];
+    if ((uint64_t)v->raw_size * bfs_fdt_size(fd->dtype) != v->len ||
+        ((fd->flags & BFS_FIELDF_VARIABLE) ? v->raw_size % per != 0 : v->raw_size != per))
+        return 0;
+    return fd->follows == BFS_FIELD_NONE || (uint64_t)v->raw_size * 4 == all[fd->follows].raw_size;
+}
+
+/* Place one payload in the heap (never straddling a page it fits in) and fill its
+ * 32-byte record at e. */
+static int place(bfs_writer *w, uint8_t *e, uint32_t label, const bfs_value_in *v)
+{
+    memset(e, 0, BFS_SAMPLE_RECORD);
+    if (v->len == 0)
+        return 0; /* no value: an all-zero record */
+    uint64_t in_page = w->heap_size % w->page_size;
+    /* A payload never straddles a page boundary when it fits in one page; a larger one
+     * starts on a boundary. So a sample's bytes live in as few pages as possible. */
+    if (in_page && (v->len > w->page_size - in_page)) {
+        int rc = heap_append(w, NULL, (size_t)(w->page_size - in_page));
+        if (rc)
+            return rc;
+    }
+    bfs_st64(e, w->heap_size);
+    bfs_st32(e + 8, (uint32_t)v->len);
+    bfs_st32(e + 12, label);
+    bfs_st16(e + 16, v->width);
+    bfs_st16(e + 18, v->height);
+    bfs_st16(e + 20, v->flags);
+    bfs_st32(e + 24, (uint32_t)v->checksum);
+    bfs_st32(e + 28, v->raw_size);
+    return heap_append(w, v->data, v->len);
+}
+
+static int grow_samples(bfs_writer *w)
+{
+    if (w->count < w->sample_cap)
+        return 0;
+    uint64_t cap = w->sample_cap ? w->sample_cap * 2 : 1024;
+    uint8_t *t = realloc(w->samples, cap * w->rec);
+    if (!t)
+        return -ENOMEM;
+    w->samples = t, w->sample_cap = cap;
+    return 0;
+}
+
+static uint32_t image_flag(uint16_t flags)
+{
+    uint16_t kind = flags & BFS_KIND_MASK;
+    return kind == BFS_KIND_RAW     ? BFS_DS_HAS_RAW
+           : kind == BFS_KIND_CODEC ? BFS_DS_HAS_CODEC
+                                    : BFS_DS_HAS_JPEG;
+}
+
+int bfs_writer_add_record(bfs_writer *w, uint32_t label, const bfs_value_in *v)
+{
+    if (!w->records)
+        return -EINVAL;
+    for (uint32_t f = 0; f < w->nfields; f++) {
+        const bfs_field *fd = &w->fields[f];
+        if (v[f].len > UINT32_MAX || (v[f].len && !v[f].data))
+            return -EINVAL;
+        if (v[f].len == 0 && (f == 0 || (fd->kind == BFS_FIELD_IMAGE &&
+                                          !(fd->flags & BFS_FIELDF_OPTIONAL))))
+            return -EINVAL; /* a required image is missing */
+        if (fd->kind == BFS_FIELD_IMAGE ? v[f].len && !image_ok(&v[f]) : !value_ok(fd, &v[f], v))
+            return -EINVAL;
+    }
+    int rc = grow_samples(w);
+    if (rc)
+        return rc;
+    uint8_t *rec = w->samples + w->count * w->rec;
+    for (uint32_t f = 0; f < w->nfields; f++) {
+        bfs_field *fd = &w->fields[f];
+        if ((rc = place(w, rec + (size_t)BFS_SAMPLE_RECORD * f, f ? 0 : label, &v[f])))
+            return rc;
+        uint64_t count = fd->kind == BFS_FIELD_IMAGE ? v[f].len : v[f].raw_size;
+        if (count > fd->max_count)
+            fd->max_count = count;
+        if (fd->kind == BFS_FIELD_IMAGE && v[f].len)
+            w->flags |= image_flag(v[f].flags);
+    }
+    w->count++;
+    return 0;
+}
+
 int bfs_writer_add(bfs_writer *w, const bfs_sample_in *s, const void *payload, size_t len)
 {
     return bfs_writer_add_hashed(w, s, payload, len, bfs_xxh64(payload, len, 0));
@@ -194,44 +339,31 @@ int bfs_writer_add_hashed(bfs_writer *w, const bfs_sample_in *s, const void *pay
     if (len == 0 || len > UINT32_MAX || (s->flags & ~BFS_FLAGS_KNOWN))
         return -EINVAL;
     int tokens = (s->flags & BFS_KIND_MASK) == BFS_KIND_TOKENS;
+    bfs_value_in v = {payload, len, checksum, s->width, s->height, s->flags, s->raw_size};
     if (tokens ? s->width || s->height || !s->raw_size ||
                      (s->flags & ~(BFS_KIND_MASK | BFS_F_TOKENS_U32)) ||
                      (uint64_t)s->raw_size * (s->flags & BFS_F_TOKENS_U32 ? 4 : 2) != len ||
-                     (w->flags & (BFS_DS_HAS_JPEG | BFS_DS_HAS_RAW))
-               : s->width == 0 || s->height == 0 || (s->flags & BFS_KIND_MASK) > BFS_KIND_RAW ||
-                     (s->flags & BFS_F_TOKENS_U32) || (w->flags & BFS_DS_HAS_TOKENS))
+                     (w->flags & (BFS_DS_HAS_JPEG | BFS_DS_HAS_RAW | BFS_DS_HAS_CODEC))
+               : !image_ok(&v) || (w->flags & BFS_DS_HAS_TOKENS))
         return -EINVAL;
-    uint64_t in_page = w->heap_size % w->page_size;
-    /* A payload never straddles a page boundary when it fits in one page; a larger one
-     * starts on a boundary. So a sample's bytes live in as few pages as possible. */
-    if (in_page && (len > w->page_size - in_page)) {
-        int rc = heap_append(w, NULL, (size_t)(w->page_size - in_page));
-        if (rc)
-            return rc;
-    }
-    if (w->count == w->sample_cap) {
-        uint64_t cap = w->sample_cap ? w->sample_cap * 2 : 1024;
-        uint8_t *t = realloc(w->samples, cap * BFS_SAMPLE_RECORD);
-        if (!t)
+    if (w->records && w->nfields != 1)
+        return -EINVAL; /* records of several fields: bfs_writer_add_record */
+    if ((s->flags & BFS_KIND_MASK) == BFS_KIND_CODEC && !w->nfields) {
+        /* PNG or WebP: version 3, one field, "images" (the same 32-byte records) */
+        bfs_field f = {.name = "images", .kind = BFS_FIELD_IMAGE, .follows = BFS_FIELD_NONE};
+        if (!(w->fields = calloc(1, sizeof *w->fields)))
             return -ENOMEM;
-        w->samples = t, w->sample_cap = cap;
+        *w->fields = f;
+        w->nfields = 1;
     }
-    uint8_t *e = w->samples + w->count * BFS_SAMPLE_RECORD;
-    memset(e, 0, BFS_SAMPLE_RECORD);
-    bfs_st64(e, w->heap_size);
-    bfs_st32(e + 8, (uint32_t)len);
-    bfs_st32(e + 12, s->label);
-    bfs_st16(e + 16, s->width);
-    bfs_st16(e + 18, s->height);
-    bfs_st16(e + 20, s->flags);
-    bfs_st32(e + 24, (uint32_t)checksum);
-    bfs_st32(e + 28, s->raw_size);
-    int rc = heap_append(w, payload, len);
+    int rc = grow_samples(w);
     if (rc)
         return rc;
-    w->flags |= tokens                                       ? BFS_DS_HAS_TOKENS
-                : (s->flags & BFS_KIND_MASK) == BFS_KIND_RAW ? BFS_DS_HAS_RAW
-                                                             : BFS_DS_HAS_JPEG;
+    if ((rc = place(w, w->samples + w->count * w->rec, s->label, &v)))
+        return rc;
+    if (w->nfields && len > w->fields[0].max_count)
+        w->fields[0].max_count = len;
+    w->flags |= tokens ? BFS_DS_HAS_TOKENS : image_flag(s->flags);
     w->count++;
     return 0;
 }
@@ -248,6 +380,7 @@ void bfs_writer_abort(bfs_writer *w)
         free(w->classes[i]);
     free(w->classes);
     free(w->samples);
+    free(w->fields);
     free(w->page_sums);
     free(w->buf);
     free(w->tmp);
@@ -276,17 +409,41 @@ static uint8_t *class_table(const bfs_writer *w, uint64_t *size)
     return t;
 }
 
+/* Build the field table (version 3): count, descriptor size, then one 64-byte descriptor
+ * per field. */
+static uint8_t *field_table(const bfs_writer *w)
+{
+    uint8_t *t = calloc(1, 8 + (size_t)BFS_FIELD_DESC * w->nfields);
+    if (!t)
+        return NULL;
+    bfs_st32(t, w->nfields);
+    bfs_st32(t + 4, BFS_FIELD_DESC);
+    for (uint32_t k = 0; k < w->nfields; k++) {
+        const bfs_field *f = &w->fields[k];
+        uint8_t *d = t + 8 + (size_t)BFS_FIELD_DESC * k;
+        memcpy(d, f->name, strnlen(f->name, BFS_FIELD_NAME_MAX));
+        d[32] = f->kind;
+        d[33] = f->dtype;
+        d[34] = f->flags;
+        d[35] = f->rank;
+        for (int j = 0; j < 3; j++)
+            bfs_st32(d + 36 + 4 * j, f->shape[j]);
+        bfs_st32(d + 48, f->follows);
+        bfs_st64(d + 56, f->max_count);
+    }
+    return t;
+}
+
 int bfs_writer_finish(bfs_writer *w, int do_fsync, char *err, size_t errlen)
 {
     int rc = 0;
-    uint8_t *ct = NULL;
+    uint8_t *ct = NULL, *ft = NULL;
     if (w->count == 0 || w->nclasses == 0) {
         rc = bfs_errf(BFS_E_EMPTY, err, errlen, "no samples or no classes to write");
         goto out;
     }
     for (uint64_t i = 0; i < w->count; i++) {
-        uint32_t label;
-        memcpy(&label, w->samples + i * BFS_SAMPLE_RECORD + 12, 4);
+        uint32_t label = bfs_ld32(w->samples + i * w->rec + 12);
         if (label >= w->nclasses) {
             rc = bfs_errf(BFS_E_LABEL, err, errlen,
                           "sample %llu has label %u but there are %u classes",
@@ -305,16 +462,23 @@ int bfs_writer_finish(bfs_writer *w, int do_fsync, char *err, size_t errlen)
     static const uint8_t zeros[8];
     uint64_t heap_end = BFS_HEAP_ALIGN + w->heap_size;
     uint64_t st_off = (heap_end + 7) & ~7ULL;
-    uint64_t st_size = w->count * BFS_SAMPLE_RECORD;
+    uint64_t st_size = w->count * w->rec;
     uint64_t ct_off = st_off + st_size;
-    uint64_t pt_off = (ct_off + ct_size + 7) & ~7ULL;
+    uint64_t ft_off = (ct_off + ct_size + 7) & ~7ULL; /* version 3: the field table */
+    uint64_t ft_size = w->nfields ? 8 + (uint64_t)BFS_FIELD_DESC * w->nfields : 0;
+    uint64_t pt_off = ft_off + ft_size;
+    if (ft_size && !(ft = field_table(w))) {
+        rc = -ENOMEM;
+        goto write_failed;
+    }
     uint64_t pt_size = w->pages_done * 8;
     uint64_t file_size = pt_off + pt_size;
 
     if ((rc = flush(w)) || (rc = bfs_write_all(w->fd, zeros, st_off - heap_end)) ||
         (rc = bfs_write_all(w->fd, w->samples, st_size)) ||
         (rc = bfs_write_all(w->fd, ct, ct_size)) ||
-        (rc = bfs_write_all(w->fd, zeros, pt_off - ct_off - ct_size)) ||
+        (rc = bfs_write_all(w->fd, zeros, ft_off - ct_off - ct_size)) ||
+        (ft_size && (rc = bfs_write_all(w->fd, ft, ft_size))) ||
         (rc = bfs_write_all(w->fd, w->page_sums, pt_size)))
         goto write_failed;
 
@@ -322,12 +486,15 @@ int bfs_writer_finish(bfs_writer *w, int do_fsync, char *err, size_t errlen)
     bfs_xxh64_init(&ts, 0);
     bfs_xxh64_update(&ts, w->samples, st_size);
     bfs_xxh64_update(&ts, ct, ct_size);
+    if (ft_size)
+        bfs_xxh64_update(&ts, ft, ft_size);
     bfs_xxh64_update(&ts, w->page_sums, pt_size);
 
     uint8_t h[BFS_HEADER_SIZE] = {0};
     memcpy(h, BFS_MAGIC, 8);
-    /* version 2 only where needed: image datasets stay byte-identical to before */
-    bfs_st32(h + 8, w->flags & BFS_DS_HAS_TOKENS ? 2u : BFS_VERSION_MIN);
+    /* version 2 or 3 only where needed: JPEG and raw image datasets stay byte-identical
+     * to before */
+    bfs_st32(h + 8, w->nfields ? 3u : w->flags & BFS_DS_HAS_TOKENS ? 2u : BFS_VERSION_MIN);
     bfs_st32(h + 12, BFS_HEADER_SIZE);
     bfs_st64(h + 16, w->count);
     bfs_st32(h + 24, w->nclasses);
@@ -342,7 +509,8 @@ int bfs_writer_finish(bfs_writer *w, int do_fsync, char *err, size_t errlen)
     bfs_st64(h + 88, file_size);
     bfs_st64(h + 96, bfs_xxh64_digest(&ts));
     bfs_st32(h + 104, w->flags);
-    bfs_st32(h + 108, BFS_SAMPLE_RECORD);
+    bfs_st32(h + 108, w->rec);
+    bfs_st64(h + 112, ft_size ? ft_off : 0);
     bfs_st64(h + 120, bfs_xxh64(h, 120, 0));
     if ((rc = bfs_pwrite_all(w->fd, h, sizeof h, 0)))
         goto write_failed;
@@ -379,6 +547,7 @@ write_failed:
     bfs_errf(rc, err, errlen, "writing %s: %s", w->tmp ? w->tmp : w->path, bfs_strerror(rc));
 out:
     free(ct);
+    free(ft);
     bfs_writer_abort(w);
     return rc;
 }

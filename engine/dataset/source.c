@@ -180,30 +180,61 @@ static int bfs_item_of(const bfs_sample *smp, const uint8_t *data, bfs_item *it)
     return 0;
 }
 
+uint32_t bfs_source_field_count(const bfs_source *s)
+{
+    return s->bfs ? bfs_field_count(s->bfs) : 1;
+}
+
+const bfs_field *bfs_source_field(const bfs_source *s, uint32_t f)
+{
+    static const bfs_field folder_images = {
+        .name = "images", .kind = BFS_FIELD_IMAGE, .follows = BFS_FIELD_NONE};
+    if (s->bfs)
+        return bfs_get_field(s->bfs, f);
+    return f == 0 ? &folder_images : NULL;
+}
+
+uint32_t bfs_source_value_count(const bfs_source *s, uint64_t i, uint32_t f)
+{
+    bfs_sample smp;
+    if (!s->bfs || bfs_get_value(s->bfs, i, f, &smp))
+        return 0;
+    return smp.raw_size;
+}
+
 int bfs_source_get(bfs_source *s, uint64_t i, bfs_item *it, bfs_source_scratch *scratch)
+{
+    return bfs_source_get_value(s, i, 0, it, scratch);
+}
+
+int bfs_source_get_value(bfs_source *s, uint64_t i, uint32_t f, bfs_item *it,
+                         bfs_source_scratch *scratch)
 {
     memset(it, 0, sizeof *it);
     bfs_sample smp;
     if (s->mapped) {
         const uint8_t *data;
         size_t len;
-        int rc = bfs_sample_data(s->bfs, i, BFS_VERIFY_SAMPLE, &smp, &data, &len);
+        int rc = bfs_value_data(s->bfs, i, f, BFS_VERIFY_SAMPLE, &smp, &data, &len);
         /* an overwritten file shows as checksum errors: say which it is */
         if (rc == BFS_E_SAMPLE_CHECKSUM && bfs_unchanged(s->bfs) == BFS_E_CHANGED)
             rc = BFS_E_CHANGED;
         return rc ? rc : bfs_item_of(&smp, data, it);
     }
     if (s->bfs) {
-        int rc = bfs_read_sample(s->bfs, i, BFS_VERIFY_SAMPLE, &smp, scratch->buf, scratch->cap);
+        int rc = bfs_read_value(s->bfs, i, f, BFS_VERIFY_SAMPLE, &smp, scratch->buf, scratch->cap);
         if (rc == -ENOSPC) {
             uint8_t *b = realloc(scratch->buf, smp.length);
             if (!b)
                 return -ENOMEM;
             scratch->buf = b, scratch->cap = smp.length;
-            rc = bfs_read_sample(s->bfs, i, BFS_VERIFY_SAMPLE, &smp, scratch->buf, scratch->cap);
+            rc = bfs_read_value(s->bfs, i, f, BFS_VERIFY_SAMPLE, &smp, scratch->buf,
+                                scratch->cap);
         }
-        return rc ? rc : bfs_item_of(&smp, scratch->buf, it);
+        return rc ? rc : bfs_item_of(&smp, smp.length ? scratch->buf : NULL, it);
     }
+    if (f != 0)
+        return BFS_E_SAMPLE_INDEX;
     if (i >= s->folder.n)
         return BFS_E_SAMPLE_INDEX;
     int rc = bfs_read_file(s->folder.paths[i], &scratch->buf, &scratch->cap, &it->len);
@@ -213,8 +244,8 @@ int bfs_source_get(bfs_source *s, uint64_t i, bfs_item *it, bfs_source_scratch *
      * of the scan the identity (and so the fingerprint, and cache_dir's entries) was made
      * of: stat'ed after the read, so a change during it shows too. Costs a stat, ~1 us
      * against a decode. */
-    uint64_t f[3];
-    if (file_facts(s->folder.paths[i], f) != s->facts[i] || f[0] != it->len)
+    uint64_t facts[3];
+    if (file_facts(s->folder.paths[i], facts) != s->facts[i] || facts[0] != it->len)
         return BFS_E_FILE_CHANGED;
     it->data = scratch->buf;
     it->label = s->folder.labels[i];

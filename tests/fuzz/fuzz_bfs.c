@@ -61,48 +61,80 @@ static int same_sample(const bfs_sample *a, const bfs_sample *b)
            a->checksum == b->checksum && a->raw_size == b->raw_size;
 }
 
+/* Field declarations: what open promises (bfs_field_check holds for each). */
+static void walk_fields(const bfs_reader *r)
+{
+    const bfs_info *in = bfs_get_info(r);
+    CHECK(bfs_field_count(r) == in->field_count && in->field_count >= 1 &&
+          in->field_count <= BFS_FIELD_MAX);
+    CHECK(in->version >= 3 || in->field_count == 1);
+    for (uint32_t f = 0; f < in->field_count; f++) {
+        const bfs_field *fd = bfs_get_field(r, f);
+        CHECK(fd != NULL && bfs_field_check(fd, f, in->field_count, NULL, 0) == 0);
+        CHECK(fd->follows == BFS_FIELD_NONE || bfs_get_field(r, fd->follows)->kind == BFS_FIELD_BOXES);
+    }
+    CHECK(bfs_get_field(r, in->field_count) == NULL);
+}
+
 static void walk_samples(bfs_reader *r, const uint8_t *base, size_t size)
 {
     const bfs_info *in = bfs_get_info(r);
     uint64_t n = in->sample_count < MAX_WALK ? in->sample_count : MAX_WALK;
     const uint8_t *heap = base + in->heap_offset;
-    for (uint64_t i = 0; i < n; i++) {
-        bfs_sample s;
-        int rc = bfs_get_sample(r, i, &s);
-        if (rc) {
-            CHECK(rc == BFS_E_SAMPLE_RANGE || rc == BFS_E_LABEL);
-            continue;
-        }
-        CHECK(s.length > 0 && s.offset <= in->heap_size && s.length <= in->heap_size - s.offset);
-        CHECK(s.label < in->class_count);
-        CHECK(s.width > 0 && s.height > 0 && (s.flags & ~BFS_FLAGS_KNOWN) == 0);
-        CHECK((s.flags & BFS_KIND_MASK) <= BFS_KIND_RAW);
-        if ((s.flags & BFS_KIND_MASK) == BFS_KIND_RAW) /* docs/format.md: raw_size = w*h*3 */
-            CHECK((uint64_t)s.raw_size == (uint64_t)s.width * s.height * 3u);
+    for (uint64_t i = 0; i < n; i++)
+        for (uint32_t f = 0; f < in->field_count && f * n < 4 * MAX_WALK; f++) {
+            const bfs_field *fd = bfs_get_field(r, f);
+            bfs_sample s;
+            int rc = bfs_get_value(r, i, f, &s);
+            if (rc) {
+                CHECK(rc == BFS_E_SAMPLE_RANGE || rc == BFS_E_LABEL);
+                continue;
+            }
+            CHECK(s.offset <= in->heap_size && s.length <= in->heap_size - s.offset);
+            CHECK(f == 0 ? s.label < in->class_count : s.label == 0);
+            CHECK((s.flags & ~BFS_FLAGS_KNOWN) == 0);
+            if (f == 0)
+                CHECK(s.length > 0);
+            if (fd->kind == BFS_FIELD_IMAGE && s.length) {
+                CHECK(s.width > 0 && s.height > 0);
+                CHECK((s.flags & BFS_KIND_MASK) != BFS_KIND_TOKENS);
+                CHECK(in->version >= 3 || (s.flags & BFS_KIND_MASK) != BFS_KIND_CODEC);
+                if ((s.flags & BFS_KIND_MASK) == BFS_KIND_RAW) /* raw_size = w*h*3 */
+                    CHECK((uint64_t)s.raw_size == (uint64_t)s.width * s.height * 3u);
+            } else if (fd->kind == BFS_FIELD_TOKENS && in->version == 2) {
+                CHECK(s.raw_size * (s.flags & BFS_F_TOKENS_U32 ? 4ull : 2ull) == s.length);
+            } else if (fd->kind != BFS_FIELD_IMAGE) {
+                CHECK((uint64_t)s.raw_size * bfs_fdt_size(fd->dtype) == s.length);
+                CHECK(s.raw_size <= fd->max_count);
+            }
 
-        /* unverified: the pointer must lie inside the heap, whatever the checksums say */
-        const uint8_t *p = NULL;
-        size_t len = 0;
-        bfs_sample s2;
-        rc = bfs_sample_data(r, i, BFS_VERIFY_NONE, &s2, &p, &len);
-        CHECK(rc == 0);
-        CHECK(len == s.length && p == heap + s.offset && same_sample(&s, &s2));
-        CHECK(p >= base && len <= size && p - base <= (ptrdiff_t)(size - len));
-        touch(p, len);
+            /* unverified: the pointer must lie inside the heap, whatever the checksums say */
+            const uint8_t *p = NULL;
+            size_t len = 0;
+            bfs_sample s2;
+            rc = bfs_value_data(r, i, f, BFS_VERIFY_NONE, &s2, &p, &len);
+            CHECK(rc == 0);
+            CHECK(len == s.length && same_sample(&s, &s2));
+            CHECK(len ? p == heap + s.offset : p == NULL);
+            if (len) {
+                CHECK(p >= base && len <= size && p - base <= (ptrdiff_t)(size - len));
+                touch(p, len);
+            }
 
-        /* verified: either it matches or it says which checksum failed */
-        p = NULL;
-        rc = bfs_sample_data(r, i, BFS_VERIFY_SAMPLE | BFS_VERIFY_PAGES, NULL, &p, &len);
-        CHECK(rc == 0 || rc == BFS_E_SAMPLE_CHECKSUM || rc == BFS_E_PAGE_CHECKSUM);
-        if (rc == 0) {
-            CHECK(p == heap + s.offset);
-            CHECK((uint32_t)bfs_xxh64(p, len, 0) == s.checksum);
-            touch(p, len);
+            /* verified: either it matches or it says which checksum failed */
+            p = NULL;
+            rc = bfs_value_data(r, i, f, BFS_VERIFY_SAMPLE | BFS_VERIFY_PAGES, NULL, &p, &len);
+            CHECK(rc == 0 || rc == BFS_E_SAMPLE_CHECKSUM || rc == BFS_E_PAGE_CHECKSUM);
+            if (rc == 0 && len) {
+                CHECK(p == heap + s.offset);
+                CHECK((uint32_t)bfs_xxh64(p, len, 0) == s.checksum);
+                touch(p, len);
+            }
         }
-    }
     bfs_sample s;
     CHECK(bfs_get_sample(r, in->sample_count, &s) == BFS_E_SAMPLE_INDEX);
     CHECK(bfs_get_sample(r, UINT64_MAX, &s) == BFS_E_SAMPLE_INDEX);
+    CHECK(bfs_get_value(r, 0, in->field_count, &s) == BFS_E_SAMPLE_INDEX);
     const uint8_t *p;
     size_t len;
     CHECK(bfs_sample_data(r, in->sample_count, BFS_VERIFY_PAGES, NULL, &p, &len) ==
@@ -173,15 +205,20 @@ static void open_and_walk(const uint8_t *base, size_t size)
     CHECK(in->page_count == in->heap_size / in->page_size + (in->heap_size % in->page_size != 0));
     CHECK(in->sample_table_offset >= in->heap_offset + in->heap_size &&
           in->sample_table_offset <= size &&
-          in->sample_count <= (size - in->sample_table_offset) / BFS_SAMPLE_RECORD);
+          in->sample_record_size == BFS_SAMPLE_RECORD * in->field_count &&
+          in->sample_count <= (size - in->sample_table_offset) / in->sample_record_size);
     CHECK(in->class_table_offset >=
-              in->sample_table_offset + in->sample_count * BFS_SAMPLE_RECORD &&
+              in->sample_table_offset + in->sample_count * in->sample_record_size &&
           in->class_table_offset <= size && in->class_table_size <= size - in->class_table_offset &&
           in->class_table_size >= (uint64_t)in->class_count * 8);
+    CHECK(in->version < 3 || (in->field_table_offset >= in->class_table_offset + in->class_table_size &&
+                              in->field_table_size == 8 + BFS_FIELD_DESC * (uint64_t)in->field_count &&
+                              in->page_table_offset >= in->field_table_offset + in->field_table_size));
     CHECK(in->page_table_offset >= in->class_table_offset + in->class_table_size &&
           in->page_table_offset <= size && in->page_count <= (size - in->page_table_offset) / 8);
     CHECK(in->header_checksum == bfs_xxh64(base, 120, 0));
 
+    walk_fields(r);
     walk_samples(r, base, size);
     walk_classes(r);
     walk_pages(r);
