@@ -83,6 +83,35 @@ int bfs_augment_geometry(const bfs_pipeline_opts *o, uint64_t epoch, uint64_t in
     return 0;
 }
 
+uint32_t bfs_augment_boxes(const bfs_geometry *g, const float *in, uint32_t n, double min_area,
+                           float *out, uint32_t *keep)
+{
+    const resize_spec *s = &g->spec;
+    double sx = s->out_w / (s->box[2] - s->box[0]), sy = s->out_h / (s->box[3] - s->box[1]);
+    double ww = s->win_w, wh = s->win_h;
+    uint32_t kept = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        const float *b = in + 4 * (size_t)i;
+        double x0 = ((b[0] - g->origin_x) - s->box[0]) * sx - s->win_x;
+        double y0 = ((b[1] - g->origin_y) - s->box[1]) * sy - s->win_y;
+        double x1 = ((b[2] - g->origin_x) - s->box[0]) * sx - s->win_x;
+        double y1 = ((b[3] - g->origin_y) - s->box[1]) * sy - s->win_y;
+        x0 = fmin(fmax(x0, 0), ww), x1 = fmin(fmax(x1, 0), ww); /* NaN: fmax gives 0 */
+        y0 = fmin(fmax(y0, 0), wh), y1 = fmin(fmax(y1, 0), wh);
+        if (!(x1 > x0 && y1 > y0 && (x1 - x0) * (y1 - y0) >= min_area) || !isfinite(b[0]) ||
+            !isfinite(b[1]) || !isfinite(b[2]) || !isfinite(b[3]))
+            continue;
+        if (g->flip) {
+            double t = x0;
+            x0 = ww - x1, x1 = ww - t;
+        }
+        float *o = out + 4 * (size_t)kept;
+        o[0] = (float)x0, o[1] = (float)y0, o[2] = (float)x1, o[3] = (float)y1;
+        keep[kept++] = i;
+    }
+    return kept;
+}
+
 /* ---- output ------------------------------------------------------------------------ */
 
 uint16_t bfs_f32_to_f16(float v)

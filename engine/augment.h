@@ -36,6 +36,21 @@ typedef struct bfs_geometry {
 int bfs_augment_geometry(const bfs_pipeline_opts *o, uint64_t epoch, uint64_t index, int width,
                          int height, bfs_geometry *g);
 
+/*
+ * bfs_augment_boxes - what g does to boxes drawn on the image: n rows of x0, y0, x1, y1
+ * in the source image's pixels (in) become rows in the output's pixels (out, [0, win_w]
+ * x [0, win_h] of the produced window): moved into the crop, scaled as the resize scales
+ * (out_w / box width, out_h / box height, in double), shifted by the window, clipped to
+ * it, mirrored when g->flip (x -> win_w - x, so x0 and x1 swap), then stored as f32. A
+ * box left with an area below min_area output pixels², or none (x1 <= x0 or y1 <= y0
+ * after clipping: outside the crop, inverted, or not finite), is dropped. keep[k] is the
+ * source row of out row k (per-box values follow it). Returns the number of rows kept
+ * (<= n); out and keep hold n rows. docs/engine.md ("Boxes follow the crop") gives the
+ * formula step by step (tests/boxes_ref.py follows it). Deterministic: a pure function of its arguments.
+ */
+uint32_t bfs_augment_boxes(const bfs_geometry *g, const float *in, uint32_t n, double min_area,
+                           float *out, uint32_t *keep);
+
 /* Conversion tables built once per pipeline (dtype, normalization). */
 typedef struct bfs_out_format {
     int dtype; /* BFS_OUT_* */

@@ -8,6 +8,12 @@
  *       the crop for train, the image otherwise; resize size; window; flip 0/1)
  *   engine_tool epoch SOURCE OPTIONS EPOCH OUTDIR    write every batch of EPOCH to
  *       OUTDIR/batch_K
+ *   engine_tool boxes - OPTIONS 0 0                   for each stdin line "W H EPOCH INDEX
+ *       MIN_AREA N x0 y0 x1 y1 ..." (an image W x H, N boxes): one line "F  x0 y0 x1 y1
+ *       ow oh  win_x win_y win_w win_h  ox oy" (the flip, the crop box in the image, the
+ *       resize size, the window), then a line "K  k x0 y0 x1 y1 ..." of the K boxes
+ *       bfs_augment_boxes keeps (k: the source row; %.9g, exact for f32): for
+ *       tests/boxes_ref.py
  *   engine_tool order SOURCE OPTIONS EPOCH -          token datasets: print the epoch's
  *       document order (one index per line) and, for pack=bucket, a line "chunks" and
  *       the chunk of each batch (tests/tokens_ref.py builds batches from these)
@@ -42,7 +48,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: engine_tool batch SOURCE OPTIONS EPOCH K OUT\n"
                         "       engine_tool geometry SOURCE OPTIONS EPOCH INDEX\n"
                         "       engine_tool epoch SOURCE OPTIONS EPOCH OUTDIR\n"
-                        "       engine_tool order SOURCE OPTIONS EPOCH -\n");
+                        "       engine_tool order SOURCE OPTIONS EPOCH -\n"
+                        "       engine_tool boxes - OPTIONS 0 0 < cases\n");
         return 2;
     }
     bfs_pipeline_opts o;
@@ -110,6 +117,35 @@ int main(int argc, char **argv)
         }
         bfs_tokens_destroy(t);
         bfs_source_close(s);
+        return 0;
+    }
+    if (!strcmp(argv[1], "boxes") && argc == 6) {
+        int W, H, n;
+        unsigned long long ep, idx;
+        double min_area;
+        while (scanf("%d %d %llu %llu %lf %d", &W, &H, &ep, &idx, &min_area, &n) == 6) {
+            if (n < 0 || n > 100000)
+                return 2;
+            float *in = malloc(16 * (size_t)n + 16), *out = malloc(16 * (size_t)n + 16);
+            uint32_t *keep = malloc(4 * (size_t)n + 4);
+            for (int i = 0; i < 4 * n; i++)
+                if (!in || scanf("%f", &in[i]) != 1)
+                    return 2;
+            bfs_geometry g;
+            if (!out || !keep || bfs_augment_geometry(&o, ep, idx, W, H, &g))
+                return 1;
+            const resize_spec *p = &g.spec;
+            printf("%d  %.17g %.17g %.17g %.17g  %d %d  %d %d %d %d  %d %d\n", g.flip, p->box[0],
+                   p->box[1], p->box[2], p->box[3], p->out_w, p->out_h, p->win_x, p->win_y,
+                   p->win_w, p->win_h, g.origin_x, g.origin_y);
+            uint32_t kept = bfs_augment_boxes(&g, in, (uint32_t)n, min_area, out, keep);
+            printf("%u ", kept);
+            for (uint32_t j = 0; j < kept; j++)
+                printf(" %u %.9g %.9g %.9g %.9g", keep[j], out[4 * j], out[4 * j + 1],
+                       out[4 * j + 2], out[4 * j + 3]);
+            printf("\n");
+            free(in), free(out), free(keep);
+        }
         return 0;
     }
     if (!strcmp(argv[1], "geometry") && argc == 6) {
