@@ -46,7 +46,8 @@ int bfs_augment_geometry(const bfs_pipeline_opts *o, uint64_t epoch, uint64_t in
  * after clipping: outside the crop, inverted, or not finite), is dropped. keep[k] is the
  * source row of out row k (per-box values follow it). Returns the number of rows kept
  * (<= n); out and keep hold n rows. docs/engine.md ("Boxes follow the crop") gives the
- * formula step by step (tests/boxes_ref.py follows it). Deterministic: a pure function of its arguments.
+ * formula step by step (tests/boxes_ref.py follows it). Deterministic: a pure function of its
+ * arguments.
  */
 uint32_t bfs_augment_boxes(const bfs_geometry *g, const float *in, uint32_t n, double min_area,
                            float *out, uint32_t *keep);

@@ -76,16 +76,24 @@
 #define BFS_FIELD_NAME_MAX 31u /* bytes of a field name: [A-Za-z_][A-Za-z0-9_]* */
 #define BFS_FIELD_DESC     64u /* bytes of one field descriptor in the field table */
 #define BFS_FIELD_NONE     0xffffffffu
-enum { /* bfs_field.kind */
+enum {                      /* bfs_field.kind */
        BFS_FIELD_IMAGE = 1, /* JPEG, raw, PNG or WebP: an image record */
        BFS_FIELD_TEXT,      /* UTF-8 bytes (dtype u8, variable) */
        BFS_FIELD_TOKENS,    /* token ids (u16 or u32, variable) */
        BFS_FIELD_ARRAY,     /* numbers: fixed shape, or variable rows of shape[0..rank) */
        BFS_FIELD_BOXES,     /* f32 rows of 4: x0, y0, x1, y1 in source pixels (variable) */
        BFS_FIELD_BYTES,     /* anything else (a JSON document): u8, variable */
-       BFS_FIELD_KIND_END };
+       BFS_FIELD_KIND_END
+};
 enum { /* bfs_field.dtype: element types */
-       BFS_FDT_U8, BFS_FDT_U16, BFS_FDT_U32, BFS_FDT_I32, BFS_FDT_I64, BFS_FDT_F32, BFS_FDT_END };
+       BFS_FDT_U8,
+       BFS_FDT_U16,
+       BFS_FDT_U32,
+       BFS_FDT_I32,
+       BFS_FDT_I64,
+       BFS_FDT_F32,
+       BFS_FDT_END
+};
 #define BFS_FIELDF_VARIABLE 0x1u /* values differ in length: rows of shape[0..rank) */
 #define BFS_FIELDF_OPTIONAL 0x2u /* a sample may lack it (its record is then all zero) */
 
@@ -135,7 +143,7 @@ typedef struct bfs_info {
     uint64_t file_size;
     uint64_t tables_checksum;
     uint32_t flags;
-    uint32_t sample_record_size; /* 32 per stored field (versions 1, 2: 32) */
+    uint32_t sample_record_size;                   /* 32 per stored field (versions 1, 2: 32) */
     uint64_t field_table_offset, field_table_size; /* version 3; else 0 */
     uint32_t field_count;                          /* 1 in versions 1 and 2 */
     uint64_t header_checksum; /* identity of the dataset content (used by fingerprints) */
@@ -319,7 +327,7 @@ typedef struct bfs_value_in {
     size_t len;
     uint64_t checksum; /* bfs_xxh64(data, len, 0), computed by the caller (in parallel) */
     uint16_t width, height, flags; /* image fields: as bfs_sample_in; else 0 */
-    uint32_t raw_size; /* image fields: as bfs_sample_in; else the element count */
+    uint32_t raw_size;             /* image fields: as bfs_sample_in; else the element count */
 } bfs_value_in;
 
 /*

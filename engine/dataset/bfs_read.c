@@ -3,13 +3,13 @@
  *
  * Open validates the 128-byte header and the placement of the regions (heap, sample
  * table, class table, field table of version 3, page table) against the real file size,
- * and the field declarations; nothing per sample, so open is O(fields). Entries are checked when read. A file's header and tables are copied into memory
- * at open and its payloads read with pread: a dataset truncated or overwritten while open
- * gives BFS_E_CHANGED or a checksum error, never SIGBUS. Only bfs_map_payloads maps them,
- * for callers that read through guard.h and check bfs_unchanged after their reads (a
- * mapped sample's checksum is verified once). The page-verified and sample-verified bitmaps
- * are the only mutable state; they are updated with atomic OR, so a reader is shared
- * freely between threads.
+ * and the field declarations; nothing per sample, so open is O(fields). Entries are checked when
+ * read. A file's header and tables are copied into memory at open and its payloads read with pread:
+ * a dataset truncated or overwritten while open gives BFS_E_CHANGED or a checksum error, never
+ * SIGBUS. Only bfs_map_payloads maps them, for callers that read through guard.h and check
+ * bfs_unchanged after their reads (a mapped sample's checksum is verified once). The page-verified
+ * and sample-verified bitmaps are the only mutable state; they are updated with atomic OR, so a
+ * reader is shared freely between threads.
  */
 #include "engine/dataset/bfs.h"
 #include "base/err.h"
@@ -113,8 +113,7 @@ static int parse_header(bfs_reader *r, char *err, size_t errlen)
                         "sample record size %u is not 32 bytes times 1..%u fields",
                         in->sample_record_size, BFS_FIELD_MAX);
     in->field_count = in->sample_record_size / BFS_SAMPLE_RECORD;
-    in->field_table_size =
-        in->version >= 3 ? 8 + (uint64_t)BFS_FIELD_DESC * in->field_count : 0;
+    in->field_table_size = in->version >= 3 ? 8 + (uint64_t)BFS_FIELD_DESC * in->field_count : 0;
     in->sample_count = bfs_ld64(h + 16);
     in->class_count = bfs_ld32(h + 24);
     in->page_size = bfs_ld32(h + 28);
@@ -239,8 +238,8 @@ int bfs_field_check(const bfs_field *f, uint32_t idx, uint32_t n, char *err, siz
     int name_ok = nl >= 1 && nl <= BFS_FIELD_NAME_MAX && !(f->name[0] >= '0' && f->name[0] <= '9');
     for (size_t k = 0; k < nl && name_ok; k++) {
         char c = f->name[k];
-        name_ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                  c == '_';
+        name_ok =
+            (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
     }
     if (!name_ok)
         return bfs_errf(-EINVAL, err, errlen,
@@ -340,8 +339,7 @@ static int parse_fields(bfs_reader *r, char *err, size_t errlen)
                             f->name, f->follows);
         if (f->max_count > UINT32_MAX)
             return bfs_errf(BFS_E_LAYOUT, err, errlen,
-                            "field table: field %u (%s) has a largest count over 2^32", k,
-                            f->name);
+                            "field table: field %u (%s) has a largest count over 2^32", k, f->name);
         for (uint32_t j = 0; j < k; j++)
             if (!strcmp(r->fields[j].name, f->name))
                 return bfs_errf(BFS_E_LAYOUT, err, errlen,
@@ -484,8 +482,7 @@ static int check_image(const bfs_reader *r, const bfs_field *fd, uint32_t f, bfs
     if (s->length == 0 || !region_ok(s->offset, s->length, r->info.heap_size) ||
         (r->info.version >= 3 && s->length > fd->max_count))
         return BFS_E_SAMPLE_RANGE;
-    if (kind == BFS_KIND_TOKENS || s->width == 0 || s->height == 0 ||
-        (s->flags & BFS_F_TOKENS_U32))
+    if (kind == BFS_KIND_TOKENS || s->width == 0 || s->height == 0 || (s->flags & BFS_F_TOKENS_U32))
         return BFS_E_SAMPLE_RANGE;
     if (kind == BFS_KIND_CODEC) { /* PNG or WebP: only its kind and which */
         if (r->info.version < 3 || (s->flags & ~(BFS_KIND_MASK | BFS_F_WEBP)) || s->raw_size)
@@ -750,8 +747,8 @@ int bfs_map_payloads(bfs_reader *r)
      * document of 8 rows was hashed 8 times). The mapping's bytes change only when the
      * file changes in place, which bfs_unchanged catches. Without the memory for it (a
      * bit per sample), every read is verified. */
-    r->sample_ok = calloc(
-        (size_t)((r->info.sample_count * r->info.field_count + 63) / 64) + 1, sizeof *r->sample_ok);
+    r->sample_ok = calloc((size_t)((r->info.sample_count * r->info.field_count + 63) / 64) + 1,
+                          sizeof *r->sample_ok);
     return 0;
 }
 

@@ -199,7 +199,8 @@ int bfs_writer_set_fields(bfs_writer *w, const bfs_field *fields, uint32_t n, ch
         int rc = bfs_field_check(&fields[k], k, n, err, errlen);
         if (rc)
             return rc;
-        if (fields[k].follows != BFS_FIELD_NONE && fields[fields[k].follows].kind != BFS_FIELD_BOXES)
+        if (fields[k].follows != BFS_FIELD_NONE &&
+            fields[fields[k].follows].kind != BFS_FIELD_BOXES)
             return bfs_errf(-EINVAL, err, errlen, "field %u (%s) follows field %u, not boxes", k,
                             fields[k].name, fields[k].follows);
         for (uint32_t j = 0; j < k; j++)
@@ -304,8 +305,8 @@ int bfs_writer_add_record(bfs_writer *w, uint32_t label, const bfs_value_in *v)
         const bfs_field *fd = &w->fields[f];
         if (v[f].len > UINT32_MAX || (v[f].len && !v[f].data))
             return -EINVAL;
-        if (v[f].len == 0 && (f == 0 || (fd->kind == BFS_FIELD_IMAGE &&
-                                          !(fd->flags & BFS_FIELDF_OPTIONAL))))
+        if (v[f].len == 0 &&
+            (f == 0 || (fd->kind == BFS_FIELD_IMAGE && !(fd->flags & BFS_FIELDF_OPTIONAL))))
             return -EINVAL; /* a required image is missing */
         if (fd->kind == BFS_FIELD_IMAGE ? v[f].len && !image_ok(&v[f]) : !value_ok(fd, &v[f], v))
             return -EINVAL;

@@ -228,8 +228,7 @@ int bfs_source_get_value(bfs_source *s, uint64_t i, uint32_t f, bfs_item *it,
             if (!b)
                 return -ENOMEM;
             scratch->buf = b, scratch->cap = smp.length;
-            rc = bfs_read_value(s->bfs, i, f, BFS_VERIFY_SAMPLE, &smp, scratch->buf,
-                                scratch->cap);
+            rc = bfs_read_value(s->bfs, i, f, BFS_VERIFY_SAMPLE, &smp, scratch->buf, scratch->cap);
         }
         return rc ? rc : bfs_item_of(&smp, smp.length ? scratch->buf : NULL, it);
     }

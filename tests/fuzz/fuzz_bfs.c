@@ -71,7 +71,8 @@ static void walk_fields(const bfs_reader *r)
     for (uint32_t f = 0; f < in->field_count; f++) {
         const bfs_field *fd = bfs_get_field(r, f);
         CHECK(fd != NULL && bfs_field_check(fd, f, in->field_count, NULL, 0) == 0);
-        CHECK(fd->follows == BFS_FIELD_NONE || bfs_get_field(r, fd->follows)->kind == BFS_FIELD_BOXES);
+        CHECK(fd->follows == BFS_FIELD_NONE ||
+              bfs_get_field(r, fd->follows)->kind == BFS_FIELD_BOXES);
     }
     CHECK(bfs_get_field(r, in->field_count) == NULL);
 }
@@ -211,9 +212,10 @@ static void open_and_walk(const uint8_t *base, size_t size)
               in->sample_table_offset + in->sample_count * in->sample_record_size &&
           in->class_table_offset <= size && in->class_table_size <= size - in->class_table_offset &&
           in->class_table_size >= (uint64_t)in->class_count * 8);
-    CHECK(in->version < 3 || (in->field_table_offset >= in->class_table_offset + in->class_table_size &&
-                              in->field_table_size == 8 + BFS_FIELD_DESC * (uint64_t)in->field_count &&
-                              in->page_table_offset >= in->field_table_offset + in->field_table_size));
+    CHECK(in->version < 3 ||
+          (in->field_table_offset >= in->class_table_offset + in->class_table_size &&
+           in->field_table_size == 8 + BFS_FIELD_DESC * (uint64_t)in->field_count &&
+           in->page_table_offset >= in->field_table_offset + in->field_table_size));
     CHECK(in->page_table_offset >= in->class_table_offset + in->class_table_size &&
           in->page_table_offset <= size && in->page_count <= (size - in->page_table_offset) / 8);
     CHECK(in->header_checksum == bfs_xxh64(base, 120, 0));
