@@ -793,8 +793,11 @@ END_TEST
  * declaration and the reader refuses records and tables that do. */
 static bfs_field fld(const char *name, int kind, int dtype, int flags, int rank, uint32_t d0)
 {
-    bfs_field f = {.kind = (uint8_t)kind, .dtype = (uint8_t)dtype, .flags = (uint8_t)flags,
-                   .rank = (uint8_t)rank, .follows = BFS_FIELD_NONE};
+    bfs_field f = {.kind = (uint8_t)kind,
+                   .dtype = (uint8_t)dtype,
+                   .flags = (uint8_t)flags,
+                   .rank = (uint8_t)rank,
+                   .follows = BFS_FIELD_NONE};
     snprintf(f.name, sizeof f.name, "%s", name);
     f.shape[0] = d0;
     return f;
@@ -802,8 +805,8 @@ static bfs_field fld(const char *name, int kind, int dtype, int flags, int rank,
 
 static bfs_value_in val(const void *d, size_t len, uint32_t count)
 {
-    return (bfs_value_in){.data = len ? d : NULL, .len = len,
-                          .checksum = bfs_xxh64(d, len, 0), .raw_size = count};
+    return (bfs_value_in){
+        .data = len ? d : NULL, .len = len, .checksum = bfs_xxh64(d, len, 0), .raw_size = count};
 }
 
 START_TEST(fields_v3)
@@ -992,6 +995,132 @@ START_TEST(fields_v3)
     ck_assert_uint_eq(smp.flags, BFS_KIND_CODEC | BFS_F_WEBP);
     ck_assert_int_eq(bfs_verify_tables(r), 0);
     bfs_close(r);
+}
+END_TEST
+
+/* A fake tokenizer: one id per byte (vocab 256), or failing on a text holding "FAIL",
+ * or giving an id over the vocabulary for "BIG". */
+static long byte_tokens(void *ctx, const char *text, size_t len, uint32_t *ids, size_t cap,
+                        char *err, size_t errlen)
+{
+    (void)ctx;
+    if (memmem(text, len, "FAIL", 4)) {
+        snprintf(err, errlen, "the fake tokenizer fails");
+        return -EINVAL;
+    }
+    if (len > cap)
+        return (long)len;
+    for (size_t k = 0; k < len; k++)
+        ids[k] = (uint8_t)text[k] + (memmem(text, len, "BIG", 3) ? 1000u : 0u);
+    return (long)len;
+}
+
+/* n samples: a fake image and a caption each (captions[i]) */
+static void write_captions(const char *path, const char *const *caps, int n)
+{
+    char err[512];
+    bfs_field fs[2] = {fld("jpg", BFS_FIELD_IMAGE, BFS_FDT_U8, 0, 0, 0),
+                       fld("caption", BFS_FIELD_TEXT, BFS_FDT_U8, BFS_FIELDF_VARIABLE, 0, 0)};
+    bfs_writer *w;
+    ck_assert_int_eq(bfs_writer_create(path, 4096, &w, err, sizeof err), 0);
+    ck_assert_int_eq(bfs_writer_set_fields(w, fs, 2, err, sizeof err), 0);
+    ck_assert_int_eq(bfs_writer_add_class(w, "a"), 0);
+    for (int i = 0; i < n; i++) {
+        bfs_value_in v[2] = {val("\xff\xd8 image", 8, 0),
+                             val(caps[i], strlen(caps[i]), (uint32_t)strlen(caps[i]))};
+        v[0].width = v[0].height = 4;
+        ck_assert_int_eq(bfs_writer_add_record(w, 0, v), 0);
+    }
+    ck_assert_int_eq(bfs_writer_finish(w, 0, err, sizeof err), 0);
+}
+
+/* mkbatchfs --tokenize's engine half: every field copied, the tokens field added. */
+START_TEST(tokenize_captions)
+{
+    static const struct {
+        const char *s;
+        int ok;
+    } utf8[] = {{"", 1},
+                {"abc", 1},
+                {"caf\xc3\xa9", 1},
+                {"\xe2\x98\x95", 1},
+                {"\xf0\x9f\x98\x80", 1},
+                {"\xc3", 0},
+                {"\xc0\xaf", 0},
+                {"\xe0\x80\xaf", 0},
+                {"\xed\xa0\x80", 0},
+                {"\xf4\x90\x80\x80", 0},
+                {"\xff", 0},
+                {"a\x80", 0},
+                {"\xe2\x98", 0}};
+    for (size_t k = 0; k < sizeof utf8 / sizeof utf8[0]; k++)
+        ck_assert_msg(bfs_utf8_valid((const uint8_t *)utf8[k].s, strlen(utf8[k].s)) == utf8[k].ok,
+                      "utf8 case %zu", k);
+
+    const char *caps[4] = {"a red fox", "", "caf\xc3\xa9",
+                           "a long caption that is longer than "
+                           "the first buffer of ids may be, so "
+                           "the tokenizer is asked again with "
+                           "more room: 256 bytes or more. "
+                           "0123456789012345678901234567890123"
+                           "4567890123456789012345678901234567"
+                           "8901234567890123456789012345678901"};
+    char in_path[4200], err[512];
+    snprintf(in_path, sizeof in_path, "%s/caps.bfs", tmp);
+    write_captions(in_path, caps, 4);
+    bfs_tokenize_opts t = {.field = "caption", .vocab = 256, .fn = byte_tokens};
+    bfs_pack_opts o = {0};
+    bfs_pack_report rep;
+    ck_assert_int_eq(bfs_pack_tokenize(in_path, out, &t, &o, &rep, NULL, err, sizeof err), 0);
+    ck_assert_uint_eq(rep.packed, 4);
+    ck_assert_uint_eq(rep.longest, strlen(caps[3]));
+    bfs_reader *r;
+    ck_assert_int_eq(bfs_open(out, &r, err, sizeof err), 0);
+    ck_assert_int_eq(bfs_verify_tables(r), 0);
+    ck_assert_uint_eq(bfs_field_count(r), 3);
+    const bfs_field *tf = bfs_get_field(r, 2);
+    ck_assert_str_eq(tf->name, "caption_tokens");
+    ck_assert_uint_eq(tf->kind, BFS_FIELD_TOKENS);
+    ck_assert_uint_eq(tf->dtype, BFS_FDT_U16);
+    for (uint64_t i = 0; i < 4; i++) {
+        bfs_sample smp;
+        uint8_t buf[1024];
+        ck_assert_int_eq(bfs_read_value(r, i, 1, BFS_VERIFY_SAMPLE, &smp, buf, sizeof buf), 0);
+        ck_assert_uint_eq(smp.length, strlen(caps[i]));
+        ck_assert_int_eq(memcmp(buf, caps[i], smp.length), 0);
+        ck_assert_int_eq(bfs_read_value(r, i, 2, BFS_VERIFY_SAMPLE, &smp, buf, sizeof buf), 0);
+        ck_assert_uint_eq(smp.raw_size, strlen(caps[i]));
+        for (uint32_t k = 0; k < smp.raw_size; k++)
+            ck_assert_uint_eq(buf[2 * k] | buf[2 * k + 1] << 8, (uint8_t)caps[i][k]);
+        ck_assert_int_eq(bfs_read_value(r, i, 0, BFS_VERIFY_SAMPLE, &smp, buf, sizeof buf), 0);
+        ck_assert_int_eq(memcmp(buf, "\xff\xd8 image", 8), 0);
+    }
+    bfs_close(r);
+
+    /* what it refuses, each naming the problem; no output left behind */
+    unlink(out);
+    t.field = "title";
+    ck_assert_int_eq(bfs_pack_tokenize(in_path, out, &t, &o, &rep, NULL, err, sizeof err), -EINVAL);
+    ck_assert_ptr_nonnull(strstr(err, "its text fields: caption"));
+    t.field = "caption";
+    t.out_field = "jpg";
+    ck_assert_int_eq(bfs_pack_tokenize(in_path, out, &t, &o, &rep, NULL, err, sizeof err), -EINVAL);
+    ck_assert_ptr_nonnull(strstr(err, "both named jpg"));
+    t.out_field = NULL;
+    const char *bad[3][2] = {{"fine", "caf\xc3"}, {"fine", "please FAIL"}, {"BIG", "x"}};
+    const char *why[3] = {"sample 1: field caption is not UTF-8",
+                          "sample 1: tokenizing field caption: the fake tokenizer fails",
+                          "sample 0: the tokenizer gave id 1066"};
+    for (int k = 0; k < 3; k++) {
+        write_captions(in_path, bad[k], 2);
+        ck_assert_int_eq(bfs_pack_tokenize(in_path, out, &t, &o, &rep, NULL, err, sizeof err),
+                         -EINVAL);
+        ck_assert_msg(strstr(err, why[k]) != NULL, "case %d: %s", k, err);
+    }
+    ck_assert_int_eq(count_entries(tmp), 1); /* caps.bfs only */
+    pack_folder(2, 20, 30, 5);               /* a version 1 file */
+    ck_assert_int_eq(bfs_pack_tokenize(out, in_path, &t, &o, &rep, NULL, err, sizeof err), -EINVAL);
+    ck_assert_ptr_nonnull(strstr(err, "version 1 has no text fields"));
 }
 END_TEST
 
@@ -1480,6 +1609,7 @@ static Suite *format_suite(void)
     tcase_add_test(tc, jpeg_header_cases);
     tcase_add_test(tc, token_sequences);
     tcase_add_test(tc, fields_v3);
+    tcase_add_test(tc, tokenize_captions);
     suite_add_tcase(s, tc);
     TCase *tcc = tcase_create("corruption");
     tcase_add_checked_fixture(tcc, corrupt_setup, corrupt_teardown);

@@ -137,6 +137,44 @@ int bfs_pack_sources(const char *const *srcs, size_t nsrcs, const char *out, con
  */
 size_t bfs_tokens_doc_end(const uint8_t *p, size_t n, int size, uint32_t sep);
 
+/*
+ * Captions tokenized at pack time (mkbatchfs --tokenize): a tokenizer is a callback, so
+ * the engine stays C and free of the tokenizer library (mkbatchfs links SentencePiece).
+ * bfs_tokenize_fn - the token ids of text[0..len) (UTF-8) into ids (cap of them): returns
+ * the count (which may exceed cap: the caller grows ids and calls again) or a negative
+ * errno with a message in err.
+ */
+typedef long (*bfs_tokenize_fn)(void *ctx, const char *text, size_t len, uint32_t *ids, size_t cap,
+                                char *err, size_t errlen);
+
+typedef struct bfs_tokenize_opts {
+    const char *field;     /* the text field tokenized */
+    const char *out_field; /* the tokens field added (NULL: FIELD_tokens) */
+    uint32_t vocab;        /* ids are < vocab: u16 when vocab <= 65536, else u32 */
+    bfs_tokenize_fn fn;
+    void *ctx;
+} bfs_tokenize_opts;
+
+/*
+ * bfs_pack_tokenize - copy the version 3 .bfs src to out with one field added: the token
+ * ids of text field t->field in every sample (BFS_FIELD_TOKENS, variable, u16 or u32 as
+ * t->vocab says; a sample without text gets no tokens), after the source's fields, which
+ * are copied value by value (checksums verified) with the same classes and page size
+ * (o->page_size 0: the source's). One thread; progress as bfs_pack's (o->progress).
+ * Returns 0; -EINVAL with err naming the problem (src not version 3, no such text field,
+ * the new name taken or not a field name, an id >= vocab, text that is not UTF-8 naming
+ * the sample); the tokenizer's error naming the sample; bfs_open's errors; a checksum
+ * error naming the sample; -ECANCELED (*cancel set); I/O errors. rep counts samples
+ * (packed), tokens (tokens) and the longest (longest).
+ */
+int bfs_pack_tokenize(const char *src, const char *out, const bfs_tokenize_opts *t,
+                      const bfs_pack_opts *o, bfs_pack_report *rep, atomic_int *cancel, char *err,
+                      size_t errlen);
+
+/* bfs_utf8_valid - 1 when s[0..n) is well-formed UTF-8 (RFC 3629: no overlong forms, no
+ * surrogates, nothing above U+10FFFF), else 0. */
+int bfs_utf8_valid(const uint8_t *s, size_t n);
+
 /* bfs_pack_temp_path - while bfs_pack runs, the temporary file it writes (or NULL);
  * for a signal handler that must unlink it. Points to static storage. */
 const char *bfs_pack_temp_path(void);
