@@ -102,14 +102,14 @@ print-programs:
 # ---- dependencies ------------------------------------------------------------------------
 # Debian packages: build (fuse3 headers, libjpeg-turbo both APIs, lz4, xxhash, jansson, hiredis,
 # OpenSSL's libcrypto for remote_key= (HMAC-SHA256, Poly1305), zlib for compressed
-# TFRecords, check, pkg-config),
+# TFRecords, SentencePiece for mkbatchfs --tokenize, check, pkg-config),
 # run (fuse3 for fusermount3), test (clang + compiler-rt for libFuzzer, python3-venv for
 # test clients, clang-format for make check-format, groff-base to render the man pages).
 # Installed only when missing.
 DEB_PKGS := build-essential pkg-config libfuse3-dev fuse3 libjpeg62-turbo-dev libturbojpeg0-dev \
             liblz4-dev check clang libclang-rt-dev clang-format python3 python3-venv \
             libhiredis-dev redis-server iproute2 libxxhash-dev libjansson-dev groff-base libssl-dev \
-            zlib1g-dev
+            zlib1g-dev libsentencepiece-dev sentencepiece
 deps:
 	@missing=""; for p in $(DEB_PKGS); do \
 	  dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' \
@@ -131,8 +131,18 @@ $(LIB): $(LIB_OBJ)
 	@mkdir -p $(@D)
 	rm -f $@ && ar rcs $@ $^
 
-$(BUILD)/mkbatchfs: $(BUILD)/obj/programs/mkbatchfs_main.o $(LIB)
-	$(CC) $(LDFLAGS) $^ $(LDLIBS_ALL) -o $@
+# programs/spm.cc: SentencePiece's C++ API behind C (mkbatchfs --tokenize), the one C++
+# object, linked into mkbatchfs alone
+CXX     ?= c++
+ALL_CXXFLAGS := -std=c++17 -D_GNU_SOURCE -pthread -fPIC -Wall -Wextra $(filter -W%,$(WARN)) \
+                $(CFLAGS) $(filter -fsanitize% -fno-%,$(ALL_CFLAGS)) -I. -MMD -MP
+ALL_CXXFLAGS := $(filter-out -Wstrict-prototypes -Wmissing-prototypes,$(ALL_CXXFLAGS))
+$(BUILD)/obj/%.o: %.cc
+	@mkdir -p $(@D)
+	$(CXX) $(ALL_CXXFLAGS) -c $< -o $@
+
+$(BUILD)/mkbatchfs: $(BUILD)/obj/programs/mkbatchfs_main.o $(BUILD)/obj/programs/spm.o $(LIB)
+	$(CXX) $(LDFLAGS) $^ $(LDLIBS_ALL) -lsentencepiece -o $@
 
 $(BUILD)/batchfs: $(BUILD)/obj/programs/batchfs_main.o $(LIB)
 	$(CC) $(LDFLAGS) $^ $(LDLIBS_ALL) -o $@

@@ -13,6 +13,7 @@
  */
 #include "engine/api.h"
 #include "base/err.h"
+#include "programs/spm.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -48,6 +49,8 @@ static void usage(FILE *f)
            "       mkbatchfs --tokens npy --offsets DOCS.npy TOKENS.npy OUT.bfs\n"
            "       mkbatchfs --tokens megatron PREFIX[.bin|.idx] OUT.bfs\n"
            "                                           pack token sequences (one per document)\n"
+           "       mkbatchfs --tokenize FIELD=MODEL[:bos][:eos][:as=NAME] SRC... OUT.bfs\n"
+           "                                           add a text field's SentencePiece ids\n"
            "       mkbatchfs --info F.bfs              describe a dataset file\n"
            "       mkbatchfs --cat F.bfs I             write sample I's stored bytes to stdout\n"
            "       mkbatchfs --verify F.bfs            check every checksum\n"
@@ -99,6 +102,12 @@ static void usage(FILE *f)
            "                       quarter of --restart's cost)\n"
            "  -s, --strict         fail on the first file (or sample of a shard) that would be\n"
            "                       skipped\n"
+           "      --tokenize FIELD=MODEL[:bos][:eos][:as=NAME]\n"
+           "                       add the ids of text field FIELD by the SentencePiece model\n"
+           "                       MODEL (a .model file; :bos, :eos add its begin/end ids) as\n"
+           "                       a tokens field FIELD_tokens (or NAME), u16 or u32 by the\n"
+           "                       vocabulary; SRC a .bfs with captions, or sources packed\n"
+           "                       first (one thread: tokenized once here, not every epoch)\n"
            "  -f, --format F       SHARDS are webdataset or tfrecord whatever their names\n"
            "                       (default: told by the names); a directory's files too,\n"
            "                       unless some have the format's names: then only those\n"
@@ -455,6 +464,94 @@ static int cmd_pack(const char *const *srcs, size_t nsrcs, const char *out, bfs_
     return 0;
 }
 
+/*
+ * --tokenize FIELD=MODEL[:bos][:eos][:as=NAME]: the ids of text field FIELD by the
+ * SentencePiece model MODEL, added as a tokens field (FIELD_tokens, or NAME). src is a
+ * version 3 .bfs, or anything cmd_pack takes: then packed first into a temporary file
+ * next to out, removed at the end.
+ */
+static int cmd_tokenize(const char *spec, const char *const *srcs, size_t nsrcs, const char *out,
+                        bfs_pack_opts *o, int quiet)
+{
+    char field[64], model[4096], as[64] = "";
+    unsigned flags = 0;
+    const char *eq = strchr(spec, '=');
+    if (!eq || eq == spec || (size_t)(eq - spec) >= sizeof field) {
+        fprintf(stderr, "mkbatchfs: --tokenize '%s': expected FIELD=MODEL[:bos][:eos][:as=NAME]\n",
+                spec);
+        return 2;
+    }
+    memcpy(field, spec, (size_t)(eq - spec));
+    field[eq - spec] = '\0';
+    snprintf(model, sizeof model, "%s", eq + 1);
+    /* trailing :bos, :eos, :as=NAME (a model path may hold ':' elsewhere) */
+    for (char *c; (c = strrchr(model, ':'));) {
+        if (!strcmp(c, ":bos"))
+            flags |= BFS_SPM_BOS;
+        else if (!strcmp(c, ":eos"))
+            flags |= BFS_SPM_EOS;
+        else if (!strncmp(c, ":as=", 4) && c[4] && strlen(c + 4) < sizeof as)
+            snprintf(as, sizeof as, "%s", c + 4);
+        else
+            break;
+        *c = '\0';
+    }
+    bfs_spm *m;
+    char err[1024] = "";
+    int rc = bfs_spm_load(model, flags, &m, err, sizeof err);
+    if (rc) {
+        fprintf(stderr, "mkbatchfs: --tokenize: %s\n", err);
+        return rc == -EINVAL || rc == -ENOENT ? 2 : 1;
+    }
+    /* a .bfs source is tokenized as it is; anything else is packed first */
+    char tmp[4200] = "";
+    const char *from = srcs[0];
+    bfs_reader *r = NULL;
+    if (nsrcs != 1 || bfs_open(srcs[0], &r, NULL, 0)) {
+        snprintf(tmp, sizeof tmp, "%s.untokenized-%ld", out, (long)getpid());
+        int prc = cmd_pack(srcs, nsrcs, tmp, o, quiet);
+        if (prc) {
+            bfs_spm_free(m);
+            return prc;
+        }
+        from = tmp;
+    }
+    bfs_close(r);
+    bfs_tokenize_opts t = {.field = field,
+                           .out_field = as[0] ? as : NULL,
+                           .vocab = bfs_spm_vocab(m),
+                           .fn = bfs_spm_encode,
+                           .ctx = m};
+    struct sigaction sa = {.sa_handler = on_signal};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+    o->progress = !quiet && isatty(STDERR_FILENO);
+    o->progress_out = stderr;
+    bfs_pack_report rep;
+    rc = bfs_pack_tokenize(from, out, &t, o, &rep, &cancel_flag, err, sizeof err);
+    if (tmp[0])
+        unlink(tmp);
+    bfs_spm_free(m);
+    if (rc == -ECANCELED) {
+        fprintf(stderr, "mkbatchfs: interrupted; %s not written\n", out);
+        return 130;
+    }
+    if (rc) {
+        fprintf(stderr, "mkbatchfs: --tokenize: %s\n", err[0] ? err : bfs_strerror(rc));
+        return 1;
+    }
+    if (!quiet)
+        fprintf(stderr,
+                "tokenized field %s of %llu samples into field %s%s (u%d, vocabulary %u): %llu "
+                "tokens, %llu the longest, in %.2f s; written to %s\n",
+                field, (unsigned long long)rep.packed, as[0] ? as : field, as[0] ? "" : "_tokens",
+                rep.token_size * 8, t.vocab, (unsigned long long)rep.tokens,
+                (unsigned long long)rep.longest, rep.seconds, out);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     enum {
@@ -467,7 +564,8 @@ int main(int argc, char **argv)
         OPT_DOC_SEP,
         OPT_OFFSETS,
         OPT_IMAGE_KEY,
-        OPT_LABEL_KEY
+        OPT_LABEL_KEY,
+        OPT_TOKENIZE
     };
     static const struct option longopts[] = {
         {"jobs", required_argument, NULL, 'j'},
@@ -483,6 +581,7 @@ int main(int argc, char **argv)
         {"format", required_argument, NULL, 'f'},
         {"image-key", required_argument, NULL, OPT_IMAGE_KEY},
         {"label-key", required_argument, NULL, OPT_LABEL_KEY},
+        {"tokenize", required_argument, NULL, OPT_TOKENIZE},
         {"page-size", required_argument, NULL, 'p'},
         {"no-fsync", no_argument, NULL, OPT_NO_FSYNC},
         {"quiet", no_argument, NULL, OPT_QUIET},
@@ -498,6 +597,7 @@ int main(int argc, char **argv)
     int image_opts = 0;                       /* --max-side, --quality or --raw given */
     long doc_sep = -1;
     int tokens_given = 0;
+    const char *tokenize = NULL;
     long v;
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":j:m:q:rRst:f:p:hV", longopts, NULL)) != -1) {
@@ -567,6 +667,14 @@ int main(int argc, char **argv)
                 return 2;
             }
             *(c == OPT_IMAGE_KEY ? &o.image_key : &o.label_key) = optarg;
+            break;
+        case OPT_TOKENIZE:
+            if (tokenize) {
+                fprintf(stderr, "mkbatchfs: one --tokenize per run (run mkbatchfs --tokenize "
+                                "again on its output for another field)\n");
+                return 2;
+            }
+            tokenize = optarg;
             break;
         case OPT_DOC_SEP:
             if (parse_int(optarg, "--doc-sep", 0, UINT32_MAX, &doc_sep))
@@ -670,6 +778,14 @@ int main(int argc, char **argv)
         usage(stderr);
         return 2;
     }
+    if (tokenize && (mode || tokens_given)) {
+        fprintf(stderr, "mkbatchfs: --tokenize adds a tokens field to a dataset with captions: "
+                        "not with --info, --cat, --verify or --tokens\n");
+        return 2;
+    }
+    if (tokenize)
+        return cmd_tokenize(tokenize, (const char *const *)args, (size_t)nargs - 1, args[nargs - 1],
+                            &o, quiet);
     switch (mode) {
     case OPT_INFO:
         return cmd_info(args[0]);

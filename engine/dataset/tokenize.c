@@ -198,23 +198,22 @@ int bfs_pack_tokenize(const char *src, const char *out, const bfs_tokenize_opts 
                           (unsigned long long)i, t->field);
             goto out;
         }
-        long n = 0;
+        /* empty text too: a tokenizer may give it ids (begin and end of sentence) */
+        long n;
         char why[256] = "";
-        if (tlen) {
-            for (;;) {
-                n = t->fn(t->ctx, text, tlen, ids, ids_cap, why, sizeof why);
-                if (n < 0 || (size_t)n <= ids_cap)
-                    break;
-                if ((rc = grow((void **)&ids, &ids_cap, (size_t)n, sizeof *ids))) {
-                    bfs_errf(rc, err, errlen, "out of memory");
-                    goto out;
-                }
-            }
-            if (n < 0) {
-                rc = bfs_errf((int)n, err, errlen, "%s: sample %llu: tokenizing field %s: %s", src,
-                              (unsigned long long)i, t->field, why[0] ? why : bfs_strerror((int)n));
+        for (;;) {
+            n = t->fn(t->ctx, text, tlen, ids, ids_cap, why, sizeof why);
+            if (n < 0 || (size_t)n <= ids_cap)
+                break;
+            if ((rc = grow((void **)&ids, &ids_cap, (size_t)n, sizeof *ids))) {
+                bfs_errf(rc, err, errlen, "out of memory");
                 goto out;
             }
+        }
+        if (n < 0) {
+            rc = bfs_errf((int)n, err, errlen, "%s: sample %llu: tokenizing field %s: %s", src,
+                          (unsigned long long)i, t->field, why[0] ? why : bfs_strerror((int)n));
+            goto out;
         }
         if ((rc = grow((void **)&packed, &packed_cap, (size_t)n * isz + 1, 1))) {
             bfs_errf(rc, err, errlen, "out of memory");
