@@ -964,6 +964,14 @@ START_TEST(fields_v3)
             bfs_close(r);
         }
     }
+    /* a name from the file reaches the message only as letters, digits, _ and '?' (the
+     * fuzzer found a newline in one) */
+    memcpy(c, f, n);
+    memcpy(c + ft + 8 + 64, "cap\ntion", 8);
+    fix_header_checksum(c);
+    ck_assert_int_eq(bfs_open_mem(c, n, &r, err, sizeof err), BFS_E_LAYOUT);
+    ck_assert_ptr_nonnull(strstr(err, "name \"cap?tion\""));
+    ck_assert_ptr_null(strchr(err, '\n'));
     /* a field table byte changed is caught by the tables checksum */
     memcpy(c, f, n);
     c[ft + 8 + 64 + 56] ^= 1; /* caption's max_count */

@@ -241,11 +241,21 @@ int bfs_field_check(const bfs_field *f, uint32_t idx, uint32_t n, char *err, siz
         name_ok =
             (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
     }
-    if (!name_ok)
+    if (!name_ok) { /* shown with any other byte as '?': it came from a file */
+        char shown[BFS_FIELD_NAME_MAX + 1];
+        size_t k;
+        for (k = 0; k < nl && k < BFS_FIELD_NAME_MAX; k++) {
+            char c = f->name[k];
+            int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                     c == '_';
+            shown[k] = ok ? c : '?';
+        }
+        shown[k] = '\0';
         return bfs_errf(-EINVAL, err, errlen,
-                        "field %u: name \"%.*s\" is not 1..%u letters, digits and _ (not "
-                        "starting with a digit)",
-                        idx, (int)nl, f->name, BFS_FIELD_NAME_MAX);
+                        "field %u: name \"%s\" is not 1..%u letters, digits and _ (not starting "
+                        "with a digit)",
+                        idx, shown, BFS_FIELD_NAME_MAX);
+    }
     const char *why = NULL;
     int var = f->flags & BFS_FIELDF_VARIABLE;
     uint8_t dt = f->dtype;
