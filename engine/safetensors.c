@@ -216,12 +216,39 @@ static void put_tensor(emitter *e, const char *name, const char *dtype, const ui
     put_s(e, "]}");
 }
 
-/* The numbers the JSON holds; the dry run that sizes the layout fills them with maxima. */
+/* The numbers the JSON holds; the dry run that sizes the layout fills them with maxima
+ * (widest != 0: every field tensor's dimensions and offsets too). */
 typedef struct header_numbers {
     uint64_t b, h, w;
     uint64_t epoch, batch_index, fingerprint;
     uint64_t labels, indices, images, end; /* data-relative: begins in data order, end */
+    int widest;
+    const uint64_t *field_begin; /* data-relative, per field tensor (widest: unused) */
+    const uint64_t *field_bytes;
 } header_numbers;
+
+static void put_field_tensors(emitter *e, const bfs_st_batch_desc *d, const char *dtype_name,
+                              const uint64_t *img_shape, const header_numbers *n)
+{
+    for (uint32_t i = 0; i < d->n_fields; i++) {
+        const bfs_st_field_tensor *t = &d->fields[i];
+        uint64_t shape[BFS_ST_MAX_DIMS];
+        unsigned ndim = 4;
+        if (t->image)
+            memcpy(shape, img_shape, 4 * sizeof *shape);
+        else {
+            ndim = 1 + t->ndim;
+            shape[0] = n->b;
+            for (uint32_t k = 0; k < t->ndim; k++)
+                shape[1 + k] = n->widest ? UINT64_MAX : t->shape[k];
+        }
+        uint64_t begin = n->widest ? UINT64_MAX : n->field_begin[i];
+        uint64_t end = n->widest ? UINT64_MAX : n->field_begin[i] + n->field_bytes[i];
+        put(e, ",", 1);
+        put_tensor(e, t->name, t->image ? dtype_name : bfs_dtype_name(t->dtype), shape, ndim,
+                   begin, end);
+    }
+}
 
 static void emit_json(emitter *e, const bfs_st_batch_desc *d, const char *dtype_name,
                       const header_numbers *n)
@@ -252,6 +279,7 @@ static void emit_json(emitter *e, const bfs_st_batch_desc *d, const char *dtype_
     put_tensor(e, "labels", "I64", &n->b, 1, n->labels, n->indices);
     put(e, ",", 1);
     put_tensor(e, "indices", "I64", &n->b, 1, n->indices, n->images);
+    put_field_tensors(e, d, dtype_name, img, n);
     put(e, "}", 1);
 }
 
@@ -277,6 +305,42 @@ static int check_desc(const bfs_st_batch_desc *d)
             if (!strcmp(k, d->extra[j].key))
                 return -EINVAL;
     }
+    if (d->n_fields > BFS_ST_MAX_FIELD_TENSORS || (d->n_fields && !d->fields))
+        return -EINVAL;
+    for (uint32_t i = 0; i < d->n_fields; i++) {
+        const bfs_st_field_tensor *t = &d->fields[i];
+        const char *nm = t->name;
+        size_t nl = nm ? strlen(nm) : 0;
+        if (!nl || nl > BFS_ST_NAME_MAX || (nm[0] >= '0' && nm[0] <= '9') ||
+            strspn(nm, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_") != nl ||
+            !strcmp(nm, "images") || !strcmp(nm, "labels") || !strcmp(nm, "indices"))
+            return -EINVAL;
+        for (uint32_t j = 0; j < i; j++)
+            if (!strcmp(nm, d->fields[j].name))
+                return -EINVAL;
+        if (t->image)
+            continue;
+        if (!dtype_valid(t->dtype) || !bfs_dtype_size(t->dtype) || t->ndim >= BFS_ST_MAX_DIMS)
+            return -EINVAL;
+        for (uint32_t k = 0; k < t->ndim; k++)
+            if (!t->shape[k])
+                return -EINVAL;
+    }
+    return 0;
+}
+
+/* Bytes of field tensor t of a batch of b samples whose images take images bytes. */
+static int field_bytes(const bfs_st_field_tensor *t, uint64_t b, uint64_t images, uint64_t *out)
+{
+    if (t->image) {
+        *out = images;
+        return 0;
+    }
+    uint64_t v = b * bfs_dtype_size(t->dtype); /* b < 2^32, size <= 16 */
+    for (uint32_t k = 0; k < t->ndim; k++)
+        if (__builtin_mul_overflow(v, t->shape[k], &v))
+            return -EOVERFLOW;
+    *out = v;
     return 0;
 }
 
@@ -293,22 +357,51 @@ int bfs_st_batch_layout(const bfs_st_batch_desc *d, bfs_st_layout *out)
         return -EOVERFLOW;
     l.images_bytes = images;
     l.labels_bytes = l.indices_bytes = 8ull * d->batch;
+    uint64_t before = 0, after = 0; /* field tensors' bytes ahead of labels, after images */
+    for (uint32_t i = 0; i < d->n_fields; i++) {
+        if (field_bytes(&d->fields[i], d->batch, images, &l.field_bytes[i]) ||
+            __builtin_add_overflow(d->fields[i].image ? after : before, l.field_bytes[i],
+                                   d->fields[i].image ? &after : &before))
+            return -EOVERFLOW;
+    }
 
     /* Dry run with the widest numbers any batch could carry (see the file comment). */
     header_numbers widest;
+    memset(&widest, 0, sizeof widest);
     widest.b = widest.h = widest.w = UINT32_MAX;
     widest.epoch = widest.batch_index = widest.fingerprint = UINT64_MAX;
     widest.labels = widest.indices = widest.images = widest.end = UINT64_MAX;
+    widest.widest = 1;
     emitter e = {NULL, 0, 0};
     emit_json(&e, d, "BF16", &widest);
-    /* 8 + under 100 KB of JSON (8 extras of 2 x 1024 bytes, 6 per escaped byte) + 2^36:
-     * far from overflowing */
-    uint64_t need = 8 + (uint64_t)e.len + l.labels_bytes + l.indices_bytes;
+    /* 8 + under 100 KB of JSON (8 extras of 2 x 1024 bytes, 6 per escaped byte, 61 field
+     * tensors of under 300 bytes) + 2^36 + the fields' bytes */
+    uint64_t need;
+    if (__builtin_add_overflow(8 + (uint64_t)e.len + l.labels_bytes + l.indices_bytes, before,
+                               &need) ||
+        need > UINT64_MAX - BFS_ST_IMAGES_ALIGN)
+        return -EOVERFLOW;
     l.images_off = (need + BFS_ST_IMAGES_ALIGN - 1) / BFS_ST_IMAGES_ALIGN * BFS_ST_IMAGES_ALIGN;
     l.indices_off = l.images_off - l.indices_bytes;
     l.labels_off = l.indices_off - l.labels_bytes;
-    l.header_size = l.labels_off;
-    if (__builtin_add_overflow(l.images_off, images, &l.file_size))
+    l.header_size = l.labels_off - before;
+    /* ahead of labels: by element size, smallest first (stable), so each tensor ends
+     * where one of at least its element size begins (labels: 8-byte aligned) */
+    uint64_t at = l.header_size;
+    for (size_t es = 1; es <= 16; es *= 2)
+        for (uint32_t i = 0; i < d->n_fields; i++)
+            if (!d->fields[i].image && bfs_dtype_size(d->fields[i].dtype) == es) {
+                l.field_off[i] = at;
+                at += l.field_bytes[i];
+            }
+    if (__builtin_add_overflow(l.images_off, images, &at))
+        return -EOVERFLOW;
+    for (uint32_t i = 0; i < d->n_fields; i++)
+        if (d->fields[i].image) {
+            l.field_off[i] = at;
+            at += l.field_bytes[i]; /* after <= its sum: checked */
+        }
+    if (__builtin_add_overflow(l.images_off + images, after, &l.file_size))
         return -EOVERFLOW;
     if (out)
         *out = l;
@@ -332,10 +425,15 @@ int bfs_st_write_header(const bfs_st_batch_desc *d, uint8_t *dst, size_t cap)
     header_numbers n = {.b = d->batch, .h = d->height, .w = d->width, .epoch = d->epoch};
     n.batch_index = d->batch_index;
     n.fingerprint = d->fingerprint;
-    n.labels = 0;
+    n.labels = l.labels_off - l.header_size;
     n.indices = l.indices_off - l.header_size;
     n.images = l.images_off - l.header_size;
-    n.end = l.file_size - l.header_size;
+    n.end = l.images_off + l.images_bytes - l.header_size;
+    uint64_t begin[BFS_ST_MAX_FIELD_TENSORS];
+    for (uint32_t i = 0; i < d->n_fields; i++)
+        begin[i] = l.field_off[i] - l.header_size;
+    n.field_begin = begin;
+    n.field_bytes = l.field_bytes;
     size_t json_cap = (size_t)l.header_size - 8;
     emitter e = {dst + 8, json_cap, 0};
     emit_json(&e, d, bfs_dtype_name(d->dtype), &n);
@@ -1099,8 +1197,8 @@ int bfs_st_batch_from_file(const bfs_st_file *f, bfs_st_batch_desc *d, char *err
         r.fingerprint =
             r.fingerprint << 4 | (uint64_t)(fp[i] <= '9' ? fp[i] - '0' : fp[i] - 'a' + 10);
     static const char *const names[3] = {"images", "labels", "indices"};
-    if (f->n_tensors != 3)
-        return bfs_errf(-EBADMSG, err, errlen, "a batch has 3 tensors, this file has %u",
+    if (f->n_tensors < 3)
+        return bfs_errf(-EBADMSG, err, errlen, "a batch has at least 3 tensors, this file has %u",
                         f->n_tensors);
     for (int i = 0; i < 3; i++)
         if (strlen(names[i]) != f->tensors[i].name_len ||
@@ -1121,15 +1219,21 @@ int bfs_st_batch_from_file(const bfs_st_file *f, bfs_st_batch_desc *d, char *err
             return bfs_errf(-EBADMSG, err, errlen, "%s is not I64 [%llu]", names[i],
                             (unsigned long long)b);
     }
-    /* batchfs/2 puts the I64 tensors first, so they are 8-byte aligned (safetensors.h) */
-    if (lb->offset != f->data_offset || ix->offset != lb->offset + lb->nbytes ||
-        im->offset != ix->offset + ix->nbytes)
+    for (uint32_t i = 3; i < f->n_tensors; i++)
+        if (f->tensors[i].ndim < 1 || f->tensors[i].shape[0] != b)
+            return bfs_errf(-EBADMSG, err, errlen, "field tensor %u's first dimension is not %llu",
+                            i, (unsigned long long)b);
+    /* batchfs/2 puts the I64 tensors ahead of the images, so they are 8-byte aligned
+     * (safetensors.h); a classic batch has them first */
+    if ((f->n_tensors == 3 && lb->offset != f->data_offset) ||
+        ix->offset != lb->offset + lb->nbytes || im->offset != ix->offset + ix->nbytes)
         return bfs_errf(-EBADMSG, err, errlen,
                         "tensor data is not in the " BFS_ST_FORMAT
                         " order labels, indices, images");
     r.batch = (uint32_t)b;
     r.height = (uint32_t)h;
     r.width = (uint32_t)w;
+    r.n_fields = f->n_tensors - 3;
     *d = r;
     return 0;
 }

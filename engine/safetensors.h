@@ -36,6 +36,11 @@
  * without a visible padding tensor: labels and indices are 8 * B bytes each and
  * contiguous, so one of them starts 8 * B bytes after the other. Batch files before
  * "batchfs/2" put the images first, which left labels and indices at any offset.
+ * Batches of multi-field datasets carry more tensors (bfs_st_field_tensor), named after
+ * the fields and listed after indices in the JSON: their data lies between the header
+ * and labels, by element size, smallest first, so each is naturally aligned (labels_off
+ * = images_off - 16 * B as above, and 8 + N = labels_off - their bytes), and further
+ * image tensors follow the images.
  * The widest JSON is the header written with the widest possible numbers, so the layout
  * is known from the descriptor without building the header and depends only on B and the
  * extras, never on the shape, dtype, epoch, batch index or fingerprint.
@@ -126,6 +131,28 @@ typedef struct bfs_st_kv {
     const char *value;
 } bfs_st_kv;
 
+/*
+ * One more tensor of a batch (a field of a multi-field dataset, engine/engine.c): its
+ * shape is [B, shape[0..ndim)). Not an image (image = 0): placed ahead of labels in the
+ * data, the tensors ordered by element size, smallest first (a stable sort: equal sizes
+ * keep the descriptor's order), so that, ending where the 8-byte-aligned labels begin,
+ * every one of them starts at a multiple of its element size whatever B and the shapes
+ * are. An image (image = 1): a second image tensor of the `images` dtype, shape and
+ * layout (dtype, ndim and shape ignored), placed after `images` in descriptor order:
+ * naturally aligned, but on a page boundary only when the images' bytes are a multiple
+ * of 4096. In the JSON they follow indices in descriptor order.
+ */
+#define BFS_ST_MAX_FIELD_TENSORS (BFS_ST_MAX_TENSORS - 3u)
+#define BFS_ST_NAME_MAX          63u /* bytes of a field tensor's name */
+typedef struct bfs_st_field_tensor {
+    const char *name; /* [A-Za-z_][A-Za-z0-9_]*, <= BFS_ST_NAME_MAX bytes, not images,
+                         labels or indices, unique */
+    bfs_dtype dtype;  /* a whole-byte dtype (image = 0) */
+    uint32_t ndim;    /* dimensions after B: 0..BFS_ST_MAX_DIMS-1 */
+    uint64_t shape[BFS_ST_MAX_DIMS - 1]; /* each >= 1 */
+    int image;                           /* 1: an image tensor like `images` */
+} bfs_st_field_tensor;
+
 /* What a batch file holds. The encoder only reads it; pointers stay the caller's. */
 typedef struct bfs_st_batch_desc {
     bfs_dtype dtype;        /* images: BFS_DT_U8, F16, BF16 or F32 */
@@ -138,6 +165,9 @@ typedef struct bfs_st_batch_desc {
     uint64_t fingerprint;   /* written as metadata "fingerprint" (16 lowercase hex digits) */
     const bfs_st_kv *extra; /* n_extra extra pairs, written after the four above */
     uint32_t n_extra;       /* <= BFS_ST_MAX_EXTRA */
+    const bfs_st_field_tensor *fields; /* n_fields more tensors (NULL, 0: a classic batch,
+                                          whose layout is exactly the three tensors') */
+    uint32_t n_fields;                 /* <= BFS_ST_MAX_FIELD_TENSORS */
 } bfs_st_batch_desc;
 
 /* Where everything lies in a batch file (absolute file offsets, bytes), in file order. */
@@ -147,7 +177,9 @@ typedef struct bfs_st_layout {
     uint64_t indices_off, indices_bytes; /* labels_off + 8 * B */
     uint64_t images_off, images_bytes;   /* a multiple of BFS_ST_IMAGES_ALIGN */
     uint64_t sample_bytes;               /* images bytes of one sample (H*W*3*element size) */
-    uint64_t file_size;                  /* images_off + images_bytes */
+    uint64_t file_size;                  /* the end of the last tensor */
+    /* the field tensors (desc->fields[i]): absolute offset and bytes of each */
+    uint64_t field_off[BFS_ST_MAX_FIELD_TENSORS], field_bytes[BFS_ST_MAX_FIELD_TENSORS];
 } bfs_st_layout;
 
 /*
@@ -156,13 +188,18 @@ typedef struct bfs_st_layout {
  * BFS_ST_IMAGES_ALIGN that holds 8 bytes, the JSON written with the widest possible
  * numbers (20-digit epoch, batch index and offsets, 10-digit dimensions, dtype "BF16")
  * and 16 * B bytes of labels and indices, which end where the images start (see the
- * file comment). It depends only on B and the extras, never on H, W, the dtype, epoch,
- * batch_index or fingerprint, so batches of one size have the same header size.
+ * file comment), and the bytes of the non-image field tensors ahead of labels
+ * (bfs_st_field_tensor: widest numbers in their JSON too). Without fields it depends
+ * only on B and the extras, never on H, W, the dtype, epoch, batch_index or
+ * fingerprint, so batches of one size have the same header size; field tensors add
+ * their names and shapes.
  * Returns 0, or -EINVAL: dtype not an image dtype, nchw not 0/1, B, H or W zero, more
  * than BFS_ST_MAX_EXTRA extras, an extra key or value NULL, over BFS_ST_MAX_EXTRA_LEN
  * bytes or not valid UTF-8, an extra key empty, equal to a reserved key (format,
- * layout, epoch, batch, fingerprint) or to another extra key; -EOVERFLOW: the file
- * size overflows 64 bits. out is written only on success.
+ * layout, epoch, batch, fingerprint) or to another extra key; a field tensor with a bad
+ * name (or one taken), dtype, ndim or a zero dimension, more than
+ * BFS_ST_MAX_FIELD_TENSORS of them; -EOVERFLOW: the file size overflows 64 bits. out is
+ * written only on success.
  */
 int bfs_st_batch_layout(const bfs_st_batch_desc *d, bfs_st_layout *out);
 
@@ -317,12 +354,14 @@ const char *bfs_st_meta_get(const bfs_st_file *f, const char *key);
  * bfs_st_batch_from_file - check that a parsed file is a batchfs batch and recover its
  * descriptor: metadata format == "batchfs/2", layout "nhwc" or "nchw", epoch and batch
  * in plain decimal, a 16-digit lowercase hex fingerprint; exactly the tensors images,
- * labels, indices, in that order in the header, with the dtypes and shapes of a batch in
- * that layout (B, H, W in [1, 2^32)), and their data in the order labels, indices,
- * images (a "batchfs/1" file, images first, is refused by its format; one that claims
- * "batchfs/2" in the old order by its order). The header may be any size, so the
- * alignment of the file comment is not required. The extras are not recovered
- * (d->extra = NULL, d->n_extra = 0).
+ * labels, indices, the first three in the header, with the dtypes and shapes of a batch
+ * in that layout (B, H, W in [1, 2^32)), and their data in the order labels, indices,
+ * images, contiguous (a "batchfs/1" file, images first, is refused by its format; one
+ * that claims "batchfs/2" in the old order by its order). Any further tensors are field
+ * tensors (bfs_st_field_tensor) whose first dimension must be B; they are counted in
+ * d->n_fields, not recovered (d->fields = NULL: read them from f). The header may be any
+ * size, so the alignment of the file comment is not required. The extras are not
+ * recovered (d->extra = NULL, d->n_extra = 0).
  * Returns 0, -EBADMSG with a one-line reason in err (errlen bytes; err may be NULL when
  * errlen is 0), or -EINVAL (f or d NULL). d is written only on success.
  */

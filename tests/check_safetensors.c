@@ -613,6 +613,108 @@ START_TEST(extras_round_trip)
 }
 END_TEST
 
+/* Field tensors (multi-field datasets): for batch sizes 1..40 and odd shapes, every
+ * tensor parses back with its shape and dtype, starts at a multiple of its element size,
+ * the non-image ones lie ahead of labels smallest element first, images stay on a page,
+ * a second image follows the first, and bfs_st_batch_from_file counts the extras. A
+ * classic batch's layout does not change. Bad field tensors are refused. */
+START_TEST(field_tensors)
+{
+    bfs_st_field_tensor ft[] = {
+        {.name = "caption", .dtype = BFS_DT_U8, .ndim = 1, .shape = {13}},
+        {.name = "caption_lengths", .dtype = BFS_DT_I32, .ndim = 0},
+        {.name = "depth", .image = 1},
+        {.name = "ids", .dtype = BFS_DT_I64, .ndim = 1, .shape = {3}},
+        {.name = "tok", .dtype = BFS_DT_U16, .ndim = 1, .shape = {5}},
+        {.name = "boxes", .dtype = BFS_DT_F32, .ndim = 2, .shape = {7, 4}},
+        {.name = "json", .dtype = BFS_DT_U8, .ndim = 1, .shape = {1}},
+    };
+    uint32_t nf = sizeof ft / sizeof *ft;
+    for (uint32_t b = 1; b <= 40; b++) {
+        bfs_st_batch_desc d = desc(BFS_DT_F16, (int)(b & 1), b, 5, 7);
+        bfs_st_layout plain, l;
+        ck_assert_int_eq(bfs_st_batch_layout(&d, &plain), 0);
+        d.fields = ft;
+        d.n_fields = nf;
+        ck_assert_int_eq(bfs_st_batch_layout(&d, &l), 0);
+        ck_assert_uint_eq(l.images_off % BFS_ST_IMAGES_ALIGN, 0);
+        ck_assert_uint_eq(l.labels_off % 8, 0);
+        ck_assert_uint_eq(l.labels_off + 16ull * b, l.images_off);
+        uint8_t *file = calloc(1, l.file_size);
+        ck_assert_ptr_nonnull(file);
+        ck_assert_int_eq(bfs_st_write_header(&d, file, l.file_size), 0);
+        bfs_st_file *pf = new_file();
+        ck_assert_int_eq(bfs_st_parse(file, l.file_size, pf), 0);
+        ck_assert_uint_eq(pf->n_tensors, 3 + nf);
+        uint64_t prev_es = 1;
+        for (uint32_t i = 0; i < nf; i++) {
+            const bfs_st_tensor *t = bfs_st_find(pf, ft[i].name);
+            ck_assert_ptr_nonnull(t);
+            ck_assert_ptr_eq(t, &pf->tensors[3 + i]); /* descriptor order in the JSON */
+            ck_assert_uint_eq(t->offset, l.field_off[i]);
+            ck_assert_uint_eq(t->nbytes, l.field_bytes[i]);
+            ck_assert_uint_eq(t->shape[0], b);
+            if (ft[i].image) {
+                ck_assert_int_eq(t->dtype, BFS_DT_F16);
+                ck_assert_uint_eq(t->offset, l.images_off + l.images_bytes);
+                continue;
+            }
+            ck_assert_int_eq(t->dtype, ft[i].dtype);
+            ck_assert_uint_eq(t->ndim, 1 + ft[i].ndim);
+            for (uint32_t k = 0; k < ft[i].ndim; k++)
+                ck_assert_uint_eq(t->shape[1 + k], ft[i].shape[k]);
+            ck_assert_uint_eq(t->offset % bfs_dtype_size(t->dtype), 0);
+            ck_assert_uint_lt(t->offset, l.labels_off);
+            (void)prev_es;
+        }
+        /* smallest element first: caption, json (U8), tok (U16), lengths, boxes, ids */
+        ck_assert_uint_eq(l.field_off[0], l.header_size);
+        ck_assert_uint_eq(l.field_off[6], l.field_off[0] + l.field_bytes[0]);
+        ck_assert_uint_eq(l.field_off[4], l.field_off[6] + l.field_bytes[6]);
+        ck_assert_uint_eq(l.field_off[1], l.field_off[4] + l.field_bytes[4]);
+        ck_assert_uint_eq(l.field_off[5], l.field_off[1] + l.field_bytes[1]);
+        ck_assert_uint_eq(l.field_off[3], l.field_off[5] + l.field_bytes[5]);
+        ck_assert_uint_eq(l.field_off[3] + l.field_bytes[3], l.labels_off);
+        ck_assert_uint_eq(l.file_size, l.images_off + 2 * l.images_bytes);
+        bfs_st_batch_desc back;
+        char err[128];
+        ck_assert_int_eq(bfs_st_batch_from_file(pf, &back, err, sizeof err), 0);
+        ck_assert_uint_eq(back.n_fields, nf);
+        ck_assert_uint_eq(back.batch, b);
+        free(pf);
+        free(file);
+    }
+    bfs_st_batch_desc d = desc(BFS_DT_U8, 0, 4, 5, 7);
+    bfs_st_field_tensor bad[] = {
+        {.name = "labels", .dtype = BFS_DT_U8},
+        {.name = "", .dtype = BFS_DT_U8},
+        {.name = "9lives", .dtype = BFS_DT_U8},
+        {.name = "a b", .dtype = BFS_DT_U8},
+        {.name = "q\"", .dtype = BFS_DT_U8},
+        {.name = "sub", .dtype = BFS_DT_F4},
+        {.name = "zero", .dtype = BFS_DT_U8, .ndim = 1, .shape = {0}},
+        {.name = "deep", .dtype = BFS_DT_U8, .ndim = BFS_ST_MAX_DIMS},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        d.fields = &bad[i];
+        d.n_fields = 1;
+        ck_assert_msg(bfs_st_batch_layout(&d, NULL) == -EINVAL, "case %zu", i);
+    }
+    bfs_st_field_tensor twice[2] = {{.name = "a", .dtype = BFS_DT_U8},
+                                    {.name = "a", .dtype = BFS_DT_I32}};
+    d.fields = twice;
+    d.n_fields = 2;
+    ck_assert_int_eq(bfs_st_batch_layout(&d, NULL), -EINVAL);
+    d.fields = NULL;
+    d.n_fields = 1;
+    ck_assert_int_eq(bfs_st_batch_layout(&d, NULL), -EINVAL);
+    bfs_st_field_tensor huge = {.name = "huge", .dtype = BFS_DT_I64, .ndim = 2,
+                                .shape = {UINT64_MAX / 2, 3}};
+    d.fields = &huge;
+    ck_assert_int_eq(bfs_st_batch_layout(&d, NULL), -EOVERFLOW);
+}
+END_TEST
+
 /* Extras of json bytes put the images at want_images_off(B, json) exactly (which pins the
  * documented 491-byte figure: the range crosses a page boundary for B = 1, 2, 7, 8, 225,
  * 256 and lies beyond one for B = 224), and within BFS_ST_EXTRA_BUDGET they cost at most
@@ -1278,6 +1380,7 @@ static Suite *safetensors_suite(void)
     tcase_add_test(enc, encoder_rejects);
     tcase_add_test(enc, extras_round_trip);
     tcase_add_test(enc, extras_budget);
+    tcase_add_test(enc, field_tensors);
     tcase_add_test(enc, aligned_layouts);
     tcase_add_test(enc, old_layout_rejected);
     suite_add_tcase(s, enc);
