@@ -54,6 +54,8 @@ enum {
     OPT_BATCH_TOKENS,
     OPT_PAD_ID,
     OPT_POSITIONS,
+    OPT_FIELDS,
+    OPT_TEXT_LEN,
     OPT_THREADS,
     OPT_PREFETCH,
     OPT_CACHE_MB,
@@ -88,9 +90,11 @@ enum { W_U64, W_U32, W_INT, W_I64 }; /* C type of an integer field */
 #define F_LATER 2u /* default resolved by the engine: field left 0 by bfs_pipeline_defaults */
 /* F_ENUM: the value is an index into the '|'-separated names of pub.syntax, which are in
  * the order of pipeline.h's BFS_* enums (check_pipeline tests it). */
-#define F_ENUM 4u
-#define F_IMG  8u  /* data option of image datasets only */
-#define F_SEQ  16u /* data option of token datasets only */
+#define F_ENUM   4u
+#define F_IMG    8u  /* data option of image datasets only */
+#define F_SEQ    16u /* data option of token datasets only */
+#define F_FLD    32u /* data option of multi-field datasets only (bfs_pipeline_check_fields) */
+#define SHOW_MAX (BFS_FIELDS_TEXT + 64) /* a buffer that holds any option's value */
 
 struct opt {
     bfs_pipeline_option pub;
@@ -129,6 +133,10 @@ static int set_group(const opt *d, bfs_pipeline_opts *o, const char *v, const ch
 static int show_group(const opt *d, const bfs_pipeline_opts *o, char *buf, size_t cap);
 static int set_buckets(const opt *d, bfs_pipeline_opts *o, const char *v, const char **why);
 static int show_buckets(const opt *d, const bfs_pipeline_opts *o, char *buf, size_t cap);
+static int set_fields(const opt *d, bfs_pipeline_opts *o, const char *v, const char **why);
+static int show_fields(const opt *d, const bfs_pipeline_opts *o, char *buf, size_t cap);
+static int set_text_len(const opt *d, bfs_pipeline_opts *o, const char *v, const char **why);
+static int show_text_len(const opt *d, const bfs_pipeline_opts *o, char *buf, size_t cap);
 
 #define PUB(name_, cls_, syntax_, def_, help_)                                                     \
     .pub = {.name = name_, .syntax = syntax_, .def = def_, .help = help_, .cls = cls_}
@@ -222,6 +230,19 @@ static const opt table[OPT_COUNT] = {
                            "token datasets, pack=concat: 1 adds a `positions` tensor, each "
                            "token's position in its document (0 where a document starts)"),
                        ENUMF(positions, F_SEQ)},
+    [OPT_FIELDS] = {PUB("fields", D, "all|NAME,NAME,...", "all",
+                        "multi-field datasets: the fields served, each as tensors named after "
+                        "it (the first image field is `images`; docs/multimodal.md)"),
+                    FIELD(fields), .set = set_fields, .show = show_fields, .flags = F_FLD,
+                    .allowed = "all, or field names ([A-Za-z_][A-Za-z0-9_]*, at most 31 "
+                               "bytes) separated by commas"},
+    [OPT_TEXT_LEN] = {PUB("text_len", D, "max|N", "max",
+                          "multi-field datasets: bytes per row of text fields; longer texts "
+                          "are cut (at a character boundary, counted in /stats); max: the "
+                          "dataset's longest"),
+                      FIELD(text_len), .set = set_text_len, .show = show_text_len, .lo = 1,
+                      .hi = BFS_MAX_TEXT_LEN, .flags = F_FLD,
+                      .allowed = "max or an integer in 1..1048576"},
     [OPT_THREADS] = {PUB("threads", K, "auto|N", "auto", "worker threads"),
                      INT(threads, W_INT, 1, 1024, F_AUTO)},
     [OPT_PREFETCH] = {PUB("prefetch", K, "auto|N", "auto", "batches computed ahead per reader"),
@@ -816,6 +837,63 @@ static int set_group(const opt *d, bfs_pipeline_opts *o, const char *v, const ch
     return 0;
 }
 
+static int field_name_valid(const char *p, size_t len)
+{
+    if (!len || len > 31 || (p[0] >= '0' && p[0] <= '9'))
+        return 0;
+    for (size_t i = 0; i < len; i++)
+        if (!isalnum((unsigned char)p[i]) && p[i] != '_')
+            return 0;
+    return 1;
+}
+
+static int set_fields(const opt *d, bfs_pipeline_opts *o, const char *v, const char **why)
+{
+    (void)d;
+    if (!strcmp(v, "all")) {
+        o->fields[0] = '\0';
+        return 0;
+    }
+    if (strlen(v) >= sizeof o->fields)
+        return *why = "too long", -EINVAL;
+    for (const char *p = v;; p++) {
+        size_t len = strcspn(p, ",");
+        if (!field_name_valid(p, len))
+            return -EINVAL;
+        p += len;
+        if (!*p)
+            break;
+    }
+    snprintf(o->fields, sizeof o->fields, "%s", v);
+    return 0;
+}
+
+static int show_fields(const opt *d, const bfs_pipeline_opts *o, char *buf, size_t cap)
+{
+    (void)d;
+    return snprintf(buf, cap, "%s", o->fields[0] ? o->fields : "all");
+}
+
+static int set_text_len(const opt *d, bfs_pipeline_opts *o, const char *v, const char **why)
+{
+    (void)why;
+    uint64_t x;
+    if (!strcmp(v, "max")) {
+        o->text_len = 0;
+        return 0;
+    }
+    if (!parse_u64(v, strlen(v), &x) || x < d->lo || x > d->hi)
+        return -EINVAL;
+    o->text_len = (uint32_t)x;
+    return 0;
+}
+
+static int show_text_len(const opt *d, const bfs_pipeline_opts *o, char *buf, size_t cap)
+{
+    (void)d;
+    return o->text_len ? snprintf(buf, cap, "%u", o->text_len) : snprintf(buf, cap, "max");
+}
+
 static int set_buckets(const opt *d, bfs_pipeline_opts *o, const char *v, const char **why)
 {
     uint32_t b[BFS_MAX_BUCKETS], n = 0;
@@ -985,6 +1063,9 @@ int bfs_pipeline_parse(bfs_pipeline_opts *o, const char *text, char *err, size_t
         if (strncmp(item, "normalize=", 10) == 0) /* m0,m1,m2/s0,s1,s2 */
             while (*end == ',' && starts_number(end[1]))
                 end += 1 + strcspn(end + 1, ",");
+        if (strncmp(item, "fields=", 7) == 0) /* a,b,c: an item without '=' is a name */
+            while (*end == ',' && end[1] && end[1 + strcspn(end + 1, ",=")] != '=')
+                end += 1 + strcspn(end + 1, ",");
         bool last = *end == '\0';
         *end = '\0';
         if (*item && (rc = set_item(o, item, err, errlen)))
@@ -1088,7 +1169,7 @@ int bfs_pipeline_finish(bfs_pipeline_opts *o, char *err, size_t errlen)
     /* Every field, formatted and read back by its own setter: one place for each range. */
     for (size_t i = 0; i < OPT_COUNT; i++) {
         const opt *d = &table[i];
-        char text[sizeof o->cache_dir + 64];
+        char text[SHOW_MAX];
         if (d->flags & F_LATER) {
             char zero[8];
             d->show(d, o, zero, sizeof zero);
@@ -1109,7 +1190,7 @@ static int differs(const bfs_pipeline_opts *o, size_t i)
 {
     bfs_pipeline_opts def;
     bfs_pipeline_defaults(&def);
-    char a[256], b[256];
+    char a[SHOW_MAX], b[SHOW_MAX];
     table[i].show(&table[i], o, a, sizeof a);
     table[i].show(&table[i], &def, b, sizeof b);
     return strcmp(a, b) != 0;
@@ -1126,6 +1207,11 @@ int bfs_pipeline_check_kind(bfs_pipeline_opts *o, int sequences, char *err, size
                             "%s= is an image option, and this dataset holds token sequences "
                             "(mkbatchfs --tokens): their options are pack, seq_len, buckets, "
                             "batch_tokens, pad_id and positions (docs/sequences.md)",
+                            d->pub.name);
+        if (sequences && (d->flags & F_FLD) && differs(o, i))
+            return bfs_errf(-EINVAL, err, errlen,
+                            "%s= is an option of datasets with several fields per sample, and "
+                            "this dataset holds token sequences",
                             d->pub.name);
         if (!sequences && (d->flags & F_SEQ))
             return bfs_errf(-EINVAL, err, errlen,
@@ -1166,14 +1252,65 @@ int bfs_pipeline_check_kind(bfs_pipeline_opts *o, int sequences, char *err, size
     return 0;
 }
 
+int bfs_pipeline_check_fields(bfs_pipeline_opts *o, const char *const *names,
+                              const unsigned char *is_image, const unsigned char *is_text,
+                              uint32_t n, uint64_t *chosen, char *err, size_t errlen)
+{
+    uint64_t pick = 0;
+    if (!o->fields[0])
+        pick = n >= 64 ? UINT64_MAX : (1ull << n) - 1;
+    for (const char *p = o->fields; *p;) {
+        size_t len = strcspn(p, ",");
+        uint32_t f = 0;
+        while (f < n && (strlen(names[f]) != len || memcmp(names[f], p, len)))
+            f++;
+        if (f == n) {
+            char list[BFS_FIELDS_TEXT + 64];
+            size_t at = 0;
+            for (uint32_t i = 0; i < n && at < sizeof list; i++)
+                at +=
+                    (size_t)snprintf(list + at, sizeof list - at, "%s%s", i ? ", " : "", names[i]);
+            return bfs_errf(-EINVAL, err, errlen,
+                            "fields=%s: this dataset has no field \"%.*s\"; its fields are: %s",
+                            o->fields, (int)len, p, list);
+        }
+        pick |= 1ull << f;
+        p += len + (p[len] == ',');
+    }
+    int image = 0, text = 0;
+    for (uint32_t f = 0; f < n && f < 64; f++)
+        if (pick >> f & 1)
+            image |= is_image[f], text |= is_text[f];
+    if (!image)
+        return bfs_errf(-EINVAL, err, errlen,
+                        "fields=%s: choose at least one image field (the first becomes the "
+                        "`images` tensor)",
+                        o->fields);
+    if (o->text_len && !text)
+        return bfs_errf(-EINVAL, err, errlen,
+                        "text_len=%u: none of the fields served is text (remove text_len=)",
+                        o->text_len);
+    char list[BFS_FIELDS_TEXT];
+    size_t at = 0;
+    for (uint32_t f = 0; f < n && f < 64; f++)
+        if (pick >> f & 1)
+            at += (size_t)snprintf(list + at, sizeof list - at, "%s%s", at ? "," : "", names[f]);
+    if (n > 1)
+        snprintf(o->fields, sizeof o->fields, "%s", list);
+    o->fielded = n > 1;
+    *chosen = pick;
+    return 0;
+}
+
 int bfs_pipeline_canonical(const bfs_pipeline_opts *o, char *buf, size_t cap)
 {
     size_t n = 0;
     for (size_t i = 0; i < OPT_COUNT; i++) {
         const opt *d = &table[i];
-        if (d->pub.cls != BFS_OPT_DATA || (d->flags & (o->sequences ? F_IMG : F_SEQ)))
+        if (d->pub.cls != BFS_OPT_DATA || (d->flags & (o->sequences ? F_IMG : F_SEQ)) ||
+            ((d->flags & F_FLD) && !o->fielded))
             continue;
-        char v[256];
+        char v[SHOW_MAX];
         d->show(d, o, v, sizeof v);
         int w = n < cap ? snprintf(buf + n, cap - n, "%s = %s\n", d->pub.name, v)
                         : snprintf(NULL, 0, "%s = %s\n", d->pub.name, v);
@@ -1191,7 +1328,7 @@ int bfs_pipeline_canonical(const bfs_pipeline_opts *o, char *buf, size_t cap)
 
 uint64_t bfs_pipeline_fingerprint(const bfs_pipeline_opts *o, uint64_t dataset_identity)
 {
-    char canon[1024], id[32];
+    char canon[BFS_CANONICAL_MAX], id[32];
     int n = bfs_pipeline_canonical(o, canon, sizeof canon);
     bfs_xxh64_state st;
     bfs_xxh64_init(&st, 0);

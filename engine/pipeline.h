@@ -8,6 +8,9 @@
  * docs/options.md is the user's reference; engine/pipeline.c holds the one table that
  * parsing, error messages, the canonical text and --help are generated from.
  *
+ * fields= and text_len= apply to multi-field datasets (bfs_pipeline_check_fields) and
+ * enter their canonical text only; datasets of one field fingerprint as before.
+ *
  * Three classes of option (bfs_pipeline_option.cls):
  *   BFS_OPT_DATA    seed, batch, shuffle, drop_last, shard, size, augment, scale, ratio,
  *                   flip, dtype, normalize, layout, bad_sample: they change the bytes of
@@ -41,7 +44,11 @@ enum { BFS_BAD_SUBSTITUTE, BFS_BAD_FAIL };
 enum { BFS_REMOTE_LOCAL, BFS_REMOTE_WAIT };              /* remote_fallback= */
 enum { BFS_PACK_CONCAT, BFS_PACK_PAD, BFS_PACK_BUCKET }; /* pack= (token datasets) */
 
-#define BFS_MAX_BUCKETS 32u      /* buckets=B1:...: at most this many bounds */
+#define BFS_MAX_BUCKETS  32u      /* buckets=B1:...: at most this many bounds */
+#define BFS_MAX_TEXT_LEN 1048576u /* text_len=N: bytes per text row */
+/* fields=NAME,...: room for 64 names (BFS_FIELD_MAX) of 31 bytes (BFS_FIELD_NAME_MAX) and
+ * their commas */
+#define BFS_FIELDS_TEXT 2048u
 #define BFS_MAX_SEQ_LEN 1048576u /* seq_len= and bucket bounds: tokens per row */
 
 /* Version of the algorithms that produce batch bytes (plan order, RNG streams, crop
@@ -57,6 +64,8 @@ enum { BFS_PACK_CONCAT, BFS_PACK_PAD, BFS_PACK_BUCKET }; /* pack= (token dataset
 /* Size of an err buffer that holds every message of this module whole (values quoted in
  * messages are cut at 64 bytes); only a spec file name longer than ~500 bytes truncates. */
 #define BFS_PIPELINE_ERRLEN 1024
+/* Bytes that always hold the canonical text (the fields= list may take 2 KiB). */
+#define BFS_CANONICAL_MAX 4096
 
 typedef struct bfs_pipeline_opts {
     /* data-changing (BFS_OPT_DATA), except epochs (BFS_OPT_LISTING) */
@@ -91,6 +100,13 @@ typedef struct bfs_pipeline_opts {
     uint32_t pad_id;                   /* pad_id=N (0): the padding token, pad|bucket */
     int positions;                     /* positions=0|1 (0): concat adds `positions` */
     int sequences; /* not an option: the engine sets it when the dataset holds tokens */
+    /* data-changing, multi-field datasets only (.bfs version 3 with more than one field:
+     * docs/multimodal.md); the canonical text of other datasets leaves them out */
+    char fields[BFS_FIELDS_TEXT]; /* fields=all|NAME,NAME,... ("" = all): served fields;
+                                   * bfs_pipeline_check_fields rewrites it to the chosen
+                                   * names in the dataset's order */
+    uint32_t text_len;            /* text_len=max|N (0 = max), 1..BFS_MAX_TEXT_LEN */
+    int fielded; /* not an option: set by bfs_pipeline_check_fields (more than one field) */
     /* performance knobs (BFS_OPT_KNOB): never change bytes */
     int threads;             /* threads=auto|N (BFS_AUTO), 1..1024 */
     int prefetch;            /* prefetch=auto|N (BFS_AUTO), 0..1024 */
@@ -143,6 +159,21 @@ const bfs_pipeline_option *bfs_pipeline_option_at(size_t i);
  */
 int bfs_pipeline_check_kind(bfs_pipeline_opts *o, int sequences, char *err, size_t errlen);
 
+/*
+ * bfs_pipeline_check_fields - after bfs_pipeline_check_kind, for an image dataset whose
+ * samples have n fields called names[0..n) (a classic dataset: one, "images"); is_text[i]
+ * is 1 for a text field. Resolves fields= against them: every name must be one of them
+ * (-EINVAL naming the unknown one and listing the dataset's fields), and at least one
+ * chosen field must be an image (is_image[i]); o->fields becomes the chosen names, comma
+ * separated in the dataset's order (the same text whatever order or repetition the user
+ * wrote, so the same choice has one fingerprint), *chosen bit i the choice. text_len=
+ * other than max where no chosen field is text is refused. Sets o->fielded = n > 1: only
+ * then do fields and text_len enter the canonical text. Returns 0 or -EINVAL.
+ */
+int bfs_pipeline_check_fields(bfs_pipeline_opts *o, const char *const *names,
+                              const unsigned char *is_image, const unsigned char *is_text,
+                              uint32_t n, uint64_t *chosen, char *err, size_t errlen);
+
 /* bfs_pipeline_defaults - fill o with every default (normalize decided at finish;
  * cpu_budget and ram_mb left 0, resolved by the engine from the host). */
 void bfs_pipeline_defaults(bfs_pipeline_opts *o);
@@ -162,7 +193,8 @@ int bfs_pipeline_set(bfs_pipeline_opts *o, const char *key, const char *value, c
  * bfs_pipeline_parse - parse "k=v,k=v" (as after -o); empty items are skipped. Commas
  * inside values are not supported except in normalize=m0,m1,m2/s0,s1,s2: after
  * `normalize=`, an item that starts with a digit, a sign or '.' continues its value
- * (option names start with a letter, so this is unambiguous). Stops at the first error:
+ * (option names start with a letter, so this is unambiguous); after `fields=`, an item
+ * without '=' continues its list (every option has a value). Stops at the first error:
  * options before it are applied. Returns bfs_pipeline_set's errors, or -ENOMEM.
  */
 int bfs_pipeline_parse(bfs_pipeline_opts *o, const char *text, char *err, size_t errlen);
@@ -195,8 +227,8 @@ int bfs_pipeline_finish(bfs_pipeline_opts *o, char *err, size_t errlen);
  * size as HxW, reals in the shortest form that reads back to the same double (0.08, not
  * 0.08000000000000000166), normalize as numbers for float dtypes ("none" for u8). The text
  * is a valid spec file that reproduces the same canonical text. Call after finish.
- * Returns the length written (excluding NUL), or -ENOSPC if cap is too small (1024 is
- * always enough).
+ * Returns the length written (excluding NUL), or -ENOSPC if cap is too small
+ * (BFS_CANONICAL_MAX is always enough).
  */
 int bfs_pipeline_canonical(const bfs_pipeline_opts *o, char *buf, size_t cap);
 

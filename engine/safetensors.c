@@ -245,8 +245,8 @@ static void put_field_tensors(emitter *e, const bfs_st_batch_desc *d, const char
         uint64_t begin = n->widest ? UINT64_MAX : n->field_begin[i];
         uint64_t end = n->widest ? UINT64_MAX : n->field_begin[i] + n->field_bytes[i];
         put(e, ",", 1);
-        put_tensor(e, t->name, t->image ? dtype_name : bfs_dtype_name(t->dtype), shape, ndim,
-                   begin, end);
+        put_tensor(e, t->name, t->image ? dtype_name : bfs_dtype_name(t->dtype), shape, ndim, begin,
+                   end);
     }
 }
 

@@ -7,7 +7,8 @@
  * to the mount, mount(8)/fstab options that mean nothing here and are dropped. Anything
  * else is an error. The value of normalize= may contain commas (m0,m1,m2/s0,s1,s2): as in
  * bfs_pipeline_parse, after normalize= an item starting with a digit, sign or '.'
- * continues it.
+ * continues it; after fields=, an item without '=' that is not a mount flag continues it
+ * (field names: a field called like a flag, ro, dev, ..., goes in a spec file).
  */
 #include "mountopts/mountopts.h"
 #include "base/err.h"
@@ -223,7 +224,22 @@ static int take_item(bfs_mount_args *a, const char *item, char *err, size_t errl
     return rc ? rc : -EINVAL;
 }
 
-/* Split one -o argument into items, keeping normalize=m0,m1,m2/s0,s1,s2 whole. */
+/* Is the -o item at p (up to the next ',') a libfuse/kernel or mount(8) flag? */
+static int is_mount_flag(const char *p)
+{
+    size_t n = strcspn(p, ",");
+    for (const char *const *t = fuse_pass; *t; t++)
+        if (strlen(*t) == n && !strncmp(p, *t, n))
+            return 1;
+    for (const char *const *t = dropped; *t; t++)
+        if (strlen(*t) == n && !strncmp(p, *t, n))
+            return 1;
+    return 0;
+}
+
+/* Split one -o argument into items, keeping normalize=m0,m1,m2/s0,s1,s2 and
+ * fields=a,b,c whole: after fields=, an item without '=' that is not a mount flag (ro,
+ * allow_other, ...) is a field name. */
 static int take_list(bfs_mount_args *a, const char *text, char *err, size_t errlen)
 {
     char *copy = strdup(text);
@@ -236,6 +252,10 @@ static int take_list(bfs_mount_args *a, const char *text, char *err, size_t errl
         if (!strncmp(p, "normalize=", 10))
             while (end && (isdigit((unsigned char)end[1]) || end[1] == '-' || end[1] == '+' ||
                            end[1] == '.'))
+                end = strchr(end + 1, ',');
+        if (!strncmp(p, "fields=", 7))
+            while (end && end[1] && end[1 + strcspn(end + 1, ",=")] != '=' &&
+                   !is_mount_flag(end + 1))
                 end = strchr(end + 1, ',');
         if (end)
             *end = 0;

@@ -43,6 +43,8 @@ static const struct {
     {"batch_tokens", BFS_OPT_DATA},
     {"pad_id", BFS_OPT_DATA},
     {"positions", BFS_OPT_DATA},
+    {"fields", BFS_OPT_DATA},
+    {"text_len", BFS_OPT_DATA},
     {"threads", BFS_OPT_KNOB},
     {"prefetch", BFS_OPT_KNOB},
     {"cache_mb", BFS_OPT_KNOB},
@@ -788,7 +790,8 @@ static void covered(const char *const *diff, size_t nd, int tokens)
 {
     for (size_t i = 0; bfs_pipeline_option_at(i); i++) {
         const bfs_pipeline_option *p = bfs_pipeline_option_at(i);
-        if (p->cls != BFS_OPT_DATA || (strstr(p->help, "token datasets") == p->help) != tokens)
+        if (p->cls != BFS_OPT_DATA || (strstr(p->help, "token datasets") == p->help) != tokens ||
+            strstr(p->help, "multi-field datasets") == p->help) /* field_options */
             continue;
         char key[64];
         snprintf(key, sizeof key, "%s=", p->name);
@@ -882,6 +885,91 @@ static int kind_of(const char *text, int sequences, bfs_pipeline_opts *o)
     ck_assert_msg(bfs_pipeline_finish(o, err, sizeof err) == 0, "%s: %s", text, err);
     return bfs_pipeline_check_kind(o, sequences, err, sizeof err);
 }
+
+/* fields= and text_len=: resolved against the dataset's fields (unknown names refused,
+ * naming the fields), one canonical text per choice, in the fingerprint of multi-field
+ * datasets only: a dataset of one field ("images") fingerprints as before. */
+START_TEST(field_options)
+{
+    static const char *const names[] = {"jpg", "caption", "depth", "meta"};
+    static const unsigned char img[] = {1, 0, 1, 0}, txt[] = {0, 1, 0, 0};
+    static const char *const one[] = {"images"};
+    static const unsigned char one_img[] = {1}, one_txt[] = {0};
+    bfs_pipeline_opts o;
+    uint64_t pick;
+    char c[BFS_CANONICAL_MAX];
+
+    /* a classic dataset: the options stay out of the text and the fingerprint */
+    uint64_t base = fp_of("", 1);
+    ck_assert_int_eq(kind_of("fields=images", 0, &o), 0);
+    ck_assert_int_eq(
+        bfs_pipeline_check_fields(&o, one, one_img, one_txt, 1, &pick, err, sizeof err), 0);
+    ck_assert_uint_eq(pick, 1);
+    ck_assert_int_eq(o.fielded, 0);
+    ck_assert_uint_eq(bfs_pipeline_fingerprint(&o, 1), base);
+    ck_assert_int_gt(bfs_pipeline_canonical(&o, c, sizeof c), 0);
+    ck_assert_ptr_null(strstr(c, "fields"));
+    ck_assert_int_eq(kind_of("fields=caption", 0, &o), 0);
+    ck_assert_int_eq(
+        bfs_pipeline_check_fields(&o, one, one_img, one_txt, 1, &pick, err, sizeof err), -EINVAL);
+    ck_assert_msg(strstr(err, "no field \"caption\"; its fields are: images"), "%s", err);
+    ck_assert_int_eq(kind_of("text_len=10", 0, &o), 0);
+    ck_assert_int_eq(
+        bfs_pipeline_check_fields(&o, one, one_img, one_txt, 1, &pick, err, sizeof err), -EINVAL);
+    ck_assert_msg(strstr(err, "text_len=10: none of the fields served is text"), "%s", err);
+
+    /* a multi-field dataset: default all, in the dataset's order */
+    ck_assert_int_eq(kind_of("", 0, &o), 0);
+    ck_assert_int_eq(bfs_pipeline_check_fields(&o, names, img, txt, 4, &pick, err, sizeof err), 0);
+    ck_assert_uint_eq(pick, 15);
+    ck_assert_int_gt(bfs_pipeline_canonical(&o, c, sizeof c), 0);
+    ck_assert_msg(strstr(c, "fields = jpg,caption,depth,meta\ntext_len = max\n"), "%s", c);
+    uint64_t all = bfs_pipeline_fingerprint(&o, 1);
+    ck_assert_uint_ne(all, base);
+    /* the same choice spelled otherwise: one text, one fingerprint */
+    ck_assert_int_eq(kind_of("fields=meta,jpg,caption,depth,jpg", 0, &o), 0);
+    ck_assert_int_eq(bfs_pipeline_check_fields(&o, names, img, txt, 4, &pick, err, sizeof err), 0);
+    ck_assert_uint_eq(bfs_pipeline_fingerprint(&o, 1), all);
+    /* another choice, text_len: other fingerprints */
+    ck_assert_int_eq(kind_of("fields=caption,jpg", 0, &o), 0);
+    ck_assert_int_eq(bfs_pipeline_check_fields(&o, names, img, txt, 4, &pick, err, sizeof err), 0);
+    ck_assert_uint_eq(pick, 3);
+    ck_assert_str_eq(o.fields, "jpg,caption");
+    uint64_t two = bfs_pipeline_fingerprint(&o, 1);
+    ck_assert_uint_ne(two, all);
+    ck_assert_int_eq(kind_of("fields=caption,jpg,text_len=77", 0, &o), 0);
+    ck_assert_int_eq(bfs_pipeline_check_fields(&o, names, img, txt, 4, &pick, err, sizeof err), 0);
+    ck_assert_uint_ne(bfs_pipeline_fingerprint(&o, 1), two);
+    ck_assert_int_gt(bfs_pipeline_canonical(&o, c, sizeof c), 0);
+    /* the canonical text is a spec that reproduces itself */
+    bfs_pipeline_opts r = fresh();
+    ck_assert_msg(bfs_pipeline_parse_spec(&r, c, "canonical", err, sizeof err) == 0, "%s", err);
+    ck_assert_int_eq(bfs_pipeline_finish(&r, err, sizeof err), 0);
+    ck_assert_int_eq(bfs_pipeline_check_kind(&r, 0, err, sizeof err), 0);
+    ck_assert_int_eq(bfs_pipeline_check_fields(&r, names, img, txt, 4, &pick, err, sizeof err), 0);
+    ck_assert_uint_eq(bfs_pipeline_fingerprint(&r, 1), bfs_pipeline_fingerprint(&o, 1));
+    /* refusals */
+    ck_assert_int_eq(kind_of("fields=caption,nope", 0, &o), 0);
+    ck_assert_int_eq(bfs_pipeline_check_fields(&o, names, img, txt, 4, &pick, err, sizeof err),
+                     -EINVAL);
+    ck_assert_msg(strstr(err, "no field \"nope\"; its fields are: jpg, caption, depth, meta"), "%s",
+                  err);
+    ck_assert_int_eq(kind_of("fields=caption,meta", 0, &o), 0);
+    ck_assert_int_eq(bfs_pipeline_check_fields(&o, names, img, txt, 4, &pick, err, sizeof err),
+                     -EINVAL);
+    ck_assert_msg(strstr(err, "at least one image field"), "%s", err);
+    ck_assert_int_eq(kind_of("fields=jpg,text_len=5", 0, &o), 0);
+    ck_assert_int_eq(bfs_pipeline_check_fields(&o, names, img, txt, 4, &pick, err, sizeof err),
+                     -EINVAL);
+    bad("fields", "a,9b", "field names");
+    bad("fields", "a,,b", "field names");
+    bad("fields", "", "field names");
+    bad("text_len", "0", "max or an integer in 1..1048576");
+    bad("text_len", "1048577", "max or an integer");
+    ck_assert_int_eq(kind_of("text_len=8", 1, &o), -EINVAL);
+    ck_assert_msg(strstr(err, "text_len= is an option of datasets with several fields"), "%s", err);
+}
+END_TEST
 
 START_TEST(token_options)
 {
@@ -1157,6 +1245,7 @@ static Suite *pipeline_suite(void)
     tcase_add_test(tc, canonical_ignores_locale);
     tcase_add_test(tc, fingerprints);
     tcase_add_test(tc, token_options);
+    tcase_add_test(tc, field_options);
     tcase_add_test(tc, spec_files);
     tcase_add_test(tc, help_text);
     suite_add_tcase(s, tc);

@@ -708,8 +708,8 @@ START_TEST(field_tensors)
     d.fields = NULL;
     d.n_fields = 1;
     ck_assert_int_eq(bfs_st_batch_layout(&d, NULL), -EINVAL);
-    bfs_st_field_tensor huge = {.name = "huge", .dtype = BFS_DT_I64, .ndim = 2,
-                                .shape = {UINT64_MAX / 2, 3}};
+    bfs_st_field_tensor huge = {
+        .name = "huge", .dtype = BFS_DT_I64, .ndim = 2, .shape = {UINT64_MAX / 2, 3}};
     d.fields = &huge;
     ck_assert_int_eq(bfs_st_batch_layout(&d, NULL), -EOVERFLOW);
 }
