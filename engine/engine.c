@@ -38,6 +38,37 @@
 #define GRAY_G 116
 #define GRAY_B 104
 
+/*
+ * Multi-field datasets (.bfs version 3): the fields served (fields=) beyond the primary
+ * image, which fills `images`. Each becomes one or two field tensors of the batch
+ * (safetensors.h): further images a tensor like `images`; variable values (text, bytes,
+ * tokens, variable arrays, boxes) NAME [B, L, row...] zero-padded and NAME_lengths (boxes:
+ * NAME_counts) I32 [B]; fixed arrays NAME [B, shape...]. L is the field's max_count in
+ * rows (text: text_len when set), from the field table: every batch of a mount has one
+ * size, known before any payload is read (docs/multimodal.md weighs this against the
+ * bytes a per-batch L would save).
+ */
+typedef struct served_field served_field;
+/* A per-sample transform of a variable value before it is stored: in[0, rows) rows of
+ * the stored value, given the geometry the sample's primary image was rendered with; it
+ * writes at most cap rows to out and returns how many. NULL: served as stored. The
+ * crop-following boxes transform (docs/multimodal.md) plugs in here. */
+typedef uint32_t (*value_transform_fn)(const served_field *sf, const bfs_geometry *g,
+                                       const uint8_t *in, uint32_t rows, uint8_t *out,
+                                       uint32_t cap);
+struct served_field {
+    uint32_t f; /* dataset field index */
+    const bfs_field *decl;
+    int variable;           /* padded rows + lengths */
+    uint32_t rows;          /* variable: L, the padded rows */
+    uint64_t row_bytes;     /* bytes of one row (variable) or of the whole value (fixed) */
+    uint32_t row_elems;     /* elements per row (variable), of the value (fixed) */
+    uint64_t slot_bytes;    /* bytes of one sample in its data tensor */
+    uint32_t t_data, t_len; /* field tensor indices (t_len: variable only) */
+    int text_cut;           /* text_len= applies: cut at a character boundary */
+    value_transform_fn transform;
+};
+
 struct bfs_engine {
     bfs_pipeline_opts o;
     bfs_source *src;
@@ -55,6 +86,13 @@ struct bfs_engine {
     uint64_t *logged;
     size_t logged_cap, logged_n;
     _Atomic int changed_logged; /* BFS_E_CHANGED said once */
+    /* multi-field datasets: read-only after create */
+    uint32_t primary; /* the dataset field that fills `images` (0 for other datasets) */
+    served_field served[BFS_FIELD_MAX];
+    uint32_t n_served;
+    bfs_st_field_tensor tensors[BFS_ST_MAX_FIELD_TENSORS];
+    uint32_t n_tensors;
+    char tensor_names[BFS_ST_MAX_FIELD_TENSORS][BFS_ST_NAME_MAX + 1];
 };
 
 struct bfs_engine_worker {
@@ -64,12 +102,130 @@ struct bfs_engine_worker {
     bfs_tokens_scratch ts;
     resize_scratch rs;
     /* counters: written by the owner thread, read racily by monitors */
-    _Atomic uint64_t samples, read_ns, decode_ns, resize_ns, bad;
+    _Atomic uint64_t samples, read_ns, decode_ns, resize_ns, bad, texts_cut;
+    uint8_t *rows; /* a transform's output rows (grown as needed) */
+    size_t rows_cap;
 };
 
 static void add(_Atomic uint64_t *c, uint64_t v)
 {
     atomic_fetch_add_explicit(c, v, memory_order_relaxed);
+}
+
+static bfs_dtype field_dtype(unsigned fdt)
+{
+    static const bfs_dtype map[BFS_FDT_END] = {
+        [BFS_FDT_U8] = BFS_DT_U8,   [BFS_FDT_U16] = BFS_DT_U16, [BFS_FDT_U32] = BFS_DT_U32,
+        [BFS_FDT_I32] = BFS_DT_I32, [BFS_FDT_I64] = BFS_DT_I64, [BFS_FDT_F32] = BFS_DT_F32};
+    return fdt < BFS_FDT_END ? map[fdt] : BFS_DT_U8;
+}
+
+/* Add a field tensor called name+suffix; -EINVAL (message in err) when the name is taken
+ * or there are too many. */
+static int add_tensor(bfs_engine *e, const char *name, const char *suffix, bfs_dtype dt,
+                      uint32_t ndim, const uint64_t *shape, int image, uint32_t *idx, char *err,
+                      size_t errlen)
+{
+    if (e->n_tensors == BFS_ST_MAX_FIELD_TENSORS)
+        return bfs_errf(-EINVAL, err, errlen,
+                        "%s: the fields served need more than %u tensors; serve fewer (fields=)",
+                        bfs_source_path(e->src), BFS_ST_MAX_FIELD_TENSORS);
+    char *nm = e->tensor_names[e->n_tensors];
+    snprintf(nm, BFS_ST_NAME_MAX + 1, "%s%s", name, suffix);
+    static const char *const fixed[] = {"images", "labels", "indices"};
+    for (size_t i = 0; i < 3; i++)
+        if (!strcmp(nm, fixed[i]))
+            return bfs_errf(-EINVAL, err, errlen,
+                            "%s: field \"%s\" would be served as a tensor called \"%s\", which "
+                            "every batch has already; leave it out (fields=)",
+                            bfs_source_path(e->src), name, nm);
+    for (uint32_t i = 0; i < e->n_tensors; i++)
+        if (!strcmp(nm, e->tensor_names[i]))
+            return bfs_errf(-EINVAL, err, errlen,
+                            "%s: two fields would be served as tensors called \"%s\" (a field "
+                            "NAME's lengths are NAME_lengths); leave one out (fields=)",
+                            bfs_source_path(e->src), nm);
+    bfs_st_field_tensor *t = &e->tensors[e->n_tensors];
+    memset(t, 0, sizeof *t);
+    t->name = nm;
+    t->dtype = dt;
+    t->ndim = ndim;
+    memcpy(t->shape, shape, ndim * sizeof *shape);
+    t->image = image;
+    *idx = e->n_tensors++;
+    return 0;
+}
+
+/* Choose the fields served (fields=, text_len=) and plan their tensors. */
+static int plan_fields(bfs_engine *e, char *err, size_t errlen)
+{
+    uint32_t n = bfs_source_field_count(e->src);
+    const char *names[BFS_FIELD_MAX];
+    unsigned char is_image[BFS_FIELD_MAX], is_text[BFS_FIELD_MAX];
+    for (uint32_t f = 0; f < n && f < BFS_FIELD_MAX; f++) {
+        const bfs_field *d = bfs_source_field(e->src, f);
+        names[f] = d->name;
+        is_image[f] = d->kind == BFS_FIELD_IMAGE;
+        is_text[f] = d->kind == BFS_FIELD_TEXT;
+    }
+    uint64_t pick;
+    char why[BFS_PIPELINE_ERRLEN];
+    int rc = bfs_pipeline_check_fields(&e->o, names, is_image, is_text, n, &pick, why, sizeof why);
+    if (rc)
+        return bfs_errf(rc, err, errlen, "%s: %s", bfs_source_path(e->src), why);
+    int have_primary = 0;
+    for (uint32_t f = 0; f < n && f < BFS_FIELD_MAX; f++) {
+        if (!(pick >> f & 1))
+            continue;
+        const bfs_field *d = bfs_source_field(e->src, f);
+        if (d->kind == BFS_FIELD_IMAGE && !have_primary) {
+            e->primary = f, have_primary = 1;
+            continue;
+        }
+        served_field *sf = &e->served[e->n_served];
+        memset(sf, 0, sizeof *sf);
+        sf->f = f;
+        sf->decl = d;
+        if (d->kind == BFS_FIELD_IMAGE) {
+            if ((rc = add_tensor(e, d->name, "", BFS_DT_U8, 0, NULL, 1, &sf->t_data, err, errlen)))
+                return rc;
+            e->n_served++;
+            continue;
+        }
+        bfs_dtype dt = field_dtype(d->dtype);
+        uint64_t elems = 1, shape[BFS_ST_MAX_DIMS - 1];
+        uint32_t ndim = 0;
+        sf->variable = (d->flags & BFS_FIELDF_VARIABLE) != 0;
+        if (sf->variable) {
+            for (uint32_t k = 0; k < d->rank; k++)
+                elems *= d->shape[k];
+            uint64_t rows = elems ? d->max_count / elems : 0;
+            if (d->kind == BFS_FIELD_TEXT && e->o.text_len)
+                rows = e->o.text_len, sf->text_cut = 1;
+            if (rows > UINT32_MAX)
+                return bfs_errf(-EINVAL, err, errlen, "%s: field \"%s\" has values of %llu rows",
+                                bfs_source_path(e->src), d->name, (unsigned long long)rows);
+            sf->rows = (uint32_t)rows;
+            shape[ndim++] = rows ? rows : 1; /* an empty tensor would hide the field's shape */
+        }
+        for (uint32_t k = 0; k < d->rank; k++)
+            shape[ndim++] = d->shape[k];
+        if (!sf->variable)
+            for (uint32_t k = 0; k < d->rank; k++)
+                elems *= d->shape[k];
+        sf->row_elems = (uint32_t)elems;
+        sf->row_bytes = elems * bfs_dtype_size(dt);
+        sf->slot_bytes = sf->variable ? shape[0] * sf->row_bytes : sf->row_bytes;
+        if ((rc = add_tensor(e, d->name, "", dt, ndim, shape, 0, &sf->t_data, err, errlen)))
+            return rc;
+        if (sf->variable &&
+            (rc = add_tensor(e, d->name, d->kind == BFS_FIELD_BOXES ? "_counts" : "_lengths",
+                             BFS_DT_I32, 0, NULL, 0, &sf->t_len, err, errlen)))
+            return rc;
+        sf->transform = NULL; /* boxes: served in source pixels for now */
+        e->n_served++;
+    }
+    return 0;
 }
 
 int bfs_engine_create(const char *source_path, const bfs_pipeline_opts *o, bfs_engine **out,
@@ -97,6 +253,8 @@ int bfs_engine_create(const char *source_path, const bfs_pipeline_opts *o, bfs_e
             goto fail;
         goto named;
     }
+    if ((rc = plan_fields(e, err, errlen)))
+        goto fail;
     uint64_t n = bfs_source_count(e->src);
     bfs_plan_opts po;
     bfs_plan_opts_default(&po);
@@ -263,6 +421,8 @@ static void describe(const bfs_engine *e, uint32_t len, uint64_t epoch, uint64_t
     d->epoch = epoch;
     d->batch_index = k;
     d->fingerprint = e->fingerprint;
+    d->fields = e->n_tensors ? e->tensors : NULL;
+    d->n_fields = e->n_tensors;
 }
 
 uint64_t bfs_engine_batch_bytes(const bfs_engine *e, uint64_t epoch, uint64_t k)
@@ -347,6 +507,7 @@ void bfs_engine_worker_destroy(bfs_engine_worker *w)
     bfs_source_scratch_free(&w->scratch);
     bfs_tokens_scratch_free(&w->ts);
     resize_scratch_free(&w->rs);
+    free(w->rows);
     free(w);
 }
 
@@ -358,6 +519,7 @@ void bfs_engine_worker_stats(const bfs_engine_worker *w, bfs_stage_stats *st)
     st->decode_ns = atomic_load_explicit(&w->decode_ns, memory_order_relaxed);
     st->resize_ns = atomic_load_explicit(&w->resize_ns, memory_order_relaxed);
     st->bad_samples = atomic_load_explicit(&w->bad, memory_order_relaxed);
+    st->texts_cut = atomic_load_explicit(&w->texts_cut, memory_order_relaxed);
     bfs_decode_stats ds;
     bfs_decoder_get_stats(w->dec, &ds);
     st->decode_cropped = ds.cropped;
@@ -403,12 +565,12 @@ static int cached_image(bfs_engine *e, bfs_engine_worker *w, const bfs_item *it,
 }
 
 /* Decode and resample dataset sample idx into the slot. Data errors are returned. */
-static int render(bfs_engine *e, bfs_engine_worker *w, uint64_t epoch, uint64_t idx,
-                  uint8_t *slot_dst, int flip_override)
+static int render(bfs_engine *e, bfs_engine_worker *w, uint64_t epoch, uint64_t idx, uint32_t field,
+                  uint8_t *slot_dst, int flip_override, bfs_geometry *gout)
 {
     uint64_t t0 = bfs_mono_ns();
     bfs_item it;
-    int rc = bfs_source_get(e->src, idx, &it, &w->scratch);
+    int rc = bfs_source_get_value(e->src, idx, field, &it, &w->scratch);
     uint64_t t1 = bfs_mono_ns();
     add(&w->read_ns, t1 - t0);
     if (rc)
@@ -427,6 +589,8 @@ static int render(bfs_engine *e, bfs_engine_worker *w, uint64_t epoch, uint64_t 
         return BFS_E_SAMPLE_RANGE;
     if (flip_override >= 0)
         g.flip = flip_override;
+    if (gout)
+        *gout = g;
     resize_spec *sp = &g.spec;
     int s = bfs_decoder_max_scale(&info, sp->box[2] - sp->box[0], sp->box[3] - sp->box[1],
                                   sp->out_w, sp->out_h);
@@ -449,7 +613,7 @@ static int render(bfs_engine *e, bfs_engine_worker *w, uint64_t epoch, uint64_t 
     bfs_pixels px;
     /* cached or not, the pixels inside the region are the same (samplecache.h); a cached
      * image was decoded whole */
-    rc = e->scache ? cached_image(e, w, &it, &info, idx, s, &px) : 1;
+    rc = e->scache && field == 0 ? cached_image(e, w, &it, &info, idx, s, &px) : 1;
     if (rc == 1)
         rc = (check ? bfs_decoder_decode_checked : bfs_decoder_decode)(
             w->dec, it.data, it.len, &info, s, x0 + ox, y0 + oy, x1 + ox, y1 + oy, &px);
@@ -476,6 +640,91 @@ static int render(bfs_engine *e, bfs_engine_worker *w, uint64_t epoch, uint64_t 
     rc = resize_rgb8(sp, &src, bfs_out_store_row, &slot, &w->rs);
     add(&w->resize_ns, bfs_mono_ns() - t2);
     return rc == -EINVAL ? BFS_E_SAMPLE_RANGE : rc;
+}
+
+/* Store field sf of sample idx into slot j of its tensors: padded rows and a length
+ * (variable values), or the value (fixed; zeros when an optional one is absent). */
+static int store_value(bfs_engine *e, bfs_engine_worker *w, const served_field *sf, uint64_t idx,
+                       const bfs_geometry *g, uint8_t *dst, const bfs_st_layout *lay, uint32_t j)
+{
+    uint64_t t0 = bfs_mono_ns();
+    bfs_item it;
+    int rc = bfs_source_get_value(e->src, idx, sf->f, &it, &w->scratch);
+    add(&w->read_ns, bfs_mono_ns() - t0);
+    if (rc)
+        return rc;
+    uint8_t *out = dst + lay->field_off[sf->t_data] + sf->slot_bytes * j;
+    if (!sf->variable) {
+        if (it.len == sf->slot_bytes)
+            memcpy(out, it.data, it.len);
+        else /* an optional value absent (the reader checked the others' size) */
+            memset(out, 0, sf->slot_bytes);
+        return 0;
+    }
+    const uint8_t *in = it.data;
+    uint64_t rows = sf->row_bytes ? it.len / sf->row_bytes : 0; /* whole rows: the reader */
+    if (sf->transform && rows) {
+        size_t need = (size_t)(sf->rows ? sf->rows : 1) * sf->row_bytes;
+        if (w->rows_cap < need) {
+            uint8_t *b = realloc(w->rows, need);
+            if (!b)
+                return -ENOMEM;
+            w->rows = b, w->rows_cap = need;
+        }
+        rows = sf->transform(sf, g, in, (uint32_t)rows, w->rows, sf->rows);
+        in = w->rows;
+    }
+    if (rows > sf->rows) { /* text_len= (the dataset's max fits every value) */
+        rows = sf->rows;
+        if (sf->text_cut) /* not inside a character: back to the start of the one cut */
+            while (rows && (in[rows] & 0xc0) == 0x80)
+                rows--;
+        add(&w->texts_cut, 1);
+    }
+    uint64_t n = rows * sf->row_bytes;
+    if (n)
+        memcpy(out, in, n);
+    memset(out + n, 0, sf->slot_bytes - n);
+    bfs_st32(dst + lay->field_off[sf->t_len] + 4ull * j, (uint32_t)rows);
+    return 0;
+}
+
+/* Fill slot j of every tensor of the batch from dataset sample idx: the primary image
+ * (`images`), then each field served. Returns 0 or the first error; the caller
+ * substitutes the whole sample for a data error, so a slot never mixes two samples. */
+static int fill_sample(bfs_engine *e, bfs_engine_worker *w, uint64_t epoch, uint64_t idx,
+                       uint8_t *dst, const bfs_st_layout *lay, uint32_t j)
+{
+    bfs_geometry g;
+    int rc =
+        render(e, w, epoch, idx, e->primary, dst + lay->images_off + lay->sample_bytes * j, -1, &g);
+    for (uint32_t i = 0; i < e->n_served && !rc; i++) {
+        const served_field *sf = &e->served[i];
+        if (sf->decl->kind == BFS_FIELD_IMAGE)
+            rc = render(e, w, epoch, idx, sf->f,
+                        dst + lay->field_off[sf->t_data] + lay->sample_bytes * j, -1, NULL);
+        else
+            rc = store_value(e, w, sf, idx, &g, dst, lay, j);
+    }
+    return rc;
+}
+
+/* The substitute of last resort: gray images, every other field empty (zeros, length 0). */
+static void fill_gray(bfs_engine *e, uint8_t *dst, const bfs_st_layout *lay, uint32_t j)
+{
+    bfs_out_slot s = {&e->fmt, dst + lay->images_off + lay->sample_bytes * j, 0};
+    bfs_out_fill(&s, GRAY_R, GRAY_G, GRAY_B);
+    for (uint32_t i = 0; i < e->n_served; i++) {
+        const served_field *sf = &e->served[i];
+        if (sf->decl->kind == BFS_FIELD_IMAGE) {
+            bfs_out_slot t = {&e->fmt, dst + lay->field_off[sf->t_data] + lay->sample_bytes * j, 0};
+            bfs_out_fill(&t, GRAY_R, GRAY_G, GRAY_B);
+            continue;
+        }
+        memset(dst + lay->field_off[sf->t_data] + sf->slot_bytes * j, 0, sf->slot_bytes);
+        if (sf->variable)
+            bfs_st32(dst + lay->field_off[sf->t_len] + 4ull * j, 0);
+    }
 }
 
 /* Log a bad sample once per daemon lifetime. */
@@ -609,9 +858,8 @@ int bfs_engine_sample(bfs_engine *e, bfs_engine_worker *w, uint64_t epoch, uint6
     int rc = bfs_st_batch_layout(&d, &lay);
     if (rc)
         return rc;
-    uint8_t *slot = dst + lay.images_off + lay.sample_bytes * j;
     add(&w->samples, 1);
-    rc = render(e, w, epoch, idx, slot, -1);
+    rc = fill_sample(e, w, epoch, idx, dst, &lay, j);
     if (rc == 0)
         return 0;
     if (bfs_err_is_resource(rc)) { /* the process ran out, the sample is fine: no substitute */
@@ -643,7 +891,7 @@ int bfs_engine_sample(bfs_engine *e, bfs_engine_worker *w, uint64_t epoch, uint6
     int nc = bfs_substitutes(e->o.seed, epoch, idx, bfs_source_count(e->src), cand);
     for (int t = 0; t < nc; t++) {
         uint64_t alt = cand[t];
-        int arc = render(e, w, epoch, alt, slot, -1);
+        int arc = fill_sample(e, w, epoch, alt, dst, &lay, j);
         if (arc == BFS_E_CHANGED)
             return dataset_changed(e, epoch, k, err, errlen);
         if (bfs_err_is_resource(arc)) { /* as above: not a reason to try another */
@@ -662,8 +910,7 @@ int bfs_engine_sample(bfs_engine *e, bfs_engine_worker *w, uint64_t epoch, uint6
             return BFS_ENGINE_SUBSTITUTED;
         }
     }
-    bfs_out_slot s = {&e->fmt, slot, 0};
-    bfs_out_fill(&s, GRAY_R, GRAY_G, GRAY_B);
+    fill_gray(e, dst, &lay, j);
     log_bad(e, idx, rc, "substituted by a gray image (no substitute decoded)");
     return BFS_ENGINE_SUBSTITUTED;
 }

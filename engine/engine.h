@@ -29,6 +29,7 @@ typedef struct bfs_stage_stats {
     uint64_t read_ns, decode_ns, resize_ns; /* resize includes flip/normalize/cast/store */
     uint64_t encode_ns;                     /* batch headers, labels, indices */
     uint64_t bad_samples;                   /* substituted (or failed) samples */
+    uint64_t texts_cut; /* text values longer than text_len= (multi-field datasets) */
     uint64_t decode_cropped, decode_full, decode_scaled, decode_raw;
     uint64_t decode_windowed; /* of decode_cropped: restart-segment windows (decode.c) */
 } bfs_stage_stats;

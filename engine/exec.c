@@ -1516,6 +1516,7 @@ void bfs_exec_get_stats(bfs_exec *x, bfs_exec_stats *st)
         st->stages.decode_ns += w.decode_ns;
         st->stages.resize_ns += w.resize_ns;
         st->stages.bad_samples += w.bad_samples;
+        st->stages.texts_cut += w.texts_cut;
         st->stages.decode_cropped += w.decode_cropped;
         st->stages.decode_full += w.decode_full;
         st->stages.decode_scaled += w.decode_scaled;

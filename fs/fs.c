@@ -394,11 +394,11 @@ static void make_stats(fsstate *fs, text *t)
             st.stages.resize_ns / n / 1e3, st.stages.encode_ns / n / 1e3);
     tprintf(t,
             "  \"decodes\": {\"cropped\": %llu, \"full\": %llu, \"scaled\": %llu, \"raw\": "
-            "%llu, \"windowed\": %llu},\n  \"bad_samples\": %llu,\n",
+            "%llu, \"windowed\": %llu},\n  \"bad_samples\": %llu,\n  \"texts_cut\": %llu,\n",
             (unsigned long long)st.stages.decode_cropped, (unsigned long long)st.stages.decode_full,
             (unsigned long long)st.stages.decode_scaled, (unsigned long long)st.stages.decode_raw,
             (unsigned long long)st.stages.decode_windowed,
-            (unsigned long long)st.stages.bad_samples);
+            (unsigned long long)st.stages.bad_samples, (unsigned long long)st.stages.texts_cut);
     bfs_bad_sample bad[BFS_ENGINE_RECENT_BAD];
     int nbad = bfs_engine_recent_bad(fs->e, bad, BFS_ENGINE_RECENT_BAD);
     tprintf(t, "  \"recent_bad_samples\": [");

@@ -14,6 +14,7 @@
   epoch's batches (torch DataLoader with batch_size=None) and an iterator over epochs
   with state_dict()/load_state_dict(); numpy arrays suit JAX (jax.device_put);
 - load_file(path, format): the tensors of one batch file, without a copy (mmap);
+- texts(batch, name): the rows of a text field of a multi-field batch as str;
 - stats(mnt): MNT/stats as a dict;
 - batchfs.gpu: the binding of libbatchfs-gpu (gpu/python/batchfs_gpu.py), loaded on
   first use.
@@ -26,7 +27,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from ._batches import Batches, batch_count, epoch_count
+from ._batches import Batches, batch_count, epoch_count, texts
 from ._mount import Mount, MountError, find_binary, format_options, mount, stats
 from ._safetensors import (Header, SafetensorsError, TensorInfo, load_file,
                            load_file_with_metadata, read_header)
@@ -34,8 +35,8 @@ from ._safetensors import (Header, SafetensorsError, TensorInfo, load_file,
 __version__ = "0.1.0"
 
 __all__ = ["mount", "Mount", "MountError", "format_options", "find_binary", "stats",
-           "Batches", "epoch_count", "batch_count", "load_file", "load_file_with_metadata",
-           "read_header", "Header", "TensorInfo", "SafetensorsError", "gpu"]
+           "Batches", "epoch_count", "batch_count", "texts", "load_file",
+           "load_file_with_metadata", "read_header", "Header", "TensorInfo", "SafetensorsError", "gpu"]
 
 
 def __getattr__(name: str) -> Any:

@@ -8,7 +8,7 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple, Union
 
 from ._safetensors import load_file
 
-__all__ = ["Batches", "epoch_count", "batch_count"]
+__all__ = ["Batches", "epoch_count", "batch_count", "texts"]
 
 PathLike = Union[str, "os.PathLike[str]"]
 _BATCH = re.compile(r"batch_(0|[1-9][0-9]*)\Z")
@@ -26,6 +26,21 @@ def batch_count(mnt: PathLike, epoch: int) -> int:
     return sum(1 for name in names if _BATCH.match(name))
 
 
+def texts(batch: Mapping[str, Any], name: str) -> List[str]:
+    """The rows of text field `name` of a batch (a dict of Batches or load_file) as
+    str: batch[name] is [B, L] uint8, zero-padded, and batch[name + "_lengths"] the
+    bytes of each row (multi-field datasets, docs/multimodal.md). A text cut by
+    text_len= was cut at a character boundary, so every row decodes as UTF-8.
+    Works on numpy arrays and torch tensors."""
+    if name not in batch or name + "_lengths" not in batch:
+        raise KeyError(f"{name!r}: the batch has no text field {name!r} (tensors "
+                       f"{name!r} and {name + '_lengths'!r}); it has {sorted(batch)}")
+    rows, lengths = batch[name], batch[name + "_lengths"]
+    if hasattr(rows, "numpy"):  # torch
+        rows, lengths = rows.cpu().numpy(), lengths.cpu().numpy()
+    return [bytes(rows[i, :int(n)]).decode("utf-8") for i, n in enumerate(lengths)]
+
+
 class Batches:
     """The batches of a batchfs mount (or a directory laid out like one,
     MNT/epoch/N/batch_K) for rank `rank` of `world`: batches rank, rank + world,
@@ -38,7 +53,9 @@ class Batches:
 
     len() is this rank's batch count, ds[i] this rank's i-th batch as a dict
     {"images", "labels", "indices"} of numpy arrays (format="numpy") or torch tensors
-    (format="torch"), views of a private mapping of the batch file (no copy).
+    (format="torch"), views of a private mapping of the batch file (no copy). Batches of
+    multi-field datasets hold a tensor per field served besides (b["caption"],
+    b["caption_lengths"]; texts(b, "caption") decodes the rows; docs/multimodal.md).
 
     Iterator over epochs, resumable::
 

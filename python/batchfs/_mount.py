@@ -49,8 +49,10 @@ def _value(key: str, v: Any) -> str:
             return ":".join(str(x) for x in v)
         if key == "normalize" and len(v) == 2:
             return "/".join(",".join(str(x) for x in part) for part in v)
+        if key == "fields":
+            return ",".join(str(x) for x in v)
         raise TypeError(f"{key}={v!r}: a sequence is taken only for size (H, W), "
-                        "scale/ratio (A, B) and normalize (means, stds)")
+                        "scale/ratio (A, B), normalize (means, stds) and fields (names)")
     if isinstance(v, (str, int, float)) or isinstance(v, os.PathLike):
         return str(os.fspath(v) if isinstance(v, os.PathLike) else v)
     raise TypeError(f"{key}={v!r}: give a str, int, float, bool or path")
@@ -61,7 +63,8 @@ def format_options(options: Dict[str, Any]) -> str:
     commas. True is 1 and False 0 (drop_last=True -> drop_last=1), except for the
     mount's own words (allow_other=True -> allow_other; False leaves it out); None
     leaves a key out; size=(H, W) -> HxW, scale/ratio=(A, B) -> A:B,
-    normalize=((m0, m1, m2), (s0, s1, s2)) -> m0,m1,m2/s0,s1,s2. Values are not checked
+    normalize=((m0, m1, m2), (s0, s1, s2)) -> m0,m1,m2/s0,s1,s2,
+    fields=("jpg", "caption") -> jpg,caption. Values are not checked
     here: the daemon checks them and its message is raised."""
     items = []
     for key, v in options.items():
