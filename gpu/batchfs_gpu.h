@@ -46,10 +46,10 @@ extern "C" {
  * struct's layout or a function's meaning does; new bfsg_dtype values are appended
  * without a change (BFSG_I32 came with token batches, which a version-1 loader refused:
  * a program that never opens token datasets never sees it). */
-#define BFSG_API_VERSION 1
+#define BFSG_API_VERSION 2 /* 2: batches of multi-field datasets (64 tensors of 8 dims) */
 
-#define BFSG_MAX_TENSORS 4
-#define BFSG_MAX_DIMS    4
+#define BFSG_MAX_TENSORS 64 /* a safetensors batch's most (engine/safetensors.h) */
+#define BFSG_MAX_DIMS    8
 
 typedef enum bfsg_dtype {
     BFSG_U8 = 0,
@@ -57,7 +57,9 @@ typedef enum bfsg_dtype {
     BFSG_BF16 = 2,
     BFSG_F32 = 3,
     BFSG_I64 = 4,
-    BFSG_I32 = 5 /* token batches' tokens and positions */
+    BFSG_I32 = 5, /* token batches' tokens and positions; fields' lengths */
+    BFSG_U16 = 6, /* fields of multi-field datasets (u16 tokens) */
+    BFSG_U32 = 7
 } bfsg_dtype;
 
 typedef enum bfsg_device_type {
@@ -69,8 +71,9 @@ typedef enum bfsg_device_type {
  * pointer on BFSG_DEVICE_CPU; 256-byte aligned on a device, at least the element size
  * on the host. Strides are in elements (C-contiguous). */
 typedef struct bfsg_tensor {
-    const char *name; /* "images", "labels", "indices"; token batches: the file's names
-                       * ("tokens", "positions", "lengths", "mask", ...) */
+    const char *name; /* "images", "labels", "indices", then the fields' tensors of a
+                       * multi-field dataset ("caption", "caption_lengths", ...); token
+                       * batches: the file's names ("tokens", "positions", "lengths", ...) */
     bfsg_dtype dtype;
     uint32_t ndim;
     int64_t shape[BFSG_MAX_DIMS];
@@ -85,7 +88,9 @@ typedef struct bfsg_tensor {
 typedef struct bfsg_batch {
     uint64_t epoch, index; /* the file epoch/<epoch>/batch_<index> */
     const char *path;      /* that file's path */
-    uint32_t n_tensors;    /* images: 3, images, labels, indices (in this order);
+    uint32_t n_tensors;    /* images: 3, images, labels, indices (in this order), then
+                            * a multi-field dataset's field tensors as delivered, in the
+                            * file's header order (bfsg_batch_find by name);
                             * tokens: 1..BFSG_MAX_TENSORS, in the file's data order
                             * (concat: tokens[, positions]; pad, bucket: lengths,
                             * indices, tokens, mask) */
@@ -210,6 +215,10 @@ int bfsg_batch_wait_stream(bfsg_batch *b, void *stream);
  * also after bfsg_destroy. *out is a DLManagedTensor *. Returns 0, -EINVAL, -ENOMEM.
  */
 int bfsg_batch_dlpack(bfsg_batch *b, uint32_t i, void **out);
+
+/* bfsg_batch_find - the index of the tensor called name in b (for bfsg_batch_dlpack), or
+ * -1 when b has none (or b or name is NULL). */
+int bfsg_batch_find(const bfsg_batch *b, const char *name);
 
 /* What the loader did; counters since bfsg_open. */
 typedef struct bfsg_stats {

@@ -27,7 +27,8 @@
  *   with and grow when a larger one comes (token batches of pack=bucket differ in size
  *   and shape); they never shrink. A device buffer is freed for a larger one only after
  *   the consumer stream passed the slot's `done` event.
- * - Image batches (images, labels, indices; dtype=/layout= conversion) and token batches
+ * - Image batches (images, labels, indices; dtype=/layout= conversion of images; then
+ *   the field tensors of a multi-field dataset, delivered as they are) and token batches
  *   (metadata kind "tokens": 1..BFSG_MAX_TENSORS integer tensors, delivered as they are,
  *   in data order) share the copy paths: a file_plan lists the tensors to copy.
  */
@@ -104,7 +105,7 @@ typedef struct slot {
     int rc;              /* the fill's result; err says why */
     char err[ERRLEN];
     char path[PATH_MAX];
-    char names[BFSG_MAX_TENSORS][NAME_CAP]; /* token batches: the views' names */
+    char names[BFSG_MAX_TENSORS][NAME_CAP]; /* token batches and fields: the views' names */
     uint8_t *host;                          /* CPU: the file's data region; CUDA: pinned staging */
     size_t host_cap;
     uint8_t *conv; /* CPU conversion output */
@@ -644,10 +645,15 @@ static void set_view(bfsg_tensor *t, const char *name, bfsg_dtype dt, uint32_t n
     t->nbytes = nbytes;
 }
 
-/* the dtypes a batch may hold: the image dtypes, and token batches' U8, I32, I64 */
+/* the dtypes a batch may hold: the image dtypes, token batches' U8, I32, I64, and
+ * fields' U16, U32 */
 static bfsg_dtype to_bfsg(bfs_dtype d)
 {
     switch (d) {
+    case BFS_DT_U16:
+        return BFSG_U16;
+    case BFS_DT_U32:
+        return BFSG_U32;
     case BFS_DT_U8:
         return BFSG_U8;
     case BFS_DT_F16:
@@ -667,10 +673,11 @@ static bfsg_dtype to_bfsg(bfs_dtype d)
  * tensors point into the producer's parse buffer: used before the next file is parsed. */
 typedef struct file_plan {
     int tokens;          /* a token batch: t[0, n) delivered as they are, no conversion */
-    uint32_t n;          /* tensors in t: 3 for images */
+    uint32_t n;          /* tensors in t: images: 3 + the field tensors */
     bfs_st_batch_desc d; /* images: the descriptor; tokens: epoch and batch_index only */
     uint64_t size, lo;   /* file size; the 4096-aligned start of the region read */
-    const bfs_st_tensor *t[BFSG_MAX_TENSORS]; /* images, labels, indices; tokens: data order */
+    const bfs_st_tensor *t[BFSG_MAX_TENSORS]; /* images, labels, indices, fields (header
+                                                 order); tokens: data order */
     uint64_t out_shape[4];
     uint64_t out_bytes; /* images bytes as delivered */
     int out_nchw;
@@ -809,6 +816,24 @@ static int plan_file(bfsg_loader *l, slot *s, int fd, uint64_t epoch, uint64_t k
     fp->t[0] = bfs_st_find(f, "images");
     fp->t[1] = bfs_st_find(f, "labels");
     fp->t[2] = bfs_st_find(f, "indices");
+    for (uint32_t i = 3; i < f->n_tensors; i++) { /* a multi-field dataset's (header order) */
+        const bfs_st_tensor *t = &f->tensors[i];
+        bfs_dtype dt = t->dtype;
+        if (dt != BFS_DT_U8 && dt != BFS_DT_U16 && dt != BFS_DT_U32 && dt != BFS_DT_I32 &&
+            dt != BFS_DT_I64 && dt != BFS_DT_F32 && dt != BFS_DT_F16 && dt != BFS_DT_BF16)
+            return slot_errf(s, -EBADMSG, "%s: field tensor '%s' is %s, which the loader lacks",
+                             s->path, t->name, bfs_dtype_name(dt));
+        if (t->name_len >= NAME_CAP || strlen(t->name) != t->name_len)
+            return slot_errf(s, -EBADMSG,
+                             "%s: a field tensor name of %zu bytes (at most %d, no NUL)", s->path,
+                             t->name_len, NAME_CAP - 1);
+        if (t->offset % bfs_dtype_size(dt))
+            return slot_errf(s, -EBADMSG,
+                             "%s: field tensor '%s' starts at byte %" PRIu64 ", not a multiple "
+                             "of its element size",
+                             s->path, t->name, t->offset);
+        fp->t[fp->n++] = t; /* n_tensors <= BFS_ST_MAX_TENSORS == BFSG_MAX_TENSORS */
+    }
     const bfsgi_convert *cv = &l->conv;
     if (cv->active && fp->d.dtype != BFS_DT_U8)
         return slot_errf(s, -EINVAL,
@@ -842,7 +867,13 @@ static void fill_views(bfsg_loader *l, slot *s, const file_plan *fp, uint8_t *co
     set_view(&b->tensors[0], "images", dt, 4, fp->out_shape, at[0], fp->out_bytes);
     set_view(&b->tensors[1], "labels", BFSG_I64, 1, one, at[1], fp->t[1]->nbytes);
     set_view(&b->tensors[2], "indices", BFSG_I64, 1, one, at[2], fp->t[2]->nbytes);
-    b->n_tensors = 3;
+    for (uint32_t i = 3; i < fp->n; i++) { /* fields: as the file holds them */
+        const bfs_st_tensor *t = fp->t[i];
+        memcpy(s->names[i], t->name, t->name_len + 1); /* < NAME_CAP (plan_file) */
+        set_view(&b->tensors[i], s->names[i], to_bfsg(t->dtype), t->ndim, t->shape, at[i],
+                 t->nbytes);
+    }
+    b->n_tensors = fp->n;
 }
 
 static int fill_host(bfsg_loader *l, slot *s, int fd, const file_plan *fp)
@@ -866,8 +897,9 @@ static int fill_host(bfsg_loader *l, slot *s, int fd, const file_plan *fp)
     return 0;
 }
 
-/* device layout of a slot: images as delivered, labels, indices, then the u8 source of a
- * conversion; or a token batch's tensors in data order; each DEV_ALIGN-aligned */
+/* device layout of a slot: images as delivered, labels, indices, the field tensors, then
+ * the u8 source of a conversion (at off[fp->n]); or a token batch's tensors in data order;
+ * each DEV_ALIGN-aligned */
 static void dev_layout(const bfsg_loader *l, const file_plan *fp, size_t off[BFSG_MAX_TENSORS + 1],
                        size_t *total)
 {
@@ -879,9 +911,9 @@ static void dev_layout(const bfsg_loader *l, const file_plan *fp, size_t off[BFS
         return;
     }
     off[0] = o, o = round_up(o + fp->out_bytes, DEV_ALIGN);
-    off[1] = o, o = round_up(o + fp->t[1]->nbytes, DEV_ALIGN);
-    off[2] = o, o = round_up(o + fp->t[2]->nbytes, DEV_ALIGN);
-    off[3] = o;
+    for (uint32_t i = 1; i < fp->n; i++)
+        off[i] = o, o = round_up(o + fp->t[i]->nbytes, DEV_ALIGN);
+    off[fp->n] = o;
     if (l->conv.active)
         o = round_up(o + fp->t[0]->nbytes, DEV_ALIGN);
     *total = o;
@@ -991,8 +1023,9 @@ static int fill_cuda(bfsg_loader *l, slot *s, int fd, const file_plan *fp, int u
     if (s->done_recorded &&
         (rc = slot_cuda(s, cu->StreamWaitEvent(c->copy, s->done, 0), "cuStreamWaitEvent")))
         return rc;
-    /* token batches: every tensor as it is; images: labels, indices, then the images */
-    for (uint32_t i = fp->tokens ? 0 : 1; i < (fp->tokens ? fp->n : 3); i++)
+    /* token batches: every tensor as it is; images: labels, indices, the fields, then the
+     * images */
+    for (uint32_t i = fp->tokens ? 0 : 1; i < fp->n; i++)
         if (fp->t[i]->nbytes &&
             (rc = slot_cuda(s,
                             cu->MemcpyHtoDAsync(s->dptr + off[i], src + (fp->t[i]->offset - fp->lo),
@@ -1004,11 +1037,12 @@ static int fill_cuda(bfsg_loader *l, slot *s, int fd, const file_plan *fp, int u
     if (!fp->tokens) {
         const uint8_t *img = src + (fp->t[0]->offset - fp->lo);
         rc = slot_cuda(
-            s, cu->MemcpyHtoDAsync(s->dptr + off[kernel ? 3 : 0], img, fp->t[0]->nbytes, c->copy),
+            s,
+            cu->MemcpyHtoDAsync(s->dptr + off[kernel ? fp->n : 0], img, fp->t[0]->nbytes, c->copy),
             "cuMemcpyHtoDAsync");
     }
     if (!rc && kernel) {
-        CUdeviceptr from = s->dptr + off[3], to = s->dptr + off[0], lut = c->lut;
+        CUdeviceptr from = s->dptr + off[fp->n], to = s->dptr + off[0], lut = c->lut;
         unsigned long long pixels = (unsigned long long)fp->d.batch * fp->d.height * fp->d.width;
         unsigned plane = fp->d.height * fp->d.width, elem = (unsigned)l->conv.elem;
         unsigned src_nchw = (unsigned)fp->d.nchw, dst_nchw = (unsigned)fp->out_nchw;
@@ -1442,6 +1476,7 @@ int bfsg_batch_dlpack(bfsg_batch *b, uint32_t i, void **out)
         [BFSG_U8] = {BFSG_kDLUInt, 8, 1},      [BFSG_F16] = {BFSG_kDLFloat, 16, 1},
         [BFSG_BF16] = {BFSG_kDLBfloat, 16, 1}, [BFSG_F32] = {BFSG_kDLFloat, 32, 1},
         [BFSG_I64] = {BFSG_kDLInt, 64, 1},     [BFSG_I32] = {BFSG_kDLInt, 32, 1},
+        [BFSG_U16] = {BFSG_kDLUInt, 16, 1},    [BFSG_U32] = {BFSG_kDLUInt, 32, 1},
     };
     memcpy(h->shape, t->shape, sizeof h->shape);
     memcpy(h->strides, t->strides, sizeof h->strides);
@@ -1458,6 +1493,16 @@ int bfsg_batch_dlpack(bfsg_batch *b, uint32_t i, void **out)
     bfsg_batch_retain(b);
     *out = &h->m;
     return 0;
+}
+
+int bfsg_batch_find(const bfsg_batch *b, const char *name)
+{
+    if (!b || !name)
+        return -1;
+    for (uint32_t i = 0; i < b->n_tensors && i < BFSG_MAX_TENSORS; i++)
+        if (b->tensors[i].name && !strcmp(b->tensors[i].name, name))
+            return (int)i;
+    return -1;
 }
 
 int bfsg_get_stats(const bfsg_loader *l, bfsg_stats *s)

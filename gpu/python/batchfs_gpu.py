@@ -9,7 +9,9 @@ CuPy, JAX or numpy without a copy through the DLPack protocol::
             images = torch.from_dlpack(batch["images"])   # on the current stream
 
 Token datasets (docs/sequences.md) work the same way, their tensors as the files hold
-them (batch["tokens"] int32, batch["mask"] uint8, ...; no dtype=/normalize=/layout=).
+them (batch["tokens"] int32, batch["mask"] uint8, ...; no dtype=/normalize=/layout=), and
+so do the field tensors of multi-field datasets (batch["caption"] uint8,
+batch["caption_lengths"] int32, ...; docs/multimodal.md), after images, labels, indices.
 
 One module, pure ctypes, no compiled part. The library is found through
 $BATCHFS_GPU_LIBRARY, else build/libbatchfs-gpu.so of the source tree this file sits in
@@ -38,15 +40,16 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 __all__ = ["BatchfsGpuError", "Loader", "Batch", "Tensor", "API_VERSION", "library_path"]
 
-API_VERSION = 1  # BFSG_API_VERSION of the header this module binds
+API_VERSION = 2  # BFSG_API_VERSION of the header this module binds
 
-_MAX_TENSORS = 4  # BFSG_MAX_TENSORS
-_MAX_DIMS = 4  # BFSG_MAX_DIMS
+_MAX_TENSORS = 64  # BFSG_MAX_TENSORS
+_MAX_DIMS = 8  # BFSG_MAX_DIMS
 _DEVICE_CPU = 1  # BFSG_DEVICE_CPU == kDLCPU
 _DEVICE_CUDA = 2  # BFSG_DEVICE_CUDA == kDLCUDA
 
-# bfsg_dtype -> numpy-style name (5, BFSG_I32: token batches)
-_DTYPES = {0: "uint8", 1: "float16", 2: "bfloat16", 3: "float32", 4: "int64", 5: "int32"}
+# bfsg_dtype -> numpy-style name (5, BFSG_I32: token batches; 6, 7: fields)
+_DTYPES = {0: "uint8", 1: "float16", 2: "bfloat16", 3: "float32", 4: "int64", 5: "int32",
+           6: "uint16", 7: "uint32"}
 
 
 # ---- the C structs (gpu/batchfs_gpu.h, gpu/dlpack.h) -------------------------------------
@@ -415,7 +418,7 @@ class _ArrayInterface:
     def __init__(self, t: Tensor) -> None:
         self._tensor = t
         code = {"uint8": "|u1", "float16": "<f2", "float32": "<f4", "int64": "<i8",
-                "int32": "<i4"}[t.dtype]
+                "int32": "<i4", "uint16": "<u2", "uint32": "<u4"}[t.dtype]
         size = int(code[2:])
         self.__array_interface__ = {
             "version": 3,
@@ -443,7 +446,8 @@ class _TensorMeta:
 
 class Batch:
     """One delivered batch (the file epoch/<epoch>/batch_<index>): its tensors by name,
-    batch["images"], batch["labels"], batch["indices"]; for a token batch the file's
+    batch["images"], batch["labels"], batch["indices"] and a multi-field dataset's field
+    tensors (batch["caption"], batch["caption_lengths"], ...); for a token batch the file's
     tensors in data order (batch["tokens"], and "positions", or "lengths", "indices",
     "mask"), whose shapes may differ from batch to batch (pack=bucket).
 
