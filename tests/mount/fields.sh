@@ -127,6 +127,32 @@ EOF
 "$PY" "$T/check_mnt.py" "$T/m1" "$T/out" || fail "batchfs.Batches / texts"
 ok "every field equals the reference; images equal the version 1 twins'; Batches and texts()"
 
+# docs/multimodal.md's CLIP-style loop, as written (paths and sizes made small)
+awk '/^```python$/ { inside = 1; next } inside && /^```$/ { exit } inside { print }' docs/multimodal.md |
+    sed -e "s#\"pairs.bfs\"#\"$T/f.bfs\"#" -e "s#\"/mnt/pairs\"#\"$T/ex/mnt\"#" \
+        -e 's/batch=256, size=224/batch=8, size=32/' >"$T/example.py"
+grep -q "$T/ex/mnt" "$T/example.py" && grep -q "batch=8, size=32" "$T/example.py" ||
+    fail "docs/multimodal.md's example: no longer \"pairs.bfs\", \"/mnt/pairs\", batch=256, size=224"
+{
+    cat <<'EOF2'
+import json, sys
+sys.path.insert(0, "python")
+ref = [bytes.fromhex(json.loads(l)["caption"]).decode() for l in open(sys.argv[1])]
+seen = []
+def step(images, captions):
+    assert images.shape == (8, 32, 32, 3) and len(captions) == 8
+    seen.append(captions)
+EOF2
+    cat "$T/example.py"
+    cat <<'EOF2'
+assert len(seen) == 5, len(seen)
+assert sorted(c for cs in seen for c in cs) == sorted(ref)
+print("docs/multimodal.md's loop: 5 batches, every caption once")
+EOF2
+} >"$T/example_run.py"
+BATCHFS_BIN=$BATCHFS "$PY" "$T/example_run.py" "$T/ref.jsonl" || fail "docs/multimodal.md's example"
+ok "docs/multimodal.md's CLIP-style loop runs as written"
+
 # another mount with other knobs computes the same bytes; one on the same cache_dir
 # computes nothing
 mount_bfs "$T/f.bfs" "$T/m2" -o "$OPTS,threads=1,prefetch=0"
