@@ -18,6 +18,13 @@
  *      (8-byte aligned, 64 when B % 8 == 0), images (4096-aligned), and cost at most one
  *      page of padding whenever the extras fit BFS_ST_EXTRA_BUDGET. Files that (1)
  *      recognises as batches are re-encoded and re-parsed the same way.
+ *   5. field tensors (multi-field batches): bytes 8..31 also describe up to six field
+ *      tensors (dtype, 0..3 dimensions of 1..64, or a second image); when the encoder
+ *      accepts them, the header parses, each is found by name with its dtype, shape
+ *      [B, ...], offset and size, aligned to its element size, the non-image ones
+ *      between the header and labels by element size, smallest first, the image ones
+ *      after images; labels, indices and images keep their alignment, and
+ *      bfs_st_batch_from_file counts the field tensors.
  *   4. writer -> parser round trip of whole files: for every description (also shrunk to
  *      B <= 8, H, W <= 16, so every dtype, layout and extras combination gets here) whose
  *      file is at most FULL_FILE_MAX bytes, the header plus labels, indices and image bytes
@@ -257,6 +264,70 @@ static uint64_t rd(const uint8_t *p, int n)
     return v;
 }
 
+/* Use 5: field tensors from bytes p[0, 24) beside d. */
+static void fields_check(bfs_st_batch_desc d, const uint8_t *p)
+{
+    static const bfs_dtype fdts[8] = {BFS_DT_U8,  BFS_DT_U16, BFS_DT_I32, BFS_DT_U32,
+                                      BFS_DT_F32, BFS_DT_I64, BFS_DT_F16, BFS_DT_U8};
+    static const char *const names[6] = {"caption", "caption_lengths", "tok",
+                                         "boxes",   "depth",           "emb"};
+    bfs_st_field_tensor ft[6];
+    memset(ft, 0, sizeof ft);
+    uint32_t n = 1 + p[0] % 6;
+    for (uint32_t i = 0; i < n; i++) {
+        const uint8_t *q = p + 4 * i;
+        ft[i].name = names[i];
+        ft[i].dtype = fdts[q[0] & 7];
+        ft[i].image = (q[0] & 0x38) == 0x38;
+        ft[i].ndim = q[1] % 4;
+        for (uint32_t k = 0; k < ft[i].ndim; k++)
+            ft[i].shape[k] = 1 + (uint64_t)(q[2 + k % 2] >> (k == 2 ? 2 : 0)) % 64;
+    }
+    d.fields = ft;
+    d.n_fields = n;
+    bfs_st_layout l;
+    int rc = bfs_st_batch_layout(&d, &l);
+    if (rc) {
+        CHECK(rc == -EINVAL || rc == -EOVERFLOW);
+        return;
+    }
+    uint64_t b = d.batch;
+    CHECK(l.images_off % BFS_ST_IMAGES_ALIGN == 0 && l.labels_off % 8 == 0);
+    CHECK(l.indices_off == l.labels_off + 8 * b && l.images_off == l.indices_off + 8 * b);
+    uint8_t *hdr = malloc(l.header_size);
+    CHECK(hdr != NULL);
+    CHECK(bfs_st_write_header(&d, hdr, l.header_size) == 0);
+    CHECK(bfs_st_parse_header(hdr, l.header_size, l.file_size, &again) == 0);
+    CHECK(again.n_tensors == 3 + n && again.data_offset == l.header_size);
+    uint64_t at = l.header_size, after = l.images_off + l.images_bytes;
+    size_t last_es = 1;
+    for (size_t es = 1; es <= 8; es *= 2)
+        for (uint32_t i = 0; i < n; i++)
+            if (!ft[i].image && bfs_dtype_size(ft[i].dtype) == es) {
+                CHECK(l.field_off[i] == at && at % es == 0 && es >= last_es);
+                at += l.field_bytes[i], last_es = es;
+            }
+    CHECK(at == l.labels_off);
+    for (uint32_t i = 0; i < n; i++) {
+        const bfs_st_tensor *t = bfs_st_find(&again, names[i]);
+        CHECK(t && t == &again.tensors[3 + i]);
+        CHECK(t->offset == l.field_off[i] && t->nbytes == l.field_bytes[i] && t->shape[0] == b);
+        if (ft[i].image) {
+            CHECK(t->dtype == d.dtype && t->nbytes == l.images_bytes && t->offset == after);
+            after += t->nbytes;
+            continue;
+        }
+        CHECK(t->dtype == ft[i].dtype && t->ndim == 1 + ft[i].ndim);
+        for (uint32_t k = 0; k < ft[i].ndim; k++)
+            CHECK(t->shape[1 + k] == ft[i].shape[k]);
+    }
+    CHECK(after == l.file_size);
+    bfs_st_batch_desc back;
+    char err[128];
+    CHECK(bfs_st_batch_from_file(&again, &back, err, sizeof err) == 0 && back.n_fields == n);
+    free(hdr);
+}
+
 /* Use 3: a descriptor and extras from the input bytes. */
 static void fuzz_encoder(const uint8_t *data, size_t size)
 {
@@ -297,6 +368,7 @@ static void fuzz_encoder(const uint8_t *data, size_t size)
     d.height = 1 + d.height % 16;
     d.width = 1 + d.width % 16;
     encode_and_check(&d);
+    fields_check(d, data + 8);
     free(strs);
 }
 
@@ -327,8 +399,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     /* 3a. batches recognised in the input are re-encoded */
     bfs_st_batch_desc d;
     char err[128];
-    if (!rc && bfs_st_batch_from_file(&whole, &d, err, sizeof err) == 0)
+    if (!rc && bfs_st_batch_from_file(&whole, &d, err, sizeof err) == 0) {
+        d.n_fields = 0; /* counted, not recovered: the classic part */
         encode_and_check(&d);
+    }
     /* 3b. the input as an encoder description */
     fuzz_encoder(data, size);
     return 0;

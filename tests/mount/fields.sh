@@ -14,7 +14,8 @@
 #     text_len without text are refused naming the fields;
 #   - a caption with a checksum error substitutes the whole sample (bad_sample=substitute)
 #     or fails its batch (bad_sample=fail);
-#   - a remote worker (redis-server where installed) serves the same bytes.
+#   - a remote worker (redis-server where installed) serves the same bytes; group=
+#     readers of epoch/N/next get every batch once.
 # 40 samples, batch=8, size=32. A few seconds.
 . "$(dirname "$0")/lib.sh"
 require_fuse
@@ -185,6 +186,36 @@ assert b["caption"].shape[0] == 4
 EOF
 done
 ok "shard 1/2, batches read out of order: the plan's samples, with their fields"
+unmount_bfs "$T/m2"
+unmount_bfs "$T/m3"
+
+# group=: two mounts of the group share epoch 1's batches through epoch/1/next, each
+# equal to the plain mount's batch_K (K: the xattr)
+G=fields-$$-$RANDOM
+mount_bfs "$T/f.bfs" "$T/m2" -o "$OPTS,group=$G"
+mount_bfs "$T/f.bfs" "$T/m3" -o "$OPTS,group=$G,threads=1"
+"$PY" - "$T/m2" "$T/m3" "$T/out" $NB <<'EOF' || fail "group= over a multi-field dataset"
+import errno, os, sys
+got = []
+for m in (sys.argv[1], sys.argv[2]) * int(sys.argv[4]):
+    try:
+        fd = os.open(m + "/epoch/1/next", os.O_RDONLY)
+    except OSError as e:
+        assert e.errno == errno.ENODATA, e
+        continue
+    k = int(os.getxattr(fd, "user.batchfs.batch"))
+    data = b""
+    while True:
+        c = os.read(fd, 1 << 20)
+        if not c:
+            break
+        data += c
+    os.close(fd)
+    assert data == open(f"{sys.argv[3]}/m1.1.{k}", "rb").read(), k
+    got.append(k)
+assert sorted(got) == list(range(int(sys.argv[4]))), got
+EOF
+ok "group=: two mounts' readers of epoch/1/next got every multi-field batch once, as batch_K"
 unmount_bfs "$T/m2"
 unmount_bfs "$T/m3"
 
