@@ -154,9 +154,9 @@ EOF2
 BATCHFS_BIN=$BATCHFS "$PY" "$T/example_run.py" "$T/ref.jsonl" || fail "docs/multimodal.md's example"
 ok "docs/multimodal.md's CLIP-style loop runs as written"
 
-# another mount with other knobs computes the same bytes; one on the same cache_dir
-# computes nothing
-mount_bfs "$T/f.bfs" "$T/m2" -o "$OPTS,threads=1,prefetch=0"
+# another mount with other knobs (the sample cache on) computes the same bytes; one on
+# the same cache_dir computes nothing
+mount_bfs "$T/f.bfs" "$T/m2" -o "$OPTS,threads=1,prefetch=0,sample_cache_mb=64"
 read_all "$T/m2" m2
 mount_bfs "$T/f.bfs" "$T/m3" -o "$OPTS,cache_dir=$D,threads=2,prefetch=0"
 read_all "$T/m3" m3
