@@ -49,13 +49,22 @@
  * bytes a per-batch L would save).
  */
 typedef struct served_field served_field;
+/* What the transforms of one sample share: the geometry its primary image was rendered
+ * with, and for each boxes field already stored the source rows it kept (keep[f] and
+ * kept[f]; keep[f] NULL: every row, as stored), so that a per-box field following it
+ * (bfs_field.follows, always a later field) keeps the same rows. */
+typedef struct sample_state {
+    const bfs_geometry *g;
+    const uint32_t *keep[BFS_FIELD_MAX];
+    uint32_t kept[BFS_FIELD_MAX];
+} sample_state;
 /* A per-sample transform of a variable value before it is stored: in[0, rows) rows of
- * the stored value, given the geometry the sample's primary image was rendered with; it
- * writes at most cap rows to out and returns how many. NULL: served as stored. The
- * crop-following boxes transform (docs/multimodal.md) plugs in here. */
-typedef uint32_t (*value_transform_fn)(const served_field *sf, const bfs_geometry *g,
-                                       const uint8_t *in, uint32_t rows, uint8_t *out,
-                                       uint32_t cap);
+ * the stored value; it writes at most cap rows to out and returns how many (a boxes
+ * transform records its keep list in st). NULL: served as stored. The crop-following
+ * boxes transform (bfs_augment_boxes, docs/multimodal.md) plugs in here, for boxes
+ * fields and the fields that follow them. */
+typedef uint32_t (*value_transform_fn)(const served_field *sf, sample_state *st, const uint8_t *in,
+                                       uint32_t rows, uint8_t *out, uint32_t cap);
 struct served_field {
     uint32_t f; /* dataset field index */
     const bfs_field *decl;
@@ -645,7 +654,7 @@ static int render(bfs_engine *e, bfs_engine_worker *w, uint64_t epoch, uint64_t 
 /* Store field sf of sample idx into slot j of its tensors: padded rows and a length
  * (variable values), or the value (fixed; zeros when an optional one is absent). */
 static int store_value(bfs_engine *e, bfs_engine_worker *w, const served_field *sf, uint64_t idx,
-                       const bfs_geometry *g, uint8_t *dst, const bfs_st_layout *lay, uint32_t j)
+                       sample_state *st, uint8_t *dst, const bfs_st_layout *lay, uint32_t j)
 {
     uint64_t t0 = bfs_mono_ns();
     bfs_item it;
@@ -671,7 +680,7 @@ static int store_value(bfs_engine *e, bfs_engine_worker *w, const served_field *
                 return -ENOMEM;
             w->rows = b, w->rows_cap = need;
         }
-        rows = sf->transform(sf, g, in, (uint32_t)rows, w->rows, sf->rows);
+        rows = sf->transform(sf, st, in, (uint32_t)rows, w->rows, sf->rows);
         in = w->rows;
     }
     if (rows > sf->rows) { /* text_len= (the dataset's max fits every value) */
@@ -696,6 +705,7 @@ static int fill_sample(bfs_engine *e, bfs_engine_worker *w, uint64_t epoch, uint
                        uint8_t *dst, const bfs_st_layout *lay, uint32_t j)
 {
     bfs_geometry g;
+    sample_state st = {.g = &g};
     int rc =
         render(e, w, epoch, idx, e->primary, dst + lay->images_off + lay->sample_bytes * j, -1, &g);
     for (uint32_t i = 0; i < e->n_served && !rc; i++) {
@@ -704,7 +714,7 @@ static int fill_sample(bfs_engine *e, bfs_engine_worker *w, uint64_t epoch, uint
             rc = render(e, w, epoch, idx, sf->f,
                         dst + lay->field_off[sf->t_data] + lay->sample_bytes * j, -1, NULL);
         else
-            rc = store_value(e, w, sf, idx, &g, dst, lay, j);
+            rc = store_value(e, w, sf, idx, &st, dst, lay, j);
     }
     return rc;
 }
