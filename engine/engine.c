@@ -102,6 +102,11 @@ struct bfs_engine {
     bfs_st_field_tensor tensors[BFS_ST_MAX_FIELD_TENSORS];
     uint32_t n_tensors;
     char tensor_names[BFS_ST_MAX_FIELD_TENSORS][BFS_ST_NAME_MAX + 1];
+    /* the layout of a full batch (batch= samples), computed once: a layout depends on B
+     * and the tensors only (safetensors.h), and sizing the widest JSON of a dozen field
+     * tensors for every sample cost microseconds each */
+    bfs_st_layout full;
+    int full_ok;
 };
 
 struct bfs_engine_worker {
@@ -237,6 +242,9 @@ static int plan_fields(bfs_engine *e, char *err, size_t errlen)
     return 0;
 }
 
+static void describe(const bfs_engine *e, uint32_t len, uint64_t epoch, uint64_t k,
+                     bfs_st_batch_desc *d);
+
 int bfs_engine_create(const char *source_path, const bfs_pipeline_opts *o, bfs_engine **out,
                       char *err, size_t errlen)
 {
@@ -303,6 +311,9 @@ int bfs_engine_create(const char *source_path, const bfs_pipeline_opts *o, bfs_e
                 (unsigned long long)(((uint64_t)pages * (uint64_t)psize) >> 20));
     bfs_out_format_init(&e->fmt, o);
     e->fingerprint = bfs_pipeline_fingerprint(&e->o, bfs_source_identity(e->src));
+    bfs_st_batch_desc fd;
+    describe(e, e->o.batch, 0, 0, &fd);
+    e->full_ok = bfs_st_batch_layout(&fd, &e->full) == 0;
 named:
     if (o->want_fingerprint_set && o->want_fingerprint != e->fingerprint) {
         rc = bfs_errf(-EINVAL, err, errlen,
@@ -863,11 +874,15 @@ int bfs_engine_sample(bfs_engine *e, bfs_engine_worker *w, uint64_t epoch, uint6
     if (j >= len)
         return -ERANGE;
     bfs_st_batch_desc d;
-    describe(e, len, epoch, k, &d);
     bfs_st_layout lay;
-    int rc = bfs_st_batch_layout(&d, &lay);
-    if (rc)
-        return rc;
+    int rc = 0;
+    if (len == e->o.batch && e->full_ok)
+        lay = e->full;
+    else {
+        describe(e, len, epoch, k, &d);
+        if ((rc = bfs_st_batch_layout(&d, &lay)))
+            return rc;
+    }
     add(&w->samples, 1);
     rc = fill_sample(e, w, epoch, idx, dst, &lay, j);
     if (rc == 0)
