@@ -3,6 +3,7 @@
  * holds as a reference, until the importers write such files.
  *
  *   gen_fields OUT.bfs N SEED [--classic A.bfs B.bfs] [--corrupt FIELD:SAMPLE]
+ *   gen_fields --from SRC.bfs OUT.bfs SEED
  *
  * Sample i has the fields jpg (a JPEG, the primary image), caption (text: ASCII, é, ☕
  * and 😀, 0..70 bytes), depth (a second JPEG), boxes (0..5 rows of 4 f32), box_classes
@@ -13,6 +14,9 @@
  * 1 files of the same samples' jpg and depth images (same labels, same order), whose
  * batches' images the multi-field batches must equal. --corrupt flips a byte of sample
  * SAMPLE's value of FIELD after the file is written (a checksum error on read).
+ * --from writes OUT.bfs with the images of a version 1 SRC.bfs (same records, labels and
+ * classes) as field jpg and a caption of 20..200 bytes each (tests/bench/bench_fields.sh:
+ * image + caption against the images alone).
  */
 #include "engine/dataset/bfs.h"
 #include "engine/dataset/jpeg.h"
@@ -97,11 +101,65 @@ static int classic(const char *path, int n, uint8_t **jpgs, size_t *lens, const 
     return 0;
 }
 
+/* --from: SRC's images with captions */
+static int from_classic(const char *src, const char *out, uint64_t seed)
+{
+    char err[512];
+    bfs_reader *r;
+    bfs_writer *w;
+    if (bfs_open(src, &r, err, sizeof err) || bfs_writer_create(out, 0, &w, err, sizeof err))
+        return fprintf(stderr, "gen_fields: %s\n", err), 1;
+    bfs_field fs[2] = {fld("jpg", BFS_FIELD_IMAGE, BFS_FDT_U8, 0, 0, 0),
+                       fld("caption", BFS_FIELD_TEXT, BFS_FDT_U8, BFS_FIELDF_VARIABLE, 0, 0)};
+    if (bfs_writer_set_fields(w, fs, 2, err, sizeof err))
+        return fprintf(stderr, "gen_fields: %s\n", err), 1;
+    const bfs_info *in = bfs_get_info(r);
+    for (uint32_t c = 0; c < in->class_count; c++) {
+        const char *name;
+        size_t len;
+        if (bfs_class_name(r, c, &name, &len) || bfs_writer_add_class(w, name))
+            return fprintf(stderr, "gen_fields: %s: class %u\n", src, c), 1;
+    }
+    uint8_t *buf = NULL;
+    size_t cap = 0;
+    uint64_t s = seed;
+    for (uint64_t i = 0; i < in->sample_count; i++) {
+        bfs_sample smp;
+        int rc = bfs_get_sample(r, i, &smp);
+        if (!rc && smp.length > cap) {
+            free(buf);
+            cap = smp.length;
+            if (!(buf = malloc(cap)))
+                return 1;
+        }
+        if (rc || (rc = bfs_read_sample(r, i, BFS_VERIFY_NONE, &smp, buf, cap)))
+            return fprintf(stderr, "gen_fields: %s: sample %llu unreadable\n", src,
+                           (unsigned long long)i),
+                   1;
+        char cap_[200];
+        size_t cl = 20 + rnd(&s) % 181;
+        for (size_t k = 0; k < cl; k++)
+            cap_[k] = (char)("abcdefghijklmnopqrstuvwxyz  ,."[rnd(&s) % 30]);
+        bfs_value_in v[2] = {val(buf, smp.length, smp.raw_size), val(cap_, cl, (uint32_t)cl)};
+        v[0].width = smp.width, v[0].height = smp.height, v[0].flags = smp.flags;
+        if (bfs_writer_add_record(w, smp.label, v))
+            return fprintf(stderr, "gen_fields: sample %llu refused\n", (unsigned long long)i), 1;
+    }
+    free(buf);
+    bfs_close(r);
+    if (bfs_writer_finish(w, 0, err, sizeof err))
+        return fprintf(stderr, "gen_fields: %s\n", err), 1;
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc == 5 && !strcmp(argv[1], "--from"))
+        return from_classic(argv[2], argv[3], strtoull(argv[4], NULL, 10));
     if (argc < 4) {
-        fprintf(stderr, "usage: gen_fields OUT.bfs N SEED [--classic A.bfs B.bfs] "
-                        "[--corrupt FIELD:SAMPLE]\n");
+        fprintf(stderr,
+                "usage: gen_fields OUT.bfs N SEED [--classic A.bfs B.bfs] "
+                "[--corrupt FIELD:SAMPLE]\n       gen_fields --from SRC.bfs OUT.bfs SEED\n");
         return 2;
     }
     const char *out = argv[1], *ca = NULL, *cb = NULL;

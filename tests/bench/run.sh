@@ -104,6 +104,10 @@ echo "== decoded-sample cache: epoch 1 vs epoch 0 (tests/bench/bench_sample_cach
 bash tests/bench/bench_sample_cache.sh "$corpus"
 
 echo
+echo "== image + caption (multi-field) vs the same images alone (tests/bench/bench_fields.sh) =="
+bash tests/bench/bench_fields.sh "$corpus"
+
+echo
 echo "== token sequences: pack=concat vs cat from tmpfs, glob vs numeric order, random access on 10^9 tokens (tests/bench/bench_tokens.sh) =="
 bash tests/bench/bench_tokens.sh
 
