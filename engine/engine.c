@@ -216,8 +216,10 @@ static int plan_fields(bfs_engine *e, char *err, size_t errlen)
             uint64_t rows = elems ? d->max_count / elems : 0;
             if (d->kind == BFS_FIELD_TEXT && e->o.text_len)
                 rows = e->o.text_len, sf->text_cut = 1;
-            if (rows > UINT32_MAX)
-                return bfs_errf(-EINVAL, err, errlen, "%s: field \"%s\" has values of %llu rows",
+            if (rows > INT32_MAX) /* NAME_lengths is I32 */
+                return bfs_errf(-EINVAL, err, errlen,
+                                "%s: field \"%s\" has values of %llu rows, more than a batch "
+                                "can count; leave it out (fields=)",
                                 bfs_source_path(e->src), d->name, (unsigned long long)rows);
             sf->rows = (uint32_t)rows;
             shape[ndim++] = rows ? rows : 1; /* an empty tensor would hide the field's shape */
