@@ -55,7 +55,9 @@ typedef struct served_field served_field;
  * (bfs_field.follows, always a later field) keeps the same rows. */
 typedef struct sample_state {
     const bfs_geometry *g;
-    const uint32_t *keep[BFS_FIELD_MAX];
+    double min_area;                     /* min_box_area= */
+    uint32_t *keep_mem;                  /* the worker's room for every boxes field's keep list */
+    const uint32_t *keep[BFS_FIELD_MAX]; /* by dataset field index */
     uint32_t kept[BFS_FIELD_MAX];
 } sample_state;
 /* A per-sample transform of a variable value before it is stored: in[0, rows) rows of
@@ -75,7 +77,11 @@ struct served_field {
     uint64_t slot_bytes;    /* bytes of one sample in its data tensor */
     uint32_t t_data, t_len; /* field tensor indices (t_len: variable only) */
     int text_cut;           /* text_len= applies: cut at a character boundary */
+    uint32_t t_mask;        /* tokens fields: NAME_mask U8 [B, L] (t_mask_set) */
+    int t_mask_set;
     value_transform_fn transform;
+    uint32_t keep_field; /* boxes and per-box values: the boxes field whose kept rows count */
+    uint32_t keep_off;   /* boxes: where its keep list lies in a worker's keep memory */
 };
 
 struct bfs_engine {
@@ -102,6 +108,7 @@ struct bfs_engine {
     bfs_st_field_tensor tensors[BFS_ST_MAX_FIELD_TENSORS];
     uint32_t n_tensors;
     char tensor_names[BFS_ST_MAX_FIELD_TENSORS][BFS_ST_NAME_MAX + 1];
+    uint32_t keep_rows; /* rows of keep lists a sample's boxes fields may need */
     /* the layout of a full batch (batch= samples), computed once: a layout depends on B
      * and the tensors only (safetensors.h), and sizing the widest JSON of a dozen field
      * tensors for every sample cost microseconds each */
@@ -119,6 +126,7 @@ struct bfs_engine_worker {
     _Atomic uint64_t samples, read_ns, decode_ns, resize_ns, bad, texts_cut;
     uint8_t *rows; /* a transform's output rows (grown as needed) */
     size_t rows_cap;
+    uint32_t *keep_mem; /* e->keep_rows: boxes fields' keep lists (sample_state) */
 };
 
 static void add(_Atomic uint64_t *c, uint64_t v)
@@ -170,21 +178,57 @@ static int add_tensor(bfs_engine *e, const char *name, const char *suffix, bfs_d
     return 0;
 }
 
+/* Boxes through the primary image's geometry (bfs_augment_boxes): the rows kept are
+ * recorded for the per-box fields that follow. */
+static uint32_t boxes_transform(const served_field *sf, sample_state *st, const uint8_t *in,
+                                uint32_t rows, uint8_t *out, uint32_t cap)
+{
+    uint32_t *keep = st->keep_mem + sf->keep_off;
+    float box[4 * 64], got[4 * 64];
+    uint32_t kept = 0, k[64];
+    /* in and out may not be float-aligned (a heap offset): copied through in chunks */
+    for (uint32_t i = 0; i < rows; i += 64) {
+        uint32_t n = rows - i < 64 ? rows - i : 64;
+        memcpy(box, in + 16ull * i, 16ull * n);
+        uint32_t m = bfs_augment_boxes(st->g, box, n, st->min_area, got, k);
+        for (uint32_t j = 0; j < m && kept < cap; j++, kept++) {
+            memcpy(out + 16ull * kept, got + 4 * j, 16);
+            keep[kept] = i + k[j];
+        }
+    }
+    st->keep[sf->f] = keep;
+    st->kept[sf->f] = kept;
+    return kept;
+}
+
+/* A per-box value: the rows its boxes field kept, in their order. Its boxes field is
+ * earlier in the dataset, so it was stored first; rows past its boxes' count (a record
+ * the reader checked cannot have them) are dropped. */
+static uint32_t follow_transform(const served_field *sf, sample_state *st, const uint8_t *in,
+                                 uint32_t rows, uint8_t *out, uint32_t cap)
+{
+    const uint32_t *keep = st->keep[sf->keep_field];
+    uint32_t kept = 0;
+    for (uint32_t j = 0; keep && j < st->kept[sf->keep_field] && kept < cap; j++)
+        if (keep[j] < rows)
+            memcpy(out + sf->row_bytes * kept++, in + sf->row_bytes * keep[j], sf->row_bytes);
+    return kept;
+}
+
 /* Choose the fields served (fields=, text_len=) and plan their tensors. */
 static int plan_fields(bfs_engine *e, char *err, size_t errlen)
 {
     uint32_t n = bfs_source_field_count(e->src);
     const char *names[BFS_FIELD_MAX];
-    unsigned char is_image[BFS_FIELD_MAX], is_text[BFS_FIELD_MAX];
+    unsigned char kind[BFS_FIELD_MAX];
     for (uint32_t f = 0; f < n && f < BFS_FIELD_MAX; f++) {
         const bfs_field *d = bfs_source_field(e->src, f);
         names[f] = d->name;
-        is_image[f] = d->kind == BFS_FIELD_IMAGE;
-        is_text[f] = d->kind == BFS_FIELD_TEXT;
+        kind[f] = d->kind;
     }
     uint64_t pick;
     char why[BFS_PIPELINE_ERRLEN];
-    int rc = bfs_pipeline_check_fields(&e->o, names, is_image, is_text, n, &pick, why, sizeof why);
+    int rc = bfs_pipeline_check_fields(&e->o, names, kind, n, &pick, why, sizeof why);
     if (rc)
         return bfs_errf(rc, err, errlen, "%s: %s", bfs_source_path(e->src), why);
     int have_primary = 0;
@@ -216,6 +260,8 @@ static int plan_fields(bfs_engine *e, char *err, size_t errlen)
             uint64_t rows = elems ? d->max_count / elems : 0;
             if (d->kind == BFS_FIELD_TEXT && e->o.text_len)
                 rows = e->o.text_len, sf->text_cut = 1;
+            if (d->kind == BFS_FIELD_TOKENS && e->o.token_len)
+                rows = e->o.token_len;
             if (rows > INT32_MAX) /* NAME_lengths is I32 */
                 return bfs_errf(-EINVAL, err, errlen,
                                 "%s: field \"%s\" has values of %llu rows, more than a batch "
@@ -238,7 +284,35 @@ static int plan_fields(bfs_engine *e, char *err, size_t errlen)
             (rc = add_tensor(e, d->name, d->kind == BFS_FIELD_BOXES ? "_counts" : "_lengths",
                              BFS_DT_I32, 0, NULL, 0, &sf->t_len, err, errlen)))
             return rc;
-        sf->transform = NULL; /* boxes: served in source pixels for now */
+        if (d->kind == BFS_FIELD_TOKENS && /* NAME_mask: 1 where a token is, 0 in the padding */
+            (rc =
+                 add_tensor(e, d->name, "_mask", BFS_DT_U8, 1, shape, 0, &sf->t_mask, err, errlen)))
+            return rc;
+        sf->t_mask_set = d->kind == BFS_FIELD_TOKENS;
+        /* Boxes follow field 0's image (its source pixels), and per-box values the rows
+         * their boxes keep: docs/engine.md, "Boxes follow the crop". */
+        if (d->kind == BFS_FIELD_BOXES || d->follows != BFS_FIELD_NONE) {
+            uint32_t bf = d->kind == BFS_FIELD_BOXES ? f : d->follows;
+            if (!have_primary || e->primary != 0)
+                return bfs_errf(-EINVAL, err, errlen,
+                                "%s: field \"%s\" follows the crop of image field \"%s\": "
+                                "serve that field too (fields=)",
+                                bfs_source_path(e->src), d->name,
+                                bfs_source_field(e->src, 0)->name);
+            if (d->kind != BFS_FIELD_BOXES && !(pick >> bf & 1))
+                return bfs_errf(-EINVAL, err, errlen,
+                                "%s: field \"%s\" holds a value per box of field \"%s\": serve "
+                                "that field too (fields=), so that the boxes the crop drops drop "
+                                "their values",
+                                bfs_source_path(e->src), d->name,
+                                bfs_source_field(e->src, bf)->name);
+            sf->transform = d->kind == BFS_FIELD_BOXES ? boxes_transform : follow_transform;
+            sf->keep_field = bf;
+            if (d->kind == BFS_FIELD_BOXES) {
+                sf->keep_off = e->keep_rows;
+                e->keep_rows += sf->rows;
+            }
+        }
         e->n_served++;
     }
     return 0;
@@ -513,7 +587,9 @@ int bfs_engine_worker_create(bfs_engine *e, bfs_engine_worker **out)
     if (!w)
         return -ENOMEM;
     w->e = e;
-    if (bfs_decoder_create(&w->dec)) {
+    if ((e->keep_rows && !(w->keep_mem = calloc(e->keep_rows, sizeof *w->keep_mem))) ||
+        bfs_decoder_create(&w->dec)) {
+        free(w->keep_mem);
         free(w);
         return -ENOMEM;
     }
@@ -526,6 +602,7 @@ void bfs_engine_worker_destroy(bfs_engine_worker *w)
     if (!w)
         return;
     bfs_decoder_destroy(w->dec);
+    free(w->keep_mem);
     bfs_source_scratch_free(&w->scratch);
     bfs_tokens_scratch_free(&w->ts);
     resize_scratch_free(&w->rs);
@@ -696,7 +773,7 @@ static int store_value(bfs_engine *e, bfs_engine_worker *w, const served_field *
         rows = sf->transform(sf, st, in, (uint32_t)rows, w->rows, sf->rows);
         in = w->rows;
     }
-    if (rows > sf->rows) { /* text_len= (the dataset's max fits every value) */
+    if (rows > sf->rows) { /* text_len=, token_len= (the dataset's max fits every value) */
         rows = sf->rows;
         if (sf->text_cut) /* not inside a character: back to the start of the one cut */
             while (rows && (in[rows] & 0xc0) == 0x80)
@@ -708,6 +785,12 @@ static int store_value(bfs_engine *e, bfs_engine_worker *w, const served_field *
         memcpy(out, in, n);
     memset(out + n, 0, sf->slot_bytes - n);
     bfs_st32(dst + lay->field_off[sf->t_len] + 4ull * j, (uint32_t)rows);
+    if (sf->t_mask_set) {
+        uint64_t L = sf->slot_bytes / sf->row_bytes;
+        uint8_t *m = dst + lay->field_off[sf->t_mask] + L * j;
+        memset(m, 1, rows);
+        memset(m + rows, 0, L - rows);
+    }
     return 0;
 }
 
@@ -718,7 +801,7 @@ static int fill_sample(bfs_engine *e, bfs_engine_worker *w, uint64_t epoch, uint
                        uint8_t *dst, const bfs_st_layout *lay, uint32_t j)
 {
     bfs_geometry g;
-    sample_state st = {.g = &g};
+    sample_state st = {.g = &g, .min_area = e->o.min_box_area, .keep_mem = w->keep_mem};
     int rc =
         render(e, w, epoch, idx, e->primary, dst + lay->images_off + lay->sample_bytes * j, -1, &g);
     for (uint32_t i = 0; i < e->n_served && !rc; i++) {
@@ -747,6 +830,10 @@ static void fill_gray(bfs_engine *e, uint8_t *dst, const bfs_st_layout *lay, uin
         memset(dst + lay->field_off[sf->t_data] + sf->slot_bytes * j, 0, sf->slot_bytes);
         if (sf->variable)
             bfs_st32(dst + lay->field_off[sf->t_len] + 4ull * j, 0);
+        if (sf->t_mask_set) {
+            uint64_t L = sf->slot_bytes / sf->row_bytes;
+            memset(dst + lay->field_off[sf->t_mask] + L * j, 0, L);
+        }
     }
 }
 

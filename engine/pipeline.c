@@ -13,6 +13,7 @@
  * canonical text, hence the fingerprint, must not depend on LC_NUMERIC.
  */
 #include "engine/pipeline.h"
+#include "engine/dataset/bfs.h"
 #include "engine/remote/remote.h"
 #include "engine/claims.h"
 #include "base/err.h"
@@ -56,6 +57,8 @@ enum {
     OPT_POSITIONS,
     OPT_FIELDS,
     OPT_TEXT_LEN,
+    OPT_TOKEN_LEN,
+    OPT_MIN_BOX_AREA,
     OPT_THREADS,
     OPT_PREFETCH,
     OPT_CACHE_MB,
@@ -243,6 +246,17 @@ static const opt table[OPT_COUNT] = {
                       FIELD(text_len), .set = set_text_len, .show = show_text_len, .lo = 1,
                       .hi = BFS_MAX_TEXT_LEN, .flags = F_FLD,
                       .allowed = "max or an integer in 1..1048576"},
+    [OPT_TOKEN_LEN] = {PUB("token_len", D, "max|N", "max",
+                           "multi-field datasets: token ids per row of tokens fields (captions "
+                           "tokenized at pack time); longer rows are cut (counted in /stats); "
+                           "max: the dataset's longest"),
+                       FIELD(token_len), .set = set_text_len, .show = show_text_len, .lo = 1,
+                       .hi = BFS_MAX_TEXT_LEN, .flags = F_FLD,
+                       .allowed = "max or an integer in 1..1048576"},
+    [OPT_MIN_BOX_AREA] = {PUB("min_box_area", D, "N", "1",
+                              "multi-field datasets with boxes: a box the crop leaves with less "
+                              "than N output pixels² is dropped (and its per-box values)"),
+                          INT(min_box_area, W_U32, 0, 1u << 30, F_FLD)},
     [OPT_THREADS] = {PUB("threads", K, "auto|N", "auto", "worker threads"),
                      INT(threads, W_INT, 1, 1024, F_AUTO)},
     [OPT_PREFETCH] = {PUB("prefetch", K, "auto|N", "auto", "batches computed ahead per reader"),
@@ -874,24 +888,26 @@ static int show_fields(const opt *d, const bfs_pipeline_opts *o, char *buf, size
     return snprintf(buf, cap, "%s", o->fields[0] ? o->fields : "all");
 }
 
+/* text_len= and token_len=: max (0) or N, a uint32_t at d->off */
 static int set_text_len(const opt *d, bfs_pipeline_opts *o, const char *v, const char **why)
 {
     (void)why;
     uint64_t x;
+    uint32_t *f = (uint32_t *)((char *)o + d->off);
     if (!strcmp(v, "max")) {
-        o->text_len = 0;
+        *f = 0;
         return 0;
     }
     if (!parse_u64(v, strlen(v), &x) || x < d->lo || x > d->hi)
         return -EINVAL;
-    o->text_len = (uint32_t)x;
+    *f = (uint32_t)x;
     return 0;
 }
 
 static int show_text_len(const opt *d, const bfs_pipeline_opts *o, char *buf, size_t cap)
 {
-    (void)d;
-    return o->text_len ? snprintf(buf, cap, "%u", o->text_len) : snprintf(buf, cap, "max");
+    uint32_t f = *(const uint32_t *)((const char *)o + d->off);
+    return f ? snprintf(buf, cap, "%u", f) : snprintf(buf, cap, "max");
 }
 
 static int set_buckets(const opt *d, bfs_pipeline_opts *o, const char *v, const char **why)
@@ -1253,8 +1269,8 @@ int bfs_pipeline_check_kind(bfs_pipeline_opts *o, int sequences, char *err, size
 }
 
 int bfs_pipeline_check_fields(bfs_pipeline_opts *o, const char *const *names,
-                              const unsigned char *is_image, const unsigned char *is_text,
-                              uint32_t n, uint64_t *chosen, char *err, size_t errlen)
+                              const unsigned char *kind, uint32_t n, uint64_t *chosen, char *err,
+                              size_t errlen)
 {
     uint64_t pick = 0;
     if (!o->fields[0])
@@ -1277,10 +1293,12 @@ int bfs_pipeline_check_fields(bfs_pipeline_opts *o, const char *const *names,
         pick |= 1ull << f;
         p += len + (p[len] == ',');
     }
-    int image = 0, text = 0;
+    int image = 0, text = 0, tokens = 0, boxes = 0;
     for (uint32_t f = 0; f < n && f < 64; f++)
-        if (pick >> f & 1)
-            image |= is_image[f], text |= is_text[f];
+        if (pick >> f & 1) {
+            image |= kind[f] == BFS_FIELD_IMAGE, text |= kind[f] == BFS_FIELD_TEXT;
+            tokens |= kind[f] == BFS_FIELD_TOKENS, boxes |= kind[f] == BFS_FIELD_BOXES;
+        }
     if (!image)
         return bfs_errf(-EINVAL, err, errlen,
                         "fields=%s: choose at least one image field (the first becomes the "
@@ -1290,6 +1308,16 @@ int bfs_pipeline_check_fields(bfs_pipeline_opts *o, const char *const *names,
         return bfs_errf(-EINVAL, err, errlen,
                         "text_len=%u: none of the fields served is text (remove text_len=)",
                         o->text_len);
+    if (o->token_len && !tokens)
+        return bfs_errf(-EINVAL, err, errlen,
+                        "token_len=%u: none of the fields served is tokens (mkbatchfs "
+                        "--tokenize adds one; or remove token_len=)",
+                        o->token_len);
+    if ((o->given & (1ull << OPT_MIN_BOX_AREA)) && o->min_box_area != 1 && !boxes)
+        return bfs_errf(-EINVAL, err, errlen,
+                        "min_box_area=%u: none of the fields served is boxes (remove "
+                        "min_box_area=)",
+                        o->min_box_area);
     char list[BFS_FIELDS_TEXT];
     size_t at = 0;
     for (uint32_t f = 0; f < n && f < 64; f++)

@@ -8,8 +8,9 @@
  * docs/options.md is the user's reference; engine/pipeline.c holds the one table that
  * parsing, error messages, the canonical text and --help are generated from.
  *
- * fields= and text_len= apply to multi-field datasets (bfs_pipeline_check_fields) and
- * enter their canonical text only; datasets of one field fingerprint as before.
+ * fields=, text_len=, token_len= and min_box_area= apply to multi-field datasets
+ * (bfs_pipeline_check_fields) and enter their canonical text only; datasets of one field
+ * fingerprint as before.
  *
  * Three classes of option (bfs_pipeline_option.cls):
  *   BFS_OPT_DATA    seed, batch, shuffle, drop_last, shard, size, augment, scale, ratio,
@@ -106,6 +107,10 @@ typedef struct bfs_pipeline_opts {
                                    * bfs_pipeline_check_fields rewrites it to the chosen
                                    * names in the dataset's order */
     uint32_t text_len;            /* text_len=max|N (0 = max), 1..BFS_MAX_TEXT_LEN */
+    uint32_t token_len;           /* token_len=max|N (0 = max), 1..BFS_MAX_TEXT_LEN: ids per
+                                   * row of tokens fields */
+    uint32_t min_box_area;        /* min_box_area=N (1): boxes left smaller (output px²)
+                                   * are dropped */
     int fielded; /* not an option: set by bfs_pipeline_check_fields (more than one field) */
     /* performance knobs (BFS_OPT_KNOB): never change bytes */
     int threads;             /* threads=auto|N (BFS_AUTO), 1..1024 */
@@ -161,18 +166,20 @@ int bfs_pipeline_check_kind(bfs_pipeline_opts *o, int sequences, char *err, size
 
 /*
  * bfs_pipeline_check_fields - after bfs_pipeline_check_kind, for an image dataset whose
- * samples have n fields called names[0..n) (a classic dataset: one, "images"); is_text[i]
- * is 1 for a text field. Resolves fields= against them: every name must be one of them
- * (-EINVAL naming the unknown one and listing the dataset's fields), and at least one
- * chosen field must be an image (is_image[i]); o->fields becomes the chosen names, comma
- * separated in the dataset's order (the same text whatever order or repetition the user
- * wrote, so the same choice has one fingerprint), *chosen bit i the choice. text_len=
- * other than max where no chosen field is text is refused. Sets o->fielded = n > 1: only
- * then do fields and text_len enter the canonical text. Returns 0 or -EINVAL.
+ * samples have n fields called names[0..n) (a classic dataset: one, "images"), of kinds
+ * kind[0..n) (BFS_FIELD_*, engine/dataset/bfs.h). Resolves fields= against them: every
+ * name must be one of them (-EINVAL naming the unknown one and listing the dataset's
+ * fields), and at least one chosen field must be an image; o->fields becomes the chosen
+ * names, comma separated in the dataset's order (the same text whatever order or
+ * repetition the user wrote, so the same choice has one fingerprint), *chosen bit i the
+ * choice. text_len= (token_len=) other than max where no chosen field is text (tokens),
+ * and min_box_area= other than 1 where none is boxes, are refused. Sets o->fielded = n >
+ * 1: only then do the multi-field options enter the canonical text. Returns 0 or
+ * -EINVAL.
  */
 int bfs_pipeline_check_fields(bfs_pipeline_opts *o, const char *const *names,
-                              const unsigned char *is_image, const unsigned char *is_text,
-                              uint32_t n, uint64_t *chosen, char *err, size_t errlen);
+                              const unsigned char *kind, uint32_t n, uint64_t *chosen, char *err,
+                              size_t errlen);
 
 /* bfs_pipeline_defaults - fill o with every default (normalize decided at finish;
  * cpu_budget and ram_mb left 0, resolved by the engine from the host). */

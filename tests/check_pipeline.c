@@ -7,6 +7,7 @@
  */
 #include "base/hash.h"
 #include "engine/pipeline.h"
+#include "engine/dataset/bfs.h"
 
 #include <check.h>
 #include <errno.h>
@@ -45,6 +46,8 @@ static const struct {
     {"positions", BFS_OPT_DATA},
     {"fields", BFS_OPT_DATA},
     {"text_len", BFS_OPT_DATA},
+    {"token_len", BFS_OPT_DATA},
+    {"min_box_area", BFS_OPT_DATA},
     {"threads", BFS_OPT_KNOB},
     {"prefetch", BFS_OPT_KNOB},
     {"cache_mb", BFS_OPT_KNOB},
@@ -892,9 +895,10 @@ static int kind_of(const char *text, int sequences, bfs_pipeline_opts *o)
 START_TEST(field_options)
 {
     static const char *const names[] = {"jpg", "caption", "depth", "meta"};
-    static const unsigned char img[] = {1, 0, 1, 0}, txt[] = {0, 1, 0, 0};
+    static const unsigned char kind[] = {BFS_FIELD_IMAGE, BFS_FIELD_TEXT, BFS_FIELD_IMAGE,
+                                         BFS_FIELD_BYTES};
     static const char *const one[] = {"images"};
-    static const unsigned char one_img[] = {1}, one_txt[] = {0};
+    static const unsigned char one_kind[] = {BFS_FIELD_IMAGE};
     bfs_pipeline_opts o;
     uint64_t pick;
     char c[BFS_CANONICAL_MAX];
@@ -902,25 +906,24 @@ START_TEST(field_options)
     /* a classic dataset: the options stay out of the text and the fingerprint */
     uint64_t base = fp_of("", 1);
     ck_assert_int_eq(kind_of("fields=images", 0, &o), 0);
-    ck_assert_int_eq(
-        bfs_pipeline_check_fields(&o, one, one_img, one_txt, 1, &pick, err, sizeof err), 0);
+    ck_assert_int_eq(bfs_pipeline_check_fields(&o, one, one_kind, 1, &pick, err, sizeof err), 0);
     ck_assert_uint_eq(pick, 1);
     ck_assert_int_eq(o.fielded, 0);
     ck_assert_uint_eq(bfs_pipeline_fingerprint(&o, 1), base);
     ck_assert_int_gt(bfs_pipeline_canonical(&o, c, sizeof c), 0);
     ck_assert_ptr_null(strstr(c, "fields"));
     ck_assert_int_eq(kind_of("fields=caption", 0, &o), 0);
-    ck_assert_int_eq(
-        bfs_pipeline_check_fields(&o, one, one_img, one_txt, 1, &pick, err, sizeof err), -EINVAL);
+    ck_assert_int_eq(bfs_pipeline_check_fields(&o, one, one_kind, 1, &pick, err, sizeof err),
+                     -EINVAL);
     ck_assert_msg(strstr(err, "no field \"caption\"; its fields are: images"), "%s", err);
     ck_assert_int_eq(kind_of("text_len=10", 0, &o), 0);
-    ck_assert_int_eq(
-        bfs_pipeline_check_fields(&o, one, one_img, one_txt, 1, &pick, err, sizeof err), -EINVAL);
+    ck_assert_int_eq(bfs_pipeline_check_fields(&o, one, one_kind, 1, &pick, err, sizeof err),
+                     -EINVAL);
     ck_assert_msg(strstr(err, "text_len=10: none of the fields served is text"), "%s", err);
 
     /* a multi-field dataset: default all, in the dataset's order */
     ck_assert_int_eq(kind_of("", 0, &o), 0);
-    ck_assert_int_eq(bfs_pipeline_check_fields(&o, names, img, txt, 4, &pick, err, sizeof err), 0);
+    ck_assert_int_eq(bfs_pipeline_check_fields(&o, names, kind, 4, &pick, err, sizeof err), 0);
     ck_assert_uint_eq(pick, 15);
     ck_assert_int_gt(bfs_pipeline_canonical(&o, c, sizeof c), 0);
     ck_assert_msg(strstr(c, "fields = jpg,caption,depth,meta\ntext_len = max\n"), "%s", c);
@@ -928,17 +931,17 @@ START_TEST(field_options)
     ck_assert_uint_ne(all, base);
     /* the same choice spelled otherwise: one text, one fingerprint */
     ck_assert_int_eq(kind_of("fields=meta,jpg,caption,depth,jpg", 0, &o), 0);
-    ck_assert_int_eq(bfs_pipeline_check_fields(&o, names, img, txt, 4, &pick, err, sizeof err), 0);
+    ck_assert_int_eq(bfs_pipeline_check_fields(&o, names, kind, 4, &pick, err, sizeof err), 0);
     ck_assert_uint_eq(bfs_pipeline_fingerprint(&o, 1), all);
     /* another choice, text_len: other fingerprints */
     ck_assert_int_eq(kind_of("fields=caption,jpg", 0, &o), 0);
-    ck_assert_int_eq(bfs_pipeline_check_fields(&o, names, img, txt, 4, &pick, err, sizeof err), 0);
+    ck_assert_int_eq(bfs_pipeline_check_fields(&o, names, kind, 4, &pick, err, sizeof err), 0);
     ck_assert_uint_eq(pick, 3);
     ck_assert_str_eq(o.fields, "jpg,caption");
     uint64_t two = bfs_pipeline_fingerprint(&o, 1);
     ck_assert_uint_ne(two, all);
     ck_assert_int_eq(kind_of("fields=caption,jpg,text_len=77", 0, &o), 0);
-    ck_assert_int_eq(bfs_pipeline_check_fields(&o, names, img, txt, 4, &pick, err, sizeof err), 0);
+    ck_assert_int_eq(bfs_pipeline_check_fields(&o, names, kind, 4, &pick, err, sizeof err), 0);
     ck_assert_uint_ne(bfs_pipeline_fingerprint(&o, 1), two);
     ck_assert_int_gt(bfs_pipeline_canonical(&o, c, sizeof c), 0);
     /* the canonical text is a spec that reproduces itself */
@@ -946,21 +949,41 @@ START_TEST(field_options)
     ck_assert_msg(bfs_pipeline_parse_spec(&r, c, "canonical", err, sizeof err) == 0, "%s", err);
     ck_assert_int_eq(bfs_pipeline_finish(&r, err, sizeof err), 0);
     ck_assert_int_eq(bfs_pipeline_check_kind(&r, 0, err, sizeof err), 0);
-    ck_assert_int_eq(bfs_pipeline_check_fields(&r, names, img, txt, 4, &pick, err, sizeof err), 0);
+    ck_assert_int_eq(bfs_pipeline_check_fields(&r, names, kind, 4, &pick, err, sizeof err), 0);
     ck_assert_uint_eq(bfs_pipeline_fingerprint(&r, 1), bfs_pipeline_fingerprint(&o, 1));
     /* refusals */
     ck_assert_int_eq(kind_of("fields=caption,nope", 0, &o), 0);
-    ck_assert_int_eq(bfs_pipeline_check_fields(&o, names, img, txt, 4, &pick, err, sizeof err),
+    ck_assert_int_eq(bfs_pipeline_check_fields(&o, names, kind, 4, &pick, err, sizeof err),
                      -EINVAL);
     ck_assert_msg(strstr(err, "no field \"nope\"; its fields are: jpg, caption, depth, meta"), "%s",
                   err);
     ck_assert_int_eq(kind_of("fields=caption,meta", 0, &o), 0);
-    ck_assert_int_eq(bfs_pipeline_check_fields(&o, names, img, txt, 4, &pick, err, sizeof err),
+    ck_assert_int_eq(bfs_pipeline_check_fields(&o, names, kind, 4, &pick, err, sizeof err),
                      -EINVAL);
     ck_assert_msg(strstr(err, "at least one image field"), "%s", err);
     ck_assert_int_eq(kind_of("fields=jpg,text_len=5", 0, &o), 0);
-    ck_assert_int_eq(bfs_pipeline_check_fields(&o, names, img, txt, 4, &pick, err, sizeof err),
+    ck_assert_int_eq(bfs_pipeline_check_fields(&o, names, kind, 4, &pick, err, sizeof err),
                      -EINVAL);
+    ck_assert_int_eq(kind_of("token_len=77", 0, &o), 0);
+    ck_assert_int_eq(bfs_pipeline_check_fields(&o, names, kind, 4, &pick, err, sizeof err),
+                     -EINVAL);
+    ck_assert_msg(strstr(err, "token_len=77: none of the fields served is tokens"), "%s", err);
+    ck_assert_int_eq(kind_of("min_box_area=9", 0, &o), 0);
+    ck_assert_int_eq(bfs_pipeline_check_fields(&o, names, kind, 4, &pick, err, sizeof err),
+                     -EINVAL);
+    ck_assert_msg(strstr(err, "min_box_area=9: none of the fields served is boxes"), "%s", err);
+    /* token_len and min_box_area are part of the fingerprint where they apply */
+    static const unsigned char kind2[] = {BFS_FIELD_IMAGE, BFS_FIELD_TOKENS, BFS_FIELD_BOXES,
+                                          BFS_FIELD_BYTES};
+    ck_assert_int_eq(kind_of("", 0, &o), 0);
+    ck_assert_int_eq(bfs_pipeline_check_fields(&o, names, kind2, 4, &pick, err, sizeof err), 0);
+    uint64_t plain = bfs_pipeline_fingerprint(&o, 1);
+    ck_assert_int_eq(kind_of("token_len=77", 0, &o), 0);
+    ck_assert_int_eq(bfs_pipeline_check_fields(&o, names, kind2, 4, &pick, err, sizeof err), 0);
+    ck_assert_uint_ne(bfs_pipeline_fingerprint(&o, 1), plain);
+    ck_assert_int_eq(kind_of("min_box_area=9", 0, &o), 0);
+    ck_assert_int_eq(bfs_pipeline_check_fields(&o, names, kind2, 4, &pick, err, sizeof err), 0);
+    ck_assert_uint_ne(bfs_pipeline_fingerprint(&o, 1), plain);
     bad("fields", "a,9b", "field names");
     bad("fields", "a,,b", "field names");
     bad("fields", "", "field names");

@@ -48,16 +48,27 @@ read_all "$T/tb" tb
 
 cat >"$T/check.py" <<'EOF'
 """Check batches of the multi-field mount against the values gen_fields wrote."""
-import json, struct, sys
+import json, os, struct, subprocess, sys
 import numpy as np
 sys.path.insert(0, "python")
+sys.path.insert(0, "tests")
 import batchfs
+from boxes_ref import transform
 
 out, nb, tag = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 text_len = int(sys.argv[4]) if len(sys.argv) > 4 else 0
 ref = [json.loads(l) for l in open(sys.argv[5] if len(sys.argv) > 5 else out + "/../ref.jsonl")]
 B = 8
 def raw(s): return bytes.fromhex(s)
+_geom = {}
+def geom(e, i):  # sample i's geometry in epoch e, as the engine chose it (engine_tool)
+    if (e, i) not in _geom:
+        g = subprocess.run([os.environ["ENGINE_TOOL"], "geometry", os.environ["FBFS"], os.environ["GOPTS"],
+                            str(e), str(i)], capture_output=True, text=True, check=True).stdout.split()
+        _geom[e, i] = {"box": [float(v) for v in g[2:6]], "out": (int(g[6]), int(g[7])),
+                       "win": tuple(int(v) for v in g[8:12]), "flip": int(g[12]),
+                       "origin": (int(g[13]), int(g[14]))}
+    return _geom[e, i]
 def cut(b, n):  # text_len: at a character boundary
     if len(b) <= n: return b
     while n and (b[n] & 0xc0) == 0x80: n -= 1
@@ -90,9 +101,13 @@ for e in (0, 1):
             c = cut(raw(r["caption"]), L)
             assert b["caption_lengths"][j] == len(c) and bytes(b["caption"][j]) == c + bytes(L - len(c)), (i, c)
             assert caps[j] == c.decode("utf-8")
+            # boxes follow the crop (docs/engine.md), their classes the boxes kept
+            src = np.frombuffer(raw(r["boxes"]), dtype=np.float32).reshape(-1, 4)
+            want, keep = transform(src, geom(e, int(i)), 1.0)
+            cls = np.frombuffer(raw(r["box_classes"]), dtype=np.int64)[keep]
             for f, n, w in (("meta", "meta_lengths", 1), ("tok", "tok_lengths", 2),
                             ("boxes", "boxes_counts", 16), ("box_classes", "box_classes_lengths", 8)):
-                v = raw(r[f])
+                v = {"boxes": want.tobytes(), "box_classes": cls.tobytes()}.get(f, raw(r[f]))
                 assert b[n][j] == len(v) // w, (f, i)
                 row = b[f][j].tobytes()
                 assert row == v + bytes(len(row) - len(v)), (f, i)
@@ -124,6 +139,7 @@ else:
     print("torch: texts() of torch tensors")
 print("Batches: dicts equal the files; texts() decodes")
 EOF
+export ENGINE_TOOL=$BUILD/tests/engine_tool FBFS=$T/f.bfs GOPTS=$OPTS
 "$PY" "$T/check.py" "$T/out" $NB m1 0 "$T/ref.jsonl" || fail "batches differ from the reference"
 "$PY" "$T/check_mnt.py" "$T/m1" "$T/out" || fail "batchfs.Batches / texts"
 ok "every field equals the reference; images equal the version 1 twins'; Batches and texts()"
@@ -252,6 +268,51 @@ long=$("$PY" -c 'import json, sys; print(sum(len(bytes.fromhex(json.loads(l)["ca
 ok "fields=caption,jpg serves those only; text_len=10 cuts at characters ($cut_stat cut, /stats)"
 unmount_bfs "$T/m2"
 
+# token_len= cuts tokens rows (NAME_mask marks the tokens), min_box_area= drops small boxes
+# and their classes; a per-box field without its boxes, boxes without field 0, refused
+mount_bfs "$T/f.bfs" "$T/m2" -o "batch=8,fields=jpg,boxes,box_classes,tok,size=32,seed=5,token_len=3,min_box_area=60"
+for k in $(seq 0 $((NB - 1))); do cat "$T/m2/epoch/1/batch_$k" >"$T/out/t.1.$k"; done
+grep -q "^token_len = 3$" "$T/m2/pipeline" && grep -q "^min_box_area = 60$" "$T/m2/pipeline" ||
+    fail "token_len/min_box_area not in the pipeline: $(cat "$T/m2/pipeline")"
+wait_idle "$T/m2"
+"$PY" - "$T/out" "$T/ref.jsonl" <<'EOF' || fail "token_len=3, min_box_area=60"
+import json, os, subprocess, sys
+import numpy as np
+sys.path.insert(0, "python")
+sys.path.insert(0, "tests")
+import batchfs
+from boxes_ref import transform
+ref = [json.loads(l) for l in open(sys.argv[2])]
+cut = dropped = 0
+for k in range(5):
+    b = batchfs.load_file(f"{sys.argv[1]}/t.1.{k}")
+    assert sorted(b) == ["box_classes", "box_classes_lengths", "boxes", "boxes_counts", "images", "indices",
+                         "labels", "tok", "tok_lengths", "tok_mask"], sorted(b)
+    assert b["tok"].shape == (8, 3) and b["tok_mask"].shape == (8, 3) and b["tok_mask"].dtype == np.uint8
+    for j, i in enumerate(b["indices"]):
+        r = ref[int(i)]
+        t = np.frombuffer(bytes.fromhex(r["tok"]), dtype=np.uint16)
+        n = min(len(t), 3)
+        cut += len(t) > 3
+        assert b["tok_lengths"][j] == n and np.array_equal(b["tok"][j][:n], t[:n]) and not b["tok"][j][n:].any()
+        assert np.array_equal(b["tok_mask"][j], (np.arange(3) < n).astype(np.uint8))
+        g = subprocess.run([os.environ["ENGINE_TOOL"], "geometry", os.environ["FBFS"], os.environ["GOPTS"], "1",
+                            str(int(i))], capture_output=True, text=True, check=True).stdout.split()
+        geom = {"box": [float(v) for v in g[2:6]], "out": (int(g[6]), int(g[7])),
+                "win": tuple(int(v) for v in g[8:12]), "flip": int(g[12]), "origin": (int(g[13]), int(g[14]))}
+        src = np.frombuffer(bytes.fromhex(r["boxes"]), dtype=np.float32).reshape(-1, 4)
+        want, keep = transform(src, geom, 60.0)
+        dropped += len(src) - len(keep)
+        m = b["boxes_counts"][j]
+        assert m == len(keep) and np.array_equal(b["boxes"][j][:m], want), (i, b["boxes"][j][:m], want)
+        cls = np.frombuffer(bytes.fromhex(r["box_classes"]), dtype=np.int64)[keep]
+        assert b["box_classes_lengths"][j] == m and np.array_equal(b["box_classes"][j][:m], cls)
+assert cut and dropped, (cut, dropped)
+print(f"token_len=3: {cut} rows cut; min_box_area=60: {dropped} boxes dropped with their classes")
+EOF
+unmount_bfs "$T/m2"
+ok "token_len=3 cuts tokens (tok_mask); boxes follow the crop, min_box_area=60 drops boxes and classes"
+
 refuse() { # WANT OPTIONS: the mount is refused and stderr says WANT
     local rc=0
     timeout 20 "$BATCHFS" "$T/f.bfs" "$T/m2" -o "$2" >"$T/err" 2>&1 || rc=$?
@@ -261,6 +322,9 @@ refuse() { # WANT OPTIONS: the mount is refused and stderr says WANT
     echo "ok - refused: -o $2: $(head -n 1 "$T/err")"
 }
 refuse 'no field "nope"; its fields are: jpg, caption, depth, boxes, box_classes, emb, meta, tok' "fields=jpg,nope"
+refuse 'field "box_classes" holds a value per box of field "boxes": serve that field too' "fields=jpg,box_classes"
+refuse 'field "boxes" follows the crop of image field "jpg": serve that field too' "fields=depth,boxes"
+refuse 'token_len=4: none of the fields served is tokens' "fields=jpg,caption,token_len=4"
 refuse "choose at least one image field" "fields=caption,meta"
 refuse "text_len=5: none of the fields served is text" "fields=jpg,tok,text_len=5"
 refuse "fields=a,9: must be" "fields=a,9"
