@@ -12,7 +12,10 @@
 # installed: $BFS_TORCH_PY or the test venv; otherwise said and skipped) must yield every
 # batch of this rank, [B,H,W,3] uint8.
 # and the GPU training loop (batchfs.gpu's Loader and DLPack into torch; on the CPU fallback
-# without a GPU) runs 3 epochs x 6 steps where torch is installed.
+# without a GPU) runs 3 epochs x 6 steps where torch is installed, and so does the
+# captions (CLIP-style) loop: at most 12 lines, 2 epochs x 5 contrastive steps on a
+# gen_fields dataset whose captions mkbatchfs --tokenize turned into ids (a SentencePiece
+# model trained here by spm_train).
 # A README edit that breaks an example fails here. About 5 s.
 . "$(dirname "$0")/lib.sh"
 require_fuse
@@ -36,7 +39,8 @@ block "**Python**, numpy only" python >"$T/numpy_example.py"
 block "**C**" c >"$T/c_example.body"
 block "**PyTorch**" python >"$T/torch_example.py"
 block "**GPU**" python >"$T/gpu_example.py"
-for f in package_example.py numpy_example.py c_example.body torch_example.py gpu_example.py; do
+block "**Images and captions**" python >"$T/clip_example.py"
+for f in package_example.py numpy_example.py c_example.body torch_example.py gpu_example.py clip_example.py; do
     [ -s "$T/$f" ] || fail "README.md: no example found for $f (was a heading renamed?)"
 done
 
@@ -144,6 +148,27 @@ EOF
         fail "the README's GPU example failed (above)"
     [ "$(echo "$out" | tail -1)" = "steps 18" ] || fail "README's GPU example: expected 18 steps (3 epochs x 6), got '$out'"
     ok "GPU example: 18 training steps through batchfs.gpu and DLPack"
+    # the CLIP-style loop: captions tokenized by mkbatchfs --tokenize (a SentencePiece model
+    # trained here), images and ids into two towers and a contrastive loss
+    "$BUILD/tests/gen_fields" "$T/pairs.bfs" 40 3 >"$T/pairs.jsonl" || fail "gen_fields"
+    for _ in $(seq 30); do echo "a red fox jumps over the lazy dog; café au lait ☕ à la plage"; done >"$T/spm.txt"
+    (cd "$T" && spm_train --input=spm.txt --model_prefix=clip --vocab_size=30 >spm.log 2>&1) ||
+        fail "spm_train: $(tail -2 "$T/spm.log")"
+    "$MKBATCHFS" --quiet --tokenize caption="$T/clip.model:bos:eos" "$T/pairs.bfs" "$T/pairs_tok.bfs" ||
+        fail "mkbatchfs --tokenize"
+    { echo 'steps = 0'
+      sed -e "s#\"pairs_tok.bfs\"#\"$T/pairs_tok.bfs\"#" -e "s#\"/mnt/pairs\"#\"$T/clip_mnt\"#" \
+          -e 's/batch=256, size=224, epochs=32/batch=8, size=32, epochs=2/' \
+          -e 's/opt\.step()$/opt.step(); steps += 1/' "$T/clip_example.py"
+      echo 'print("steps", steps, loss.item())'; } >"$T/clip_check.py"
+    grep -q "steps += 1" "$T/clip_check.py" && grep -q "batch=8, size=32, epochs=2" "$T/clip_check.py" &&
+        grep -q "$T/pairs_tok.bfs" "$T/clip_check.py" ||
+        fail "README's captions example: no longer \"pairs_tok.bfs\", batch=256, size=224, epochs=32 and opt.step()"
+    [ "$(grep -c . "$T/clip_example.py")" -le 12 ] || fail "README's captions example is over 12 lines"
+    out=$(BATCHFS_BIN=$BATCHFS PYTHONPATH=$PWD/python "$TPY" "$T/clip_check.py") ||
+        fail "the README's captions example failed (above)"
+    echo "$out" | tail -1 | grep -q "^steps 10 " || fail "README's captions example: expected 10 steps (2 epochs x 5), got '$out'"
+    ok "captions example: 10 contrastive steps on images and --tokenize'd caption ids ($(echo "$out" | tail -1))"
 else
     echo "   (PyTorch and GPU examples not run: no torch for $TPY; set BFS_TORCH_PY to a python with torch)"
 fi
