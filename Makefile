@@ -38,7 +38,7 @@ else
 BUILD   ?= build
 endif
 
-PKGS    := fuse3 libturbojpeg liblz4 libjpeg hiredis libxxhash jansson libcrypto zlib
+PKGS    := fuse3 libturbojpeg liblz4 libjpeg hiredis libxxhash jansson libcrypto zlib spng libwebp
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
@@ -102,14 +102,15 @@ print-programs:
 # ---- dependencies ------------------------------------------------------------------------
 # Debian packages: build (fuse3 headers, libjpeg-turbo both APIs, lz4, xxhash, jansson, hiredis,
 # OpenSSL's libcrypto for remote_key= (HMAC-SHA256, Poly1305), zlib for compressed
-# TFRecords, SentencePiece for mkbatchfs --tokenize, check, pkg-config),
+# TFRecords, SentencePiece for mkbatchfs --tokenize, libspng and libwebp for PNG and WebP
+# samples, check, pkg-config),
 # run (fuse3 for fusermount3), test (clang + compiler-rt for libFuzzer, python3-venv for
 # test clients, clang-format for make check-format, groff-base to render the man pages).
 # Installed only when missing.
 DEB_PKGS := build-essential pkg-config libfuse3-dev fuse3 libjpeg62-turbo-dev libturbojpeg0-dev \
             liblz4-dev check clang libclang-rt-dev clang-format python3 python3-venv \
             libhiredis-dev redis-server iproute2 libxxhash-dev libjansson-dev groff-base libssl-dev \
-            zlib1g-dev libsentencepiece-dev sentencepiece
+            zlib1g-dev libsentencepiece-dev sentencepiece libspng-dev libwebp-dev
 deps:
 	@missing=""; for p in $(DEB_PKGS); do \
 	  dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' \

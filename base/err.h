@@ -46,7 +46,12 @@
                    "worker with another remote_key or none")                                       \
     X(REMOTE_DECLINED, "a worker could not compute the batch from its own copy or resources")      \
     X(REMOTE_REFUSED, "Redis refused a command on a key of the pipeline (wrong type, maxmemory, "  \
-                      "permissions)")
+                      "permissions)")                                                              \
+    X(PNG_DATA, "corrupt or truncated PNG")                                                        \
+    X(WEBP_DATA, "corrupt or truncated WebP")                                                      \
+    X(WEBP_UNSUPPORTED, "unsupported WebP (animated)")                                             \
+    X(IMAGE_TOO_LARGE, "PNG or WebP too large to decode (a side over 65535 pixels, or over 268 "   \
+                       "million pixels: refused as a decompression bomb)")
 
 enum {
     BFS_E_BEFORE_FIRST = -4201,

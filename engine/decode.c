@@ -11,6 +11,7 @@
 #include "engine/decode.h"
 #include "engine/dataset/bfs.h"
 #include "base/err.h"
+#include "engine/dataset/image.h"
 #include "engine/dataset/jpeg.h"
 
 #include <errno.h>
@@ -135,6 +136,15 @@ void bfs_decoder_get_stats(const bfs_decoder *d, bfs_decode_stats *st)
 
 int bfs_decoder_probe(const uint8_t *data, size_t len, bfs_image_info *info)
 {
+    int fmt = bfs_image_sniff(data, len);
+    if (fmt == BFS_IMAGE_PNG || fmt == BFS_IMAGE_WEBP) {
+        bfs_image_facts f;
+        int rc = bfs_image_probe(data, len, &f);
+        if (rc)
+            return rc;
+        *info = (bfs_image_info){.width = f.width, .height = f.height, .flags = f.flags};
+        return 0;
+    }
     bfs_jpeg_header h;
     int rc = bfs_jpeg_parse_header(data, len, &h);
     if (rc)
@@ -230,6 +240,44 @@ static int decode_raw(bfs_decoder *d, const uint8_t *data, size_t len, const bfs
                         .img_h = info->height,
                         .scale = 1};
     atomic_fetch_add_explicit(&d->n_raw, 1, memory_order_relaxed);
+    return 0;
+}
+
+/* A PNG or WebP (BFS_KIND_CODEC): always the whole image at scale 1, into dst (dst_size
+ * bytes) or the decoder's buffer, whatever region inside it was asked for. */
+static int decode_codec(bfs_decoder *d, const uint8_t *data, size_t len, const bfs_image_info *info,
+                        int scale, int x0, int y0, int x1, int y1, uint8_t *dst, size_t dst_size,
+                        bfs_pixels *out)
+{
+    int webp = (info->flags & BFS_F_WEBP) != 0;
+    if (info->width <= 0 || info->height <= 0)
+        return webp ? BFS_E_WEBP_DATA : BFS_E_PNG_DATA;
+    if ((uint64_t)info->width * (uint64_t)info->height > BFS_JPEG_MAX_PIXELS)
+        return BFS_E_IMAGE_TOO_LARGE;
+    if (scale != 1 || x0 < 0 || y0 < 0 || x1 > info->width || y1 > info->height || x0 >= x1 ||
+        y0 >= y1)
+        return -EINVAL;
+    /* the table says which format: bytes of another are a corrupt sample */
+    if (bfs_image_sniff(data, len) != (webp ? BFS_IMAGE_WEBP : BFS_IMAGE_PNG))
+        return webp ? BFS_E_WEBP_DATA : BFS_E_PNG_DATA;
+    size_t need = (size_t)info->width * (size_t)info->height * 3;
+    if (dst && dst_size < need)
+        return -EINVAL;
+    if (!dst && grow(&d->buf, &d->cap, need))
+        return -ENOMEM;
+    uint8_t *to = dst ? dst : d->buf;
+    bfs_image_facts f = {info->width, info->height, info->flags};
+    int rc = bfs_image_decode(data, len, &f, to, need, NULL, 0);
+    if (rc)
+        return rc;
+    *out = (bfs_pixels){.rgb = to,
+                        .stride = (size_t)info->width * 3,
+                        .w = info->width,
+                        .h = info->height,
+                        .img_w = info->width,
+                        .img_h = info->height,
+                        .scale = 1};
+    atomic_fetch_add_explicit(&d->n_full, 1, memory_order_relaxed);
     return 0;
 }
 
@@ -522,6 +570,8 @@ static int decode(bfs_decoder *d, const uint8_t *data, size_t len, const bfs_ima
 {
     if ((info->flags & BFS_KIND_MASK) == BFS_KIND_RAW)
         return decode_raw(d, data, len, info, scale, x0, y0, x1, y1, dst, dst_size, out);
+    if ((info->flags & BFS_KIND_MASK) == BFS_KIND_CODEC)
+        return decode_codec(d, data, len, info, scale, x0, y0, x1, y1, dst, dst_size, out);
     if (scale != 1 && scale != 2 && scale != 4 && scale != 8)
         return -EINVAL;
     if ((uint64_t)info->width * info->height > BFS_JPEG_MAX_PIXELS)

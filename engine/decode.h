@@ -1,6 +1,8 @@
 /*
  * decode.h — per-thread sample decoder: crop-aware JPEG decoding with libjpeg-turbo's
- * libjpeg API, and lz4 raw pixels.
+ * libjpeg API, lz4 raw pixels, and PNG / WebP (BFS_KIND_CODEC) through
+ * engine/dataset/image.h, always decoded whole at scale 1 (their pixels and what happens
+ * to alpha and 16-bit samples: image.h), so every crop and resize after it is as for JPEG.
  *
  * Neighbours: engine.c asks for the pixels a resize window reads (resize_source_extent)
  * and hands the result to resize_rgb8. See ../shared/REFERENCES.md "libjpeg-turbo 2.1.5
@@ -66,8 +68,9 @@ int bfs_decoder_create(bfs_decoder **out);
 void bfs_decoder_destroy(bfs_decoder *d);
 
 /*
- * bfs_decoder_probe - read a JPEG's header (folder sources have no table).
- * Returns 0 or the errors of bfs_jpeg_parse_header.
+ * bfs_decoder_probe - read a JPEG's, PNG's or WebP's header (folder sources have no
+ * table), told apart by their signatures (bfs_image_sniff). Returns 0 or the errors of
+ * bfs_jpeg_parse_header (BFS_E_NOT_JPEG for bytes of no known format) or bfs_image_probe.
  */
 int bfs_decoder_probe(const uint8_t *data, size_t len, bfs_image_info *info);
 
@@ -82,8 +85,10 @@ int bfs_decoder_max_scale(const bfs_image_info *info, double box_w, double box_h
 /*
  * bfs_decoder_decode - decode the region [x0, x1) x [y0, y1) given in coordinates of the
  * image scaled by 1/scale (scaled size: ceil(width / scale) x ceil(height / scale)).
- * Raw samples decode at scale 1 only, and always to the whole image (x0 = y0 = 0).
- * Returns 0; BFS_E_JPEG_DATA (corrupt or truncated JPEG); BFS_E_RAW_DATA (lz4 payload
+ * Raw, PNG and WebP samples decode at scale 1 only, and always to the whole image
+ * (x0 = y0 = 0). Returns 0; BFS_E_JPEG_DATA (corrupt or truncated JPEG); BFS_E_PNG_DATA /
+ * BFS_E_WEBP_DATA (corrupt or truncated PNG or WebP, bytes of the other format, or a size
+ * other than info's); BFS_E_WEBP_UNSUPPORTED; BFS_E_IMAGE_TOO_LARGE; BFS_E_RAW_DATA (lz4 payload
  * does not decompress to raw_size, which must be width * height * 3 with both >= 1; a
  * payload shorter than raw_size / 255 is refused before any buffer is allocated);
  * BFS_E_JPEG_HEADER / BFS_E_NOT_JPEG; -EINVAL (bad region or scale); -ENOMEM.

@@ -681,7 +681,9 @@ static int render(bfs_engine *e, bfs_engine_worker *w, uint64_t epoch, uint64_t 
      * crop then makes the sample bad in every epoch, not only where a crop covers it. */
     int verdict = bfs_source_verdict(e->src, idx);
     if (verdict == BFS_VERDICT_BAD)
-        return BFS_E_JPEG_DATA;
+        return (info.flags & BFS_KIND_MASK) != BFS_KIND_CODEC ? BFS_E_JPEG_DATA
+               : info.flags & BFS_F_WEBP                      ? BFS_E_WEBP_DATA
+                                                              : BFS_E_PNG_DATA;
     int check = verdict == BFS_VERDICT_UNKNOWN;
     bfs_geometry g;
     if ((rc = bfs_augment_geometry(&e->o, epoch, idx, info.width, info.height, &g)))
@@ -716,7 +718,8 @@ static int render(bfs_engine *e, bfs_engine_worker *w, uint64_t epoch, uint64_t 
     if (rc == 1)
         rc = (check ? bfs_decoder_decode_checked : bfs_decoder_decode)(
             w->dec, it.data, it.len, &info, s, x0 + ox, y0 + oy, x1 + ox, y1 + oy, &px);
-    if (check && (rc == 0 || rc == BFS_E_JPEG_DATA)) /* a verdict on the file, not memory */
+    if (check && (rc == 0 || rc == BFS_E_JPEG_DATA || rc == BFS_E_PNG_DATA ||
+                  rc == BFS_E_WEBP_DATA)) /* a verdict on the file, not memory */
         bfs_source_set_verdict(e->src, idx, rc ? BFS_VERDICT_BAD : BFS_VERDICT_GOOD);
     uint64_t t2 = bfs_mono_ns();
     add(&w->decode_ns, t2 - t1);

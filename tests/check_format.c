@@ -386,7 +386,7 @@ START_TEST(corrupt_header_cases)
 
     /* every error has its own message; the codes count up from BFS_E_FIRST (-4200) */
     ck_assert_int_eq(BFS_E_MAGIC, -4200);
-    ck_assert_int_eq(BFS_E_REMOTE_REFUSED, BFS_E_LAST - 1);
+    ck_assert_int_eq(BFS_E_IMAGE_TOO_LARGE, BFS_E_LAST - 1);
     for (int e = BFS_E_FIRST; e < BFS_E_LAST; e++) {
         ck_assert_str_ne(bfs_strerror(e), "unknown error");
         for (int e2 = e + 1; e2 < BFS_E_LAST; e2++)
@@ -1268,14 +1268,14 @@ START_TEST(pack_skips_and_strict)
     ck_assert_int_eq(tu_write_file(p, jpg, jlen), 0);
     snprintf(p, sizeof p, "%s/class_000/upper.JPEG", src); /* any case, as ImageNet's */
     ck_assert_int_eq(tu_write_file(p, jpg, jlen), 0);
-    snprintf(p, sizeof p, "%s/class_000/jpeg-named.png", src); /* by name: not a sample */
+    snprintf(p, sizeof p, "%s/class_000/jpeg-named.gif", src); /* by name: not a sample */
     ck_assert_int_eq(tu_write_file(p, jpg, jlen), 0);
     free(jpg);
 
     bfs_pack_report rep;
     ck_assert_int_eq(pack_with(src, out, 2, 0, &rep), 0);
     ck_assert_uint_eq(rep.packed, 8);  /* 6 + upper.JPEG + nested */
-    ck_assert_uint_eq(rep.ignored, 2); /* notes.txt, jpeg-named.png: named otherwise */
+    ck_assert_uint_eq(rep.ignored, 2); /* notes.txt, jpeg-named.gif: named otherwise */
     ck_assert_ptr_nonnull(strstr(rep.notes, "2 files below the class directories"));
     ck_assert_uint_eq(rep.nskipped, 1); /* named .jpg, not a JPEG */
     ck_assert_ptr_nonnull(strstr(rep.skipped[0].path, "broken.jpg"));
@@ -1316,11 +1316,11 @@ START_TEST(pack_empty_inputs)
     ck_assert_int_eq(mkdir(p, 0755), 0);
     ck_assert_int_eq(bfs_pack(src, out, &o, &rep, NULL, err, sizeof err), BFS_E_EMPTY);
     ck_assert_ptr_nonnull(strstr(err, "cats"));
-    ck_assert_ptr_nonnull(strstr(err, "holds no .jpg or .jpeg file"));
+    ck_assert_ptr_nonnull(strstr(err, "holds no .jpg, .jpeg, .png or .webp file"));
     snprintf(p, sizeof p, "%s/cats/a.txt", src); /* not named as a JPEG: still none */
     ck_assert_int_eq(tu_write_file(p, "text", 4), 0);
     ck_assert_int_eq(bfs_pack(src, out, &o, &rep, NULL, err, sizeof err), BFS_E_EMPTY);
-    ck_assert_ptr_nonnull(strstr(err, "holds no .jpg or .jpeg file"));
+    ck_assert_ptr_nonnull(strstr(err, "holds no .jpg, .jpeg, .png or .webp file"));
     snprintf(p, sizeof p, "%s/cats/a.jpg", src); /* named as one, but text */
     ck_assert_int_eq(tu_write_file(p, "text", 4), 0);
     ck_assert_int_eq(bfs_pack(src, out, &o, &rep, NULL, err, sizeof err), BFS_E_EMPTY);

@@ -17,6 +17,10 @@
  *   engine_tool order SOURCE OPTIONS EPOCH -          token datasets: print the epoch's
  *       document order (one index per line) and, for pack=bucket, a line "chunks" and
  *       the chunk of each batch (tests/tokens_ref.py builds batches from these)
+ *   engine_tool decode FILE OUT                       decode image FILE (JPEG, PNG, WebP)
+ *       whole with the engine's decoder (probe, then bfs_decoder_decode_image at scale 1);
+ *       print "W H" and write the packed RGB rows to OUT; on failure print the error's
+ *       message and exit 1
  */
 #include "engine/augment.h"
 #include "engine/decode.h"
@@ -26,7 +30,9 @@
 #include "engine/dataset/source.h"
 #include "engine/tokens.h"
 #include "tests/testutil.h"
+#include "base/err.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,14 +48,51 @@ static int opts(const char *text, bfs_pipeline_opts *o)
     return 0;
 }
 
+/* engine_tool decode FILE OUT */
+static int decode_file(const char *path, const char *out)
+{
+    uint8_t *data = NULL, *rgb = NULL;
+    size_t len = 0;
+    bfs_decoder *d = NULL;
+    bfs_image_info info;
+    int rc = tu_read_file(path, &data, &len);
+    if (!rc)
+        rc = bfs_decoder_probe(data, len, &info);
+    if (!rc)
+        rc = bfs_decoder_create(&d);
+    size_t n = rc ? 0 : (size_t)info.width * (size_t)info.height * 3;
+    if (!rc && !(rgb = malloc(n)))
+        rc = -ENOMEM;
+    if (!rc)
+        rc = bfs_decoder_decode_image(d, data, len, &info, 1, rgb, n);
+    if (rc) {
+        fprintf(stderr, "engine_tool: %s: %s\n", path, bfs_strerror(rc));
+    } else {
+        FILE *f = fopen(out, "wb");
+        if (!f || fwrite(rgb, 1, n, f) != n || fclose(f)) {
+            perror(out);
+            rc = -EIO;
+        } else {
+            printf("%d %d\n", info.width, info.height);
+        }
+    }
+    bfs_decoder_destroy(d);
+    free(rgb);
+    free(data);
+    return rc ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc == 4 && !strcmp(argv[1], "decode"))
+        return decode_file(argv[2], argv[3]);
     if (argc < 6) {
         fprintf(stderr, "usage: engine_tool batch SOURCE OPTIONS EPOCH K OUT\n"
                         "       engine_tool geometry SOURCE OPTIONS EPOCH INDEX\n"
                         "       engine_tool epoch SOURCE OPTIONS EPOCH OUTDIR\n"
                         "       engine_tool order SOURCE OPTIONS EPOCH -\n"
-                        "       engine_tool boxes - OPTIONS 0 0 < cases\n");
+                        "       engine_tool boxes - OPTIONS 0 0 < cases\n"
+                        "       engine_tool decode FILE OUT\n");
         return 2;
     }
     bfs_pipeline_opts o;

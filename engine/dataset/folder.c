@@ -15,10 +15,11 @@
 #include <strings.h>
 #include <sys/stat.h>
 
-int bfs_folder_is_jpeg_name(const char *name)
+int bfs_folder_is_image_name(const char *name)
 {
     const char *dot = strrchr(name, '.');
-    return dot && (!strcasecmp(dot, ".jpg") || !strcasecmp(dot, ".jpeg"));
+    return dot && (!strcasecmp(dot, ".jpg") || !strcasecmp(dot, ".jpeg") ||
+                   !strcasecmp(dot, ".png") || !strcasecmp(dot, ".webp"));
 }
 
 static int cmp_str(const void *a, const void *b)
@@ -213,7 +214,7 @@ static int scan_class(bfs_folder *p, const char *cdir, uint32_t label, uint64_t 
                 free(path);
                 continue;
             }
-            if (!bfs_folder_is_jpeg_name(names[i])) {
+            if (!bfs_folder_is_image_name(names[i])) {
                 if (p->ignored++ == 0)
                     p->ignored_example = path;
                 else
@@ -285,8 +286,8 @@ int bfs_folder_scan(const char *src, bfs_folder *p, char *err, size_t errlen)
         rc = scan_class(p, cdir, p->nclasses, &found, &listed, err, errlen);
         if (!rc && found == 0 && listed)
             rc = bfs_errf(BFS_E_EMPTY, err, errlen,
-                          "class directory %s holds no .jpg or .jpeg file: every class needs "
-                          "at least one JPEG image (remove the directory or add images)",
+                          "class directory %s holds no .jpg, .jpeg, .png or .webp file: every "
+                          "class needs at least one image (remove the directory or add images)",
                           cdir);
         p->nclasses++;
         free(cdir);
@@ -329,8 +330,9 @@ void bfs_folder_notes(const bfs_folder *f, char *buf, size_t len)
     buf[0] = 0;
     if (f->ignored && n < len)
         n += (size_t)snprintf(buf + n, len - n,
-                              "note: %llu file%s below the class directories %s not named .jpg "
-                              "or .jpeg, so not %s (batchfs reads JPEG only), e.g. %s\n",
+                              "note: %llu file%s below the class directories %s not named .jpg, "
+                              ".jpeg, .png or .webp, so not %s (batchfs reads JPEG, PNG and WebP "
+                              "only), e.g. %s\n",
                               (unsigned long long)f->ignored, f->ignored == 1 ? "" : "s",
                               f->ignored == 1 ? "is" : "are",
                               f->ignored == 1 ? "a sample" : "samples",

@@ -65,7 +65,7 @@ typedef struct bfs_pack_report {
     double seconds;
     bfs_pack_skip *skipped; /* in dataset order */
     uint64_t nskipped;
-    uint64_t ignored; /* files not named .jpg/.jpeg below the class directories */
+    uint64_t ignored; /* files not named .jpg/.jpeg/.png/.webp below the class directories */
     uint64_t tokens;  /* token ids packed (tokens) */
     uint64_t longest; /* tokens of the longest document (tokens) */
     int token_size;   /* bytes per token id stored: 2 or 4 (tokens) */

@@ -56,7 +56,7 @@ ok "--bench --json (with --batches=N --epoch=E spellings) is one JSON object; de
 echo "not an image" >"$T/images/class_000/readme.txt"
 run "$BATCHFS" --bench "$T/images" -o batch=8,size=32 --batches 1 --reference 4
 [ "$rc" = 0 ] || { cat "$T/err" >&2; fail "--bench on an ImageFolder: exit $rc"; }
-grep -q "note: 1 file below the class directories is not named .jpg or .jpeg" "$T/err" ||
+grep -q "note: 1 file below the class directories is not named .jpg, .jpeg, .png or .webp" "$T/err" ||
     { cat "$T/err" >&2; fail "--bench on an ImageFolder: no note about readme.txt"; }
 ok "--bench on an ImageFolder, with the note about a file that is not a sample"
 

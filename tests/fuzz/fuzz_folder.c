@@ -6,7 +6,7 @@
  * under a per-process directory ($TMPDIR or /tmp, fuzz_folder.<pid>/root, removed and
  * made again for every input, removed at exit). Input: 3-byte records plus a name:
  *   [0] kind (bits 0-2): 0 directory, 1 .jpg/.jpeg file (any case), 2 file with another
- *       name (.png, .txt, none, .jpg.bak, .jpgx), 3 FIFO named .jpg, 4 dangling symlink
+ *       name (.gif, .txt, none, .jpg.bak, .jpgx), 3 FIFO named .jpg, 4 dangling symlink
  *       named .jpg (to a missing file or to itself), 5 symlink to a file made earlier,
  *       6 symlink to a directory made earlier (an ancestor makes a loop), 7 empty file
  *       with an odd name; bit 3 hidden (a leading '.'); bits 4-5 pick the extension;
@@ -120,7 +120,7 @@ static int hidden_below_root(const char *path)
 static int build(const uint8_t *data, size_t size)
 {
     static const char *const jpeg_ext[4] = {".jpg", ".JPEG", ".jpeg", ".JpG"};
-    static const char *const other_ext[4] = {".png", ".txt", ".jpg.bak", ".jpgx"};
+    static const char *const other_ext[4] = {".gif", ".txt", ".jpg.bak", ".jpgx"};
     nnodes = 1;
     nodes[0] = (node){.parent = -1, .kind = K_DIR, .is_dir = 1, .stat_dir = 1, .target = -1};
     snprintf(nodes[0].path, sizeof nodes[0].path, "%s", root);
@@ -151,7 +151,7 @@ static int build(const uint8_t *data, size_t size)
         const char *sfx = kind == K_DIR || kind == K_DIR_LINK ? ""
                           : kind == K_OTHER                   ? other_ext[ext]
                           : kind == K_ODD && ext == 3         ? ""
-                          : kind == K_FILE_LINK && ext == 3   ? ".png"
+                          : kind == K_FILE_LINK && ext == 3   ? ".gif"
                                                               : jpeg_ext[ext];
         if (kind == K_ODD && !raw[0])
             raw[0] = (char)0xff, raw[1] = '\n';
@@ -337,7 +337,7 @@ static void check_scan(const bfs_folder *f, int dir_links)
         CHECK(!strncmp(p, root, rl) && p[rl] == '/' && !strncmp(p + rl + 1, f->classes[l], cl) &&
               p[rl + 1 + cl] == '/');
         const char *slash = strrchr(p, '/');
-        CHECK(is_jpeg(slash + 1) && bfs_folder_is_jpeg_name(slash + 1));
+        CHECK(is_jpeg(slash + 1) && bfs_folder_is_image_name(slash + 1));
         CHECK(!hidden_below_root(p));
         struct stat st;
         CHECK(lstat(p, &st) == 0);

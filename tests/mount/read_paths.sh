@@ -173,12 +173,12 @@ unmount_bfs "$M"
 ok "remount with other knobs (threads=1, prefetch=0, cache_mb=0, epochs=100), reverse order: identical bytes"
 
 # ---- an ImageFolder and its .bfs serve identical tensors -------------------------------
-# (files not named .jpg/.jpeg and hidden directories are not samples of either: the mount
+# (files not named as images and hidden directories are not samples of either: the mount
 # says so, as mkbatchfs does)
 M2=$T/mnt2
 mkdir "$M2" "$T/images/.ipynb_checkpoints"
 echo "not an image" >"$T/images/class_001/notes.txt"
-expect_log '^batchfs: note: 1 file below the class directories is not named .jpg or .jpeg'
+expect_log '^batchfs: note: 1 file below the class directories is not named .jpg, .jpeg, .png or .webp'
 expect_log '^batchfs: note: 1 hidden directory beside the class directories'
 mount_bfs "$T/data.bfs" "$M" -o "$OPTS,epochs=3"
 mount_bfs "$T/images" "$M2" -o "$OPTS,epochs=3"
