@@ -34,6 +34,7 @@
 #include "engine/dataset/bfs.h"
 #include "engine/dataset/pack.h"
 #include "engine/dataset/jpeg.h"
+#include "engine/dataset/image.h"
 #include "engine/dataset/source.h"
 #include "engine/remote/remote.h"
 

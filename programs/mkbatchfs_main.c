@@ -56,11 +56,12 @@ static void usage(FILE *f)
            "       mkbatchfs --verify F.bfs            check every checksum\n"
            "\n"
            "SRC is an ImageFolder: one sub-directory per class (labels 0..C-1 in sorted name\n"
-           "order), JPEG images inside named *.jpg or *.jpeg, any case (sorted; sub-\n"
-           "directories walked; other files and hidden ones are not samples). .jpg files\n"
-           "that are not JPEG, cannot be read or do not decode whole (every image is\n"
-           "decoded once, whatever the options: a file cut short or with bad bytes is\n"
-           "corrupt) are skipped and listed at the end with the reason. SRC may also be\n"
+           "order), JPEG, PNG and WebP images inside named *.jpg, *.jpeg, *.png or *.webp,\n"
+           "any case (sorted; sub-directories walked; other files and hidden ones are not\n"
+           "samples). Files that are none of these images, cannot be read or do not\n"
+           "decode whole (every image is decoded once, whatever the options: a file cut\n"
+           "short or with bad bytes is corrupt) are skipped and listed at the end with\n"
+           "the reason. SRC may also be\n"
            "a .bfs file: its samples are re-packed in order, with their labels and class\n"
            "names (e.g. mkbatchfs old.bfs new.bfs upgrades an older pack to restart\n"
            "markers); corrupt samples are skipped, corrupt tables refused.\n"
@@ -82,15 +83,18 @@ static void usage(FILE *f)
            "\n"
            "What is stored: colour JPEGs are losslessly re-encoded with restart markers\n"
            "(--restart, the default: identical pixels, other bytes); --no-restart keeps\n"
-           "every file's bytes as they are, and so do gray, CMYK and odd-sampled JPEGs.\n"
+           "every file's bytes as they are, and so do gray, CMYK and odd-sampled JPEGs,\n"
+           "PNG and WebP images.\n"
            "--cat writes the stored bytes.\n"
            "\n"
            "options:\n"
            "  -j, --jobs N         worker threads (default: online CPUs)\n"
            "  -m, --max-side PX    re-encode images whose longer side exceeds PX (antialiased\n"
-           "                       bilinear shrink); others keep their bytes (default: off)\n"
+           "                       bilinear shrink; PNG and WebP as JPEG too); others keep\n"
+           "                       their bytes (default: off)\n"
            "  -q, --quality Q      JPEG quality of re-encoded images, 1..100 (default 90)\n"
-           "  -r, --raw            store decoded RGB pixels, lz4-compressed, instead of JPEG\n"
+           "  -r, --raw            store decoded RGB pixels, lz4-compressed, instead of the\n"
+           "                       image's bytes\n"
            "                       (for small images, e.g. CIFAR-size; combine with --max-side)\n"
            "  -R, --restart        losslessly re-encode colour JPEGs (4:2:0, 4:2:2, 4:4:0, 4:4:4)\n"
            "                       with a restart marker after every MCU and optimized Huffman\n"
@@ -183,7 +187,7 @@ static int cmd_info(const char *path)
         return 1;
     const bfs_info *in = bfs_get_info(r);
     uint64_t kinds[3] = {0}, prog = 0, gray = 0, cmyk = 0, odd = 0, bad = 0;
-    uint64_t tokens = 0, tmin = UINT64_MAX, tmax = 0, u32 = 0;
+    uint64_t tokens = 0, tmin = UINT64_MAX, tmax = 0, u32 = 0, png = 0, webp = 0;
     uint64_t wsum = 0, hsum = 0, bytes = 0;
     unsigned wmin = 65535, wmax = 0, hmin = 65535, hmax = 0;
     uint64_t *per_class = calloc(in->class_count, sizeof *per_class);
@@ -206,7 +210,10 @@ static int cmd_info(const char *path)
             per_class[s.label]++;
             continue;
         }
-        kinds[(s.flags & BFS_KIND_MASK) == BFS_KIND_RAW]++;
+        if ((s.flags & BFS_KIND_MASK) == BFS_KIND_CODEC)
+            *(s.flags & BFS_F_WEBP ? &webp : &png) += 1;
+        else
+            kinds[(s.flags & BFS_KIND_MASK) == BFS_KIND_RAW]++;
         prog += !!(s.flags & BFS_F_PROGRESSIVE);
         gray += (s.flags & BFS_COLOR_MASK) == BFS_COLOR_GRAY;
         cmyk += (s.flags & BFS_COLOR_MASK) == BFS_COLOR_CMYK;
@@ -222,6 +229,10 @@ static int cmd_info(const char *path)
     if (kinds[2])
         printf("samples:       %llu (%llu token sequences)\n", (unsigned long long)in->sample_count,
                (unsigned long long)kinds[2]);
+    else if (png || webp)
+        printf("samples:       %llu (%llu jpeg, %llu raw, %llu png, %llu webp)\n",
+               (unsigned long long)in->sample_count, (unsigned long long)kinds[0],
+               (unsigned long long)kinds[1], (unsigned long long)png, (unsigned long long)webp);
     else
         printf("samples:       %llu (%llu jpeg, %llu raw)\n", (unsigned long long)in->sample_count,
                (unsigned long long)kinds[0], (unsigned long long)kinds[1]);
@@ -298,8 +309,8 @@ static int cmd_cat(const char *path, const char *index)
     return rc ? 1 : 0;
 }
 
-/* Check one sample beyond its checksum: a JPEG header that agrees with the table, or a
- * raw payload that decompresses to exactly width*height*3 bytes. */
+/* Check one sample beyond its checksum: a JPEG, PNG or WebP header that agrees with the
+ * table, or a raw payload that decompresses to exactly width*height*3 bytes. */
 static int check_payload(const bfs_sample *s, const uint8_t *data, size_t len, uint8_t **raw_buf,
                          size_t *raw_cap)
 {
@@ -316,6 +327,15 @@ static int check_payload(const bfs_sample *s, const uint8_t *data, size_t len, u
         int n =
             LZ4_decompress_safe((const char *)data, (char *)*raw_buf, (int)len, (int)s->raw_size);
         return n == (int)s->raw_size ? 0 : BFS_E_RAW_DATA;
+    }
+    if ((s->flags & BFS_KIND_MASK) == BFS_KIND_CODEC) {
+        bfs_image_facts f;
+        int rc = bfs_image_probe(data, len, &f);
+        if (rc)
+            return rc;
+        if (f.width != s->width || f.height != s->height || f.flags != s->flags)
+            return BFS_E_SAMPLE_RANGE;
+        return 0;
     }
     bfs_jpeg_header h;
     int rc = bfs_jpeg_parse_header(data, len, &h);
@@ -454,8 +474,9 @@ static int cmd_pack(const char *const *srcs, size_t nsrcs, const char *out, bfs_
     if (o->restart && !quiet && rep.packed && !rep.tokens)
         fprintf(stderr, "%llu of %llu samples are JPEGs with a restart marker after every MCU%s\n",
                 (unsigned long long)rep.restarted, (unsigned long long)rep.packed,
-                rep.restarted < rep.packed ? " (the others, gray, CMYK, of odd sampling or raw, "
-                                             "are decoded whole anyway and keep their bytes)"
+                rep.restarted < rep.packed ? " (the others, gray, CMYK, of odd sampling, raw, "
+                                             "PNG or WebP, are decoded whole anyway and keep "
+                                             "their bytes)"
                                            : "");
     if (rep.reencoded && !quiet)
         fprintf(stderr, "re-encoded %llu images to a longer side of at most %d px\n",

@@ -201,7 +201,11 @@ int main(int argc, char **argv)
         bfs_item it;
         bfs_image_info info;
         bfs_geometry g;
-        if (bfs_source_get(s, k, &it, &sc) || bfs_decoder_probe(it.data, it.len, &info) ||
+        /* as the engine's render(): the table's size, else (a folder) the file's header */
+        int rc = bfs_source_get(s, k, &it, &sc);
+        if (!rc)
+            info = (bfs_image_info){it.width, it.height, it.flags, it.raw_size};
+        if (rc || (info.width == 0 && bfs_decoder_probe(it.data, it.len, &info)) ||
             bfs_augment_geometry(&o, epoch, k, info.width, info.height, &g)) {
             fprintf(stderr, "engine_tool: sample %llu unreadable\n", (unsigned long long)k);
             return 1;

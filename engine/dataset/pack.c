@@ -20,6 +20,7 @@
 #include "engine/dataset/folder.h"
 #include "base/hash.h"
 #include "base/io.h"
+#include "engine/dataset/image.h"
 #include "engine/dataset/jpeg.h"
 #include "engine/resize.h"
 #include "base/clock.h"
@@ -181,51 +182,15 @@ static void fail_sample(result *r, int rc)
     free(r->data);
     r->data = NULL, r->len = 0;
     r->err = rc;
-    r->reason = rc == BFS_E_NOT_JPEG ? "not a JPEG" : bfs_strerror(rc);
+    r->reason = rc == BFS_E_NOT_JPEG ? "not a JPEG, PNG or WebP image" : bfs_strerror(rc);
 }
 
-/* A JPEG's bytes (owned: kept as the payload or freed) into r, as the options say. Every
- * image is decoded whole once, by the transform itself (a restart re-encoding, a shrink,
- * raw pixels) or by bfs_jpeg_check, so a corrupt file is skipped in every mode alike. */
-static void transform_bytes(const bfs_pack_opts *o, uint8_t *data, size_t len, uint32_t label,
-                            result *r, resize_scratch *scratch)
+/* Decoded pixels (rgb, owned: freed here) into r: shrunk to max_side, then stored as lz4
+ * raw pixels (raw) or re-encoded as JPEG (gray: one component). */
+static void transform_pixels(const bfs_pack_opts *o, uint8_t *rgb, int w, int h, int gray,
+                             result *r, resize_scratch *scratch)
 {
-    uint8_t *rgb = NULL;
-    int rc;
-    r->in_bytes = len;
-    bfs_jpeg_header hd;
-    if ((rc = bfs_jpeg_parse_header(data, len, &hd))) {
-        free(data);
-        fail_sample(r, rc);
-        return;
-    }
-    r->s.label = label;
-    int side = hd.width > hd.height ? hd.width : hd.height;
-    if (!o->raw && (o->max_side <= 0 || side <= o->max_side)) {
-        r->s.width = (uint16_t)hd.width;
-        r->s.height = (uint16_t)hd.height;
-        r->data = data, r->len = len; /* stored as is */
-        rc = restart(o, r, &hd);
-        if (rc == 1) /* not decoded on the way */
-            rc = bfs_jpeg_check(r->data, r->len, r->why, sizeof r->why);
-        if (rc) {
-            r->restarted = 0;
-            fail_sample(r, rc);
-            return;
-        }
-        r->s.flags = bfs_jpeg_sample_flags(&hd);
-        return;
-    }
-    int w, h;
-    rc = bfs_jpeg_decode_rgb(data, len, &rgb, &w, &h);
-    /* TurboJPEG keeps its reason to itself: the check names it (and, should it pass, the
-     * file is still one the transform cannot use) */
-    if (rc == BFS_E_JPEG_DATA && (rc = bfs_jpeg_check(data, len, r->why, sizeof r->why)) == 0)
-        rc = BFS_E_JPEG_DATA;
-    free(data);
-    data = NULL;
-    if (!rc)
-        rc = shrink(&rgb, &w, &h, o->max_side, scratch);
+    int rc = shrink(&rgb, &w, &h, o->max_side, scratch);
     if (rc) {
         free(rgb);
         fail_sample(r, rc);
@@ -258,8 +223,7 @@ static void transform_bytes(const bfs_pack_opts *o, uint8_t *data, size_t len, u
     }
     uint8_t *jpg;
     size_t jlen;
-    rc = bfs_jpeg_encode_rgb(rgb, w, h, o->quality > 0 ? o->quality : 90, hd.components == 1, &jpg,
-                             &jlen);
+    rc = bfs_jpeg_encode_rgb(rgb, w, h, o->quality > 0 ? o->quality : 90, gray, &jpg, &jlen);
     free(rgb);
     if (rc) {
         r->err = rc;
@@ -282,6 +246,97 @@ static void transform_bytes(const bfs_pack_opts *o, uint8_t *data, size_t len, u
     r->s.flags = bfs_jpeg_sample_flags(&nh);
 }
 
+/* A PNG's or WebP's bytes (owned) into r: stored as they are (BFS_KIND_CODEC) once
+ * bfs_image_check has decoded them whole; with --raw, or a side over --max-side, decoded
+ * and stored as a JPEG's pixels would be (raw pixels, or a JPEG re-encoding). */
+static void transform_codec(const bfs_pack_opts *o, uint8_t *data, size_t len, uint32_t label,
+                            result *r, resize_scratch *scratch)
+{
+    bfs_image_facts f;
+    int rc = bfs_image_probe(data, len, &f);
+    if (rc) {
+        free(data);
+        fail_sample(r, rc);
+        return;
+    }
+    r->s.label = label;
+    int side = f.width > f.height ? f.width : f.height;
+    if (!o->raw && (o->max_side <= 0 || side <= o->max_side)) {
+        if ((rc = bfs_image_check(data, len, &f, r->why, sizeof r->why))) {
+            free(data);
+            fail_sample(r, rc);
+            return;
+        }
+        r->s.width = (uint16_t)f.width;
+        r->s.height = (uint16_t)f.height;
+        r->s.flags = f.flags;
+        r->data = data, r->len = len;
+        return;
+    }
+    uint8_t *rgb = NULL;
+    int w, h;
+    rc = bfs_image_decode_rgb(data, len, &rgb, &w, &h, r->why, sizeof r->why);
+    free(data);
+    if (rc) {
+        fail_sample(r, rc);
+        return;
+    }
+    transform_pixels(o, rgb, w, h, 0, r, scratch);
+}
+
+/* An image's bytes (owned: kept as the payload or freed) into r, as the options say. Every
+ * image is decoded whole once, by the transform itself (a restart re-encoding, a shrink,
+ * raw pixels) or by bfs_jpeg_check / bfs_image_check, so a corrupt file is skipped in
+ * every mode alike. */
+static void transform_bytes(const bfs_pack_opts *o, uint8_t *data, size_t len, uint32_t label,
+                            result *r, resize_scratch *scratch)
+{
+    uint8_t *rgb = NULL;
+    int rc;
+    r->in_bytes = len;
+    int fmt = bfs_image_sniff(data, len);
+    if (fmt == BFS_IMAGE_PNG || fmt == BFS_IMAGE_WEBP) {
+        transform_codec(o, data, len, label, r, scratch);
+        return;
+    }
+    bfs_jpeg_header hd;
+    if ((rc = bfs_jpeg_parse_header(data, len, &hd))) {
+        free(data);
+        fail_sample(r, rc);
+        return;
+    }
+    r->s.label = label;
+    int side = hd.width > hd.height ? hd.width : hd.height;
+    if (!o->raw && (o->max_side <= 0 || side <= o->max_side)) {
+        r->s.width = (uint16_t)hd.width;
+        r->s.height = (uint16_t)hd.height;
+        r->data = data, r->len = len; /* stored as is */
+        rc = restart(o, r, &hd);
+        if (rc == 1) /* not decoded on the way */
+            rc = bfs_jpeg_check(r->data, r->len, r->why, sizeof r->why);
+        if (rc) {
+            r->restarted = 0;
+            fail_sample(r, rc);
+            return;
+        }
+        r->s.flags = bfs_jpeg_sample_flags(&hd);
+        return;
+    }
+    int w, h;
+    rc = bfs_jpeg_decode_rgb(data, len, &rgb, &w, &h);
+    /* TurboJPEG keeps its reason to itself: the check names it (and, should it pass, the
+     * file is still one the transform cannot use) */
+    if (rc == BFS_E_JPEG_DATA && (rc = bfs_jpeg_check(data, len, r->why, sizeof r->why)) == 0)
+        rc = BFS_E_JPEG_DATA;
+    free(data);
+    if (rc) {
+        free(rgb);
+        fail_sample(r, rc);
+        return;
+    }
+    transform_pixels(o, rgb, w, h, hd.components == 1, r, scratch);
+}
+
 /* File `path` of an ImageFolder into r. */
 static void transform(const bfs_pack_opts *o, const char *path, uint32_t label, result *r,
                       resize_scratch *scratch)
@@ -299,8 +354,8 @@ static void transform(const bfs_pack_opts *o, const char *path, uint32_t label, 
 }
 
 /* Sample i of a .bfs source into r: its payload read and verified (a sample that fails is
- * skipped, like an unreadable file), then JPEGs as the options say; raw samples and token
- * sequences are kept as they are. */
+ * skipped, like an unreadable file), then JPEG, PNG and WebP images as the options say; raw samples
+ * and token sequences are kept as they are. */
 static void transform_sample(const bfs_pack_opts *o, const bfs_reader *in, uint64_t i, result *r,
                              resize_scratch *scratch)
 {
@@ -317,7 +372,8 @@ static void transform_sample(const bfs_pack_opts *o, const bfs_reader *in, uint6
         r->reason = bfs_strerror(rc);
         return;
     }
-    if ((s.flags & BFS_KIND_MASK) != BFS_KIND_JPEG) { /* raw pixels, token sequences */
+    if ((s.flags & BFS_KIND_MASK) == BFS_KIND_RAW ||
+        (s.flags & BFS_KIND_MASK) == BFS_KIND_TOKENS) { /* raw pixels, token sequences */
         r->in_bytes = s.length;
         r->s = (bfs_sample_in){.label = s.label,
                                .width = s.width,

@@ -7,8 +7,8 @@
 #     equals np.asarray(Image.open(f).convert("RGB")) byte for byte;
 #  2. corrupt files (truncated PNG and WebP, a flipped IDAT byte, a damaged WebP bitstream)
 #     fail with the format's own error;
-#  3. batches served from the ImageFolder of those files, and from the .bfs mkbatchfs packs
-#     of it, equal Pillow's decode put through today's transform (eval, train with flips,
+#  3. batches served from the ImageFolder of those files, and from the .bfs files mkbatchfs
+#     packs of it (the bytes as they are, and --raw pixels), equal Pillow's decode put through today's transform (eval, train with flips,
 #     none) within engine_pillow.sh's bound, 1.5/255 mean absolute error (the decode being
 #     exact, what is left is the resampler's rounding: the script prints the worst MAE).
 set -euo pipefail
@@ -93,8 +93,41 @@ for j, idx in enumerate(indices):
 print(f'ok - {opts} from {os.path.basename(esrc)}: {len(indices)} PNG/WebP samples match Pillow, worst MAE {worst:.4f} levels')
 PYEOF
 }
-for esrc in "$tmp/src"; do
+# packed: bytes stored as they are (a version 3 file), and decoded to lz4 pixels (--raw)
+"$BUILD/mkbatchfs" --quiet --no-fsync "$tmp/src" "$tmp/codec.bfs"
+"$BUILD/mkbatchfs" --quiet --no-fsync --raw "$tmp/src" "$tmp/raw.bfs"
+for esrc in "$tmp/src" "$tmp/codec.bfs" "$tmp/raw.bfs"; do
     check "batch=36,size=64,augment=eval,shuffle=none" 0 0 "$esrc"
     check "batch=36,size=48,augment=train,seed=4,flip=1" 0 1 "$esrc"
     check "batch=36,size=40x56,augment=none" 0 2 "$esrc"
 done
+
+# 4. mkbatchfs: corrupt PNG/WebP files skipped and listed (--strict fails naming one);
+#    --info counts the kinds, --verify checks their headers, a re-pack is byte-identical,
+#    --cat gives the file's bytes, --max-side re-encodes the large ones as JPEG
+fail() { echo "FAIL: $*" >&2; exit 1; }
+mkdir -p "$tmp/mixed/a" "$tmp/mixed/b"
+cp "$tmp/src/class_000/"*-rgb8.png "$tmp/src/class_000/"*-lossy.webp "$tmp/mixed/a/"
+cp "$tmp/bad/"* "$tmp/mixed/b/"
+cp "$tmp/jpg/class_001/"*.jpg "$tmp/mixed/b/"
+"$BUILD/mkbatchfs" --no-fsync "$tmp/mixed" "$tmp/m.bfs" 2>"$tmp/err" || fail "pack with corrupt files: $(cat "$tmp/err")"
+for f in "$tmp"/bad/*; do
+    case $f in *.png) want="corrupt or truncated PNG" ;; *) want="corrupt or truncated WebP" ;; esac
+    grep -qF "$tmp/mixed/b/$(basename "$f"): $want" "$tmp/err" || { cat "$tmp/err"; fail "$f not listed as skipped ($want)"; }
+done
+grep -qF "skipped 4 of 13 files" "$tmp/err" || { cat "$tmp/err"; fail "skip count"; }
+echo "ok - corrupt PNG and WebP files are skipped and listed with their reason"
+if "$BUILD/mkbatchfs" --no-fsync --strict "$tmp/mixed" "$tmp/s.bfs" 2>"$tmp/err"; then fail "--strict packed corrupt files"; fi
+grep -qE "$tmp/mixed/b/.*(PNG|WebP).*--strict" "$tmp/err" || { cat "$tmp/err"; fail "--strict names no file"; }
+echo "ok - --strict fails on the first corrupt PNG or WebP, naming it"
+"$BUILD/mkbatchfs" --info "$tmp/m.bfs" | grep -qF "samples:       9 (3 jpeg, 0 raw, 3 png, 3 webp)" ||
+    fail "--info: $("$BUILD/mkbatchfs" --info "$tmp/m.bfs")"
+"$BUILD/mkbatchfs" --verify "$tmp/m.bfs" >/dev/null || fail "--verify"
+"$BUILD/mkbatchfs" --quiet --no-fsync "$tmp/m.bfs" "$tmp/re.bfs"
+cmp -s "$tmp/m.bfs" "$tmp/re.bfs" || fail "re-pack of a .bfs with PNG/WebP samples differs"
+first=$(ls "$tmp/mixed/a" | head -1)
+"$BUILD/mkbatchfs" --cat "$tmp/m.bfs" 0 | cmp -s - "$tmp/mixed/a/$first" || fail "--cat 0 is not $first"
+"$BUILD/mkbatchfs" --quiet --no-fsync --max-side 100 "$tmp/m.bfs" "$tmp/small.bfs"
+"$BUILD/mkbatchfs" --info "$tmp/small.bfs" | grep -qF "samples:       9 (9 jpeg, 0 raw)" ||
+    fail "--max-side: $("$BUILD/mkbatchfs" --info "$tmp/small.bfs")"
+echo "ok - mkbatchfs --info, --verify, re-pack, --cat and --max-side with PNG and WebP samples"
