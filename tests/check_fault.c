@@ -23,7 +23,9 @@
 #include "engine/engine.h"
 #include "base/err.h"
 #include "engine/exec.h"
+#include "engine/dataset/image.h"
 #include "engine/dataset/pack.h"
+#include "engine/decode.h"
 #include "engine/pipeline.h"
 #include "tests/fault.h"
 #include "tests/testutil.h"
@@ -702,6 +704,56 @@ START_TEST(store_save_and_load)
 }
 END_TEST
 
+/* ---- PNG and WebP decoding ------------------------------------------------------------ */
+
+/* Every allocation of a PNG decode (libspng's, through image.c's allocator, and image.c's
+ * own row buffer) failed in turn, through the engine's decoder: -ENOMEM, never a verdict
+ * that the file is corrupt, and the decoder works afterwards. A palette PNG, so the rows
+ * are converted through the buffer; WebP's allocations are libwebp's own, out of reach. */
+START_TEST(decode_png_out_of_memory)
+{
+    enum { PW = 61, PH = 33 };
+    static uint8_t rows[PW * PH], want[PW * PH * 3], got[PW * PH * 3];
+    static const uint8_t plte[6] = {1, 2, 3, 200, 100, 50};
+    for (int i = 0; i < PW * PH; i++) {
+        rows[i] = (uint8_t)(i * 7 % 3); /* index 2: past the palette, black */
+        for (int c = 0; c < 3; c++)
+            want[i * 3 + c] = rows[i] < 2 ? plte[rows[i] * 3 + c] : 0;
+    }
+    uint8_t *png;
+    size_t len;
+    ck_assert_int_eq(tu_make_png(rows, PW, PH, 3, 8, plte, 2, NULL, 0, &png, &len), 0);
+    bfs_decoder *d;
+    ck_assert_int_eq(bfs_decoder_create(&d), 0);
+    bfs_image_info info;
+    ck_assert_int_eq(bfs_decoder_probe(png, len, &info), 0);
+    uint64_t n = 1, failed = 0;
+    for (;; n++) {
+        memset(got, 0, sizeof got);
+        fault_arm(FAULT_ALLOC, n, FAULT_FAIL, 0);
+        int rc = bfs_decoder_decode_image(d, png, len, &info, 1, got, sizeof got);
+        fault_stop();
+        if (!fault_fired()) {
+            ck_assert_int_eq(rc, 0);
+            break;
+        }
+        ck_assert_msg(rc == -ENOMEM, "allocation %" PRIu64 " failed: %d", n, rc);
+        failed++;
+    }
+    ck_assert_int_eq(memcmp(got, want, sizeof got), 0);
+    ck_assert_uint_ge(failed, 2); /* libspng's context and the row buffer at least */
+    bfs_pixels px;                /* the decoder's own buffer, grown once: its failure too */
+    fault_arm(FAULT_ALLOC, 1, FAULT_FAIL, 1);
+    int rc = bfs_decoder_decode(d, png, len, &info, 1, 0, 0, PW, PH, &px);
+    fault_stop();
+    ck_assert_int_eq(rc, -ENOMEM);
+    ck_assert_int_eq(bfs_decoder_decode(d, png, len, &info, 1, 0, 0, PW, PH, &px), 0);
+    ck_assert_int_eq(memcmp(px.rgb, want, sizeof want), 0);
+    bfs_decoder_destroy(d);
+    free(png);
+}
+END_TEST
+
 /* ---- the facility itself ------------------------------------------------------------- */
 
 /* The shims count and fail what they say, from any thread. */
@@ -751,6 +803,7 @@ static Suite *fault_suite(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, shims_count_and_fail);
+    tcase_add_test(tc, decode_png_out_of_memory);
     tcase_add_test(tc, batch_from_bfs);
     tcase_add_test(tc, resource_failure_not_kept);
     tcase_add_test(tc, batch_from_folder);

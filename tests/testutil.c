@@ -17,6 +17,8 @@
 #include <time.h>
 #include <turbojpeg.h>
 #include <unistd.h>
+#include <webp/encode.h>
+#include <zlib.h>
 
 uint64_t tu_rand(uint64_t *s)
 {
@@ -363,4 +365,99 @@ void tu_redis_free(tu_redis *r)
         free(r->dir);
         r->dir = NULL;
     }
+}
+
+/* ---- PNG and WebP ------------------------------------------------------------------- */
+
+static uint8_t *put_chunk(uint8_t *o, const char *type, const uint8_t *d, uint32_t n)
+{
+    o[0] = (uint8_t)(n >> 24), o[1] = (uint8_t)(n >> 16), o[2] = (uint8_t)(n >> 8),
+    o[3] = (uint8_t)n;
+    memcpy(o + 4, type, 4);
+    if (n)
+        memcpy(o + 8, d, n);
+    uint32_t c = (uint32_t)crc32(0, o + 4, n + 4);
+    o += 8 + n;
+    o[0] = (uint8_t)(c >> 24), o[1] = (uint8_t)(c >> 16), o[2] = (uint8_t)(c >> 8),
+    o[3] = (uint8_t)c;
+    return o + 4;
+}
+
+static int paeth(int a, int b, int c)
+{
+    int p = a + b - c, pa = abs(p - a), pb = abs(p - b), pc = abs(p - c);
+    return pa <= pb && pa <= pc ? a : pb <= pc ? b : c;
+}
+
+int tu_make_png(const uint8_t *rows, int w, int h, int ct, int depth, const uint8_t *plte,
+                int nplte, const uint8_t *trns, int ntrns, uint8_t **out, size_t *len)
+{
+    int ch = ct == 2 ? 3 : ct == 4 ? 2 : ct == 6 ? 4 : 1;
+    size_t rb = ((size_t)w * ch * depth + 7) / 8, bpp = (size_t)(ch * depth + 7) / 8;
+    size_t fl = (rb + 1) * (size_t)h;
+    uint8_t *f = malloc(fl);
+    uLongf zl = compressBound(fl);
+    uint8_t *z = malloc(zl), *o = malloc(zl + 3 * 256 + 256 + 128);
+    if (!f || !z || !o) {
+        free(f), free(z), free(o);
+        return -ENOMEM;
+    }
+    for (int y = 0; y < h; y++) {
+        const uint8_t *r = rows + (size_t)y * rb, *u = y ? rows + (size_t)(y - 1) * rb : NULL;
+        uint8_t *d = f + (size_t)y * (rb + 1);
+        int t = y % 5;
+        d[0] = (uint8_t)t;
+        for (size_t i = 0; i < rb; i++) {
+            int a = i >= bpp ? r[i - bpp] : 0, b = u ? u[i] : 0, c = u && i >= bpp ? u[i - bpp] : 0;
+            int pred = t == 0 ? 0 : t == 1 ? a : t == 2 ? b : t == 3 ? (a + b) / 2 : paeth(a, b, c);
+            d[1 + i] = (uint8_t)(r[i] - pred);
+        }
+    }
+    if (compress2(z, &zl, f, fl, 6) != Z_OK) {
+        free(f), free(z), free(o);
+        return -ENOMEM;
+    }
+    static const uint8_t sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n'};
+    uint8_t ih[13] = {(uint8_t)(w >> 24),
+                      (uint8_t)(w >> 16),
+                      (uint8_t)(w >> 8),
+                      (uint8_t)w,
+                      (uint8_t)(h >> 24),
+                      (uint8_t)(h >> 16),
+                      (uint8_t)(h >> 8),
+                      (uint8_t)h,
+                      (uint8_t)depth,
+                      (uint8_t)ct,
+                      0,
+                      0,
+                      0};
+    uint8_t *p = o;
+    memcpy(p, sig, 8);
+    p = put_chunk(p + 8, "IHDR", ih, 13);
+    if (plte)
+        p = put_chunk(p, "PLTE", plte, (uint32_t)nplte * 3);
+    if (trns)
+        p = put_chunk(p, "tRNS", trns, (uint32_t)ntrns);
+    p = put_chunk(p, "IDAT", z, (uint32_t)zl);
+    p = put_chunk(p, "IEND", NULL, 0);
+    free(f), free(z);
+    *out = o, *len = (size_t)(p - o);
+    return 0;
+}
+
+int tu_make_webp(const uint8_t *rgb, int w, int h, int lossless, uint8_t **out, size_t *len)
+{
+    uint8_t *enc = NULL;
+    size_t n = lossless ? WebPEncodeLosslessRGB(rgb, w, h, w * 3, &enc)
+                        : WebPEncodeRGB(rgb, w, h, w * 3, 80, &enc);
+    if (!n)
+        return -ENOMEM;
+    uint8_t *o = malloc(n); /* ours, so the caller frees it with free() */
+    if (o)
+        memcpy(o, enc, n);
+    WebPFree(enc);
+    if (!o)
+        return -ENOMEM;
+    *out = o, *len = n;
+    return 0;
 }

@@ -30,6 +30,18 @@ int tu_make_jpeg(const tu_jpeg_opts *o, uint8_t **out, size_t *len);
 int tu_encode_jpeg(const uint8_t *rgb, int w, int h, int quality, int subsamp, int progressive,
                    uint8_t **out, size_t *len);
 
+/* A PNG of w x h pixels from rows of samples as the file stores them (big-endian 16-bit,
+ * sub-byte depths packed; rows of ceil(w * channels * depth / 8) bytes, no filter byte),
+ * colour type ct, bit depth depth; plte (nplte entries of 3 bytes) and trns (ntrns bytes)
+ * written when given. Each row gets filter type (row % 5) so every filter is used.
+ * zlib-compressed, CRCs right. *out malloc'ed. 0 or -ENOMEM. */
+int tu_make_png(const uint8_t *rows, int w, int h, int ct, int depth, const uint8_t *plte,
+                int nplte, const uint8_t *trns, int ntrns, uint8_t **out, size_t *len);
+
+/* A WebP of rgb (w x h, packed): lossless, or lossy at quality 80. *out malloc'ed (free
+ * it). 0 or -ENOMEM. */
+int tu_make_webp(const uint8_t *rgb, int w, int h, int lossless, uint8_t **out, size_t *len);
+
 /* Damage a JPEG's entropy-coded data in place: n bytes from fraction at (0..1) of the way
  * from its first SOS to its end are changed (XOR 0x55), except 0xFF bytes and those after
  * one, and any change that would make a 0xFF: markers stay where they are, only the

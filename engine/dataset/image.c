@@ -110,18 +110,28 @@ static void set_why(char *why, size_t whylen, const char *msg)
 }
 
 /* libspng allocates through these: the calls are this object's, so the test build's
- * --wrap fault shims (tests/fault.h) see them. */
+ * --wrap fault shims (tests/fault.h) see them. A failed one is remembered for the thread's
+ * decode under way: libspng reports zlib's running out inside inflate as a corrupt stream
+ * (SPNG_EIDAT_STREAM), which must not make a sample bad. */
+static _Thread_local int spng_alloc_failed;
+
 static void *spng_malloc_cb(size_t n)
 {
-    return malloc(n);
+    void *p = malloc(n);
+    spng_alloc_failed |= !p;
+    return p;
 }
 static void *spng_realloc_cb(void *p, size_t n)
 {
-    return realloc(p, n);
+    void *q = realloc(p, n);
+    spng_alloc_failed |= !q && n;
+    return q;
 }
 static void *spng_calloc_cb(size_t n, size_t m)
 {
-    return calloc(n, m);
+    void *p = calloc(n, m);
+    spng_alloc_failed |= !p;
+    return p;
 }
 static void spng_free_cb(void *p)
 {
@@ -173,7 +183,11 @@ static void png_row(const uint8_t *in, uint8_t *out, int w, int ct, int depth,
 
 static int png_err(int rc, char *why, size_t whylen)
 {
-    if (rc == SPNG_EMEM)
+    if (spng_alloc_failed)
+        return -ENOMEM;
+    /* SPNG_EZLIB(_INIT): libspng 0.7's inflateInit failed, which only running out of
+     * memory makes it do (data errors are SPNG_EIDAT_STREAM and the like) */
+    if (rc == SPNG_EMEM || rc == SPNG_EZLIB || rc == SPNG_EZLIB_INIT)
         return -ENOMEM;
     set_why(why, whylen, spng_strerror(rc));
     return BFS_E_PNG_DATA;
@@ -185,6 +199,7 @@ static int png_decode(const uint8_t *data, size_t len, const bfs_image_facts *f,
     struct spng_alloc alloc = {spng_malloc_cb, spng_realloc_cb, spng_calloc_cb, spng_free_cb};
     uint8_t *buf = NULL;
     int rc;
+    spng_alloc_failed = 0;
     spng_ctx *ctx = spng_ctx_new2(&alloc, 0);
     if (!ctx)
         return -ENOMEM;

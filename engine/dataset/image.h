@@ -21,8 +21,9 @@
  *  - no gamma, ICC or sBIT correction (Pillow applies none);
  *  - WebP lossy (with or without alpha) and lossless: libwebp's RGB; animated WebP is
  *    refused (BFS_E_WEBP_UNSUPPORTED).
- * Chunk and stream checksums (PNG CRC, zlib Adler-32) are checked: a file Pillow reads
- * despite a bad IDAT CRC is corrupt here.
+ * Chunk CRCs are checked, except the last IDAT's, which libspng (like Pillow) does not
+ * read once it has every row; so are the deflate stream's bytes up to the last row's:
+ * damage after them (the stream's end, its Adler-32) goes unnoticed, as by Pillow.
  *
  * Limits: a side over 65535 pixels (the .bfs table's width and height are 16-bit) or
  * more than BFS_JPEG_MAX_PIXELS pixels (a 1 KB PNG may claim 2^31 x 2^31) is refused
