@@ -108,6 +108,10 @@ echo "== image + caption (multi-field) vs the same images alone (tests/bench/ben
 bash tests/bench/bench_fields.sh "$corpus"
 
 echo
+echo "== PNG and WebP samples per CPU second vs Pillow decode + the same resize (tests/bench/bench_codec.sh) =="
+bash tests/bench/bench_codec.sh "$corpus"
+
+echo
 echo "== token sequences: pack=concat vs cat from tmpfs, glob vs numeric order, random access on 10^9 tokens (tests/bench/bench_tokens.sh) =="
 bash tests/bench/bench_tokens.sh
 
