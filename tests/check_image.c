@@ -14,6 +14,7 @@
 #include "engine/exec.h"
 #include "engine/pipeline.h"
 #include "engine/safetensors.h"
+#include "cache/samplecache.h"
 #include "tests/testutil.h"
 
 #include <check.h>
@@ -336,6 +337,78 @@ START_TEST(bad_png_webp_samples)
 }
 END_TEST
 
+static uint8_t *get_batch(bfs_engine *e, uint64_t epoch, uint64_t k, size_t *n)
+{
+    bfs_exec *x;
+    ck_assert_int_eq(bfs_exec_create(e, 2, 0, &x), 0);
+    bfs_batch *b;
+    char err[512];
+    ck_assert_msg(bfs_exec_get(x, epoch, k, &b, err, sizeof err) == 0, "%s", err);
+    *n = bfs_batch_size(b);
+    uint8_t *copy = malloc(*n);
+    memcpy(copy, bfs_batch_data(b), *n);
+    bfs_batch_release(b);
+    bfs_exec_destroy(x);
+    return copy;
+}
+
+/* The decoded-sample cache holds PNG and WebP images (whole, scale 1): an epoch served
+ * from it is byte-identical to one decoded afresh. */
+START_TEST(sample_cache_holds_png_webp)
+{
+    char *dir = tu_mkdtemp("check_image");
+    char p[4200];
+    snprintf(p, sizeof p, "%s/c", dir);
+    ck_assert_int_eq(mkdir(p, 0755), 0);
+    uint8_t rgb[90 * 70 * 3];
+    for (int i = 0; i < 6; i++) {
+        int w = 50 + 8 * i, h = 70 - 4 * i;
+        tu_fill_rgb(rgb, w, h, (uint64_t)i + 20);
+        uint8_t *f;
+        size_t len;
+        if (i % 2)
+            ck_assert_int_eq(tu_make_webp(rgb, w, h, i == 3, &f, &len), 0);
+        else
+            ck_assert_int_eq(tu_make_png(rgb, w, h, 2, 8, NULL, 0, NULL, 0, &f, &len), 0);
+        snprintf(p, sizeof p, "%s/c/%d.%s", dir, i, i % 2 ? "webp" : "png");
+        ck_assert_int_eq(tu_write_file(p, f, len), 0);
+        free(f);
+    }
+    uint8_t *plain[2], *cached[2];
+    size_t pn[2], cn[2];
+    bfs_samplecache_stats st;
+    for (int c = 0; c <= 1; c++) {
+        bfs_pipeline_opts o;
+        bfs_pipeline_defaults(&o);
+        char err[1024] = "";
+        ck_assert_int_eq(bfs_pipeline_parse(&o,
+                                            c ? "batch=6,size=24,augment=train,epochs=2,"
+                                                "sample_cache_mb=16"
+                                              : "batch=6,size=24,augment=train,epochs=2",
+                                            err, sizeof err),
+                         0);
+        ck_assert_int_eq(bfs_pipeline_finish(&o, err, sizeof err), 0);
+        bfs_engine *e;
+        ck_assert_msg(bfs_engine_create(dir, &o, &e, err, sizeof err) == 0, "%s", err);
+        for (int ep = 0; ep < 2; ep++)
+            (c ? cached : plain)[ep] = get_batch(e, (uint64_t)ep, 0, &(c ? cn : pn)[ep]);
+        if (c)
+            bfs_engine_sample_cache_stats(e, &st);
+        bfs_engine_destroy(e);
+    }
+    for (int ep = 0; ep < 2; ep++) {
+        ck_assert_uint_eq(pn[ep], cn[ep]);
+        ck_assert_int_eq(memcmp(plain[ep], cached[ep], pn[ep]), 0);
+        free(plain[ep]);
+        free(cached[ep]);
+    }
+    ck_assert_uint_eq(st.inserts, 6);
+    ck_assert_uint_eq(st.hits, 6); /* epoch 1 decoded nothing */
+    tu_rmtree(dir);
+    free(dir);
+}
+END_TEST
+
 static Suite *image_suite(void)
 {
     Suite *s = suite_create("image");
@@ -346,6 +419,7 @@ static Suite *image_suite(void)
     tcase_add_test(tc, decompression_bombs);
     tcase_add_test(tc, decoder_entry_points);
     tcase_add_test(tc, bad_png_webp_samples);
+    tcase_add_test(tc, sample_cache_holds_png_webp);
     suite_add_tcase(s, tc);
     return s;
 }
