@@ -9,6 +9,7 @@
 #  - bad_sample=fail: reading the batch holding it fails with EIO (cat exits non-zero,
 #    again on a retry); every other batch reads fine; /stats counts the failure; the log
 #    names the sample.
+#  - PNG and WebP: a truncated file of each substituted, or failing its batch (EIO).
 # 64 images, batch=8, size=32. A few seconds.
 . "$(dirname "$0")/lib.sh"
 require_fuse
@@ -141,3 +142,59 @@ grep -q "bad sample $BAD (.*$BADFILE).*failing epoch 0 batch ${KBAD[0]}" "$DAEMO
     fail "bad_sample=fail: the log does not name sample $BAD for epoch 0 batch ${KBAD[0]}"
 unmount_bfs "$M"
 ok "fail: EIO for the 2 batches holding sample $BAD (cat, retry, Python); 14 others read fine; counted; logged"
+
+# ---- PNG and WebP -------------------------------------------------------------------------
+# 12 samples (shuffle=none, batch=4): sample 1 a truncated WebP (batch 0), sample 6 a
+# truncated PNG (batch 1); batch 2 intact. Substituted as JPEGs are, or EIO with
+# bad_sample=fail; the log names the files.
+need_py
+mkdir "$T/codec"
+"$PY" - "$T/good" "$T/codec" <<'EOF2'
+import os, sys
+from PIL import Image
+src, dst = sys.argv[1:]
+for c in ("class_000", "class_001"):
+    os.makedirs(os.path.join(dst, c))
+    for i, f in enumerate(sorted(os.listdir(os.path.join(src, c)))[:6]):
+        im = Image.open(os.path.join(src, c, f)).convert("RGB")
+        ext = "webp" if i % 2 else "png"
+        out = os.path.join(dst, c, "%d.%s" % (i, ext))
+        im.save(out)
+        if (c, i) in (("class_000", 1), ("class_001", 0)):
+            d = open(out, "rb").read()
+            open(out, "wb").write(d[: len(d) * 2 // 3])
+EOF2
+COPTS=batch=4,size=24,shuffle=none
+expect_log "^batchfs: bad sample 1 \\(.*/class_000/1\\.webp\\): corrupt or truncated WebP; substituted by sample [0-9]+ \\(bad_sample=substitute\\)$"
+expect_log "^batchfs: bad sample 6 \\(.*/class_001/0\\.png\\): corrupt or truncated PNG; substituted by sample [0-9]+ \\(bad_sample=substitute\\)$"
+expect_log "^batchfs: bad sample 1 \\(.*/class_000/1\\.webp\\): corrupt or truncated WebP; failing epoch 0 batch 0 \\(bad_sample=fail\\)$"
+expect_log "^batchfs: bad sample 6 \\(.*/class_001/0\\.png\\): corrupt or truncated PNG; failing epoch 0 batch 1 \\(bad_sample=fail\\)$"
+mount_bfs "$T/codec" "$M" -o "$COPTS"
+for k in 0 1 2; do
+    cat "$M/epoch/0/batch_$k" >"$T/out/c$k" || fail "PNG/WebP substitute: batch $k: read failed"
+done
+pyx - "$M" "$T/out" <<'EOF2' || fail "PNG/WebP substitute checks"
+import sys, bfs
+st = bfs.stats(sys.argv[1])
+if st["bad_samples"] != 2:
+    sys.exit("/stats bad_samples = %d, expected 2" % st["bad_samples"])
+for k, bad in ((0, 1), (1, 6), (2, None)):
+    ix = bfs.i64(bfs.tensors("%s/c%d" % (sys.argv[2], k))[0]["indices"][2])
+    # every slot its own sample but the bad one's, which holds a substitute
+    if any((ix[j] == 4 * k + j) == (4 * k + j == bad) for j in range(4)):
+        sys.exit("batch %d holds %s" % (k, ix))
+EOF2
+unmount_bfs "$M"
+mount_bfs "$T/codec" "$M" -o "$COPTS,bad_sample=fail"
+for k in 0 1; do
+    if cat "$M/epoch/0/batch_$k" >"$T/out/x" 2>"$T/out/err"; then fail "PNG/WebP bad_sample=fail: batch $k read"; fi
+    grep -q "Input/output error" "$T/out/err" || fail "PNG/WebP bad_sample=fail: batch $k: $(cat "$T/out/err")"
+done
+cat "$M/epoch/0/batch_2" >"$T/out/x" || fail "PNG/WebP bad_sample=fail: batch 2 (intact) failed"
+pyx -c '
+import sys, bfs
+a, b = bfs.tensors(sys.argv[1])[0], bfs.tensors(sys.argv[2])[0]
+sys.exit(any(a[n] != b[n] for n in a))' "$T/out/x" "$T/out/c2" ||
+    fail "PNG/WebP bad_sample=fail: batch 2 tensors differ from bad_sample=substitute's"
+unmount_bfs "$M"
+ok "PNG and WebP: a truncated file of each substituted (counted, logged) or failing its batch with EIO"
