@@ -1,6 +1,7 @@
 /*
  * bench.h — `batchfs --bench`: run a pipeline in-process (no mount) and measure it
- * against libjpeg-turbo's single-core full decode of the same files, in the same run.
+ * against libjpeg-turbo's single-core full decode of the same files (PNG and WebP:
+ * libspng's and libwebp's, through engine/dataset/image.h), in the same run.
  *
  * Neighbours: programs/batchfs_main.c calls bfs_bench_run for BFS_MODE_BENCH
  * (mountopts/); it drives the engine from outside, as the mount does (engine/engine.h,
@@ -24,7 +25,8 @@ typedef struct bfs_bench_opts {
 /*
  * bfs_bench_run - read `batches` batches of `epoch` in order through the executor
  * (prefetching ahead like a reader would, never past the end of an epoch), then time
- * tjDecompress2 full decodes of the same samples on one core, and print both to out.
+ * full decodes of the same samples on one core (tjDecompress2; PNG and WebP through
+ * bfs_image_decode), and print both to out.
  * A run longer than one epoch continues into the next epochs and also prints images/s
  * per epoch, with the decoded-sample cache's hits and misses in each (sample_cache_mb:
  * epoch 1 against epoch 0 is the cache's gain). Returns 0 or an error (message on
