@@ -1007,8 +1007,9 @@ START_TEST(fields_delivered_by_name)
     make_fields_dataset(bfs, sizeof bfs, 12);
     snprintf(dir, sizeof dir, "%s/fields", tmp);
     ck_assert_uint_eq(write_batches_of(bfs, dir, "batch=4,size=16", 1), 3);
-    static const char *const names[] = {"images",          "labels", "indices",     "caption",
-                                        "caption_lengths", "tok",    "tok_lengths", "emb"};
+    static const char *const names[] = {"images",      "labels",          "indices",
+                                        "caption",     "caption_lengths", "tok",
+                                        "tok_lengths", "tok_mask",        "emb"};
     const char *devices[] = {"cpu", "cuda"};
     for (int d = 0; d < 4; d++) {
         const char *kv[] = {
@@ -1018,8 +1019,8 @@ START_TEST(fields_delivered_by_name)
         for (int k = 0; k < 3; k++) {
             bfsg_batch *b;
             ck_assert_msg(bfsg_next(l, &b) == 0 && b, "%s", bfsg_error(l));
-            ck_assert_uint_eq(b->n_tensors, 8);
-            for (uint32_t i = 0; i < 8; i++) {
+            ck_assert_uint_eq(b->n_tensors, 9);
+            for (uint32_t i = 0; i < 9; i++) {
                 const bfsg_tensor *t = &b->tensors[i];
                 ck_assert_str_eq(t->name, names[i]);
                 ck_assert_int_eq(bfsg_batch_find(b, names[i]), (int)i);
@@ -1039,7 +1040,8 @@ START_TEST(fields_delivered_by_name)
             ck_assert_int_eq(b->tensors[4].dtype, BFSG_I32);
             ck_assert_int_eq(b->tensors[5].dtype, BFSG_U16);
             ck_assert_int_eq(b->tensors[5].shape[1], 8);
-            ck_assert_int_eq(b->tensors[7].dtype, BFSG_F32);
+            ck_assert_int_eq(b->tensors[7].dtype, BFSG_U8); /* tok_mask */
+            ck_assert_int_eq(b->tensors[8].dtype, BFSG_F32);
             ck_assert_int_eq(bfsg_batch_find(b, "nope"), -1);
             void *mv;
             ck_assert_int_eq(bfsg_batch_dlpack(b, (uint32_t)bfsg_batch_find(b, "tok"), &mv), 0);

@@ -145,7 +145,8 @@ export ENGINE_TOOL=$BUILD/tests/engine_tool FBFS=$T/f.bfs GOPTS=$OPTS
 ok "every field equals the reference; images equal the version 1 twins'; Batches and texts()"
 
 # docs/multimodal.md's CLIP-style loop, as written (paths and sizes made small)
-awk '/^```python$/ { inside = 1; next } inside && /^```$/ { exit } inside { print }' docs/multimodal.md |
+awk '/^## A CLIP-style loop/ { found = 1 } found && /^```python$/ { inside = 1; next }
+     inside && /^```$/ { exit } inside { print }' docs/multimodal.md |
     sed -e "s#\"pairs.bfs\"#\"$T/f.bfs\"#" -e "s#\"/mnt/pairs\"#\"$T/ex/mnt\"#" \
         -e 's/batch=256, size=224/batch=8, size=32/' >"$T/example.py"
 grep -q "$T/ex/mnt" "$T/example.py" && grep -q "batch=8, size=32" "$T/example.py" ||
