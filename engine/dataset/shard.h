@@ -43,8 +43,9 @@ typedef struct bfs_shard_sample {
  * skipped. TFRecord images are bounded by their record (BFS_TFR_RECORD_MAX). */
 #define BFS_SHARD_IMAGE_MAX ((size_t)256 << 20)
 
-/* The formats of sharded sources; BFS_FORMAT_AUTO: told by the names (bfs_shard_list). */
-enum { BFS_FORMAT_AUTO, BFS_FORMAT_WEBDATASET, BFS_FORMAT_TFRECORD };
+/* The formats of sharded sources; BFS_FORMAT_AUTO: told by the names (bfs_shard_list).
+ * BFS_FORMAT_MANIFEST: JSON Lines or CSV manifests (manifest.h), listed by pack.c. */
+enum { BFS_FORMAT_AUTO, BFS_FORMAT_WEBDATASET, BFS_FORMAT_TFRECORD, BFS_FORMAT_MANIFEST };
 
 /* The shard files of a source, sorted by path (strcmp), and their sizes. */
 typedef struct bfs_shard_list {

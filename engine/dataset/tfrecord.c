@@ -539,3 +539,203 @@ int bfs_tfr_next_sample(bfs_tfr *r, bfs_shard_sample *s, char *err, size_t errle
     s->image_len = img.bytes_len;
     return 1;
 }
+
+/* ---- every feature (mkbatchfs keeping every field) ------------------------------------------ */
+
+/* A growing list of values of one kind. */
+typedef struct vals {
+    uint8_t *p;
+    size_t n, cap, es;  /* values, capacity (values), element size */
+    const uint8_t *one; /* bytes_list: the first value */
+    size_t one_len;
+} vals;
+
+static int vals_push(vals *v, const void *x)
+{
+    if (v->n == v->cap) {
+        size_t c = v->cap ? v->cap * 2 : 16;
+        uint8_t *np = realloc(v->p, c * v->es);
+        if (!np)
+            return -ENOMEM;
+        v->p = np, v->cap = c;
+    }
+    memcpy(v->p + v->n * v->es, x, v->es);
+    v->n++;
+    return 0;
+}
+
+/* Every value of a Feature message (the last kind wins; a kind given twice concatenated).
+ * *kind 0 when none; -1 malformed, -ENOMEM. */
+static int pb_feature_values(pb b, int *kind, vals *v)
+{
+    uint64_t num, x;
+    int wt;
+    pb sub;
+    *kind = 0;
+    while (b.p < b.end) {
+        if (pb_field(&b, &num, &wt, &sub, &x))
+            return -1;
+        if (num < 1 || num > 3)
+            continue;
+        if (wt != 2)
+            return -1;
+        if (*kind != (int)num) {
+            *kind = (int)num;
+            v->n = 0, v->one = NULL, v->one_len = 0;
+            v->es = num == 1 ? 1 : num == 2 ? sizeof(float) : sizeof(int64_t);
+            free(v->p);
+            v->p = NULL, v->cap = 0;
+        }
+        pb l = sub;
+        while (l.p < l.end) {
+            pb s2;
+            uint64_t val;
+            if (pb_field(&l, &num, &wt, &s2, &val))
+                return -1;
+            if (num != 1)
+                continue;
+            if (*kind == 1) {
+                if (wt != 2)
+                    return -1;
+                if (v->n++ == 0)
+                    v->one = s2.p, v->one_len = (size_t)(s2.end - s2.p);
+            } else if (*kind == 2) {
+                if (wt == 5) {
+                    uint32_t u = bfs_ld32(l.p - 4);
+                    float f;
+                    memcpy(&f, &u, 4);
+                    if (vals_push(v, &f))
+                        return -ENOMEM;
+                } else if (wt == 2 && (s2.end - s2.p) % 4 == 0) {
+                    for (const uint8_t *q = s2.p; q < s2.end; q += 4) {
+                        uint32_t u = bfs_ld32(q);
+                        float f;
+                        memcpy(&f, &u, 4);
+                        if (vals_push(v, &f))
+                            return -ENOMEM;
+                    }
+                } else
+                    return -1;
+            } else if (wt == 0) {
+                int64_t i = (int64_t)val;
+                if (vals_push(v, &i))
+                    return -ENOMEM;
+            } else if (wt == 2) {
+                while (s2.p < s2.end) {
+                    if (pb_varint(&s2, &val))
+                        return -1;
+                    int64_t i = (int64_t)val;
+                    if (vals_push(v, &i))
+                        return -ENOMEM;
+                }
+            } else
+                return -1;
+        }
+    }
+    return 0;
+}
+
+int bfs_tfr_example_members(const uint8_t *p, size_t n, bfs_members *m)
+{
+    static const uint8_t none[1];
+    if (!n)
+        p = none;
+    pb ex = {p, p + n}, feats, entry, key = {0}, val = {0};
+    uint64_t num, v;
+    int wt;
+    bfs_members_clear(m);
+    while (ex.p < ex.end) {
+        if (pb_field(&ex, &num, &wt, &feats, &v))
+            goto bad;
+        if (num != 1)
+            continue;
+        if (wt != 2)
+            goto bad;
+        while (feats.p < feats.end) {
+            if (pb_field(&feats, &num, &wt, &entry, &v))
+                goto bad;
+            if (num != 1)
+                continue;
+            if (wt != 2)
+                goto bad;
+            int have_val = 0;
+            key.p = key.end = entry.p;
+            pb e = entry;
+            while (e.p < e.end) {
+                pb sub;
+                if (pb_field(&e, &num, &wt, &sub, &v))
+                    goto bad;
+                if ((num == 1 || num == 2) && wt != 2)
+                    goto bad;
+                if (num == 1)
+                    key = sub;
+                else if (num == 2)
+                    val = sub, have_val = 1;
+            }
+            int kind = 0, rc = 0;
+            vals vs = {0};
+            if (have_val && (rc = pb_feature_values(val, &kind, &vs))) {
+                free(vs.p);
+                if (rc == -ENOMEM)
+                    return rc;
+                goto bad;
+            }
+            /* the last entry for a key wins: drop an earlier one */
+            size_t klen = (size_t)(key.end - key.p);
+            for (size_t i = 0; i < m->n; i++)
+                if (strlen(m->v[i].name) == klen && !memcmp(m->v[i].name, key.p, klen)) {
+                    free(m->v[i].name);
+                    free(m->v[i].data);
+                    memmove(&m->v[i], &m->v[i + 1], (m->n - i - 1) * sizeof *m->v);
+                    m->n--;
+                    break;
+                }
+            if (memchr(key.p, 0, klen) || kind == 0 || (kind == 1 && vs.n == 0) ||
+                (kind != 1 && vs.n == 0)) { /* no value: as absent */
+                free(vs.p);
+                continue;
+            }
+            uint8_t *data = NULL;
+            size_t len = vs.n;
+            int type = kind == 1   ? BFS_MEMBER_BYTES
+                       : kind == 2 ? BFS_MEMBER_FLOATS
+                                   : BFS_MEMBER_INTS;
+            if (kind == 1) {
+                free(vs.p);
+                len = vs.n == 1 ? vs.one_len : 0;
+                if (vs.n == 1 && !(data = malloc(len ? len : 1)))
+                    return -ENOMEM;
+                if (vs.n == 1 && len)
+                    memcpy(data, vs.one, len);
+            } else
+                data = vs.p;
+            if (bfs_members_add(m, (const char *)key.p, klen, type, data, len, NULL))
+                return -ENOMEM;
+            if (kind == 1 && vs.n > 1)
+                m->v[m->n - 1].bad = 1, m->v[m->n - 1].why = "a bytes_list of several values";
+        }
+    }
+    return 0;
+bad:
+    bfs_members_clear(m);
+    return -EINVAL;
+}
+
+int bfs_tfr_next_members(bfs_tfr *r, bfs_members *m, uint64_t *offset, int *not_example, char *err,
+                         size_t errlen)
+{
+    bfs_members_clear(m);
+    *not_example = 0;
+    uint64_t at = r->off;
+    int rc = bfs_tfr_next(r, err, errlen);
+    if (rc <= 0)
+        return rc;
+    snprintf(r->key, sizeof r->key, "record %llu", (unsigned long long)(r->index - 1));
+    *offset = at;
+    rc = bfs_tfr_example_members(r->buf, r->len, m);
+    if (rc == -ENOMEM)
+        return bfs_errf(rc, err, errlen, "out of memory (record %llu)",
+                        (unsigned long long)(r->index - 1));
+    *not_example = rc != 0;
+    return 1;
+}

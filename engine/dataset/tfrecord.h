@@ -35,6 +35,7 @@
 #ifndef BATCHFS_ENGINE_DATASET_TFRECORD_H
 #define BATCHFS_ENGINE_DATASET_TFRECORD_H
 
+#include "engine/dataset/record.h"
 #include "engine/dataset/shard.h"
 
 #include <stddef.h>
@@ -109,5 +110,24 @@ int bfs_tfr_example(const uint8_t *p, size_t n, const char *image_key, const cha
  * s->skip set. Returns 1, 0 (the end) or bfs_tfr_next's errors.
  */
 int bfs_tfr_next_sample(bfs_tfr *r, bfs_shard_sample *s, char *err, size_t errlen);
+
+/*
+ * bfs_tfr_example_members - every feature of the Example in p[0..n) into m (cleared
+ * first), named by its key: a bytes_list of one value as BFS_MEMBER_BYTES (of several:
+ * a member that is bad, "a bytes_list of several values"), an int64_list as
+ * BFS_MEMBER_INTS, a float_list as BFS_MEMBER_FLOATS; a feature with no values (or no
+ * kind, or a key holding a NUL) is left out, as absent. Returns 0, -EINVAL (not a
+ * well-formed Example: m empty) or -ENOMEM.
+ */
+int bfs_tfr_example_members(const uint8_t *p, size_t n, bfs_members *m);
+
+/*
+ * bfs_tfr_next_members - the next record's features into m (bfs_tfr_example_members),
+ * its key "record N" in r->key and *offset where it starts; *not_example set (m empty)
+ * when the record is not an Example. Returns 1, 0 (the end), bfs_tfr_next's errors or
+ * -ENOMEM.
+ */
+int bfs_tfr_next_members(bfs_tfr *r, bfs_members *m, uint64_t *offset, int *not_example, char *err,
+                         size_t errlen);
 
 #endif

@@ -532,3 +532,50 @@ int bfs_wds_next(bfs_wds *w, bfs_shard_sample *s, char *err, size_t errlen)
     s->label = label;
     return 1;
 }
+
+int bfs_wds_next_members(bfs_wds *w, bfs_members *m, uint64_t *offset, char *err, size_t errlen)
+{
+    bfs_tar *t = &w->tar;
+    int open = 0;
+    bfs_members_clear(m);
+    for (;;) {
+        if (!w->pending) {
+            int rc = bfs_tar_next(t, err, errlen);
+            if (rc < 0) {
+                bfs_members_clear(m);
+                return rc;
+            }
+            if (rc == 0)
+                break;
+            w->pending = 1;
+        }
+        const char *ke = key_end(t->name);
+        if (!ke) {
+            w->ignored++;
+            w->pending = 0;
+            continue;
+        }
+        size_t klen = (size_t)(ke - t->name);
+        if (open && (strlen(w->key) != klen || memcmp(w->key, t->name, klen)))
+            break; /* the next sample's first member: stays pending */
+        if (!open) {
+            open = 1;
+            memcpy(w->key, t->name, klen);
+            w->key[klen] = 0;
+            *offset = t->hdr_off;
+        }
+        w->pending = 0;
+        uint8_t *data = NULL;
+        size_t len = 0;
+        int big, rc = take_member(t, BFS_SHARD_IMAGE_MAX, &data, &len, &big, err, errlen);
+        if (!rc)
+            rc = bfs_members_add(m, ke + 1, strlen(ke + 1), BFS_MEMBER_BYTES, data, len, NULL);
+        if (!rc && big)
+            m->v[m->n - 1].bad = 1, m->v[m->n - 1].why = "over 256 MiB";
+        if (rc) {
+            bfs_members_clear(m);
+            return rc == -ENOMEM ? bfs_errf(rc, err, errlen, "out of memory") : rc;
+        }
+    }
+    return open;
+}

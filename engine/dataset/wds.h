@@ -23,6 +23,7 @@
 #ifndef BATCHFS_ENGINE_DATASET_WDS_H
 #define BATCHFS_ENGINE_DATASET_WDS_H
 
+#include "engine/dataset/record.h"
 #include "engine/dataset/shard.h"
 
 #include <stddef.h>
@@ -84,6 +85,16 @@ void bfs_wds_init(bfs_wds *w, bfs_shard_in in, const char *image_ext, const char
  * bfs_tar_read's errors (-ENOMEM when an image cannot be held); then s holds nothing.
  */
 int bfs_wds_next(bfs_wds *w, bfs_shard_sample *s, char *err, size_t errlen);
+
+/*
+ * bfs_wds_next_members - the next sample as all its members (mkbatchfs keeping every
+ * field): m is cleared, then holds each member in the shard's order, named by its
+ * extension ("jpg", "seg.png"), its bytes read whole (one over BFS_SHARD_IMAGE_MAX is
+ * read past and comes back bad, "over 256 MiB"); the sample's key is w->key and *offset
+ * its first member's header. Returns 1, 0 (the end: m empty), or bfs_tar_next's and
+ * bfs_tar_read's errors, -ENOMEM (m empty then).
+ */
+int bfs_wds_next_members(bfs_wds *w, bfs_members *m, uint64_t *offset, char *err, size_t errlen);
 
 /*
  * bfs_wds_json_label - the integer at key of the JSON object in p[0..n), parsed by
