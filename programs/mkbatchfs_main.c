@@ -42,99 +42,131 @@ static void on_signal(int sig)
 static void usage(FILE *f)
 {
     fprintf(
-        f, "usage: mkbatchfs [OPTIONS] SRC OUT.bfs     pack an ImageFolder into a dataset file\n"
-           "       mkbatchfs [OPTIONS] SHARDS... OUT.bfs\n"
-           "                                           pack WebDataset .tar or TFRecord shards\n"
-           "       mkbatchfs --tokens u16|u32 --doc-sep T TOKENS.bin OUT.bfs\n"
-           "       mkbatchfs --tokens npy --offsets DOCS.npy TOKENS.npy OUT.bfs\n"
-           "       mkbatchfs --tokens megatron PREFIX[.bin|.idx] OUT.bfs\n"
-           "                                           pack token sequences (one per document)\n"
-           "       mkbatchfs --tokenize FIELD=MODEL[:bos][:eos][:as=NAME] SRC... OUT.bfs\n"
-           "                                           add a text field's SentencePiece ids\n"
-           "       mkbatchfs --info F.bfs              describe a dataset file\n"
-           "       mkbatchfs --cat F.bfs I             write sample I's stored bytes to stdout\n"
-           "       mkbatchfs --verify F.bfs            check every checksum\n"
-           "\n"
-           "SRC is an ImageFolder: one sub-directory per class (labels 0..C-1 in sorted name\n"
-           "order), JPEG, PNG and WebP images inside named *.jpg, *.jpeg, *.png or *.webp,\n"
-           "any case (sorted; sub-directories walked; other files and hidden ones are not\n"
-           "samples). Files that are none of these images, cannot be read or do not\n"
-           "decode whole (every image is decoded once, whatever the options: a file cut\n"
-           "short or with bad bytes is corrupt) are skipped and listed at the end with\n"
-           "the reason. SRC may also be\n"
-           "a .bfs file: its samples are re-packed in order, with their labels and class\n"
-           "names (e.g. mkbatchfs old.bfs new.bfs upgrades an older pack to restart\n"
-           "markers); corrupt samples are skipped, corrupt tables refused.\n"
-           "\n"
-           "SHARDS are WebDataset tar shards (*.tar) or TFRecord files of tf.train.Example\n"
-           "(*.tfrecord, *.tfrecords, *.tfrecord-*): files, directories holding them (and no\n"
-           "sub-directory), or quoted glob patterns; other names with --format. Shards are\n"
-           "read as streams in path order, samples in their order. WebDataset: a sample is\n"
-           "the files sharing a key (the name up to the first '.' of its last part): the\n"
-           "image KEY.jpg or KEY.jpeg, the label KEY.cls (a decimal integer) or, without\n"
-           "one, an integer in KEY.json. TFRecord: each record's CRCs are checked; the image\n"
-           "is the bytes feature image/encoded, the label the int64 feature\n"
-           "image/class/label; GZIP- and ZLIB-compressed files are read too. Labels are\n"
-           "kept as they are (0..16777215); the classes are 0..the largest label, each\n"
-           "named by its number. Samples without an image or a label, or whose image is\n"
-           "not a JPEG that decodes whole, are skipped and listed at the end (SHARD:KEY,\n"
-           "SHARD:record N); a malformed shard (bad tar header, bad CRC, a file cut short,\n"
-           "corrupt compressed data) stops the pack with the file and the byte.\n"
-           "\n"
-           "What is stored: colour JPEGs are losslessly re-encoded with restart markers\n"
-           "(--restart, the default: identical pixels, other bytes); --no-restart keeps\n"
-           "every file's bytes as they are, and so do gray, CMYK and odd-sampled JPEGs,\n"
-           "PNG and WebP images.\n"
-           "--cat writes the stored bytes.\n"
-           "\n"
-           "options:\n"
-           "  -j, --jobs N         worker threads (default: online CPUs)\n"
-           "  -m, --max-side PX    re-encode images whose longer side exceeds PX (antialiased\n"
-           "                       bilinear shrink; PNG and WebP as JPEG too); others keep\n"
-           "                       their bytes (default: off)\n"
-           "  -q, --quality Q      JPEG quality of re-encoded images, 1..100 (default 90)\n"
-           "  -r, --raw            store decoded RGB pixels, lz4-compressed, instead of the\n"
-           "                       image's bytes\n"
-           "                       (for small images, e.g. CIFAR-size; combine with --max-side)\n"
-           "  -R, --restart        losslessly re-encode colour JPEGs (4:2:0, 4:2:2, 4:4:0, 4:4:4)\n"
-           "                       with a restart marker after every MCU and optimized Huffman\n"
-           "                       tables: the same pixels, and random crops decode ~1.5x\n"
-           "                       faster (only the crop's segments are decoded); packing is\n"
-           "                       CPU-bound (default: on, except with --raw)\n"
-           "      --no-restart     keep the JPEG bytes as they are (each is still decoded once\n"
-           "                       to check it: ~0.7 ms of CPU per ImageNet-size photo, a\n"
-           "                       quarter of --restart's cost)\n"
-           "  -s, --strict         fail on the first file (or sample of a shard) that would be\n"
-           "                       skipped\n"
-           "      --tokenize FIELD=MODEL[:bos][:eos][:as=NAME]\n"
-           "                       add the ids of text field FIELD by the SentencePiece model\n"
-           "                       MODEL (a .model file; :bos, :eos add its begin/end ids) as\n"
-           "                       a tokens field FIELD_tokens (or NAME), u16 or u32 by the\n"
-           "                       vocabulary; SRC a .bfs with captions, or sources packed\n"
-           "                       first (one thread: tokenized once here, not every epoch)\n"
-           "  -f, --format F       SHARDS are webdataset or tfrecord whatever their names\n"
-           "                       (default: told by the names); a directory's files too,\n"
-           "                       unless some have the format's names: then only those\n"
-           "      --image-key K    WebDataset: the image's extension (default: jpg or jpeg);\n"
-           "                       TFRecord: its bytes feature (default: image/encoded)\n"
-           "      --label-key K    WebDataset: the label's key in KEY.json, used when there\n"
-           "                       is no KEY.cls (default: label); TFRecord: its int64\n"
-           "                       feature (default: image/class/label)\n"
-           "  -t, --tokens FORMAT  SRC holds token ids, packed one sample per document:\n"
-           "                       u16, u32: a flat file of ids of that width, little-endian\n"
-           "                       (nanoGPT's train.bin), documents ended by --doc-sep;\n"
-           "                       npy: a .npy of shape (N,), documents at --offsets;\n"
-           "                       megatron: Megatron-LM's indexed dataset (PREFIX.bin and\n"
-           "                       PREFIX.idx), one sample per document of its index\n"
-           "      --doc-sep T      u16/u32: the token that ends each document, kept as its\n"
-           "                       last token (GPT-2's <|endoftext|> is 50256)\n"
-           "      --offsets F      npy: a .npy of integers, the documents' starts (0 first)\n"
-           "                       or their N+1 boundaries (0 first, N last)\n"
-           "  -p, --page-size B    payload page size, power of two, K/M suffix (default 8M)\n"
-           "      --no-fsync       do not fsync the result before renaming it into place\n"
-           "      --quiet          no progress bar or summary\n"
-           "  -h, --help           this help\n"
-           "  -V, --version        print the version\n");
+        f,
+        "usage: mkbatchfs [OPTIONS] SRC OUT.bfs     pack an ImageFolder into a dataset file\n"
+        "       mkbatchfs [OPTIONS] SHARDS... OUT.bfs\n"
+        "                                           pack WebDataset .tar or TFRecord shards\n"
+        "       mkbatchfs [OPTIONS] MANIFEST.jsonl|.csv... OUT.bfs\n"
+        "                                           pack the images a manifest lists\n"
+        "       mkbatchfs --tokens u16|u32 --doc-sep T TOKENS.bin OUT.bfs\n"
+        "       mkbatchfs --tokens npy --offsets DOCS.npy TOKENS.npy OUT.bfs\n"
+        "       mkbatchfs --tokens megatron PREFIX[.bin|.idx] OUT.bfs\n"
+        "                                           pack token sequences (one per document)\n"
+        "       mkbatchfs --tokenize FIELD=MODEL[:bos][:eos][:as=NAME] SRC... OUT.bfs\n"
+        "                                           add a text field's SentencePiece ids\n"
+        "       mkbatchfs --info F.bfs              describe a dataset file\n"
+        "       mkbatchfs --cat F.bfs I [FIELD]     write sample I's stored bytes (of FIELD) to\n"
+        "                                           stdout\n"
+        "       mkbatchfs --verify F.bfs            check every checksum\n"
+        "\n"
+        "SRC is an ImageFolder: one sub-directory per class (labels 0..C-1 in sorted name\n"
+        "order), JPEG, PNG and WebP images inside named *.jpg, *.jpeg, *.png or *.webp,\n"
+        "any case (sorted; sub-directories walked; other files and hidden ones are not\n"
+        "samples). Files that are none of these images, cannot be read or do not\n"
+        "decode whole (every image is decoded once, whatever the options: a file cut\n"
+        "short or with bad bytes is corrupt) are skipped and listed at the end with\n"
+        "the reason. SRC may also be\n"
+        "a .bfs file: its samples are re-packed in order, with their labels and class\n"
+        "names (e.g. mkbatchfs old.bfs new.bfs upgrades an older pack to restart\n"
+        "markers); corrupt samples are skipped, corrupt tables refused.\n"
+        "\n"
+        "SHARDS are WebDataset tar shards (*.tar) or TFRecord files of tf.train.Example\n"
+        "(*.tfrecord, *.tfrecords, *.tfrecord-*): files, directories holding them (and no\n"
+        "sub-directory), or quoted glob patterns; other names with --format. Shards are\n"
+        "read as streams in path order, samples in their order. WebDataset: a sample is\n"
+        "the files sharing a key (the name up to the first '.' of its last part): the\n"
+        "image KEY.jpg or KEY.jpeg, the label KEY.cls (a decimal integer) or, without\n"
+        "one, an integer in KEY.json. TFRecord: each record's CRCs are checked; the image\n"
+        "is the bytes feature image/encoded, the label the int64 feature\n"
+        "image/class/label; GZIP- and ZLIB-compressed files are read too. Labels are\n"
+        "kept as they are (0..16777215); the classes are 0..the largest label, each\n"
+        "named by its number. Samples without an image or a label, or whose image is\n"
+        "not a JPEG that decodes whole, are skipped and listed at the end (SHARD:KEY,\n"
+        "SHARD:record N); a malformed shard (bad tar header, bad CRC, a file cut short,\n"
+        "corrupt compressed data) stops the pack with the file and the byte.\n"
+        "\n"
+        "Fields: every member of a shard sample is kept as a named field (a .bfs\n"
+        "version 3 file), as the first sample has them: WebDataset by extension\n"
+        "(jpg/jpeg/png/webp image, txt text, cls label, json bytes, npy array, other\n"
+        "bytes), TFRecord by feature (bytes: image when it is one, else bytes;\n"
+        "int64_list: array i64, the --label-key feature the label; float_list: array\n"
+        "f32). Fields other than the image are optional; members a later sample adds\n"
+        "are not kept (counted). A sample whose first image is the only field is\n"
+        "written as version 1, as before. MANIFEST: JSON Lines or CSV (header line),\n"
+        "one sample per line; the column image, path, file_name, filepath or filename\n"
+        "(or --image-key) is the image's path relative to the manifest; every other\n"
+        "column is a field (a string text, an integer array i64 or the label if the\n"
+        "column is label or cls, a number or list of numbers an array). Skipped\n"
+        "samples name the line (MANIFEST:line N). See docs/multimodal.md.\n"
+        "\n"
+        "What is stored: colour JPEGs are losslessly re-encoded with restart markers\n"
+        "(--restart, the default: identical pixels, other bytes); --no-restart keeps\n"
+        "every file's bytes as they are, and so do gray, CMYK and odd-sampled JPEGs,\n"
+        "PNG and WebP images.\n"
+        "--cat writes the stored bytes.\n"
+        "\n"
+        "options:\n"
+        "  -j, --jobs N         worker threads (default: online CPUs)\n"
+        "  -m, --max-side PX    re-encode images whose longer side exceeds PX (antialiased\n"
+        "                       bilinear shrink; PNG and WebP as JPEG too); others keep\n"
+        "                       their bytes (default: off)\n"
+        "  -q, --quality Q      JPEG quality of re-encoded images, 1..100 (default 90)\n"
+        "  -r, --raw            store decoded RGB pixels, lz4-compressed, instead of the\n"
+        "                       image's bytes\n"
+        "                       (for small images, e.g. CIFAR-size; combine with --max-side)\n"
+        "  -R, --restart        losslessly re-encode colour JPEGs (4:2:0, 4:2:2, 4:4:0, 4:4:4)\n"
+        "                       with a restart marker after every MCU and optimized Huffman\n"
+        "                       tables: the same pixels, and random crops decode ~1.5x\n"
+        "                       faster (only the crop's segments are decoded); packing is\n"
+        "                       CPU-bound (default: on, except with --raw)\n"
+        "      --no-restart     keep the JPEG bytes as they are (each is still decoded once\n"
+        "                       to check it: ~0.7 ms of CPU per ImageNet-size photo, a\n"
+        "                       quarter of --restart's cost)\n"
+        "  -s, --strict         fail on the first file (or sample of a shard) that would be\n"
+        "                       skipped\n"
+        "      --tokenize FIELD=MODEL[:bos][:eos][:as=NAME]\n"
+        "                       add the ids of text field FIELD by the SentencePiece model\n"
+        "                       MODEL (a .model file; :bos, :eos add its begin/end ids) as\n"
+        "                       a tokens field FIELD_tokens (or NAME), u16 or u32 by the\n"
+        "                       vocabulary; SRC a .bfs with captions, or sources packed\n"
+        "                       first (one thread: tokenized once here, not every epoch)\n"
+        "  -f, --format F       SHARDS are webdataset, tfrecord or manifest whatever their\n"
+        "                       names (default: told by the names); a directory's files\n"
+        "                       too, unless some have the format's names: then only those\n"
+        "      --field NAME=MEMBER[:KEY][:KIND[:DTYPE]][:follows=F][:optional]\n"
+        "                       keep only the fields named so (repeatable): MEMBER is an\n"
+        "                       extension, a feature or a column, KEY a key of its JSON\n"
+        "                       object; KIND image, text, tokens, array, boxes, bytes or\n"
+        "                       label (the sample's label), DTYPE of an array u8 u16 u32\n"
+        "                       i32 i64 f32; follows=F: one value per box of boxes field\n"
+        "                       F; required unless :optional (a sample without it is\n"
+        "                       skipped). The first image is field 0. E.g. --field\n"
+        "                       image=jpg --field caption=txt:text --field\n"
+        "                       boxes=json:boxes:boxes --field label=cls:label\n"
+        "      --image-only     shards: keep the image and the label alone, as before\n"
+        "                       (version 1)\n"
+        "      --image-key K    WebDataset: the image's extension (default: jpg or jpeg);\n"
+        "                       TFRecord: its bytes feature (default: image/encoded);\n"
+        "                       manifest: its column (default: image, path, file_name)\n"
+        "      --label-key K    WebDataset: the label's key in KEY.json, used when there\n"
+        "                       is no KEY.cls (default: label); TFRecord: its int64\n"
+        "                       feature (default: image/class/label); manifest: its\n"
+        "                       column (default: label or cls)\n"
+        "  -t, --tokens FORMAT  SRC holds token ids, packed one sample per document:\n"
+        "                       u16, u32: a flat file of ids of that width, little-endian\n"
+        "                       (nanoGPT's train.bin), documents ended by --doc-sep;\n"
+        "                       npy: a .npy of shape (N,), documents at --offsets;\n"
+        "                       megatron: Megatron-LM's indexed dataset (PREFIX.bin and\n"
+        "                       PREFIX.idx), one sample per document of its index\n"
+        "      --doc-sep T      u16/u32: the token that ends each document, kept as its\n"
+        "                       last token (GPT-2's <|endoftext|> is 50256)\n"
+        "      --offsets F      npy: a .npy of integers, the documents' starts (0 first)\n"
+        "                       or their N+1 boundaries (0 first, N last)\n"
+        "  -p, --page-size B    payload page size, power of two, K/M suffix (default 8M)\n"
+        "      --no-fsync       do not fsync the result before renaming it into place\n"
+        "      --quiet          no progress bar or summary\n"
+        "  -h, --help           this help\n"
+        "  -V, --version        print the version\n");
 }
 
 static int parse_int(const char *s, const char *what, long lo, long hi, long *out)
@@ -259,6 +291,42 @@ static int cmd_info(const char *path)
     if (bad)
         printf("WARNING:       %llu sample entries are invalid (run --verify)\n",
                (unsigned long long)bad);
+    uint32_t nf = bfs_field_count(r);
+    if (in->version >= 3) { /* the fields: declaration, and what the samples hold */
+        printf("field  name                 kind    dtype  shape        optional  present  "
+               "bytes        max count\n");
+        for (uint32_t f = 0; f < nf; f++) {
+            const bfs_field *d = bfs_get_field(r, f);
+            uint64_t present = 0, fbytes = 0;
+            for (uint64_t i = 0; i < in->sample_count; i++) {
+                bfs_sample s;
+                if (bfs_get_value(r, i, f, &s) == 0 && s.length)
+                    present++, fbytes += s.length;
+            }
+            char shape[48] = "";
+            size_t k = 0;
+            if (d->kind == BFS_FIELD_IMAGE)
+                snprintf(shape, sizeof shape, "-");
+            else {
+                k += (size_t)snprintf(shape, sizeof shape, "%s",
+                                      d->flags & BFS_FIELDF_VARIABLE ? "[*" : "[");
+                for (unsigned j = 0; j < d->rank && k < sizeof shape; j++)
+                    k += (size_t)snprintf(shape + k, sizeof shape - k, "%s%u",
+                                          j || (d->flags & BFS_FIELDF_VARIABLE) ? "," : "",
+                                          d->shape[j]);
+                if (k < sizeof shape)
+                    snprintf(shape + k, sizeof shape - k, "]");
+            }
+            char follows[48] = "";
+            if (d->follows != BFS_FIELD_NONE && bfs_get_field(r, d->follows))
+                snprintf(follows, sizeof follows, " (follows %s)",
+                         bfs_get_field(r, d->follows)->name);
+            printf("%5u  %-20s %-7s %-6s %-12s %-9s %7llu  %-12llu %llu%s\n", f, d->name,
+                   bfs_field_kind_name(d->kind), bfs_fdt_name(d->dtype), shape,
+                   d->flags & BFS_FIELDF_OPTIONAL ? "yes" : "no", (unsigned long long)present,
+                   (unsigned long long)fbytes, (unsigned long long)d->max_count, follows);
+        }
+    }
     printf("class  samples  name\n");
     for (uint32_t c = 0; c < in->class_count; c++) {
         const char *name;
@@ -271,7 +339,7 @@ static int cmd_info(const char *path)
     return bad ? 1 : 0;
 }
 
-static int cmd_cat(const char *path, const char *index)
+static int cmd_cat(const char *path, const char *index, const char *field)
 {
     bfs_reader *r;
     long i;
@@ -279,12 +347,25 @@ static int cmd_cat(const char *path, const char *index)
         return 2;
     if (open_or_die(path, &r))
         return 1;
+    uint32_t f = 0, nf = bfs_field_count(r);
+    if (field) {
+        while (f < nf && strcmp(bfs_get_field(r, f)->name, field))
+            f++;
+        if (f == nf) {
+            fprintf(stderr, "mkbatchfs: %s: no field '%s'; its fields:", path, field);
+            for (uint32_t k = 0; k < nf; k++)
+                fprintf(stderr, " %s", bfs_get_field(r, k)->name);
+            fprintf(stderr, "\n");
+            bfs_close(r);
+            return 1;
+        }
+    }
     uint8_t *buf = NULL;
     bfs_sample s;
-    int rc = bfs_read_sample(r, (uint64_t)i, BFS_VERIFY_SAMPLE, &s, NULL, 0);
+    int rc = bfs_read_value(r, (uint64_t)i, f, BFS_VERIFY_SAMPLE, &s, NULL, 0);
     if (rc == -ENOSPC)
         rc = (buf = malloc(s.length))
-                 ? bfs_read_sample(r, (uint64_t)i, BFS_VERIFY_SAMPLE, &s, buf, s.length)
+                 ? bfs_read_value(r, (uint64_t)i, f, BFS_VERIFY_SAMPLE, &s, buf, s.length)
                  : -ENOMEM;
     const uint8_t *data = buf;
     size_t len = rc ? 0 : s.length;
@@ -468,9 +549,14 @@ static int cmd_pack(const char *const *srcs, size_t nsrcs, const char *out, bfs_
                 : rep.format  ? "; some samples skipped, see above"
                               : "; some files skipped, see above");
     if (!quiet && rep.format)
-        fprintf(stderr, "read %llu %s shard%s\n", (unsigned long long)rep.shards,
-                rep.format == BFS_FORMAT_WEBDATASET ? "WebDataset" : "TFRecord",
+        fprintf(stderr, "read %llu %s%s\n", (unsigned long long)rep.shards,
+                rep.format == BFS_FORMAT_WEBDATASET ? "WebDataset shard"
+                : rep.format == BFS_FORMAT_TFRECORD ? "TFRecord shard"
+                                                    : "manifest",
                 rep.shards == 1 ? "" : "s");
+    if (!quiet && rep.fields[0])
+        fprintf(stderr, "fields: %s%s\n", rep.fields,
+                rep.nfields == 1 ? " (the image alone: written as version 1)" : "");
     if (o->restart && !quiet && rep.packed && !rep.tokens)
         fprintf(stderr, "%llu of %llu samples are JPEGs with a restart marker after every MCU%s\n",
                 (unsigned long long)rep.restarted, (unsigned long long)rep.packed,
@@ -586,7 +672,9 @@ int main(int argc, char **argv)
         OPT_OFFSETS,
         OPT_IMAGE_KEY,
         OPT_LABEL_KEY,
-        OPT_TOKENIZE
+        OPT_TOKENIZE,
+        OPT_FIELD,
+        OPT_IMAGE_ONLY
     };
     static const struct option longopts[] = {
         {"jobs", required_argument, NULL, 'j'},
@@ -603,6 +691,8 @@ int main(int argc, char **argv)
         {"image-key", required_argument, NULL, OPT_IMAGE_KEY},
         {"label-key", required_argument, NULL, OPT_LABEL_KEY},
         {"tokenize", required_argument, NULL, OPT_TOKENIZE},
+        {"field", required_argument, NULL, OPT_FIELD},
+        {"image-only", no_argument, NULL, OPT_IMAGE_ONLY},
         {"page-size", required_argument, NULL, 'p'},
         {"no-fsync", no_argument, NULL, OPT_NO_FSYNC},
         {"quiet", no_argument, NULL, OPT_QUIET},
@@ -620,6 +710,7 @@ int main(int argc, char **argv)
     int tokens_given = 0;
     const char *tokenize = NULL;
     long v;
+    bfs_field_spec specs[BFS_FIELD_MAX + 1];
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":j:m:q:rRst:f:p:hV", longopts, NULL)) != -1) {
         switch (c) {
@@ -674,8 +765,11 @@ int main(int argc, char **argv)
         case 'f':
             if (!strcmp(optarg, "webdataset") || !strcmp(optarg, "tfrecord"))
                 o.format = optarg[0] == 'w' ? BFS_FORMAT_WEBDATASET : BFS_FORMAT_TFRECORD;
+            else if (!strcmp(optarg, "manifest"))
+                o.format = BFS_FORMAT_MANIFEST;
             else {
-                fprintf(stderr, "mkbatchfs: --format: '%s' is not webdataset or tfrecord\n",
+                fprintf(stderr,
+                        "mkbatchfs: --format: '%s' is not webdataset, tfrecord or manifest\n",
                         optarg);
                 return 2;
             }
@@ -696,6 +790,29 @@ int main(int argc, char **argv)
                 return 2;
             }
             tokenize = optarg;
+            break;
+        case OPT_FIELD: {
+            char why[512];
+            if (o.nfields == BFS_FIELD_MAX + 1) {
+                fprintf(stderr, "mkbatchfs: --field: at most %u fields and a label\n",
+                        BFS_FIELD_MAX);
+                return 2;
+            }
+            if (bfs_field_spec_parse(optarg, &specs[o.nfields], why, sizeof why)) {
+                fprintf(stderr, "mkbatchfs: %s\n", why);
+                return 2;
+            }
+            for (size_t k = 0; k < o.nfields; k++)
+                if (!strcmp(specs[k].name, specs[o.nfields].name)) {
+                    fprintf(stderr, "mkbatchfs: --field %s given twice\n", specs[k].name);
+                    return 2;
+                }
+            o.fields = specs;
+            o.nfields++;
+            break;
+        }
+        case OPT_IMAGE_ONLY:
+            o.image_only = 1;
             break;
         case OPT_DOC_SEP:
             if (parse_int(optarg, "--doc-sep", 0, UINT32_MAX, &doc_sep))
@@ -760,9 +877,9 @@ int main(int argc, char **argv)
                         "megatron files say where documents are)\n");
         return 2;
     }
-    if (tokens_given && (o.format || o.image_key || o.label_key)) {
-        fprintf(stderr, "mkbatchfs: --tokens packs token ids: --format, --image-key and "
-                        "--label-key do not apply\n");
+    if (tokens_given && (o.format || o.image_key || o.label_key || o.nfields || o.image_only)) {
+        fprintf(stderr, "mkbatchfs: --tokens packs token ids: --format, --image-key, "
+                        "--label-key, --field and --image-only do not apply\n");
         return 2;
     }
     if (tokens_given && (image_opts || restart >= 0)) {
@@ -793,7 +910,8 @@ int main(int argc, char **argv)
     int nargs = argc - optind;
     char **args = argv + optind;
     int want = mode == OPT_CAT ? 2 : mode ? 1 : 2;
-    if (nargs != want && !(!mode && !tokens_given && nargs > 2)) { /* shards: SRC... OUT */
+    if (nargs != want && !(!mode && !tokens_given && nargs > 2) && /* shards: SRC... OUT */
+        !(mode == OPT_CAT && nargs == 3)) {                        /* --cat F I FIELD */
         fprintf(stderr, "mkbatchfs: expected %d argument%s, got %d\n\n", want, want == 1 ? "" : "s",
                 nargs);
         usage(stderr);
@@ -811,7 +929,7 @@ int main(int argc, char **argv)
     case OPT_INFO:
         return cmd_info(args[0]);
     case OPT_CAT:
-        return cmd_cat(args[0], args[1]);
+        return cmd_cat(args[0], args[1], nargs == 3 ? args[2] : NULL);
     case OPT_VERIFY:
         return cmd_verify(args[0]);
     default:

@@ -16,6 +16,8 @@
 #include "engine/dataset/tokfile.h"
 #include "engine/dataset/tfrecord.h"
 #include "engine/dataset/wds.h"
+#include "engine/dataset/manifest.h"
+#include "engine/dataset/record.h"
 #include "base/err.h"
 #include "engine/dataset/folder.h"
 #include "base/hash.h"
@@ -28,6 +30,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <jansson.h>
 #include <lz4.h>
 #include <math.h>
 #include <pthread.h>
@@ -35,6 +38,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -51,6 +55,8 @@ typedef struct result {
     int reencoded;
     int restarted;
     bfs_sample_in s;
+    bfs_record rec;    /* a record of fields (version 3): its values (owned) */
+    bfs_value_in *vin; /* and their descriptions for the writer (owned), or NULL */
 } result;
 
 /* A sample read from a shard, waiting for a worker (sharded sources). */
@@ -60,6 +66,9 @@ typedef struct item {
     uint32_t label;
     const char *skip; /* why it cannot be packed, or NULL */
     char *name;       /* "SHARD:KEY", for messages (owned; freed when written) */
+    char *skip_owned; /* skip's storage when it is not static text (owned) */
+    int has_rec;      /* rec holds the sample's fields (version 3) */
+    bfs_record rec;
 } item;
 
 typedef struct pack {
@@ -82,6 +91,16 @@ typedef struct pack {
     uint64_t *per_class; /* samples packed per label (sharded: grown as labels come) */
     uint32_t nper;       /* its length */
     uint64_t ignored;    /* tar members in no sample (finished shards) */
+    /* fields (record.h): every member kept, unless o->image_only */
+    int fields_mode;
+    int schema_ready;
+    bfs_schema schema;
+    bfs_members mem;     /* the sample being read */
+    bfs_manifest man;    /* manifest reader */
+    char image_col[256]; /* manifest: the image's column */
+    bfs_writer *w;       /* for bfs_writer_set_fields once the schema is known */
+    uint64_t extra;      /* members in no field */
+    char extra_name[64]; /* the first such member's name */
     /* work distribution */
     pthread_mutex_t lock;
     pthread_cond_t space, ready;
@@ -386,6 +405,60 @@ static void transform_sample(const bfs_pack_opts *o, const bfs_reader *in, uint6
     transform_bytes(o, data, s.length, s.label, r, scratch);
 }
 
+/* A record of fields (taken from it) into r: each image through the transform as an
+ * ImageFolder's file (one that fails skips the sample, its field named), every value
+ * hashed. */
+static void transform_record(const pack *p, item *it, result *r, resize_scratch *scratch)
+{
+    const bfs_schema *sc = &p->schema;
+    r->rec = it->rec;
+    memset(&it->rec, 0, sizeof it->rec);
+    it->has_rec = 0;
+    r->s.label = r->rec.label;
+    if (!(r->vin = calloc(sc->n, sizeof *r->vin))) {
+        r->err = -ENOMEM;
+        r->reason = "out of memory";
+        return;
+    }
+    for (uint32_t k = 0; k < sc->n; k++) {
+        bfs_value *v = &r->rec.v[k];
+        bfs_value_in *vi = &r->vin[k];
+        if (sc->f[k].kind == BFS_FIELD_IMAGE && v->data) {
+            result ir = {0};
+            transform_bytes(p->o, v->data, v->len, r->rec.label, &ir, scratch);
+            r->in_bytes += ir.in_bytes;
+            v->data = NULL, v->len = 0;
+            if (ir.err) {
+                r->err = ir.err;
+                r->reason = ir.reason;
+                if (k)
+                    snprintf(r->why, sizeof r->why, "image field %s%s%.100s", sc->f[k].name,
+                             ir.why[0] ? ": " : "", ir.why);
+                else
+                    memcpy(r->why, ir.why, sizeof r->why);
+                return;
+            }
+            v->data = ir.data, v->len = ir.len;
+            *vi = (bfs_value_in){.data = ir.data,
+                                 .len = ir.len,
+                                 .width = ir.s.width,
+                                 .height = ir.s.height,
+                                 .flags = ir.s.flags,
+                                 .raw_size = ir.s.raw_size};
+            if (k == 0) {
+                r->s = ir.s;
+                r->reencoded = ir.reencoded, r->restarted = ir.restarted;
+            }
+        } else {
+            r->in_bytes += v->len;
+            *vi = (bfs_value_in){
+                .data = v->len ? v->data : NULL, .len = v->len, .raw_size = v->len ? v->count : 0};
+        }
+        vi->checksum = bfs_xxh64(vi->data, vi->len, 0);
+    }
+    r->s.label = r->rec.label;
+}
+
 typedef struct worker_arg {
     pack *p;
     atomic_int *cancel;
@@ -418,7 +491,9 @@ static void *worker(void *arg)
                 free(data);
                 r.err = -EINVAL;
                 r.reason = it->skip;
-            } else
+            } else if (it->has_rec)
+                transform_record(p, it, &r, &scratch);
+            else
                 transform_bytes(p->o, data, it->len, it->label, &r, &scratch);
         } else if (p->in)
             transform_sample(p->o, p->in, i, &r, &scratch);
@@ -579,17 +654,203 @@ static int next_shard_sample(pack *p, bfs_shard_sample *s, char *err, size_t err
     return 0;
 }
 
+/* Manifests: the image column's path (relative to the manifest's directory) read into its
+ * member, as bytes. 0, 1 with *skip (in whybuf), or a resource error. */
+static int manifest_image(pack *p, const char *manifest, const char **skip, char *whybuf,
+                          size_t whycap)
+{
+    if (!p->image_col[0]) { /* the first sample tells which column */
+        const char *names[] = {"image", "path", "file_name", "filepath", "filename"};
+        if (p->o->image_key)
+            snprintf(p->image_col, sizeof p->image_col, "%s", p->o->image_key);
+        for (size_t i = 0; !p->image_col[0] && i < sizeof names / sizeof *names; i++)
+            if (bfs_members_find(&p->mem, names[i], 0))
+                snprintf(p->image_col, sizeof p->image_col, "%s", names[i]);
+        if (!p->image_col[0])
+            return 2; /* no image column: the caller fails the pack */
+    }
+    bfs_member *mb = (bfs_member *)bfs_members_find(&p->mem, p->image_col, 0);
+    json_t *j = mb ? mb->json : NULL;
+    if (!mb || json_is_null(j) || (json_is_string(j) && !json_string_length(j))) {
+        snprintf(whybuf, whycap, "no image (column '%s' is missing or empty)", p->image_col);
+        *skip = whybuf;
+        return 1;
+    }
+    if (!json_is_string(j) || memchr(json_string_value(j), 0, json_string_length(j))) {
+        snprintf(whybuf, whycap, "column '%s' is not a path (a string)", p->image_col);
+        *skip = whybuf;
+        return 1;
+    }
+    const char *rel = json_string_value(j), *slash = strrchr(manifest, '/');
+    char path[8192];
+    if (rel[0] == '/' || !slash)
+        snprintf(path, sizeof path, "%s", rel);
+    else
+        snprintf(path, sizeof path, "%.*s/%s", (int)(slash - manifest), manifest, rel);
+    uint8_t *data = NULL;
+    size_t cap = 0, len = 0;
+    int rc = bfs_read_file(path, &data, &cap, &len);
+    if (rc) {
+        free(data);
+        if (bfs_err_is_resource(rc))
+            return rc;
+        snprintf(whybuf, whycap, "image '%.400s': %s", rel,
+                 rc == BFS_E_NOT_REGULAR ? "not a regular file" : bfs_strerror(rc));
+        *skip = whybuf;
+        return 1;
+    }
+    json_decref(j);
+    mb->json = NULL;
+    mb->type = BFS_MEMBER_BYTES, mb->data = data, mb->len = len;
+    return 0;
+}
+
+/* Fields mode: the next sample of the source as members (p->mem) into it: its name, and
+ * its record (or image and label when the schema is the image alone), or why it is
+ * skipped. The first sample that is not skipped makes the schema (and declares the
+ * fields to the writer). 1, 0 (all read) or an error naming the shard. */
+static int next_fields_item(pack *p, item *it, bfs_pack_report *rep, char *err, size_t errlen)
+{
+    const bfs_pack_opts *o = p->o;
+    char why[1024], whybuf[1200];
+    for (;;) {
+        if (p->shard >= p->shards.n)
+            return 0;
+        const char *path = p->shards.paths[p->shard];
+        int fmt = p->shards.format;
+        if (!p->reading) {
+            struct stat st;
+            int fd = bfs_open_regular(path, &st);
+            if (fd < 0)
+                return bfs_errf(fd, err, errlen, "%s: %s", path, bfs_strerror(fd));
+            posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+            p->fd = fd;
+            bfs_shard_in in = {fd_read_cb, &p->fd};
+            if (fmt == BFS_FORMAT_WEBDATASET)
+                bfs_wds_init(&p->wds, in, o->image_key, o->label_key);
+            else if (fmt == BFS_FORMAT_TFRECORD)
+                bfs_tfr_init(&p->tfr, in, o->image_key, o->label_key);
+            else
+                bfs_manifest_init(&p->man, in, bfs_manifest_is_name(path) == 2);
+            p->reading = 1;
+        }
+        const char *skip = NULL, *key;
+        uint64_t off = 0;
+        int notex = 0, rc;
+        if (fmt == BFS_FORMAT_WEBDATASET)
+            rc = bfs_wds_next_members(&p->wds, &p->mem, &off, why, sizeof why), key = p->wds.key;
+        else if (fmt == BFS_FORMAT_TFRECORD)
+            rc = bfs_tfr_next_members(&p->tfr, &p->mem, &off, &notex, why, sizeof why),
+            key = p->tfr.key;
+        else
+            rc = bfs_manifest_next(&p->man, &p->mem, &skip, whybuf, sizeof whybuf, why, sizeof why),
+            key = p->man.key;
+        if (rc < 0)
+            return bfs_errf(rc, err, errlen, "%s: %s", path, why);
+        if (rc == 0) {
+            p->done_bytes += p->shards.sizes[p->shard];
+            p->ignored += fmt == BFS_FORMAT_WEBDATASET ? p->wds.ignored : 0;
+            bfs_tfr_close(&p->tfr);
+            bfs_manifest_close(&p->man);
+            close(p->fd);
+            p->fd = -1, p->reading = 0;
+            p->shard++;
+            continue;
+        }
+        size_t need = strlen(path) + strlen(key) + 2;
+        if (!(it->name = malloc(need)))
+            return bfs_errf(-ENOMEM, err, errlen, "out of memory");
+        snprintf(it->name, need, "%s:%s", path, key);
+        if (notex)
+            skip = "not a tf.train.Example";
+        if (!skip && fmt == BFS_FORMAT_MANIFEST) {
+            rc = manifest_image(p, path, &skip, whybuf, sizeof whybuf);
+            if (rc == 2)
+                return bfs_errf(-EINVAL, err, errlen,
+                                "%s: no image column (image, path, file_name, filepath or "
+                                "filename) in the first sample: name it with --image-key",
+                                it->name);
+            if (rc < 0)
+                return bfs_errf(rc, err, errlen, "%s: %s", it->name, bfs_strerror(rc));
+        }
+        if (!skip && !p->schema_ready) {
+            int src = fmt == BFS_FORMAT_WEBDATASET ? BFS_SRC_WDS
+                      : fmt == BFS_FORMAT_TFRECORD ? BFS_SRC_TFRECORD
+                                                   : BFS_SRC_MANIFEST;
+            const char *ik = fmt == BFS_FORMAT_MANIFEST ? p->image_col : o->image_key;
+            if ((rc = bfs_schema_make(&p->schema, src, o->fields, o->nfields, &p->mem, ik,
+                                      o->label_key, why, sizeof why)))
+                return bfs_errf(rc, err, errlen, "%s (the first sample): %s", it->name, why);
+            p->schema_ready = 1;
+            rep->nfields = p->schema.n;
+            size_t k = 0;
+            for (uint32_t f = 0; f < p->schema.n && k < sizeof rep->fields; f++)
+                k += (size_t)snprintf(
+                    rep->fields + k, sizeof rep->fields - k, "%s%s %s%s%s%s", f ? ", " : "",
+                    p->schema.f[f].name, bfs_field_kind_name(p->schema.f[f].kind),
+                    p->schema.f[f].kind == BFS_FIELD_ARRAY ? " " : "",
+                    p->schema.f[f].kind == BFS_FIELD_ARRAY ? bfs_fdt_name(p->schema.f[f].dtype)
+                                                           : "",
+                    p->schema.f[f].flags & BFS_FIELDF_OPTIONAL ? " (optional)" : "");
+            if (p->schema.has_label && k < sizeof rep->fields)
+                snprintf(rep->fields + k, sizeof rep->fields - k, "; label from %s%s%s",
+                         p->schema.label.member, p->schema.label.key[0] ? ":" : "",
+                         p->schema.label.key);
+            if (p->schema.n > 1 &&
+                (rc = bfs_writer_set_fields(p->w, p->schema.f, p->schema.n, why, sizeof why)))
+                return bfs_errf(rc, err, errlen, "%s", why);
+        }
+        if (!skip) {
+            rc = bfs_schema_convert(&p->schema, &p->mem, &it->rec, whybuf, sizeof whybuf, &skip);
+            if (rc < 0)
+                return bfs_errf(rc, err, errlen, "%s: out of memory", it->name);
+            if (!rc && it->rec.extra) {
+                p->extra += it->rec.extra;
+                if (!p->extra_name[0])
+                    for (size_t i = 0; i < p->mem.n && !p->extra_name[0]; i++) {
+                        int used = 0;
+                        for (uint32_t f = 0; f < p->schema.n && !used; f++)
+                            used = !strcasecmp(p->mem.v[i].name, p->schema.from[f].member);
+                        if (!used && !(p->schema.has_label &&
+                                       !strcasecmp(p->mem.v[i].name, p->schema.label.member)))
+                            snprintf(p->extra_name, sizeof p->extra_name, "%s", p->mem.v[i].name);
+                    }
+            }
+        }
+        if (skip) {
+            if (skip == whybuf && !(skip = it->skip_owned = strdup(whybuf)))
+                return bfs_errf(-ENOMEM, err, errlen, "out of memory");
+            it->skip = skip;
+        } else if (p->schema.n > 1)
+            it->has_rec = 1;
+        else { /* the image alone: written as before (version 1) */
+            it->data = it->rec.v[0].data, it->len = it->rec.v[0].len;
+            it->label = it->rec.label;
+            it->rec.v[0].data = NULL;
+            bfs_record_free(&it->rec);
+        }
+        (void)off;
+        bfs_members_clear(&p->mem);
+        return 1;
+    }
+}
+
 /* Sharded sources: read samples into the free input slots, up to a window ahead of the
  * writer (which is this thread: p->written is stable here), or to the end. */
-static int produce(pack *p, char *err, size_t errlen)
+static int produce(pack *p, bfs_pack_report *rep, char *err, size_t errlen)
 {
     while (!p->eof && p->n < p->written + p->window) {
         bfs_shard_sample s;
-        int rc = next_shard_sample(p, &s, err, errlen);
+        item *it = &p->items[p->n % p->window];
+        int rc;
+        if (p->fields_mode) {
+            it->skip = NULL, it->data = NULL, it->len = 0, it->label = 0;
+            rc = next_fields_item(p, it, rep, err, errlen);
+        } else
+            rc = next_shard_sample(p, &s, err, errlen);
         if (rc < 0)
             return rc;
-        item *it = &p->items[p->n % p->window];
-        if (rc > 0) {
+        if (rc > 0 && !p->fields_mode) {
             const char *path = p->shards.paths[p->shard];
             size_t need = strlen(path) + strlen(s.key) + 2;
             it->name = malloc(need);
@@ -637,7 +898,7 @@ static int write_all_items(pack *p, bfs_writer *w, bfs_pack_report *rep, atomic_
     int rc = 0;
     char name[ITEM_NAME_MAX];
     for (size_t i = 0;; i++) {
-        if (p->items && (rc = produce(p, err, errlen)))
+        if (p->items && (rc = produce(p, rep, err, errlen)))
             return rc;
         if (i >= p->n) /* eof: produce read to the end */
             break;
@@ -659,7 +920,12 @@ static int write_all_items(pack *p, bfs_writer *w, bfs_pack_report *rep, atomic_
             else
                 rc = add_skip(rep, item_name(p, i, name), reason);
         } else {
-            rc = bfs_writer_add_hashed(w, &r.s, r.data, r.len, r.hash);
+            if (r.vin) {
+                rc = bfs_writer_add_record(w, r.rec.label, r.vin);
+                for (uint32_t k = 0; k < p->schema.n; k++)
+                    r.len += r.rec.v[k].len;
+            } else
+                rc = bfs_writer_add_hashed(w, &r.s, r.data, r.len, r.hash);
             if (rc)
                 bfs_errf(rc, err, errlen, "writing %s: %s", bfs_writer_temp_path(w),
                          bfs_strerror(rc));
@@ -676,14 +942,18 @@ static int write_all_items(pack *p, bfs_writer *w, bfs_pack_report *rep, atomic_
         }
         rep->bytes_in += r.in_bytes;
         free(r.data);
+        bfs_record_free(&r.rec);
+        free(r.vin);
         pthread_mutex_lock(&p->lock);
         p->slots[i % p->window].ready = 0;
         p->written = i + 1;
         pthread_cond_broadcast(&p->space);
         pthread_mutex_unlock(&p->lock);
         if (p->items) {
-            free(p->items[i % p->window].name);
-            p->items[i % p->window].name = NULL;
+            item *it = &p->items[i % p->window];
+            free(it->name);
+            free(it->skip_owned);
+            it->name = it->skip_owned = NULL;
         }
         if (rc)
             return rc;
@@ -1126,6 +1396,39 @@ static int pack_tokens_files(const char *src, const char *out, const bfs_pack_op
     return rc;
 }
 
+/* Manifest sources: each a regular file, sorted by path as shards are. */
+static int manifest_list(const char *const *srcs, size_t nsrcs, bfs_shard_list *l, char *err,
+                         size_t errlen)
+{
+    memset(l, 0, sizeof *l);
+    l->format = BFS_FORMAT_MANIFEST;
+    if (!(l->paths = calloc(nsrcs, sizeof *l->paths)) ||
+        !(l->sizes = calloc(nsrcs, sizeof *l->sizes)))
+        return bfs_errf(-ENOMEM, err, errlen, "out of memory");
+    for (size_t i = 0; i < nsrcs; i++) {
+        struct stat st;
+        if (stat(srcs[i], &st)) {
+            int e = -errno;
+            return bfs_errf(e, err, errlen, "%s: %s", srcs[i], bfs_strerror(e));
+        }
+        if (!S_ISREG(st.st_mode))
+            return bfs_errf(-EINVAL, err, errlen, "%s: a manifest is a regular file", srcs[i]);
+        if (!(l->paths[i] = strdup(srcs[i])))
+            return bfs_errf(-ENOMEM, err, errlen, "out of memory");
+        l->n = i + 1;
+        l->sizes[i] = (uint64_t)st.st_size;
+        l->total += (uint64_t)st.st_size;
+    }
+    for (size_t i = 1; i < l->n; i++)
+        for (size_t j = i; j > 0 && strcmp(l->paths[j - 1], l->paths[j]) > 0; j--) {
+            char *t = l->paths[j];
+            uint64_t z = l->sizes[j];
+            l->paths[j] = l->paths[j - 1], l->sizes[j] = l->sizes[j - 1];
+            l->paths[j - 1] = t, l->sizes[j - 1] = z;
+        }
+    return 0;
+}
+
 /* Sharded sources, once packed: the class table ("0".."max label"), notes on labels that
  * no sample has and on tar members outside any sample. */
 static int finish_shards(pack *p, bfs_writer *w, bfs_pack_report *rep, char *err, size_t errlen)
@@ -1144,12 +1447,18 @@ static int finish_shards(pack *p, bfs_writer *w, bfs_pack_report *rep, char *err
     }
     rep->classes = classes;
     rep->ignored = p->ignored;
+    rep->extra = p->extra;
     size_t k = strlen(rep->notes);
     if (empty)
         k += (size_t)snprintf(rep->notes + k, sizeof rep->notes - k,
                               "note: labels run 0..%u, and %u of them have no sample: their "
                               "classes are empty\n",
                               classes - 1, empty);
+    if (p->extra && k < sizeof rep->notes)
+        k += (size_t)snprintf(rep->notes + k, sizeof rep->notes - k,
+                              "note: %llu members (the first: '%s') are not among the fields the "
+                              "first sample set, and were not kept (--field keeps them)\n",
+                              (unsigned long long)p->extra, p->extra_name);
     if (p->ignored && k < sizeof rep->notes)
         snprintf(rep->notes + k, sizeof rep->notes - k,
                  "note: %llu tar members have no WebDataset key (no '.' in their name's last "
@@ -1200,7 +1509,23 @@ int bfs_pack_sources(const char *const *srcs, size_t nsrcs, const char *out, con
     p.window = (size_t)jobs * 4 + 16;
 
     struct stat st;
-    rc = bfs_shard_list_make(srcs, nsrcs, o->format, &p.shards, err, errlen);
+    int manifests = o->format == BFS_FORMAT_MANIFEST;
+    if (o->format == BFS_FORMAT_AUTO) { /* every source named .jsonl or .csv */
+        manifests = 1;
+        for (size_t i = 0; i < nsrcs; i++)
+            manifests &= bfs_manifest_is_name(srcs[i]) != 0;
+    }
+    rc = manifests ? manifest_list(srcs, nsrcs, &p.shards, err, errlen)
+                   : bfs_shard_list_make(srcs, nsrcs, o->format, &p.shards, err, errlen);
+    if (rc == 0) {
+        p.fields_mode = manifests || !o->image_only;
+        if (manifests && o->image_only)
+            rc = bfs_errf(-EINVAL, err, errlen,
+                          "--image-only applies to WebDataset and TFRecord shards (a manifest "
+                          "names its fields)");
+        else if (!p.fields_mode && o->nfields)
+            rc = bfs_errf(-EINVAL, err, errlen, "--field and --image-only exclude each other");
+    }
     if (rc == 0) {
         rep->format = p.shards.format;
         rep->shards = p.shards.n;
@@ -1208,7 +1533,12 @@ int bfs_pack_sources(const char *const *srcs, size_t nsrcs, const char *out, con
             rc = bfs_errf(-ENOMEM, err, errlen, "out of memory");
     } else if (rc == 1) {
         p.eof = 1;
-        if (o->image_key || o->label_key)
+        if (o->nfields)
+            rc = bfs_errf(-EINVAL, err, errlen,
+                          "%s: not WebDataset or TFRecord shards or a manifest, so --field does "
+                          "not apply",
+                          src);
+        else if (o->image_key || o->label_key)
             rc = bfs_errf(-EINVAL, err, errlen,
                           "%s: not WebDataset or TFRecord shards, so the image and label keys "
                           "do not apply",
@@ -1228,6 +1558,7 @@ int bfs_pack_sources(const char *const *srcs, size_t nsrcs, const char *out, con
     if ((rc = bfs_writer_create(out, o->page_size, &w, err, errlen)))
         goto out;
     snprintf(temp_path, sizeof temp_path, "%s", bfs_writer_temp_path(w));
+    p.w = w;
     for (uint32_t c = 0; c < p.f.nclasses; c++)
         if ((rc = bfs_writer_add_class(w, p.f.classes[c]))) {
             bfs_errf(rc, err, errlen, "class name '%s': %s", p.f.classes[c], bfs_strerror(rc));
@@ -1279,12 +1610,17 @@ out:
         pthread_join(waker_th, NULL);
     if (p.slots)
         for (size_t i = 0; i < p.window; i++)
-            if (p.slots[i].ready)
+            if (p.slots[i].ready) {
                 free(p.slots[i].data);
+                bfs_record_free(&p.slots[i].rec);
+                free(p.slots[i].vin);
+            }
     if (p.items)
         for (size_t i = 0; i < p.window; i++) {
             free(p.items[i].data);
             free(p.items[i].name);
+            free(p.items[i].skip_owned);
+            bfs_record_free(&p.items[i].rec);
         }
     if (!rc && w) {
         rc = bfs_writer_finish(w, o->fsync, err, errlen);
@@ -1296,6 +1632,8 @@ out:
     if (p.fd >= 0)
         close(p.fd);
     bfs_tfr_close(&p.tfr);
+    bfs_manifest_close(&p.man);
+    bfs_members_free(&p.mem);
     bfs_shard_list_free(&p.shards);
     free(p.items);
     bfs_folder_free(&p.f);

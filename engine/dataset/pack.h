@@ -18,6 +18,7 @@
 #ifndef BATCHFS_ENGINE_DATASET_PACK_H
 #define BATCHFS_ENGINE_DATASET_PACK_H
 
+#include "engine/dataset/record.h"
 #include "engine/dataset/shard.h"
 
 #include <stdatomic.h>
@@ -45,7 +46,13 @@ typedef struct bfs_pack_opts {
     const char *image_key; /* WebDataset: the image's extension (NULL: jpg or jpeg);
                               TFRecord: its feature (NULL: image/encoded) */
     const char *label_key; /* WebDataset: the label's key in the .json (NULL: label);
-                              TFRecord: its int64 feature (NULL: image/class/label) */
+                              TFRecord: its int64 feature (NULL: image/class/label);
+                              manifest: its column (NULL: label or cls) */
+    /* fields (record.h): sharded and manifest sources keep every member of a sample as a
+       field (.bfs version 3) unless image_only; fields[0..nfields) (--field) choose them */
+    int image_only; /* shards: the image and the label only, as before (version 1) */
+    const bfs_field_spec *fields;
+    size_t nfields;
 } bfs_pack_opts;
 
 enum { BFS_TOKENS_FLAT, BFS_TOKENS_NPY, BFS_TOKENS_MEGATRON };
@@ -65,13 +72,16 @@ typedef struct bfs_pack_report {
     double seconds;
     bfs_pack_skip *skipped; /* in dataset order */
     uint64_t nskipped;
-    uint64_t ignored; /* files not named .jpg/.jpeg/.png/.webp below the class directories */
-    uint64_t tokens;  /* token ids packed (tokens) */
-    uint64_t longest; /* tokens of the longest document (tokens) */
-    int token_size;   /* bytes per token id stored: 2 or 4 (tokens) */
-    char notes[2048]; /* about the folder scan (bfs_folder_notes), or "" */
-    int format;       /* the source's BFS_FORMAT_* when it was shards, else 0 */
-    uint64_t shards;  /* shard files read (sharded sources) */
+    uint64_t ignored;  /* files not named .jpg/.jpeg/.png/.webp below the class directories */
+    uint64_t tokens;   /* token ids packed (tokens) */
+    uint64_t longest;  /* tokens of the longest document (tokens) */
+    int token_size;    /* bytes per token id stored: 2 or 4 (tokens) */
+    char notes[2048];  /* about the folder scan (bfs_folder_notes), or "" */
+    int format;        /* the source's BFS_FORMAT_* when it was shards, else 0 */
+    uint64_t shards;   /* shard files read (sharded sources) */
+    uint64_t extra;    /* members of samples kept in no field (not in the first sample's set) */
+    uint32_t nfields;  /* fields per sample written (1: the image alone, a version 1 file) */
+    char fields[2048]; /* "jpg image, txt text, ..." for the summary, or "" */
 } bfs_pack_report;
 
 /*
