@@ -198,6 +198,11 @@ bad:
 /* A CSV cell's JSON value (manifest.h: typed by its look unless quoted). */
 static json_t *csv_value(const char *c, int quoted)
 {
+    if (c[0] == '[') { /* a list, quoted or not (a CSV writer quotes its commas) */
+        json_t *j = json_loads(c, JSON_REJECT_DUPLICATES, NULL);
+        if (j)
+            return j;
+    }
     if (quoted)
         return json_string(c);
     if (!c[0])
@@ -211,11 +216,6 @@ static json_t *csv_value(const char *c, int quoted)
     if (!*end && end != c && c[0] != ' ' && c[0] != '+' &&
         (c[0] == '-' || c[0] == '.' || (c[0] >= '0' && c[0] <= '9')))
         return json_real(d);
-    if (c[0] == '[') {
-        json_t *j = json_loads(c, 0, NULL);
-        if (j)
-            return j;
-    }
     return json_string(c);
 }
 

@@ -6,8 +6,9 @@
  * fields (record.h). Used by mkbatchfs (pack.c), fuzzed by tests/fuzz/fuzz_manifest.c.
  *
  * Every column becomes a BFS_MEMBER_JSON member named by it: JSONL values as they are;
- * CSV cells typed by their look when unquoted (an integer, a number, a JSON list
- * starting with '[', an empty cell as null, else a string), quoted cells always strings.
+ * CSV cells typed by their look: a cell starting with '[' that parses as JSON is that
+ * list (quoted or not: CSV writers quote its commas); an unquoted integer or number is
+ * one, an unquoted empty cell null; anything else is a string.
  * The image column's value must be a string: the path, relative to the manifest's
  * directory unless absolute; pack.c reads the file. Blank lines are no samples.
  */

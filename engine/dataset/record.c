@@ -733,7 +733,7 @@ int bfs_schema_convert(const bfs_schema *s, bfs_members *m, bfs_record *rec, cha
 {
     memset(rec, 0, sizeof *rec);
     *why = NULL;
-    char wb[600];
+    char wb[600], inner[400];
     json_t *parsed = NULL;
     found f;
     int rc = 0;
@@ -788,7 +788,7 @@ int bfs_schema_convert(const bfs_schema *s, bfs_members *m, bfs_record *rec, cha
                          ? fail(whybuf, whycap, why, "no image (no .%s member)", sp->member)
                          : fail(whybuf, whycap, why, "no %s (field %s is required)",
                                 where(sp, wb, sizeof wb), d->name);
-        } else if ((rc = value_of(d, &f, &rec->v[k], whybuf, whycap, &r)) == 1)
+        } else if ((rc = value_of(d, &f, &rec->v[k], inner, sizeof inner, &r)) == 1)
             fail(whybuf, whycap, why, "%s: %s (field %s, %s)", where(sp, wb, sizeof wb), r, d->name,
                  bfs_field_kind_name(d->kind));
         json_decref(parsed);

@@ -690,8 +690,8 @@ int bfs_tfr_example_members(const uint8_t *p, size_t n, bfs_members *m)
                     m->n--;
                     break;
                 }
-            if (memchr(key.p, 0, klen) || kind == 0 || (kind == 1 && vs.n == 0) ||
-                (kind != 1 && vs.n == 0)) { /* no value: as absent */
+            if (memchr(key.p, 0, klen) || kind == 0 || (kind == 1 && vs.n == 0)) {
+                /* no value: as absent (an empty number list is an empty value) */
                 free(vs.p);
                 continue;
             }

@@ -115,8 +115,9 @@ int bfs_tfr_next_sample(bfs_tfr *r, bfs_shard_sample *s, char *err, size_t errle
  * bfs_tfr_example_members - every feature of the Example in p[0..n) into m (cleared
  * first), named by its key: a bytes_list of one value as BFS_MEMBER_BYTES (of several:
  * a member that is bad, "a bytes_list of several values"), an int64_list as
- * BFS_MEMBER_INTS, a float_list as BFS_MEMBER_FLOATS; a feature with no values (or no
- * kind, or a key holding a NUL) is left out, as absent. Returns 0, -EINVAL (not a
+ * BFS_MEMBER_INTS, a float_list as BFS_MEMBER_FLOATS (empty lists: members of no
+ * values); a bytes_list of no value, a feature of no kind or a key holding a NUL is left
+ * out, as absent. Returns 0, -EINVAL (not a
  * well-formed Example: m empty) or -ENOMEM.
  */
 int bfs_tfr_example_members(const uint8_t *p, size_t n, bfs_members *m);
