@@ -219,8 +219,22 @@ static json_t *csv_value(const char *c, int quoted)
     return json_string(c);
 }
 
+static int manifest_next(bfs_manifest *m, bfs_members *out, const char **skip, char *whybuf,
+                         size_t whycap, char *err, size_t errlen);
+
 int bfs_manifest_next(bfs_manifest *m, bfs_members *out, const char **skip, char *whybuf,
                       size_t whycap, char *err, size_t errlen)
+{
+    int rc = manifest_next(m, out, skip, whybuf, whycap, err, errlen);
+    if (rc == 1 && *skip == whybuf) /* names and JSON come from the data: one line */
+        for (char *c = whybuf; *c; c++)
+            if ((unsigned char)*c < 0x20 || *c == 0x7f)
+                *c = '?';
+    return rc;
+}
+
+static int manifest_next(bfs_manifest *m, bfs_members *out, const char **skip, char *whybuf,
+                         size_t whycap, char *err, size_t errlen)
 {
     bfs_members_clear(out);
     *skip = NULL;
@@ -247,19 +261,25 @@ int bfs_manifest_next(bfs_manifest *m, bfs_members *out, const char **skip, char
         }
         const char *c = cells;
         for (long i = 0; i < nc; i++, c += strlen(c) + 1) {
-            if (!c[0] || !(m->cols[i] = strdup(c))) {
+            int empty = !c[0];
+            if (empty || !(m->cols[i] = strdup(c))) {
                 m->ncols = (size_t)i;
                 free(cells);
-                return c[0] ? bfs_errf(-ENOMEM, err, errlen, "out of memory")
-                            : bfs_errf(-EINVAL, err, errlen,
-                                       "line 1: the CSV header's column %ld has no name", i + 1);
+                return !empty ? bfs_errf(-ENOMEM, err, errlen, "out of memory")
+                              : bfs_errf(-EINVAL, err, errlen,
+                                         "line 1: the CSV header's column %ld has no name", i + 1);
             }
             m->ncols = (size_t)i + 1;
             for (long j = 0; j < i; j++)
                 if (!strcmp(m->cols[j], c)) {
+                    char name[128];
+                    size_t k = 0;
+                    for (; c[k] && k + 1 < sizeof name; k++) /* one line: control bytes as ? */
+                        name[k] = (unsigned char)c[k] < 0x20 || c[k] == 0x7f ? '?' : c[k];
+                    name[k] = 0;
                     free(cells);
                     return bfs_errf(-EINVAL, err, errlen,
-                                    "line 1: the CSV header names column '%s' twice", c);
+                                    "line 1: the CSV header names column '%s' twice", name);
                 }
         }
         free(cells);

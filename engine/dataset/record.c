@@ -635,6 +635,14 @@ static int shape_ok(const nums *x, const bfs_field *d, const char **why)
     return 0;
 }
 
+/* Control bytes of s (member names and JSON come from the data) as '?': one line. */
+static void one_line(char *s)
+{
+    for (; s && *s; s++)
+        if ((unsigned char)*s < 0x20 || *s == 0x7f)
+            *s = '?';
+}
+
 /* ---- conversion ------------------------------------------------------------------------------ */
 
 static int fail(char *whybuf, size_t whycap, const char **why, const char *fmt, ...)
@@ -681,6 +689,8 @@ static int value_of(const bfs_field *d, const found *f, bfs_value *v, char *whyb
     case BFS_FIELD_IMAGE:
         if (f->type != BFS_MEMBER_BYTES)
             return *why = "not image bytes", 1;
+        if (!f->len)
+            return *why = "empty, not an image", 1;
         v->data = f->m->data, v->len = f->m->len; /* taken */
         f->m->data = NULL, f->m->len = 0;
         return 0;
@@ -815,6 +825,8 @@ out:
     json_decref(parsed);
     if (rc)
         bfs_record_free(rec);
+    if (rc == 1 && *why == whybuf)
+        one_line(whybuf);
     return rc;
 }
 
@@ -967,9 +979,23 @@ static int label_default(bfs_schema *s, const bfs_members *first, const char *la
     return 0;
 }
 
+static int schema_make(bfs_schema *s, int src, const bfs_field_spec *specs, size_t nspecs,
+                       const bfs_members *first, const char *image_key, const char *label_key,
+                       char *err, size_t errlen);
+
 int bfs_schema_make(bfs_schema *s, int src, const bfs_field_spec *specs, size_t nspecs,
                     const bfs_members *first, const char *image_key, const char *label_key,
                     char *err, size_t errlen)
+{
+    int rc = schema_make(s, src, specs, nspecs, first, image_key, label_key, err, errlen);
+    if (rc && err && errlen)
+        one_line(err);
+    return rc;
+}
+
+static int schema_make(bfs_schema *s, int src, const bfs_field_spec *specs, size_t nspecs,
+                       const bfs_members *first, const char *image_key, const char *label_key,
+                       char *err, size_t errlen)
 {
     memset(s, 0, sizeof *s);
     s->src = src;

@@ -21,10 +21,15 @@
  *    compressed file cut short anywhere fails (-EINVAL) after a prefix of the records;
  *  - the reader has read exactly the bytes it says (in_off), and, plain, consumed them;
  *  - an Example's features point inside it; a sample not skipped has one image (its
- *    bytes those of the Example's first value) and a label in 0..BFS_SHARD_LABEL_MAX.
+ *    bytes those of the Example's first value) and a label in 0..BFS_SHARD_LABEL_MAX;
+ *  - every feature (bfs_tfr_example_members, mkbatchfs keeping every field): a record
+ *    that bfs_tfr_example reads is read, one it refuses is refused; the image and label
+ *    features agree with it; fields are made of the members and converted
+ *    (record_check.h), the same Example as the first sample and as a later one.
  */
 #include "engine/dataset/tfrecord.h"
 #include "base/endian.h"
+#include "tests/fuzz/record_check.h"
 #include "tests/fuzz/shard_mem.h"
 
 #include <errno.h>
@@ -46,14 +51,38 @@ static void check_example(const uint8_t *p, size_t n)
     bfs_tfr_feature img, lab;
     int rc = bfs_tfr_example(p, n, "image/encoded", "image/class/label", &img, &lab);
     CHECK(rc == 0 || rc == -EINVAL);
-    if (rc)
+    if (rc) { /* every feature refused alike */
+        bfs_members m = {0};
+        CHECK(bfs_tfr_example_members(p, n, &m) == -EINVAL && m.n == 0);
+        bfs_members_free(&m);
         return;
+    }
     CHECK(img.kind >= 0 && img.kind <= 3 && lab.kind >= 0 && lab.kind <= 3);
     if (img.kind == 1 && img.count)
         CHECK(img.bytes >= p && img.bytes_len <= n && img.bytes + img.bytes_len <= p + n);
     if (lab.kind == 1 && lab.count)
         CHECK(lab.bytes >= p && lab.bytes + lab.bytes_len <= p + n);
     CHECK(img.count <= n && lab.count <= n);
+    bfs_members m = {0};
+    int mrc = bfs_tfr_example_members(p, n, &m);
+    CHECK(mrc == 0 || mrc == -EINVAL);
+    CHECK(mrc == rc); /* the same Examples read, the same refused */
+    if (mrc == 0) {
+        const bfs_member *mi = bfs_members_find(&m, "image/encoded", 0);
+        if (img.kind == 1 && img.count == 1)
+            CHECK(mi && mi->type == BFS_MEMBER_BYTES && mi->len == img.bytes_len &&
+                  (!mi->len || !memcmp(mi->data, img.bytes, mi->len)));
+        const bfs_member *ml = bfs_members_find(&m, "image/class/label", 0);
+        if (lab.kind == 3)
+            CHECK(ml && ml->type == BFS_MEMBER_INTS && ml->len == lab.count &&
+                  (!ml->len || ((int64_t *)ml->data)[0] == lab.int64));
+        for (size_t k = 0; k < m.n; k++)
+            CHECK(m.v[k].len <= n);
+        record_fuzz rf = {.src = BFS_SRC_TFRECORD};
+        record_fuzz_sample(&rf, &m); /* the first sample */
+        record_fuzz_sample(&rf, &m); /* and a later one */
+    }
+    bfs_members_free(&m);
 }
 
 /* Read a stream to its end as samples; the records read into *count. 0 or the error. */

@@ -15,9 +15,13 @@
  *    reader is, an image no larger than the input, and a label in 0..BFS_SHARD_LABEL_MAX
  *    when it is not skipped;
  *  - a .json label parsed to v names an integer: printing v and parsing {"label":v} again
- *    gives v; .cls: the decimal text of v parses back to v.
+ *    gives v; .cls: the decimal text of v parses back to v;
+ *  - the same stream read as whole samples (bfs_wds_next_members, mkbatchfs keeping every
+ *    field): the same keys and offsets as bfs_wds_next, members with an extension and no
+ *    more bytes than the input, and record_check.h's checks of the fields made of them.
  */
 #include "engine/dataset/wds.h"
+#include "tests/fuzz/record_check.h"
 #include "tests/fuzz/shard_mem.h"
 
 #include <errno.h>
@@ -40,6 +44,36 @@ static void check_err(int rc, const char *err, size_t cap)
     CHECK(memchr(err, 0, cap) && err[0] && !strchr(err, '\n'));
 }
 
+/* The stream again as whole samples (every member): the keys and offsets of the samples
+ * bfs_wds_next gave (keys[0..nkeys)), fields made and converted (record_check.h). */
+static void read_members(const uint8_t *p, size_t n, size_t step, char **keys, uint64_t *offs,
+                         size_t nkeys)
+{
+    shard_mem m;
+    bfs_wds w;
+    bfs_wds_init(&w, shard_mem_in(&m, p, n, step), NULL, NULL);
+    bfs_members mem = {0};
+    record_fuzz rf = {.src = BFS_SRC_WDS};
+    char err[512];
+    for (size_t i = 0;; i++) {
+        uint64_t off = 0;
+        int rc = bfs_wds_next_members(&w, &mem, &off, err, sizeof err);
+        CHECK(m.pos <= n);
+        if (rc <= 0) {
+            CHECK(mem.n == 0 && i >= nkeys);
+            if (rc < 0)
+                check_err(rc, err, sizeof err);
+            break;
+        }
+        CHECK(i < nkeys && !strcmp(keys[i], w.key) && off == offs[i]);
+        for (size_t k = 0; k < mem.n; k++)
+            CHECK(mem.v[k].type == BFS_MEMBER_BYTES && mem.v[k].len <= n &&
+                  (mem.v[k].bad || mem.v[k].data));
+        record_fuzz_sample(&rf, &mem);
+    }
+    bfs_members_free(&mem);
+}
+
 /* Read the whole stream as samples. Returns the offset of a header whose checksum failed
  * (to repair), or -1. */
 static long read_all(const uint8_t *p, size_t n, size_t step, const char *ext)
@@ -48,6 +82,10 @@ static long read_all(const uint8_t *p, size_t n, size_t step, const char *ext)
     bfs_wds w;
     bfs_wds_init(&w, shard_mem_in(&m, p, n, step), ext, NULL);
     char err[512];
+    char *keys[256];
+    uint64_t offs[256];
+    size_t nkeys = 0;
+    long result = -1;
     for (int i = 0; i < 100000; i++) {
         bfs_shard_sample s;
         memset(err, 'x', sizeof err);
@@ -56,10 +94,15 @@ static long read_all(const uint8_t *p, size_t n, size_t step, const char *ext)
         if (rc < 0) {
             check_err(rc, err, sizeof err);
             CHECK(!s.image);
-            return w.tar.bad_checksum ? (long)(w.tar.off - 512) : -1;
+            result = w.tar.bad_checksum ? (long)(w.tar.off - 512) : -1;
+            break;
         }
         if (rc == 0)
-            return -1;
+            break;
+        if (nkeys < 256 && !ext) {
+            CHECK(keys[nkeys] = strdup(s.key));
+            offs[nkeys++] = s.offset;
+        }
         CHECK(s.key && s.key[0] && strlen(s.key) <= BFS_TAR_NAME_MAX);
         CHECK(s.offset % 512 == 0 && s.offset < w.tar.off);
         CHECK(s.image_len <= n);
@@ -70,7 +113,11 @@ static long read_all(const uint8_t *p, size_t n, size_t step, const char *ext)
             CHECK(s.image && s.label >= 0 && s.label <= BFS_SHARD_LABEL_MAX);
         free(s.image);
     }
-    return -1;
+    if (!ext && nkeys < 256)
+        read_members(p, n, step, keys, offs, nkeys);
+    for (size_t i = 0; i < nkeys; i++)
+        free(keys[i]);
+    return result;
 }
 
 static void repair(uint8_t *h)
