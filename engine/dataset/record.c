@@ -304,6 +304,7 @@ typedef struct nums {
     size_t n, cap;
     int rank; /* -1: flat (no shape known) */
     uint64_t dims[4];
+    int hint; /* a .npy's dtype as stored (BFS_FDT_*), or -1 */
 } nums;
 
 static void nums_free(nums *x)
@@ -391,6 +392,12 @@ static int nums_npy(nums *x, const uint8_t *p, size_t n, char *whybuf, size_t wh
     }
     x->rank = rank;
     memcpy(x->dims, shape, sizeof x->dims);
+    x->hint = descr[1] == 'f'                            ? BFS_FDT_F32
+              : descr[1] == 'b' || !strcmp(descr, "|u1") ? BFS_FDT_U8
+              : !strcmp(descr, "<u2")                    ? BFS_FDT_U16
+              : !strcmp(descr, "<u4")                    ? BFS_FDT_U32
+              : !strcmp(descr, "<i8")                    ? BFS_FDT_I64
+                                                         : BFS_FDT_I32;
     const uint8_t *d = p + off;
     for (uint64_t k = 0; k < count; k++) {
         int rc;
@@ -570,6 +577,7 @@ static int collect(const found *f, nums *x, char *whybuf, size_t whycap, const c
 {
     memset(x, 0, sizeof *x);
     x->rank = -1;
+    x->hint = -1;
     for (int k = 0; k < 4; k++)
         x->dims[k] = UINT64_MAX;
     switch (f->type) {
@@ -919,9 +927,15 @@ static int infer(const bfs_schema *s, bfs_field_spec *sp, const found *f, bfs_fi
                 goto done;
             }
         }
-        d->dtype = sp->dtype >= 0 ? (uint8_t)sp->dtype
-                   : have_nums    ? (uint8_t)nums_dtype(&x)
-                                  : BFS_FDT_I64;
+        /* an int64_list i64, a float_list f32, a .npy its own dtype; JSON numbers i64
+         * when all are integers, else (or none: an empty list) f32 */
+        d->dtype = sp->dtype >= 0                 ? (uint8_t)sp->dtype
+                   : f->type == BFS_MEMBER_INTS   ? BFS_FDT_I64
+                   : f->type == BFS_MEMBER_FLOATS ? BFS_FDT_F32
+                   : have_nums && x.hint >= 0     ? (uint8_t)x.hint
+                   : have_nums && x.n             ? (uint8_t)nums_dtype(&x)
+                   : have_nums                    ? BFS_FDT_F32
+                                                  : BFS_FDT_I64;
         if (have_nums && x.rank > 1 && !sp->follows[0]) { /* rows of the trailing dims */
             if (x.rank > 4) {
                 rc = fail(whybuf, whycap, why, "%s: over 4 dimensions", sp->member);

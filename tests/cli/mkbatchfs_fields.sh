@@ -100,6 +100,11 @@ with open(os.path.join(out, "t.tfrecord"), "wb") as f:
             ("classes", int64_feature(*s["classes"])),
             ("image/class/label", int64_feature(s["label"]))])))
 
+with open(os.path.join(out, "empty_first.tfrecord"), "wb") as f:  # no boxes at first
+    for s in samples[2:4]:
+        f.write(record(example([("image/encoded", bytes_feature(s["jpg"])),
+                                ("boxes", float_feature(*[v for b in s["boxes"] for v in b]))])))
+
 # ---- manifests: JSONL and CSV beside an image directory ----
 os.makedirs(os.path.join(out, "m", "imgs"))
 for s in samples:
@@ -159,6 +164,9 @@ with tarfile.open(os.path.join(out, "npy.tar"), "w") as tf:
     add(tf, "n4.npy", b"\x93NUMPY\x01\x00\x50\x00{'descr'")  # header cut short
     add(tf, "n5.jpg", good["jpg"])
     add(tf, "n5.npy", npy(struct.pack("<3f", 1, 2, 3), "<f4", "(1, 3)"))
+with tarfile.open(os.path.join(out, "npy16.tar"), "w") as tf:
+    add(tf, "a.jpg", good["jpg"])
+    add(tf, "a.npy", npy(struct.pack("<4H", 1, 2, 65535, 4), "<u2", "(4,)"))
 with open(os.path.join(out, "m", "bad.jsonl"), "w") as f:
     f.write(json.dumps({"image": "imgs/s000.jpg", "caption": "fine", "label": 0}) + "\n")
     f.write("not json\n")
@@ -240,7 +248,14 @@ expect_err "npy.tar:n3: member 'npy': bad .npy: .npy dtype '>f4'" "big-endian np
 expect_err "npy.tar:n4: member 'npy': bad .npy: .npy header of 80 bytes cut short" "npy header cut short"
 "$MK" --info "$T/npy.bfs" | grep -qE "^ +1  npy +array +f32 +\[\*,3\] +yes +4 +84 " || fail "--info: the npy field's rows of 3 (4 present, 84 bytes)"
 [ "$("$MK" --cat "$T/npy.bfs" 2 npy | od -An -tf4 | tr -s ' \n' ' ')" = " 0 1 2 3 4 5 6 7 8 " ] || fail "npy values"
-ok "without --field every member is a field (WebDataset, TFRecord, JSONL); .npy arrays; --image-only"
+run "$MK" "$D/empty_first.tfrecord" "$T/ef.bfs"
+expect_rc 0 "a TFRecord whose first boxes are empty"
+expect_err "fields: image_encoded image, boxes array f32 (optional)" "an empty float_list is still f32"
+run "$MK" "$D/npy16.tar" "$T/n16.bfs"
+expect_rc 0 "a <u2 .npy"
+expect_err "fields: jpg image, npy array u16 (optional)" "a .npy keeps its dtype"
+[ "$("$MK" --cat "$T/n16.bfs" 0 npy | od -An -tu2 | tr -s ' \n' ' ')" = " 1 2 65535 4 " ] || fail "u16 npy values"
+ok "without --field every member is a field (WebDataset, TFRecord, JSONL); .npy arrays keep their dtype; --image-only"
 
 # ---- bad input ---------------------------------------------------------------------------
 run "$MK" --field image=jpg "${common[@]}" "$D/bad.tar" "$T/bad.bfs"
