@@ -615,8 +615,9 @@ static int shape_ok(const nums *x, const bfs_field *d, const char **why)
     for (unsigned k = 0; k < d->rank; k++)
         per *= d->shape[k];
     if ((d->flags & BFS_FIELDF_VARIABLE) && x->n == 0)
-        return 0;                                                      /* no rows */
-    if (x->rank < 0 || (d->flags & BFS_FIELDF_VARIABLE && !d->rank)) { /* flat */
+        return 0; /* no rows */
+    if (x->rank < 0 || ((d->flags & BFS_FIELDF_VARIABLE) && (!d->rank || x->rank <= 1))) {
+        /* flat: whole rows of values (boxes: 4k numbers) */
         if (d->flags & BFS_FIELDF_VARIABLE ? x->n % per : x->n != per)
             return *why = "a number of values that is not whole rows of the field's shape", 1;
         return 0;
@@ -868,15 +869,16 @@ static int infer(const bfs_schema *s, bfs_field_spec *sp, const found *f, bfs_fi
                         "it (e.g. :text)",
                         sp->name, sp->member);
         if (f->type == BFS_MEMBER_BYTES && !sp->key[0]) {
-            const char *mn = f->m->name;
+            const char *mn = f->m->name, *dot = strrchr(mn, '.');
+            const char *ext = dot ? dot + 1 : mn; /* "seg.png": a png */
             int img_named = image_key && (s->src == BFS_SRC_WDS ? !strcasecmp(mn, image_key)
                                                                 : !strcmp(mn, image_key));
             if (s->src == BFS_SRC_WDS)
-                kind = img_named || is_image_ext(mn) ? BFS_FIELD_IMAGE
-                       : !strcasecmp(mn, "txt")      ? BFS_FIELD_TEXT
-                       : !strcasecmp(mn, "cls")      ? BFS_SPEC_LABEL
-                       : !strcasecmp(mn, "npy")      ? BFS_FIELD_ARRAY
-                                                     : BFS_FIELD_BYTES;
+                kind = img_named || is_image_ext(ext) ? BFS_FIELD_IMAGE
+                       : !strcasecmp(ext, "txt")      ? BFS_FIELD_TEXT
+                       : !strcasecmp(mn, "cls")       ? BFS_SPEC_LABEL
+                       : !strcasecmp(ext, "npy")      ? BFS_FIELD_ARRAY
+                                                      : BFS_FIELD_BYTES;
             else
                 kind = img_named || bfs_image_sniff(f->bytes, f->len) ? BFS_FIELD_IMAGE
                                                                       : BFS_FIELD_BYTES;
@@ -1079,6 +1081,10 @@ static int schema_make(bfs_schema *s, int src, const bfs_field_spec *specs, size
         const char *why = NULL;
         char wb[512];
         int rc = find(s, &want[i], (bfs_members *)first, &f, &parsed, wb, sizeof wb, &why);
+        if (rc == 1 && want[i].kind) { /* kind given: the sample is skipped, not the pack */
+            rc = 0;
+            memset(&f, 0, sizeof f);
+        }
         if (!rc)
             rc = infer(s, &want[i], &f, &decl[i], image_key, wb, sizeof wb, &why);
         json_decref(parsed);
