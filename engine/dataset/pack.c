@@ -543,6 +543,7 @@ static void progress(const pack *p, const bfs_pack_report *rep, uint64_t done, d
     if (p->items) { /* sharded: the bytes of the shards read tell how far */
         uint64_t at = p->done_bytes + (!p->reading                                 ? 0
                                        : p->shards.format == BFS_FORMAT_WEBDATASET ? p->wds.tar.off
+                                       : p->shards.format == BFS_FORMAT_MANIFEST   ? p->man.off
                                                                                    : p->tfr.in_off);
         snprintf(count, sizeof count, "%llu samples", (unsigned long long)done);
         progress_line(o, p->shards.total ? (double)at / p->shards.total : 1, count, at, t0, final);
