@@ -512,6 +512,115 @@ START_TEST(pack_bfs)
 }
 END_TEST
 
+/* The fixture's images, in ImageFolder order, to f(path, index, label). */
+static void each_image(void (*f)(void *ctx, const char *path, int i, int label), void *ctx)
+{
+    struct dirent **cls, **files;
+    int nc = scandir(folder, &cls, NULL, alphasort), i = 0;
+    ck_assert_int_gt(nc, 0);
+    for (int c = 0, label = 0; c < nc; c++) {
+        char dir[4300];
+        snprintf(dir, sizeof dir, "%s/%s", folder, cls[c]->d_name);
+        if (cls[c]->d_name[0] != '.') {
+            int nf = scandir(dir, &files, NULL, alphasort);
+            ck_assert_int_gt(nf, 0);
+            for (int k = 0; k < nf; k++) {
+                char path[8700];
+                snprintf(path, sizeof path, "%s/%s", dir, files[k]->d_name);
+                if (files[k]->d_name[0] != '.')
+                    f(ctx, path, i++, label);
+                free(files[k]);
+            }
+            free(files);
+            label++;
+        }
+        free(cls[c]);
+    }
+    free(cls);
+}
+
+static void manifest_line(void *ctx, const char *path, int i, int label)
+{
+    fprintf(ctx,
+            "{\"image\": \"%s\", \"caption\": \"caf\\u00e9 %d\", \"boxes\": [[1, 2, 3, 4]], "
+            "\"classes\": [%d], \"label\": %d}\n",
+            path, i, i, label);
+}
+
+/* One ustar member (a header of the fields WebDataset writers fill, the data, padding). */
+static void tar_add(FILE *f, const char *name, const void *data, size_t n)
+{
+    char h[512] = {0};
+    snprintf(h, 100, "%s", name);
+    snprintf(h + 100, 8, "%07o", 0644);
+    snprintf(h + 108, 8, "%07o", 0);
+    snprintf(h + 116, 8, "%07o", 0);
+    snprintf(h + 124, 12, "%011o", (unsigned)n);
+    snprintf(h + 136, 12, "%011o", 0);
+    h[156] = '0';
+    memcpy(h + 257, "ustar", 6);
+    memcpy(h + 263, "00", 2);
+    memset(h + 148, ' ', 8);
+    unsigned sum = 0;
+    for (int k = 0; k < 512; k++)
+        sum += (uint8_t)h[k];
+    snprintf(h + 148, 8, "%06o", sum);
+    h[155] = ' ';
+    static const char zero[512];
+    ck_assert_int_eq(fwrite(h, 1, 512, f), 512);
+    ck_assert_int_eq(fwrite(data, 1, n, f), n);
+    ck_assert_int_eq(fwrite(zero, 1, (512 - n % 512) % 512, f), (512 - n % 512) % 512);
+}
+
+static void tar_sample(void *ctx, const char *path, int i, int label)
+{
+    uint8_t *jpg;
+    size_t len;
+    char name[64], text[128];
+    ck_assert_int_eq(tu_read_file(path, &jpg, &len), 0);
+    snprintf(name, sizeof name, "s%03d.jpg", i);
+    tar_add(ctx, name, jpg, len);
+    free(jpg);
+    snprintf(name, sizeof name, "s%03d.txt", i);
+    snprintf(text, sizeof text, "caption \xc3\xa9 %d", i);
+    tar_add(ctx, name, text, strlen(text));
+    snprintf(name, sizeof name, "s%03d.json", i);
+    snprintf(text, sizeof text, "{\"boxes\": [[1, 2, 3, 4], [5, 6, 7, 8]], \"classes\": [%d, 1]}",
+             i);
+    tar_add(ctx, name, text, strlen(text));
+    snprintf(name, sizeof name, "s%03d.cls", i);
+    snprintf(text, sizeof text, "%d", label);
+    tar_add(ctx, name, text, strlen(text));
+}
+
+/* Samples of fields (.bfs version 3): a JSONL manifest of the fixture's images, and a
+ * WebDataset shard of them with captions, boxes and classes. */
+START_TEST(pack_fields_manifest)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/m.jsonl", tmp);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    each_image(manifest_line, f);
+    ck_assert_int_eq(fclose(f), 0);
+    pack_walk("pack a manifest's fields", path);
+}
+END_TEST
+
+START_TEST(pack_fields_wds)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/s.tar", tmp);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    each_image(tar_sample, f);
+    static const char end[1024];
+    ck_assert_int_eq(fwrite(end, 1, sizeof end, f), sizeof end);
+    ck_assert_int_eq(fclose(f), 0);
+    pack_walk("pack a WebDataset shard's fields", path);
+}
+END_TEST
+
 /* ---- a cache_dir store: save and load ------------------------------------------------ */
 
 typedef struct store_scenario {
@@ -814,6 +923,8 @@ static Suite *fault_suite(void)
     tcase_add_test(tc, batch_through_store);
     tcase_add_test(tc, pack_folder);
     tcase_add_test(tc, pack_bfs);
+    tcase_add_test(tc, pack_fields_manifest);
+    tcase_add_test(tc, pack_fields_wds);
     tcase_add_loop_test(tc, store_save_and_load, 0,
                         (int)(sizeof store_walks / sizeof store_walks[0]));
     suite_add_tcase(s, tc);
