@@ -242,6 +242,12 @@ expect_err "fields: image_encoded image, boxes array f32 (optional), caption byt
 run "$MK" "$D/m/train.jsonl" "$T/ja.bfs"
 expect_rc 0 "packing the JSONL manifest with every column"
 expect_err "fields: image image, caption text (optional), boxes array f32 (optional), classes array i64 (optional); label from label" "every column"
+cp "$D/m/train.jsonl" "$D/m/train.list"
+run "$MK" --format manifest --field image=image --field caption=caption:text --field boxes=boxes:boxes \
+    --field box_classes=classes:array:i64:follows=boxes --field label=label:label \
+    "$D/m/train.list" "$T/list.bfs"
+expect_rc 0 "--format manifest with another name"
+cmp -s "$T/w.bfs" "$T/list.bfs" || fail "--format manifest: differs from the .jsonl's pack"
 run "$MK" --image-only "$D/w.tar" "$T/wi.bfs"
 expect_rc 0 "--image-only"
 "$MK" --info "$T/wi.bfs" | grep -q "version 1" || fail "--image-only: not version 1"
@@ -265,7 +271,7 @@ run "$MK" "$D/npy16.tar" "$T/n16.bfs"
 expect_rc 0 "a <u2 .npy"
 expect_err "fields: jpg image, npy array u16 (optional)" "a .npy keeps its dtype"
 [ "$("$MK" --cat "$T/n16.bfs" 0 npy | od -An -tu2 | tr -s ' \n' ' ')" = " 1 2 65535 4 " ] || fail "u16 npy values"
-ok "without --field every member is a field (WebDataset, TFRecord, JSONL); .npy arrays keep their dtype; --image-only"
+ok "without --field every member is a field (WebDataset, TFRecord, JSONL); .npy arrays keep their dtype; --image-only; --format manifest"
 
 # ---- bad input ---------------------------------------------------------------------------
 run "$MK" --field image=jpg "${common[@]}" "$D/bad.tar" "$T/bad.bfs"
