@@ -1587,8 +1587,10 @@ int bfs_pack_sources(const char *const *srcs, size_t nsrcs, const char *out, con
     if (!rc && p.items) {
         if (!rep->packed)
             rc = bfs_errf(BFS_E_EMPTY, err, errlen,
-                          "no sample could be packed (%llu samples in %zu shard%s, all skipped)",
-                          (unsigned long long)p.n, p.shards.n, p.shards.n == 1 ? "" : "s");
+                          "no sample could be packed (%llu samples in %zu %s%s, all skipped)",
+                          (unsigned long long)p.n, p.shards.n,
+                          p.shards.format == BFS_FORMAT_MANIFEST ? "manifest" : "shard",
+                          p.shards.n == 1 ? "" : "s");
         else
             rc = finish_shards(&p, w, rep, err, errlen);
     } else if (!rc)
