@@ -347,8 +347,13 @@ static int manifest_next(bfs_manifest *m, bfs_members *out, const char **skip, c
             *skip = whybuf;
             return 1;
         }
-        if (!v ||
-            bfs_members_add(out, m->cols[i], strlen(m->cols[i]), BFS_MEMBER_JSON, NULL, 0, v)) {
+        /* the cell's text too: a text field takes it as written ("1984", "1.50") */
+        char *raw = v ? strdup(c) : NULL;
+        if (!v || !raw ||
+            bfs_members_add(out, m->cols[i], strlen(m->cols[i]), BFS_MEMBER_JSON, raw, strlen(c),
+                            v)) {
+            if (v && !raw)
+                json_decref(v);
             free(cells);
             free(q);
             bfs_members_clear(out);

@@ -8,7 +8,8 @@
  * Every column becomes a BFS_MEMBER_JSON member named by it: JSONL values as they are;
  * CSV cells typed by their look: a cell starting with '[' that parses as JSON is that
  * list (quoted or not: CSV writers quote its commas); an unquoted integer or number is
- * one, an unquoted empty cell null; anything else is a string.
+ * one, an unquoted empty cell null; anything else is a string. A CSV member also holds
+ * the cell's text (bfs_member.data): a text or bytes field takes it as written.
  * The image column's value must be a string: the path, relative to the manifest's
  * directory unless absolute; pack.c reads the file. Blank lines are no samples.
  */

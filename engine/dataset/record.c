@@ -708,7 +708,9 @@ static int value_of(const bfs_field *d, const found *f, bfs_value *v, char *whyb
         const uint8_t *p = f->bytes;
         size_t n = f->len;
         char *dump = NULL;
-        if (f->type == BFS_MEMBER_JSON && json_is_string(f->json))
+        if (f->type == BFS_MEMBER_JSON && f->bytes)
+            ; /* a CSV cell: its text as written, whatever it looks like */
+        else if (f->type == BFS_MEMBER_JSON && json_is_string(f->json))
             p = (const uint8_t *)json_string_value(f->json), n = json_string_length(f->json);
         else if (f->type == BFS_MEMBER_JSON && d->kind == BFS_FIELD_BYTES) {
             if (!(dump = json_dumps(f->json, JSON_COMPACT | JSON_ENCODE_ANY)))

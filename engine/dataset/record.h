@@ -35,7 +35,9 @@ typedef struct bfs_member {
     int type;        /* BFS_MEMBER_* */
     void *data;      /* BYTES: the bytes; INTS: int64_t[]; FLOATS: float[]; owned (NULL: none) */
     size_t len;      /* BYTES: bytes; INTS, FLOATS: values */
-    void *json;      /* JSON: a json_t * (a reference owned by the member) */
+    void *json;      /* JSON: a json_t * (a reference owned by the member); a CSV
+                        cell's member also holds the cell's text in data, len, which text
+                        and bytes fields take as written */
     int bad;         /* BYTES: not taken (over the size a reader takes, or a bytes_list of
                         several values): why names it */
     const char *why; /* static text, when bad */

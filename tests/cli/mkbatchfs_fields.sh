@@ -320,6 +320,11 @@ run "$MK" --field image=image --field caption=caption:text --field label=label:l
 expect_rc 0 "a CSV with a bad record"
 expect_err "$D/m/bad2.csv:line 3: 4 cells, and the header has 3 columns" "wrong cell count"
 [ "$("$MK" --cat "$T/cb.bfs" 1 caption)" = $'multi\r\nline "q"' ] || fail "CSV quoting: line break and doubled quotes"
+printf 'image,caption,label\nimgs/s000.jpg,1984,0\nimgs/s001.jpg,1.50,1\n' >"$D/m/num.csv"
+run "$MK" --field image=image --field caption=caption:text --field label=label:label "$D/m/num.csv" "$T/num.bfs"
+expect_rc 0 "captions that look like numbers"
+[ "$("$MK" --cat "$T/num.bfs" 0 caption)/$("$MK" --cat "$T/num.bfs" 1 caption)" = "1984/1.50" ] ||
+    fail "a CSV caption that looks like a number is not kept as written"
 ok "bad input skipped and named (JSON, UTF-8, wrong types, .npy, unpaired boxes, missing members, manifest lines), --strict fails"
 
 # ---- usage -------------------------------------------------------------------------------
