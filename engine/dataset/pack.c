@@ -702,6 +702,7 @@ static int manifest_image(pack *p, const char *manifest, const char **skip, char
     }
     json_decref(j);
     mb->json = NULL;
+    free(mb->data); /* a CSV cell's text */
     mb->type = BFS_MEMBER_BYTES, mb->data = data, mb->len = len;
     return 0;
 }

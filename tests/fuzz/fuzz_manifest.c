@@ -46,6 +46,7 @@ static void image_bytes(bfs_members *m)
         memcpy(d, json_string_value(v->json), n);
         json_decref(v->json);
         v->json = NULL;
+        free(v->data); /* a CSV cell's text */
         v->type = BFS_MEMBER_BYTES, v->data = d, v->len = n;
         return;
     }
