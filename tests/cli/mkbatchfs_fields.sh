@@ -164,10 +164,16 @@ with tarfile.open(os.path.join(out, "npy.tar"), "w") as tf:
     add(tf, "n4.npy", b"\x93NUMPY\x01\x00\x50\x00{'descr'")  # header cut short
     add(tf, "n5.jpg", good["jpg"])
     add(tf, "n5.npy", npy(struct.pack("<3f", 1, 2, 3), "<f4", "(1, 3)"))
-with tarfile.open(os.path.join(out, "two.tar"), "w") as tf:  # two images per sample
+from PIL import Image
+with tarfile.open(os.path.join(out, "two.tar"), "w") as tf:  # three images per sample
     for i, s in enumerate(samples[:4]):
         add(tf, "k%d.jpg" % i, s["jpg"])
         add(tf, "k%d.mask.jpg" % i, samples[-1]["jpg"] if i != 2 else b"not a jpeg")
+        png = io.BytesIO()
+        Image.open(io.BytesIO(s["jpg"])).convert("L").save(png, "PNG")
+        add(tf, "k%d.png" % i, png.getvalue())
+        if i == 0:
+            open(os.path.join(out, "k0.png"), "wb").write(png.getvalue())
 with tarfile.open(os.path.join(out, "npy16.tar"), "w") as tf:
     add(tf, "a.jpg", good["jpg"])
     add(tf, "a.npy", npy(struct.pack("<4H", 1, 2, 65535, 4), "<u2", "(4,)"))
@@ -263,8 +269,10 @@ expect_rc 0 "a TFRecord whose first boxes are empty"
 expect_err "fields: image_encoded image, boxes array f32 (optional)" "an empty float_list is still f32"
 run "$MK" "$D/two.tar" "$T/two.bfs"
 expect_rc 0 "two images per sample"
-expect_err "fields: jpg image, mask_jpg image (optional)" "a second image field"
-expect_err "$D/two.tar:k2: not a JPEG (image field mask_jpg)" "a second image that is not one"
+expect_err "fields: jpg image, mask_jpg image (optional), png image (optional)" "a second and third image field"
+expect_err "$D/two.tar:k2: not a JPEG, PNG or WebP image (image field mask_jpg)" "a second image that is not one"
+"$MK" --info "$T/two.bfs" | grep -qE "^ +2  png +image +u8 +- +yes +3 " || fail "--info: the png field in 3 samples"
+cmp -s <("$MK" --cat "$T/two.bfs" 0 png) "$D/k0.png" || fail "a PNG member is stored as it is"
 "$MK" --info "$T/two.bfs" | grep -qE "^ +1  mask_jpg +image +u8 +- +yes +3 " || fail "--info: mask_jpg in 3 samples"
 cmp -s <("$MK" --cat "$T/two.bfs" 0 mask_jpg) <("$MK" --cat "$T/w.bfs" $((N - 1)) image) || fail "the second image's bytes (re-encoded as the first's are)"
 run "$MK" "$D/npy16.tar" "$T/n16.bfs"
