@@ -329,7 +329,9 @@ START_TEST(manifest_csv_rfc4180)
                               "b.jpg,\"two\r\nlines\",[],\r\n"
                               "\r\n"
                               "c.jpg,short\r\n"
-                              "d.jpg,plain,\"[1.5]\",-2";
+                              "d.jpg,plain,\"[1.5]\",-2\r\n"
+                              "e.jpg,1e999,,4\r\n"
+                              "f.jpg,x,,x\0y";
     for (size_t step = 1; step <= 64; step += 21) {
         memsrc ms = {csv, sizeof csv - 1, 0, step};
         bfs_manifest m;
@@ -356,6 +358,11 @@ START_TEST(manifest_csv_rfc4180)
         ck_assert_ptr_null(skip);
         ck_assert_str_eq(m.key, "line 7");
         ck_assert_int_eq(json_integer_value(out.v[3].json), -2);
+        ck_assert_int_eq(bfs_manifest_next(&m, &out, &skip, why, sizeof why, err, sizeof err), 1);
+        ck_assert_ptr_null(skip); /* 1e999: no JSON number (infinite), so text */
+        ck_assert_str_eq(json_string_value(out.v[1].json), "1e999");
+        ck_assert_int_eq(bfs_manifest_next(&m, &out, &skip, why, sizeof why, err, sizeof err), 1);
+        ck_assert_str_eq(skip, "a NUL byte in the record");
         ck_assert_int_eq(bfs_manifest_next(&m, &out, &skip, why, sizeof why, err, sizeof err), 0);
         bfs_members_free(&out);
         bfs_manifest_close(&m);

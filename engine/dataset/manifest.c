@@ -11,6 +11,7 @@
 
 #include <errno.h>
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -213,9 +214,9 @@ static json_t *csv_value(const char *c, int quoted)
     if (!*end && !errno && end != c && c[0] != ' ' && c[0] != '+')
         return json_integer(v);
     double d = strtod(c, &end);
-    if (!*end && end != c && c[0] != ' ' && c[0] != '+' &&
+    if (!*end && end != c && c[0] != ' ' && c[0] != '+' && isfinite(d) &&
         (c[0] == '-' || c[0] == '.' || (c[0] >= '0' && c[0] <= '9')))
-        return json_real(d);
+        return json_real(d); /* 1e999 (inf) stays text: JSON has no infinity */
     return json_string(c);
 }
 
@@ -249,6 +250,8 @@ static int manifest_next(bfs_manifest *m, bfs_members *out, const char **skip, c
         size_t n = m->rec_len;
         if (n >= 3 && !memcmp(r, "\xef\xbb\xbf", 3))
             r += 3, n -= 3; /* a UTF-8 byte order mark */
+        if (n && memchr(r, 0, n))
+            return bfs_errf(-EINVAL, err, errlen, "line 1: the CSV header holds a NUL byte");
         long nc = csv_cells(r, n, &cells, &q, &why);
         if (nc == -ENOMEM)
             return bfs_errf(-ENOMEM, err, errlen, "out of memory");
@@ -323,6 +326,11 @@ static int manifest_next(bfs_manifest *m, bfs_members *out, const char **skip, c
     char *cells;
     uint8_t *q;
     const char *why = NULL;
+    if (m->rec_len && memchr(m->rec, 0, m->rec_len)) { /* cells: NUL-terminated copies */
+        snprintf(whybuf, whycap, "a NUL byte in the record");
+        *skip = whybuf;
+        return 1;
+    }
     long nc = csv_cells(m->rec, m->rec_len, &cells, &q, &why);
     if (nc == -ENOMEM)
         return bfs_errf(-ENOMEM, err, errlen, "out of memory");
