@@ -1491,6 +1491,17 @@ int bfs_pack_sources(const char *const *srcs, size_t nsrcs, const char *out, con
         return pack_tokens_files(src, out, o, rep, cancel, err, errlen);
     if (o->tokens)
         return pack_tokens(src, out, o, rep, cancel, err, errlen);
+    if (nsrcs == 1 && o->format == BFS_FORMAT_AUTO) { /* a .bfs of several fields */
+        bfs_reader *r;
+        struct stat sb;
+        int many = stat(src, &sb) == 0 && S_ISREG(sb.st_mode) && bfs_open(src, &r, NULL, 0) == 0;
+        if (many) {
+            many = bfs_field_count(r) > 1;
+            bfs_close(r);
+        }
+        if (many)
+            return bfs_pack_copy_fields(src, out, o, rep, cancel, err, errlen);
+    }
     if (o->max_side < 0 || o->max_side > 65535 || o->quality < 0 || o->quality > 100)
         return bfs_errf(-EINVAL, err, errlen,
                         "bad options: max-side %d (0..65535), quality %d (1..100)", o->max_side,

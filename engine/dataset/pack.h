@@ -181,6 +181,18 @@ int bfs_pack_tokenize(const char *src, const char *out, const bfs_tokenize_opts 
                       const bfs_pack_opts *o, bfs_pack_report *rep, atomic_int *cancel, char *err,
                       size_t errlen);
 
+/*
+ * bfs_pack_copy_fields - re-pack the .bfs src of several fields (version 3) into out value
+ * by value: every value's checksum verified and kept as it is (images keep their bytes:
+ * restart markers are not added), the classes and page size kept (o->page_size 0). A
+ * sample with a corrupt value is left out and listed in rep as "SRC[i]" with the field
+ * (o->strict: fails). bfs_pack calls it for such sources. Returns 0, -EINVAL (o->max_side
+ * or o->raw: not applied to a multi-field dataset), BFS_E_EMPTY (every sample corrupt),
+ * bfs_open's and bfs_verify_tables' errors, -ECANCELED, -ENOMEM, I/O errors.
+ */
+int bfs_pack_copy_fields(const char *src, const char *out, const bfs_pack_opts *o,
+                         bfs_pack_report *rep, atomic_int *cancel, char *err, size_t errlen);
+
 /* bfs_utf8_valid - 1 when s[0..n) is well-formed UTF-8 (RFC 3629: no overlong forms, no
  * surrogates, nothing above U+10FFFF), else 0. */
 int bfs_utf8_valid(const uint8_t *s, size_t n);

@@ -1,7 +1,9 @@
 /*
- * tokenize.c — captions tokenized at pack time (see pack.h, bfs_pack_tokenize): a version
- * 3 .bfs copied value by value with a tokens field added, computed from one of its text
- * fields by a tokenizer callback (mkbatchfs passes SentencePiece's).
+ * tokenize.c — version 3 .bfs files copied value by value (see pack.h): a re-pack of a
+ * multi-field dataset (bfs_pack_copy_fields: every value verified and kept, a sample with
+ * a corrupt one left out), and captions tokenized at pack time (bfs_pack_tokenize: a
+ * tokens field added, computed from one of its text fields by a tokenizer callback;
+ * mkbatchfs passes SentencePiece's).
  *
  * Why at pack time and not in the daemon: a caption's ids are a pure function of its text
  * and the model, so computing them once here costs what one epoch of a daemon tokenizer
@@ -80,6 +82,153 @@ static void tok_progress(const bfs_pack_opts *o, uint64_t done, uint64_t total, 
     fflush(o->progress_out);
 }
 
+/* Sample i's nf values read (checksums verified) into bufs (grown as needed) and described
+ * in v for bfs_writer_add_record; its label. Returns 0 or the error of value *bad. */
+static int read_record(bfs_reader *r, uint64_t i, uint32_t nf, uint8_t **bufs, size_t *caps,
+                       bfs_value_in *v, uint32_t *label, uint32_t *bad)
+{
+    for (uint32_t f = 0; f < nf; f++) {
+        bfs_sample s;
+        int rc = bfs_get_value(r, i, f, &s);
+        if (!rc && !(rc = grow((void **)&bufs[f], &caps[f], s.length + 1, 1)))
+            rc = bfs_read_value(r, i, f, BFS_VERIFY_SAMPLE, &s, bufs[f], caps[f]);
+        if (rc) {
+            *bad = f;
+            return rc;
+        }
+        if (f == 0)
+            *label = s.label;
+        v[f] = (bfs_value_in){.data = s.length ? bufs[f] : NULL,
+                              .len = s.length,
+                              .checksum = s.length ? bfs_xxh64(bufs[f], s.length, 0) : 0,
+                              .width = s.width,
+                              .height = s.height,
+                              .flags = s.flags,
+                              .raw_size = s.raw_size};
+    }
+    return 0;
+}
+
+/* A writer for out with r's page size (or o's), fields (nf of fs) and classes. */
+static int start_copy(bfs_reader *r, const char *src, const char *out, const bfs_pack_opts *o,
+                      const bfs_field *fs, uint32_t nf, bfs_writer **w, char *err, size_t errlen)
+{
+    const bfs_info *in = bfs_get_info(r);
+    int rc = bfs_writer_create(out, o->page_size ? o->page_size : in->page_size, w, err, errlen);
+    if (rc || (rc = bfs_writer_set_fields(*w, fs, nf, err, errlen)))
+        return rc;
+    for (uint32_t c = 0; c < in->class_count; c++) {
+        const char *cn;
+        if ((rc = bfs_class_name(r, c, &cn, NULL)) || (rc = bfs_writer_add_class(*w, cn)))
+            return bfs_errf(rc, err, errlen, "%s: class %u: %s", src, c, bfs_strerror(rc));
+    }
+    return 0;
+}
+
+int bfs_pack_copy_fields(const char *src, const char *out, const bfs_pack_opts *o,
+                         bfs_pack_report *rep, atomic_int *cancel, char *err, size_t errlen)
+{
+    memset(rep, 0, sizeof *rep);
+    double t0 = bfs_mono_ns() / 1e9;
+    bfs_reader *r = NULL;
+    bfs_writer *w = NULL;
+    uint8_t *bufs[BFS_FIELD_MAX] = {0};
+    size_t caps[BFS_FIELD_MAX] = {0};
+    bfs_field fs[BFS_FIELD_MAX];
+    size_t skip_cap = 0;
+    int rc = bfs_open(src, &r, err, errlen);
+    if (rc)
+        return rc;
+    const bfs_info *in = bfs_get_info(r);
+    uint32_t nf = bfs_field_count(r);
+    if (o->max_side || o->raw) {
+        rc = bfs_errf(-EINVAL, err, errlen,
+                      "%s: a dataset of %u fields is re-packed value by value, as it is: "
+                      "--max-side and --raw apply to ImageFolders, shards and one-image .bfs "
+                      "files",
+                      src, nf);
+        goto out;
+    }
+    if ((rc = bfs_verify_tables(r))) {
+        bfs_errf(rc, err, errlen, "%s: %s", src, bfs_strerror(rc));
+        goto out;
+    }
+    for (uint32_t f = 0; f < nf; f++)
+        fs[f] = *bfs_get_field(r, f);
+    if ((rc = start_copy(r, src, out, o, fs, nf, &w, err, errlen)))
+        goto out;
+    rep->files = in->sample_count;
+    rep->classes = in->class_count;
+    for (uint64_t i = 0; i < in->sample_count; i++) {
+        if (cancel && atomic_load(cancel)) {
+            rc = bfs_errf(-ECANCELED, err, errlen, "interrupted");
+            goto out;
+        }
+        bfs_value_in v[BFS_FIELD_MAX];
+        uint32_t label = 0, bad;
+        if ((rc = read_record(r, i, nf, bufs, caps, v, &label, &bad))) {
+            if (bfs_err_is_resource(rc) || rc == BFS_E_CHANGED || rc > -4096) {
+                bfs_errf(rc, err, errlen, "%s: sample %llu, field %s: %s", src,
+                         (unsigned long long)i, fs[bad].name, bfs_strerror(rc));
+                goto out;
+            }
+            /* a corrupt value: the sample is left out and listed, as a bad file is */
+            bfs_pack_skip *sk = rep->skipped;
+            if (rep->nskipped == skip_cap) {
+                skip_cap = skip_cap ? 2 * skip_cap : 16;
+                if (!(sk = realloc(rep->skipped, skip_cap * sizeof *sk))) {
+                    rc = bfs_errf(-ENOMEM, err, errlen, "out of memory");
+                    goto out;
+                }
+                rep->skipped = sk;
+            }
+            if (asprintf(&sk[rep->nskipped].path, "%s[%llu]", src, (unsigned long long)i) < 0)
+                sk[rep->nskipped].path = NULL;
+            if (asprintf(&sk[rep->nskipped].reason, "field %s: %s", fs[bad].name,
+                         bfs_strerror(rc)) < 0)
+                sk[rep->nskipped].reason = NULL;
+            if (!sk[rep->nskipped].path || !sk[rep->nskipped].reason) {
+                free(sk[rep->nskipped].path);
+                free(sk[rep->nskipped].reason);
+                rc = bfs_errf(-ENOMEM, err, errlen, "out of memory");
+                goto out;
+            }
+            rep->nskipped++;
+            if (o->strict) {
+                bfs_errf(rc, err, errlen, "%s[%llu]: field %s: %s (--strict)", src,
+                         (unsigned long long)i, fs[bad].name, bfs_strerror(rc));
+                goto out;
+            }
+            continue;
+        }
+        if ((rc = bfs_writer_add_record(w, label, v))) {
+            bfs_errf(rc, err, errlen, "%s: sample %llu: %s", out, (unsigned long long)i,
+                     bfs_strerror(rc));
+            goto out;
+        }
+        rep->packed++;
+        for (uint32_t f = 0; f < nf; f++)
+            rep->bytes_in += v[f].len;
+        tok_progress(o, i + 1, in->sample_count, 0, t0, 0);
+    }
+    rep->bytes_out = rep->bytes_in;
+    if (!rep->packed) {
+        rc = bfs_errf(BFS_E_EMPTY, err, errlen, "%s: every sample has a corrupt value", src);
+        goto out;
+    }
+    rc = bfs_writer_finish(w, o->fsync, err, errlen);
+    w = NULL;
+    if (!rc)
+        tok_progress(o, in->sample_count, in->sample_count, 0, t0, 1);
+out:
+    bfs_writer_abort(w);
+    for (uint32_t f = 0; f < BFS_FIELD_MAX; f++)
+        free(bufs[f]);
+    bfs_close(r);
+    rep->seconds = bfs_mono_ns() / 1e9 - t0;
+    return rc;
+}
+
 int bfs_pack_tokenize(const char *src, const char *out, const bfs_tokenize_opts *t,
                       const bfs_pack_opts *o, bfs_pack_report *rep, atomic_int *cancel, char *err,
                       size_t errlen)
@@ -152,17 +301,8 @@ int bfs_pack_tokenize(const char *src, const char *out, const bfs_tokenize_opts 
     nt->dtype = t->vocab <= 65536 ? BFS_FDT_U16 : BFS_FDT_U32;
     nt->flags = BFS_FIELDF_VARIABLE | (fs[tf].flags & BFS_FIELDF_OPTIONAL);
     nt->follows = BFS_FIELD_NONE;
-    if ((rc = bfs_writer_create(out, o->page_size ? o->page_size : in->page_size, &w, err,
-                                errlen)) ||
-        (rc = bfs_writer_set_fields(w, fs, nf + 1, err, errlen)))
+    if ((rc = start_copy(r, src, out, o, fs, nf + 1, &w, err, errlen)))
         goto out;
-    for (uint32_t c = 0; c < in->class_count; c++) {
-        const char *cn;
-        if ((rc = bfs_class_name(r, c, &cn, NULL)) || (rc = bfs_writer_add_class(w, cn))) {
-            bfs_errf(rc, err, errlen, "%s: class %u: %s", src, c, bfs_strerror(rc));
-            goto out;
-        }
-    }
     unsigned isz = bfs_fdt_size(nt->dtype);
     for (uint64_t i = 0; i < in->sample_count; i++) {
         if (cancel && atomic_load(cancel)) {
@@ -170,26 +310,11 @@ int bfs_pack_tokenize(const char *src, const char *out, const bfs_tokenize_opts 
             goto out;
         }
         bfs_value_in v[BFS_FIELD_MAX];
-        uint32_t label = 0;
-        for (uint32_t f = 0; f < nf; f++) {
-            bfs_sample s;
-            rc = bfs_get_value(r, i, f, &s);
-            if (!rc && !(rc = grow((void **)&bufs[f], &caps[f], s.length + 1, 1)))
-                rc = bfs_read_value(r, i, f, BFS_VERIFY_SAMPLE, &s, bufs[f], caps[f]);
-            if (rc) {
-                bfs_errf(rc, err, errlen, "%s: sample %llu, field %s: %s", src,
-                         (unsigned long long)i, fs[f].name, bfs_strerror(rc));
-                goto out;
-            }
-            if (f == 0)
-                label = s.label;
-            v[f] = (bfs_value_in){.data = s.length ? bufs[f] : NULL,
-                                  .len = s.length,
-                                  .checksum = s.length ? bfs_xxh64(bufs[f], s.length, 0) : 0,
-                                  .width = s.width,
-                                  .height = s.height,
-                                  .flags = s.flags,
-                                  .raw_size = s.raw_size};
+        uint32_t label = 0, bad;
+        if ((rc = read_record(r, i, nf, bufs, caps, v, &label, &bad))) {
+            bfs_errf(rc, err, errlen, "%s: sample %llu, field %s: %s", src, (unsigned long long)i,
+                     fs[bad].name, bfs_strerror(rc));
+            goto out;
         }
         const char *text = (const char *)bufs[tf];
         size_t tlen = v[tf].len;

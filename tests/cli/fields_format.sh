@@ -107,3 +107,40 @@ expect_rc 1 "--tokenize of an ImageFolder (version 1: no captions)"
 expect_err "version 1 has no text fields" "why"
 [ ! -e "$T/x.bfs" ] && [ -z "$(ls "$T" | grep untokenized || true)" ] || fail "left files: $(ls "$T")"
 ok "--tokenize refuses a missing field, a missing or bad model, bad usage and a source without captions"
+
+# a re-pack of a multi-field .bfs keeps every value: byte for byte the same file; a
+# corrupt value leaves its sample out, listed (--strict fails); --max-side refused
+run "$MK" --quiet "$T/src.bfs" "$T/re.bfs"
+expect_rc 0 "re-pack of a version 3 file"
+cmp -s "$T/src.bfs" "$T/re.bfs" || fail "a re-pack of a multi-field .bfs is not the same file"
+"$PY" - "$T" <<'PY'
+import struct, sys
+sys.path.insert(0, "tests")
+import bfsfile
+t = sys.argv[1]
+d = bytearray(open(f"{t}/src.bfs", "rb").read())
+st, rs, heap = struct.unpack_from("<Q", d, 56)[0], struct.unpack_from("<I", d, 108)[0], struct.unpack_from("<Q", d, 32)[0]
+off, ln = struct.unpack_from("<QI", d, st + 2 * rs + 32)  # sample 2's caption
+d[heap + off] ^= 0x20
+open(f"{t}/bad.bfs", "wb").write(d)
+PY
+run "$MK" "$T/bad.bfs" "$T/re2.bfs"
+expect_rc 0 "re-pack with a corrupt caption"
+expect_err "bad.bfs[2]: field caption: sample checksum mismatch" "the corrupt sample listed"
+"$PY" - "$T" <<'PY' || fail "the re-pack did not keep the other samples"
+import sys
+sys.path.insert(0, "tests")
+import bfsfile
+t = sys.argv[1]
+_, _, _, a = bfsfile.read(f"{t}/src.bfs")
+_, _, _, b = bfsfile.read(f"{t}/re2.bfs")
+assert b == a[:2] + a[3:], "samples other than 2 changed"
+PY
+run "$MK" --strict "$T/bad.bfs" "$T/re3.bfs"
+expect_rc 1 "--strict re-pack with a corrupt caption"
+expect_err "bad.bfs[2]: field caption: sample checksum mismatch (file corrupt) (--strict)" "--strict names it"
+run "$MK" --max-side 8 "$T/src.bfs" "$T/re3.bfs"
+expect_rc 1 "--max-side on a multi-field re-pack"
+expect_err "re-packed value by value, as it is: --max-side and --raw apply" "why"
+[ ! -e "$T/re3.bfs" ] || fail "a refused re-pack left $T/re3.bfs"
+ok "a multi-field re-pack keeps every value (the same file), leaves out and lists a corrupt sample"
