@@ -446,22 +446,20 @@ static int take_member(bfs_tar *t, uint64_t max, uint8_t **out, size_t *len, int
     return 0;
 }
 
-int bfs_wds_next(bfs_wds *w, bfs_shard_sample *s, char *err, size_t errlen)
+/* The next member of the sample being read (*open: its first member was seen): 1 with the
+ * member's extension in *ext, its data next in the stream (the first member sets w->key and
+ * *offset); 0 when the sample ends (at the shard's end, or at the next sample's first
+ * member, which stays pending); or bfs_tar_next's error. Members without a key are
+ * counted in w->ignored and read past. */
+static int next_member(bfs_wds *w, int *open, uint64_t *offset, const char **ext, char *err,
+                       size_t errlen)
 {
     bfs_tar *t = &w->tar;
-    int open = 0, have_cls = 0, cls_bad = 0, json_state = 1, image_big = 0;
-    int64_t cls = 0, json_v = 0;
-    memset(s, 0, sizeof *s);
     for (;;) {
         if (!w->pending) {
             int rc = bfs_tar_next(t, err, errlen);
-            if (rc < 0) {
-                free(s->image);
-                memset(s, 0, sizeof *s);
+            if (rc <= 0)
                 return rc;
-            }
-            if (rc == 0)
-                break;
             w->pending = 1;
         }
         const char *ke = key_end(t->name);
@@ -471,16 +469,36 @@ int bfs_wds_next(bfs_wds *w, bfs_shard_sample *s, char *err, size_t errlen)
             continue;
         }
         size_t klen = (size_t)(ke - t->name);
-        if (open && (strlen(w->key) != klen || memcmp(w->key, t->name, klen)))
-            break; /* the next sample's first member: stays pending */
-        if (!open) {
-            open = 1;
+        if (*open && (strlen(w->key) != klen || memcmp(w->key, t->name, klen)))
+            return 0; /* the next sample's first member: stays pending */
+        if (!*open) {
+            *open = 1;
             memcpy(w->key, t->name, klen);
             w->key[klen] = 0;
-            s->offset = t->hdr_off;
+            *offset = t->hdr_off;
         }
         w->pending = 0;
-        const char *ext = ke + 1;
+        *ext = ke + 1;
+        return 1;
+    }
+}
+
+int bfs_wds_next(bfs_wds *w, bfs_shard_sample *s, char *err, size_t errlen)
+{
+    bfs_tar *t = &w->tar;
+    int open = 0, have_cls = 0, cls_bad = 0, json_state = 1, image_big = 0;
+    int64_t cls = 0, json_v = 0;
+    memset(s, 0, sizeof *s);
+    for (;;) {
+        const char *ext;
+        int mrc = next_member(w, &open, &s->offset, &ext, err, errlen);
+        if (mrc < 0) {
+            free(s->image);
+            memset(s, 0, sizeof *s);
+            return mrc;
+        }
+        if (mrc == 0)
+            break;
         int is_image = w->image_ext ? !strcasecmp(ext, w->image_ext)
                                     : !strcasecmp(ext, "jpg") || !strcasecmp(ext, "jpeg");
         uint8_t *data = NULL;
@@ -539,37 +557,20 @@ int bfs_wds_next_members(bfs_wds *w, bfs_members *m, uint64_t *offset, char *err
     int open = 0;
     bfs_members_clear(m);
     for (;;) {
-        if (!w->pending) {
-            int rc = bfs_tar_next(t, err, errlen);
-            if (rc < 0) {
-                bfs_members_clear(m);
-                return rc;
-            }
-            if (rc == 0)
-                break;
-            w->pending = 1;
+        const char *ext;
+        int rc = next_member(w, &open, offset, &ext, err, errlen);
+        if (rc < 0) {
+            bfs_members_clear(m);
+            return rc;
         }
-        const char *ke = key_end(t->name);
-        if (!ke) {
-            w->ignored++;
-            w->pending = 0;
-            continue;
-        }
-        size_t klen = (size_t)(ke - t->name);
-        if (open && (strlen(w->key) != klen || memcmp(w->key, t->name, klen)))
-            break; /* the next sample's first member: stays pending */
-        if (!open) {
-            open = 1;
-            memcpy(w->key, t->name, klen);
-            w->key[klen] = 0;
-            *offset = t->hdr_off;
-        }
-        w->pending = 0;
+        if (rc == 0)
+            break;
         uint8_t *data = NULL;
         size_t len = 0;
-        int big, rc = take_member(t, BFS_SHARD_IMAGE_MAX, &data, &len, &big, err, errlen);
+        int big;
+        rc = take_member(t, BFS_SHARD_IMAGE_MAX, &data, &len, &big, err, errlen);
         if (!rc)
-            rc = bfs_members_add(m, ke + 1, strlen(ke + 1), BFS_MEMBER_BYTES, data, len, NULL);
+            rc = bfs_members_add(m, ext, strlen(ext), BFS_MEMBER_BYTES, data, len, NULL);
         if (!rc && big)
             m->v[m->n - 1].bad = 1, m->v[m->n - 1].why = "over 256 MiB";
         if (rc) {
