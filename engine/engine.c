@@ -172,7 +172,8 @@ static int add_tensor(bfs_engine *e, const char *name, const char *suffix, bfs_d
     t->name = nm;
     t->dtype = dt;
     t->ndim = ndim;
-    memcpy(t->shape, shape, ndim * sizeof *shape);
+    if (ndim) /* shape may be NULL then */
+        memcpy(t->shape, shape, ndim * sizeof *shape);
     t->image = image;
     *idx = e->n_tensors++;
     return 0;
