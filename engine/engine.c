@@ -18,6 +18,7 @@
 #include "engine/rng.h"
 #include "engine/safetensors.h"
 #include "engine/tokens.h"
+#include "engine/mix.h"
 #include "cache/samplecache.h"
 #include "engine/dataset/source.h"
 #include "base/clock.h"
@@ -87,11 +88,17 @@ struct served_field {
 struct bfs_engine {
     bfs_pipeline_opts o;
     bfs_source *src;
-    bfs_plan *plan;  /* image datasets */
+    bfs_plan *plan;     /* image datasets */
+    bfs_mix *mix;       /* image mixtures (source=, mix.h): replaces the plan */
+    uint32_t t_sources; /* mixtures: the field tensor `sources` I64 [B] */
+    uint64_t mix_first[BFS_MIX_SOURCES + 1];      /* mixtures: each source's first global index */
+    uint32_t nmix;                                /* mixtures: sources (0: not a mixture) */
+    char *mix_text;                               /* mixtures: "PATH:W, PATH:W" (source_path) */
+    _Atomic uint64_t mix_served[BFS_MIX_SOURCES]; /* samples begun per source (/stats) */
     bfs_tokens *tok; /* token datasets (tokens.h): replaces the plan and the image path */
     bfs_out_format fmt;
     uint64_t fingerprint;
-    char canonical[4096];
+    char canonical[BFS_CANONICAL_MAX];
     bfs_samplecache *scache; /* sample_cache_mb > 0; thread-safe itself (samplecache.h) */
     _Atomic uint64_t encode_ns;
     /* bad samples already logged: an open-addressing set of index+1, guarded by log_lock */
@@ -333,16 +340,42 @@ int bfs_engine_create(const char *source_path, const bfs_pipeline_opts *o, bfs_e
     }
     e->o = *o;
     pthread_mutex_init(&e->log_lock, NULL);
-    int rc = bfs_source_open(source_path, &e->src, err, errlen);
-    if (rc)
+    bfs_mix_desc *md = NULL;
+    int rc;
+    if (o->mix[0]) { /* a mixture: source_path only names it in messages */
+        if (!(md = malloc(sizeof *md))) {
+            rc = bfs_errf(-ENOMEM, err, errlen, "out of memory");
+            goto fail;
+        }
+        if ((rc = bfs_pipeline_mix(&e->o, md, err, errlen)) ||
+            (rc = bfs_source_open_mix(md->path, md->n, o->mix_labels == BFS_MIX_LABELS_OFFSET,
+                                      &e->src, err, errlen)))
+            goto fail;
+        e->nmix = md->n;
+        if (!(e->mix_text = malloc(BFS_MIX_TEXT + BFS_MIX_SOURCES * 2))) {
+            rc = bfs_errf(-ENOMEM, err, errlen, "out of memory");
+            goto fail;
+        }
+        bfs_pipeline_mix_display(md, e->mix_text, BFS_MIX_TEXT + BFS_MIX_SOURCES * 2);
+        for (uint32_t k = 0; k <= md->n; k++)
+            e->mix_first[k] = bfs_source_mix_first(e->src, k);
+    } else if ((rc = bfs_source_open(source_path, &e->src, err, errlen)))
         goto fail;
+    uint64_t identity = md ? bfs_pipeline_mix_identity(md, bfs_source_identity(e->src))
+                           : bfs_source_identity(e->src);
     char why[512] = "";
     if ((rc = bfs_pipeline_check_kind(&e->o, bfs_source_is_tokens(e->src), why, sizeof why))) {
         bfs_errf(rc, err, errlen, "%s: %s", source_path, why);
         goto fail;
     }
     if (e->o.sequences) {
-        e->fingerprint = bfs_pipeline_fingerprint(&e->o, bfs_source_identity(e->src));
+        if (md) {
+            rc = bfs_errf(-EINVAL, err, errlen,
+                          "source=: mixtures of token datasets are not served yet (image "
+                          "datasets are): pack the documents into one .bfs");
+            goto fail;
+        }
+        e->fingerprint = bfs_pipeline_fingerprint(&e->o, identity);
         if ((rc = bfs_tokens_create(e->src, &e->o, e->fingerprint, &e->tok, err, errlen)))
             goto fail;
         goto named;
@@ -359,15 +392,28 @@ int bfs_engine_create(const char *source_path, const bfs_pipeline_opts *o, bfs_e
     po.batch = o->batch;
     po.drop_last = o->drop_last;
     uint64_t *first = NULL, npages = 0;
-    if (o->shuffle == BFS_SHUFFLE_PAGES && (rc = bfs_source_page_first(e->src, &first, &npages))) {
-        snprintf(err, errlen, "out of memory");
-        goto fail;
-    }
-    rc = bfs_plan_create(&po, n, first, npages, &e->plan, why, sizeof why);
-    free(first);
-    if (rc) {
-        snprintf(err, errlen, "%s: %s", source_path, why);
-        goto fail;
+    if (md) {
+        uint64_t count[BFS_MIX_SOURCES];
+        for (uint32_t k = 0; k < md->n; k++)
+            count[k] = e->mix_first[k + 1] - e->mix_first[k];
+        if ((rc = add_tensor(e, "sources", "", BFS_DT_I64, 0, NULL, 0, &e->t_sources, err, errlen)))
+            goto fail;
+        if ((rc = bfs_mix_create(md, count, e->mix_first, &e->o, &e->mix, why, sizeof why))) {
+            bfs_errf(rc, err, errlen, "source=: %s", why);
+            goto fail;
+        }
+    } else {
+        if (o->shuffle == BFS_SHUFFLE_PAGES &&
+            (rc = bfs_source_page_first(e->src, &first, &npages))) {
+            snprintf(err, errlen, "out of memory");
+            goto fail;
+        }
+        rc = bfs_plan_create(&po, n, first, npages, &e->plan, why, sizeof why);
+        free(first);
+        if (rc) {
+            snprintf(err, errlen, "%s: %s", source_path, why);
+            goto fail;
+        }
     }
     if (o->sample_cache_mb > 0 &&
         (rc = bfs_samplecache_create(n, (uint64_t)o->sample_cache_mb << 20, &e->scache))) {
@@ -387,7 +433,7 @@ int bfs_engine_create(const char *source_path, const bfs_pipeline_opts *o, bfs_e
                 (long long)o->sample_cache_mb,
                 (unsigned long long)(((uint64_t)pages * (uint64_t)psize) >> 20));
     bfs_out_format_init(&e->fmt, o);
-    e->fingerprint = bfs_pipeline_fingerprint(&e->o, bfs_source_identity(e->src));
+    e->fingerprint = bfs_pipeline_fingerprint(&e->o, identity);
     bfs_st_batch_desc fd;
     describe(e, e->o.batch, 0, 0, &fd);
     e->full_ok = bfs_st_batch_layout(&fd, &e->full) == 0;
@@ -403,9 +449,11 @@ named:
     }
     if (bfs_pipeline_canonical(&e->o, e->canonical, sizeof e->canonical) < 0)
         e->canonical[0] = 0;
+    free(md);
     *out = e;
     return 0;
 fail:
+    free(md);
     bfs_engine_destroy(e);
     return rc;
 }
@@ -417,6 +465,8 @@ void bfs_engine_destroy(bfs_engine *e)
     bfs_samplecache_destroy(e->scache);
     bfs_tokens_destroy(e->tok);
     bfs_plan_destroy(e->plan);
+    bfs_mix_destroy(e->mix);
+    free(e->mix_text);
     bfs_source_close(e->src);
     pthread_mutex_destroy(&e->log_lock);
     free(e->logged);
@@ -428,24 +478,35 @@ const bfs_pipeline_opts *bfs_engine_opts(const bfs_engine *e)
     return &e->o;
 }
 
+/* An image pipeline's batch count and batch k's length: the plan's or the mixture's. */
+static uint64_t img_batches(const bfs_engine *e)
+{
+    return e->mix ? bfs_mix_batches(e->mix) : bfs_plan_batches(e->plan);
+}
+
+static uint32_t img_batch_len(const bfs_engine *e, uint64_t k)
+{
+    return e->mix ? bfs_mix_batch_len(e->mix, k) : bfs_plan_batch_len(e->plan, k);
+}
+
 uint64_t bfs_engine_batches(const bfs_engine *e)
 {
     if (e->tok)
         return bfs_tokens_batches(e->tok);
-    return bfs_plan_batches(e->plan);
+    return img_batches(e);
 }
 
 uint32_t bfs_engine_batch_len(const bfs_engine *e, uint64_t epoch, uint64_t k)
 {
     if (e->tok)
         return bfs_tokens_batch_len(e->tok, epoch, k);
-    return bfs_plan_batch_len(e->plan, k);
+    return img_batch_len(e, k);
 }
 
 uint32_t bfs_engine_mean_batch_len(const bfs_engine *e)
 {
     if (!e->tok)
-        return bfs_plan_batch_len(e->plan, 0);
+        return img_batch_len(e, 0);
     double m = bfs_tokens_mean_rows(e->tok);
     return m < 1 ? 1 : (uint32_t)(m + 0.5);
 }
@@ -475,7 +536,24 @@ const char *bfs_engine_canonical(const bfs_engine *e)
 
 const char *bfs_engine_source_path(const bfs_engine *e)
 {
+    if (e->mix_text)
+        return e->mix_text;
     return bfs_source_path(e->src);
+}
+
+uint32_t bfs_engine_mix_count(const bfs_engine *e)
+{
+    return e->nmix;
+}
+
+const char *bfs_engine_mix_source(const bfs_engine *e, uint32_t k, uint64_t *samples,
+                                  uint64_t *drawn)
+{
+    if (k >= e->nmix)
+        return NULL;
+    *samples = e->mix_first[k + 1] - e->mix_first[k];
+    *drawn = atomic_load_explicit(&e->mix_served[k], memory_order_relaxed);
+    return bfs_source_path(bfs_source_mix_part(e->src, k));
 }
 
 void bfs_engine_print_notes(const bfs_engine *e, FILE *f, const char *prog)
@@ -522,11 +600,24 @@ static void describe(const bfs_engine *e, uint32_t len, uint64_t epoch, uint64_t
     d->n_fields = e->n_tensors;
 }
 
+/* Slot j's labels and indices (a mixture: the index in its source, and `sources`) for
+ * dataset sample idx. */
+static void store_ids(const bfs_engine *e, uint8_t *dst, const bfs_st_layout *lay, uint32_t j,
+                      uint64_t idx)
+{
+    bfs_st64(dst + lay->labels_off + 8ull * j, (uint64_t)bfs_source_label(e->src, idx));
+    uint64_t local = idx;
+    uint32_t k = bfs_source_mix_locate(e->src, idx, &local);
+    bfs_st64(dst + lay->indices_off + 8ull * j, local);
+    if (e->nmix)
+        bfs_st64(dst + lay->field_off[e->t_sources] + 8ull * j, k);
+}
+
 uint64_t bfs_engine_batch_bytes(const bfs_engine *e, uint64_t epoch, uint64_t k)
 {
     if (e->tok)
         return bfs_tokens_batch_bytes(e->tok, epoch, k);
-    uint32_t len = bfs_plan_batch_len(e->plan, k);
+    uint32_t len = img_batch_len(e, k);
     if (!len)
         return 0;
     bfs_st_batch_desc d;
@@ -551,7 +642,7 @@ int bfs_engine_batch_begin(bfs_engine *e, uint64_t epoch, uint64_t k, uint8_t *d
         add(&e->encode_ns, bfs_mono_ns() - t0);
         return rc;
     }
-    uint32_t len = bfs_plan_batch_len(e->plan, k);
+    uint32_t len = img_batch_len(e, k);
     if (!len)
         return -ERANGE;
     bfs_st_batch_desc d;
@@ -562,12 +653,13 @@ int bfs_engine_batch_begin(bfs_engine *e, uint64_t epoch, uint64_t k, uint8_t *d
         rc = bfs_st_write_header(&d, dst, lay.header_size);
     if (rc)
         return rc;
-    rc = bfs_plan_batch_indices(e->plan, epoch, k, idx);
+    rc = bfs_engine_batch_indices(e, epoch, k, idx);
     if (rc < 0)
         return rc;
     for (uint32_t j = 0; j < len; j++) {
-        bfs_st64(dst + lay.labels_off + 8ull * j, (uint64_t)bfs_source_label(e->src, idx[j]));
-        bfs_st64(dst + lay.indices_off + 8ull * j, (uint64_t)(int64_t)idx[j]);
+        store_ids(e, dst, &lay, j, idx[j]);
+        if (e->nmix)
+            add(&e->mix_served[bfs_source_mix_locate(e->src, idx[j], NULL)], 1);
     }
     add(&e->encode_ns, bfs_mono_ns() - t0);
     return (int)len;
@@ -579,6 +671,8 @@ int bfs_engine_batch_indices(bfs_engine *e, uint64_t epoch, uint64_t k, uint64_t
         return -ERANGE;
     if (e->tok) /* the rows' windows (concat) or documents (pad, bucket) */
         return bfs_tokens_batch_indices(e->tok, epoch, k, out);
+    if (e->mix)
+        return bfs_mix_batch_indices(e->mix, epoch, k, out, NULL);
     return bfs_plan_batch_indices(e->plan, epoch, k, out);
 }
 
@@ -665,8 +759,8 @@ static int cached_image(bfs_engine *e, bfs_engine_worker *w, const bfs_item *it,
 }
 
 /* Decode and resample dataset sample idx into the slot. Data errors are returned. */
-static int render(bfs_engine *e, bfs_engine_worker *w, uint64_t epoch, uint64_t idx, uint32_t field,
-                  uint8_t *slot_dst, int flip_override, bfs_geometry *gout)
+static int render(bfs_engine *e, bfs_engine_worker *w, uint64_t epoch, uint64_t idx, uint64_t key,
+                  uint32_t field, uint8_t *slot_dst, int flip_override, bfs_geometry *gout)
 {
     uint64_t t0 = bfs_mono_ns();
     bfs_item it;
@@ -687,7 +781,7 @@ static int render(bfs_engine *e, bfs_engine_worker *w, uint64_t epoch, uint64_t 
                                                               : BFS_E_PNG_DATA;
     int check = verdict == BFS_VERDICT_UNKNOWN;
     bfs_geometry g;
-    if ((rc = bfs_augment_geometry(&e->o, epoch, idx, info.width, info.height, &g)))
+    if ((rc = bfs_augment_geometry(&e->o, epoch, key, info.width, info.height, &g)))
         return BFS_E_SAMPLE_RANGE;
     if (flip_override >= 0)
         g.flip = flip_override;
@@ -799,19 +893,21 @@ static int store_value(bfs_engine *e, bfs_engine_worker *w, const served_field *
 }
 
 /* Fill slot j of every tensor of the batch from dataset sample idx: the primary image
- * (`images`), then each field served. Returns 0 or the first error; the caller
- * substitutes the whole sample for a data error, so a slot never mixes two samples. */
+ * (`images`), then each field served; key seeds its augmentation (the sample index, or
+ * in a mixture the epoch position, so that a sample drawn twice is cropped twice).
+ * Returns 0 or the first error; the caller substitutes the whole sample for a data
+ * error, so a slot never mixes two samples. */
 static int fill_sample(bfs_engine *e, bfs_engine_worker *w, uint64_t epoch, uint64_t idx,
-                       uint8_t *dst, const bfs_st_layout *lay, uint32_t j)
+                       uint64_t key, uint8_t *dst, const bfs_st_layout *lay, uint32_t j)
 {
     bfs_geometry g;
     sample_state st = {.g = &g, .min_area = e->o.min_box_area, .keep_mem = w->keep_mem};
-    int rc =
-        render(e, w, epoch, idx, e->primary, dst + lay->images_off + lay->sample_bytes * j, -1, &g);
+    int rc = render(e, w, epoch, idx, key, e->primary,
+                    dst + lay->images_off + lay->sample_bytes * j, -1, &g);
     for (uint32_t i = 0; i < e->n_served && !rc; i++) {
         const served_field *sf = &e->served[i];
         if (sf->decl->kind == BFS_FIELD_IMAGE)
-            rc = render(e, w, epoch, idx, sf->f,
+            rc = render(e, w, epoch, idx, key, sf->f,
                         dst + lay->field_off[sf->t_data] + lay->sample_bytes * j, -1, NULL);
         else
             rc = store_value(e, w, sf, idx, &st, dst, lay, j);
@@ -963,7 +1059,7 @@ int bfs_engine_sample(bfs_engine *e, bfs_engine_worker *w, uint64_t epoch, uint6
 {
     if (e->tok)
         return token_row(e, w, epoch, k, j, idx, dst, err, errlen);
-    uint32_t len = bfs_plan_batch_len(e->plan, k);
+    uint32_t len = img_batch_len(e, k);
     if (j >= len)
         return -ERANGE;
     bfs_st_batch_desc d;
@@ -977,7 +1073,10 @@ int bfs_engine_sample(bfs_engine *e, bfs_engine_worker *w, uint64_t epoch, uint6
             return rc;
     }
     add(&w->samples, 1);
-    rc = fill_sample(e, w, epoch, idx, dst, &lay, j);
+    /* a mixture's augmentation is keyed by the epoch position: a source repeated within
+     * an epoch gets other crops each time it comes round */
+    uint64_t key = e->mix ? (k * e->o.shard_count + e->o.shard_index) * e->o.batch + j : idx;
+    rc = fill_sample(e, w, epoch, idx, key, dst, &lay, j);
     if (rc == 0)
         return 0;
     if (bfs_err_is_resource(rc)) { /* the process ran out, the sample is fine: no substitute */
@@ -1006,10 +1105,14 @@ int bfs_engine_sample(bfs_engine *e, bfs_engine_worker *w, uint64_t epoch, uint6
     /* substitute: another sample, drawn from this sample's own random stream, so the
      * choice is the same whoever computes it; its own crop and flip */
     uint64_t cand[BFS_SUBSTITUTE_TRIES];
-    int nc = bfs_substitutes(e->o.seed, epoch, idx, bfs_source_count(e->src), cand);
+    /* a mixture's substitutes come from the sample's own source (its share stays) */
+    uint32_t part = bfs_source_mix_locate(e->src, idx, NULL);
+    uint64_t base = e->nmix ? e->mix_first[part] : 0;
+    uint64_t span = e->nmix ? e->mix_first[part + 1] - base : bfs_source_count(e->src);
+    int nc = bfs_substitutes(e->o.seed, epoch, idx - base, span, cand);
     for (int t = 0; t < nc; t++) {
-        uint64_t alt = cand[t];
-        int arc = fill_sample(e, w, epoch, alt, dst, &lay, j);
+        uint64_t alt = base + cand[t];
+        int arc = fill_sample(e, w, epoch, alt, key, dst, &lay, j);
         if (arc == BFS_E_CHANGED)
             return dataset_changed(e, epoch, k, err, errlen);
         if (bfs_err_is_resource(arc)) { /* as above: not a reason to try another */
@@ -1019,8 +1122,7 @@ int bfs_engine_sample(bfs_engine *e, bfs_engine_worker *w, uint64_t epoch, uint6
             return arc;
         }
         if (arc == 0) {
-            bfs_st64(dst + lay.labels_off + 8ull * j, (uint64_t)bfs_source_label(e->src, alt));
-            bfs_st64(dst + lay.indices_off + 8ull * j, (uint64_t)(int64_t)alt);
+            store_ids(e, dst, &lay, j, alt);
             char what[96];
             snprintf(what, sizeof what, "substituted by sample %llu (bad_sample=substitute)",
                      (unsigned long long)alt);

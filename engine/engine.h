@@ -59,6 +59,14 @@ uint64_t bfs_engine_samples(const bfs_engine *e); /* dataset samples */
 uint64_t bfs_engine_fingerprint(const bfs_engine *e);
 const char *bfs_engine_canonical(const bfs_engine *e); /* canonical pipeline text */
 const char *bfs_engine_source_path(const bfs_engine *e);
+
+/* bfs_engine_mix_count - a mixture's source count (source=), 0 for one SOURCE.
+ * bfs_engine_mix_source - source k's path (NULL past the count), its sample count
+ * (*samples) and how many of its samples the batches computed so far hold (*drawn; a
+ * batch served from cache_dir is not computed here). Thread-safe. */
+uint32_t bfs_engine_mix_count(const bfs_engine *e);
+const char *bfs_engine_mix_source(const bfs_engine *e, uint32_t k, uint64_t *samples,
+                                  uint64_t *drawn);
 /* bfs_engine_mean_batch_len - samples (rows) per batch over an epoch, rounded: batch 0's
  * but for pack=bucket, whose batches differ (the autotuner's B) */
 uint32_t bfs_engine_mean_batch_len(const bfs_engine *e);

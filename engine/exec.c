@@ -654,7 +654,7 @@ static void *worker_main(void *arg)
 typedef struct remote_side {
     bfs_remote_url url;
     int wait_ms, fallback, ttl_ms;
-    char canonical[4096];
+    char canonical[BFS_CANONICAL_MAX];
     bfs_remote *cmd, *sub; /* the remote thread's; NULL: to be connected */
     int wake_fd;           /* eventfd: a job became REMOTE, or stop */
     pthread_t thread;

@@ -59,6 +59,10 @@ enum {
     OPT_TEXT_LEN,
     OPT_TOKEN_LEN,
     OPT_MIN_BOX_AREA,
+    OPT_SOURCE,
+    OPT_MIX_LABELS,
+    OPT_EPOCH_SAMPLES,
+    OPT_MIX_SCHEDULE,
     OPT_THREADS,
     OPT_PREFETCH,
     OPT_CACHE_MB,
@@ -93,11 +97,15 @@ enum { W_U64, W_U32, W_INT, W_I64 }; /* C type of an integer field */
 #define F_LATER 2u /* default resolved by the engine: field left 0 by bfs_pipeline_defaults */
 /* F_ENUM: the value is an index into the '|'-separated names of pub.syntax, which are in
  * the order of pipeline.h's BFS_* enums (check_pipeline tests it). */
-#define F_ENUM   4u
-#define F_IMG    8u  /* data option of image datasets only */
-#define F_SEQ    16u /* data option of token datasets only */
-#define F_FLD    32u /* data option of multi-field datasets only (bfs_pipeline_check_fields) */
-#define SHOW_MAX (BFS_FIELDS_TEXT + 64) /* a buffer that holds any option's value */
+#define F_ENUM    4u
+#define F_IMG     8u   /* data option of image datasets only */
+#define F_SEQ     16u  /* data option of token datasets only */
+#define F_FLD     32u  /* data option of multi-field datasets only (bfs_pipeline_check_fields) */
+#define F_MIX     64u  /* data option of mixtures only (source= set) */
+#define F_NOCANON 128u /* never in the canonical text (source=: the identity holds it) */
+#define SHOW_MAX  (BFS_MIX_TEXT + 64) /* a buffer that holds any option's value */
+_Static_assert(BFS_MIX_TEXT >= BFS_FIELDS_TEXT && BFS_MIX_TEXT >= BFS_SCHEDULE_TEXT,
+               "SHOW_MAX holds every option's text");
 
 struct opt {
     bfs_pipeline_option pub;
@@ -140,6 +148,12 @@ static int set_fields(const opt *d, bfs_pipeline_opts *o, const char *v, const c
 static int show_fields(const opt *d, const bfs_pipeline_opts *o, char *buf, size_t cap);
 static int set_text_len(const opt *d, bfs_pipeline_opts *o, const char *v, const char **why);
 static int show_text_len(const opt *d, const bfs_pipeline_opts *o, char *buf, size_t cap);
+static int set_source(const opt *d, bfs_pipeline_opts *o, const char *v, const char **why);
+static int show_source(const opt *d, const bfs_pipeline_opts *o, char *buf, size_t cap);
+static int set_schedule(const opt *d, bfs_pipeline_opts *o, const char *v, const char **why);
+static int show_schedule(const opt *d, const bfs_pipeline_opts *o, char *buf, size_t cap);
+static bool weighted(const char *v);
+static int differs(const bfs_pipeline_opts *o, size_t i);
 
 #define PUB(name_, cls_, syntax_, def_, help_)                                                     \
     .pub = {.name = name_, .syntax = syntax_, .def = def_, .help = help_, .cls = cls_}
@@ -257,6 +271,29 @@ static const opt table[OPT_COUNT] = {
                               "multi-field datasets with boxes: a box the crop leaves with less "
                               "than N output pixels² is dropped (and its per-box values)"),
                           INT(min_box_area, W_U32, 0, 1u << 30, F_FLD)},
+    [OPT_SOURCE] = {PUB("source", D, "PATH[:W]+PATH[:W]+...", "SOURCE",
+                        "a mixture: samples drawn from several datasets of one kind, each with "
+                        "weight W (default: in proportion to their sizes), stratified per "
+                        "batch; replaces the SOURCE argument (docs/mixing.md)"),
+                    FIELD(mix), .set = set_source, .show = show_source, .flags = F_MIX | F_NOCANON,
+                    .allowed = "1 to 64 paths, each with an optional :WEIGHT (a positive "
+                               "decimal; all or none), separated by '+' (or ',' in a spec "
+                               "file)"},
+    [OPT_MIX_LABELS] = {PUB("mix_labels", D, "shared|offset", "shared",
+                            "mixtures: shared: every source's labels as stored; offset: each "
+                            "source's labels follow the classes of the sources before it"),
+                        ENUMF(mix_labels, F_MIX)},
+    [OPT_EPOCH_SAMPLES] = {PUB("epoch_samples", D, "N", "0",
+                               "mixtures: samples per epoch (all shards); 0: the sources' sum"),
+                           INT(epoch_samples, W_U64, 0, 1ull << 48, F_MIX)},
+    [OPT_MIX_SCHEDULE] = {PUB("mix_schedule", D, "[step:|linear:]E@W/W/...+...", "none",
+                              "mixtures: the weights by epoch, one point per epoch E that "
+                              "changes them (curricula); linear: interpolated between points"),
+                          FIELD(mix_schedule), .set = set_schedule, .show = show_schedule,
+                          .flags = F_MIX,
+                          .allowed = "none, or [step:|linear:] then up to 32 points E@W/W/... "
+                                     "separated by '+' (or ','), epochs ascending, one weight "
+                                     "(a decimal >= 0, one > 0) per source"},
     [OPT_THREADS] = {PUB("threads", K, "auto|N", "auto", "worker threads"),
                      INT(threads, W_INT, 1, 1024, F_AUTO)},
     [OPT_PREFETCH] = {PUB("prefetch", K, "auto|N", "auto", "batches computed ahead per reader"),
@@ -1138,8 +1175,10 @@ int bfs_pipeline_parse_spec(bfs_pipeline_opts *o, const char *text, const char *
             }
             *eq = '\0';
             char *key = trim(s), *val = trim(eq + 1), *end = NULL;
-            if (!strcmp(key, "source")) /* MNT/pipeline's identity lines */
-                rc = 0;
+            if (!strcmp(key, "source") && !strpbrk(val, "+,") && !weighted(val))
+                rc = 0; /* MNT/pipeline's identity line of a mount of one SOURCE */
+            else if (!strcmp(key, "source"))
+                rc = bfs_pipeline_set(o, key, val, msg, sizeof msg); /* a mixture */
             else if (!strcmp(key, "fingerprint")) {
                 errno = 0;
                 o->want_fingerprint = strtoull(val, &end, 16);
@@ -1198,7 +1237,21 @@ int bfs_pipeline_finish(bfs_pipeline_opts *o, char *err, size_t errlen)
         if (d->set(d, &scratch, text, &why))
             return bad_value(d, text, why, err, errlen);
     }
-    return 0;
+    if (!o->mix[0]) {
+        for (size_t i = 0; i < OPT_COUNT; i++)
+            if ((table[i].flags & F_MIX) && (o->given & (1ull << i)) && differs(o, i))
+                return bfs_errf(-EINVAL, err, errlen,
+                                "%s= is an option of mixtures: give the sources as "
+                                "source=PATH:W+PATH:W (docs/mixing.md)",
+                                table[i].pub.name);
+        return 0;
+    }
+    bfs_mix_desc *m = malloc(sizeof *m);
+    if (!m)
+        return bfs_errf(-ENOMEM, err, errlen, "out of memory");
+    int rc = bfs_pipeline_mix(o, m, err, errlen);
+    free(m);
+    return rc;
 }
 
 /* Option i of o differs from its default (a spec file lists every option, defaults too). */
@@ -1330,13 +1383,277 @@ int bfs_pipeline_check_fields(bfs_pipeline_opts *o, const char *const *names,
     return 0;
 }
 
+/* ---- mixtures: source= and mix_schedule= -------------------------------------------------- */
+
+/* One source item s[0..n) ("PATH[:W]", spaces trimmed): *plen the path's length; *w its
+ * weight, 0 when none is given (no ':', or a '/' after the last one: part of the path).
+ * false for an empty path or a weight that is not a positive decimal. */
+static bool mix_item(const char *s, size_t n, size_t *plen, double *w)
+{
+    const char *colon = NULL;
+    for (size_t i = 0; i < n; i++)
+        if (s[i] == ':')
+            colon = s + i;
+    *plen = n;
+    *w = 0;
+    if (colon && !memchr(colon, '/', n - (size_t)(colon - s))) {
+        *plen = (size_t)(colon - s);
+        if (!parse_decimal(colon + 1, n - *plen - 1, false, w) || !(*w > 0) || !isfinite(*w))
+            return false;
+    }
+    return *plen > 0;
+}
+
+/* A spec file's `source = X` names a mixture of one source when X has a weight. */
+static bool weighted(const char *v)
+{
+    size_t plen;
+    double w;
+    return mix_item(v, strlen(v), &plen, &w) && w > 0;
+}
+
+/* Walk source= text: calls back each item (trimmed). Returns the item count, or -1 for a
+ * bad item (*why set), or a callback's refusal. */
+static int mix_walk(const char *v, bfs_mix_desc *d, const char **why)
+{
+    int n = 0, weighted_n = 0;
+    for (const char *p = v;;) {
+        const char *e = p + strcspn(p, "+,");
+        const char *a = p, *b = e;
+        while (a < b && isspace((unsigned char)*a))
+            a++;
+        while (b > a && isspace((unsigned char)b[-1]))
+            b--;
+        size_t plen;
+        double w;
+        if (!mix_item(a, (size_t)(b - a), &plen, &w))
+            return *why = a == b ? "an empty source" : "a weight that is not a positive decimal",
+                   -1;
+        if (n == (int)BFS_MIX_SOURCES)
+            return *why = "more than 64 sources", -1;
+        weighted_n += w > 0;
+        if (d) {
+            size_t at = 0;
+            for (int k = 0; k < n; k++)
+                at += strlen(d->path[k]) + 1;
+            memcpy(d->buf + at, a, plen);
+            d->buf[at + plen] = '\0';
+            d->path[n] = d->buf + at;
+            d->weight[n] = w;
+        }
+        n++;
+        if (!*e)
+            break;
+        p = e + 1;
+    }
+    if (weighted_n && weighted_n != n)
+        return *why = "weights on some sources only: give every source a weight, or none", -1;
+    return n;
+}
+
+static int set_source(const opt *d, bfs_pipeline_opts *o, const char *v, const char **why)
+{
+    (void)d;
+    if (!strcmp(v, "SOURCE") || !*v) {
+        o->mix[0] = '\0';
+        return 0;
+    }
+    if (strlen(v) >= sizeof o->mix)
+        return *why = "too long", -EINVAL;
+    if (mix_walk(v, NULL, why) < 0)
+        return -EINVAL;
+    /* as given, with '+' between the sources (a spec file may use ',') */
+    size_t i = 0;
+    for (; v[i]; i++)
+        o->mix[i] = v[i] == ',' ? '+' : v[i];
+    o->mix[i] = '\0';
+    return 0;
+}
+
+static int show_source(const opt *d, const bfs_pipeline_opts *o, char *buf, size_t cap)
+{
+    (void)d;
+    return snprintf(buf, cap, "%s", o->mix[0] ? o->mix : "SOURCE");
+}
+
+/* Parse schedule text into d (d->n = weights per point, set from the first point when 0).
+ * 0, or -1 with *why. */
+static int schedule_parse(const char *v, bfs_mix_desc *d, const char **why)
+{
+    d->npoints = 0;
+    d->linear = 0;
+    if (!strncmp(v, "linear:", 7))
+        d->linear = 1, v += 7;
+    else if (!strncmp(v, "step:", 5))
+        v += 5;
+    uint32_t per = 0;
+    for (const char *p = v;;) {
+        const char *e = p + strcspn(p, "+,");
+        if (d->npoints == BFS_SCHEDULE_POINTS)
+            return *why = "more than 32 points", -1;
+        const char *at = memchr(p, '@', (size_t)(e - p));
+        char *end;
+        errno = 0;
+        unsigned long long ep = at && isdigit((unsigned char)*p) ? strtoull(p, &end, 10) : 0;
+        if (!at || !isdigit((unsigned char)*p) || end != at || errno || ep > UINT32_MAX)
+            return *why = "a point that is not EPOCH@W/W/...", -1;
+        if (d->npoints && ep <= d->at[d->npoints - 1])
+            return *why = "epochs not in ascending order", -1;
+        uint32_t k = 0;
+        double sum = 0;
+        for (const char *q = at + 1;;) {
+            const char *qe = q;
+            while (qe < e && *qe != '/')
+                qe++;
+            double w;
+            if (k == BFS_MIX_SOURCES || !parse_decimal(q, (size_t)(qe - q), false, &w) ||
+                !(w >= 0) || !isfinite(w))
+                return *why = "a weight that is not a decimal >= 0", -1;
+            d->w[d->npoints][k++] = w;
+            sum += w;
+            if (qe == e)
+                break;
+            q = qe + 1;
+        }
+        if (!(sum > 0))
+            return *why = "a point whose weights are all 0", -1;
+        if (per && k != per)
+            return *why = "points with different numbers of weights", -1;
+        per = k;
+        d->at[d->npoints++] = ep;
+        if (!*e)
+            break;
+        p = e + 1;
+    }
+    if (!d->n)
+        d->n = per;
+    return 0;
+}
+
+static int set_schedule(const opt *d, bfs_pipeline_opts *o, const char *v, const char **why)
+{
+    (void)d;
+    if (!strcmp(v, "none")) {
+        o->mix_schedule[0] = '\0';
+        return 0;
+    }
+    bfs_mix_desc *m = calloc(1, sizeof *m);
+    if (!m)
+        return *why = "out of memory", -EINVAL;
+    int rc = schedule_parse(v, m, why);
+    /* normalized: the same schedule has one text (and one fingerprint) */
+    size_t at = 0;
+    char t[40];
+    if (!rc)
+        at += (size_t)snprintf(o->mix_schedule, sizeof o->mix_schedule, "%s",
+                               m->linear ? "linear:" : "");
+    for (uint32_t i = 0; !rc && i < m->npoints && at < sizeof o->mix_schedule; i++) {
+        at += (size_t)snprintf(o->mix_schedule + at, sizeof o->mix_schedule - at, "%s%llu@",
+                               i ? "+" : "", (unsigned long long)m->at[i]);
+        for (uint32_t k = 0; k < m->n && at < sizeof o->mix_schedule; k++) {
+            fmt_real(t, m->w[i][k], false);
+            at += (size_t)snprintf(o->mix_schedule + at, sizeof o->mix_schedule - at, "%s%s",
+                                   k ? "/" : "", t);
+        }
+    }
+    if (!rc && at >= sizeof o->mix_schedule)
+        *why = "too long", rc = -1;
+    if (rc)
+        o->mix_schedule[0] = '\0'; /* (the caller keeps its own copy on error) */
+    free(m);
+    return rc ? -EINVAL : 0;
+}
+
+static int show_schedule(const opt *d, const bfs_pipeline_opts *o, char *buf, size_t cap)
+{
+    (void)d;
+    return snprintf(buf, cap, "%s", o->mix_schedule[0] ? o->mix_schedule : "none");
+}
+
+int bfs_pipeline_mix(const bfs_pipeline_opts *o, bfs_mix_desc *d, char *err, size_t errlen)
+{
+    memset(d, 0, sizeof *d);
+    const char *why = NULL;
+    int n = mix_walk(o->mix, d, &why);
+    if (n < 1)
+        return bfs_errf(-EINVAL, err, errlen, "source=%s: %s", o->mix, why ? why : "empty");
+    d->n = (uint32_t)n;
+    if (o->mix_schedule[0] && schedule_parse(o->mix_schedule, d, &why))
+        return bfs_errf(-EINVAL, err, errlen, "mix_schedule=%s: %s", o->mix_schedule, why);
+    if (d->npoints) { /* schedule_parse kept d->n: count the first point's weights */
+        bfs_mix_desc t;
+        memset(&t, 0, sizeof t);
+        (void)schedule_parse(o->mix_schedule, &t, &why);
+        if (t.n != d->n)
+            return bfs_errf(-EINVAL, err, errlen,
+                            "mix_schedule=%s: %u weight%s per point, but source= has %u "
+                            "source%s: give one weight per source, in source= order",
+                            o->mix_schedule, t.n, t.n == 1 ? "" : "s", d->n, d->n == 1 ? "" : "s");
+    }
+    return 0;
+}
+
+void bfs_pipeline_mix_weights(const bfs_mix_desc *d, const uint64_t *count, uint64_t epoch,
+                              double *w)
+{
+    double sum = 0;
+    for (uint32_t k = 0; k < d->n; k++) {
+        if (d->npoints) {
+            uint32_t i = 0;
+            while (i + 1 < d->npoints && d->at[i + 1] <= epoch)
+                i++;
+            w[k] = d->w[i][k];
+            if (d->linear && i + 1 < d->npoints && epoch > d->at[i]) {
+                double f = (double)(epoch - d->at[i]) / (double)(d->at[i + 1] - d->at[i]);
+                w[k] = d->w[i][k] + f * (d->w[i + 1][k] - d->w[i][k]);
+            }
+        } else
+            w[k] = d->weight[k] > 0 ? d->weight[k] : (double)count[k];
+        sum += w[k];
+    }
+    for (uint32_t k = 0; k < d->n; k++)
+        w[k] /= sum;
+}
+
+uint64_t bfs_pipeline_mix_identity(const bfs_mix_desc *d, uint64_t sources_identity)
+{
+    char t[64];
+    double sum = 0;
+    for (uint32_t k = 0; k < d->n; k++)
+        sum += d->weight[k];
+    bfs_xxh64_state st;
+    bfs_xxh64_init(&st, sources_identity);
+    for (uint32_t k = 0; k < d->n; k++) { /* normalized: 7:3 is 0.7:0.3 */
+        fmt_real(t, sum > 0 ? d->weight[k] / sum : 0, false);
+        bfs_xxh64_update(&st, t, strlen(t) + 1);
+    }
+    return bfs_xxh64_digest(&st);
+}
+
+int bfs_pipeline_mix_display(const bfs_mix_desc *d, char *buf, size_t cap)
+{
+    size_t at = 0;
+    char t[40];
+    for (uint32_t k = 0; k < d->n; k++) {
+        fmt_real(t, d->weight[k], false);
+        int w =
+            snprintf(at < cap ? buf + at : NULL, at < cap ? cap - at : 0, "%s%s%s%s", k ? ", " : "",
+                     d->path[k], d->weight[k] > 0 ? ":" : "", d->weight[k] > 0 ? t : "");
+        if (w < 0)
+            return w;
+        at += (size_t)w;
+    }
+    return (int)at;
+}
+
 int bfs_pipeline_canonical(const bfs_pipeline_opts *o, char *buf, size_t cap)
 {
     size_t n = 0;
     for (size_t i = 0; i < OPT_COUNT; i++) {
         const opt *d = &table[i];
         if (d->pub.cls != BFS_OPT_DATA || (d->flags & (o->sequences ? F_IMG : F_SEQ)) ||
-            ((d->flags & F_FLD) && !o->fielded))
+            ((d->flags & F_FLD) && !o->fielded) || ((d->flags & F_MIX) && !o->mix[0]) ||
+            (d->flags & F_NOCANON))
             continue;
         char v[SHOW_MAX];
         d->show(d, o, v, sizeof v);

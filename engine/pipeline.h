@@ -51,6 +51,13 @@ enum { BFS_PACK_CONCAT, BFS_PACK_PAD, BFS_PACK_BUCKET }; /* pack= (token dataset
  * their commas */
 #define BFS_FIELDS_TEXT 2048u
 #define BFS_MAX_SEQ_LEN 1048576u /* seq_len= and bucket bounds: tokens per row */
+/* source=: a mixture of at most BFS_MIX_SOURCES sources, its text at most BFS_MIX_TEXT
+ * bytes; mix_schedule=: at most BFS_SCHEDULE_POINTS points in BFS_SCHEDULE_TEXT bytes */
+#define BFS_MIX_SOURCES     64u
+#define BFS_MIX_TEXT        8192u
+#define BFS_SCHEDULE_POINTS 32u
+#define BFS_SCHEDULE_TEXT   4096u
+enum { BFS_MIX_LABELS_SHARED, BFS_MIX_LABELS_OFFSET }; /* mix_labels= */
 
 /* Version of the algorithms that produce batch bytes (plan order, RNG streams, crop
  * geometry, decode and scaled-IDCT policy, resampler, output conversion, batch header and
@@ -65,8 +72,8 @@ enum { BFS_PACK_CONCAT, BFS_PACK_PAD, BFS_PACK_BUCKET }; /* pack= (token dataset
 /* Size of an err buffer that holds every message of this module whole (values quoted in
  * messages are cut at 64 bytes); only a spec file name longer than ~500 bytes truncates. */
 #define BFS_PIPELINE_ERRLEN 1024
-/* Bytes that always hold the canonical text (the fields= list may take 2 KiB). */
-#define BFS_CANONICAL_MAX 4096
+/* Bytes that always hold the canonical text (fields= may take 2 KiB, mix_schedule= 4). */
+#define BFS_CANONICAL_MAX 8192
 
 typedef struct bfs_pipeline_opts {
     /* data-changing (BFS_OPT_DATA), except epochs (BFS_OPT_LISTING) */
@@ -112,6 +119,15 @@ typedef struct bfs_pipeline_opts {
     uint32_t min_box_area;        /* min_box_area=N (1): boxes left smaller (output px²)
                                    * are dropped */
     int fielded; /* not an option: set by bfs_pipeline_check_fields (more than one field) */
+    /* data-changing, mixtures only (docs/mixing.md): the canonical text shows mix_labels,
+     * epoch_samples and mix_schedule only when source= is set; the sources and weights
+     * enter the fingerprint through the dataset identity (bfs_pipeline_mix_identity) */
+    char mix[BFS_MIX_TEXT];               /* source=PATH[:W]+PATH[:W]+... ("" = the SOURCE
+                                           * argument): as given, '+' between sources */
+    int mix_labels;                       /* mix_labels=shared|offset */
+    uint64_t epoch_samples;               /* epoch_samples=N (0 = the sources' sum) */
+    char mix_schedule[BFS_SCHEDULE_TEXT]; /* mix_schedule=[step:|linear:]E@W/W/..+.. ("" =
+                                           * none), normalized by its setter */
     /* performance knobs (BFS_OPT_KNOB): never change bytes */
     int threads;             /* threads=auto|N (BFS_AUTO), 1..1024 */
     int prefetch;            /* prefetch=auto|N (BFS_AUTO), 0..1024 */
@@ -180,6 +196,40 @@ int bfs_pipeline_check_kind(bfs_pipeline_opts *o, int sequences, char *err, size
 int bfs_pipeline_check_fields(bfs_pipeline_opts *o, const char *const *names,
                               const unsigned char *kind, uint32_t n, uint64_t *chosen, char *err,
                               size_t errlen);
+
+/* A mixture as source= and mix_schedule= give it (bfs_pipeline_mix). */
+typedef struct bfs_mix_desc {
+    uint32_t n;                        /* sources, 1..BFS_MIX_SOURCES */
+    const char *path[BFS_MIX_SOURCES]; /* into buf */
+    double weight[BFS_MIX_SOURCES];    /* > 0; all 0 when none was given (sizes decide) */
+    uint32_t npoints;                  /* mix_schedule= points, 0 = none */
+    int linear;                        /* 1: linear between points; 0: step */
+    uint64_t at[BFS_SCHEDULE_POINTS];  /* epochs, ascending */
+    double w[BFS_SCHEDULE_POINTS][BFS_MIX_SOURCES]; /* >= 0, one > 0 per point */
+    char buf[BFS_MIX_TEXT];
+} bfs_mix_desc;
+
+/*
+ * bfs_pipeline_mix - o's mixture (o->mix set) into *d. Returns 0 or -EINVAL (a schedule
+ * whose points have another number of weights than there are sources; err says which).
+ */
+int bfs_pipeline_mix(const bfs_pipeline_opts *o, bfs_mix_desc *d, char *err, size_t errlen);
+
+/* bfs_pipeline_mix_weights - the normalized weights (summing to 1) of epoch `epoch`:
+ * the schedule's (step: the last point at or before epoch, the first before it; linear:
+ * interpolated between the points around it), else the sources' given weights, else
+ * their counts' shares (count[k] samples in source k). */
+void bfs_pipeline_mix_weights(const bfs_mix_desc *d, const uint64_t *count, uint64_t epoch,
+                              double *w);
+
+/* bfs_pipeline_mix_identity - the dataset identity of a mixture: the sources' identity
+ * (bfs_source_open_mix's) and the given weights, so that another weight is another
+ * fingerprint. */
+uint64_t bfs_pipeline_mix_identity(const bfs_mix_desc *d, uint64_t sources_identity);
+
+/* bfs_pipeline_mix_display - "PATH:W, PATH:W" (the weights as given) for MNT/pipeline's
+ * `source =` line, which a spec file reads back. Returns snprintf's convention. */
+int bfs_pipeline_mix_display(const bfs_mix_desc *d, char *buf, size_t cap);
 
 /* bfs_pipeline_defaults - fill o with every default (normalize decided at finish;
  * cpu_budget and ram_mb left 0, resolved by the engine from the host). */

@@ -410,6 +410,18 @@ static void make_stats(fsstate *fs, text *t)
                 (unsigned long long)bad[i].index, name, reason);
     }
     tprintf(t, "],\n");
+    if (bfs_engine_mix_count(fs->e)) { /* a mixture: samples drawn per source */
+        tprintf(t, "  \"sources\": [");
+        uint64_t count, drawn;
+        const char *path;
+        for (uint32_t k = 0; (path = bfs_engine_mix_source(fs->e, k, &count, &drawn)); k++) {
+            char esc[PATH_MAX * 6 + 1];
+            bfs_json_escape(esc, sizeof esc, path);
+            tprintf(t, "%s{\"path\": \"%s\", \"samples\": %llu, \"drawn\": %llu}", k ? ", " : "",
+                    esc, (unsigned long long)count, (unsigned long long)drawn);
+        }
+        tprintf(t, "],\n");
+    }
     tprintf(t,
             "  \"batches\": {\"served\": %llu, \"computed\": %llu, \"failed\": %llu, "
             "\"in_flight\": %u, \"prefetched\": %llu, \"opened\": %llu, \"opened_bytes\": %llu},\n",

@@ -377,6 +377,59 @@ static int parse_top(int argc, char **argv, bfs_mount_args *a, char *err, size_t
     return 0;
 }
 
+/* source=: each path made absolute (the daemon's working directory becomes /), the
+ * weights kept as written. 0, or -EINVAL / -ENOMEM. */
+static int absolute_mix(bfs_mount_args *a, char *err, size_t errlen)
+{
+    bfs_mix_desc *d = malloc(sizeof *d);
+    char *out = malloc(BFS_MIX_TEXT);
+    int rc = d && out ? bfs_pipeline_mix(&a->pipe, d, err, errlen)
+                      : bfs_errf(-ENOMEM, err, errlen, "out of memory");
+    size_t at = 0;
+    const char *item = a->pipe.mix;
+    for (uint32_t k = 0; !rc && k < d->n; k++) {
+        while (*item == ' ' || *item == '\t')
+            item++;
+        size_t ilen = strcspn(item, "+"), plen = strlen(d->path[k]);
+        while (ilen > plen && (item[ilen - 1] == ' ' || item[ilen - 1] == '\t'))
+            ilen--;
+        char *abs = realpath(d->path[k], NULL);
+        const char *p = abs ? abs : d->path[k];
+        int w = snprintf(out + at, BFS_MIX_TEXT - at, "%s%s%.*s", k ? "+" : "", p,
+                         (int)(ilen - plen), item + plen);
+        free(abs);
+        if (w < 0 || (size_t)w >= BFS_MIX_TEXT - at)
+            rc = bfs_errf(-EINVAL, err, errlen, "source=: the absolute paths are too long");
+        else
+            at += (size_t)w;
+        item += strcspn(item, "+");
+        item += *item == '+';
+    }
+    if (!rc)
+        memcpy(a->pipe.mix, out, at + 1);
+    free(out);
+    free(d);
+    return rc;
+}
+
+/* MNT/pipeline's `source =` text of a mixture: "PATH:W, PATH:W" (a spec file reads it). */
+static char *display_mix(const bfs_pipeline_opts *o)
+{
+    size_t n = strlen(o->mix);
+    char *s = malloc(2 * n + 1);
+    if (!s)
+        return NULL;
+    size_t at = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (o->mix[i] == '+')
+            s[at++] = ',', s[at++] = ' ';
+        else
+            s[at++] = o->mix[i];
+    }
+    s[at] = '\0';
+    return s;
+}
+
 int bfs_mountopts_parse(int argc, char **argv, bfs_mount_args *a, char *err, size_t errlen)
 {
     memset(a, 0, sizeof *a);
@@ -508,6 +561,13 @@ int bfs_mountopts_parse(int argc, char **argv, bfs_mount_args *a, char *err, siz
                       a->fuse_opts);
     if (!rc && a->mode != BFS_MODE_WORKER && a->worker_name)
         rc = bfs_errf(-EINVAL, err, errlen, "--name is a worker's option (" WORKER_USAGE ")");
+    int mixed = a->pipe.mix[0] != '\0'; /* source=: the sources are an option */
+    if (!rc && mixed && npos == want)
+        rc = bfs_errf(-EINVAL, err, errlen,
+                      "source=%.200s names the datasets, so there is no SOURCE argument: give "
+                      "%s",
+                      a->pipe.mix, a->mode == BFS_MODE_MOUNT ? "only MOUNTPOINT" : "no SOURCE");
+    want -= mixed;
     if (!rc && npos != want)
         rc = bfs_errf(-EINVAL, err, errlen,
                       a->mode == BFS_MODE_BENCH ? "--bench takes one SOURCE"
@@ -523,18 +583,21 @@ int bfs_mountopts_parse(int argc, char **argv, bfs_mount_args *a, char *err, siz
     if (!rc && a->mode == BFS_MODE_BENCH && a->bench_epoch >= a->pipe.epochs)
         rc = bfs_errf(-EINVAL, err, errlen, "--epoch %llu: the pipeline has epochs 0..%u",
                       (unsigned long long)a->bench_epoch, a->pipe.epochs - 1);
+    if (!rc && mixed)
+        rc = absolute_mix(a, err, errlen);
     if (!rc) {
         /* absolute, so /pipeline and the fsname say where the data is, whatever the
          * daemon's working directory becomes */
-        char *abs = realpath(pos[0], NULL);
-        a->source = abs ? abs : strdup(pos[0]);
+        char *abs = mixed ? NULL : realpath(pos[0], NULL);
+        a->source = abs ? abs : mixed ? display_mix(&a->pipe) : strdup(pos[0]);
         /* absolute too: the daemon's working directory becomes / (fuse_daemonize), and
          * the unmount at exit must find the mountpoint */
-        char *mabs = npos > 1 ? realpath(pos[1], NULL) : NULL;
-        a->mountpoint = mabs ? mabs : npos > 1 ? strdup(pos[1]) : NULL;
+        int m = mixed ? 0 : 1; /* where MOUNTPOINT is among the arguments */
+        char *mabs = npos > m ? realpath(pos[m], NULL) : NULL;
+        a->mountpoint = mabs ? mabs : npos > m ? strdup(pos[m]) : NULL;
         if (!a->fuse_opts)
             a->fuse_opts = strdup("");
-        if (!a->source || (npos > 1 && !a->mountpoint) || !a->fuse_opts)
+        if (!a->source || (npos > m && !a->mountpoint) || !a->fuse_opts)
             rc = bfs_errf(-ENOMEM, err, errlen, "out of memory");
     }
     if (rc)

@@ -418,6 +418,35 @@ static void v_title(frame *f, const bfs_top_view *v, const span *s)
     f_end(f);
 }
 
+/* A mixture's sources (/stats "sources"): "NAME DRAWN (P%)" each, three spaces between
+ * them, or plain: "NAME:DRAWN" with commas; "" when the mount serves one source. */
+static const char *f_sources(char *b, size_t cap, const sj_doc *d, int plain)
+{
+    int arr = sj_lookup(d, SJ_ROOT, "sources");
+    size_t at = 0;
+    b[0] = '\0';
+    if (sj_type(d, arr) != SJ_ARRAY)
+        return b;
+    double total = 0, x;
+    for (int m = sj_child(d, arr, 0); m >= 0; m = sj_next(d, m))
+        if (sj_num(d, sj_lookup(d, m, "drawn"), &x) == 0)
+            total += x;
+    for (int m = sj_child(d, arr, 0); m >= 0 && at < cap; m = sj_next(d, m)) {
+        const char *path = sj_str(d, sj_lookup(d, m, "path"), NULL);
+        const char *base = path ? strrchr(path, '/') : NULL;
+        double drawn = 0;
+        (void)sj_num(d, sj_lookup(d, m, "drawn"), &drawn);
+        const char *name = base ? base + 1 : path ? path : "?";
+        int w = plain ? snprintf(b + at, cap - at, "%s%s:%.0f", at ? "," : "", name, drawn)
+                      : snprintf(b + at, cap - at, "%s%s %.0f (%.1f%%)", at ? "   " : "", name,
+                                 drawn, total > 0 ? 100 * drawn / total : 0.0);
+        if (w < 0)
+            break;
+        at += (size_t)w;
+    }
+    return b;
+}
+
 static void v_throughput(frame *f, const span *s)
 {
     line *l = &f->l;
@@ -449,6 +478,14 @@ static void v_throughput(frame *f, const span *s)
              s_num(a, cur, "threads", 0), s_depth(b, cur), s_num(c, cur, "images", 0),
              s_num(d, cur, "bad_samples", 0), s_num(e, cur, "reads.errors", 0));
     f_end(f);
+    char src[512];
+    if (*f_sources(src, sizeof src, cur, 0)) {
+        l_pad(l, 2);
+        l_str(l, "sources");
+        l_pad(l, 14);
+        l_str(l, src);
+        f_end(f);
+    }
 }
 
 static void v_stages(frame *f, const span *s)
@@ -780,6 +817,9 @@ static void plain_line(frame *f, const bfs_top_view *v, const span *s)
              s_hit(h, s, "cache", 1, 1), s_hit(i, s, "cache_dir", 0, 1),
              s_hit(j, s, "sample_cache", 0, 1), s_num(k, cur, "threads", 0), s_depth(m, cur),
              f_num(n, nread >= 0, nread, 0), f_num(o, mibok, mib / (1 << 20), 1));
+    char src[512];
+    if (*f_sources(src, sizeof src, cur, 1))
+        l_printf(l, " sources=%s", src);
     fwrite(l->b, 1, l->n, f->out);
     fputc('\n', f->out);
     f_begin(f);

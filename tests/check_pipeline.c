@@ -48,6 +48,10 @@ static const struct {
     {"text_len", BFS_OPT_DATA},
     {"token_len", BFS_OPT_DATA},
     {"min_box_area", BFS_OPT_DATA},
+    {"source", BFS_OPT_DATA},
+    {"mix_labels", BFS_OPT_DATA},
+    {"epoch_samples", BFS_OPT_DATA},
+    {"mix_schedule", BFS_OPT_DATA},
     {"threads", BFS_OPT_KNOB},
     {"prefetch", BFS_OPT_KNOB},
     {"cache_mb", BFS_OPT_KNOB},
@@ -794,7 +798,9 @@ static void covered(const char *const *diff, size_t nd, int tokens)
     for (size_t i = 0; bfs_pipeline_option_at(i); i++) {
         const bfs_pipeline_option *p = bfs_pipeline_option_at(i);
         if (p->cls != BFS_OPT_DATA || (strstr(p->help, "token datasets") == p->help) != tokens ||
-            strstr(p->help, "multi-field datasets") == p->help) /* field_options */
+            strstr(p->help, "multi-field datasets") == p->help || /* field_options */
+            strstr(p->help, "mixtures") == p->help ||             /* check_mix.c */
+            strstr(p->help, "a mixture") == p->help)
             continue;
         char key[64];
         snprintf(key, sizeof key, "%s=", p->name);

@@ -1,6 +1,7 @@
 /*
  * source.h — where samples come from: a .bfs file (tables read at open) or an ImageFolder
- * directory read in place (scanned at open: O(files) directory reads and stats).
+ * directory read in place (scanned at open: O(files) directory reads and stats), or a
+ * mixture of them (bfs_source_open_mix: one index space over several sources).
  *
  * Neighbours: the engine (engine/engine.c) fetches sample payloads through it; the plan
  * needs only the sample count (and page boundaries for shuffle=pages).
@@ -41,6 +42,32 @@ typedef struct bfs_source_scratch {
  * file in err. The caller owns *out (bfs_source_close).
  */
 int bfs_source_open(const char *path, bfs_source **out, char *err, size_t errlen);
+
+/*
+ * bfs_source_open_mix - a mixture's sources paths[0..n) (1..BFS_MIX_MAX) as one source:
+ * global index i is sample i - first(k) of source k, where first(k) is the sum of the
+ * earlier sources' counts (bfs_source_mix_first). Every function below works on it as on
+ * one source, dispatching by index; labels of source k are its own plus, with
+ * label_offsets, the class counts of the sources before it (class_count is then their
+ * sum, else their largest). The sources must serve the same tensors: one kind (images or
+ * token sequences) and the same field table (names, kinds, dtypes, shapes; max_count is
+ * the largest); each must have samples. The identity hashes the sources' identities and
+ * counts in order. Returns 0, bfs_source_open's errors with "source K: " before the
+ * message, or -EINVAL naming the source (1-based) that differs from source 1.
+ */
+#define BFS_MIX_MAX 64u
+int bfs_source_open_mix(const char *const *paths, uint32_t n, int label_offsets, bfs_source **out,
+                        char *err, size_t errlen);
+
+/* bfs_source_mix_count - a mixture's source count; 0 for a plain source.
+ * bfs_source_mix_locate - the source k of global index i (return value) and i's index in
+ * it (*local, may be NULL); a plain source: 0 and i. bfs_source_mix_first - the first
+ * global index of source k (k = count: the total); 0 for a plain source.
+ * bfs_source_mix_part - source k itself (a plain source: s). */
+uint32_t bfs_source_mix_count(const bfs_source *s);
+uint32_t bfs_source_mix_locate(const bfs_source *s, uint64_t i, uint64_t *local);
+uint64_t bfs_source_mix_first(const bfs_source *s, uint32_t k);
+const bfs_source *bfs_source_mix_part(const bfs_source *s, uint32_t k);
 
 /* bfs_source_close - release; accepts NULL. */
 void bfs_source_close(bfs_source *s);

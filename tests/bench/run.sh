@@ -108,6 +108,10 @@ echo "== image + caption (multi-field) vs the same images alone (tests/bench/ben
 bash tests/bench/bench_fields.sh "$corpus"
 
 echo
+echo "== a three-source mixture vs one source of the same images (tests/bench/bench_mix.sh) =="
+bash tests/bench/bench_mix.sh "$corpus"
+
+echo
 echo "== PNG and WebP samples per CPU second vs Pillow decode + the same resize (tests/bench/bench_codec.sh) =="
 bash tests/bench/bench_codec.sh "$corpus"
 

@@ -120,7 +120,7 @@ static int parse(int argc, char **argv, bfs_mount_args *a, char *err, size_t err
 /* the canonical text of a's pipeline as spec file "canon", read back by a mount parse */
 static void round_trip_spec(const bfs_mount_args *a)
 {
-    char canon[1024], again[1024], err[BFS_PIPELINE_ERRLEN];
+    char canon[BFS_CANONICAL_MAX], again[BFS_CANONICAL_MAX], err[BFS_PIPELINE_ERRLEN];
     int n = bfs_pipeline_canonical(&a->pipe, canon, sizeof canon);
     CHECK(n > 0);
     write_file("canon", canon, (size_t)n);

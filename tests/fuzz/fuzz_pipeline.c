@@ -52,7 +52,7 @@ static void finish_and_check(bfs_pipeline_opts *o)
         return;
     CHECK(bfs_pipeline_finish(o, err, sizeof err) == 0); /* idempotent */
 
-    char canon[1024];
+    char canon[BFS_CANONICAL_MAX];
     int n = bfs_pipeline_canonical(o, canon, sizeof canon);
     CHECK(n > 0 && (size_t)n == strlen(canon));
     uint64_t fp = bfs_pipeline_fingerprint(o, 0x5eed);
@@ -65,7 +65,7 @@ static void finish_and_check(bfs_pipeline_opts *o)
         CHECK(rc == 0);
     }
     CHECK(bfs_pipeline_finish(&back, err, sizeof err) == 0);
-    char again[1024];
+    char again[BFS_CANONICAL_MAX];
     CHECK(bfs_pipeline_canonical(&back, again, sizeof again) == n);
     CHECK(strcmp(canon, again) == 0);
     CHECK(bfs_pipeline_fingerprint(&back, 0x5eed) == fp);
