@@ -369,12 +369,6 @@ int bfs_engine_create(const char *source_path, const bfs_pipeline_opts *o, bfs_e
         goto fail;
     }
     if (e->o.sequences) {
-        if (md) {
-            rc = bfs_errf(-EINVAL, err, errlen,
-                          "source=: mixtures of token datasets are not served yet (image "
-                          "datasets are): pack the documents into one .bfs");
-            goto fail;
-        }
         e->fingerprint = bfs_pipeline_fingerprint(&e->o, identity);
         if ((rc = bfs_tokens_create(e->src, &e->o, e->fingerprint, &e->tok, err, errlen)))
             goto fail;

@@ -334,6 +334,20 @@ int bfs_mix_positions(bfs_mix *m, uint64_t epoch, uint64_t first, uint64_t n, ui
     return 0;
 }
 
+int bfs_mix_counts(bfs_mix *m, uint64_t epoch, uint64_t *out)
+{
+    mix_tab own, *tb;
+    int rc = tab_get(m, epoch, &own, &tb);
+    if (rc)
+        return rc;
+    uint32_t cnt[BFS_MIX_SOURCES];
+    stratum_at(m, tb, m->C - 1, out, cnt);
+    for (uint32_t k = 0; k < m->n; k++)
+        out[k] += cnt[k];
+    tab_put(m, tb, &own);
+    return 0;
+}
+
 void bfs_mix_weights(const bfs_mix *m, uint64_t epoch, double *w)
 {
     bfs_pipeline_mix_weights(&m->d, m->count, epoch, w);

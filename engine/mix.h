@@ -66,6 +66,10 @@ int bfs_mix_batch_indices(bfs_mix *m, uint64_t epoch, uint64_t k, uint64_t *out,
  * -ENOMEM. */
 int bfs_mix_positions(bfs_mix *m, uint64_t epoch, uint64_t first, uint64_t n, uint64_t *out);
 
+/* bfs_mix_counts - how many samples each source gives epoch `epoch` (all shards) into
+ * out[0..n). 0 or -ENOMEM. */
+int bfs_mix_counts(bfs_mix *m, uint64_t epoch, uint64_t *out);
+
 /* bfs_mix_weights - the normalized weights of epoch into w[0..n) */
 void bfs_mix_weights(const bfs_mix *m, uint64_t epoch, double *w);
 

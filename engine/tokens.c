@@ -1,5 +1,6 @@
 /* tokens.c — the pipelines of token datasets: pack=concat|pad|bucket (see tokens.h). */
 #include "engine/tokens.h"
+#include "engine/mix.h"
 #include "base/endian.h"
 #include "base/err.h"
 #include "engine/dataset/guard.h"
@@ -8,6 +9,7 @@
 #include "engine/safetensors.h"
 
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,6 +39,8 @@ struct bfs_tokens {
     bfs_pipeline_opts o;
     uint64_t fingerprint;
     uint64_t n;     /* documents */
+    uint64_t npos;  /* positions of an epoch's document order: n, or a mixture's E */
+    bfs_mix *mix;   /* concat over a mixture (source=): the epoch's documents, else NULL */
     uint32_t *len;  /* tokens per document, from the table */
     uint8_t *bk;    /* bucket: each document's bucket */
     bfs_plan *plan; /* pad: the batches; concat, bucket: the epoch order of all documents */
@@ -215,7 +219,7 @@ static void tab_free(epoch_tab *e)
 
 static uint64_t tab_pieces(const bfs_tokens *t)
 {
-    return (t->n + TAB_PIECE - 1) / TAB_PIECE;
+    return (t->npos + TAB_PIECE - 1) / TAB_PIECE;
 }
 
 /* Make e the table of epoch, to be built: its arrays (all it needs, so that running out of
@@ -223,7 +227,7 @@ static uint64_t tab_pieces(const bfs_tokens *t)
 static int tab_start(bfs_tokens *t, uint64_t epoch, epoch_tab *e)
 {
     tab_free(e);
-    uint64_t n = t->n; /* > 0 (bfs_tokens_create): a build of no pieces would never end */
+    uint64_t n = t->npos; /* > 0 (bfs_tokens_create): a build of no pieces would never end */
     if (!(e->order = malloc(n * sizeof *e->order)) ||
         (t->o.pack == BFS_PACK_CONCAT && (!(e->prefix = malloc((n + 1) * sizeof *e->prefix)) ||
                                           !(e->sums = malloc(tab_pieces(t) * sizeof *e->sums)))) ||
@@ -242,8 +246,9 @@ static int tab_start(bfs_tokens *t, uint64_t epoch, epoch_tab *e)
  * of their lengths from the piece's start, and its sum). Unlocked: pieces are disjoint. */
 static int tab_piece(bfs_tokens *t, epoch_tab *e, uint64_t c)
 {
-    uint64_t first = c * TAB_PIECE, m = t->n - first < TAB_PIECE ? t->n - first : TAB_PIECE;
-    int rc = bfs_plan_positions(t->plan, e->epoch, first, m, e->order + first);
+    uint64_t first = c * TAB_PIECE, m = t->npos - first < TAB_PIECE ? t->npos - first : TAB_PIECE;
+    int rc = t->mix ? bfs_mix_positions(t->mix, e->epoch, first, m, e->order + first)
+                    : bfs_plan_positions(t->plan, e->epoch, first, m, e->order + first);
     if (rc || t->o.pack != BFS_PACK_CONCAT)
         return rc;
     uint64_t sum = 0;
@@ -260,7 +265,7 @@ static int tab_piece(bfs_tokens *t, epoch_tab *e, uint64_t c)
  * Unlocked (e is still building). */
 static void tab_finish(bfs_tokens *t, epoch_tab *e)
 {
-    uint64_t n = t->n;
+    uint64_t n = t->npos;
     if (t->o.pack == BFS_PACK_CONCAT) {
         e->prefix[0] = 0;
         uint64_t base = 0;
@@ -366,12 +371,106 @@ static void tab_put(bfs_tokens *t, epoch_tab *e)
 
 int bfs_tokens_doc_order(bfs_tokens *t, uint64_t epoch, uint64_t p, uint64_t *doc)
 {
-    if (p >= t->n)
+    if (p >= t->npos)
         return -ERANGE;
+    if (t->mix)
+        return bfs_mix_positions(t->mix, epoch, p, 1, doc);
     return bfs_plan_position(t->plan, epoch, p, doc);
 }
 
 /* ---- create --------------------------------------------------------------------------- */
+
+static int cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The fewest tokens e documents of a mixture can hold: source k gives at least
+ * floor(w_k e) - 2 of them, whole passes first, then its shortest ones. */
+static uint64_t least_tokens(uint32_t n, const double *w, const uint64_t *count,
+                             uint64_t *const *kpre, uint64_t e)
+{
+    uint64_t sum = 0;
+    for (uint32_t k = 0; k < n; k++) {
+        double c = floor(w[k] * (double)e) - 2;
+        uint64_t ck = c > 0 ? (uint64_t)c : 0;
+        sum += ck / count[k] * kpre[k][count[k]] + kpre[k][ck % count[k]];
+    }
+    return sum;
+}
+
+/* pack=concat over a mixture (source=, docs/mixing.md): the epoch's documents are drawn
+ * from the sources in strata of about one batch of documents (batch * seq_len tokens at
+ * the mean document length). An epoch has the rows of the tokens its E documents hold on
+ * average (E: epoch_samples, or the sources' sum); which documents are drawn changes the
+ * tokens from epoch to epoch, so the order runs on to E' >= E documents, the fewest whose
+ * least possible tokens (whole passes over a source hold all its tokens, a partial pass
+ * at least its shortest documents; each count at most 2 under its share) still fill
+ * those rows: every epoch has every row, and reads past E only when it drew short
+ * documents. Fixed weights only: with a schedule the rows would change with the epoch. */
+static int mix_create(bfs_tokens *t, const bfs_pipeline_opts *o, char *err, size_t errlen)
+{
+    if (o->pack != BFS_PACK_CONCAT || o->mix_schedule[0])
+        return bfs_errf(-EINVAL, err, errlen,
+                        "source=: a mixture of token datasets is served with pack=concat and "
+                        "fixed weights (no mix_schedule=) for now");
+    bfs_mix_desc *d = malloc(sizeof *d);
+    uint32_t *sorted = malloc(t->n * sizeof *sorted);
+    uint64_t *pre = malloc((t->n + BFS_MIX_SOURCES) * sizeof *pre);
+    int rc = d && sorted && pre ? bfs_pipeline_mix(o, d, err, errlen)
+                                : bfs_errf(-ENOMEM, err, errlen, "out of memory");
+    uint64_t count[BFS_MIX_SOURCES], first[BFS_MIX_SOURCES + 1], E = 0;
+    uint64_t *kpre[BFS_MIX_SOURCES]; /* source k's sorted lengths' prefix sums, count+1 */
+    double w[BFS_MIX_SOURCES], expect = 0;
+    for (uint32_t k = 0; !rc && k <= d->n; k++)
+        first[k] = bfs_source_mix_first(t->src, k);
+    for (uint32_t k = 0; !rc && k < d->n; k++) {
+        count[k] = first[k + 1] - first[k];
+        E += count[k];
+        uint32_t *l = sorted + first[k];
+        memcpy(l, t->len + first[k], count[k] * sizeof *l);
+        qsort(l, count[k], sizeof *l, cmp_u32);
+        kpre[k] = pre + first[k] + k;
+        kpre[k][0] = 0;
+        for (uint64_t i = 0; i < count[k]; i++)
+            kpre[k][i + 1] = kpre[k][i] + l[i];
+    }
+    if (!rc) {
+        E = o->epoch_samples ? o->epoch_samples : E;
+        bfs_pipeline_mix_weights(d, count, 0, w);
+        for (uint32_t k = 0; k < d->n; k++)
+            expect += w[k] * (double)E * (double)kpre[k][count[k]] / (double)count[k];
+    }
+    uint64_t want = (uint64_t)expect / o->seq_len * o->seq_len, lo = E, hi = E;
+#define LEAST(e_) least_tokens(d->n, w, count, kpre, (e_))
+    while (!rc && LEAST(hi) < want && hi < (1ull << 48))
+        lo = hi + 1, hi *= 2;
+    while (!rc && lo < hi) { /* the fewest documents whose least tokens fill the rows */
+        uint64_t mid = lo + (hi - lo) / 2;
+        if (LEAST(mid) >= want)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+#undef LEAST
+    bfs_pipeline_opts mo = *o;
+    double per_batch =
+        (double)o->batch * o->seq_len * (double)t->n / (double)(t->total ? t->total : 1);
+    mo.batch = per_batch < 1 ? 1 : per_batch > 65536 ? 65536 : (uint32_t)ceil(per_batch);
+    mo.drop_last = 0, mo.shard_index = 0, mo.shard_count = 1, mo.epoch_samples = hi;
+    char why[512];
+    if (!rc && (rc = bfs_mix_create(d, count, first, &mo, &t->mix, why, sizeof why)))
+        bfs_errf(rc, err, errlen, "source=: %s", why);
+    if (!rc) {
+        t->npos = bfs_mix_samples(t->mix);
+        t->total = want;
+    }
+    free(pre);
+    free(sorted);
+    free(d);
+    return rc;
+}
 
 int bfs_tokens_create(bfs_source *src, const bfs_pipeline_opts *o, uint64_t fingerprint,
                       bfs_tokens **out, char *err, size_t errlen)
@@ -385,7 +484,7 @@ int bfs_tokens_create(bfs_source *src, const bfs_pipeline_opts *o, uint64_t fing
     t->src = src;
     t->o = *o;
     t->fingerprint = fingerprint;
-    t->n = bfs_source_count(src);
+    t->n = t->npos = bfs_source_count(src);
     const char *path = bfs_source_path(src);
     /* rows read slices of several documents each: from a mapping, not a pread and an
      * fstat per document (~1/3 of a concat mount's CPU); pread when it cannot be mapped */
@@ -408,6 +507,8 @@ int bfs_tokens_create(bfs_source *src, const bfs_pipeline_opts *o, uint64_t fing
         t->len[i] = bfs_source_token_count(src, i);
         t->total += t->len[i];
     }
+    if (o->mix[0] && (rc = mix_create(t, o, err, errlen)))
+        goto fail;
     /* the plan: pad's batches, or the order of every document for concat and bucket */
     bfs_plan_opts po;
     bfs_plan_opts_default(&po);
@@ -492,6 +593,7 @@ void bfs_tokens_destroy(bfs_tokens *t)
     for (unsigned i = 0; i < EPOCH_TABS; i++)
         tab_free(&t->tabs[i]);
     bfs_plan_destroy(t->plan);
+    bfs_mix_destroy(t->mix);
     pthread_mutex_destroy(&t->lock);
     pthread_cond_destroy(&t->built);
     free(t->len);
@@ -635,7 +737,7 @@ static int concat_row(bfs_tokens *t, bfs_tokens_scratch *s, const epoch_tab *e, 
     int rc;
     uint64_t T = t->o.seq_len, start = g * T;
     /* the last position p with prefix[p] <= start: the document holding token `start` */
-    uint64_t lo = 0, hi = t->n;
+    uint64_t lo = 0, hi = t->npos;
     while (lo < hi) {
         uint64_t mid = lo + (hi - lo + 1) / 2;
         if (e->prefix[mid] <= start)
@@ -645,7 +747,7 @@ static int concat_row(bfs_tokens *t, bfs_tokens_scratch *s, const epoch_tab *e, 
     }
     uint64_t p = lo, off = start - e->prefix[p], filled = 0;
     rc = 0;
-    while (filled < T && p < t->n) {
+    while (filled < T && p < t->npos) {
         uint64_t d = e->order[p], n = t->len[d];
         uint64_t take = n - off < T - filled ? n - off : T - filled;
         int drc = get_doc(t, s, d);

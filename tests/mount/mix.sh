@@ -204,4 +204,60 @@ unmount_bfs "$T/m3"
 "$MKBATCHFS" "$T/fc" "$T/b2.bfs.new" >/dev/null 2>&1 && mv "$T/b2.bfs.new" "$T/b2.bfs" || fail "repack"
 mount_bfs "" m3 -o "source=a.bfs:0.5+b2.bfs:0.5,$OPTS"
 [ "$(sed -n 's/^fingerprint = //p' "$T/m3/pipeline")" != "$fp_a" ] || fail "a changed source kept its fingerprint"
+unmount_bfs "$T/m3"
 ok "a changed source changes the fingerprint"
+
+# 5. token datasets, pack=concat: the epoch's documents drawn from the mixture; each
+# epoch's rows cut whole documents of both sources laid end to end, about half of each
+python3 - "$T" <<'PYEOF'
+import random, struct, sys
+T = sys.argv[1]
+random.seed(3)
+for name, base, ndocs in (("u1", 1000, 20), ("u2", 2000, 200)):
+    ids = []
+    for d in range(ndocs):
+        ids += [base + random.randrange(0, 900) for _ in range(random.randrange(5, 60))] + [50256]
+    open(f"{T}/{name}.bin", "wb").write(struct.pack("<%dH" % len(ids), *ids))
+PYEOF
+for x in u1 u2; do
+    "$MKBATCHFS" --tokens u16 --doc-sep 50256 "$T/$x.bin" "$T/$x.bfs" >/dev/null 2>&1 || fail "mkbatchfs --tokens $x"
+done
+mount_bfs "" m3 -o "source=u1.bfs:0.5+u2.bfs:0.5,seq_len=16,batch=4,seed=2"
+"$PY" - "$T" <<'PYEOF' || fail "token mixture"
+import os, sys
+import numpy as np
+sys.path.insert(0, "python")
+from batchfs import load_file
+T = sys.argv[1]
+docs = {}
+for src, name in enumerate(("u1", "u2")):
+    ids = np.fromfile(f"{T}/{name}.bin", dtype="<u2").tolist()
+    cur = []
+    for x in ids:  # a document keeps its separator (mkbatchfs --doc-sep)
+        cur.append(x)
+        if x == 50256:
+            docs.setdefault(cur[0], []).append((tuple(cur), src))
+            cur = []
+nb = len(os.listdir(f"{T}/m3/epoch/0"))
+streams = []
+for e in (0, 1):
+    stream = np.concatenate([load_file(f"{T}/m3/epoch/{e}/batch_{k}", "numpy")["tokens"].ravel()
+                             for k in range(nb)]).tolist()
+    streams.append(stream)
+    p, n = 0, [0, 0]
+    while p < len(stream):
+        for d, src in docs.get(stream[p], []):
+            if tuple(stream[p:p + len(d)]) == d[:len(stream) - p]:
+                n[src] += 1
+                p += len(d)
+                break
+        else:
+            raise AssertionError(f"epoch {e}: position {p} starts no document")
+    # 220 documents per epoch, 110 of each; the rows hold all but the last few
+    assert n[0] >= 100 and n[1] >= 100 and abs(n[0] - n[1]) <= 12, n
+assert streams[0] != streams[1]
+PYEOF
+unmount_bfs "$T/m3"
+refuse "pack=concat and fixed weights" m3 -o "source=u1.bfs:0.5+u2.bfs:0.5,pack=pad"
+refuse "pack=concat and fixed weights" m3 -o "source=u1.bfs+u2.bfs,mix_schedule=0@1/1"
+ok "tokens, pack=concat: rows cut from documents of both sources, half each; pad and schedules refused"
