@@ -331,7 +331,7 @@ static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 static int make_pipeline_text(fsstate *fs)
 {
     const char *canon = bfs_engine_canonical(fs->e);
-    size_t cap = strlen(canon) + 4096;
+    size_t cap = strlen(canon) + strlen(bfs_engine_source_path(fs->e)) + 4096;
     fs->pipeline = malloc(cap);
     if (!fs->pipeline)
         return -ENOMEM;
@@ -1525,8 +1525,12 @@ int bfs_fs_run(const bfs_mount_args *a)
         fprintf(stderr, "batchfs: out of memory\n");
         goto out;
     }
-    char fsname[PATH_MAX + 64];
-    snprintf(fsname, sizeof fsname, "fsname=batchfs:%s", a->source);
+    /* the kernel takes a page of mount options: a long source (a mixture's list) is cut,
+     * MNT/pipeline has it whole */
+    char fsname[320];
+    size_t srclen = strlen(a->source);
+    snprintf(fsname, sizeof fsname, "fsname=batchfs:%.*s%s", srclen > 256 ? 250 : (int)srclen,
+             a->source, srclen > 256 ? "..." : "");
     for (char *p = fsname; *p; p++)
         if (*p == ',')
             *p = '_'; /* commas would split the option list */

@@ -155,6 +155,20 @@ mount_bfs "" m3 -o "source=a.bfs:5+b.bfs:3+c.bfs:2,$OPTS"
 unmount_bfs "$T/m3"
 ok "MNT/pipeline mounts as a spec; weights enter the fingerprint normalized"
 
+# a long source list (30 hard links with long names: ~7 kB): MNT/pipeline shows it whole
+long=$T/$(printf 'd%.0s' $(seq 200))
+mkdir "$long"
+lst=
+for i in $(seq 30); do
+    ln "$T/a.bfs" "$long/s$i.bfs"
+    lst="$lst${lst:++}$long/s$i.bfs:1"
+done
+mount_bfs "" m3 -o "source=$lst,$OPTS"
+grep -q "^fingerprint = " "$T/m3/pipeline" || fail "MNT/pipeline of a 30-source mixture is cut: $(wc -c <"$T/m3/pipeline") bytes"
+grep -q "s30.bfs:1\$" "$T/m3/pipeline" || fail "MNT/pipeline lacks source 30"
+unmount_bfs "$T/m3"
+ok "a 30-source mixture's MNT/pipeline is whole"
+
 # 2. two sources, labels offset, a schedule and epoch_samples
 mount_bfs "" m3 -o "source=a.bfs+b.bfs,mix_labels=offset,mix_schedule=linear:0@1/0+4@0.5/0.5,epoch_samples=40,$OPTS"
 [ "$(ls "$T/m3/epoch/0" | wc -l)" = 4 ] || fail "epoch_samples=40: want 4 batches"
