@@ -36,6 +36,8 @@ enum {
     BFS_RNG_STREAM_SUBSTITUTE = 7, /* choice of a substitute for a bad sample */
     BFS_RNG_STREAM_BUCKETS = 8,    /* pack=bucket: the epoch's order of bucket batches
                                     * (sample index 0: one stream per epoch) */
+    BFS_RNG_STREAM_ROWS = 9,       /* shuffle=rows: the epoch's order of concat rows
+                                    * (sample index 0: one stream per epoch) */
     /* new uses append here; never renumber (it would change every served batch) */
 };
 

@@ -6,7 +6,8 @@
 DOCS.npz holds the documents as the test wrote them (arrays d0, d1, ...), independent of
 the .bfs; ORDER_FILE is `engine_tool order` for the same pipeline without shard= (the
 keyed document permutation, tested on its own in check_plan; for pack=bucket also the
-keyed order of the epoch's batches); BATCH_DIR holds batchfs's batch_K files of shard
+keyed order of the epoch's batches, and for shuffle=rows the keyed order of the epoch's
+rows, after a line "rows"); BATCH_DIR holds batchfs's batch_K files of shard
 I/N. Everything else — concatenation, windows, sharding, bucketing, chunks, padding,
 masks, lengths, positions, the file's tensors and metadata — is computed here and
 compared byte for byte. Exits 1 with the first difference.
@@ -29,7 +30,7 @@ def opts(text):
     return o
 
 
-def expected(docs, order, chunks, o, epoch):
+def expected(docs, order, chunks, rowperm, o, epoch):
     """The batches of shard I/N: a list of (pack, {name: array}) in file order."""
     B = int(o["batch"])
     I, N = map(int, o["shard"].split("/"))
@@ -40,10 +41,16 @@ def expected(docs, order, chunks, o, epoch):
         T = int(o["seq_len"])
         stream = np.concatenate([docs[d] for d in order]).astype(np.int32)
         pos = np.concatenate([np.arange(len(docs[d]), dtype=np.int32) for d in order])
-        per = (len(stream) // T) // N
+        W = len(stream) // T
+        per = W // N
+        if o.get("shuffle") == "rows":  # dataset order, the same cuts; their order permuted
+            assert list(order) == list(range(len(docs))), "shuffle=rows: not dataset order"
+            assert sorted(rowperm) == list(range(W)), "shuffle=rows: not a permutation of rows"
+        else:
+            rowperm = list(range(W))
         nb = per // B if drop else -(-per // B)
         for k in range(nb):
-            rows = [r * N + I for r in range(k * B, min(k * B + B, per))]
+            rows = [rowperm[r * N + I] for r in range(k * B, min(k * B + B, per))]
             t = {"tokens": np.stack([stream[g * T:(g + 1) * T] for g in rows])}
             if o["positions"] == "1":
                 t["positions"] = np.stack([pos[g * T:(g + 1) * T] for g in rows])
@@ -101,10 +108,12 @@ def main():
     o = opts(text)
     lines = open(order_file).read().split()
     cut = lines.index("chunks") if "chunks" in lines else len(lines)
-    order = [int(x) for x in lines[:cut]]
+    rcut = lines.index("rows") if "rows" in lines else cut
+    order = [int(x) for x in lines[:rcut]]
+    rowperm = [int(x) for x in lines[rcut + 1:cut]]
     chunks = [int(x) for x in lines[cut + 1:]]
     assert sorted(order) == list(range(len(docs))), "the order is not a permutation"
-    want = expected(docs, order, chunks, o, int(epoch))
+    want = expected(docs, order, chunks, rowperm, o, int(epoch))
     have = sorted(os.listdir(bdir), key=lambda s: int(s.split("_")[1]))
     if len(have) != len(want):
         sys.exit("%s: %d batches, the reference has %d" % (text, len(have), len(want)))
