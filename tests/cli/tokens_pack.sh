@@ -67,7 +67,8 @@ check "$T/t32.bfs" "$T/docs32.npz" "batch=2,seq_len=333,positions=1" 1
 check "$T/t32.bfs" "$T/docs32.npz" "pack=pad,batch=3,seq_len=256" 0
 echo "ok - concat, pad and bucket equal the numpy reference (u16, u32, shards, epochs)"
 
-# shuffle=rows: the windows of the documents in dataset order, permuted per epoch
+# shuffle=rows: the windows of the documents in dataset order, permuted per epoch (the
+# reference recomputes the permutation: both of bfs_perm's forms, W <= 64 and W > 64)
 for ep in 0 1; do
     check "$T/one.bfs" "$T/docs1.npz" "batch=4,seq_len=64,shuffle=rows,shard=1/3" $ep
     grep -q "warning" "$T/log" && fail "shuffle=rows warned: $(cat "$T/log")"
@@ -75,6 +76,7 @@ for ep in 0 1; do
     check "$T/t16.bfs" "$T/docs16.npz" "batch=3,seq_len=50,shuffle=rows,positions=1,drop_last=0,shard=0/2,seed=5" $ep
 done
 check "$T/t32.bfs" "$T/docs32.npz" "batch=2,seq_len=333,shuffle=rows" 3
+check "$T/one.bfs" "$T/docs1.npz" "batch=2,seq_len=100,shuffle=rows,seed=3" 2 # 60 rows: a table
 "$TOOL" order "$T/one.bfs" "batch=4,seq_len=64,shuffle=rows" 1 - >"$T/rows1.all"
 cmp -s "$T/rows1" "$T/rows1.all" || fail "shuffle=rows: the row order depends on shard="
 "$TOOL" order "$T/one.bfs" "batch=4,seq_len=64,shuffle=rows,seed=1" 1 - >"$T/rows1.seed"
