@@ -174,10 +174,12 @@ static const opt table[OPT_COUNT] = {
     [OPT_EPOCHS] = {PUB("epochs", BFS_OPT_LISTING, "N", "100",
                         "epoch directories listed; any epoch below it can be read"),
                     INT(epochs, W_U32, 1, 1000000, 0)},
-    [OPT_SHUFFLE] = {PUB("shuffle", D, "full|pages|none", "full",
+    [OPT_SHUFFLE] = {PUB("shuffle", D, "full|pages|none|rows", "full",
                          "full: a full-dataset permutation per epoch; pages: quasi-random, "
                          "page-local order for datasets larger than RAM on slow disks; "
-                         "none: dataset order"),
+                         "none: dataset order; rows (token datasets, pack=concat): the "
+                         "documents in dataset order cut into rows, the rows permuted per "
+                         "epoch"),
                      ENUM(shuffle)},
     [OPT_DROP_LAST] = {PUB("drop_last", D, "0|1", "1",
                            "1: drop the final partial batch of each epoch; 0: serve it short"),
@@ -1288,6 +1290,13 @@ int bfs_pipeline_check_kind(bfs_pipeline_opts *o, int sequences, char *err, size
                             "dataset holds images",
                             d->pub.name);
     }
+    if (o->shuffle == BFS_SHUFFLE_ROWS && (!sequences || o->pack != BFS_PACK_CONCAT))
+        return bfs_errf(-EINVAL, err, errlen,
+                        "shuffle=rows permutes the rows cut from token documents (pack=concat), "
+                        "and %s; use shuffle=full, pages or none",
+                        !sequences                ? "this dataset holds images"
+                        : o->pack == BFS_PACK_PAD ? "pack=pad serves one document per row"
+                                                  : "pack=bucket serves one document per row");
     if (sequences) {
         static const struct {
             int opt, pack; /* option opt may be given only with pack= pack (-1: pad|bucket) */

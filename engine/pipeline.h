@@ -37,7 +37,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-enum { BFS_SHUFFLE_FULL, BFS_SHUFFLE_PAGES, BFS_SHUFFLE_NONE };
+enum { BFS_SHUFFLE_FULL, BFS_SHUFFLE_PAGES, BFS_SHUFFLE_NONE, BFS_SHUFFLE_ROWS }; /* ROWS: concat */
 enum { BFS_AUG_TRAIN, BFS_AUG_EVAL, BFS_AUG_NONE };
 enum { BFS_OUT_U8, BFS_OUT_F16, BFS_OUT_BF16, BFS_OUT_F32 };
 enum { BFS_LAYOUT_NHWC, BFS_LAYOUT_NCHW };
@@ -80,7 +80,7 @@ typedef struct bfs_pipeline_opts {
     uint64_t seed;        /* seed=N (0), 0..2^64-1 */
     uint32_t batch;       /* batch=N (256), 1..65536 */
     uint32_t epochs;      /* epochs=N (100), 1..1e6; not in the fingerprint */
-    int shuffle;          /* shuffle=full|pages|none */
+    int shuffle;          /* shuffle=full|pages|none|rows */
     int drop_last;        /* drop_last=1|0 (1) */
     uint32_t shard_index; /* shard=I/N (0/1), I < N <= 65536 */
     uint32_t shard_count;

@@ -42,7 +42,8 @@
 #include <stdint.h>
 
 /* shuffle= modes (bfs_plan_opts.shuffle): BFS_SHUFFLE_FULL, _PAGES, _NONE, defined with
- * the other pipeline options in engine/pipeline.h. */
+ * the other pipeline options in engine/pipeline.h (BFS_SHUFFLE_ROWS is engine/tokens.c's:
+ * a plan never gets it). */
 #include "engine/pipeline.h"
 
 #define BFS_PLAN_BATCH_DEFAULT 256u

@@ -36,6 +36,8 @@ enum {
     BFS_RNG_STREAM_SUBSTITUTE = 7, /* choice of a substitute for a bad sample */
     BFS_RNG_STREAM_BUCKETS = 8,    /* pack=bucket: the epoch's order of bucket batches
                                     * (sample index 0: one stream per epoch) */
+    BFS_RNG_STREAM_ROWS = 9,       /* shuffle=rows: the epoch's order of concat rows
+                                    * (sample index 0: one stream per epoch) */
     BFS_RNG_STREAM_MIX_SLOTS = 12, /* mixtures: a stratum's positions over its slots
                                     * (sample index: the stratum) */
     BFS_RNG_STREAM_MIX_DRAWS = 13, /* mixtures: a source's order in one pass (sample

@@ -46,7 +46,7 @@ struct bfs_tokens {
     bfs_plan *plan; /* pad: the batches; concat, bucket: the epoch order of all documents */
     uint64_t total; /* tokens */
     /* concat */
-    uint64_t per, batches;
+    uint64_t windows, per, batches; /* W rows in all, per shard, batches per shard */
     /* bucket */
     uint32_t rows[BFS_MAX_BUCKETS];
     uint64_t count[BFS_MAX_BUCKETS];      /* documents per bucket */
@@ -99,6 +99,26 @@ static uint64_t chunk_of(const bfs_tokens *t, uint64_t epoch, uint64_t k)
     bfs_perm p;
     bfs_perm_init(&p, g, bfs_rng_u64(&r));
     return bfs_perm_apply(&p, k);
+}
+
+/* shuffle=rows: the epoch's permutation of the W windows, keyed by (seed, epoch) only, so
+ * that the shards' rows stay disjoint (window g -> shard g mod N, as without it). */
+static void rows_perm(const bfs_tokens *t, uint64_t epoch, bfs_perm *p)
+{
+    bfs_rng r;
+    bfs_rng_init(&r, t->o.seed, epoch, 0, BFS_RNG_STREAM_ROWS);
+    bfs_perm_init(p, t->windows, bfs_rng_u64(&r));
+}
+
+int bfs_tokens_window(const bfs_tokens *t, uint64_t epoch, uint64_t g, uint64_t *window)
+{
+    if (t->o.pack != BFS_PACK_CONCAT || g >= t->windows)
+        return -ERANGE;
+    bfs_perm p;
+    if (t->o.shuffle == BFS_SHUFFLE_ROWS)
+        rows_perm(t, epoch, &p);
+    *window = t->o.shuffle == BFS_SHUFFLE_ROWS ? bfs_perm_apply(&p, g) : g;
+    return 0;
 }
 
 static uint32_t bucket_of_chunk(const bfs_tokens *t, uint64_t c)
@@ -513,7 +533,9 @@ int bfs_tokens_create(bfs_source *src, const bfs_pipeline_opts *o, uint64_t fing
     bfs_plan_opts po;
     bfs_plan_opts_default(&po);
     po.seed = o->seed;
-    po.shuffle = o->shuffle;
+    /* shuffle=rows: the documents in dataset order, so that the windows are the same cuts
+     * every epoch and only their order changes (row_indices) */
+    po.shuffle = o->shuffle == BFS_SHUFFLE_ROWS ? BFS_SHUFFLE_NONE : o->shuffle;
     if (o->pack == BFS_PACK_PAD) {
         po.shard_index = o->shard_index;
         po.shard_count = o->shard_count;
@@ -537,7 +559,7 @@ int bfs_tokens_create(bfs_source *src, const bfs_pipeline_opts *o, uint64_t fing
     }
     uint64_t nsh = o->shard_count;
     if (o->pack == BFS_PACK_CONCAT) {
-        uint64_t windows = t->total / o->seq_len;
+        uint64_t windows = t->windows = t->total / o->seq_len;
         t->per = windows / nsh;
         t->batches = o->drop_last ? t->per / o->batch : (t->per + o->batch - 1) / o->batch;
         if (!t->batches) {
@@ -549,6 +571,18 @@ int bfs_tokens_create(bfs_source *src, const bfs_pipeline_opts *o, uint64_t fing
                           o->batch, o->drop_last && t->per ? ", or set drop_last=0" : "");
             goto fail;
         }
+        /* Fewer documents than rows: the shuffle of documents moves few cuts, and with one
+         * document (nanoGPT's character-level sets) batch K is the same every epoch.
+         * shuffle=none asked for that; shuffle=full|pages did not. */
+        if (t->npos < windows && o->shuffle != BFS_SHUFFLE_ROWS && o->shuffle != BFS_SHUFFLE_NONE)
+            fprintf(stderr,
+                    "batchfs: warning: %s: %llu document%s for %llu rows of seq_len=%u per "
+                    "epoch: pack=concat shuffles documents, not rows, so rows repeat from "
+                    "epoch to epoch%s; use shuffle=rows to permute the rows "
+                    "(docs/sequences.md)\n",
+                    path, (unsigned long long)t->npos, t->npos == 1 ? "" : "s",
+                    (unsigned long long)windows, o->seq_len,
+                    t->npos == 1 ? " (with one document, batch K of every epoch is the same)" : "");
     } else if (o->pack == BFS_PACK_BUCKET) {
         uint32_t nb = o->nbuckets;
         for (uint64_t i = 0; i < t->n; i++) {
@@ -615,8 +649,13 @@ static int row_indices(bfs_tokens *t, uint64_t epoch, uint64_t k, uint64_t *idx,
     uint64_t nsh = t->o.shard_count, r = t->o.shard_index;
     int rc = 0;
     if (t->o.pack == BFS_PACK_CONCAT) {
-        for (uint32_t j = 0; j < rows; j++)
-            idx[j] = (k * t->o.batch + j) * nsh + r;
+        bfs_perm p;
+        if (t->o.shuffle == BFS_SHUFFLE_ROWS)
+            rows_perm(t, epoch, &p); /* once per batch: O(1), no table of the rows */
+        for (uint32_t j = 0; j < rows; j++) {
+            uint64_t g = (k * t->o.batch + j) * nsh + r;
+            idx[j] = t->o.shuffle == BFS_SHUFFLE_ROWS ? bfs_perm_apply(&p, g) : g;
+        }
     } else if (t->o.pack == BFS_PACK_PAD) {
         if ((rc = bfs_plan_batch_indices(t->plan, epoch, k, idx)) < 0)
             return rc;
@@ -840,7 +879,9 @@ int bfs_tokens_row(bfs_tokens *t, bfs_tokens_scratch *s, uint64_t epoch, uint64_
     if (rc)
         return rc;
     epoch_tab *e = NULL;
-    if (t->o.pack == BFS_PACK_CONCAT && !(e = tab_get(t, epoch, &rc)))
+    /* shuffle=rows: the documents' order is the same every epoch: one table for all */
+    uint64_t te = t->o.shuffle == BFS_SHUFFLE_ROWS ? 0 : epoch;
+    if (t->o.pack == BFS_PACK_CONCAT && !(e = tab_get(t, te, &rc)))
         return rc;
     /* every read of a document between here and bfs_guard_leave (guard.h) */
     bfs_guard g;

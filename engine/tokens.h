@@ -8,6 +8,9 @@
  *                row g div N; batch K of a shard is its rows [K*B, K*B + B). A row is
  *                found by binary search in the epoch's prefix sums: random access, no
  *                scan from the start. tokens I32 [B, T] (+ positions I32 [B, T]).
+ *                shuffle=rows: the documents in dataset order (the same W windows every
+ *                epoch), and epoch position g is window perm(g), perm the keyed
+ *                permutation of [0, W) of (seed, epoch) (BFS_RNG_STREAM_ROWS).
  *   pack=pad     One document per row, the plan's batches exactly as for images (shard,
  *                batch, drop_last): lengths I64 [B], indices I64 [B], tokens I32 [B, T]
  *                (cut to T, the rest pad_id), mask U8 [B, T].
@@ -100,6 +103,11 @@ int bfs_tokens_row(bfs_tokens *t, bfs_tokens_scratch *s, uint64_t epoch, uint64_
 /* bfs_tokens_doc_order - document at position p of epoch's order (tests: the reference
  * implementation takes the order from here). Returns 0 or -ERANGE / -ENOMEM. */
 int bfs_tokens_doc_order(bfs_tokens *t, uint64_t epoch, uint64_t p, uint64_t *doc);
+
+/* bfs_tokens_window - pack=concat: the window (row of the stream cut by seq_len) at
+ * position g of epoch's order of rows: g itself, or its keyed image with shuffle=rows.
+ * Returns 0, or -ERANGE when g >= W or pack is not concat. */
+int bfs_tokens_window(const bfs_tokens *t, uint64_t epoch, uint64_t g, uint64_t *window);
 
 /* bfs_tokens_chunk - pack=bucket: the chunk (bucket-major number) batch k of epoch is.
  * Returns 0 or -ERANGE. */

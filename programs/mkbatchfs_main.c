@@ -294,6 +294,16 @@ static int cmd_info(const char *path)
     if (bad)
         printf("WARNING:       %llu sample entries are invalid (run --verify)\n",
                (unsigned long long)bad);
+    /* fewer documents than rows of the default seq_len=1024 (the mount warns by its own
+     * seq_len): pack=concat's shuffle of documents barely changes the rows */
+    if (kinds[2] && kinds[2] < tokens / 1024)
+        printf("WARNING:       %llu document%s for %llu rows of 1024 tokens: pack=concat cuts "
+               "each epoch's rows from at most %llu document%s and shuffles only their order, "
+               "so rows repeat from epoch to epoch; mount with shuffle=rows to permute the "
+               "rows (docs/sequences.md)\n",
+               (unsigned long long)kinds[2], kinds[2] == 1 ? "" : "s",
+               (unsigned long long)(tokens / 1024), (unsigned long long)kinds[2],
+               kinds[2] == 1 ? "" : "s");
     uint32_t nf = bfs_field_count(r);
     if (in->version >= 3) { /* the fields: declaration, and what the samples hold */
         printf("field  name                 kind    dtype  shape        optional  present  "

@@ -300,9 +300,9 @@ START_TEST(enums)
         const char *bad;
     } cases[] = {
         {"shuffle",
-         {"full", "pages", "none"},
-         {BFS_SHUFFLE_FULL, BFS_SHUFFLE_PAGES, BFS_SHUFFLE_NONE},
-         "one of full|pages|none"},
+         {"full", "pages", "none", "rows"},
+         {BFS_SHUFFLE_FULL, BFS_SHUFFLE_PAGES, BFS_SHUFFLE_NONE, BFS_SHUFFLE_ROWS},
+         "one of full|pages|none|rows"},
         {"drop_last", {"0", "1"}, {0, 1}, "one of 0|1"},
         {"augment",
          {"train", "eval", "none"},
@@ -346,7 +346,7 @@ START_TEST(enums)
     }
     bad("drop_last", "true", "one of 0|1");
     bad("drop_last", "2", "one of 0|1");
-    bad("shuffle", "ful", "one of full|pages|none");
+    bad("shuffle", "ful", "one of full|pages|none|rows");
     bad("dtype", "float32", "one of u8|f16|bf16|f32");
 }
 END_TEST
@@ -1030,9 +1030,21 @@ START_TEST(token_options)
     ck_assert_int_eq(kind_of("pack=bucket", 1, &o), -EINVAL);
     ck_assert_msg(strstr(err, "pack=bucket needs buckets="), "%s", err);
     ck_assert_int_eq(kind_of("pack=bucket,buckets=8,seq_len=8", 1, &o), -EINVAL);
+    /* shuffle=rows: pack=concat only */
+    ck_assert_int_eq(kind_of("shuffle=rows", 1, &o), 0);
+    ck_assert_int_eq(kind_of("shuffle=rows", 0, &o), -EINVAL);
+    ck_assert_msg(strstr(err, "shuffle=rows permutes the rows cut from token documents "
+                              "(pack=concat), and this dataset holds images; use shuffle=full, "
+                              "pages or none"),
+                  "%s", err);
+    ck_assert_int_eq(kind_of("shuffle=rows,pack=pad", 1, &o), -EINVAL);
+    ck_assert_msg(strstr(err, "pack=pad serves one document per row"), "%s", err);
+    ck_assert_int_eq(kind_of("shuffle=rows,pack=bucket,buckets=8", 1, &o), -EINVAL);
+    ck_assert_msg(strstr(err, "pack=bucket serves one document per row"), "%s", err);
     /* a spec file made from MNT/pipeline lists every token option, the other modes' at
      * their defaults: accepted, with the same fingerprint */
-    const char *specs[] = {"seq_len=64,positions=1", "pack=pad,pad_id=3,seq_len=32",
+    const char *specs[] = {"seq_len=64,positions=1", "seq_len=64,shuffle=rows",
+                           "pack=pad,pad_id=3,seq_len=32",
                            "pack=bucket,buckets=16:64,batch_tokens=512"};
     for (size_t i = 0; i < sizeof specs / sizeof *specs; i++) {
         ck_assert_int_eq(kind_of(specs[i], 1, &o), 0);
@@ -1079,6 +1091,7 @@ START_TEST(token_options)
                           "pack=pad,pad_id=1",
                           "seq_len=2048",
                           "positions=1",
+                          "shuffle=rows",
                           "seed=1"};
     size_t nd = sizeof diff / sizeof *diff;
     uint64_t fps[sizeof diff / sizeof *diff];

@@ -16,7 +16,8 @@
  *       tests/boxes_ref.py
  *   engine_tool order SOURCE OPTIONS EPOCH -          token datasets: print the epoch's
  *       document order (one index per line) and, for pack=bucket, a line "chunks" and
- *       the chunk of each batch (tests/tokens_ref.py builds batches from these)
+ *       the chunk of each batch, for shuffle=rows a line "rows" and the window at each
+ *       position of the epoch's rows (tests/tokens_ref.py builds batches from these)
  *   engine_tool decode FILE OUT                       decode image FILE (JPEG, PNG, WebP)
  *       whole with the engine's decoder (probe, then bfs_decoder_decode_image at scale 1);
  *       print "W H" and write the packed RGB rows to OUT; on failure print the error's
@@ -153,6 +154,11 @@ int main(int argc, char **argv)
         uint64_t d, c;
         for (uint64_t p = 0; bfs_tokens_doc_order(t, epoch, p, &d) == 0; p++)
             printf("%llu\n", (unsigned long long)d);
+        if (o.shuffle == BFS_SHUFFLE_ROWS) {
+            printf("rows\n");
+            for (uint64_t g = 0; bfs_tokens_window(t, epoch, g, &c) == 0; g++)
+                printf("%llu\n", (unsigned long long)c);
+        }
         if (o.pack == BFS_PACK_BUCKET) {
             printf("chunks\n");
             for (uint64_t i = 0; bfs_tokens_chunk(t, epoch, i, &c) == 0; i++)

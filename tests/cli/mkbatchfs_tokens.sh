@@ -40,6 +40,7 @@ for w in u16 u32; do
     grep -q "^format: *batchfs dataset, version 2$" "$T/stdout" || fail "--info: not version 2"
     grep -q "^samples: *201 (201 token sequences)$" "$T/stdout" || fail "--info: sample line"
     grep -Eq "^tokens: *$ntok \($w\), 1\.\.[0-9]+ per sequence" "$T/stdout" || fail "--info: tokens line"
+    grep -q "WARNING" "$T/stdout" && fail "--info: 201 documents for $((ntok / 1024)) rows warned"
     run "$MK" --verify "$T/$w.bfs"
     expect_rc 0 "--verify of a $w token pack"
     for i in $(seq 0 200); do "$MK" --cat "$T/$w.bfs" "$i"; done >"$T/joined"
@@ -51,6 +52,17 @@ done
 "$MK" --cat "$T/u16.bfs" 200 | od -An -tu2 | tr -s ' ' | grep -qx ' 11 12 13' ||
     fail "the last document (no separator) is not its tokens"
 ok "--tokens u16 and u32: 201 documents, version 2, --info/--verify/--cat; joined, the file"
+
+# one document (nanoGPT's shakespeare_char): --info warns that pack=concat would serve the
+# same rows every epoch, and names shuffle=rows
+python3 -c 'import struct, sys; open(sys.argv[1], "wb").write(struct.pack("<3000H", *[i % 65 for i in range(3000)]))' "$T/one.bin"
+run "$MK" --quiet --tokens u16 --doc-sep 50256 "$T/one.bin" "$T/one.bfs"
+expect_rc 0 "--tokens of one document"
+run "$MK" --info "$T/one.bfs"
+expect_rc 0 "--info of one document"
+grep -q "^WARNING: *1 document for 2 rows of 1024 tokens: pack=concat cuts each epoch's rows from at most 1 document .*mount with shuffle=rows" "$T/stdout" ||
+    fail "--info of one document: no warning: $(cat "$T/stdout")"
+ok "--info warns of fewer documents than rows of 1024 tokens (1 for 2), not of 201 for $((ntok / 1024))"
 
 # packing the same file twice, and re-packing the .bfs: byte-identical
 run "$MK" --quiet --tokens u16 --doc-sep 50256 "$T/train.bin" "$T/again.bfs"

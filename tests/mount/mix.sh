@@ -236,6 +236,8 @@ PYEOF
 for x in u1 u2; do
     "$MKBATCHFS" --tokens u16 --doc-sep 50256 "$T/$x.bin" "$T/$x.bfs" >/dev/null 2>&1 || fail "mkbatchfs --tokens $x"
 done
+# fewer documents (~264) than rows (~470) per epoch: the mount says so (docs/sequences.md)
+expect_log "documents for [0-9]* rows of seq_len=16 per epoch"
 mount_bfs "" m3 -o "source=u1.bfs:0.5+u2.bfs:0.5,seq_len=16,batch=4,seed=2"
 "$PY" - "$T" <<'PYEOF' || fail "token mixture"
 import os, sys

@@ -12,7 +12,9 @@
 #  - the dataset truncated in place under the mount (documents are read through a
 #    mapping, where that raises SIGBUS): the batches computed after it fail with EIO,
 #    logged once, and the daemon lives on; touched in place: the same;
-#  - an image option on it is refused at mount with a message.
+#  - an image option on it is refused at mount with a message;
+#  - 150 documents for ~250 rows of seq_len=100: the log warns, naming shuffle=rows; with
+#    shuffle=rows it does not, and the batches are the engine's.
 # 150 documents, ~25k tokens. A few seconds.
 . "$(dirname "$0")/lib.sh"
 require_fuse
@@ -29,6 +31,9 @@ EOF
 "$MKBATCHFS" --tokens u16 --doc-sep 50256 "$T/train.bin" "$T/t.bfs" >/dev/null 2>&1 || fail "mkbatchfs --tokens"
 M=$T/mnt
 mkdir "$M" "$T/ref"
+# every pack=concat mount here has fewer documents than rows, and says so (docs/sequences.md)
+W_ROWS='^batchfs: warning: .*/(t|bad|trunc)\.bfs: 150 documents for [0-9]+ rows of seq_len=100 per epoch: pack=concat shuffles documents, not rows, .*use shuffle=rows.*$'
+expect_log "$W_ROWS"
 
 # ---- concat: every batch equals the engine's, sizes listed up front -----------------------
 O=seq_len=100,batch=4,positions=1
@@ -52,8 +57,22 @@ assert t["tokens"][0] == "I32" and t["tokens"][1] == [4, 100], t["tokens"][:2]
 s = bfs.stats(sys.argv[1])
 assert s["bad_samples"] == 0 and s["batches"]["failed"] == 0, s
 EOF
+[ "$(grep -Ec "$W_ROWS" "$DAEMON_LOG")" = 1 ] || fail "concat: no warning of fewer documents than rows"
 unmount_bfs "$M"
 ok "pack=concat: $NB batches of 2 epochs, read last-first, equal the engine's bytes and listed sizes"
+
+# ---- concat, shuffle=rows: no warning; the engine's bytes ----------------------------------
+mount_bfs "$T/t.bfs" "$M" -o "$O,shuffle=rows,epochs=3"
+for e in 2 0; do
+    for k in $((NB - 1)) 0 3; do
+        ref_batch "$T/t.bfs" "$O,shuffle=rows" $e $k "$T/ref/rows_e${e}_b$k"
+        cmp -s "$M/epoch/$e/batch_$k" "$T/ref/rows_e${e}_b$k" || fail "shuffle=rows: epoch $e batch $k differs from the engine's"
+    done
+done
+cmp -s "$T/ref/rows_e0_b0" "$T/ref/e0_b0" && fail "shuffle=rows: batch 0 as without it"
+grep -q warning "$DAEMON_LOG" && fail "shuffle=rows: the log warns: $(grep warning "$DAEMON_LOG")"
+unmount_bfs "$M"
+ok "pack=concat,shuffle=rows: batches of 2 epochs equal the engine's; no warning logged"
 
 # ---- bucket: batch files of different sizes, listed before they are computed ---------------
 mount_bfs "$T/t.bfs" "$M" -o pack=bucket,buckets=16:64:330,batch=3,epochs=2
