@@ -1469,8 +1469,19 @@ static int set_source(const opt *d, bfs_pipeline_opts *o, const char *v, const c
     }
     if (strlen(v) >= sizeof o->mix)
         return *why = "too long", -EINVAL;
-    if (mix_walk(v, NULL, why) < 0)
+    for (const char *c = v; *c; c++) /* it must read back from MNT/pipeline's line */
+        if ((unsigned char)*c < 0x20 || *c == 0x7f ||
+            (*c == '#' && (c == v || isspace((unsigned char)c[-1]))))
+            return *why = "a control character, or a '#' first or after a space (which a spec file "
+                          "reads as a comment)",
+                   -EINVAL;
+    int n = mix_walk(v, NULL, why);
+    if (n < 0)
         return -EINVAL;
+    if (n == 1 && !weighted(v)) /* as MNT/pipeline's `source =` line of one SOURCE says */
+        return *why = "one dataset without a weight is the SOURCE argument; a mixture has two "
+                      "or more, or a weight (PATH:1)",
+               -EINVAL;
     /* as given, with '+' between the sources (a spec file may use ',') */
     size_t i = 0;
     for (; v[i]; i++)

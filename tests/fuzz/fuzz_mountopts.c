@@ -123,12 +123,22 @@ static void round_trip_spec(const bfs_mount_args *a)
     char canon[BFS_CANONICAL_MAX], again[BFS_CANONICAL_MAX], err[BFS_PIPELINE_ERRLEN];
     int n = bfs_pipeline_canonical(&a->pipe, canon, sizeof canon);
     CHECK(n > 0);
-    write_file("canon", canon, (size_t)n);
+    /* a mixture's spec is its canonical text and its `source =` line (MNT/pipeline),
+     * and its command line has no SOURCE */
+    int mixed = a->pipe.mix[0] != '\0';
+    char *text = malloc(sizeof a->pipe.mix + (size_t)n + 16);
+    CHECK(text != NULL);
+    int tn = snprintf(text, sizeof a->pipe.mix + (size_t)n + 16, "%s%s%s%s",
+                      mixed ? "source = " : "", mixed ? a->pipe.mix : "", mixed ? "\n" : "", canon);
+    write_file("canon", text, (size_t)tn);
+    free(text);
     char spec[4200];
     snprintf(spec, sizeof spec, "spec=%s/canon", dir);
     char *argv[] = {"batchfs", "x", "y", "-o", spec, NULL};
+    char *argv_mixed[] = {"batchfs", "y", "-o", spec, NULL};
     bfs_mount_args b;
-    int rc = parse(5, argv, &b, err, sizeof err);
+    int rc =
+        mixed ? parse(4, argv_mixed, &b, err, sizeof err) : parse(5, argv, &b, err, sizeof err);
     if (rc)
         fprintf(stderr, "canonical text as a spec file: %s\n%s", err, canon);
     CHECK(rc == 0);

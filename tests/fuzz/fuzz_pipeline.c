@@ -57,8 +57,14 @@ static void finish_and_check(bfs_pipeline_opts *o)
     CHECK(n > 0 && (size_t)n == strlen(canon));
     uint64_t fp = bfs_pipeline_fingerprint(o, 0x5eed);
 
+    /* a mixture's spec is its canonical text and its `source =` line (MNT/pipeline) */
     bfs_pipeline_opts back;
     bfs_pipeline_defaults(&back);
+    if (o->mix[0]) {
+        rc = bfs_pipeline_set(&back, "source", o->mix, err, sizeof err);
+        check_message(rc, err, sizeof err);
+        CHECK(rc == 0);
+    }
     rc = bfs_pipeline_parse_spec(&back, canon, "canonical", err, sizeof err);
     if (rc) {
         fprintf(stderr, "canonical text does not parse: %s\n%s", err, canon);
