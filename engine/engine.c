@@ -116,6 +116,7 @@ struct bfs_engine {
     uint32_t n_tensors;
     char tensor_names[BFS_ST_MAX_FIELD_TENSORS][BFS_ST_NAME_MAX + 1];
     uint32_t keep_rows; /* rows of keep lists a sample's boxes fields may need */
+    uint32_t t_padded;  /* pad=1: the `padded` U8 [B] tensor (1: a repeated sample) */
     /* the layout of a full batch (batch= samples), computed once: a layout depends on B
      * and the tensors only (safetensors.h), and sizing the widest JSON of a dozen field
      * tensors for every sample cost microseconds each */
@@ -376,6 +377,10 @@ int bfs_engine_create(const char *source_path, const bfs_pipeline_opts *o, bfs_e
     }
     if ((rc = plan_fields(e, err, errlen)))
         goto fail;
+    /* pad=1 only, so that other batches keep their bytes (docs/options.md, pad=) */
+    if (o->pad &&
+        (rc = add_tensor(e, "padded", "", BFS_DT_U8, 0, NULL, 0, &e->t_padded, err, errlen)))
+        goto fail;
     uint64_t n = bfs_source_count(e->src);
     bfs_plan_opts po;
     bfs_plan_opts_default(&po);
@@ -385,6 +390,7 @@ int bfs_engine_create(const char *source_path, const bfs_pipeline_opts *o, bfs_e
     po.shard_count = o->shard_count;
     po.batch = o->batch;
     po.drop_last = o->drop_last;
+    po.pad = o->pad;
     uint64_t *first = NULL, npages = 0;
     if (md) {
         uint64_t count[BFS_MIX_SOURCES];
@@ -655,6 +661,11 @@ int bfs_engine_batch_begin(bfs_engine *e, uint64_t epoch, uint64_t k, uint8_t *d
         if (e->nmix)
             add(&e->mix_served[bfs_source_mix_locate(e->src, idx[j], NULL)], 1);
     }
+    if (e->o.pad)
+        for (uint32_t j = 0; j < len; j++)
+            dst[lay.field_off[e->t_padded] + j] =
+                (uint8_t)(e->mix ? bfs_mix_padded(e->mix, k)
+                                 : bfs_plan_padded(e->plan, k * e->o.batch + j));
     add(&e->encode_ns, bfs_mono_ns() - t0);
     return (int)len;
 }

@@ -32,6 +32,7 @@ struct bfs_mix {
     int shuffle;
     uint64_t E, B, C, G, rows; /* positions, stratum size, strata, checkpoint step, rows */
     uint64_t shards, shard, batches;
+    uint64_t served; /* strata served per epoch (drop_last=1: whole ones only) */
     pthread_mutex_t lock;
     mix_tab slot[MIX_SLOTS]; /* guarded by lock */
     uint64_t clock;
@@ -243,7 +244,9 @@ int bfs_mix_create(const bfs_mix_desc *d, const uint64_t *count, const uint64_t 
     m->shards = o->shard_count;
     m->shard = o->shard_index;
     uint64_t served = o->drop_last ? m->E / m->B : m->C;
-    m->batches = served / m->shards;
+    m->served = served;
+    /* pad=1: every shard ceil(served/N) batches, those past the end repeating strata */
+    m->batches = o->pad ? (served + m->shards - 1) / m->shards : served / m->shards;
     m->G = (m->C * m->n + MIX_ROWS_MAX - 1) / MIX_ROWS_MAX;
     if (!m->G)
         m->G = 1;
@@ -252,7 +255,7 @@ int bfs_mix_create(const bfs_mix_desc *d, const uint64_t *count, const uint64_t 
     if (!m->batches) {
         bfs_errf(-EINVAL, err, errlen,
                  "an epoch of %llu samples (%s) makes %llu batch%s of %llu, fewer than the "
-                 "%llu shards: lower batch= or raise epoch_samples=%s",
+                 "%llu shards: lower batch= or raise epoch_samples=%s (or pad=1)",
                  (unsigned long long)m->E, o->epoch_samples ? "epoch_samples=" : "the sources' sum",
                  (unsigned long long)served, served == 1 ? "" : "es", (unsigned long long)m->B,
                  (unsigned long long)m->shards, o->drop_last ? " (or drop_last=0)" : "");
@@ -283,9 +286,21 @@ uint64_t bfs_mix_batches(const bfs_mix *m)
     return m->batches;
 }
 
+/* The stratum batch k of this shard is (pad=1: past the served ones, from the start). */
+static uint64_t stratum_of(const bfs_mix *m, uint64_t k)
+{
+    uint64_t c = k * m->shards + m->shard;
+    return c < m->served ? c : c % m->served;
+}
+
 uint32_t bfs_mix_batch_len(const bfs_mix *m, uint64_t k)
 {
-    return k < m->batches ? (uint32_t)stratum_len(m, k * m->shards + m->shard) : 0;
+    return k < m->batches ? (uint32_t)stratum_len(m, stratum_of(m, k)) : 0;
+}
+
+int bfs_mix_padded(const bfs_mix *m, uint64_t k)
+{
+    return k < m->batches && k * m->shards + m->shard >= m->served;
 }
 
 int bfs_mix_batch_indices(bfs_mix *m, uint64_t epoch, uint64_t k, uint64_t *out, uint32_t *pass)
@@ -302,7 +317,7 @@ int bfs_mix_batch_indices(bfs_mix *m, uint64_t epoch, uint64_t k, uint64_t *out,
         free(dc);
         return rc;
     }
-    uint64_t c = k * m->shards + m->shard, len = stratum_len(m, c);
+    uint64_t c = stratum_of(m, k), len = stratum_len(m, c);
     stratum_fill(m, tb, epoch, c, 0, len, dc, out, pass);
     tab_put(m, tb, &own);
     free(dc);

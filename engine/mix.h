@@ -22,7 +22,8 @@
  *   shards    shard I of N serves strata I, I + N, I + 2N, ...: batch K of shard I is
  *             stratum K*N + I, so the epoch's order is the same whatever N is (elastic:
  *             shard I of N at batch K is the one mount's batch K*N + I). Every shard
- *             has floor(C/N) batches of the C strata (drop_last=1: whole strata only).
+ *             has floor(C/N) batches of the C strata (drop_last=1: whole strata only);
+ *             pad=1: ceil(C/N), the last ones repeating strata from the epoch's start.
  *
  * Each batch costs O(its samples) plus, the first time an epoch is seen, its table.
  * Thread safety: shared by all workers; the epoch tables are built under a mutex and
@@ -52,6 +53,9 @@ void bfs_mix_destroy(bfs_mix *m);
 uint64_t bfs_mix_samples(const bfs_mix *m); /* E, positions per epoch (all shards) */
 uint64_t bfs_mix_batches(const bfs_mix *m); /* per shard per epoch */
 uint32_t bfs_mix_batch_len(const bfs_mix *m, uint64_t k);
+/* bfs_mix_padded - 1 when batch k of this shard repeats a stratum (pad=1: every shard has
+ * ceil(C/N) batches, those past the epoch's C strata taking strata from its start). */
+int bfs_mix_padded(const bfs_mix *m, uint64_t k);
 
 /*
  * bfs_mix_batch_indices - batch k of epoch: out[j] the global index of its j-th sample,

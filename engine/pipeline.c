@@ -40,6 +40,7 @@ enum {
     OPT_SHUFFLE,
     OPT_DROP_LAST,
     OPT_SHARD,
+    OPT_PAD,
     OPT_SIZE,
     OPT_AUGMENT,
     OPT_SCALE,
@@ -97,12 +98,15 @@ enum { W_U64, W_U32, W_INT, W_I64 }; /* C type of an integer field */
 #define F_LATER 2u /* default resolved by the engine: field left 0 by bfs_pipeline_defaults */
 /* F_ENUM: the value is an index into the '|'-separated names of pub.syntax, which are in
  * the order of pipeline.h's BFS_* enums (check_pipeline tests it). */
-#define F_ENUM    4u
-#define F_IMG     8u   /* data option of image datasets only */
-#define F_SEQ     16u  /* data option of token datasets only */
-#define F_FLD     32u  /* data option of multi-field datasets only (bfs_pipeline_check_fields) */
-#define F_MIX     64u  /* data option of mixtures only (source= set) */
-#define F_NOCANON 128u /* never in the canonical text (source=: the identity holds it) */
+#define F_ENUM 4u
+#define F_IMG  8u  /* data option of image datasets only */
+#define F_SEQ  16u /* data option of token datasets only */
+#define F_FLD  32u /* data option of multi-field datasets only (bfs_pipeline_check_fields) */
+/* F_NEW: in the canonical text only when not at its default, so that mounts made before
+ * the option existed keep their fingerprints */
+#define F_NEW     64u
+#define F_MIX     128u /* data option of mixtures only (source= set) */
+#define F_NOCANON 256u /* never in the canonical text (source=: the identity holds it) */
 #define SHOW_MAX  (BFS_MIX_TEXT + 64) /* a buffer that holds any option's value */
 _Static_assert(BFS_MIX_TEXT >= BFS_FIELDS_TEXT && BFS_MIX_TEXT >= BFS_SCHEDULE_TEXT,
                "SHOW_MAX holds every option's text");
@@ -188,6 +192,10 @@ static const opt table[OPT_COUNT] = {
                        "serve shard I of N disjoint, equal shards of each epoch"),
                    FIELD(shard_index), .set = set_shard, .show = show_shard, .hi = 65536,
                    .allowed = "I/N with integers N in 1..65536 and I < N"},
+    [OPT_PAD] = {PUB("pad", D, "0|1", "0",
+                     "1: every shard gets ceil(n/N) samples, repeating the epoch's first ones, "
+                     "marked in a `padded` tensor; 0: floor(n/N), the rest left out"),
+                 ENUMF(pad, F_NEW)},
     [OPT_SIZE] = {PUB("size", D, "H|HxW", "224", "output image size in pixels; H means HxH"),
                   FIELD(out_h), .set = set_size, .show = show_size, .lo = 1, .hi = 8192,
                   .flags = F_IMG, .allowed = "H or HxW, integers in 1..8192"},
@@ -1279,6 +1287,10 @@ int bfs_pipeline_check_kind(bfs_pipeline_opts *o, int sequences, char *err, size
                             "(mkbatchfs --tokens): their options are pack, seq_len, buckets, "
                             "batch_tokens, pad_id and positions (docs/sequences.md)",
                             d->pub.name);
+        if (sequences && i == OPT_PAD && differs(o, i))
+            return bfs_errf(-EINVAL, err, errlen,
+                            "pad=1 is not available for token datasets yet: pad the shards of "
+                            "an image dataset, or use shard=I/N without pad= (docs/options.md)");
         if (sequences && (d->flags & F_FLD) && differs(o, i))
             return bfs_errf(-EINVAL, err, errlen,
                             "%s= is an option of datasets with several fields per sample, and "
@@ -1672,8 +1684,8 @@ int bfs_pipeline_canonical(const bfs_pipeline_opts *o, char *buf, size_t cap)
     for (size_t i = 0; i < OPT_COUNT; i++) {
         const opt *d = &table[i];
         if (d->pub.cls != BFS_OPT_DATA || (d->flags & (o->sequences ? F_IMG : F_SEQ)) ||
-            ((d->flags & F_FLD) && !o->fielded) || ((d->flags & F_MIX) && !o->mix[0]) ||
-            (d->flags & F_NOCANON))
+            ((d->flags & F_FLD) && !o->fielded) || ((d->flags & F_NEW) && !differs(o, i)) ||
+            ((d->flags & F_MIX) && !o->mix[0]) || (d->flags & F_NOCANON))
             continue;
         char v[SHOW_MAX];
         d->show(d, o, v, sizeof v);

@@ -10,10 +10,11 @@
  *
  * fields=, text_len=, token_len= and min_box_area= apply to multi-field datasets
  * (bfs_pipeline_check_fields) and enter their canonical text only; datasets of one field
- * fingerprint as before.
+ * fingerprint as before. pad= enters the canonical text only when 1, so that mounts
+ * made before it existed keep their fingerprints.
  *
  * Three classes of option (bfs_pipeline_option.cls):
- *   BFS_OPT_DATA    seed, batch, shuffle, drop_last, shard, size, augment, scale, ratio,
+ *   BFS_OPT_DATA    seed, batch, shuffle, drop_last, shard, pad, size, augment, scale, ratio,
  *                   flip, dtype, normalize, layout, bad_sample: they change the bytes of
  *                   batches, so they enter the canonical text and the fingerprint;
  *   BFS_OPT_LISTING epochs: how many epoch directories are listed. Epoch N's batches are
@@ -84,6 +85,7 @@ typedef struct bfs_pipeline_opts {
     int drop_last;        /* drop_last=1|0 (1) */
     uint32_t shard_index; /* shard=I/N (0/1), I < N <= 65536 */
     uint32_t shard_count;
+    int pad;               /* pad=0|1 (0): shards of ceil(n/N), repeats marked (plan.h) */
     uint32_t out_h, out_w; /* size=H or HxW (224), 1..8192 */
     int augment;           /* augment=train|eval|none */
     double scale[2];       /* scale=A:B (0.08:1), 0 < A <= B <= 1 */

@@ -229,6 +229,8 @@ static int check_opts(const bfs_plan_opts *o, uint64_t n, char *err, size_t errl
                         o->batch, INT32_MAX);
     if (o->drop_last != 0 && o->drop_last != 1)
         return bfs_errf(-EINVAL, err, errlen, "drop_last=%d: must be 0 or 1", o->drop_last);
+    if (o->pad != 0 && o->pad != 1)
+        return bfs_errf(-EINVAL, err, errlen, "pad=%d: must be 0 or 1", o->pad);
     if (n == 0)
         return bfs_errf(-EINVAL, err, errlen, "the dataset has no samples: nothing to plan");
     if (n < o->shard_count)
@@ -237,7 +239,7 @@ static int check_opts(const bfs_plan_opts *o, uint64_t n, char *err, size_t errl
                         " samples, fewer than the %" PRIu32 " shards; use at most %" PRIu64
                         " shards",
                         o->shard_index, o->shard_count, n, o->shard_count, n);
-    uint64_t per = n / o->shard_count;
+    uint64_t per = n / o->shard_count + (o->pad && n % o->shard_count != 0);
     if (o->drop_last && per < o->batch)
         return bfs_errf(-EINVAL, err, errlen,
                         "batch=%" PRIu32 " with drop_last=1: shard %" PRIu32 "/%" PRIu32
@@ -296,7 +298,7 @@ int bfs_plan_create(const bfs_plan_opts *o, uint64_t n, const uint64_t *page_fir
         return bfs_errf(-ENOMEM, err, errlen, "out of memory for its plan");
     p->o = v;
     p->n = n;
-    p->per_shard = n / v.shard_count;
+    p->per_shard = n / v.shard_count + (v.pad && n % v.shard_count != 0);
     p->batches = p->per_shard / v.batch + (!v.drop_last && p->per_shard % v.batch != 0);
 
     if (v.shuffle == BFS_SHUFFLE_PAGES) {
@@ -581,12 +583,26 @@ static void view_release(bfs_plan *p, epoch_view *v)
 
 /* ---- positions ------------------------------------------------------------------------- */
 
-/* Epoch position of shard position sp (< per_shard) of this plan's shard. */
-static inline uint64_t epoch_position(const bfs_plan *p, uint64_t sp)
+/* Epoch position of shard position sp (< per_shard) of this plan's shard, before the
+ * pad=1 wrap: below N * per_shard < n + N. */
+static inline uint64_t raw_position(const bfs_plan *p, uint64_t sp)
 {
     if (p->o.shuffle == BFS_SHUFFLE_PAGES)
         return (uint64_t)p->o.shard_index * p->per_shard + sp; /* contiguous blocks */
     return sp * p->o.shard_count + p->o.shard_index;           /* strided, as DESIGN.md says */
+}
+
+/* ... and after it: pad=1 positions past n repeat the start of the epoch order (g - n < N
+ * <= n, since plans have n >= N). */
+static inline uint64_t epoch_position(const bfs_plan *p, uint64_t sp)
+{
+    uint64_t g = raw_position(p, sp);
+    return g >= p->n ? g - p->n : g;
+}
+
+int bfs_plan_padded(const bfs_plan *p, uint64_t shard_position)
+{
+    return shard_position < p->per_shard && raw_position(p, shard_position) >= p->n;
 }
 
 static inline uint64_t sample_at(const bfs_plan *p, epoch_view *v, uint64_t g)
@@ -662,7 +678,7 @@ int bfs_plan_locate(bfs_plan *p, uint64_t epoch, uint64_t sample, uint32_t *shar
     view_release(p, &v);
     const uint64_t nshards = p->o.shard_count;
     if (g >= nshards * p->per_shard)
-        return -ENOENT; /* in the n mod N positions no shard takes */
+        return -ENOENT; /* in the n mod N positions no shard takes (pad=0 only) */
     uint64_t s, sp;
     if (p->o.shuffle == BFS_SHUFFLE_PAGES)
         s = g / p->per_shard, sp = g % p->per_shard;

@@ -14,7 +14,11 @@
  *              its pages, so reads stay sequential within pages and the working set is
  *              a window, not the dataset.
  *   2. shard: each of N shards gets floor(n/N) positions (the last n mod N positions of
- *      the epoch order are left out). full/none: shard I takes positions I, I+N, I+2N, ...
+ *      the epoch order are left out), or with pad=1 ceil(n/N): shard positions whose
+ *      epoch position g is past n take position g - n (the start of the epoch order
+ *      again), so the N shards together hold every sample once plus N*ceil(n/N) - n
+ *      repeats, which bfs_plan_padded marks (evaluation drops them and sees each sample
+ *      exactly once). full/none: shard I takes positions I, I+N, I+2N, ...
  *      (DESIGN.md "Engine"). pages: shard I takes the contiguous block [I*per, (I+1)*per):
  *      with strided positions every shard would touch every window and so read every
  *      page, defeating the page locality; with blocks each host reads about 1/N of the
@@ -78,6 +82,7 @@ typedef struct bfs_plan_opts {
     uint32_t shard_count;  /* N >= 1 */
     uint32_t batch;        /* samples per batch, 1..INT32_MAX */
     int drop_last;         /* 1: drop the final partial batch; 0: keep it */
+    int pad;               /* 1: ceil(n/N) positions per shard, repeats marked; 0: floor */
     uint32_t window_pages; /* shuffle=pages: pages per window; 0 means the default */
     uint32_t page_samples; /* shuffle=pages without a page table: samples per page;
                             * 0 means the default */
@@ -87,7 +92,7 @@ typedef struct bfs_plan bfs_plan;
 
 /*
  * bfs_plan_opts_default - the defaults of DESIGN.md: seed 0, shuffle=full, shard 0/1,
- * batch 256, drop_last 1, 8 pages per window, 256 samples per page.
+ * batch 256, drop_last 1, pad 0, 8 pages per window, 256 samples per page.
  */
 void bfs_plan_opts_default(bfs_plan_opts *o);
 
@@ -116,7 +121,8 @@ void bfs_plan_destroy(bfs_plan *p);
 /* bfs_plan_samples - n, the dataset size the plan was made for. */
 uint64_t bfs_plan_samples(const bfs_plan *p);
 
-/* bfs_plan_shard_size - positions per shard per epoch: floor(n / shard_count). */
+/* bfs_plan_shard_size - positions per shard per epoch: floor(n / shard_count), or
+ * ceil(n / shard_count) with pad=1. */
 uint64_t bfs_plan_shard_size(const bfs_plan *p);
 
 /* bfs_plan_batches - batches per epoch of this shard: floor(per/B) with drop_last=1,
@@ -126,6 +132,14 @@ uint64_t bfs_plan_batches(const bfs_plan *p);
 /* bfs_plan_batch_len - samples in batch k: B, less for a final partial batch
  * (drop_last=0), 0 when k >= bfs_plan_batches. The same for every epoch. */
 uint32_t bfs_plan_batch_len(const bfs_plan *p, uint64_t k);
+
+/*
+ * bfs_plan_padded - 1 when position shard_position of this shard repeats a sample (pad=1:
+ * its epoch position is past n and wrapped to the start of the epoch order), else 0 (and
+ * always 0 with pad=0 or past the shard's end). The same for every epoch. Batch k holds
+ * shard positions [k*B, k*B + bfs_plan_batch_len(p, k)).
+ */
+int bfs_plan_padded(const bfs_plan *p, uint64_t shard_position);
 
 /*
  * bfs_plan_batch_indices - the dataset indices of batch k of epoch `epoch`, in batch
@@ -155,7 +169,9 @@ int bfs_plan_positions(bfs_plan *p, uint64_t epoch, uint64_t first, uint64_t n, 
 /*
  * bfs_plan_locate - the inverse: where dataset index `sample` goes in epoch `epoch`,
  * for any shard: *shard (< shard_count) and *shard_position (< shard size); divide the
- * position by the batch size for the batch. Either pointer may be NULL.
+ * position by the batch size for the batch. Either pointer may be NULL. With pad=1 a
+ * sample that is also repeated at a padded position is located at its one position
+ * that is not padded.
  * Returns 0, -ENOENT when the sample falls in the n mod shard_count positions left out
  * this epoch, -ERANGE when sample >= n, or -ENOMEM (as above).
  */

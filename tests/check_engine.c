@@ -200,6 +200,56 @@ START_TEST(shards_disjoint_and_header)
 }
 END_TEST
 
+/* pad=1: 36 samples over 5 shards of ceil(36/5) = 8 (batches of 4): a `padded` U8 [B]
+ * tensor marks the 5*8 - 36 = 4 repeats, and the others are every sample once; pad=0
+ * batches have no such tensor. */
+START_TEST(pad_marks_repeats)
+{
+    int seen[36] = {0}, padded = 0;
+    for (int s = 0; s < 5; s++) {
+        char opts[128];
+        snprintf(opts, sizeof opts, "batch=4,size=16,drop_last=0,pad=1,shard=%d/5", s);
+        bfs_engine *e = engine(packed, opts);
+        ck_assert_uint_eq(bfs_engine_batches(e), 2);
+        for (uint64_t k = 0; k < 2; k++) {
+            uint64_t n;
+            uint8_t *b = batch(e, 2, 3, k, &n);
+            bfs_st_file f;
+            ck_assert_int_eq(bfs_st_parse(b, n, &f), 0);
+            const bfs_st_tensor *ix = bfs_st_find(&f, "indices"), *pd = bfs_st_find(&f, "padded");
+            ck_assert_ptr_nonnull(pd);
+            ck_assert_int_eq(pd->dtype, BFS_DT_U8);
+            ck_assert_int_eq(pd->ndim, 1);
+            ck_assert_uint_eq(pd->shape[0], 4);
+            for (int j = 0; j < 4; j++) {
+                int64_t idx;
+                memcpy(&idx, b + ix->offset + 8 * j, 8);
+                ck_assert(idx >= 0 && idx < 36);
+                ck_assert(b[pd->offset + j] <= 1);
+                if (b[pd->offset + j])
+                    padded++;
+                else
+                    seen[idx]++;
+            }
+            free(b);
+        }
+        bfs_engine_destroy(e);
+    }
+    ck_assert_int_eq(padded, 4);
+    for (int i = 0; i < 36; i++)
+        ck_assert_int_eq(seen[i], 1);
+    bfs_engine *e = engine(packed, "batch=4,size=16,shard=0/5,pad=0");
+    uint64_t n;
+    uint8_t *b = batch(e, 1, 3, 0, &n);
+    bfs_st_file f;
+    ck_assert_int_eq(bfs_st_parse(b, n, &f), 0);
+    ck_assert_ptr_null(bfs_st_find(&f, "padded"));
+    ck_assert_uint_eq(f.n_tensors, 3);
+    free(b);
+    bfs_engine_destroy(e);
+}
+END_TEST
+
 /* Crop-aware decoding gives exactly the pixels of a full decode inside the region. */
 START_TEST(crop_decode_equals_full_decode)
 {
@@ -1521,6 +1571,7 @@ static Suite *engine_suite(void)
     tcase_add_test(tc, deterministic_across_threads_orders_and_sources);
     tcase_add_test(tc, epochs_and_seeds_differ);
     tcase_add_test(tc, shards_disjoint_and_header);
+    tcase_add_test(tc, pad_marks_repeats);
     tcase_add_test(tc, crop_decode_equals_full_decode);
     tcase_add_test(tc, scaled_decode_close_to_full);
     tcase_add_test(tc, dtypes_and_layouts);

@@ -192,6 +192,39 @@ START_TEST(mix_shards_and_positions)
 }
 END_TEST
 
+/* pad=1: every shard ceil(C/N) batches; the non-padded ones cover each stratum once. */
+START_TEST(mix_pad)
+{
+    uint64_t count[2] = {37, 100}; /* 137 samples: 13 batches of 10 (drop_last=1) */
+    bfs_mix_desc d;
+    bfs_pipeline_opts o;
+    bfs_mix *one = make("source=a:0.4+b:0.6,batch=10", count, &d, &o);
+    ck_assert_uint_eq(bfs_mix_batches(one), 13);
+    uint32_t seen[13] = {0};
+    uint64_t a[10], b[10];
+    for (uint32_t I = 0; I < 5; I++) {
+        char t[96];
+        snprintf(t, sizeof t, "source=a:0.4+b:0.6,batch=10,shard=%u/5,pad=1", I);
+        bfs_mix *sh = make(t, count, &d, &o);
+        ck_assert_uint_eq(bfs_mix_batches(sh), 3); /* ceil(13/5) */
+        for (uint64_t k = 0; k < 3; k++) {
+            uint64_t c = k * 5 + I;
+            ck_assert_int_eq(bfs_mix_padded(sh, k), c >= 13);
+            int la = bfs_mix_batch_indices(sh, 0, k, a, NULL);
+            int lb = bfs_mix_batch_indices(one, 0, c % 13, b, NULL);
+            ck_assert_int_eq(la, lb);
+            ck_assert_int_eq(memcmp(a, b, (size_t)la * sizeof *a), 0);
+            if (c < 13)
+                seen[c]++;
+        }
+        bfs_mix_destroy(sh);
+    }
+    for (int c = 0; c < 13; c++)
+        ck_assert_uint_eq(seen[c], 1);
+    bfs_mix_destroy(one);
+}
+END_TEST
+
 /* Many strata: the table keeps checkpoints; a far batch equals the sequential order. */
 START_TEST(mix_checkpoints)
 {
@@ -365,6 +398,7 @@ static Suite *mix_suite(void)
     tcase_add_test(t, mix_subsample);
     tcase_add_test(t, mix_shards_and_positions);
     tcase_add_test(t, mix_checkpoints);
+    tcase_add_test(t, mix_pad);
     tcase_add_test(t, mix_determinism);
     tcase_add_test(t, mix_schedule_weights);
     tcase_add_test(t, mix_options);

@@ -28,6 +28,7 @@ static const struct {
     {"shuffle", BFS_OPT_DATA},
     {"drop_last", BFS_OPT_DATA},
     {"shard", BFS_OPT_DATA},
+    {"pad", BFS_OPT_DATA},
     {"size", BFS_OPT_DATA},
     {"augment", BFS_OPT_DATA},
     {"scale", BFS_OPT_DATA},
@@ -304,6 +305,7 @@ START_TEST(enums)
          {BFS_SHUFFLE_FULL, BFS_SHUFFLE_PAGES, BFS_SHUFFLE_NONE, BFS_SHUFFLE_ROWS},
          "one of full|pages|none|rows"},
         {"drop_last", {"0", "1"}, {0, 1}, "one of 0|1"},
+        {"pad", {"0", "1"}, {0, 1}, "one of 0|1"},
         {"augment",
          {"train", "eval", "none"},
          {BFS_AUG_TRAIN, BFS_AUG_EVAL, BFS_AUG_NONE},
@@ -325,6 +327,7 @@ START_TEST(enums)
             ok(&o, cases[c].key, cases[c].names[i]);
             int got = !strcmp(cases[c].key, "shuffle")      ? o.shuffle
                       : !strcmp(cases[c].key, "drop_last")  ? o.drop_last
+                      : !strcmp(cases[c].key, "pad")        ? o.pad
                       : !strcmp(cases[c].key, "augment")    ? o.augment
                       : !strcmp(cases[c].key, "dtype")      ? o.dtype
                       : !strcmp(cases[c].key, "layout")     ? o.layout
@@ -547,8 +550,8 @@ START_TEST(missing_and_unknown)
     /* the given bits: set only by successful sets, row index = bit */
     ck_assert_uint_eq(o.given, 0);
     ok(&o, "dtype", "f16");
-    ck_assert_uint_eq(o.given, 1u << 11);
-    ck_assert_str_eq(bfs_pipeline_option_at(11)->name, "dtype");
+    ck_assert_uint_eq(o.given, 1u << 12);
+    ck_assert_str_eq(bfs_pipeline_option_at(12)->name, "dtype");
 }
 END_TEST
 
@@ -752,7 +755,8 @@ START_TEST(canonical_text)
     /* round trip: canonical text is a spec that reproduces itself */
     const char *pipelines[] = {"", "dtype=f32,normalize=0.1,0.2,0.3/0.7,0.8,0.9,scale=1/7:3/7",
                                "shuffle=pages,drop_last=0,shard=5/8,augment=eval,dtype=bf16",
-                               "ratio=1/3:99.99,flip=0.123456789,seed=42,bad_sample=fail"};
+                               "ratio=1/3:99.99,flip=0.123456789,seed=42,bad_sample=fail",
+                               "shard=2/7,pad=1"};
     for (size_t i = 0; i < sizeof pipelines / sizeof *pipelines; i++) {
         canon_of(pipelines[i], c, sizeof c);
         bfs_pipeline_opts o = fresh();
@@ -839,6 +843,7 @@ START_TEST(fingerprints)
                           "epochs=1",
                           "epochs=1000000",
                           "batch=256,seed=0",
+                          "pad=0", /* pad= enters the canonical text only when 1 */
                           "huge_pages=1",
                           "huge_pages=0",
                           "remote=redis://:pw@10.1.2.3:7000/2,remote_ttl=5",
@@ -857,6 +862,8 @@ START_TEST(fingerprints)
                           "drop_last=0",
                           "shard=0/2",
                           "shard=1/2",
+                          "shard=1/2,pad=1",
+                          "pad=1",
                           "size=225",
                           "size=224x225",
                           "augment=eval",
@@ -883,6 +890,12 @@ START_TEST(fingerprints)
     }
     /* each data option of image datasets is covered above (token_options: the others) */
     covered(diff, nd, 0);
+
+    /* pad=: in the text only when 1 */
+    canon_of("pad=1", c, sizeof c);
+    ck_assert_msg(strstr(c, "shard = 0/1\npad = 1\n"), "%s", c);
+    canon_of("pad=0", c, sizeof c);
+    ck_assert_ptr_null(strstr(c, "pad"));
 }
 END_TEST
 
@@ -894,6 +907,18 @@ static int kind_of(const char *text, int sequences, bfs_pipeline_opts *o)
     ck_assert_msg(bfs_pipeline_finish(o, err, sizeof err) == 0, "%s: %s", text, err);
     return bfs_pipeline_check_kind(o, sequences, err, sizeof err);
 }
+
+/* pad=1 is refused for token datasets, naming the option; pad=0 (a spec file's default
+ * line) is accepted */
+START_TEST(pad_kind)
+{
+    bfs_pipeline_opts o;
+    ck_assert_int_eq(kind_of("pad=1", 1, &o), -EINVAL);
+    ck_assert_msg(strstr(err, "pad=1 is not available for token datasets"), "%s", err);
+    ck_assert_int_eq(kind_of("pad=0", 1, &o), 0);
+    ck_assert_int_eq(kind_of("pad=1", 0, &o), 0);
+}
+END_TEST
 
 /* fields= and text_len=: resolved against the dataset's fields (unknown names refused,
  * naming the fields), one canonical text per choice, in the fingerprint of multi-field
@@ -1288,6 +1313,7 @@ static Suite *pipeline_suite(void)
     tcase_add_test(tc, fingerprints);
     tcase_add_test(tc, token_options);
     tcase_add_test(tc, field_options);
+    tcase_add_test(tc, pad_kind);
     tcase_add_test(tc, spec_files);
     tcase_add_test(tc, help_text);
     suite_add_tcase(s, tc);

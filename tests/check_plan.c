@@ -53,6 +53,7 @@ typedef struct plan_args {
     const uint64_t *page_first;
     uint64_t npages;
     uint64_t seed;
+    int pad;
 } plan_args;
 
 /* A plan from a, with batch 1, shard 0/1, drop_last 0 unless given; fails the test on
@@ -67,6 +68,7 @@ static bfs_plan *mk(plan_args a)
     o.shard_count = a.shard_count ? a.shard_count : 1;
     o.batch = a.batch ? a.batch : 1;
     o.drop_last = a.drop_last;
+    o.pad = a.pad;
     o.window_pages = a.window_pages;
     o.page_samples = a.page_samples;
     char err[512] = "";
@@ -819,6 +821,83 @@ START_TEST(plan_batches_partition)
 }
 END_TEST
 
+/* pad=1 (issue 32): N=7 shards of 3,000 samples each get ceil(3000/7) = 429 positions;
+ * dropping the padded ones, every sample is served exactly once over the 7 shards, and
+ * 7*429 - 3000 = 3 positions are padded. Every order, both drop_last values. */
+START_TEST(plan_pad_coverage)
+{
+    const uint64_t n = 3000;
+    const uint32_t N = 7, B = 32;
+    const uint64_t per = (n + N - 1) / N;
+    uint64_t *buf = malloc(B * sizeof *buf);
+    uint8_t *seen = malloc(n);
+    CHECK(buf && seen);
+    for (size_t m = 0; m < 3; m++)
+        for (int drop = 0; drop <= 1; drop++) {
+            memset(seen, 0, n);
+            uint64_t padded = 0, served = 0;
+            for (uint32_t I = 0; I < N; I++) {
+                bfs_plan *p = mk((plan_args){.shuffle = all_modes[m],
+                                             .n = n,
+                                             .shard_index = I,
+                                             .shard_count = N,
+                                             .batch = B,
+                                             .drop_last = drop,
+                                             .seed = 9,
+                                             .page_samples = 10,
+                                             .window_pages = 2,
+                                             .pad = 1});
+                CHECK_EQ(bfs_plan_shard_size(p), per);
+                CHECK_EQ(bfs_plan_batches(p), drop ? per / B : (per + B - 1) / B);
+                for (uint64_t k = 0; k < bfs_plan_batches(p); k++) {
+                    int len = bfs_plan_batch_indices(p, 4, k, buf);
+                    CHECK_EQ(len, (int)bfs_plan_batch_len(p, k));
+                    for (int i = 0; i < len; i++) {
+                        uint64_t sp = k * B + (uint64_t)i;
+                        CHECK(buf[i] < n);
+                        served++;
+                        if (bfs_plan_padded(p, sp)) {
+                            padded++;
+                            continue;
+                        }
+                        CHECK_MSG(!seen[buf[i]], "mode %zu shard %u: sample %llu twice", m, I,
+                                  (unsigned long long)buf[i]);
+                        seen[buf[i]] = 1;
+                        /* locate finds the one position that is not padded */
+                        uint32_t sh;
+                        uint64_t at;
+                        CHECK_EQ(bfs_plan_locate(p, 4, buf[i], &sh, &at), 0);
+                        CHECK_EQ(sh, I);
+                        CHECK_EQ(at, sp);
+                    }
+                }
+                CHECK_EQ(bfs_plan_padded(p, per), 0);
+                bfs_plan_destroy(p);
+            }
+            if (!drop) { /* every shard served whole: every sample once, 3 repeats */
+                CHECK_EQ(served, N * per);
+                CHECK_EQ(padded, N * per - n);
+                CHECK_EQ(padded, 3);
+                for (uint64_t s = 0; s < n; s++)
+                    CHECK_MSG(seen[s], "mode %zu: sample %llu never served", m,
+                              (unsigned long long)s);
+            }
+        }
+    /* pad=0 keeps floor(n/N) and loses n mod N = 4 samples; pad=1 with N | n pads nothing */
+    bfs_plan *p = mk((plan_args){.shuffle = BFS_SHUFFLE_FULL, .n = n, .shard_count = N});
+    CHECK_EQ(bfs_plan_shard_size(p), n / N);
+    CHECK_EQ(bfs_plan_padded(p, 0), 0);
+    bfs_plan_destroy(p);
+    p = mk((plan_args){.shuffle = BFS_SHUFFLE_FULL, .n = 3003, .shard_count = N, .pad = 1});
+    CHECK_EQ(bfs_plan_shard_size(p), 429);
+    for (uint64_t sp = 0; sp < 429; sp++)
+        CHECK_EQ(bfs_plan_padded(p, sp), 0);
+    bfs_plan_destroy(p);
+    free(buf);
+    free(seen);
+}
+END_TEST
+
 START_TEST(plan_create_errors)
 {
     uint64_t bad_start[] = {1, 5, 10}, unsorted[] = {0, 6, 5, 10}, short_end[] = {0, 5, 9};
@@ -1192,6 +1271,7 @@ static Suite *plan_suite(void)
     tcase_add_test(plan, plan_golden);
     tcase_add_test(plan, plan_shards_partition);
     tcase_add_test(plan, plan_batches_partition);
+    tcase_add_test(plan, plan_pad_coverage);
     tcase_add_test(plan, plan_create_errors);
     tcase_add_test(plan, plan_pages_locality);
     tcase_add_test(plan, plan_pages_closed_form);

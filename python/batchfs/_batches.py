@@ -6,7 +6,7 @@ import os
 import re
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple, Union
 
-from ._safetensors import load_file
+from ._safetensors import load_file, read_header
 
 __all__ = ["Batches", "epoch_count", "batch_count", "texts"]
 
@@ -44,8 +44,9 @@ def texts(batch: Mapping[str, Any], name: str) -> List[str]:
 class Batches:
     """The batches of a batchfs mount (or a directory laid out like one,
     MNT/epoch/N/batch_K) for rank `rank` of `world`: batches rank, rank + world,
-    rank + 2 world, ... of each epoch, the same number for every rank (the last
-    n % world batches of an epoch are left out).
+    rank + 2 world, ... of each epoch, the same number for every rank: floor(n / world)
+    (the last n % world batches of an epoch are left out), or with pad=True
+    ceil(n / world), the missing ones repeating the epoch's first batches.
 
     Map-style dataset over one epoch (`epoch`; set_epoch() changes it)::
 
@@ -56,25 +57,30 @@ class Batches:
     (format="torch"), views of a private mapping of the batch file (no copy). Batches of
     multi-field datasets hold a tensor per field served besides (b["caption"],
     b["caption_lengths"]; texts(b, "caption") decodes the rows; docs/multimodal.md).
+    With pad=True each dict has b["padded"] too, uint8 [B]: all ones for a repeated
+    batch, else the mount's own `padded` tensor (pad=1 mounts) or zeros, so that an
+    evaluation that drops padded samples sees every batch's samples exactly once.
 
-    Iterator over epochs, resumable::
+    Iterator over epochs, resumable at any world size::
 
         ds = Batches(mnt, rank=r, world=w)       # from epoch 0 to the mount's last
-        ds.load_state_dict(checkpoint["data"])   # optional: resume
+        ds.load_state_dict(checkpoint["data"])   # optional: resume, any world size
         for batch in ds:
             ...
-            checkpoint["data"] = ds.state_dict() # {"epoch": E, "batch": K}: next to read
+            checkpoint["data"] = ds.state_dict() # {"epoch": E, "position": P, ...}
 
-    Iteration starts at the state (epoch, batch), goes through the rest of that epoch
-    and the epochs after it up to `epochs` (exclusive; default: the epochs the mount
-    lists), and advances the state before each batch is yielded, so a state_dict()
-    taken in the loop body resumes right after the batch in hand. Batches are pure
-    functions of (epoch, batch), so a resumed run sees exactly the batches a run without
-    the stop would have seen.
+    The global order of an epoch is its batches 0, 1, 2, ... (one unsharded mount);
+    step t of every rank reads the global batches [K0 + t*world, K0 + (t+1)*world),
+    rank r the r-th of them. The state is the global sample position P of the epoch
+    (P = K*B, B the mount's batch= size, K the next global batch), the same on every
+    rank, so a state saved by any rank at any world size resumes sample-exact at any
+    other. Iteration advances the state before each batch is yielded, so a state_dict()
+    taken in the loop body resumes right after the step in hand.
     """
 
     def __init__(self, mnt: PathLike, epoch: int = 0, rank: int = 0, world: int = 1, *,
-                 epochs: Optional[int] = None, format: str = "numpy") -> None:
+                 epochs: Optional[int] = None, format: str = "numpy",
+                 pad: bool = False) -> None:
         if world < 1 or not 0 <= rank < world:
             raise ValueError(f"rank={rank} world={world}: need 0 <= rank < world")
         if epoch < 0:
@@ -82,20 +88,46 @@ class Batches:
         if format not in ("numpy", "torch"):
             raise ValueError(f"format={format!r}: must be 'numpy' or 'torch'")
         self.mnt = os.fspath(mnt)
-        self.rank, self.world, self.format = rank, world, format
+        self.rank, self.world, self.format, self.pad = rank, world, format, bool(pad)
         self._epochs = epochs
         self._counts: Dict[int, int] = {}
+        self._batch_size: Optional[int] = None
         self.epoch = epoch
-        self._next = rank  # batch K to read next in self.epoch
+        self._base = 0  # global batch of this step's rank 0 in self.epoch
 
     # ---- one epoch: the map-style dataset ----------------------------------------------
 
     def _batches_in(self, epoch: int) -> int:
-        """All ranks' batch count of `epoch`, cut to a multiple of world."""
+        """All ranks' batch count of `epoch` (the mount's)."""
         if epoch not in self._counts:
-            n = batch_count(self.mnt, epoch)
-            self._counts[epoch] = n - n % self.world
+            self._counts[epoch] = batch_count(self.mnt, epoch)
         return self._counts[epoch]
+
+    def _steps_end(self, epoch: int) -> int:
+        """The first global batch no step of `epoch` starts at or after: steps start at
+        base < end. Without pad a step needs `world` batches of the epoch."""
+        n = self._batches_in(epoch)
+        return n if self.pad else n - self.world + 1
+
+    @property
+    def batch_size(self) -> int:
+        """B, the mount's batch= (its `pipeline` file), else the rows of batch 0's
+        `indices`: the samples per global batch that state positions count."""
+        if self._batch_size is None:
+            try:
+                with open(os.path.join(self.mnt, "pipeline"), encoding="utf-8") as f:
+                    for line in f:
+                        key, _, value = line.partition("=")
+                        if key.strip() == "batch":
+                            self._batch_size = int(value.split("#")[0])
+                            break
+            except (OSError, ValueError):
+                pass
+            if self._batch_size is None:
+                header = read_header(self.path(self.epoch, 0))
+                shapes = {t.name: t.shape for t in header.tensors}
+                self._batch_size = int(shapes["indices"][0]) if "indices" in shapes else 1
+        return self._batch_size
 
     @property
     def epochs(self) -> int:
@@ -108,14 +140,31 @@ class Batches:
         """Make `epoch` the current epoch, from its first batch (as a sampler's set_epoch)."""
         if epoch < 0:
             raise ValueError(f"epoch={epoch}: must be >= 0")
-        self.epoch, self._next = epoch, self.rank
+        self.epoch, self._base = epoch, 0
 
     def __len__(self) -> int:
-        return self._batches_in(self.epoch) // self.world
+        n = self._batches_in(self.epoch)
+        return -(-n // self.world) if self.pad else n // self.world
 
     def path(self, epoch: int, batch: int) -> str:
         """The file of batch `batch` (all ranks' numbering) of epoch `epoch`."""
         return os.path.join(self.mnt, "epoch", str(epoch), f"batch_{batch}")
+
+    def _load(self, epoch: int, k: int) -> Dict[str, Any]:
+        """Global batch k of epoch (k >= n: batch (k - n) % n, a repeat, with pad)."""
+        n = self._batches_in(epoch)
+        repeat = k >= n
+        b = load_file(self.path(epoch, (k - n) % n if repeat else k), self.format)
+        if self.pad:
+            rows = len(b["indices"]) if "indices" in b else 1
+            if repeat or "padded" not in b:
+                import numpy as np
+                mark = np.full(rows, 1 if repeat else 0, dtype=np.uint8)
+                if self.format == "torch":
+                    import torch
+                    mark = torch.from_numpy(mark)
+                b["padded"] = mark
+        return b
 
     def __getitem__(self, i: int) -> Dict[str, Any]:
         n = len(self)
@@ -124,43 +173,72 @@ class Batches:
             i += n
         if not 0 <= i < n:
             raise IndexError(f"batch {i} of rank {self.rank}: epoch {self.epoch} has {n}")
-        return load_file(self.path(self.epoch, self.rank + i * self.world), self.format)
+        return self._load(self.epoch, self.rank + i * self.world)
 
     # ---- the resumable iterator --------------------------------------------------------
 
+    def _settle(self) -> None:
+        """Past the epoch's last step: the next epoch's start."""
+        while self.epoch < self.epochs and self._base >= self._steps_end(self.epoch):
+            self.epoch, self._base = self.epoch + 1, 0
+
     def state_dict(self) -> Dict[str, int]:
-        """{"epoch": E, "batch": K}: the next batch iteration reads is batch K of epoch
-        E (K in the numbering of all ranks, the K of MNT/epoch/E/batch_K)."""
-        n = self._counts.get(self.epoch)
-        if n is not None and self._next >= n:  # the epoch is done: the next one's first
-            return {"epoch": self.epoch + 1, "batch": self.rank}
-        return {"epoch": self.epoch, "batch": self._next}
+        """{"epoch": E, "position": P, "batch_size": B, "world": W, "batch": K}: the next
+        step reads global batches from P/B of epoch E on, P the global sample position
+        (the same on every rank; load_state_dict resumes at it at any world size). K is
+        this rank's next batch file (epoch/E/batch_K), kept for readers of the old
+        {"epoch", "batch"} states."""
+        if self.epoch in self._counts:  # the epoch is done: the next one's first
+            if self._base >= self._steps_end(self.epoch):
+                return {"epoch": self.epoch + 1, "position": 0, "batch_size": self.batch_size,
+                        "world": self.world, "batch": self.rank}
+        return {"epoch": self.epoch, "position": self._base * self.batch_size,
+                "batch_size": self.batch_size, "world": self.world,
+                "batch": self._base + self.rank}
 
     def load_state_dict(self, state: Mapping[str, int]) -> None:
-        """Resume at state["epoch"], state["batch"]: at that batch when it is this
-        rank's, else at this rank's next one after it (a state saved with another
-        world size)."""
-        epoch, batch = int(state["epoch"]), int(state["batch"])
-        if epoch < 0 or batch < 0:
+        """Resume at the state's global sample position (state_dict()'s, saved at any world
+        size): exact when the position is a multiple of this mount's batch size, which
+        it is for every state Batches saves; another position raises ValueError. An old
+        state {"epoch": E, "batch": K} resumes at batch K when it is this rank's, else at
+        this rank's next one after it."""
+        epoch = int(state["epoch"])
+        if epoch < 0:
+            raise ValueError(f"state {dict(state)}: epoch must be >= 0")
+        if "position" in state:
+            pos, b = int(state["position"]), self.batch_size
+            if pos < 0 or pos % b:
+                raise ValueError(
+                    f"state {dict(state)}: position {pos} is not a multiple of this mount's "
+                    f"batch size {b}, so no batch starts there; resume on a mount whose "
+                    f"batch= divides it (a state saved by Batches on a mount of batch="
+                    f"{state.get('batch_size', '?')})")
+            self.epoch, self._base = epoch, pos // b
+            return
+        batch = int(state["batch"])
+        if batch < 0:
             raise ValueError(f"state {dict(state)}: epoch and batch must be >= 0")
         self.epoch = epoch
-        self._next = batch + (self.rank - batch) % self.world
+        self._base = batch + (self.rank - batch) % self.world - self.rank
 
     def __iter__(self) -> Iterator[Dict[str, Any]]:
-        while self.epoch < self.epochs:
-            k = self._next
-            if k >= self._batches_in(self.epoch):
-                self.epoch, self._next = self.epoch + 1, self.rank
-                continue
-            self._next = k + self.world
-            yield load_file(self.path(self.epoch, k), self.format)
+        while True:
+            self._settle()
+            if self.epoch >= self.epochs:
+                return
+            k = self._base + self.rank
+            self._base += self.world
+            yield self._load(self.epoch, k)
 
     def positions(self) -> List[Tuple[int, int]]:
-        """The (epoch, batch) pairs iteration would read from the current state."""
+        """The (epoch, batch) pairs iteration would read from the current state (with
+        pad, a repeated batch appears as the batch it repeats)."""
         out: List[Tuple[int, int]] = []
-        e, k = self.epoch, self._next
+        e, base = self.epoch, self._base
         while e < self.epochs:
-            n = self._batches_in(e)
-            out += [(e, j) for j in range(k, n, self.world)]
-            e, k = e + 1, self.rank
+            n, end = self._batches_in(e), self._steps_end(e)
+            for s in range(base, end, self.world):
+                k = s + self.rank
+                out.append((e, (k - n) % n if k >= n else k))
+            e, base = e + 1, 0
         return out

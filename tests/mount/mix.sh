@@ -117,6 +117,25 @@ EOF
 done
 ok "shard=I/3 batch K is the unsharded mount's batch 3K+I"
 
+# pad=1: shard 2 of 4 has ceil(14/4) = 4 batches, its last (stratum 3*4 + 2 = 14) repeating
+# batch 0 and marked `padded`
+mkdir -p "$T/sp"
+mount_bfs "" sp -o "$MIX,$OPTS,shard=2/4,pad=1"
+[ "$(ls "$T/sp/epoch/2" | wc -l)" = 4 ] || fail "pad=1 shard 2/4: want 4 batches"
+"$PY" - "$T/sp/epoch/2" "$T/out" <<'EOF' || fail "pad=1 over a mixture"
+import sys
+import numpy as np
+sys.path.insert(0, "python")
+from batchfs import load_file
+m, out = sys.argv[1], sys.argv[2]
+for k, (ref, pad) in enumerate(((2, 0), (6, 0), (10, 0), (0, 1))):
+    a, b = load_file(f"{m}/batch_{k}", "numpy"), load_file(f"{out}/t1.{ref}", "numpy")
+    assert (a["indices"] == b["indices"]).all() and (a["sources"] == b["sources"]).all(), k
+    assert (a["padded"] == pad).all(), (k, a["padded"])
+EOF
+unmount_bfs "$T/sp"
+ok "pad=1 over a mixture: every shard 4 batches, the repeat marked padded"
+
 # a fresh mount computes only what is read: epoch 40 batch 7, prefetch off
 unmount_bfs "$T/m2"
 mount_bfs "" m2 -o "$MIX,$OPTS,prefetch=0"

@@ -59,7 +59,8 @@ if python3 -m venv "$T/venv" && "$T/venv/bin/pip" install -q ./python >"$T/pip.l
         cat <<'EOF'
 import filecmp, os, sys
 assert seen == [((8, 16, 16, 3), "uint8", (8,))] * 6, seen
-assert checkpoint == {"data": {"epoch": 2, "batch": 0}}, checkpoint
+assert checkpoint == {"data": {"epoch": 2, "position": 0, "batch_size": 8, "world": 1,
+                               "batch": 0}}, checkpoint
 d = os.path.dirname(batchfs.__file__)
 assert d.startswith(sys.prefix), (d, sys.prefix)
 assert batchfs.find_binary() == d + "/bin/batchfs", batchfs.find_binary()
@@ -297,12 +298,14 @@ with batchfs.mount(SRC, MNT, batch=8, size=16, epochs=3) as m:
             seen += 1
             state = ds.state_dict()
         state = json.loads(json.dumps(state))  # as a checkpoint stores it
-        assert stop != 3 or state == {"epoch": 1, "batch": 1}, state
+        assert stop != 3 or state == {"epoch": 1, "position": 0, "batch_size": 8, "world": 2,
+                                      "batch": 1}, state
         ds2 = batchfs.Batches(m, rank=1, world=2)
         ds2.load_state_dict(state)
         rest = [b["indices"].tobytes() + b["images"].tobytes() for b in ds2]
         assert rest == full[stop:], (stop, state, len(rest))
-        assert ds2.state_dict() == {"epoch": 3, "batch": 1}, ds2.state_dict()
+        assert ds2.state_dict() == {"epoch": 3, "position": 0, "batch_size": 8, "world": 2,
+                                    "batch": 1}, ds2.state_dict()
     # a state of world=1 read by rank 1 of 2: resumes at rank 1's next batch
     ds = batchfs.Batches(m, rank=1, world=2)
     ds.load_state_dict({"epoch": 1, "batch": 2})
