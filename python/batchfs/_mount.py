@@ -11,7 +11,7 @@ import subprocess
 import tempfile
 import time
 from types import TracebackType
-from typing import Any, Dict, List, Optional, Type, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Type, Union
 
 __all__ = ["MountError", "Mount", "mount", "format_options", "find_binary", "stats"]
 
@@ -165,16 +165,34 @@ def stats(mnt: PathLike) -> Dict[str, Any]:
     return d
 
 
+def _mixture(source: Any) -> Optional[str]:
+    """source= text of a mixture given as {path: weight} or [path, ...] (docs/mixing.md),
+    or None for one SOURCE. Paths are made absolute; '+' separates the sources."""
+    if isinstance(source, Mapping):
+        items = [f"{os.path.realpath(os.fspath(p))}:{float(w)!r}" for p, w in source.items()]
+    elif isinstance(source, (list, tuple)):
+        items = [os.path.realpath(os.fspath(p)) for p in source]
+    else:
+        return None
+    if not items:
+        raise ValueError("a mixture needs at least one source")
+    return "+".join(items)
+
+
 class Mount:
     """A running batchfs daemon and its mount point; see mount()."""
 
     def __init__(self, source: PathLike, path: PathLike, *, timeout: float = 30.0,
                  binary: Optional[str] = None, **options: Any) -> None:
         _lingering[:] = [q for q in _lingering if q.poll() is None]  # reap
-        self.source = os.fspath(source)
+        mix = _mixture(source)
+        self.source = mix if mix is not None else os.fspath(source)  # type: ignore[arg-type]
         self.path = os.path.realpath(os.fspath(path))
+        if mix is not None:  # a mixture: -o source=..., no SOURCE argument
+            options = {"source": mix, **options}
         self.options = format_options(options)
-        self.command = [binary or find_binary(), self.source, self.path]
+        self.command = [binary or find_binary()]
+        self.command += [self.path] if mix is not None else [self.source, self.path]
         # directories made for the mount point, outermost first; those still to remove
         self.created: List[str] = []
         self._made: List[str] = []
@@ -396,13 +414,20 @@ class Mount:
                 pass
 
 
-def mount(source: PathLike, path: PathLike, *, timeout: float = 30.0,
+def mount(source: Union[PathLike, Mapping[PathLike, float], Sequence[PathLike]],
+          path: PathLike, *, timeout: float = 30.0,
           binary: Optional[str] = None, **options: Any) -> Mount:
     """Mount SOURCE (a .bfs file or an ImageFolder) at PATH with the pipeline and mount
     options of docs/options.md as keywords, and return once the mount answers::
 
         with batchfs.mount("train.bfs", "/mnt/train", batch=256, size=224) as m:
             for batch in batchfs.Batches(m): ...
+
+    A mixture (docs/mixing.md) is SOURCE as {path: weight, ...} or [path, ...] (weights
+    by size): it runs `batchfs PATH -o source=A:W+B:W,OPTIONS`, and batches carry
+    `sources`::
+
+        with batchfs.mount({"imagenet.bfs": 0.8, "extra.bfs": 0.2}, "/mnt/mix") as m: ...
 
     Runs `batchfs SOURCE PATH -o OPTIONS -f` (the program of find_binary(), unless
     binary= names one) in its own session, its stderr kept (Mount.stderr()). A missing

@@ -188,6 +188,21 @@ grep -q "s30.bfs:1\$" "$T/m3/pipeline" || fail "MNT/pipeline lacks source 30"
 unmount_bfs "$T/m3"
 ok "a 30-source mixture's MNT/pipeline is whole"
 
+# the Python package: a mixture as {path: weight}
+BFS_BIN=$(realpath "$BATCHFS") "$PY" - "$T" <<'EOF' || fail "batchfs.mount of a mixture"
+import os, sys
+sys.path.insert(0, "python")
+import batchfs
+import numpy as np
+T = sys.argv[1]
+with batchfs.mount({f"{T}/a.bfs": 0.5, f"{T}/c.bfs": 0.5}, f"{T}/py", batch=10, size=24,
+                   augment="none", binary=os.environ["BFS_BIN"]) as m:
+    b = next(iter(batchfs.Batches(m)))
+    assert (np.bincount(b["sources"], minlength=2) == [5, 5]).all(), b["sources"]
+    assert f"source = {T}/a.bfs:0.5, {T}/c.bfs:0.5" in open(f"{T}/py/pipeline").read()
+EOF
+ok "batchfs.mount({a: 0.5, c: 0.5}) mounts the mixture"
+
 # 2. two sources, labels offset, a schedule and epoch_samples
 mount_bfs "" m3 -o "source=a.bfs+b.bfs,mix_labels=offset,mix_schedule=linear:0@1/0+4@0.5/0.5,epoch_samples=40,$OPTS"
 [ "$(ls "$T/m3/epoch/0" | wc -l)" = 4 ] || fail "epoch_samples=40: want 4 batches"
