@@ -76,9 +76,11 @@ struct bfs_batch { /* a job; "batch" is the name callers see */
     char remote_id[64];                /* the job's entry, when this mount queued it, or "" */
     int remote_announced;              /* a worker said it is stored: fetch now */
     double remote_polled;              /* when it was last looked for */
-    int detached;        /* out of the job table (a failure to retry), freed at its last unref */
-    int remote_fd;       /* memfd mode: the batch file the value goes to, or -1 */
-    int remote_sealable; /* (its kind: bfs_bc_file_open) */
+    int detached;         /* out of the job table (a failure to retry), freed at its last unref */
+    uint64_t remote_turn; /* the remote thread's round that last handled it (remote_choose;
+                           * that thread's, under lock) */
+    int remote_fd;        /* memfd mode: the batch file the value goes to, or -1 */
+    int remote_sealable;  /* (its kind: bfs_bc_file_open) */
 };
 
 typedef struct reader {
@@ -644,12 +646,17 @@ static void *worker_main(void *arg)
  * Redis job for it, fetches the batch when a worker announces it (or every REMOTE_POLL_S,
  * announcements being fire-and-forget), and hands the job to the local workers (RUNNING)
  * when remote_wait_ms passes, Redis fails or no worker is alive (remote_fallback=local).
- * While a job is REMOTE only the remote thread touches it (its data and remote_* fields). */
+ * Each round handles at most REMOTE_MAX jobs, chosen and ordered by need (remote_choose:
+ * awaited first, then prefetches nearest their reader, and none starves), which is the
+ * order their requests enter the stream. While a job is REMOTE only the remote thread
+ * touches it (its data and remote_* fields). */
 
 #define REMOTE_ALIVE_MS 10000 /* a worker counts as alive this long after a heartbeat */
 #define REMOTE_POLL_S   0.25  /* a REMOTE job is looked for at least this often */
 #define REMOTE_COUNT_S  1.0   /* workers are counted this often */
-#define REMOTE_MAX      64    /* REMOTE jobs handled per round */
+#define REMOTE_MAX      64    /* REMOTE jobs handled per round: the request window */
+#define REMOTE_FAIR     8     /* of which, when more are REMOTE, those that waited longest */
+_Static_assert(REMOTE_FAIR > 0 && REMOTE_FAIR < REMOTE_MAX, "remote_choose needs both kinds");
 
 typedef struct remote_side {
     bfs_remote_url url;
@@ -659,8 +666,9 @@ typedef struct remote_side {
     int wake_fd;           /* eventfd: a job became REMOTE, or stop */
     pthread_t thread;
     int started;
-    int workers; /* live workers at the last count, -1: not counted yet (guarded by lock) */
-    int down;    /* Redis failing (remote thread only) */
+    int workers;    /* live workers at the last count, -1: not counted yet (guarded by lock) */
+    int down;       /* Redis failing (remote thread only) */
+    uint64_t round; /* rounds of the remote thread (guarded by lock) */
     int said_none;
     double next_connect;
     /* lines about single batches (declined, refused, corrupt): the first of each kind,
@@ -892,6 +900,86 @@ static void remote_step(bfs_exec *x, remote_side *rs, bfs_batch *j, double now, 
     }
 }
 
+/* A REMOTE job's rank in a round: awaited (a reader waits for it) before prefetched; among
+ * prefetches the one their nearest reader reads sooner (bfs_bc_next_read, the eviction's
+ * walk model; UINT64_MAX: no reader will), then the older. */
+typedef struct remote_rank {
+    bfs_batch *j;
+    uint64_t next; /* 0: awaited; else 1 + steps until a reader reads it (saturating) */
+} remote_rank;
+
+/* Whether a ranks before b: by need (next), then the older (seq). */
+static int remote_before(const remote_rank *a, const remote_rank *b)
+{
+    return a->next != b->next ? a->next < b->next : a->j->seq < b->j->seq;
+}
+
+/* Whether a has waited longer than b for a turn: the older last turn, then the older job. */
+static int remote_longer(const bfs_batch *a, const bfs_batch *b)
+{
+    return a->remote_turn != b->remote_turn ? a->remote_turn < b->remote_turn : a->seq < b->seq;
+}
+
+/*
+ * The REMOTE jobs this round handles, in the order they are handled (each referenced:
+ * unref them), at most REMOTE_MAX; returns how many. A job is requested from Redis at its
+ * first turn, so this order is the order in which jobs enter the stream, and workers take
+ * them in that order: the batches readers wait for first (the oldest first), then
+ * prefetches nearest their reader first. When more than REMOTE_MAX are REMOTE, the last
+ * REMOTE_FAIR places go to the jobs that have waited longest since their last turn, so
+ * none starves (a far prefetch, or one no reader will read, still gets a turn within
+ * about pending / REMOTE_FAIR rounds, and with it its request and its remote_wait_ms
+ * deadline). "Awaited" is `demand`: a reader asked for the batch itself (it stays so
+ * when that reader's wait was interrupted: its retry asks for it again). Locked.
+ */
+static int remote_choose(bfs_exec *x, remote_side *rs, bfs_batch **list)
+{
+    LOCKED(x);
+    bfs_bc_reader rd[BFS_EXEC_MAX_READERS];
+    int nrd = reader_table(x, rd);
+    uint64_t nb = bfs_engine_batches(x->e), round = ++rs->round;
+    remote_rank top[REMOTE_MAX]; /* the neediest, in order */
+    int n = 0;
+    uint64_t pending = 0;
+    for (bfs_batch *b = x->jobs; b; b = b->next_job) {
+        if (b->state != JOB_REMOTE)
+            continue;
+        pending++;
+        uint64_t steps = b->demand ? 0 : bfs_bc_next_read(rd, nrd, nb, b->epoch, b->k);
+        remote_rank r = {b, b->demand ? 0 : steps == UINT64_MAX ? UINT64_MAX : steps + 1};
+        if (n == REMOTE_MAX && !remote_before(&r, &top[n - 1]))
+            continue;
+        int i = n < REMOTE_MAX ? n++ : n - 1; /* (a full table drops its last) */
+        for (; i > 0 && remote_before(&r, &top[i - 1]); i--)
+            top[i] = top[i - 1];
+        top[i] = r;
+    }
+    if (pending > REMOTE_MAX)
+        n = REMOTE_MAX - REMOTE_FAIR;
+    for (int i = 0; i < n; i++) {
+        list[i] = top[i].j;
+        list[i]->remote_turn = round;
+    }
+    int by_need = n;
+    if (pending > REMOTE_MAX) { /* the rest: those that waited longest for a turn */
+        for (bfs_batch *b = x->jobs; b; b = b->next_job) {
+            if (b->state != JOB_REMOTE || b->remote_turn == round)
+                continue;
+            if (n == REMOTE_MAX && !remote_longer(b, list[n - 1]))
+                continue;
+            int i = n < REMOTE_MAX ? n++ : n - 1;
+            for (; i > by_need && remote_longer(b, list[i - 1]); i--)
+                list[i] = list[i - 1];
+            list[i] = b;
+        }
+        for (int i = by_need; i < n; i++)
+            list[i]->remote_turn = round;
+    }
+    for (int i = 0; i < n; i++)
+        list[i]->refs++;
+    return n;
+}
+
 static void *remote_main(void *arg)
 {
     bfs_exec *x = arg;
@@ -901,12 +989,6 @@ static void *remote_main(void *arg)
     uint64_t fp = bfs_engine_fingerprint(x->e);
     xlock(x);
     while (!x->stop) {
-        int n = 0, memfd = x->memfd;
-        for (bfs_batch *b = x->jobs; b && n < REMOTE_MAX; b = b->next_job)
-            if (b->state == JOB_REMOTE) {
-                b->refs++;
-                list[n++] = b;
-            }
         xunlock(x);
         double now = bfs_mono_s();
         remote_connect(x, rs, now);
@@ -927,7 +1009,11 @@ static void *remote_main(void *arg)
             rs->workers = w >= 0 ? w : rs->workers;
             xunlock(x);
         }
+        /* chosen after connecting (up to 2 s): in the order of the jobs and readers now */
+        xlock(x);
+        int memfd = x->memfd, n = remote_choose(x, rs, list);
         int workers = rs->cmd ? rs->workers : 0;
+        xunlock(x);
         for (int i = 0; i < n; i++)
             remote_step(x, rs, list[i], now, memfd, workers);
         /* announcements, or a new job (wake_fd), or the next poll */

@@ -110,7 +110,10 @@ void bfs_exec_set_store(bfs_exec *x, bfs_store *s);
  * a batch that is neither cached nor in cache_dir is queued for the workers and served
  * from Redis once one stored it (checked against its header and checksum), and computed
  * here when no worker is alive, Redis fails, or remote_wait_ms passes (remote_fallback=
- * local; wait: asked again and waited for). Starts a thread with two Redis connections.
+ * local; wait: asked again and waited for). Batches are asked for in the order readers
+ * need them: those a reader waits for first, then prefetches nearest their reader's
+ * position; a few turns of each round go to those waiting longest, so every batch is
+ * asked for however many wait. Starts a thread with two Redis connections.
  * Returns 0; or, when Redis cannot be reached now, its error with a message, the remote
  * side installed anyway (it connects again every second; batches are computed here
  * meanwhile, or waited for with remote_fallback=wait); -ENOMEM, -EINVAL (URL), -EAGAIN.

@@ -9,10 +9,15 @@
  * group claim counters, declines, keys of the wrong type, stale and cancelled jobs; a
  * reused group name (engine/claims.h across hosts): one log line at the first claim of an
  * epoch already claimed, none for a fresh one, and the reset that deletes the group's
- * counters and given-back lists (and no other group's).
+ * counters and given-back lists (and no other group's). And the mount's requests
+ * (engine/exec.c): with more batches waiting for workers than it handles in a round, the
+ * batch a reader waits for is requested first, then the nearest prefetches, and none
+ * starves.
  */
 #include "engine/remote/remote.h"
 #include "engine/claims.h"
+#include "engine/exec.h"
+#include "engine/pipeline.h"
 #include "base/err.h"
 #include "tests/testutil.h"
 
@@ -20,6 +25,7 @@
 #include <errno.h>
 #include <hiredis/hiredis.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,15 +51,21 @@ static void server_down(void)
     tu_redis_free(&srv);
 }
 
-static bfs_remote *conn(void)
+/* A connection to the suite's server for pipeline fp. */
+static bfs_remote *conn_fp(uint64_t fp)
 {
     bfs_remote_url u = {.port = srv.port};
     snprintf(u.host, sizeof u.host, "127.0.0.1");
     bfs_remote *r;
     char err[512];
-    int rc = bfs_remote_connect(&u, FP, 2000, &r, err, sizeof err);
+    int rc = bfs_remote_connect(&u, fp, 2000, &r, err, sizeof err);
     ck_assert_msg(rc == 0, "connect: %s", err);
     return r;
+}
+
+static bfs_remote *conn(void)
+{
+    return conn_fp(FP);
 }
 
 static void sleep_ms(int ms)
@@ -811,6 +823,132 @@ START_TEST(announcements)
 }
 END_TEST
 
+/* ---- the mount's requests (engine/exec.c's remote thread) ------------------------------ */
+
+#define WAITED 3 /* the batch the reader waits for */
+
+typedef struct getter {
+    bfs_exec *x;
+    bfs_batch *b;
+    int rc;
+    char err[512];
+} getter;
+
+static void *get_waited(void *p)
+{
+    getter *g = p;
+    g->rc = bfs_exec_get(g->x, 0, WAITED, &g->b, g->err, sizeof g->err);
+    return NULL;
+}
+
+/*
+ * More REMOTE jobs than the executor handles in a round (REMOTE_MAX, 64): every batch of
+ * an epoch of 75 is prefetched while Redis is down, a reader at batch 3 waits for it (an
+ * old job: 71 newer ones), then Redis comes up. The first requests in the stream are the
+ * awaited batch, then 4, 5, ... (nearest the reader first); every batch is requested
+ * (none starves); and the batch a worker stores for the awaited job is served, byte for
+ * byte the one computed here. Before the requests were ordered by need, a round took the
+ * 64 newest REMOTE jobs, so batches 0-10 were never requested and the reader waited for
+ * ever (remote_fallback=wait).
+ */
+START_TEST(requests_by_need)
+{
+    tu_dataset d;
+    char err[1024];
+    ck_assert_msg(tu_dataset_make(&d, "check_remote_need", 3, 25, 24, 40, 5, 2, err, sizeof err) ==
+                      0,
+                  "%s", err);
+    char text[256];
+    snprintf(text, sizeof text,
+             "batch=1,size=16,remote=redis://127.0.0.1:%d,remote_fallback=wait,"
+             "remote_wait_ms=600000",
+             srv.port);
+    bfs_pipeline_opts o;
+    bfs_pipeline_defaults(&o);
+    ck_assert_msg(bfs_pipeline_parse(&o, text, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(bfs_pipeline_finish(&o, err, sizeof err) == 0, "%s", err);
+    bfs_engine *e;
+    ck_assert_msg(bfs_engine_create(d.packed, &o, &e, err, sizeof err) == 0, "%s", err);
+    uint64_t nb = bfs_engine_batches(e);
+    ck_assert_uint_eq(nb, 75);
+    bfs_exec *x;
+    ck_assert_int_eq(bfs_exec_create(e, 1, 64 << 20, &x), 0);
+    bfs_exec_set_prefetch(x, 0);
+    /* Redis down: jobs made now stay REMOTE (wait) and none is requested yet */
+    tu_redis_stop(&srv);
+    ck_assert_int_ne(bfs_exec_set_remote(x, &o, err, sizeof err), 0);
+    for (uint64_t k = 0; k < nb; k++)
+        ck_assert_int_eq(bfs_exec_prefetch(x, 0, k), 0);
+    bfs_exec_follow(x, 7, 0, WAITED, 1.0, 0, NULL); /* a reader at 3: 4, 5, ... next */
+    getter g = {.x = x};
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, get_waited, &g), 0);
+    bfs_exec_stats st;
+    for (int i = 0; i < 1000; i++) { /* its get joined the job (bounded wait) */
+        bfs_exec_get_stats(x, &st);
+        if (st.joins == 1)
+            break;
+        sleep_ms(10);
+    }
+    ck_assert_uint_eq(st.joins, 1);
+    ck_assert_uint_eq(st.in_flight, nb);
+    ck_assert_uint_eq(st.remote_requested, nb);
+    ck_assert_int_eq(tu_redis_start(&srv, srv.port, NULL), 0);
+    /* a worker reads the stream in its order */
+    bfs_remote *w = conn_fp(bfs_engine_fingerprint(e));
+    char seen[75] = {0};
+    uint64_t distinct = 0, order[10];
+    bfs_remote_job job;
+    for (int idle = 0; distinct < nb && idle < 30;) {
+        int rc = bfs_remote_take(w, "w", 600000, 500, &job);
+        ck_assert_int_ge(rc, 0);
+        if (!rc) {
+            idle++;
+            continue;
+        }
+        ck_assert_uint_eq(job.epoch, 0);
+        ck_assert_uint_lt(job.k, nb);
+        ck_assert_int_eq(bfs_remote_ack(w, &job), 0);
+        if (distinct < 10)
+            order[distinct] = job.k;
+        if (!seen[job.k])
+            seen[job.k] = 1, distinct++;
+        if (distinct == 10)
+            for (int i = 0; i < 10; i++)
+                ck_assert_msg(order[i] == WAITED + (uint64_t)i,
+                              "request %d was for batch %" PRIu64 ", not %" PRIu64
+                              " (awaited first, then nearest the reader)",
+                              i, order[i], WAITED + (uint64_t)i);
+    }
+    for (uint64_t k = 0; k < nb; k++)
+        ck_assert_msg(seen[k], "batch %" PRIu64 " was never requested", k);
+    /* the worker stores the awaited batch: the reader gets it, as computed here */
+    bfs_engine *e2;
+    ck_assert_msg(bfs_engine_create(d.packed, &o, &e2, err, sizeof err) == 0, "%s", err);
+    bfs_exec *local;
+    ck_assert_int_eq(bfs_exec_create(e2, 1, 0, &local), 0);
+    bfs_batch *want;
+    ck_assert_msg(bfs_exec_get(local, 0, WAITED, &want, err, sizeof err) == 0, "%s", err);
+    ck_assert_int_eq(
+        bfs_remote_put(w, 0, WAITED, bfs_batch_data(want), bfs_batch_size(want), 60000), 0);
+    ck_assert_int_eq(pthread_join(t, NULL), 0);
+    ck_assert_msg(g.rc == 0, "%s", g.err);
+    ck_assert_uint_eq(bfs_batch_size(g.b), bfs_batch_size(want));
+    ck_assert_mem_eq(bfs_batch_data(g.b), bfs_batch_data(want), bfs_batch_size(want));
+    bfs_exec_get_stats(x, &st);
+    ck_assert_uint_eq(st.remote_hits, 1);
+    ck_assert_uint_eq(st.computed, 0);
+    bfs_batch_release(g.b);
+    bfs_batch_release(want);
+    bfs_exec_destroy(local);
+    bfs_engine_destroy(e2);
+    bfs_remote_close(w);
+    bfs_exec_destroy(x);
+    bfs_engine_destroy(e);
+    tu_dataset_free(&d);
+}
+END_TEST
+
 static Suite *remote_suite(void)
 {
     Suite *s = suite_create("remote");
@@ -837,6 +975,11 @@ static Suite *remote_suite(void)
     tcase_add_test(tc, keyed_transport);
     tcase_add_test(tc, stale_and_cancelled_jobs);
     tcase_add_test(tc, reused_group_and_reset);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("exec"); /* the mount's side: a dataset, an engine, an executor */
+    tcase_add_checked_fixture(tc, server_up, server_down);
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, requests_by_need);
     suite_add_tcase(s, tc);
     return s;
 }
