@@ -6,9 +6,11 @@
 #
 # The edges come from the compiler, not from reading the sources:
 #   include  A -> HEADER   every header of the .d file the build wrote for an object of
-#                          module A (-MMD: the headers that compilation opened, directly or
+#                          unit A (-MMD: the headers that compilation opened, directly or
 #                          through other headers, whatever the spelling: "# include",
-#                          <dir/x.h> through -I., "../x.h", a macro naming the file);
+#                          <dir/x.h> through -I., "../x.h", a macro naming the file; not
+#                          system headers, but FUSE's come through -I/usr/include/fuse3,
+#                          and a FUSE call shows in the symbols anyway);
 #   call     A -> FILE.c   a symbol left undefined in an object of A (nm -u) that the object
 #                          of FILE.c defines (an `extern` written by hand counts too);
 #                          A -> libfuse for a symbol that libfuse3 defines.

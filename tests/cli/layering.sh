@@ -6,7 +6,8 @@
 # engine header beside the facade, an include across one rank, includes of programs/; and
 # on each evasion of a textual check: "# include", <cache/x.h> through -I., a "../" path,
 # a macro include, an `extern` declaration of a cache function called from fs/. A line of
-# tests/layering.allow whose edge is gone (or breaks no rule, or names no item) fails too.
+# tests/layering.allow whose edge is gone (or breaks no rule, or names no item) fails too,
+# and so does a folder of C sources that is in no layer.
 # The scratch copy keeps the build's objects and times, so make recompiles only the planted
 # file (CI's -Werror too: the plants compile cleanly).
 set -euo pipefail
@@ -97,6 +98,16 @@ plant "an extern FUSE function called from engine/" engine/rng.c \
 plant "an extern engine function beside the facade" mountopts/mountopts.c \
     $'extern int bfs_plan_batch_len(void);\nint planted_call(void);\nint planted_call(void) { return bfs_plan_batch_len(); }' \
     '^mountopts/mountopts\.c: call mountopts -> engine/plan\.c \(bfs_plan_batch_len\): outside engine/, only functions its public header engine/api\.h declares'
+
+# a folder of C sources that is no layer
+mkdir "$T/tree/extra" && echo 'int extra_fn(void);' >"$T/tree/extra/x.c"
+if BUILD=$BUILD bash "$T/tree/tests/check_layering.sh" "$T/tree" >"$T/out" 2>&1; then
+    echo "FAIL: check-layering passed with extra/x.c, a folder of no layer" >&2
+    exit 1
+fi
+grep -q '^extra/x\.c: extra/ is no layer of docs/architecture\.md' "$T/out" || { cat "$T/out" >&2; exit 1; }
+rm -r "$T/tree/extra"
+echo "ok - a folder of no layer: $(head -1 "$T/out")"
 
 # the list only shrinks
 allow_line() { # NAME LINE EXPECTED-REGEX
