@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # tests/run.sh — run every test of batchfs and print one closing line "N passed, N failed,
-# N skipped (N of them in part ...)". Called by `make test` (BUILD= the build directory).
+# N skipped" (and "(N of them in part ...)" when some). Called by `make test` (BUILD= the
+# build directory).
 #
 # A test is: a libcheck suite ($BUILD/tests/check_*), a script tests/cli/*.sh or
 # tests/mount/*.sh (exit 0 pass, 77 skip, anything else fail), or a fuzz smoke run of each
@@ -97,5 +98,9 @@ fi
 
 echo
 [ ${#failed[@]} -gt 0 ] && echo "failed: ${failed[*]}"
-echo "$pass passed, $fail failed, $skip skipped ($part of them in part: see SKIP above)"
+if [ $part -gt 0 ]; then
+    echo "$pass passed, $fail failed, $skip skipped ($part of them in part: see SKIP above)"
+else
+    echo "$pass passed, $fail failed, $skip skipped"
+fi
 [ $fail -eq 0 ]
