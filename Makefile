@@ -2,7 +2,8 @@
 #
 #   make deps      install missing Debian packages (apt-get; root or sudo)
 #   make           build everything into build/
-#   make test      run every test (libcheck suites, CLI and mount scripts, fuzz smoke)
+#   make test      run every test (libcheck suites, CLI and mount scripts, fuzz smoke),
+#                  after `make check-layering` (the layers, from the compiler's graph)
 #   make demo      the main job on a small generated dataset
 #   make bench     benchmarks (print ratios measured in one run; never asserted)
 #   make fuzz      run every fuzz target for FUZZ_SECONDS each (clang + libFuzzer)
@@ -233,6 +234,7 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/%_main.o $(TESTUTIL_OBJ) $(LIB)
 
 test: deps
 	$(MAKE) --no-print-directory all-tests
+	$(MAKE) --no-print-directory check-layering
 	BUILD=$(BUILD) FUZZ_SECONDS=$${FUZZ_SECONDS:-5} bash tests/run.sh
 
 .PHONY: all-tests
@@ -249,9 +251,14 @@ $(BUILD)/fuzz/fuzz_%: $(BUILD)/fuzz/obj/tests/fuzz/fuzz_%.o $(LIB_SRC:%.c=$(BUIL
 	@mkdir -p $(@D)
 	$(CLANG) -fsanitize=fuzzer,address,undefined $^ $(LDLIBS_ALL) -o $@
 
-# ---- layering: includes go down the layers only (tests/check_layering.sh) ------------------
-check-layering:
-	@bash tests/check_layering.sh
+# ---- layering: the compiler's include and call graph keeps the layers ----------------------
+# tests/check_layering.sh reads the .d files and symbols (nm) of every object of the
+# library, the programs and libbatchfs-gpu (so it builds them first); tests/layering.allow
+# lists today's known rule-breaking edges. A prerequisite of `make test`.
+LAYER_OBJ := $(LIB_OBJ) $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard programs/*_main.c)) \
+             $(BUILD)/obj/programs/spm.o $(GPU_OBJ)
+check-layering: $(LAYER_OBJ)
+	@BUILD=$(BUILD) CC="$(CC)" bash tests/check_layering.sh
 
 fuzz-build: $(FUZZERS)
 fuzz: deps

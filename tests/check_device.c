@@ -103,8 +103,8 @@ START_TEST(device_without_driver_means_no_module)
     if (f)
         fclose(f);
     if (registered || mknod(path, S_IFCHR | 0666, makedev(42, 0)) < 0) {
-        printf("check_device: skipped the driverless device (%s)\n",
-               registered ? "major 42 is registered here" : strerror(errno));
+        tu_skip("check_device", "the driverless device", "%s",
+                registered ? "major 42 is registered here" : strerror(errno));
         return;
     }
     char err[1024];
@@ -122,7 +122,7 @@ START_TEST(no_permission_is_not_a_missing_module)
     int rc;
     char err[1024];
     if (!as_nobody(&rc, err, sizeof err)) {
-        printf("check_device: skipped the permission cases (not root: cannot become nobody)\n");
+        tu_skip("check_device", "the permission cases", "not root: cannot become nobody");
         return;
     }
     ck_assert_int_eq(rc, -EACCES);

@@ -8,6 +8,7 @@
 #include <ftw.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -106,6 +107,17 @@ static int rm_cb(const char *p, const struct stat *sb, int flag, struct FTW *ftw
     (void)sb, (void)flag, (void)ftw;
     remove(p);
     return 0;
+}
+
+void tu_skip(const char *suite, const char *what, const char *why_fmt, ...)
+{
+    va_list ap;
+    va_start(ap, why_fmt);
+    printf("SKIP: %s: %s: ", suite, what);
+    vprintf(why_fmt, ap);
+    printf("\n");
+    fflush(stdout);
+    va_end(ap);
 }
 
 void tu_rmtree(const char *path)

@@ -99,6 +99,13 @@ int tu_redis_start(tu_redis *r, int port, const char *const *extra);
 void tu_redis_stop(tu_redis *r);
 void tu_redis_free(tu_redis *r);
 
+/* Say that a test case left part of what it tests untested, and why (not root, no such
+ * device): prints one line "SKIP: SUITE: WHAT: WHY" to stdout and flushes it (forked
+ * cases write to the same log). tests/run.sh counts a suite that printed one as skipped,
+ * not passed, in its closing line, however many of its other cases passed. */
+void tu_skip(const char *suite, const char *what, const char *why_fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
 /* splitmix64 step, for deterministic test data */
 uint64_t tu_rand(uint64_t *state);
 

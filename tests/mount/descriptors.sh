@@ -109,7 +109,7 @@ mount_bfs "$T/images" "$M" -o "$OPTS"
 pid=$DAEMON_PID
 for k in 0 1 2; do cat "$M/epoch/0/batch_$k" >/dev/null || fail "batch $k"; done
 if ! prlimit --pid "$pid" --nofile=4:4 2>"$T/prlimit.err"; then
-    echo "note: cannot lower the daemon's limit ($(cat "$T/prlimit.err")): part 4 skipped"
+    echo "SKIP: $CASE: part 4: cannot lower the daemon's limit ($(cat "$T/prlimit.err"))"
     unmount_bfs "$M"
     exit 0
 fi

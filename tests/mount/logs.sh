@@ -123,9 +123,9 @@ ok "-f with log=syslog and no syslog socket: the lines stay on stderr, which say
 
 # ---- syslog, the default in the background --------------------------------------------------
 if [ -e /dev/log ]; then
-    echo "skipped: syslog: /dev/log exists (a syslog daemon holds it; this test does not read its files)"
+    echo "SKIP: $CASE: syslog: /dev/log exists (a syslog daemon holds it; this test does not read its files)"
 elif [ "$(id -u)" != 0 ]; then
-    echo "skipped: syslog: listening on /dev/log needs root"
+    echo "SKIP: $CASE: syslog: listening on /dev/log needs root"
 else
     python3 - "$T/syslog.txt" <<'EOF' &
 import os, socket, sys, time
