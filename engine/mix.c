@@ -217,6 +217,24 @@ static void stratum_fill(const bfs_mix *m, const mix_tab *tb, uint64_t epoch, ui
     }
 }
 
+/* What a call that draws needs: the epoch's table (held) and a fresh draw cache. */
+static int draws_begin(bfs_mix *m, uint64_t epoch, draw_cache **dc, mix_tab *own, mix_tab **tb)
+{
+    if (!(*dc = malloc(sizeof **dc)))
+        return -ENOMEM;
+    memset((*dc)->pass, 0xff, sizeof(*dc)->pass);
+    int rc = tab_get(m, epoch, own, tb);
+    if (rc)
+        free(*dc);
+    return rc;
+}
+
+static void draws_end(bfs_mix *m, draw_cache *dc, mix_tab *tb, mix_tab *own)
+{
+    tab_put(m, tb, own);
+    free(dc);
+}
+
 int bfs_mix_create(const bfs_mix_desc *d, const uint64_t *count, const uint64_t *first,
                    const bfs_pipeline_opts *o, bfs_mix **out, char *err, size_t errlen)
 {
@@ -307,20 +325,14 @@ int bfs_mix_batch_indices(bfs_mix *m, uint64_t epoch, uint64_t k, uint64_t *out,
 {
     if (k >= m->batches)
         return -ERANGE;
-    draw_cache *dc = malloc(sizeof *dc);
-    if (!dc)
-        return -ENOMEM;
-    memset(dc->pass, 0xff, sizeof dc->pass);
+    draw_cache *dc;
     mix_tab own, *tb;
-    int rc = tab_get(m, epoch, &own, &tb);
-    if (rc) {
-        free(dc);
+    int rc = draws_begin(m, epoch, &dc, &own, &tb);
+    if (rc)
         return rc;
-    }
     uint64_t c = stratum_of(m, k), len = stratum_len(m, c);
     stratum_fill(m, tb, epoch, c, 0, len, dc, out, pass);
-    tab_put(m, tb, &own);
-    free(dc);
+    draws_end(m, dc, tb, &own);
     return (int)len;
 }
 
@@ -328,24 +340,18 @@ int bfs_mix_positions(bfs_mix *m, uint64_t epoch, uint64_t first, uint64_t n, ui
 {
     if (first > m->E || n > m->E - first)
         return -ERANGE;
-    draw_cache *dc = malloc(sizeof *dc);
-    if (!dc)
-        return -ENOMEM;
-    memset(dc->pass, 0xff, sizeof dc->pass);
+    draw_cache *dc;
     mix_tab own, *tb;
-    int rc = tab_get(m, epoch, &own, &tb);
-    if (rc) {
-        free(dc);
+    int rc = draws_begin(m, epoch, &dc, &own, &tb);
+    if (rc)
         return rc;
-    }
     for (uint64_t p = first; p < first + n;) {
         uint64_t c = p / m->B, j = p % m->B, len = stratum_len(m, c);
         uint64_t take = len - j < first + n - p ? len - j : first + n - p;
         stratum_fill(m, tb, epoch, c, j, j + take, dc, out + (p - first), NULL);
         p += take;
     }
-    tab_put(m, tb, &own);
-    free(dc);
+    draws_end(m, dc, tb, &own);
     return 0;
 }
 
