@@ -643,6 +643,7 @@ static int link_entry(bfs_claim *c, const char *ent)
         uint64_t ino;
         int r = open_entry(s, &c->key, ent, &other, &ino);
         if (r == 0) {
+            other.state = BFS_STORE_HIT; /* (open_entry filled it: closed as a HIT) */
             bfs_store_claim_close(&other);
             return 0;
         }
