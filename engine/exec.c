@@ -703,7 +703,7 @@ _Static_assert(REMOTE_FAIR > 0 && REMOTE_FAIR < REMOTE_MAX, "remote_choose needs
 
 typedef struct remote_side {
     bfs_remote_url url;
-    int wait_ms, fallback, ttl_ms;
+    int wait_ms, fallback; /* remote_wait_ms= (also each request's TTL), remote_fallback= */
     char canonical[BFS_CANONICAL_MAX];
     bfs_remote *cmd, *sub; /* the remote thread's; NULL: to be connected */
     int wake_fd;           /* eventfd: a job became REMOTE, or stop */
@@ -842,7 +842,7 @@ static int remote_done(bfs_exec *x, bfs_batch *j, int memfd)
         if (rc)
             return -1;
         xlock(x);
-        bfs_bc_free(x->mem, j->data, j->size, room(x)); /* (never touched: no page faulted) */
+        bfs_bc_free(x->mem, j->data, j->size, room(x)); /* (unwritten: the value is in fd) */
         j->data = (uint8_t *)map;
         j->fd = fd;
         xunlock(x);
@@ -871,8 +871,9 @@ static void remote_step(bfs_exec *x, remote_side *rs, bfs_batch *j, double now, 
         j->remote_announced = 0;
         j->remote_polled = now;
         /* memfd mode: the value goes straight into its batch file, through a 1 MiB buffer;
-         * the job's batch-sized buffer is never touched (fresh pages cost a fault and a
-         * zeroing each: a quarter of the mount's CPU per remote batch, measured with perf) */
+         * the job's batch-sized buffer is never written, so a fresh one never costs its
+         * pages (a fault and a zeroing each: a quarter of the mount's CPU per remote batch,
+         * measured with perf) */
         if (memfd && j->remote_fd < 0)
             j->remote_fd = bfs_bc_file_open(x->mem, j->size, &j->remote_sealable);
         rc = j->remote_fd >= 0 ? bfs_remote_fetch_fd(rs->cmd, j->epoch, j->k, j->remote_fd, j->size)
@@ -1111,7 +1112,6 @@ int bfs_exec_set_remote(bfs_exec *x, const bfs_pipeline_opts *o, char *err, size
                         "serve other bytes (docs/scale-out.md, \"Security\")\n");
     rs->wait_ms = o->remote_wait_ms;
     rs->fallback = o->remote_fallback;
-    rs->ttl_ms = o->remote_ttl * 1000;
     rs->workers = -1;
     snprintf(rs->canonical, sizeof rs->canonical, "%s", bfs_engine_canonical(x->e));
     rs->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
