@@ -163,9 +163,10 @@ int bfs_bc_file_seal(bfs_bc_mem *m, int fd, int sealable, uint64_t size, const u
                      int *fd_out);
 
 typedef struct bfs_bc_mem_stats {
-    int buffers;            /* allocated now: given out and pooled */
-    uint64_t buffer_allocs; /* allocated fresh, not taken from the pool */
-    int huge_files;         /* batch files go to huge pages */
+    int buffers;               /* allocated now: given out and pooled */
+    uint64_t buffer_bytes_out; /* bytes of the buffers given out now (not pooled) */
+    uint64_t buffer_allocs;    /* allocated fresh, not taken from the pool */
+    int huge_files;            /* batch files go to huge pages */
 } bfs_bc_mem_stats;
 
 void bfs_bc_mem_get_stats(bfs_bc_mem *m, bfs_bc_mem_stats *st);

@@ -9,6 +9,7 @@
  * thread.
  */
 #include "cache/batchcache.h"
+#include "base/check.h"
 #include "base/io.h"
 
 #include <errno.h>
@@ -41,8 +42,9 @@ struct bfs_bc_mem {
         uint64_t size;
     } pool[BFS_BC_POOL_MAX];
     int npool;
-    int out;  /* buffers given out and not back */
-    int peak; /* the most ever out at once */
+    int out;            /* buffers given out and not back */
+    uint64_t out_bytes; /* their bytes (the executor's jobs in buffers hold exactly these) */
+    int peak;           /* the most ever out at once */
     uint64_t allocs;
     int hugefs;     /* huge-page tmpfs for batch files; -1: not decided; -2: memfds */
     int huge_tried; /* open_hugefs was called (refused when hugefs is still < 0) */
@@ -105,18 +107,23 @@ static void *reaper_main(void *arg)
             }
         }
         remains *d = m->dead;
+        int ndead = m->ndead;
+        uint64_t deadsize = m->deadsize;
         m->dead = NULL;
         m->ndead = 0;
         m->deadsize = 0;
         if (!d)
             break; /* stopping, nothing left */
         pthread_mutex_unlock(&m->lock);
-        while (d) {
+        while (d) { /* (the counts held are those of the list: checked on the way) */
             remains *next = d->next;
+            BFS_ASSERT(ndead > 0 && deadsize >= d->size);
+            ndead--, deadsize -= d->size;
             release_now(d->data, d->size, d->fd);
             free(d);
             d = next;
         }
+        BFS_ASSERT(ndead == 0 && deadsize == 0);
         pthread_mutex_lock(&m->lock);
     }
     pthread_mutex_unlock(&m->lock);
@@ -151,7 +158,9 @@ void bfs_bc_mem_destroy(bfs_bc_mem *m)
         pthread_cond_signal(&m->reap);
         pthread_mutex_unlock(&m->lock);
         pthread_join(m->reaper, NULL);
+        BFS_ASSERT(!m->dead && m->ndead == 0 && m->deadsize == 0);
     }
+    BFS_ASSERT(m->out == 0 && m->out_bytes == 0); /* every buffer came back */
     for (int i = 0; i < m->npool; i++)
         free(m->pool[i].data);
     if (m->hugefs >= 0)
@@ -169,6 +178,7 @@ uint8_t *bfs_bc_alloc(bfs_bc_mem *m, uint64_t size)
             uint8_t *d = m->pool[i].data;
             m->pool[i] = m->pool[--m->npool];
             m->out++;
+            m->out_bytes += size;
             pthread_mutex_unlock(&m->lock);
             return d;
         }
@@ -181,6 +191,7 @@ uint8_t *bfs_bc_alloc(bfs_bc_mem *m, uint64_t size)
         madvise(d, size, MADV_HUGEPAGE);
     pthread_mutex_lock(&m->lock);
     m->allocs++;
+    m->out_bytes += size;
     if (++m->out > m->peak)
         m->peak = m->out;
     pthread_mutex_unlock(&m->lock);
@@ -192,7 +203,9 @@ void bfs_bc_free(bfs_bc_mem *m, uint8_t *buf, uint64_t size, uint64_t room)
     if (!buf)
         return;
     pthread_mutex_lock(&m->lock);
+    BFS_ASSERT(m->out > 0 && m->out_bytes >= size); /* given out, at that size */
     m->out--;
+    m->out_bytes -= size;
     uint64_t pooled = 0;
     for (int i = 0; i < m->npool; i++)
         pooled += m->pool[i].size;
@@ -201,6 +214,7 @@ void bfs_bc_free(bfs_bc_mem *m, uint8_t *buf, uint64_t size, uint64_t room)
     if (keep) {
         m->pool[m->npool].data = buf;
         m->pool[m->npool++].size = size;
+        BFS_ASSERT(m->npool <= BFS_BC_POOL_MAX);
     } else {
         bury(m, buf, size, -1);
     }
@@ -371,6 +385,7 @@ void bfs_bc_mem_get_stats(bfs_bc_mem *m, bfs_bc_mem_stats *st)
 {
     pthread_mutex_lock(&m->lock);
     st->buffers = m->out + m->npool;
+    st->buffer_bytes_out = m->out_bytes;
     st->buffer_allocs = m->allocs;
     st->huge_files = m->hugefs >= 0;
     pthread_mutex_unlock(&m->lock);

@@ -27,10 +27,21 @@
  *    every hit (atime is unreliable under noatime/relatime). Eviction only unlinks.
  *
  * Concurrency: a bfs_store is shared by threads; its fields are immutable after open
- * except `st` and `tmp_seq` (atomics) and `*usage` (atomics, shared between processes).
+ * except `st`, `tmp_seq` and `mine` (atomics) and `*usage` (atomics, shared between
+ * processes).
+ *
+ * A claim's states (bfs_claim.state), and the only moves between them, asserted in debug
+ * and sanitizer builds (base/check.h):
+ *   NONE -> HIT   (claim: a verified entry; holds fd and its mapping, no lock)
+ *        -> MINE  (claim: holds the key's lock file, and a temporary once written)
+ *        -> BUSY  (claim: holds nothing)
+ *   HIT  -> NONE  (claim_close; claim_take hands fd and mapping to the caller)
+ *   MINE -> NONE  (commit, publish, abandon, claim_close: finish_mine releases the key)
+ *   BUSY -> NONE  (claim_close, or wait claims again)
  */
 #include "cache/store.h"
 #include "cache/store_internal.h"
+#include "base/check.h"
 #include "base/err.h"
 #include "base/io.h"
 #include "base/clock.h"
@@ -90,6 +101,7 @@ struct bfs_store {
     uint64_t *usage;        /* shared usage counter (atomics; int64 semantics, clamped at 0) */
     int usage_shared;       /* usage points into the mapping of v2/.usage (else malloc'ed) */
     uint32_t tmp_seq;       /* atomic: named temporaries */
+    int mine;               /* atomic: MINE claims not finished (counted with BFS_CHECKS) */
     counters st;            /* atomic */
     note_limit note_full;   /* "file system full, made room" lines */
     note_limit note_failed; /* "could not save" lines */
@@ -360,6 +372,7 @@ int bfs_store_claim_take(bfs_claim *c, int *fd, const uint8_t **data)
 
 static void count_hit(bfs_store *s, bfs_claim *c)
 {
+    BFS_ASSERT(c->state == BFS_STORE_NONE && c->fd >= 0 && c->data);
     touch_mtime(c->fd); /* last use, for LRU */
     c->state = BFS_STORE_HIT;
     ADD(s->st.hits, 1);
@@ -410,6 +423,7 @@ static int claim_impl(bfs_store *s, bfs_store_key key, bfs_claim *c, int count_b
         if (rc == -ENOENT)
             continue; /* the directory was removed by an eviction meanwhile */
         if (rc == -EAGAIN) {
+            BFS_ASSERT(c->state == BFS_STORE_NONE && c->fd < 0);
             c->state = BFS_STORE_BUSY;
             if (count_busy)
                 ADD(s->st.busy, 1);
@@ -430,6 +444,9 @@ static int claim_impl(bfs_store *s, bfs_store_key key, bfs_claim *c, int count_b
             unlock_remove(s->vfd, lck, lfd, lino);
             return r;
         }
+        BFS_ASSERT(c->state == BFS_STORE_NONE && c->fd < 0 && lfd >= 0);
+        if (BFS_CHECKS)
+            __atomic_fetch_add(&s->mine, 1, __ATOMIC_RELAXED);
         c->state = BFS_STORE_MINE;
         c->priv.lock_fd = lfd;
         c->priv.lock_ino = lino;
@@ -590,6 +607,11 @@ int bfs_store_write(bfs_claim *c, const void *data, size_t len)
 static void finish_mine(bfs_claim *c, int published)
 {
     bfs_store *s = c->priv.store;
+    BFS_ASSERT(c->state == BFS_STORE_MINE && c->priv.lock_fd >= 0 && c->fd < 0);
+    if (BFS_CHECKS) {
+        int left = __atomic_sub_fetch(&s->mine, 1, __ATOMIC_RELAXED);
+        BFS_ASSERT(left >= 0);
+    }
     if (c->priv.tmp_fd >= 0)
         close(c->priv.tmp_fd);
     c->priv.tmp_fd = -1;
@@ -643,6 +665,7 @@ static int link_entry(bfs_claim *c, const char *ent)
         uint64_t ino;
         int r = open_entry(s, &c->key, ent, &other, &ino);
         if (r == 0) {
+            other.state = BFS_STORE_HIT; /* (open_entry filled it: closed as a HIT) */
             bfs_store_claim_close(&other);
             return 0;
         }
@@ -659,6 +682,8 @@ static int link_entry(bfs_claim *c, const char *ent)
 static int commit_impl(bfs_claim *c)
 {
     bfs_store *s = c->priv.store;
+    BFS_ASSERT(c->state == BFS_STORE_MINE && c->priv.lock_fd >= 0);
+    BFS_ASSERT(c->priv.tmp_fd >= 0 || c->priv.written == 0); /* written: in the temporary */
     uint64_t file_size = c->priv.written;
     int rc = c->priv.error;
     if (!rc && s->o.budget_bytes && file_size > s->o.budget_bytes)
@@ -819,6 +844,7 @@ void bfs_store_claim_close(bfs_claim *c)
     if (!c)
         return;
     if (c->state == BFS_STORE_HIT) {
+        BFS_ASSERT(c->fd >= 0 && c->priv.lock_fd < 0);
         if (c->priv.map)
             munmap(c->priv.map, c->priv.map_len);
         if (c->fd >= 0)
@@ -1386,6 +1412,7 @@ void bfs_store_close(bfs_store *s)
 {
     if (!s)
         return;
+    BFS_ASSERT(__atomic_load_n(&s->mine, __ATOMIC_RELAXED) == 0); /* every MINE finished */
     if (s->usage_shared)
         munmap(s->usage, 4096);
     else

@@ -12,11 +12,17 @@
  *   - libbatchfs-gpu (gpu/): the batch file format (safetensors.h) and the output formats
  *     it converts to on the host (augment.h);
  *   - the programs: the .bfs format and the packer (dataset/bfs.h, dataset/pack.h), JPEG
- *     headers (dataset/jpeg.h) for mkbatchfs; the sources (dataset/source.h) for --bench;
- *     the Redis transport (remote/remote.h) for `batchfs worker`.
+ *     headers (dataset/jpeg.h) and the image probes (dataset/image.h) for mkbatchfs and
+ *     --bench; the sources (dataset/source.h) for --bench; the Redis transport
+ *     (remote/remote.h) for `batchfs worker`.
  *
- * What stays the engine's own: the epoch plan (plan.h), the per-sample RNG (rng.h), the
- * decoder (decode.h), the resampler (resize.h, resize_internal.h) and ImageFolder scanning
+ * Not a sealed facade yet: those headers bring their own includes along, so the resampler's
+ * types (resize.h, through augment.h), the packer's records and shards (dataset/record.h,
+ * dataset/shard.h, through pack.h) and the cache's headers (cache/store.h through exec.h,
+ * cache/samplecache.h through engine.h) reach every includer too.
+ *
+ * Not included at all: the epoch plan (plan.h), the per-sample RNG (rng.h), the decoder
+ * (decode.h), the resampler's internals (resize_internal.h) and ImageFolder scanning
  * (dataset/folder.h): the mount reaches them only through bfs_engine and the executor.
  */
 #ifndef BATCHFS_ENGINE_API_H

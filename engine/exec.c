@@ -1,22 +1,41 @@
 /*
- * exec.c — worker pool, single-flight batches, prefetch, finished-batch LRU (see exec.h).
+ * exec.c — the executor (see exec.h): the job table and its worker pool (single-flight
+ * batches), the finished batches it keeps as the in-memory batch cache, prefetch along the
+ * readers' walks, the host-wide store's glue (cache_dir=) and the remote side (remote=).
  *
- * All job state is guarded by x->lock. A job moves PREPARING (its creator writes the
- * header and plans the indices, outside the lock) -> QUEUED/RUNNING (workers claim slots
- * one at a time) -> READY or FAILED. Workers pick the oldest demanded job first, then the
- * oldest prefetched one, so a reader's request is never stuck behind prefetches.
- * Finished jobs with no references stay cached until the byte budget evicts them: first
- * those no active reader will read (LRU among them), then the one whose next read is
- * farthest away (Belady's order over the known readers' positions and strides).
+ * All job state is guarded by x->lock. A job's states, and the only moves between them
+ * (set_state asserts them in debug and sanitizer builds, base/check.h):
+ *
+ *   PREPARING -> READY      found in the host-wide store (store_lookup)
+ *             -> FAILED     its indices could not be planned
+ *             -> REMOTE     asked of the remote workers (remote=)
+ *             -> RUNNING    computed here
+ *   REMOTE    -> READY      fetched from Redis (remote_done)
+ *             -> RUNNING    handed to the local workers (remote_give_up)
+ *   RUNNING   -> READY      its last slot finished (finish_slot)
+ *             -> SEALING    the same in memfd mode: its bytes go into a sealed file first
+ *             -> FAILED     a slot failed (bad_sample=fail, a resource)
+ *   SEALING   -> READY      (to_memfd done, by the worker that finished it)
+ *   READY, FAILED: final; the job leaves the table only by eviction (or acquire drops a
+ *   FAILED one whose error was a resource's, to compute it again).
+ *
+ * PREPARING is written by its creator outside the lock (the header, the indices, the
+ * store), REMOTE by the remote thread, RUNNING by the workers, each claiming a few slots
+ * at a time (bfs_engine_claim_slots). Workers pick the oldest demanded job first, then the
+ * oldest prefetched one, so a reader's request is never stuck behind prefetches. A job is
+ * freed only with no reference left (refs: callers' batches, a worker or the remote thread
+ * working on it unlocked).
  *
  * Readers (x->readers, guarded by x->lock) are a fixed table of BFS_EXEC_MAX_READERS.
  * The finished jobs are the in-memory batch cache: which to evict is cache/batchcache.h's
- * policy, fed the reader table; their memory (buffers and their pool, batch files, the
- * reaper that releases them) is cache/batchcache.h's bfs_bc_mem, under a leaf lock of its
- * own taken inside x->lock.
+ * policy, fed the reader table (over the budget the batch read farthest ahead goes, least
+ * recently used among equals; batches no reader will read are kept to passed_max); their
+ * memory (buffers and their pool, batch files, the reaper that releases them) is
+ * cache/batchcache.h's bfs_bc_mem, under a leaf lock of its own taken inside x->lock.
  */
 #include "engine/exec.h"
 #include "cache/batchcache.h"
+#include "base/check.h"
 #include "base/err.h"
 
 #include <errno.h>
@@ -42,6 +61,17 @@
  * to the local workers (RUNNING) when none came in time. SEALING: computed, its bytes
  * being moved into a sealed memory file (memfd mode). */
 enum { JOB_PREPARING, JOB_REMOTE, JOB_RUNNING, JOB_SEALING, JOB_READY, JOB_FAILED };
+
+/* The moves the state machine above allows: LEGAL[from] has bit `to` set. */
+#define TO(st) (1u << (st))
+static const unsigned LEGAL[] = {
+    [JOB_PREPARING] = TO(JOB_READY) | TO(JOB_FAILED) | TO(JOB_REMOTE) | TO(JOB_RUNNING),
+    [JOB_REMOTE] = TO(JOB_READY) | TO(JOB_RUNNING),
+    [JOB_RUNNING] = TO(JOB_READY) | TO(JOB_SEALING) | TO(JOB_FAILED),
+    [JOB_SEALING] = TO(JOB_READY),
+    [JOB_READY] = 0,
+    [JOB_FAILED] = 0,
+};
 
 #define MAX_FAILED   1024                  /* failed batches remembered (their error only) */
 #define PASSED_FIRST ((uint64_t)256 << 20) /* the adaptive passed-batch bound's start */
@@ -181,6 +211,15 @@ static void xwait(bfs_exec *x, pthread_cond_t *c)
     OWN(x);
 }
 
+/* Job j moves to state `to`: only along the state machine at the top of this file. Locked. */
+static void set_state(bfs_exec *x, bfs_batch *j, int to)
+{
+    LOCKED(x);
+    BFS_ASSERT(j->state >= JOB_PREPARING && j->state <= JOB_FAILED);
+    BFS_ASSERT(LEGAL[j->state] & TO(to));
+    j->state = to;
+}
+
 static bfs_batch *find(bfs_exec *x, uint64_t epoch, uint64_t k)
 {
     for (bfs_batch *b = x->jobs; b; b = b->next_job)
@@ -204,6 +243,7 @@ static void free_job(bfs_exec *x, bfs_batch *j);
 static void unref(bfs_exec *x, bfs_batch *j)
 {
     LOCKED(x);
+    BFS_ASSERT(j->refs > 0);
     if (--j->refs == 0 && j->detached)
         free_job(x, j);
 }
@@ -221,6 +261,7 @@ static uint64_t room(const bfs_exec *x)
 static void free_job(bfs_exec *x, bfs_batch *j)
 {
     LOCKED(x);
+    BFS_ASSERT(j->refs == 0);
     if (j->fd >= 0)
         bfs_bc_release(x->mem, j->data, j->size, j->fd);
     else
@@ -351,6 +392,7 @@ static uint64_t evict_for(bfs_exec *x, uint64_t need)
                 passed_evicted(x, victim->epoch, victim->k);
             } else
                 x->st.evicted_ahead++;
+            BFS_ASSERT(x->st.cached_bytes >= victim->size); /* (held: the sum offered) */
             x->st.cached_bytes -= victim->size;
         }
         free_job(x, victim);
@@ -461,13 +503,13 @@ static int finish_slot(bfs_exec *x, bfs_batch *j)
     if (j->active || (j->done < j->len && !j->rc))
         return 0;
     if (j->rc) {
-        j->state = JOB_FAILED;
+        set_state(x, j, JOB_FAILED);
         x->st.failed++;
         bfs_bc_free(x->mem, j->data, j->size, room(x)); /* a failed batch keeps only its error */
         j->data = NULL;
     } else {
         x->st.computed++;
-        j->state = x->memfd ? JOB_SEALING : JOB_READY;
+        set_state(x, j, x->memfd ? JOB_SEALING : JOB_READY);
     }
     if (j->state != JOB_SEALING)
         pthread_cond_broadcast(&x->ready);
@@ -493,6 +535,7 @@ static void to_memfd(bfs_exec *x, bfs_batch *j, const uint8_t *src)
     if (slot)
         rc = bfs_bc_to_file(x->mem, src, j->size, &map, &fd);
     xlock(x);
+    BFS_ASSERT(x->files_making >= (uint64_t)(slot != 0));
     x->files_making -= slot != 0;
     if (slot && rc)
         x->st.files_refused++;
@@ -610,7 +653,7 @@ static void *worker_main(void *arg)
             xunlock(x);
             to_memfd(x, j, j->data);
             xlock(x);
-            j->state = JOB_READY;
+            set_state(x, j, JOB_READY);
             pthread_cond_broadcast(&x->ready);
         }
         bfs_claim *claim = NULL;
@@ -660,7 +703,7 @@ _Static_assert(REMOTE_FAIR > 0 && REMOTE_FAIR < REMOTE_MAX, "remote_choose needs
 
 typedef struct remote_side {
     bfs_remote_url url;
-    int wait_ms, fallback, ttl_ms;
+    int wait_ms, fallback; /* remote_wait_ms= (also each request's TTL), remote_fallback= */
     char canonical[BFS_CANONICAL_MAX];
     bfs_remote *cmd, *sub; /* the remote thread's; NULL: to be connected */
     int wake_fd;           /* eventfd: a job became REMOTE, or stop */
@@ -767,7 +810,7 @@ static void remote_give_up(bfs_exec *x, bfs_batch *j)
 {
     LOCKED(x);
     remote_file_close(j);
-    j->state = JOB_RUNNING;
+    set_state(x, j, JOB_RUNNING);
     x->st.remote_fallbacks++;
     pthread_cond_broadcast(&x->work);
 }
@@ -799,7 +842,7 @@ static int remote_done(bfs_exec *x, bfs_batch *j, int memfd)
         if (rc)
             return -1;
         xlock(x);
-        bfs_bc_free(x->mem, j->data, j->size, room(x)); /* (never touched: no page faulted) */
+        bfs_bc_free(x->mem, j->data, j->size, room(x)); /* (unwritten: the value is in fd) */
         j->data = (uint8_t *)map;
         j->fd = fd;
         xunlock(x);
@@ -807,7 +850,7 @@ static int remote_done(bfs_exec *x, bfs_batch *j, int memfd)
         to_memfd(x, j, j->data);
     }
     xlock(x);
-    j->state = JOB_READY;
+    set_state(x, j, JOB_READY);
     x->st.remote_hits++;
     x->st.remote_wait_ns += (uint64_t)((bfs_mono_s() - j->remote_t0) * 1e9);
     remote_settle(x, j);
@@ -828,8 +871,9 @@ static void remote_step(bfs_exec *x, remote_side *rs, bfs_batch *j, double now, 
         j->remote_announced = 0;
         j->remote_polled = now;
         /* memfd mode: the value goes straight into its batch file, through a 1 MiB buffer;
-         * the job's batch-sized buffer is never touched (fresh pages cost a fault and a
-         * zeroing each: a quarter of the mount's CPU per remote batch, measured with perf) */
+         * the job's batch-sized buffer is never written, so a fresh one never costs its
+         * pages (a fault and a zeroing each: a quarter of the mount's CPU per remote batch,
+         * measured with perf) */
         if (memfd && j->remote_fd < 0)
             j->remote_fd = bfs_bc_file_open(x->mem, j->size, &j->remote_sealable);
         rc = j->remote_fd >= 0 ? bfs_remote_fetch_fd(rs->cmd, j->epoch, j->k, j->remote_fd, j->size)
@@ -1068,7 +1112,6 @@ int bfs_exec_set_remote(bfs_exec *x, const bfs_pipeline_opts *o, char *err, size
                         "serve other bytes (docs/scale-out.md, \"Security\")\n");
     rs->wait_ms = o->remote_wait_ms;
     rs->fallback = o->remote_fallback;
-    rs->ttl_ms = o->remote_ttl * 1000;
     rs->workers = -1;
     snprintf(rs->canonical, sizeof rs->canonical, "%s", bfs_engine_canonical(x->e));
     rs->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -1105,6 +1148,29 @@ int bfs_exec_set_remote(bfs_exec *x, const bfs_pipeline_opts *o, char *err, size
     if (conn)
         return bfs_errf(conn, err, errlen, "%s", why);
     return 0;
+}
+
+/* The job table's consistency, walked at destroy (debug and sanitizer builds): states in
+ * range, no reference left, a batch file only for a READY job and a REMOTE one's file only
+ * while it is REMOTE, no bytes held by a FAILED job, and the batch buffers the jobs hold,
+ * byte for byte, those that the cache's memory counts as given out. Locked. */
+static void check_jobs(bfs_exec *x)
+{
+    LOCKED(x);
+    uint64_t in_buffers = 0;
+    for (const bfs_batch *j = x->jobs; j; j = j->next_job) {
+        BFS_ASSERT(j->state >= JOB_PREPARING && j->state <= JOB_FAILED);
+        BFS_ASSERT(j->refs == 0);
+        BFS_ASSERT(j->fd < 0 || j->state == JOB_READY);
+        BFS_ASSERT(j->remote_fd < 0 || j->state == JOB_REMOTE);
+        BFS_ASSERT(j->state != JOB_FAILED || !j->data);
+        BFS_ASSERT(j->done <= j->len && j->next <= j->len);
+        if (j->fd < 0 && j->data)
+            in_buffers += j->size;
+    }
+    bfs_bc_mem_stats ms;
+    bfs_bc_mem_get_stats(x->mem, &ms);
+    BFS_ASSERT(ms.buffer_bytes_out == in_buffers);
 }
 
 /* Stop the remote thread and close its connections (destroy). */
@@ -1191,6 +1257,8 @@ void bfs_exec_destroy(bfs_exec *x)
         bfs_engine_worker_destroy(x->workers[i]);
     remote_stop(x);
     xlock(x);
+    if (BFS_CHECKS && x->mem)
+        check_jobs(x);
     while (x->jobs) { /* (none without x->mem) */
         bfs_batch *j = x->jobs;
         x->jobs = j->next_job;
@@ -1251,6 +1319,7 @@ static int store_lookup(bfs_exec *x, bfs_batch *j, int demand, int memfd)
             /* the entry file is exactly the batch: it backs the batch file itself, no
              * copy (it is never written in place: publication makes a new inode) */
             xlock(x);
+            BFS_ASSERT(x->files_making > 0);
             x->files_making--;
             bfs_bc_free(x->mem, j->data, j->size, room(x));
             j->data = (uint8_t *)map;
@@ -1260,6 +1329,7 @@ static int store_lookup(bfs_exec *x, bfs_batch *j, int demand, int memfd)
         }
         if (slot) {
             xlock(x);
+            BFS_ASSERT(x->files_making > 0);
             x->files_making--;
             xunlock(x);
         }
@@ -1437,7 +1507,7 @@ static bfs_batch *acquire(bfs_exec *x, uint64_t epoch, uint64_t k, int demand, i
     int hit = n >= 0 && x->store && store_lookup(x, j, demand, memfd);
     xlock(x);
     if (hit) {
-        j->state = JOB_READY;
+        set_state(x, j, JOB_READY);
         x->st.store_hits++;
         pthread_cond_broadcast(&x->ready);
     } else if (n < 0) {
@@ -1446,17 +1516,17 @@ static bfs_batch *acquire(bfs_exec *x, uint64_t epoch, uint64_t k, int demand, i
         j->rc = n;
         snprintf(j->err, sizeof j->err, "planning epoch %llu batch %llu: %s",
                  (unsigned long long)epoch, (unsigned long long)k, bfs_strerror(n));
-        j->state = JOB_FAILED;
+        set_state(x, j, JOB_FAILED);
         pthread_cond_broadcast(&x->ready);
     } else if (x->remote && (x->remote->workers != 0 || x->remote->fallback == BFS_REMOTE_WAIT)) {
         /* asked of the remote workers first (no worker alive: computed here at once) */
-        j->state = JOB_REMOTE;
+        set_state(x, j, JOB_REMOTE);
         j->remote_t0 = bfs_mono_s();
         j->remote_deadline = j->remote_t0 + x->remote->wait_ms / 1e3;
         x->st.remote_requested++;
         remote_wake(x->remote);
     } else {
-        j->state = JOB_RUNNING;
+        set_state(x, j, JOB_RUNNING);
         pthread_cond_broadcast(&x->work);
     }
     return j;

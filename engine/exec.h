@@ -1,12 +1,14 @@
 /*
  * exec.h — the executor: a worker pool that computes batches, one sample per unit of work
  * (every worker cooperates on the oldest wanted batch, so one batch finishes fast: low
- * latency for random access), single-flight per (epoch, batch), prefetch, and a small
- * byte-budgeted LRU of finished batches.
+ * latency for random access), single-flight per (epoch, batch), prefetch along each
+ * reader's walk, and a byte-budgeted cache of finished batches (evicted by the readers'
+ * walks: cache/batchcache.h), shared with other daemons through the host-wide store
+ * (cache_dir=) and with `batchfs worker`s through Redis (remote=).
  *
- * Neighbours: fs/ (read requests and per-reader prefetch) and `batchfs --bench` call it;
- * the autotuner (later) changes the thread count and prefetch depth through it. It owns
- * no policy about *what* to prefetch: callers say.
+ * Neighbours: fs/ (read requests and the readers they follow) and `batchfs --bench` call
+ * it; the autotuner (tuner.h) changes the thread count, the prefetch depths and the cache
+ * budget through it.
  *
  * Batches are reference-counted: bfs_exec_get returns one reference; the data stays valid
  * and unchanged until bfs_batch_release. Every function is thread-safe.
@@ -106,14 +108,15 @@ void bfs_exec_set_store(bfs_exec *x, bfs_store *s);
 
 /*
  * bfs_exec_set_remote - ask `batchfs worker`s for batches through Redis (o->remote, with
- * remote_wait_ms, remote_fallback, remote_ttl; docs/scale-out.md), before the first batch:
- * a batch that is neither cached nor in cache_dir is queued for the workers and served
- * from Redis once one stored it (checked against its header and checksum), and computed
- * here when no worker is alive, Redis fails, or remote_wait_ms passes (remote_fallback=
- * local; wait: asked again and waited for). Batches are asked for in the order readers
- * need them: those a reader waits for first, then prefetches nearest their reader's
- * position; a few turns of each round go to those waiting longest, so every batch is
- * asked for however many wait. Starts a thread with two Redis connections.
+ * remote_wait_ms, remote_fallback, remote_key; remote_ttl is the workers' own: how long
+ * they keep a value; docs/scale-out.md), before the first batch: a batch that is neither
+ * cached nor in cache_dir is queued for the workers and served from Redis once one stored
+ * it (checked against its header and its checksum, or with remote_key its authentication
+ * tag), and computed here when no worker is alive, Redis fails, or remote_wait_ms passes
+ * (remote_fallback=local; wait: asked again and waited for). Batches are asked for in the
+ * order readers need them: those a reader waits for first, then prefetches nearest their
+ * reader's position; a few turns of each round go to those waiting longest, so every batch
+ * is asked for however many wait. Starts a thread with two Redis connections.
  * Returns 0; or, when Redis cannot be reached now, its error with a message, the remote
  * side installed anyway (it connects again every second; batches are computed here
  * meanwhile, or waited for with remote_fallback=wait); -ENOMEM, -EINVAL (URL), -EAGAIN.

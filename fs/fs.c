@@ -49,6 +49,7 @@
 #include "fs/device.h"
 #include "fs/names.h"
 #include "fs/log.h"
+#include "base/check.h"
 #include "base/err.h"
 #include "engine/api.h"
 #include "base/clock.h"
@@ -179,7 +180,11 @@ static fsstate *state(fuse_req_t req)
 /* The tree's shape, for the name and inode functions of fs/names.h. */
 static fsn_tree tree_of(const fsstate *fs)
 {
-    return (fsn_tree){.epochs = fs->epochs, .batches = fs->batches, .next = fs->claims != NULL};
+    fsn_tree t = {.epochs = fs->epochs, .batches = fs->batches, .next = fs->claims != NULL};
+    /* every inode number fits: epochs= is at most 1e6, and no dataset has the ~1.8e13
+     * batches per epoch that would overflow them then */
+    BFS_ASSERT(fsn_tree_valid(&t));
+    return t;
 }
 
 static int classify(const fsstate *fs, fuse_ino_t ino, uint64_t *epoch, uint64_t *k)

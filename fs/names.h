@@ -57,7 +57,9 @@ typedef struct fsn_entry {
 uint64_t fsn_max_batches(uint32_t epochs);
 
 /* fsn_tree_valid - is t inside the domain above (1 <= epochs <= FSN_MAX_EPOCHS,
- * batches <= fsn_max_batches(epochs))? */
+ * batches <= fsn_max_batches(epochs))? Public for its two users: fs.c asserts it of the
+ * mount's tree in debug and sanitizer builds (base/check.h; the release build never calls
+ * it), and the fuzzer checks the domain's edges with it. */
 int fsn_tree_valid(const fsn_tree *t);
 
 /*

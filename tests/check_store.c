@@ -15,6 +15,7 @@
  */
 #include "cache/store.h"
 #include "cache/store_internal.h"
+#include "base/io.h"
 #include "tests/testutil.h"
 
 #include <check.h>
@@ -1011,6 +1012,7 @@ START_TEST(two_mine_in_process)
     bfs_store *s1 = open_store(0, (_i & 1)), *s2 = open_store(0, (_i & 1));
     size_t len = 70000;
     uint8_t *a = payload(21, len), *b = payload(22, len);
+    int fds = bfs_fd_count();
     for (int order = 0; order < 2; order++) {
         bfs_store_key k = key3(0xab, 0, (uint64_t)order);
         char lock[512], p[512];
@@ -1033,6 +1035,8 @@ START_TEST(two_mine_in_process)
         ck_assert(!memcmp(h.data, a, len) || !memcmp(h.data, b, len));
         bfs_store_claim_close(&h);
         ck_assert(!exists(lock));
+        /* the second commit, finding the first one's entry, keeps it and leaks nothing */
+        ck_assert_int_eq(bfs_fd_count(), fds);
     }
     struct tree_count t = count_tree();
     ck_assert_int_eq(t.entries, 2);
