@@ -85,10 +85,11 @@ start_worker() { # HOST NAME [OPTIONS]: a worker in namespace bfsHOST.ID
     done
     fail "worker $name did not start: $(cat "$T/$name.log")"
 }
-wait_held() { # CONSUMER: wait (10 s at most) until it holds a job unacknowledged; print how many
-    python3 - "$PORT" "$FP" "$1" <<'EOF'
+wait_held() { # CONSUMER [SECONDS]: wait (10 s at most) until it holds a job unacknowledged;
+    # print how many
+    python3 - "$PORT" "$FP" "$1" "${2:-10}" <<'EOF'
 import socket, sys, time
-port, fp, who = sys.argv[1:]
+port, fp, who, secs = sys.argv[1:]
 s = socket.create_connection(("127.0.0.1", int(port)))
 f = s.makefile("rb")
 a = ["XPENDING", "bfs:{%s}:jobs" % fp, "workers", "-", "+", "100", who]
@@ -104,12 +105,14 @@ def skip():  # read one reply, return its array length (or 0)
         n = int(l[1:])
         if n >= 0: f.read(n + 2)
     return 0
-end = time.time() + 10
-while time.time() < end:
+end = time.time() + float(secs)
+while True:
     s.sendall(req)
     n = skip()
     if n:
         print(n); sys.exit(0)
+    if time.time() >= end:
+        break
     time.sleep(0.002)
 print(0)
 EOF
@@ -129,18 +132,27 @@ FP=$(sed -n 's/^fingerprint = //p' "$T/ref/pipeline")
 start_worker 1 w1 ",remote_claim_ms=1500"
 W1=$W_PID
 mount_bfs "$T/d.bfs" m1 -o "$OPTS,remote=redis://127.0.0.1:$PORT,remote_wait_ms=60000,prefetch=6"
+# the mount must see w1 alive before the reader starts, or it computes the batches itself
+for _ in $(seq 200); do
+    [ "$(stat_of "$T/m1" "d['remote']['workers']")" -ge 1 ] && break
+    sleep 0.05
+done
+[ "$(stat_of "$T/m1" "d['remote']['workers']")" -ge 1 ] || fail "m1 never saw w1 alive"
 # a reader of epoch 0, a `cat` a batch: the mount asks for batch 0, and from the reader's
 # second batch on for the next ones too (prefetch=6): w1 holds jobs for a while
 (for k in 0 1 2 3; do cat "$T/m1/epoch/0/batch_$k" >/dev/null || exit 1; done) &
 first=$!
 # w1 is frozen (SIGSTOP) while it holds a job, then killed: a job it finishes between the
 # look and the kill would leave w2 nothing to take over (seen once under UBSan, as a
-# reader's first batch alone is asked for until its walk is known)
+# reader's first batch alone is asked for until its walk is known). Frozen, w1 can take
+# nothing more, so one look tells (a 10 s look at a frozen w1 that had just finished its
+# job let its heartbeat age out: the mount counted no worker and computed the other 3
+# batches itself, and w1 never held a job again; ASan CI of 3067593)
 held=0
 for try in $(seq 20); do
     [ "$(wait_held w1)" -ge 1 ] || break
     kill -STOP "$W1"
-    held=$(wait_held w1)
+    held=$(wait_held w1 0)
     [ "$held" -ge 1 ] && break
     kill -CONT "$W1"
 done
