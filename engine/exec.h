@@ -142,14 +142,6 @@ void bfs_exec_set_memfd(bfs_exec *x, int on, int huge);
 /* With a store (bfs_exec_set_store), a batch found in it is not copied: when the entry
  * file holds exactly the batch (bfs_claim.exact), that verified file is the batch's file. */
 
-/*
- * bfs_exec_open_store - open the store o->cache_dir names ("" : none, *out = NULL; "auto":
- * the per-user default directory under /dev/shm, created if needed) with the budget
- * cache_dir_mb, for bfs_exec_set_store. Returns 0 or an error with a message naming the
- * directory in err. The caller closes *out (bfs_store_close) after bfs_exec_destroy.
- */
-int bfs_exec_open_store(const bfs_pipeline_opts *o, bfs_store **out, char *err, size_t errlen);
-
 /* bfs_exec_destroy - stop the workers (finishing the samples they hold) and free
  * everything. All batches must have been released. Accepts NULL. */
 void bfs_exec_destroy(bfs_exec *x);

@@ -98,17 +98,6 @@ struct pt_open_out { /* struct fuse_open_out with the 6.9 field names */
 
 #define TIMEOUT 86400.0 /* batch files never change */
 
-/* Claims of epoch/N/next a mount takes ahead of its opens, per epoch (claim_batch). */
-#define AHEAD_MAX 16
-
-typedef struct ahead {
-    struct ahead *next;
-    uint64_t epoch;
-    int n;                        /* claims held, oldest first */
-    int exhausted;                /* the group had none left at the last take: take no more */
-    bfs_group_claim c[AHEAD_MAX]; /* each prefetched when taken */
-} ahead;
-
 /* The backing file registered for an open batch (passthrough). */
 typedef struct backing {
     struct backing *next;
@@ -119,24 +108,16 @@ typedef struct backing {
 
 typedef struct fsstate {
     const bfs_mount_args *args;
-    bfs_engine *e;
-    bfs_exec *x;
-    bfs_store *store;   /* cache_dir=, or NULL */
-    bfs_tuner *tuner;   /* the autotuner (always runs: fixed values are kept) */
-    bfs_claims *claims; /* group=: the group's claim counters, or NULL (no epoch/N/next) */
-    int cpu_budget;
-    uint64_t ram_bytes;
+    bfs_service *svc; /* the engine, executor, store, claims and autotuner behind the mount */
     struct fuse_session *se;
-    uint64_t batches, batch_bytes;
+    uint64_t batches;
     uint32_t epochs;
+    int group; /* group=: epoch/N/next exists */
     struct timespec mtime;
     uid_t uid;
     gid_t gid;
-    char *pipeline; /* /pipeline text */
+    const char *pipeline; /* /pipeline text (the service's) */
     size_t pipeline_len;
-    double start;
-    int prefetch;
-    uint64_t cache_bytes;
     pthread_mutex_t lock;        /* guards open_files and backings */
     struct openfile *open_files; /* released at exit if the kernel never sends RELEASE */
     backing *backings;           /* passthrough: batches open now, with their backing id */
@@ -146,11 +127,8 @@ typedef struct fsstate {
     atomic_int pt_active;        /* passthrough in use (cleared if BACKING_OPEN is refused) */
     _Atomic uint64_t pt_opens;   /* batch files opened in passthrough mode */
     _Atomic uint64_t reads, bytes_served, read_errors, interrupted;
-    _Atomic uint64_t served;         /* batches handed to readers (first read of an open file) */
-    _Atomic uint64_t claims_served;  /* opens of epoch/N/next that served a batch */
-    _Atomic uint64_t claims_refused; /* opens of epoch/N/next refused with ENODATA */
-    pthread_mutex_t ahead_lock;      /* guards aheads */
-    ahead *aheads;                   /* claims taken ahead, per epoch */
+    _Atomic uint64_t served;        /* batches handed to readers (first read of an open file) */
+    _Atomic uint64_t claims_served; /* opens of epoch/N/next that served a batch */
     _Atomic uint64_t opened, opened_bytes; /* batch files opened, and their sizes */
     atomic_int readahead_done;             /* raise_readahead ran */
     pthread_t loop_thread;                 /* the thread in the FUSE session loop */
@@ -180,7 +158,7 @@ static fsstate *state(fuse_req_t req)
 /* The tree's shape, for the name and inode functions of fs/names.h. */
 static fsn_tree tree_of(const fsstate *fs)
 {
-    fsn_tree t = {.epochs = fs->epochs, .batches = fs->batches, .next = fs->claims != NULL};
+    fsn_tree t = {.epochs = fs->epochs, .batches = fs->batches, .next = fs->group};
     /* every inode number fits: epochs= is at most 1e6, and no dataset has the ~1.8e13
      * batches per epoch that would overflow them then */
     BFS_ASSERT(fsn_tree_valid(&t));
@@ -227,7 +205,7 @@ static int fill_attr(fsstate *fs, fuse_ino_t ino, struct stat *st)
     case FSN_BATCH:
         st->st_mode = S_IFREG | 0444;
         st->st_nlink = 1;
-        st->st_size = (off_t)bfs_engine_batch_bytes(fs->e, epoch, k);
+        st->st_size = (off_t)bfs_service_batch_bytes(fs->svc, epoch, k);
         break;
     default:
         return -ENOENT;
@@ -331,215 +309,26 @@ static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     free(buf);
 }
 
-/* ---- /pipeline and /stats ---------------------------------------------------------- */
+/* ---- /stats ------------------------------------------------------------------------ */
 
-static int make_pipeline_text(fsstate *fs)
+/* The /stats document now (the service's writer, with this mount's counters), into of. */
+static void stats_text(fsstate *fs, openfile *of)
 {
-    const char *canon = bfs_engine_canonical(fs->e);
-    size_t cap = strlen(canon) + strlen(bfs_engine_source_path(fs->e)) + 4096;
-    fs->pipeline = malloc(cap);
-    if (!fs->pipeline)
-        return -ENOMEM;
-    int n = snprintf(fs->pipeline, cap,
-                     "# batchfs %s pipeline; data-changing options in canonical form\n%s"
-                     "# listing\nepochs = %u\n# identity\nsource = %s\nfingerprint = %016llx\n",
-                     BATCHFS_VERSION, canon, fs->epochs, bfs_engine_source_path(fs->e),
-                     (unsigned long long)bfs_engine_fingerprint(fs->e));
-    fs->pipeline_len = n > 0 && (size_t)n < cap ? (size_t)n : 0;
-    return 0;
-}
-
-/* A growing text buffer for /stats. */
-typedef struct text {
-    char *s;
-    size_t len, cap;
-} text;
-
-static void tprintf(text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void tprintf(text *t, const char *fmt, ...)
-{
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        int n = t->s ? vsnprintf(t->s + t->len, t->cap - t->len, fmt, ap) : -1;
-        va_end(ap);
-        if (n >= 0 && t->len + (size_t)n < t->cap) {
-            t->len += (size_t)n;
-            return;
-        }
-        size_t cap = t->cap ? t->cap * 2 : 4096;
-        char *s = realloc(t->s, cap);
-        if (!s)
-            return;
-        t->s = s, t->cap = cap;
-    }
-}
-
-/* A reader key (pid) is alive while its process exists (EPERM: another user's). */
-static int pid_alive(uint64_t key)
-{
-    return key <= INT32_MAX && (kill((pid_t)key, 0) == 0 || errno == EPERM);
-}
-
-static void make_stats(fsstate *fs, text *t)
-{
-    bfs_exec_stats st;
-    bfs_exec_get_stats(fs->x, &st);
-    double up = bfs_mono_s() - fs->start;
-    double n = st.stages.samples ? (double)st.stages.samples : 1;
-    tprintf(t, "{\n  \"version\": \"%s\",\n  \"fingerprint\": \"%016llx\",\n", BATCHFS_VERSION,
-            (unsigned long long)bfs_engine_fingerprint(fs->e));
-    tprintf(t, "  \"uptime_s\": %.1f,\n  \"threads\": %d,\n", up, st.threads);
-    tprintf(t, "  \"images\": %llu,\n  \"images_per_s\": %.1f,\n",
-            (unsigned long long)st.stages.samples, up > 0 ? st.stages.samples / up : 0.0);
-    tprintf(t,
-            "  \"stage_us_per_image\": {\"read\": %.1f, \"decode\": %.1f, \"resize\": %.1f, "
-            "\"encode\": %.1f},\n",
-            st.stages.read_ns / n / 1e3, st.stages.decode_ns / n / 1e3,
-            st.stages.resize_ns / n / 1e3, st.stages.encode_ns / n / 1e3);
-    tprintf(t,
-            "  \"decodes\": {\"cropped\": %llu, \"full\": %llu, \"scaled\": %llu, \"raw\": "
-            "%llu, \"windowed\": %llu},\n  \"bad_samples\": %llu,\n  \"texts_cut\": %llu,\n",
-            (unsigned long long)st.stages.decode_cropped, (unsigned long long)st.stages.decode_full,
-            (unsigned long long)st.stages.decode_scaled, (unsigned long long)st.stages.decode_raw,
-            (unsigned long long)st.stages.decode_windowed,
-            (unsigned long long)st.stages.bad_samples, (unsigned long long)st.stages.texts_cut);
-    bfs_bad_sample bad[BFS_ENGINE_RECENT_BAD];
-    int nbad = bfs_engine_recent_bad(fs->e, bad, BFS_ENGINE_RECENT_BAD);
-    tprintf(t, "  \"recent_bad_samples\": [");
-    for (int i = 0; i < nbad; i++) {
-        char name[sizeof bad[i].name * 6], reason[sizeof bad[i].reason * 6];
-        bfs_json_escape(name, sizeof name, bad[i].name);
-        bfs_json_escape(reason, sizeof reason, bad[i].reason);
-        tprintf(t, "%s{\"index\": %llu, \"name\": \"%s\", \"reason\": \"%s\"}", i ? ", " : "",
-                (unsigned long long)bad[i].index, name, reason);
-    }
-    tprintf(t, "],\n");
-    if (bfs_engine_mix_count(fs->e)) { /* a mixture: samples drawn per source */
-        tprintf(t, "  \"sources\": [");
-        uint64_t count, drawn;
-        const char *path;
-        for (uint32_t k = 0; (path = bfs_engine_mix_source(fs->e, k, &count, &drawn)); k++) {
-            char esc[PATH_MAX * 6 + 1];
-            bfs_json_escape(esc, sizeof esc, path);
-            tprintf(t, "%s{\"path\": \"%s\", \"samples\": %llu, \"drawn\": %llu}", k ? ", " : "",
-                    esc, (unsigned long long)count, (unsigned long long)drawn);
-        }
-        tprintf(t, "],\n");
-    }
-    tprintf(t,
-            "  \"batches\": {\"served\": %llu, \"computed\": %llu, \"failed\": %llu, "
-            "\"in_flight\": %u, \"prefetched\": %llu, \"opened\": %llu, \"opened_bytes\": %llu},\n",
-            (unsigned long long)atomic_load(&fs->served), (unsigned long long)st.computed,
-            (unsigned long long)st.failed, st.in_flight, (unsigned long long)st.prefetched,
-            (unsigned long long)atomic_load(&fs->opened),
-            (unsigned long long)atomic_load(&fs->opened_bytes));
-    tprintf(t,
-            "  \"cache\": {\"hits\": %llu, \"joins\": %llu, \"misses\": %llu, \"evictions\": "
-            "%llu, \"evicted_passed\": %llu, \"evicted_ahead\": %llu, \"bytes\": %llu, "
-            "\"budget_bytes\": %llu, \"passed_budget_bytes\": %llu, \"passed_regrets\": %llu, "
-            "\"buffers\": %d, \"buffer_allocs\": %llu, \"files\": %llu, \"file_budget\": %llu, "
-            "\"files_refused\": %llu, \"fd_limit\": %llu},\n",
-            (unsigned long long)st.hits, (unsigned long long)st.joins,
-            (unsigned long long)st.misses, (unsigned long long)st.evictions,
-            (unsigned long long)st.evicted_passed, (unsigned long long)st.evicted_ahead,
-            (unsigned long long)st.cached_bytes, (unsigned long long)st.cache_budget,
-            (unsigned long long)st.passed_budget, (unsigned long long)st.passed_regrets, st.buffers,
-            (unsigned long long)st.buffer_allocs, (unsigned long long)st.files,
-            (unsigned long long)st.file_budget, (unsigned long long)st.files_refused,
-            (unsigned long long)st.fd_limit);
-    bfs_samplecache_stats sc;
-    bfs_engine_sample_cache_stats(fs->e, &sc);
-    if (sc.budget_bytes) {
-        char scj[512];
-        bfs_samplecache_stats_json(&sc, scj, sizeof scj);
-        tprintf(t, "  \"sample_cache\": %s,\n", scj);
-    }
-    if (fs->tuner) {
-        char tj[16384];
-        bfs_tuner_json(fs->tuner, tj, sizeof tj);
-        tprintf(t, "  \"autotune\": %s,\n", tj);
-    }
-    if (fs->store) {
-        bfs_store_stats ss;
-        bfs_store_get_stats(fs->store, &ss);
-        tprintf(t,
-                "  \"cache_dir\": {\"served\": %llu, \"published\": %llu, \"hits\": %llu, "
-                "\"misses\": %llu, \"busy\": %llu, \"corrupt\": %llu, \"evictions\": %llu, "
-                "\"zero_copy\": %llu, \"unpublished_substituted\": %llu, \"save_errors\": %llu, "
-                "\"no_space\": %llu, \"usage_bytes\": %llu, \"budget_bytes\": %llu},\n",
-                (unsigned long long)st.store_hits, (unsigned long long)st.store_publishes,
-                (unsigned long long)ss.hits, (unsigned long long)ss.misses,
-                (unsigned long long)ss.busy, (unsigned long long)ss.corrupt,
-                (unsigned long long)ss.evictions, (unsigned long long)ss.taken,
-                (unsigned long long)st.store_withheld, (unsigned long long)ss.save_errors,
-                (unsigned long long)ss.no_space, (unsigned long long)ss.usage_bytes,
-                (unsigned long long)ss.budget_bytes);
-    }
-    if (st.remote) {
-        char url[700];
-        bfs_remote_url u;
-        bfs_remote_parse_url(fs->args->pipe.remote, &u, NULL, 0);
-        bfs_remote_url_text(&u, url, sizeof url);
-        tprintf(t,
-                "  \"remote\": {\"url\": \"%s\", \"workers\": %d, \"requested\": %llu, "
-                "\"hits\": %llu, \"fallbacks\": %llu, \"errors\": %llu, \"corrupt\": %llu, "
-                "\"declined\": %llu, \"key\": \"%s\", \"wait_s\": %.6f},\n",
-                url, st.remote_workers, (unsigned long long)st.remote_requested,
-                (unsigned long long)st.remote_hits, (unsigned long long)st.remote_fallbacks,
-                (unsigned long long)st.remote_errors, (unsigned long long)st.remote_corrupt,
-                (unsigned long long)st.remote_declined, st.remote_key_id, st.remote_wait_ns / 1e9);
-    }
-    if (fs->claims) {
-        bfs_claims_stats cs;
-        bfs_claims_get_stats(fs->claims, &cs);
-        unsigned held = 0;
-        pthread_mutex_lock(&fs->ahead_lock);
-        for (ahead *a = fs->aheads; a; a = a->next)
-            held += (unsigned)a->n;
-        pthread_mutex_unlock(&fs->ahead_lock);
-        tprintf(t,
-                "  \"group\": {\"name\": \"%s\", \"claims\": %llu, \"given_back\": %llu, "
-                "\"lost\": %llu, \"exhausted\": %llu, \"ahead\": %u},\n",
-                bfs_claims_name(fs->claims), (unsigned long long)atomic_load(&fs->claims_served),
-                (unsigned long long)cs.given_back, (unsigned long long)cs.lost,
-                (unsigned long long)atomic_load(&fs->claims_refused), held);
-    }
-    tprintf(t,
-            "  \"reads\": {\"requests\": %llu, \"bytes\": %llu, \"errors\": %llu, "
-            "\"interrupted\": %llu},\n",
-            (unsigned long long)atomic_load(&fs->reads),
-            (unsigned long long)atomic_load(&fs->bytes_served),
-            (unsigned long long)atomic_load(&fs->read_errors),
-            (unsigned long long)atomic_load(&fs->interrupted));
+    bfs_service_front f = {.served = atomic_load(&fs->served),
+                           .opened = atomic_load(&fs->opened),
+                           .opened_bytes = atomic_load(&fs->opened_bytes),
+                           .reads = atomic_load(&fs->reads),
+                           .bytes = atomic_load(&fs->bytes_served),
+                           .read_errors = atomic_load(&fs->read_errors),
+                           .interrupted = atomic_load(&fs->interrupted),
+                           .claims_served = atomic_load(&fs->claims_served),
+                           .pt_active = atomic_load(&fs->pt_active),
+                           .pt_opens = atomic_load(&fs->pt_opens)};
     pthread_mutex_lock(&fs->lock);
-    unsigned nback = 0;
     for (backing *b = fs->backings; b; b = b->next)
-        nback += b->id > 0;
+        f.backing_files += b->id > 0;
     pthread_mutex_unlock(&fs->lock);
-    tprintf(t,
-            "  \"passthrough\": {\"active\": %s, \"opens\": %llu, \"backing_files\": %u, "
-            "\"huge_pages\": %s},\n",
-            atomic_load(&fs->pt_active) ? "true" : "false",
-            (unsigned long long)atomic_load(&fs->pt_opens), nback,
-            st.huge_files ? "true" : "false");
-    bfs_exec_reader rd[BFS_EXEC_MAX_READERS];
-    int nr = bfs_exec_readers(fs->x, bfs_mono_s(), pid_alive, rd, BFS_EXEC_MAX_READERS);
-    tprintf(t, "  \"prefetch\": {\"depth\": %d, \"streams\": [", st.prefetch);
-    for (int i = 0; i < nr; i++)
-        tprintf(t,
-                "%s\n    {\"id\": %u, \"pid\": %llu, \"epoch\": %llu, \"batch\": %llu, "
-                "\"stride\": %lld, \"walk\": \"%s\", \"depth\": %d, \"batches\": %llu, "
-                "\"step_ms\": %.1f, \"wait_ms\": %.1f, \"idle_s\": %.1f}",
-                i ? "," : "", rd[i].id, (unsigned long long)rd[i].key,
-                (unsigned long long)rd[i].epoch, (unsigned long long)rd[i].k,
-                (long long)rd[i].stride,
-                rd[i].walk == BFS_EXEC_WALK_NAMES    ? "names"
-                : rd[i].walk == BFS_EXEC_WALK_STRIDE ? "stride"
-                                                     : "unknown",
-                rd[i].depth, (unsigned long long)rd[i].batches, rd[i].own_s * 1e3,
-                rd[i].wait_s * 1e3, rd[i].idle_s);
-    tprintf(t, "%s]}\n}\n", nr ? "\n  " : "");
+    bfs_service_stats(fs->svc, &f, &of->text, &of->text_len);
 }
 
 /* ---- open, read, release ------------------------------------------------------------ */
@@ -787,7 +576,7 @@ static int backing_acquire(fsstate *fs, uint64_t epoch, uint64_t k, int fd)
                     /* not allowed here (no CAP_SYS_ADMIN in the initial user namespace):
                      * stop trying; batches are copied from now on */
                     atomic_store(&fs->pt_active, 0);
-                    bfs_exec_set_memfd(fs->x, 0, 0);
+                    bfs_service_set_memfd(fs->svc, 0, 0);
                     fprintf(stderr,
                             "batchfs: FUSE passthrough refused by the kernel (%s): batch "
                             "files are served by copying (run as root for passthrough)\n",
@@ -856,7 +645,7 @@ static void on_interrupt(fuse_req_t req, void *data)
 {
     (void)req;
     interrupt_ctx *c = data;
-    bfs_exec_cancel_wait(c->fs->x, &c->cancel);
+    bfs_service_cancel_wait(c->fs->svc, &c->cancel);
 }
 
 /* Make of hold its batch (computed now if needed; single-flight) and tell prefetch that
@@ -872,8 +661,8 @@ static int take_batch(fsstate *fs, openfile *of, fuse_req_t req)
     /* runs on_interrupt at once when the INTERRUPT came first */
     fuse_req_interrupt_func(req, on_interrupt, &ic);
     /* as reader pid: its next batches are queued while this one is computed */
-    int rc = bfs_exec_get_as(fs->x, (uint64_t)fuse_req_ctx(req)->pid, pid_alive, of->epoch, of->k,
-                             &ic.cancel, &b, err, sizeof err);
+    int rc = bfs_service_get_as(fs->svc, (uint64_t)fuse_req_ctx(req)->pid, of->epoch, of->k,
+                                &ic.cancel, &b, err, sizeof err);
     /* after this no on_interrupt runs or is running (libfuse serializes both on the
      * request's lock), so ic may go */
     fuse_req_interrupt_func(req, NULL, NULL);
@@ -897,64 +686,6 @@ static int take_batch(fsstate *fs, openfile *of, fuse_req_t req)
 }
 
 /*
- * The claim for an open of epoch/N/next: the oldest one this mount took ahead for epoch N,
- * else the group's next; then, while the prefetch depth d (the executor's, from prefetch=
- * or the autotuner; at most AHEAD_MAX) allows, more are taken ahead and their batches
- * prefetched, so that a reader opening next one file after another finds each computed
- * (as batch_K readers do) instead of waiting a whole batch per open. Taking ahead takes
- * batches from the group's other mounts (across hosts with remote=): only a mount whose
- * next is being opened does so, at most d per epoch, and what it holds is returned untried
- * at unmount (an epoch's end is uneven by at most d batches per mount). 0, -ENODATA or an
- * error of bfs_claims_take.
- */
-static int next_claim(fsstate *fs, uint64_t epoch, bfs_group_claim *c)
-{
-    bfs_exec_stats st;
-    bfs_exec_get_stats(fs->x, &st);
-    int depth = st.prefetch < 0 ? 0 : st.prefetch > AHEAD_MAX ? AHEAD_MAX : st.prefetch;
-    pthread_mutex_lock(&fs->ahead_lock);
-    ahead **pa = &fs->aheads;
-    while (*pa && (*pa)->epoch != epoch)
-        pa = &(*pa)->next;
-    if (!*pa && depth > 0 && (*pa = calloc(1, sizeof **pa))) /* (no memory: none ahead) */
-        (*pa)->epoch = epoch;
-    ahead *a = *pa;
-    int rc = 0;
-    if (a && a->n) {
-        *c = a->c[0];
-        memmove(a->c, a->c + 1, (size_t)--a->n * sizeof a->c[0]);
-    } else {
-        rc = bfs_claims_take(fs->claims, epoch, c);
-    }
-    while (!rc && a && !a->exhausted && a->n < depth) {
-        int r = bfs_claims_take(fs->claims, epoch, &a->c[a->n]);
-        if (r == -ENODATA)
-            a->exhausted = 1;
-        if (r)
-            break; /* (a Redis error: this open's claim is served all the same) */
-        bfs_exec_prefetch(fs->x, epoch, a->c[a->n++].batch);
-    }
-    if (a && !a->n && (a->exhausted || rc)) { /* (nothing held: forget the epoch) */
-        *pa = a->next;
-        free(a);
-    }
-    pthread_mutex_unlock(&fs->ahead_lock);
-    return rc;
-}
-
-/* At unmount: every claim taken ahead and not opened goes back to the group untried. */
-static void return_ahead(fsstate *fs)
-{
-    while (fs->aheads) {
-        ahead *a = fs->aheads;
-        for (int i = 0; i < a->n; i++)
-            bfs_claims_return(fs->claims, &a->c[i]);
-        fs->aheads = a->next;
-        free(a);
-    }
-}
-
-/*
  * An open of epoch/N/next: claim the group's next batch of epoch N, compute it (blocks: the
  * caller disables cancellation) and make `of` hold it. Returns 0, ENODATA when the group
  * has claimed every batch of the epoch, EINTR when the kernel interrupted req while the
@@ -967,23 +698,22 @@ static int claim_batch(fsstate *fs, openfile *of, fuse_req_t req, uint64_t epoch
 {
     bfs_group_claim c;
     char err[600];
-    int rc = next_claim(fs, epoch, &c);
-    if (rc == -ENODATA)
-        atomic_fetch_add(&fs->claims_refused, 1);
+    /* (the service takes claims ahead to the prefetch depth: bfs_service_next_claim) */
+    int rc = bfs_service_next_claim(fs->svc, epoch, &c);
     if (rc)
         return rc == -ENODATA ? ENODATA : bfs_err_to_errno(rc);
     bfs_batch *b;
     interrupt_ctx ic = {.fs = fs};
     fuse_req_interrupt_func(req, on_interrupt, &ic); /* (see take_batch) */
-    rc = bfs_exec_get_cancel(fs->x, c.epoch, c.batch, &ic.cancel, &b, err, sizeof err);
+    rc = bfs_service_get_cancel(fs->svc, c.epoch, c.batch, &ic.cancel, &b, err, sizeof err);
     fuse_req_interrupt_func(req, NULL, NULL);
     if (rc == -EINTR) {
-        bfs_claims_return(fs->claims, &c);
+        bfs_service_claim_return(fs->svc, &c);
         atomic_fetch_add(&fs->interrupted, 1);
         return EINTR;
     }
     if (rc) {
-        bfs_claims_give_back(fs->claims, &c);
+        bfs_service_claim_give_back(fs->svc, &c);
         if (rc != -ESHUTDOWN && rc > BFS_E_LAST) /* engine logs bad samples once */
             fprintf(stderr, "batchfs: epoch %llu batch %llu (next): %s\n",
                     (unsigned long long)c.epoch, (unsigned long long)c.batch, err);
@@ -1023,9 +753,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     of->epoch = epoch, of->k = k;
     fi->keep_cache = 1; /* batches and /pipeline never change */
     if (kind == FSN_STATS) {
-        text t = {0};
-        make_stats(fs, &t);
-        of->text = t.s, of->text_len = t.len;
+        stats_text(fs, of);
         fi->keep_cache = 0;
         fi->direct_io = 1; /* live content: size unknown in advance, never cached */
     } else if (kind == FSN_NEXT) {
@@ -1071,13 +799,13 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     pthread_mutex_unlock(&fs->lock);
     /* (the size before the reply: once it is out, a RELEASE may free `of`) */
     uint64_t size = kind == FSN_NEXT    ? bfs_batch_size(of->b)
-                    : kind == FSN_BATCH ? bfs_engine_batch_bytes(fs->e, epoch, k)
+                    : kind == FSN_BATCH ? bfs_service_batch_bytes(fs->svc, epoch, k)
                                         : 0;
     int rc = fuse_reply_open(req, fi);
     tl_open.id = 0;
     if (rc == -ENOENT) { /* interrupted: the kernel won't release */
         if (of->is_next) /* (nobody got the batch) */
-            bfs_claims_return(fs->claims, &of->claim);
+            bfs_service_claim_return(fs->svc, &of->claim);
         forget_file(fs, of);
     } else if (kind == FSN_NEXT || kind == FSN_BATCH) {
         /* what readers are handed, however its bytes then go (passthrough, page cache) */
@@ -1124,7 +852,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                    __atomic_add_fetch(&of->served, n, __ATOMIC_RELAXED) >= len;
     uint64_t epoch = of ? of->epoch : 0, k = of ? of->k : 0;
     if (consumed)
-        bfs_exec_consumed(fs->x, epoch, k);
+        bfs_service_consumed(fs->svc, epoch, k);
     if (ino == FSN_INO_STATS) {
         /* the snapshot belongs to the open file, which a RELEASE may free the moment the
          * reply is out (ASan's writev interceptor reads the iovec after the call, so it
@@ -1184,13 +912,13 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
         pthread_mutex_unlock(&fs->lock);
     }
     if (kind == FSN_ROOT && !strcmp(name, "user.batchfs.fingerprint"))
-        n = snprintf(v, sizeof v, "%016llx", (unsigned long long)bfs_engine_fingerprint(fs->e));
+        n = snprintf(v, sizeof v, "%016llx", (unsigned long long)bfs_service_fingerprint(fs->svc));
     else if (kind == FSN_BATCH && !strcmp(name, "user.batchfs.epoch"))
         n = snprintf(v, sizeof v, "%llu", (unsigned long long)epoch);
     else if (kind == FSN_BATCH && !strcmp(name, "user.batchfs.batch"))
         n = snprintf(v, sizeof v, "%llu", (unsigned long long)k);
     else if (kind == FSN_BATCH && !strcmp(name, "user.batchfs.samples"))
-        n = snprintf(v, sizeof v, "%u", bfs_engine_batch_len(fs->e, epoch, k));
+        n = snprintf(v, sizeof v, "%u", bfs_service_batch_len(fs->svc, epoch, k));
     if (n < 0)
         fuse_reply_err(req, ENODATA);
     else
@@ -1301,12 +1029,10 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
         int huge = fs->args->pipe.huge_pages;
         if (huge == BFS_HUGE_AUTO)
             huge = BFS_EXEC_HUGE_LATER;
-        bfs_exec_set_memfd(fs->x, 1, huge);
+        bfs_service_set_memfd(fs->svc, 1, huge);
     }
     if (fs->args->pipe.huge_pages == 1) {
-        bfs_exec_stats st;
-        bfs_exec_get_stats(fs->x, &st);
-        if (!st.huge_files)
+        if (!bfs_service_huge_files(fs->svc))
             fprintf(stderr, "batchfs: note: huge_pages=1 has no effect: %s\n",
                     atomic_load(&fs->pt_active)
                         ? "this kernel refused a private tmpfs with huge pages (fsopen)"
@@ -1441,12 +1167,19 @@ static void *exit_watch(void *arg)
     struct timespec ts = {0, 50 * 1000 * 1000};
     while (!fuse_session_exited(fs->se))
         nanosleep(&ts, NULL);
-    bfs_exec_shutdown(fs->x);
+    bfs_service_shutdown(fs->svc);
     while (!atomic_load(&fs->loop_done)) {
         pthread_kill(fs->loop_thread, WAKE_SIGNAL);
         nanosleep(&ts, NULL);
     }
     return NULL;
+}
+
+/* The mount's own check of bfs_service_open (after the pipeline's, before the store and
+ * the group's file are made): the mountpoint. */
+static int check_mountpoint_cb(void *arg)
+{
+    return check_mountpoint(((const bfs_mount_args *)arg)->mountpoint);
 }
 
 int bfs_fs_run(const bfs_mount_args *a)
@@ -1458,41 +1191,28 @@ int bfs_fs_run(const bfs_mount_args *a)
     struct fuse_loop_config *cfg = NULL;
     pthread_t watch;
     int watching = 0, mounted = 0, handlers = 0;
-    bfs_ram_host host;
-    char note[512];
     pthread_mutex_init(&fs.lock, NULL);
-    pthread_mutex_init(&fs.ahead_lock, NULL);
 
     /* everything a user can get wrong is checked before mounting */
-    int erc = bfs_engine_create(a->source, &a->pipe, &fs.e, err, sizeof err);
+    bfs_service_cfg sc = {.source = a->source,
+                          .pipe = &a->pipe,
+                          .role = BFS_SERVICE_MOUNT,
+                          .notes = stderr,
+                          .tag = "batchfs",
+                          .check = check_mountpoint_cb,
+                          .check_arg = (void *)a};
+    int at = 0, erc = bfs_service_open(&sc, &fs.svc, &at, err, sizeof err);
     if (erc) {
         struct stat sst;
-        fprintf(stderr, "batchfs: %s\n", err);
+        if (err[0])
+            fprintf(stderr, "batchfs: %s\n", err);
         /* (a dataset file: a folder's errors name the directory at fault already) */
-        if (erc >= BFS_E_FIRST && erc < BFS_E_LAST && stat(a->source, &sst) == 0 &&
-            S_ISREG(sst.st_mode))
+        if (at == BFS_SERVICE_AT_ENGINE && erc >= BFS_E_FIRST && erc < BFS_E_LAST &&
+            stat(a->source, &sst) == 0 && S_ISREG(sst.st_mode))
             fprintf(stderr,
                     "batchfs: the dataset file is damaged or not a dataset: check it "
                     "with 'mkbatchfs --verify %s' and re-pack it with mkbatchfs\n",
                     a->source);
-        goto out;
-    }
-    bfs_engine_print_notes(fs.e, stderr, "batchfs");
-    fs.batch_bytes = bfs_engine_max_batch_bytes(fs.e);
-    /* the budget: ram_mb, or half of what MemAvailable and the cgroup limit leave; batches
-     * that cannot fit in it are refused here, not by the OOM killer at the first read */
-    bfs_ram_probe(NULL, NULL, NULL, &host);
-    if (bfs_ram_budget(&a->pipe, fs.batch_bytes, &host, &fs.ram_bytes, note, sizeof note, err,
-                       sizeof err)) {
-        fprintf(stderr, "batchfs: %s\n", err);
-        goto out;
-    }
-    if (note[0])
-        fprintf(stderr, "batchfs: warning: %s\n", note);
-    if (check_mountpoint(a->mountpoint))
-        goto out;
-    if (bfs_exec_open_store(&a->pipe, &fs.store, err, sizeof err)) {
-        fprintf(stderr, "batchfs: %s\n", err);
         goto out;
     }
     struct stat st;
@@ -1500,36 +1220,10 @@ int bfs_fs_run(const bfs_mount_args *a)
         fs.mtime = st.st_mtim;
     fs.uid = getuid();
     fs.gid = getgid();
-    fs.batches = bfs_engine_batches(fs.e);
+    fs.batches = bfs_service_batches(fs.svc);
     fs.epochs = a->pipe.epochs;
-    fs.prefetch = a->pipe.prefetch == BFS_AUTO ? BFS_PREFETCH_AUTO : a->pipe.prefetch;
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    fs.cpu_budget = a->pipe.cpu_budget > 0 ? a->pipe.cpu_budget : cpus > 0 ? (int)cpus : 1;
-    if (a->pipe.cache_mb == BFS_AUTO) {
-        /* auto: a quarter of usable memory within the RAM budget, at least room for the
-         * prefetch window of one reader; the autotuner sets it from then on */
-        uint64_t want = bfs_ram_default_budget(&host) / 2,
-                 floor_ = fs.batch_bytes * (uint64_t)(fs.prefetch + 2);
-        if (want > fs.ram_bytes / 2)
-            want = fs.ram_bytes / 2;
-        fs.cache_bytes = want > floor_ ? want : floor_;
-    } else {
-        fs.cache_bytes = (uint64_t)a->pipe.cache_mb << 20;
-    }
-    /* group=: after the checks above (a refused mount leaves no group file behind) */
-    if (a->pipe.group[0] &&
-        (a->pipe.remote[0]
-             ? bfs_claims_open_remote(a->pipe.group, bfs_engine_fingerprint(fs.e), fs.batches,
-                                      a->pipe.remote, &fs.claims, err, sizeof err)
-             : bfs_claims_open(a->pipe.group, bfs_engine_fingerprint(fs.e), fs.batches, &fs.claims,
-                               err, sizeof err))) {
-        fprintf(stderr, "batchfs: %s\n", err);
-        goto out;
-    }
-    if (make_pipeline_text(&fs)) {
-        fprintf(stderr, "batchfs: out of memory\n");
-        goto out;
-    }
+    fs.group = bfs_service_has_group(fs.svc);
+    fs.pipeline = bfs_service_pipeline(fs.svc, &fs.pipeline_len);
     /* the kernel takes a page of mount options: a long source (a mixture's list) is cut,
      * MNT/pipeline has it whole */
     char fsname[320];
@@ -1596,46 +1290,11 @@ int bfs_fs_run(const bfs_mount_args *a)
     else if (log_fd != LOG_NONE && bfs_log_start(log_fd, a->mountpoint))
         fprintf(stderr, "batchfs: log=%s: cannot start the log; messages stay on stderr\n", a->log);
     /* threads only after daemonizing: fork keeps none */
-    /* threads=auto: cpu_budget workers started, the autotuner lets 1..all of them run */
-    int rc = bfs_exec_create(fs.e, a->pipe.threads == BFS_AUTO ? fs.cpu_budget : a->pipe.threads,
-                             fs.cache_bytes, &fs.x);
+    int rc = bfs_service_start(fs.svc, err, sizeof err);
     if (rc) {
-        fprintf(stderr, "batchfs: cannot start workers: %s\n", bfs_strerror(rc));
+        fprintf(stderr, "batchfs: %s\n", err);
         goto out;
     }
-    if (fs.store)
-        bfs_exec_set_store(fs.x, fs.store);
-    if (a->pipe.remote[0]) {
-        char rerr[1024];
-        if ((rc = bfs_exec_set_remote(fs.x, &a->pipe, rerr, sizeof rerr))) {
-            if (rc != BFS_E_REMOTE || a->pipe.remote_fallback == BFS_REMOTE_WAIT) {
-                fprintf(stderr, "batchfs: %s%s\n", rerr,
-                        rc == BFS_E_REMOTE ? " (remote_fallback=wait: readers would only wait; "
-                                             "remote_fallback=local computes here meanwhile)"
-                                           : "");
-                goto out;
-            }
-            fprintf(stderr,
-                    "batchfs: %s; computing batches here until Redis answers "
-                    "(remote_fallback=local)\n",
-                    rerr);
-        }
-    }
-    bfs_exec_set_prefetch(fs.x, fs.prefetch);
-    bfs_tuner_opts to = {.cpu_budget =
-                             a->pipe.threads == BFS_AUTO ? fs.cpu_budget : a->pipe.threads,
-                         .ram_bytes = fs.ram_bytes,
-                         .fixed_threads = a->pipe.threads == BFS_AUTO ? 0 : a->pipe.threads,
-                         .fixed_depth = a->pipe.prefetch == BFS_AUTO ? -1 : a->pipe.prefetch,
-                         .cache_fixed = a->pipe.cache_mb != BFS_AUTO,
-                         .fixed_cache = fs.cache_bytes,
-                         .batch_samples = bfs_engine_mean_batch_len(fs.e),
-                         .batch_bytes = fs.batch_bytes,
-                         .alive = pid_alive};
-    if ((rc = bfs_tuner_start(fs.x, &to, &fs.tuner)))
-        fprintf(stderr, "batchfs: note: autotuner not started (%s): settings stay as given\n",
-                bfs_strerror(rc));
-    fs.start = bfs_mono_s();
     fs.loop_thread = pthread_self();
     struct sigaction wake = {.sa_handler = wake_handler}; /* (no SA_RESTART) */
     sigemptyset(&wake.sa_mask);
@@ -1661,8 +1320,7 @@ out:
     daemon_started(0);              /* (if still starting: the parent exits 1) */
     if (fs.se)
         fuse_session_exit(fs.se);
-    if (fs.x)
-        bfs_exec_shutdown(fs.x);
+    bfs_service_shutdown(fs.svc);
     if (watching)
         pthread_join(watch, NULL);
     if (mounted)
@@ -1678,16 +1336,8 @@ out:
     if (cfg)
         fuse_loop_cfg_destroy(cfg);
     fuse_opt_free_args(&fargs);
-    bfs_tuner_stop(fs.tuner);
-    bfs_exec_destroy(fs.x);
-    bfs_store_close(fs.store);
-    if (fs.claims)
-        return_ahead(&fs);
-    bfs_claims_close(fs.claims);
-    bfs_engine_destroy(fs.e);
-    free(fs.pipeline);
+    bfs_service_close(fs.svc); /* (claims taken ahead go back to the group) */
     pthread_mutex_destroy(&fs.lock);
-    pthread_mutex_destroy(&fs.ahead_lock);
     bfs_log_stop(); /* the last lines out before the process ends */
     return status;
 }

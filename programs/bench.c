@@ -108,13 +108,27 @@ int bfs_bench_run(const char *source, const bfs_pipeline_opts *o, const bfs_benc
                   FILE *out)
 {
     char err[1024];
-    bfs_engine *e;
-    int rc = bfs_engine_create(source, o, &e, err, sizeof err);
+    int prefetch = o->prefetch == BFS_AUTO ? BFS_PREFETCH_AUTO : o->prefetch;
+    /* the engine, the RAM budget (batches past the memory the mount would have are
+     * refused as the mount refuses them), cache_dir='s store; workers whose cache holds
+     * the prefetch window */
+    bfs_service_cfg cfg = {.source = source,
+                           .pipe = o,
+                           .role = BFS_SERVICE_COMPUTE,
+                           .notes = stderr,
+                           .tag = "batchfs",
+                           .threads = o->threads == BFS_AUTO ? 0 : o->threads,
+                           .cache_batches = prefetch + 1};
+    bfs_service *svc;
+    int rc = bfs_service_open(&cfg, &svc, NULL, err, sizeof err);
+    if (!rc && (rc = bfs_service_start(svc, err, sizeof err)))
+        bfs_service_close(svc);
     if (rc) {
         fprintf(stderr, "batchfs: %s\n", err);
         return rc;
     }
-    bfs_engine_print_notes(e, stderr, "batchfs");
+    bfs_engine *e = bfs_service_engine(svc);
+    bfs_exec *x = bfs_service_exec(svc);
     uint64_t nb = bfs_engine_batches(e);
     /* batches are read in order, continuing into the next epochs when one epoch has
      * fewer than asked for: a short epoch must not turn the run into a warm-up */
@@ -122,33 +136,7 @@ int bfs_bench_run(const char *source, const bfs_pipeline_opts *o, const bfs_benc
     uint64_t avail = (uint64_t)(o->epochs - b->epoch) * nb;
     if (want > avail)
         want = avail;
-    int prefetch = o->prefetch == BFS_AUTO ? BFS_PREFETCH_AUTO : o->prefetch;
     uint64_t bytes = bfs_engine_max_batch_bytes(e);
-    /* batches past the memory the mount would have are refused as the mount refuses them */
-    bfs_ram_host host;
-    uint64_t budget;
-    bfs_ram_probe(NULL, NULL, NULL, &host);
-    if ((rc = bfs_ram_budget(o, bytes, &host, &budget, NULL, 0, err, sizeof err))) {
-        fprintf(stderr, "batchfs: %s\n", err);
-        bfs_engine_destroy(e);
-        return rc;
-    }
-    bfs_exec *x;
-    if ((rc = bfs_exec_create(e, o->threads == BFS_AUTO ? 0 : o->threads,
-                              bytes * (uint64_t)(prefetch + 1), &x))) {
-        fprintf(stderr, "batchfs: cannot start workers: %s\n", bfs_strerror(rc));
-        bfs_engine_destroy(e);
-        return rc;
-    }
-    bfs_store *store = NULL;
-    if ((rc = bfs_exec_open_store(o, &store, err, sizeof err))) {
-        fprintf(stderr, "batchfs: %s\n", err);
-        bfs_exec_destroy(x);
-        bfs_engine_destroy(e);
-        return rc;
-    }
-    if (store)
-        bfs_exec_set_store(x, store);
     /* token datasets: rows instead of images, and no decode to compare with */
     int seq = bfs_engine_opts(e)->sequences;
     const char *unit = seq ? "rows" : "images";
@@ -229,8 +217,7 @@ int bfs_bench_run(const char *source, const bfs_pipeline_opts *o, const bfs_benc
     bfs_engine_sample_cache_stats(e, &sc);
     bfs_exec_stats st;
     bfs_exec_get_stats(x, &st);
-    bfs_exec_destroy(x);
-    bfs_store_close(store);
+    bfs_service_stop(svc); /* (no worker left to compete with the reference) */
     /* stage times of the timed part only */
     st.stages.samples -= warm_st.stages.samples;
     st.stages.read_ns -= warm_st.stages.read_ns;
@@ -256,7 +243,7 @@ int bfs_bench_run(const char *source, const bfs_pipeline_opts *o, const bfs_benc
     double rss_mb = ru.ru_maxrss / 1024.0;
     if (rc) {
         free(rows);
-        bfs_engine_destroy(e);
+        bfs_service_close(svc);
         return rc;
     }
     double ips = secs > 0 ? images / secs : 0;
@@ -365,6 +352,6 @@ int bfs_bench_run(const char *source, const bfs_pipeline_opts *o, const bfs_benc
                     (unsigned long long)rows[i].hits, (unsigned long long)rows[i].misses);
     }
     free(rows);
-    bfs_engine_destroy(e);
+    bfs_service_close(svc);
     return 0;
 }
