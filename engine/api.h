@@ -1,32 +1,22 @@
 /*
  * api.h — the engine's one public header: all that fs/, mountopts/, gpu/ and the programs
- * may use of engine/. `make check-layering` refuses any other engine header outside
- * engine/ (tests/ excepted: unit tests reach the parts they test).
+ * may use of engine/, declared here itself (`make check-layering`, rule 4: outside
+ * engine/, only this header may be included and only the functions it declares called;
+ * tests/ excepted: unit tests reach the parts they test). It includes no other header of
+ * ours: the engine's own headers include it for what it makes public.
  *
- * Declared here itself: the service (engine/service.c, below), the composition root that
- * the mount, `batchfs worker`, --bench and the fault tests build the pipeline with.
+ * What it declares:
+ *   - the release version (BATCHFS_VERSION);
+ *   - the pipeline options (bfs_pipeline_opts, filled by mountopts/ and --bench; their
+ *     parsing, table and canonical text are engine/pipeline.h's);
+ *   - the batch handles the executor hands out (bfs_batch: data, size, file, release) and
+ *     a wait another thread may cancel (bfs_exec_cancel);
+ *   - one claimed batch of group= (bfs_group_claim);
+ *   - the service (engine/service.c): the composition root that the mount, `batchfs
+ *     worker`, --bench and the fault tests build the pipeline with, with its /stats writer.
  *
- * What it opens, by caller:
- *   - every caller: the version (version.h), pipeline options and their fingerprint
- *     (pipeline.h);
- *   - the mount (fs/): the dataset and one batch from its samples (engine.h), the executor
- *     that computes, caches and prefetches batches (exec.h), the autotuner (tuner.h), the
- *     RAM budget (ram.h), the claim counters of group= (claims.h);
- *   - libbatchfs-gpu (gpu/): the batch file format (safetensors.h) and the output formats
- *     it converts to on the host (augment.h);
- *   - the programs: the .bfs format and the packer (dataset/bfs.h, dataset/pack.h), JPEG
- *     headers (dataset/jpeg.h) and the image probes (dataset/image.h) for mkbatchfs and
- *     --bench; the sources (dataset/source.h) for --bench; the Redis transport
- *     (remote/remote.h) for `batchfs worker`.
- *
- * Not a sealed facade yet: those headers bring their own includes along, so the resampler's
- * types (resize.h, through augment.h), the packer's records and shards (dataset/record.h,
- * dataset/shard.h, through pack.h) and the cache's headers (cache/store.h through exec.h,
- * cache/samplecache.h through engine.h) reach every includer too.
- *
- * Not included at all: the epoch plan (plan.h), the per-sample RNG (rng.h), the decoder
- * (decode.h), the resampler's internals (resize_internal.h) and ImageFolder scanning
- * (dataset/folder.h): the mount reaches them only through bfs_engine and the executor.
+ * Not yet sealed (issue 33 item 2, in progress): gpu/, mountopts/ and the programs still
+ * include engine headers of their own (tests/layering.allow lists each such edge).
  */
 #ifndef BATCHFS_ENGINE_API_H
 #define BATCHFS_ENGINE_API_H
@@ -35,21 +25,152 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "engine/version.h"
-#include "engine/pipeline.h"
-#include "engine/engine.h"
-#include "engine/exec.h"
-#include "engine/tuner.h"
-#include "engine/ram.h"
-#include "engine/claims.h"
-#include "engine/safetensors.h"
-#include "engine/augment.h"
-#include "engine/dataset/bfs.h"
-#include "engine/dataset/pack.h"
-#include "engine/dataset/jpeg.h"
-#include "engine/dataset/image.h"
-#include "engine/dataset/source.h"
-#include "engine/remote/remote.h"
+/* ---- the version --------------------------------------------------------------------- */
+
+/* the batchfs release version, shared by every program */
+#define BATCHFS_VERSION "0.1.0"
+
+/* ---- pipeline options (engine/pipeline.h parses, checks and prints them) --------------- */
+
+enum { BFS_SHUFFLE_FULL, BFS_SHUFFLE_PAGES, BFS_SHUFFLE_NONE, BFS_SHUFFLE_ROWS }; /* ROWS: concat */
+enum { BFS_AUG_TRAIN, BFS_AUG_EVAL, BFS_AUG_NONE };
+enum { BFS_OUT_U8, BFS_OUT_F16, BFS_OUT_BF16, BFS_OUT_F32 };
+enum { BFS_LAYOUT_NHWC, BFS_LAYOUT_NCHW };
+enum { BFS_BAD_SUBSTITUTE, BFS_BAD_FAIL };
+enum { BFS_REMOTE_LOCAL, BFS_REMOTE_WAIT };              /* remote_fallback= */
+enum { BFS_PACK_CONCAT, BFS_PACK_PAD, BFS_PACK_BUCKET }; /* pack= (token datasets) */
+
+#define BFS_MAX_BUCKETS  32u      /* buckets=B1:...: at most this many bounds */
+#define BFS_MAX_TEXT_LEN 1048576u /* text_len=N: bytes per text row */
+/* fields=NAME,...: room for 64 names (BFS_FIELD_MAX) of 31 bytes (BFS_FIELD_NAME_MAX) and
+ * their commas */
+#define BFS_FIELDS_TEXT 2048u
+#define BFS_MAX_SEQ_LEN 1048576u /* seq_len= and bucket bounds: tokens per row */
+/* source=: a mixture of at most BFS_MIX_SOURCES sources, its text at most BFS_MIX_TEXT
+ * bytes; mix_schedule=: at most BFS_SCHEDULE_POINTS points in BFS_SCHEDULE_TEXT bytes */
+#define BFS_MIX_SOURCES     64u
+#define BFS_MIX_TEXT        8192u
+#define BFS_SCHEDULE_POINTS 32u
+#define BFS_SCHEDULE_TEXT   4096u
+enum { BFS_MIX_LABELS_SHARED, BFS_MIX_LABELS_OFFSET }; /* mix_labels= */
+
+#define BFS_AUTO      (-1) /* value of threads/prefetch/cache_mb when "auto" */
+#define BFS_HUGE_AUTO 2    /* huge_pages=auto (the enum's third name) */
+
+typedef struct bfs_pipeline_opts {
+    /* data-changing (BFS_OPT_DATA), except epochs (BFS_OPT_LISTING) */
+    uint64_t seed;        /* seed=N (0), 0..2^64-1 */
+    uint32_t batch;       /* batch=N (256), 1..65536 */
+    uint32_t epochs;      /* epochs=N (100), 1..1e6; not in the fingerprint */
+    int shuffle;          /* shuffle=full|pages|none|rows */
+    int drop_last;        /* drop_last=1|0 (1) */
+    uint32_t shard_index; /* shard=I/N (0/1), I < N <= 65536 */
+    uint32_t shard_count;
+    int pad;               /* pad=0|1 (0): shards of ceil(n/N), repeats marked (plan.h) */
+    uint32_t out_h, out_w; /* size=H or HxW (224), 1..8192 */
+    int augment;           /* augment=train|eval|none */
+    double scale[2];       /* scale=A:B (0.08:1), 0 < A <= B <= 1 */
+    double ratio[2];       /* ratio=A:B (3/4:4/3), 0 < A <= B <= 100 */
+    double flip;           /* flip=P (0.5), 0..1 */
+    int dtype;             /* dtype=u8|f16|bf16|f32 (u8) */
+    int normalize;         /* 1 when mean/std were set (imagenet default for float dtypes) */
+    float mean[3], std[3]; /* normalize=imagenet|none|m0,m1,m2/s0,s1,s2: float outputs are
+                            * always (x/255 - mean)/std; none stores mean 0, std 1, so
+                            * float values are x/255 (torchvision ToTensor); u8 outputs
+                            * are raw pixels and ignore mean/std */
+    int layout;            /* layout=nhwc|nchw */
+    int bad_sample;        /* bad_sample=substitute|fail */
+    /* data-changing, token datasets only (docs/sequences.md); image datasets refuse them
+     * and their canonical text leaves them out, as token datasets' leaves out the image
+     * options from size to layout */
+    int pack;                          /* pack=concat|pad|bucket */
+    uint32_t seq_len;                  /* seq_len=T (1024), 1..BFS_MAX_SEQ_LEN */
+    uint32_t buckets[BFS_MAX_BUCKETS]; /* buckets=B1:B2:... ascending (pack=bucket) */
+    uint32_t nbuckets;                 /* 0: none given */
+    uint32_t batch_tokens;             /* batch_tokens=N (0: rows = batch), pack=bucket */
+    uint32_t pad_id;                   /* pad_id=N (0): the padding token, pad|bucket */
+    int positions;                     /* positions=0|1 (0): concat adds `positions` */
+    int sequences; /* not an option: the engine sets it when the dataset holds tokens */
+    /* data-changing, multi-field datasets only (.bfs version 3 with more than one field:
+     * docs/multimodal.md); the canonical text of other datasets leaves them out */
+    char fields[BFS_FIELDS_TEXT]; /* fields=all|NAME,NAME,... ("" = all): served fields;
+                                   * bfs_pipeline_check_fields rewrites it to the chosen
+                                   * names in the dataset's order */
+    uint32_t text_len;            /* text_len=max|N (0 = max), 1..BFS_MAX_TEXT_LEN */
+    uint32_t token_len;           /* token_len=max|N (0 = max), 1..BFS_MAX_TEXT_LEN: ids per
+                                   * row of tokens fields */
+    uint32_t min_box_area;        /* min_box_area=N (1): boxes left smaller (output px²)
+                                   * are dropped */
+    int fielded; /* not an option: set by bfs_pipeline_check_fields (more than one field) */
+    /* data-changing, mixtures only (docs/mixing.md): the canonical text shows mix_labels,
+     * epoch_samples and mix_schedule only when source= is set; the sources and weights
+     * enter the fingerprint through the dataset identity (bfs_pipeline_mix_identity) */
+    char mix[BFS_MIX_TEXT];               /* source=PATH[:W]+PATH[:W]+... ("" = the SOURCE
+                                           * argument): as given, '+' between sources */
+    int mix_labels;                       /* mix_labels=shared|offset */
+    uint64_t epoch_samples;               /* epoch_samples=N (0 = the sources' sum) */
+    char mix_schedule[BFS_SCHEDULE_TEXT]; /* mix_schedule=[step:|linear:]E@W/W/..+.. ("" =
+                                           * none), normalized by its setter */
+    /* performance knobs (BFS_OPT_KNOB): never change bytes */
+    int threads;             /* threads=auto|N (BFS_AUTO), 1..1024 */
+    int prefetch;            /* prefetch=auto|N (BFS_AUTO), 0..1024 */
+    int64_t cache_mb;        /* cache_mb=auto|N (BFS_AUTO), 0..2^40 MiB */
+    char cache_dir[1024];    /* cache_dir=PATH|none ("" = none), absolute */
+    int64_t cache_dir_mb;    /* cache_dir_mb=N (4096), 1..2^40 */
+    int64_t sample_cache_mb; /* sample_cache_mb=N (0), 0..2^40 */
+    int cpu_budget;          /* cpu_budget=N (online CPUs; 0 = default), 1..1024 */
+    int64_t ram_mb;          /* ram_mb=N (half of free RAM; 0 = default), 16..2^40 */
+    int huge_pages;          /* huge_pages=0|1|auto (BFS_HUGE_AUTO): batch files on huge
+                              * pages (exec.h); auto: once memory is recycled */
+    char remote[512];        /* remote=redis://...|none ("" = none): docs/scale-out.md */
+    int remote_ttl;          /* remote_ttl=S (600), 1..30 days */
+    int remote_wait_ms;      /* remote_wait_ms=N (10000), 1..86400000 */
+    int remote_fallback;     /* remote_fallback=local|wait (BFS_REMOTE_*) */
+    int remote_claim_ms;     /* remote_claim_ms=N (30000), 1..86400000: workers */
+    char remote_key[512];    /* remote_key=FILE|none ("" = none): values authenticated with
+                              * the secret in FILE (engine/remote/remote.h) */
+    char group[65];          /* group=NAME|none ("" = none): dynamic sharding (claims.h) */
+    /* a spec file's `fingerprint = X` line (MNT/pipeline's): the pipeline must have it */
+    uint64_t want_fingerprint;
+    int want_fingerprint_set;
+    /* bookkeeping for validation: which keys were given explicitly */
+    uint64_t given; /* bit i: option i (bfs_pipeline_option_at(i)) was set */
+} bfs_pipeline_opts;
+
+/* ---- batches ------------------------------------------------------------------------ */
+
+typedef struct bfs_batch bfs_batch;
+
+/* A wait that another thread may end: zero it, pass it to bfs_exec_get_as, and call
+ * bfs_exec_cancel_wait from anywhere (the mount: when the kernel sends FUSE INTERRUPT). */
+typedef struct bfs_exec_cancel {
+    _Atomic int requested;
+} bfs_exec_cancel;
+
+/* bfs_batch_data / bfs_batch_size - the batch file's bytes; valid until release. */
+const uint8_t *bfs_batch_data(const bfs_batch *b);
+uint64_t bfs_batch_size(const bfs_batch *b);
+
+/* bfs_batch_substitutes - how many of the batch's slots hold a substitute for a bad sample
+ * (bad_sample=substitute): such a batch is served here but shared with no one (not through
+ * cache_dir, not through Redis), as the sample may be bad only on this host, or for a while. */
+uint32_t bfs_batch_substitutes(const bfs_batch *b);
+
+/* bfs_batch_fd - the read-only file holding exactly the batch's bytes in memfd mode (a
+ * sealed memfd, or the cache_dir entry it was read from), or -1; owned by the executor,
+ * open until the batch is freed (after the last release). */
+int bfs_batch_fd(const bfs_batch *b);
+
+/* bfs_batch_release - drop a reference; accepts NULL. */
+void bfs_batch_release(bfs_batch *b);
+
+/* ---- group= ------------------------------------------------------------------------- */
+
+/* One claimed batch, as bfs_claims_take gives it and bfs_claims_give_back takes it. */
+typedef struct bfs_group_claim {
+    uint64_t epoch, batch;
+    uint32_t tries; /* failed tries before this one (0: a new claim) */
+} bfs_group_claim;
 
 /* ---- the service (engine/service.c): the composition root ------------------------------
  * One object builds the whole pipeline service from the parsed options (the engine, the
@@ -130,6 +251,8 @@ void bfs_service_stop(bfs_service *s);
 void bfs_service_close(bfs_service *s);
 
 /* The parts, for the fronts' own calls. */
+typedef struct bfs_engine bfs_engine;
+typedef struct bfs_exec bfs_exec;
 bfs_engine *bfs_service_engine(bfs_service *s);
 bfs_exec *bfs_service_exec(bfs_service *s); /* NULL before start */
 
@@ -162,15 +285,18 @@ uint32_t bfs_service_batch_len(const bfs_service *s, uint64_t epoch, uint64_t k)
 uint64_t bfs_service_fingerprint(const bfs_service *s);
 
 /* Batches, for a front: bfs_exec_get_as for reader pid (alive: bfs_service_pid_alive),
- * bfs_exec_get_cancel, bfs_exec_cancel_wait, bfs_exec_consumed and bfs_exec_set_memfd of
- * the executor (exec.h; after start). */
+ * bfs_exec_get_cancel, bfs_exec_cancel_wait and bfs_exec_consumed of the executor
+ * (engine/exec.h; after start). */
 int bfs_service_get_as(bfs_service *s, uint64_t pid, uint64_t epoch, uint64_t k,
                        bfs_exec_cancel *cancel, bfs_batch **out, char *err, size_t errlen);
 int bfs_service_get_cancel(bfs_service *s, uint64_t epoch, uint64_t k, bfs_exec_cancel *cancel,
                            bfs_batch **out, char *err, size_t errlen);
 void bfs_service_cancel_wait(bfs_service *s, bfs_exec_cancel *c);
 void bfs_service_consumed(bfs_service *s, uint64_t epoch, uint64_t k);
-void bfs_service_set_memfd(bfs_service *s, int on, int huge);
+/* bfs_service_batch_files - keep every finished batch in a read-only file (on: FUSE
+ * passthrough serves them; huge_pages= decides where: auto once memory is recycled,
+ * bfs_exec_set_memfd) or not (off: batches are served by copying). */
+void bfs_service_batch_files(bfs_service *s, int on);
 /* bfs_service_huge_files - batch files live on the private huge-page tmpfs (stats). */
 int bfs_service_huge_files(bfs_service *s);
 

@@ -576,7 +576,7 @@ static int backing_acquire(fsstate *fs, uint64_t epoch, uint64_t k, int fd)
                     /* not allowed here (no CAP_SYS_ADMIN in the initial user namespace):
                      * stop trying; batches are copied from now on */
                     atomic_store(&fs->pt_active, 0);
-                    bfs_service_set_memfd(fs->svc, 0, 0);
+                    bfs_service_batch_files(fs->svc, 0);
                     fprintf(stderr,
                             "batchfs: FUSE passthrough refused by the kernel (%s): batch "
                             "files are served by copying (run as root for passthrough)\n",
@@ -1021,15 +1021,8 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
     /* passthrough excludes the writeback cache (never wanted: the mount is read-only) */
     if (fs->args->passthrough && atomic_load(&fs->pt_offered) && has_sys_admin() &&
         !(conn->want & FUSE_CAP_WRITEBACK_CACHE)) {
-        atomic_store(&fs->pt_active, 1); /* io_writev patches this INIT's reply */
-        /* auto: on the huge-page tmpfs a warm daemon serves ~8% more images (38 MB batches
-         * on 2 MiB pages) and ~15% more token bytes (512 KiB batches on 512 KiB folios);
-         * but fresh huge pages are dear, so they start once the daemon recycles memory
-         * (docs/engine.md, "Batch memory") */
-        int huge = fs->args->pipe.huge_pages;
-        if (huge == BFS_HUGE_AUTO)
-            huge = BFS_EXEC_HUGE_LATER;
-        bfs_service_set_memfd(fs->svc, 1, huge);
+        atomic_store(&fs->pt_active, 1);     /* io_writev patches this INIT's reply */
+        bfs_service_batch_files(fs->svc, 1); /* (on huge pages per huge_pages=) */
     }
     if (fs->args->pipe.huge_pages == 1) {
         if (!bfs_service_huge_files(fs->svc))

@@ -7,7 +7,6 @@
  * Exit status: 0 success, 1 failure, 2 usage or option error.
  */
 #include "programs/bench.h"
-#include "engine/api.h"
 #include "fs/fs.h"
 #include "programs/group_reset.h"
 #include "programs/top.h"

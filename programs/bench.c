@@ -1,6 +1,8 @@
 /* bench.c — in-process pipeline benchmark (see bench.h). */
 #include "programs/bench.h"
-#include "engine/api.h"
+#include "engine/exec.h"
+#include "engine/dataset/image.h"
+#include "engine/dataset/source.h"
 #include "base/err.h"
 
 #include <errno.h>

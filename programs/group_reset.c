@@ -1,5 +1,8 @@
 /* group_reset.c — `batchfs group-reset` (see group_reset.h). */
 #include "programs/group_reset.h"
+#include "engine/engine.h"
+#include "engine/claims.h"
+#include "engine/remote/remote.h"
 
 #include <inttypes.h>
 #include <stdio.h>

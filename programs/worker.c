@@ -1,5 +1,7 @@
 /* worker.c — `batchfs worker` (see worker.h). */
 #include "programs/worker.h"
+#include "engine/exec.h"
+#include "engine/remote/remote.h"
 #include "base/clock.h"
 #include "base/err.h"
 
