@@ -13,10 +13,14 @@
  *     a wait another thread may cancel (bfs_exec_cancel);
  *   - one claimed batch of group= (bfs_group_claim);
  *   - the service (engine/service.c): the composition root that the mount, `batchfs
- *     worker`, --bench and the fault tests build the pipeline with, with its /stats writer.
+ *     worker`, --bench and the fault tests build the pipeline with, with its /stats writer,
+ *     and what --bench reads of it (counters, the decoders' reference: reference.c);
+ *   - `batchfs group-reset` (bfs_group_reset) and `batchfs worker` (bfs_worker_run, whose
+ *     serving loop is engine/batch_worker.c).
  *
- * Not yet sealed (issue 33 item 2, in progress): gpu/, mountopts/ and the programs still
- * include engine headers of their own (tests/layering.allow lists each such edge).
+ * Not yet sealed (issue 33 item 2, in progress): gpu/ and mountopts/ include engine
+ * headers of their own, and mkbatchfs the packer's and the .bfs reader's
+ * (tests/layering.allow lists each such edge).
  */
 #ifndef BATCHFS_ENGINE_API_H
 #define BATCHFS_ENGINE_API_H
@@ -56,6 +60,8 @@ enum { BFS_MIX_LABELS_SHARED, BFS_MIX_LABELS_OFFSET }; /* mix_labels= */
 
 #define BFS_AUTO      (-1) /* value of threads/prefetch/cache_mb when "auto" */
 #define BFS_HUGE_AUTO 2    /* huge_pages=auto (the enum's third name) */
+/* prefetch=auto until the autotuner chooses: batches computed ahead of each reader */
+#define BFS_PREFETCH_AUTO 3
 
 typedef struct bfs_pipeline_opts {
     /* data-changing (BFS_OPT_DATA), except epochs (BFS_OPT_LISTING) */
@@ -250,12 +256,6 @@ void bfs_service_stop(bfs_service *s);
  * and the claims, free the engine and s. Accepts NULL. */
 void bfs_service_close(bfs_service *s);
 
-/* The parts, for the fronts' own calls. */
-typedef struct bfs_engine bfs_engine;
-typedef struct bfs_exec bfs_exec;
-bfs_engine *bfs_service_engine(bfs_service *s);
-bfs_exec *bfs_service_exec(bfs_service *s); /* NULL before start */
-
 /* bfs_service_pipeline - the text of MNT/pipeline (made at open). */
 const char *bfs_service_pipeline(const bfs_service *s, size_t *len);
 
@@ -324,5 +324,91 @@ typedef struct bfs_service_front {
  * counters f, in *out (malloc'd, the caller frees; NULL when out of memory) of *len bytes.
  */
 void bfs_service_stats(bfs_service *s, const bfs_service_front *f, char **out, size_t *len);
+
+/* ---- what --bench reads of a service ---------------------------------------------------- */
+
+/* The dataset and the plan: bfs_engine_max_batch_bytes, _samples, _canonical,
+ * _source_path, _batch_indices of the engine (engine/engine.h); sequences: a dataset of
+ * token sequences (rows, not images). */
+uint64_t bfs_service_max_batch_bytes(const bfs_service *s);
+uint64_t bfs_service_samples(const bfs_service *s);
+int bfs_service_sequences(const bfs_service *s);
+const char *bfs_service_canonical(const bfs_service *s);
+const char *bfs_service_source_path(const bfs_service *s);
+int bfs_service_batch_indices(bfs_service *s, uint64_t epoch, uint64_t k, uint64_t *idx);
+
+/* bfs_service_get / bfs_service_prefetch - bfs_exec_get / bfs_exec_prefetch of the
+ * executor (no reader followed; after start). */
+int bfs_service_get(bfs_service *s, uint64_t epoch, uint64_t k, bfs_batch **out, char *err,
+                    size_t errlen);
+int bfs_service_prefetch(bfs_service *s, uint64_t epoch, uint64_t k);
+
+/* Time and counts of the pipeline's stages, summed over the workers. */
+typedef struct bfs_stage_stats {
+    uint64_t samples;
+    uint64_t read_ns, decode_ns, resize_ns; /* resize includes flip/normalize/cast/store */
+    uint64_t encode_ns;                     /* batch headers, labels, indices */
+    uint64_t bad_samples;                   /* substituted (or failed) samples */
+    uint64_t texts_cut; /* text values longer than text_len= (multi-field datasets) */
+    uint64_t decode_cropped, decode_full, decode_scaled, decode_raw;
+    uint64_t decode_windowed; /* of decode_cropped: restart-segment windows (decode.c) */
+} bfs_stage_stats;
+
+/* The executor's counters a benchmark reports (bfs_exec_stats' of the same names). */
+typedef struct bfs_service_counters {
+    int threads;            /* workers allowed to compute now */
+    uint64_t buffer_allocs; /* batch buffers ever allocated (not taken from the pool) */
+    bfs_stage_stats stages;
+} bfs_service_counters;
+void bfs_service_get_counters(bfs_service *s, bfs_service_counters *c);
+
+/* The decoded-sample cache's counters (sample_cache_mb=; all 0 without one). */
+typedef struct bfs_sample_cache_counts {
+    uint64_t hits, misses, inserts, refused_budget, bytes, budget_bytes;
+} bfs_sample_cache_counts;
+void bfs_service_sample_cache(bfs_service *s, bfs_sample_cache_counts *c);
+/* bfs_sample_cache_json - c as the JSON object /stats and --bench --json print
+ * ({"hits": N, "misses": N, "inserts": N, "refused_budget": N, "bytes": N,
+ * "budget_bytes": N}) into buf (len bytes, NUL-terminated, truncated if too small). */
+void bfs_sample_cache_json(const bfs_sample_cache_counts *c, char *buf, size_t len);
+
+/*
+ * bfs_reference_rate - the decoders' reference of --bench: single-core full decodes
+ * (tjDecompress2 to RGB; PNG and WebP through libspng, libwebp) of samples idx[0..n) of
+ * source, in this thread: images per second of wall time, and (*cpu_rate) images per CPU
+ * second of this thread; *used: the images decoded. 0 for a source that cannot be opened
+ * or holds no images (token datasets).
+ */
+double bfs_reference_rate(const char *source, const uint64_t *idx, size_t n, size_t *used,
+                          double *cpu_rate);
+
+/* ---- group-reset, and remote= in messages ----------------------------------------------- */
+
+/* bfs_remote_display - remote= (a redis:// URL) as messages show it: no password. */
+void bfs_remote_display(const char *remote, char *buf, size_t len);
+
+/*
+ * bfs_group_reset - delete the claim counters and given-back lists of group o->group of the
+ * pipeline (source, o) in the Redis of o->remote (bfs_claims_reset_remote): *fingerprint
+ * the pipeline's, *deleted the keys deleted. Returns 0, or an error with one line in err
+ * (a source that cannot be opened, Redis unreachable or refusing).
+ */
+int bfs_group_reset(const char *source, const bfs_pipeline_opts *o, uint64_t *fingerprint,
+                    long long *deleted, char *err, size_t errlen);
+
+/* ---- `batchfs worker` (engine/batch_worker.c) ---------------------------------------- */
+
+/*
+ * bfs_worker_run - `batchfs worker SOURCE -o remote=redis://...`: compute batches for
+ * trainer mounts on other hosts (docs/scale-out.md), serving the job stream of the
+ * pipeline (source, o) until SIGINT or SIGTERM (the jobs in hand, at most two, are
+ * finished first, after leaving the set of live workers), or until `batches` jobs are done
+ * (0: no limit). name: the consumer name in Redis (NULL: HOST:PID). Logs to log, one
+ * timestamped line per event. Returns 0, or an error after logging it (no source, a bad
+ * remote_key, a refused pipeline, Redis unreachable at start or refusing the password;
+ * BFS_E_CHANGED when its dataset changed in place under it, after declining the job).
+ */
+int bfs_worker_run(const char *source, const bfs_pipeline_opts *o, const char *name,
+                   unsigned long batches, FILE *log);
 
 #endif

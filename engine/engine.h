@@ -24,15 +24,7 @@ typedef struct bfs_engine bfs_engine;
 typedef struct bfs_engine_worker bfs_engine_worker;
 
 /* Per-stage time and counters (nanoseconds of worker time, summed over samples). */
-typedef struct bfs_stage_stats {
-    uint64_t samples;
-    uint64_t read_ns, decode_ns, resize_ns; /* resize includes flip/normalize/cast/store */
-    uint64_t encode_ns;                     /* batch headers, labels, indices */
-    uint64_t bad_samples;                   /* substituted (or failed) samples */
-    uint64_t texts_cut; /* text values longer than text_len= (multi-field datasets) */
-    uint64_t decode_cropped, decode_full, decode_scaled, decode_raw;
-    uint64_t decode_windowed; /* of decode_cropped: restart-segment windows (decode.c) */
-} bfs_stage_stats;
+/* bfs_stage_stats, the time and counts of the pipeline's stages: engine/api.h */
 
 /*
  * bfs_engine_create - open source_path (.bfs or ImageFolder) and plan the pipeline o

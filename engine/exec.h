@@ -23,8 +23,7 @@
 #include "engine/api.h"
 #include "engine/engine.h"
 
-/* prefetch=auto until the autotuner chooses: batches computed ahead of each reader */
-#define BFS_PREFETCH_AUTO 3
+/* BFS_PREFETCH_AUTO, prefetch=auto's depth until the autotuner chooses: engine/api.h */
 
 typedef struct bfs_exec bfs_exec;
 

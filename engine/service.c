@@ -378,6 +378,99 @@ void bfs_service_claim_give_back(bfs_service *s, const bfs_group_claim *c)
     bfs_claims_give_back(s->claims, c);
 }
 
+uint64_t bfs_service_max_batch_bytes(const bfs_service *s)
+{
+    return s->batch_bytes;
+}
+
+uint64_t bfs_service_samples(const bfs_service *s)
+{
+    return bfs_engine_samples(s->e);
+}
+
+int bfs_service_sequences(const bfs_service *s)
+{
+    return bfs_engine_opts(s->e)->sequences;
+}
+
+const char *bfs_service_canonical(const bfs_service *s)
+{
+    return bfs_engine_canonical(s->e);
+}
+
+const char *bfs_service_source_path(const bfs_service *s)
+{
+    return bfs_engine_source_path(s->e);
+}
+
+int bfs_service_batch_indices(bfs_service *s, uint64_t epoch, uint64_t k, uint64_t *idx)
+{
+    return bfs_engine_batch_indices(s->e, epoch, k, idx);
+}
+
+int bfs_service_get(bfs_service *s, uint64_t epoch, uint64_t k, bfs_batch **out, char *err,
+                    size_t errlen)
+{
+    return bfs_exec_get(s->x, epoch, k, out, err, errlen);
+}
+
+int bfs_service_prefetch(bfs_service *s, uint64_t epoch, uint64_t k)
+{
+    return bfs_exec_prefetch(s->x, epoch, k);
+}
+
+void bfs_service_get_counters(bfs_service *s, bfs_service_counters *c)
+{
+    bfs_exec_stats st;
+    bfs_exec_get_stats(s->x, &st);
+    c->threads = st.threads;
+    c->buffer_allocs = st.buffer_allocs;
+    c->stages = st.stages;
+}
+
+void bfs_service_sample_cache(bfs_service *s, bfs_sample_cache_counts *c)
+{
+    bfs_samplecache_stats sc;
+    bfs_engine_sample_cache_stats(s->e, &sc);
+    *c = (bfs_sample_cache_counts){.hits = sc.hits,
+                                   .misses = sc.misses,
+                                   .inserts = sc.inserts,
+                                   .refused_budget = sc.refused_budget,
+                                   .bytes = sc.bytes,
+                                   .budget_bytes = sc.budget_bytes};
+}
+
+void bfs_sample_cache_json(const bfs_sample_cache_counts *c, char *buf, size_t len)
+{
+    bfs_samplecache_stats sc = {.hits = c->hits,
+                                .misses = c->misses,
+                                .inserts = c->inserts,
+                                .refused_budget = c->refused_budget,
+                                .bytes = c->bytes,
+                                .budget_bytes = c->budget_bytes};
+    bfs_samplecache_stats_json(&sc, buf, len);
+}
+
+void bfs_remote_display(const char *remote, char *buf, size_t len)
+{
+    bfs_remote_url u;
+    bfs_remote_parse_url(remote, &u, NULL, 0); /* (checked when the options were parsed) */
+    bfs_remote_url_text(&u, buf, len);
+}
+
+int bfs_group_reset(const char *source, const bfs_pipeline_opts *o, uint64_t *fingerprint,
+                    long long *deleted, char *err, size_t errlen)
+{
+    bfs_engine *e;
+    int rc = bfs_engine_create(source, o, &e, err, errlen);
+    if (rc)
+        return rc;
+    *fingerprint = bfs_engine_fingerprint(e);
+    bfs_engine_destroy(e);
+    *deleted = 0;
+    return bfs_claims_reset_remote(o->group, *fingerprint, o->remote, deleted, err, errlen);
+}
+
 /* ---- group=: claims taken ahead ------------------------------------------------------- */
 
 int bfs_service_next_claim(bfs_service *s, uint64_t epoch, bfs_group_claim *c)
@@ -544,9 +637,7 @@ void bfs_service_stats(bfs_service *s, const bfs_service_front *f, char **out, s
     }
     if (st.remote) {
         char url[700];
-        bfs_remote_url u;
-        bfs_remote_parse_url(s->o->remote, &u, NULL, 0);
-        bfs_remote_url_text(&u, url, sizeof url);
+        bfs_remote_display(s->o->remote, url, sizeof url);
         tprintf(t,
                 "  \"remote\": {\"url\": \"%s\", \"workers\": %d, \"requested\": %llu, "
                 "\"hits\": %llu, \"fallbacks\": %llu, \"errors\": %llu, \"corrupt\": %llu, "

@@ -7,5 +7,11 @@
 #define BATCHFS_ENGINE_SERVICE_H
 
 #include "engine/api.h"
+#include "engine/engine.h"
+#include "engine/exec.h"
+
+/* The parts: the engine, and the executor (NULL before start). */
+bfs_engine *bfs_service_engine(bfs_service *s);
+bfs_exec *bfs_service_exec(bfs_service *s);
 
 #endif

@@ -10,7 +10,6 @@
 #include "fs/fs.h"
 #include "programs/group_reset.h"
 #include "programs/top.h"
-#include "programs/worker.h"
 #include "mountopts/mountopts.h"
 #include "base/io.h"
 

@@ -1,6 +1,22 @@
-/* worker.c — `batchfs worker` (see worker.h). */
-#include "programs/worker.h"
-#include "engine/exec.h"
+/*
+ * batch_worker.c — `batchfs worker` (bfs_worker_run, declared in api.h): the serving side
+ * of remote= that the executor's remote side asks (exec.c). A worker opens the pipeline's
+ * service like a mount would, so its fingerprint is the one of every mount with the same
+ * dataset and data-changing options, and serves that pipeline's job stream only: it takes
+ * a job (a dead worker's first, after remote_claim_ms), computes the batch with the
+ * executor unless it is stored already, stores it in Redis for remote_ttl seconds
+ * (authenticated with remote_key=, if given), acknowledges, announces. A batch it cannot
+ * compute from its own copy or with its own resources, or that holds a substitute for a
+ * sample bad here, is declined instead: mounts compute it themselves. Jobs whose askers no
+ * longer wait are skipped. Jobs of pipelines that no worker serves are named in the log
+ * with the options that differ. Heartbeats (every second, a thread of their own) let
+ * mounts count the live workers; a stopping worker leaves their set at once.
+ *
+ * Neighbours: programs/batchfs_main.c calls bfs_worker_run for BFS_MODE_WORKER
+ * (mountopts/); engine/remote/remote.h is the transport, the service (service.c) computes.
+ * tests/mount/remote.sh runs workers against trainer mounts and a redis-server.
+ */
+#include "engine/service.h"
 #include "engine/remote/remote.h"
 #include "base/clock.h"
 #include "base/err.h"
