@@ -182,7 +182,7 @@ typedef struct bfs_group_claim {
  * One object builds the whole pipeline service from the parsed options (the engine, the
  * RAM budget, the host-wide store of cache_dir=, the claims of group=, the executor, its
  * remote side and the autotuner), owns every one of their lifetimes, and writes the one
- * /stats document. FUSE-free: the mount (fs/fs.c), `batchfs worker` (programs/worker.c),
+ * /stats document. FUSE-free: the mount (fs/fs.c), `batchfs worker` (batch_worker.c),
  * `batchfs --bench` (programs/bench.c) and the fault tests use it, each adding only its
  * own front.
  *
