@@ -259,10 +259,6 @@ void bfs_service_close(bfs_service *s);
 /* bfs_service_pipeline - the text of MNT/pipeline (made at open). */
 const char *bfs_service_pipeline(const bfs_service *s, size_t *len);
 
-/* bfs_service_pid_alive - is reader key (a pid) alive: its process exists (EPERM: another
- * user's)? The alive function of the executor's reader table. */
-int bfs_service_pid_alive(uint64_t key);
-
 /*
  * bfs_service_next_claim - the claim for an open of epoch/N/next (group=): the oldest one
  * taken ahead for epoch N, else the group's next; then, while the prefetch depth d (the
@@ -284,7 +280,7 @@ uint64_t bfs_service_batch_bytes(const bfs_service *s, uint64_t epoch, uint64_t 
 uint32_t bfs_service_batch_len(const bfs_service *s, uint64_t epoch, uint64_t k);
 uint64_t bfs_service_fingerprint(const bfs_service *s);
 
-/* Batches, for a front: bfs_exec_get_as for reader pid (alive: bfs_service_pid_alive),
+/* Batches, for a front: bfs_exec_get_as for reader pid (alive while its process exists),
  * bfs_exec_get_cancel, bfs_exec_cancel_wait and bfs_exec_consumed of the executor
  * (engine/exec.h; after start). */
 int bfs_service_get_as(bfs_service *s, uint64_t pid, uint64_t epoch, uint64_t k,

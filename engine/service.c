@@ -190,7 +190,9 @@ fail:
 
 /* ---- start, stop, close ---------------------------------------------------------------- */
 
-int bfs_service_pid_alive(uint64_t key)
+/* A reader key (pid) is alive while its process exists (EPERM: another user's): the alive
+ * function of the executor's reader table, for the mount's readers and the autotuner. */
+static int pid_alive(uint64_t key)
 {
     return key <= INT32_MAX && (kill((pid_t)key, 0) == 0 || errno == EPERM);
 }
@@ -234,7 +236,7 @@ int bfs_service_start(bfs_service *s, char *err, size_t errlen)
                          .fixed_cache = s->cache_bytes,
                          .batch_samples = bfs_engine_mean_batch_len(s->e),
                          .batch_bytes = s->batch_bytes,
-                         .alive = bfs_service_pid_alive};
+                         .alive = pid_alive};
     if ((rc = bfs_tuner_start(s->x, &to, &s->tuner)) && s->cfg.notes)
         fprintf(s->cfg.notes, "%s: note: autotuner not started (%s): settings stay as given\n", tag,
                 bfs_strerror(rc));
@@ -325,7 +327,7 @@ uint64_t bfs_service_fingerprint(const bfs_service *s)
 int bfs_service_get_as(bfs_service *s, uint64_t pid, uint64_t epoch, uint64_t k,
                        bfs_exec_cancel *cancel, bfs_batch **out, char *err, size_t errlen)
 {
-    return bfs_exec_get_as(s->x, pid, bfs_service_pid_alive, epoch, k, cancel, out, err, errlen);
+    return bfs_exec_get_as(s->x, pid, pid_alive, epoch, k, cancel, out, err, errlen);
 }
 
 int bfs_service_get_cancel(bfs_service *s, uint64_t epoch, uint64_t k, bfs_exec_cancel *cancel,
@@ -673,7 +675,7 @@ void bfs_service_stats(bfs_service *s, const bfs_service_front *f, char **out, s
             f->pt_active ? "true" : "false", (unsigned long long)f->pt_opens, f->backing_files,
             st.huge_files ? "true" : "false");
     bfs_exec_reader rd[BFS_EXEC_MAX_READERS];
-    int nr = bfs_exec_readers(s->x, bfs_mono_s(), bfs_service_pid_alive, rd, BFS_EXEC_MAX_READERS);
+    int nr = bfs_exec_readers(s->x, bfs_mono_s(), pid_alive, rd, BFS_EXEC_MAX_READERS);
     tprintf(t, "  \"prefetch\": {\"depth\": %d, \"streams\": [", st.prefetch);
     for (int i = 0; i < nr; i++)
         tprintf(t,
