@@ -7,8 +7,9 @@
  *
  * What it declares:
  *   - the release version (BATCHFS_VERSION);
- *   - the pipeline options (bfs_pipeline_opts, filled by mountopts/ and --bench; their
- *     parsing, table and canonical text are engine/pipeline.h's);
+ *   - the pipeline options (bfs_pipeline_opts, filled by mountopts/ and --bench), their
+ *     table, parsing, checks and --help text, a mixture's description (engine/pipeline.c;
+ *     their canonical text and fingerprint stay engine/pipeline.h's);
  *   - the batch handles the executor hands out (bfs_batch: data, size, file, release) and
  *     a wait another thread may cancel (bfs_exec_cancel);
  *   - one claimed batch of group= (bfs_group_claim);
@@ -18,8 +19,8 @@
  *   - `batchfs group-reset` (bfs_group_reset) and `batchfs worker` (bfs_worker_run, whose
  *     serving loop is engine/batch_worker.c).
  *
- * Not yet sealed (issue 33 item 2, in progress): gpu/ and mountopts/ include engine
- * headers of their own, and mkbatchfs the packer's and the .bfs reader's
+ * Not yet sealed (issue 33 item 2, in progress): gpu/ includes engine headers of its own
+ * (the batch format, the output writer), and mkbatchfs the packer's and the .bfs reader's
  * (tests/layering.allow lists each such edge).
  */
 #ifndef BATCHFS_ENGINE_API_H
@@ -142,6 +143,94 @@ typedef struct bfs_pipeline_opts {
     /* bookkeeping for validation: which keys were given explicitly */
     uint64_t given; /* bit i: option i (bfs_pipeline_option_at(i)) was set */
 } bfs_pipeline_opts;
+
+/* ---- parsing the options (engine/pipeline.c; the rest of its interface: pipeline.h) ---- */
+
+enum { BFS_OPT_DATA, BFS_OPT_LISTING, BFS_OPT_KNOB };
+
+/* One row of the option table, as mountopts/ and tools see it (static storage). */
+typedef struct bfs_pipeline_option {
+    const char *name;   /* "batch" */
+    const char *syntax; /* value syntax: "N", "full|pages|none", "I/N" */
+    const char *def;    /* the default as --help shows it: "256", "online CPUs" */
+    const char *help;   /* one-sentence meaning */
+    int cls;            /* BFS_OPT_DATA, BFS_OPT_LISTING or BFS_OPT_KNOB */
+} bfs_pipeline_option;
+
+/* bfs_pipeline_option_at - row i of the option table (0-based, in the documented order),
+ * or NULL when i is past the end. Bit i of bfs_pipeline_opts.given refers to it. */
+const bfs_pipeline_option *bfs_pipeline_option_at(size_t i);
+
+/* bfs_pipeline_defaults - fill o with every default (normalize decided at finish;
+ * cpu_budget and ram_mb left 0, resolved by the engine from the host). */
+void bfs_pipeline_defaults(bfs_pipeline_opts *o);
+
+/*
+ * bfs_pipeline_set - parse one option. key is the option name (case-sensitive), value its
+ * text (NULL for a bare key, which is an error: every option needs a value). Returns 0;
+ * -ENOENT for an unknown key (err names it, suggests a near miss and lists the known
+ * ones); -EINVAL for a bad or missing value (err names the option, the value and what is
+ * allowed, e.g. "batch=0: must be an integer in 1..65536"). On error o is unchanged.
+ * err may be NULL; a message longer than errlen is truncated (see BFS_PIPELINE_ERRLEN).
+ */
+int bfs_pipeline_set(bfs_pipeline_opts *o, const char *key, const char *value, char *err,
+                     size_t errlen);
+
+/*
+ * bfs_pipeline_parse - parse "k=v,k=v" (as after -o); empty items are skipped. Commas
+ * inside values are not supported except in normalize=m0,m1,m2/s0,s1,s2: after
+ * `normalize=`, an item that starts with a digit, a sign or '.' continues its value
+ * (option names start with a letter, so this is unambiguous); after `fields=`, an item
+ * without '=' continues its list (every option has a value). Stops at the first error:
+ * options before it are applied. Returns bfs_pipeline_set's errors, or -ENOMEM.
+ */
+int bfs_pipeline_parse(bfs_pipeline_opts *o, const char *text, char *err, size_t errlen);
+
+/*
+ * bfs_pipeline_parse_spec - parse a spec file's text: one `key = value` per line,
+ * whitespace around key and value ignored, blank lines ignored, `#` starts a comment at
+ * the start of a line or after a space or tab (so a path may contain '#'), CRLF line ends
+ * accepted. file_name (NULL: "spec") prefixes every message: "FILE:LINE: ...". The
+ * identity lines of MNT/pipeline are accepted too, so that text is a spec file: `source`
+ * is ignored (SOURCE on the command line is the dataset), `fingerprint` (16 hex digits)
+ * sets want_fingerprint, which bfs_engine_create checks. Stops at the first error.
+ * Returns as bfs_pipeline_set, -EINVAL for a line that is not `key = value` or a bad
+ * fingerprint, or -ENOMEM.
+ */
+int bfs_pipeline_parse_spec(bfs_pipeline_opts *o, const char *text, const char *file_name,
+                            char *err, size_t errlen);
+
+/*
+ * bfs_pipeline_finish - apply cross-option rules after all options are set: normalize
+ * defaults to imagenet for float dtypes and none for u8; normalize other than none with
+ * dtype=u8 is an error; shard index < count; every field in range (the struct may have
+ * been edited directly). Idempotent. Returns 0 or -EINVAL (err explains).
+ */
+int bfs_pipeline_finish(bfs_pipeline_opts *o, char *err, size_t errlen);
+
+/* bfs_pipeline_help - the options with defaults and meaning in aligned columns
+ * ("option", "default", "meaning"), grouped by class, for --help; starts with the column
+ * headings (the caller prints its own title line), lines of at most 100 columns, ends
+ * with a newline. Returns a static string, built once (thread-safe). */
+const char *bfs_pipeline_help(void);
+
+/* A mixture as source= and mix_schedule= give it (bfs_pipeline_mix). */
+typedef struct bfs_mix_desc {
+    uint32_t n;                        /* sources, 1..BFS_MIX_SOURCES */
+    const char *path[BFS_MIX_SOURCES]; /* into buf */
+    double weight[BFS_MIX_SOURCES];    /* > 0; all 0 when none was given (sizes decide) */
+    uint32_t npoints;                  /* mix_schedule= points, 0 = none */
+    int linear;                        /* 1: linear between points; 0: step */
+    uint64_t at[BFS_SCHEDULE_POINTS];  /* epochs, ascending */
+    double w[BFS_SCHEDULE_POINTS][BFS_MIX_SOURCES]; /* >= 0, one > 0 per point */
+    char buf[BFS_MIX_TEXT];
+} bfs_mix_desc;
+
+/*
+ * bfs_pipeline_mix - o's mixture (o->mix set) into *d. Returns 0 or -EINVAL (a schedule
+ * whose points have another number of weights than there are sources; err says which).
+ */
+int bfs_pipeline_mix(const bfs_pipeline_opts *o, bfs_mix_desc *d, char *err, size_t errlen);
 
 /* ---- batches ------------------------------------------------------------------------ */
 

@@ -38,8 +38,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* the options themselves (bfs_pipeline_opts, BFS_AUTO, the enums of their values) are
- * public: engine/api.h */
+/* the options themselves (bfs_pipeline_opts, BFS_AUTO, the enums of their values), the
+ * option table (bfs_pipeline_option_at), a mixture (bfs_pipeline_mix) and the parsing
+ * (defaults, set, parse, parse_spec, finish, help) are public: engine/api.h */
 #include "engine/api.h"
 
 /* Version of the algorithms that produce batch bytes (plan order, RNG streams, crop
@@ -54,21 +55,6 @@
 #define BFS_PIPELINE_ERRLEN 1024
 /* Bytes that always hold the canonical text (fields= may take 2 KiB, mix_schedule= 4). */
 #define BFS_CANONICAL_MAX 8192
-
-enum { BFS_OPT_DATA, BFS_OPT_LISTING, BFS_OPT_KNOB };
-
-/* One row of the option table, as mountopts/ and tools see it (static storage). */
-typedef struct bfs_pipeline_option {
-    const char *name;   /* "batch" */
-    const char *syntax; /* value syntax: "N", "full|pages|none", "I/N" */
-    const char *def;    /* the default as --help shows it: "256", "online CPUs" */
-    const char *help;   /* one-sentence meaning */
-    int cls;            /* BFS_OPT_DATA, BFS_OPT_LISTING or BFS_OPT_KNOB */
-} bfs_pipeline_option;
-
-/* bfs_pipeline_option_at - row i of the option table (0-based, in the documented order),
- * or NULL when i is past the end. Bit i of bfs_pipeline_opts.given refers to it. */
-const bfs_pipeline_option *bfs_pipeline_option_at(size_t i);
 
 /*
  * bfs_pipeline_check_kind - after bfs_pipeline_finish, once the dataset is known: refuse
@@ -98,24 +84,6 @@ int bfs_pipeline_check_fields(bfs_pipeline_opts *o, const char *const *names,
                               const unsigned char *kind, uint32_t n, uint64_t *chosen, char *err,
                               size_t errlen);
 
-/* A mixture as source= and mix_schedule= give it (bfs_pipeline_mix). */
-typedef struct bfs_mix_desc {
-    uint32_t n;                        /* sources, 1..BFS_MIX_SOURCES */
-    const char *path[BFS_MIX_SOURCES]; /* into buf */
-    double weight[BFS_MIX_SOURCES];    /* > 0; all 0 when none was given (sizes decide) */
-    uint32_t npoints;                  /* mix_schedule= points, 0 = none */
-    int linear;                        /* 1: linear between points; 0: step */
-    uint64_t at[BFS_SCHEDULE_POINTS];  /* epochs, ascending */
-    double w[BFS_SCHEDULE_POINTS][BFS_MIX_SOURCES]; /* >= 0, one > 0 per point */
-    char buf[BFS_MIX_TEXT];
-} bfs_mix_desc;
-
-/*
- * bfs_pipeline_mix - o's mixture (o->mix set) into *d. Returns 0 or -EINVAL (a schedule
- * whose points have another number of weights than there are sources; err says which).
- */
-int bfs_pipeline_mix(const bfs_pipeline_opts *o, bfs_mix_desc *d, char *err, size_t errlen);
-
 /* bfs_pipeline_mix_weights - the normalized weights (summing to 1) of epoch `epoch`:
  * the schedule's (step: the last point at or before epoch, the first before it; linear:
  * interpolated between the points around it), else the sources' given weights, else
@@ -131,53 +99,6 @@ uint64_t bfs_pipeline_mix_identity(const bfs_mix_desc *d, uint64_t sources_ident
 /* bfs_pipeline_mix_display - "PATH:W, PATH:W" (the weights as given) for MNT/pipeline's
  * `source =` line, which a spec file reads back. Returns snprintf's convention. */
 int bfs_pipeline_mix_display(const bfs_mix_desc *d, char *buf, size_t cap);
-
-/* bfs_pipeline_defaults - fill o with every default (normalize decided at finish;
- * cpu_budget and ram_mb left 0, resolved by the engine from the host). */
-void bfs_pipeline_defaults(bfs_pipeline_opts *o);
-
-/*
- * bfs_pipeline_set - parse one option. key is the option name (case-sensitive), value its
- * text (NULL for a bare key, which is an error: every option needs a value). Returns 0;
- * -ENOENT for an unknown key (err names it, suggests a near miss and lists the known
- * ones); -EINVAL for a bad or missing value (err names the option, the value and what is
- * allowed, e.g. "batch=0: must be an integer in 1..65536"). On error o is unchanged.
- * err may be NULL; a message longer than errlen is truncated (see BFS_PIPELINE_ERRLEN).
- */
-int bfs_pipeline_set(bfs_pipeline_opts *o, const char *key, const char *value, char *err,
-                     size_t errlen);
-
-/*
- * bfs_pipeline_parse - parse "k=v,k=v" (as after -o); empty items are skipped. Commas
- * inside values are not supported except in normalize=m0,m1,m2/s0,s1,s2: after
- * `normalize=`, an item that starts with a digit, a sign or '.' continues its value
- * (option names start with a letter, so this is unambiguous); after `fields=`, an item
- * without '=' continues its list (every option has a value). Stops at the first error:
- * options before it are applied. Returns bfs_pipeline_set's errors, or -ENOMEM.
- */
-int bfs_pipeline_parse(bfs_pipeline_opts *o, const char *text, char *err, size_t errlen);
-
-/*
- * bfs_pipeline_parse_spec - parse a spec file's text: one `key = value` per line,
- * whitespace around key and value ignored, blank lines ignored, `#` starts a comment at
- * the start of a line or after a space or tab (so a path may contain '#'), CRLF line ends
- * accepted. file_name (NULL: "spec") prefixes every message: "FILE:LINE: ...". The
- * identity lines of MNT/pipeline are accepted too, so that text is a spec file: `source`
- * is ignored (SOURCE on the command line is the dataset), `fingerprint` (16 hex digits)
- * sets want_fingerprint, which bfs_engine_create checks. Stops at the first error.
- * Returns as bfs_pipeline_set, -EINVAL for a line that is not `key = value` or a bad
- * fingerprint, or -ENOMEM.
- */
-int bfs_pipeline_parse_spec(bfs_pipeline_opts *o, const char *text, const char *file_name,
-                            char *err, size_t errlen);
-
-/*
- * bfs_pipeline_finish - apply cross-option rules after all options are set: normalize
- * defaults to imagenet for float dtypes and none for u8; normalize other than none with
- * dtype=u8 is an error; shard index < count; every field in range (the struct may have
- * been edited directly). Idempotent. Returns 0 or -EINVAL (err explains).
- */
-int bfs_pipeline_finish(bfs_pipeline_opts *o, char *err, size_t errlen);
 
 /*
  * bfs_pipeline_canonical - the data-changing options (BFS_OPT_DATA) as canonical text,
@@ -196,11 +117,5 @@ int bfs_pipeline_canonical(const bfs_pipeline_opts *o, char *buf, size_t cap);
  * checksum, or a hash of an ImageFolder's sorted file list with sizes and mtimes.
  */
 uint64_t bfs_pipeline_fingerprint(const bfs_pipeline_opts *o, uint64_t dataset_identity);
-
-/* bfs_pipeline_help - the options with defaults and meaning in aligned columns
- * ("option", "default", "meaning"), grouped by class, for --help; starts with the column
- * headings (the caller prints its own title line), lines of at most 100 columns, ends
- * with a newline. Returns a static string, built once (thread-safe). */
-const char *bfs_pipeline_help(void);
 
 #endif

@@ -13,7 +13,6 @@
 #include "mountopts/mountopts.h"
 #include "base/err.h"
 #include "base/io.h"
-#include "engine/pipeline.h"
 
 #include <ctype.h>
 #include <errno.h>
