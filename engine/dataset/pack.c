@@ -616,31 +616,41 @@ static ssize_t fd_read_cb(void *ctx, void *buf, size_t n)
     return k < 0 ? -errno : k;
 }
 
+/* Open shard path and start its format's reader (WebDataset, TFRecord or manifest) on it,
+ * read as a stream. Returns 0 or the open's error, naming the file. */
+static int open_shard(pack *p, const char *path, char *err, size_t errlen)
+{
+    const bfs_pack_opts *o = p->o;
+    struct stat st;
+    int fd = bfs_open_regular(path, &st);
+    if (fd < 0)
+        return bfs_errf(fd, err, errlen, "%s: %s", path, bfs_strerror(fd));
+    posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+    p->fd = fd;
+    bfs_shard_in in = {fd_read_cb, &p->fd};
+    if (p->shards.format == BFS_FORMAT_WEBDATASET)
+        bfs_wds_init(&p->wds, in, o->image_key, o->label_key);
+    else if (p->shards.format == BFS_FORMAT_TFRECORD)
+        bfs_tfr_init(&p->tfr, in, o->image_key, o->label_key);
+    else
+        bfs_manifest_init(&p->man, in, bfs_manifest_is_name(path) == 2);
+    p->reading = 1;
+    return 0;
+}
+
 /* The next sample of the sharded source into *s, opening the next shard when one ends.
  * 1, 0 (all read) or a negative error with err naming the shard. */
 static int next_shard_sample(pack *p, bfs_shard_sample *s, char *err, size_t errlen)
 {
-    const bfs_pack_opts *o = p->o;
     char why[1024];
     while (p->shard < p->shards.n) {
         const char *path = p->shards.paths[p->shard];
         int wds = p->shards.format == BFS_FORMAT_WEBDATASET;
-        if (!p->reading) {
-            struct stat st;
-            int fd = bfs_open_regular(path, &st);
-            if (fd < 0)
-                return bfs_errf(fd, err, errlen, "%s: %s", path, bfs_strerror(fd));
-            posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-            p->fd = fd;
-            bfs_shard_in in = {fd_read_cb, &p->fd};
-            if (wds)
-                bfs_wds_init(&p->wds, in, o->image_key, o->label_key);
-            else
-                bfs_tfr_init(&p->tfr, in, o->image_key, o->label_key);
-            p->reading = 1;
-        }
-        int rc = wds ? bfs_wds_next(&p->wds, s, why, sizeof why)
-                     : bfs_tfr_next_sample(&p->tfr, s, why, sizeof why);
+        int rc;
+        if (!p->reading && (rc = open_shard(p, path, err, errlen)))
+            return rc;
+        rc = wds ? bfs_wds_next(&p->wds, s, why, sizeof why)
+                 : bfs_tfr_next_sample(&p->tfr, s, why, sizeof why);
         if (rc < 0)
             return bfs_errf(rc, err, errlen, "%s: %s", path, why);
         if (rc > 0)
@@ -719,26 +729,11 @@ static int next_fields_item(pack *p, item *it, bfs_pack_report *rep, char *err, 
         if (p->shard >= p->shards.n)
             return 0;
         const char *path = p->shards.paths[p->shard];
-        int fmt = p->shards.format;
-        if (!p->reading) {
-            struct stat st;
-            int fd = bfs_open_regular(path, &st);
-            if (fd < 0)
-                return bfs_errf(fd, err, errlen, "%s: %s", path, bfs_strerror(fd));
-            posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-            p->fd = fd;
-            bfs_shard_in in = {fd_read_cb, &p->fd};
-            if (fmt == BFS_FORMAT_WEBDATASET)
-                bfs_wds_init(&p->wds, in, o->image_key, o->label_key);
-            else if (fmt == BFS_FORMAT_TFRECORD)
-                bfs_tfr_init(&p->tfr, in, o->image_key, o->label_key);
-            else
-                bfs_manifest_init(&p->man, in, bfs_manifest_is_name(path) == 2);
-            p->reading = 1;
-        }
+        int fmt = p->shards.format, notex = 0, rc;
+        if (!p->reading && (rc = open_shard(p, path, err, errlen)))
+            return rc;
         const char *skip = NULL, *key;
         uint64_t off = 0;
-        int notex = 0, rc;
         if (fmt == BFS_FORMAT_WEBDATASET)
             rc = bfs_wds_next_members(&p->wds, &p->mem, &off, why, sizeof why), key = p->wds.key;
         else if (fmt == BFS_FORMAT_TFRECORD)
