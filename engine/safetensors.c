@@ -22,6 +22,7 @@
  */
 #include "engine/safetensors.h"
 #include "base/err.h"
+#include "base/utf8.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -96,57 +97,6 @@ int bfs_dtype_from_name(const char *name, size_t len, bfs_dtype *out)
 static int is_image_dtype(bfs_dtype dt)
 {
     return dt == BFS_DT_U8 || dt == BFS_DT_F16 || dt == BFS_DT_BF16 || dt == BFS_DT_F32;
-}
-
-/* ---- UTF-8 -------------------------------------------------------------------------- */
-
-/* Length of the valid UTF-8 sequence at p (< end), or 0 when it is invalid: overlong
- * forms, surrogates and code points above U+10FFFF are invalid (RFC 3629). */
-static size_t utf8_seq(const uint8_t *p, const uint8_t *end)
-{
-    uint8_t c = p[0];
-    size_t n;
-    uint8_t lo = 0x80, hi = 0xbf; /* allowed range of the second byte */
-    if (c < 0x80)
-        return 1;
-    if (c < 0xc2)
-        return 0;
-    if (c < 0xe0)
-        n = 2;
-    else if (c < 0xf0) {
-        n = 3;
-        if (c == 0xe0)
-            lo = 0xa0;
-        else if (c == 0xed)
-            hi = 0x9f;
-    } else if (c < 0xf5) {
-        n = 4;
-        if (c == 0xf0)
-            lo = 0x90;
-        else if (c == 0xf4)
-            hi = 0x8f;
-    } else
-        return 0;
-    if ((size_t)(end - p) < n)
-        return 0;
-    if (p[1] < lo || p[1] > hi)
-        return 0;
-    for (size_t i = 2; i < n; i++)
-        if ((p[i] & 0xc0) != 0x80)
-            return 0;
-    return n;
-}
-
-static int utf8_valid(const char *s, size_t len)
-{
-    const uint8_t *p = (const uint8_t *)s, *end = p + len;
-    while (p < end) {
-        size_t n = utf8_seq(p, end);
-        if (!n)
-            return 0;
-        p += n;
-    }
-    return 1;
 }
 
 /* ---- encoder ------------------------------------------------------------------------ */
@@ -295,8 +245,8 @@ static int check_desc(const bfs_st_batch_desc *d)
         if (!k || !v)
             return -EINVAL;
         size_t kl = strlen(k), vl = strlen(v);
-        if (!kl || kl > BFS_ST_MAX_EXTRA_LEN || vl > BFS_ST_MAX_EXTRA_LEN || !utf8_valid(k, kl) ||
-            !utf8_valid(v, vl))
+        if (!kl || kl > BFS_ST_MAX_EXTRA_LEN || vl > BFS_ST_MAX_EXTRA_LEN ||
+            !bfs_utf8_valid((const uint8_t *)k, kl) || !bfs_utf8_valid((const uint8_t *)v, vl))
             return -EINVAL;
         for (size_t r = 0; r < sizeof reserved_keys / sizeof *reserved_keys; r++)
             if (!strcmp(k, reserved_keys[r]))
@@ -648,7 +598,7 @@ static int parse_string(cursor *c, char *dst, size_t cap, size_t *len)
         if (ch < 0x20)
             return fail(c, -EBADMSG, "control character 0x%02x in a string", ch);
         if (ch >= 0x80) {
-            size_t k = utf8_seq(c->p, c->end);
+            size_t k = bfs_utf8_seq(c->p, c->end);
             if (!k)
                 return fail(c, -EBADMSG, "invalid UTF-8 in a string");
             for (size_t i = 0; i < k; i++)

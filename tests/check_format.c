@@ -6,6 +6,7 @@
 #include "engine/dataset/bfs.h"
 #include "engine/dataset/guard.h"
 #include "base/err.h"
+#include "base/utf8.h"
 #include "base/hash.h"
 #include "engine/dataset/jpeg.h"
 #include "engine/dataset/pack.h"

@@ -193,10 +193,6 @@ int bfs_pack_tokenize(const char *src, const char *out, const bfs_tokenize_opts 
 int bfs_pack_copy_fields(const char *src, const char *out, const bfs_pack_opts *o,
                          bfs_pack_report *rep, atomic_int *cancel, char *err, size_t errlen);
 
-/* bfs_utf8_valid - 1 when s[0..n) is well-formed UTF-8 (RFC 3629: no overlong forms, no
- * surrogates, nothing above U+10FFFF), else 0. */
-int bfs_utf8_valid(const uint8_t *s, size_t n);
-
 /* bfs_pack_temp_path - while bfs_pack runs, the temporary file it writes (or NULL);
  * for a signal handler that must unlink it. Points to static storage. */
 const char *bfs_pack_temp_path(void);

@@ -13,6 +13,7 @@
 #include "engine/dataset/wds.h"
 #include "base/endian.h"
 #include "base/err.h"
+#include "base/utf8.h"
 
 #include <errno.h>
 #include <jansson.h>
