@@ -810,3 +810,43 @@ int bfs_engine_recent_bad(bfs_engine *e, bfs_bad_sample *out, int n)
     pthread_mutex_unlock(&e->log_lock);
     return got;
 }
+
+/* A resampler's rows into a packed image (bfs_engine_pack_resize). */
+typedef struct pack_rows {
+    uint8_t *dst;
+    size_t stride;
+} pack_rows;
+
+static void pack_store_row(void *ctx, int row, const uint8_t *rgb, int width)
+{
+    pack_rows *s = ctx;
+    memcpy(s->dst + (size_t)row * s->stride, rgb, (size_t)width * 3);
+}
+
+int bfs_engine_pack_resize(void **scratch, const uint8_t *rgb, int w, int h, uint8_t *out, int nw,
+                           int nh)
+{
+    resize_scratch *rs = *scratch;
+    if (!rgb) {
+        if (rs)
+            resize_scratch_free(rs);
+        free(rs);
+        *scratch = NULL;
+        return 0;
+    }
+    if (!rs) {
+        if (!(rs = calloc(1, sizeof *rs)))
+            return -ENOMEM;
+        *scratch = rs;
+    }
+    resize_spec spec = {.in_w = w,
+                        .in_h = h,
+                        .box = {0, 0, w, h},
+                        .out_w = nw,
+                        .out_h = nh,
+                        .win_w = nw,
+                        .win_h = nh};
+    resize_src src = {.pixels = rgb, .stride = (size_t)w * 3, .w = w, .h = h};
+    pack_rows sink = {out, (size_t)nw * 3};
+    return resize_rgb8(&spec, &src, pack_store_row, &sink, rs);
+}

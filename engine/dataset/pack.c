@@ -24,7 +24,6 @@
 #include "base/io.h"
 #include "engine/dataset/image.h"
 #include "engine/dataset/jpeg.h"
-#include "engine/resize.h"
 #include "base/clock.h"
 #include "base/endian.h"
 
@@ -120,20 +119,11 @@ const char *bfs_pack_temp_path(void)
 
 /* ---- transform (workers) ---------------------------------------------------------- */
 
-typedef struct rowsink {
-    uint8_t *dst;
-    size_t stride;
-} rowsink;
-
-static void store_row(void *ctx, int row, const uint8_t *rgb, int width)
+/* Shrink rgb (w x h) so its longer side is o->max_side, through the caller's resampler
+ * (o->resize; the engine's is Pillow-bilinear antialiased). scratch: the thread's. */
+static int shrink(const bfs_pack_opts *o, uint8_t **rgb, int *w, int *h, void **scratch)
 {
-    rowsink *s = ctx;
-    memcpy(s->dst + (size_t)row * s->stride, rgb, (size_t)width * 3);
-}
-
-/* Shrink rgb (w x h) so its longer side is max_side, Pillow-bilinear antialiased. */
-static int shrink(uint8_t **rgb, int *w, int *h, int max_side, resize_scratch *scratch)
-{
+    int max_side = o->max_side;
     int side = *w > *h ? *w : *h;
     if (max_side <= 0 || side <= max_side)
         return 0;
@@ -144,16 +134,7 @@ static int shrink(uint8_t **rgb, int *w, int *h, int max_side, resize_scratch *s
     uint8_t *out = malloc((size_t)nw * nh * 3);
     if (!out)
         return -ENOMEM;
-    resize_spec spec = {.in_w = *w,
-                        .in_h = *h,
-                        .box = {0, 0, *w, *h},
-                        .out_w = nw,
-                        .out_h = nh,
-                        .win_w = nw,
-                        .win_h = nh};
-    resize_src src = {.pixels = *rgb, .stride = (size_t)*w * 3, .w = *w, .h = *h};
-    rowsink sink = {out, (size_t)nw * 3};
-    int rc = resize_rgb8(&spec, &src, store_row, &sink, scratch);
+    int rc = o->resize(scratch, *rgb, *w, *h, out, nw, nh);
     if (rc) {
         free(out);
         return rc;
@@ -207,9 +188,9 @@ static void fail_sample(result *r, int rc)
 /* Decoded pixels (rgb, owned: freed here) into r: shrunk to max_side, then stored as lz4
  * raw pixels (raw) or re-encoded as JPEG (gray: one component). */
 static void transform_pixels(const bfs_pack_opts *o, uint8_t *rgb, int w, int h, int gray,
-                             result *r, resize_scratch *scratch)
+                             result *r, void **scratch)
 {
-    int rc = shrink(&rgb, &w, &h, o->max_side, scratch);
+    int rc = shrink(o, &rgb, &w, &h, scratch);
     if (rc) {
         free(rgb);
         fail_sample(r, rc);
@@ -269,7 +250,7 @@ static void transform_pixels(const bfs_pack_opts *o, uint8_t *rgb, int w, int h,
  * bfs_image_check has decoded them whole; with --raw, or a side over --max-side, decoded
  * and stored as a JPEG's pixels would be (raw pixels, or a JPEG re-encoding). */
 static void transform_codec(const bfs_pack_opts *o, uint8_t *data, size_t len, uint32_t label,
-                            result *r, resize_scratch *scratch)
+                            result *r, void **scratch)
 {
     bfs_image_facts f;
     int rc = bfs_image_probe(data, len, &f);
@@ -308,7 +289,7 @@ static void transform_codec(const bfs_pack_opts *o, uint8_t *data, size_t len, u
  * raw pixels) or by bfs_jpeg_check / bfs_image_check, so a corrupt file is skipped in
  * every mode alike. */
 static void transform_bytes(const bfs_pack_opts *o, uint8_t *data, size_t len, uint32_t label,
-                            result *r, resize_scratch *scratch)
+                            result *r, void **scratch)
 {
     uint8_t *rgb = NULL;
     int rc;
@@ -358,7 +339,7 @@ static void transform_bytes(const bfs_pack_opts *o, uint8_t *data, size_t len, u
 
 /* File `path` of an ImageFolder into r. */
 static void transform(const bfs_pack_opts *o, const char *path, uint32_t label, result *r,
-                      resize_scratch *scratch)
+                      void **scratch)
 {
     uint8_t *data = NULL;
     size_t len = 0, cap = 0;
@@ -376,7 +357,7 @@ static void transform(const bfs_pack_opts *o, const char *path, uint32_t label, 
  * skipped, like an unreadable file), then JPEG, PNG and WebP images as the options say; raw samples
  * and token sequences are kept as they are. */
 static void transform_sample(const bfs_pack_opts *o, const bfs_reader *in, uint64_t i, result *r,
-                             resize_scratch *scratch)
+                             void **scratch)
 {
     bfs_sample s;
     int rc = bfs_get_sample(in, i, &s);
@@ -408,7 +389,7 @@ static void transform_sample(const bfs_pack_opts *o, const bfs_reader *in, uint6
 /* A record of fields (taken from it) into r: each image through the transform as an
  * ImageFolder's file (one that fails skips the sample, its field named), every value
  * hashed. */
-static void transform_record(const pack *p, item *it, result *r, resize_scratch *scratch)
+static void transform_record(const pack *p, item *it, result *r, void **scratch)
 {
     const bfs_schema *sc = &p->schema;
     r->rec = it->rec;
@@ -468,7 +449,7 @@ static void *worker(void *arg)
 {
     worker_arg *a = arg;
     pack *p = a->p;
-    resize_scratch scratch = {0};
+    void *scratch = NULL; /* o->resize's */
     for (;;) {
         pthread_mutex_lock(&p->lock);
         while (!p->stop && ((p->next < p->n && p->next >= p->written + p->window) ||
@@ -507,7 +488,8 @@ static void *worker(void *arg)
         pthread_cond_broadcast(&p->ready);
         pthread_mutex_unlock(&p->lock);
     }
-    resize_scratch_free(&scratch);
+    if (scratch)
+        p->o->resize(&scratch, NULL, 0, 0, NULL, 0, 0);
     return NULL;
 }
 
@@ -1501,6 +1483,11 @@ int bfs_pack_sources(const char *const *srcs, size_t nsrcs, const char *out, con
         return bfs_errf(-EINVAL, err, errlen,
                         "bad options: max-side %d (0..65535), quality %d (1..100)", o->max_side,
                         o->quality);
+    if (o->max_side > 0 && !o->resize)
+        return bfs_errf(-EINVAL, err, errlen,
+                        "bad options: max-side %d without a resampler (bfs_pack_opts.resize: the "
+                        "engine's bfs_engine_pack_resize)",
+                        o->max_side);
     double t0 = bfs_mono_s();
     pack p = {.o = o, .src = src, .fd = -1};
     pthread_mutex_init(&p.lock, NULL);
