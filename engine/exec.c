@@ -1,7 +1,10 @@
 /*
  * exec.c — the executor (see exec.h): the job table and its worker pool (single-flight
  * batches), the finished batches it keeps as the in-memory batch cache, prefetch along the
- * readers' walks, the host-wide store's glue (cache_dir=) and the remote side (remote=).
+ * readers' walks, and the host-wide store's glue (cache_dir=). The remote side (remote=)
+ * is a job source in engine/exec_remote.c: this file starts it and asks it whether a new
+ * job is its (exec_internal.h); it calls the job table back only through the operations
+ * this file hands it (SRC_OPS, at "the job source" below: callbacks, so no circle).
  *
  * All job state is guarded by x->lock. A job's states, and the only moves between them
  * (set_state asserts them in debug and sanitizer builds, base/check.h):
@@ -10,8 +13,8 @@
  *             -> FAILED     its indices could not be planned
  *             -> REMOTE     asked of the remote workers (remote=)
  *             -> RUNNING    computed here
- *   REMOTE    -> READY      fetched from Redis (remote_done)
- *             -> RUNNING    handed to the local workers (remote_give_up)
+ *   REMOTE    -> READY      fetched from Redis (bfs_exec_src_done)
+ *             -> RUNNING    handed to the local workers (bfs_exec_src_give_up)
  *   RUNNING   -> READY      its last slot finished (finish_slot)
  *             -> SEALING    the same in memfd mode: its bytes go into a sealed file first
  *             -> FAILED     a slot failed (bad_sample=fail, a resource)
@@ -33,13 +36,12 @@
  * memory (buffers and their pool, batch files, the reaper that releases them) is
  * cache/batchcache.h's bfs_bc_mem, under a leaf lock of its own taken inside x->lock.
  */
-#include "engine/exec.h"
+#include "engine/exec_internal.h"
 #include "cache/batchcache.h"
 #include "base/check.h"
 #include "base/err.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -52,10 +54,6 @@
 #include "base/clock.h"
 #include "base/mix.h"
 #include "engine/dataset/guard.h"
-#include "engine/remote/remote.h"
-
-#include <poll.h>
-#include <sys/eventfd.h>
 
 /* REMOTE: asked of the remote workers (remote=), fetched by the remote thread, or handed
  * to the local workers (RUNNING) when none came in time. SEALING: computed, its bytes
@@ -100,17 +98,11 @@ struct bfs_batch { /* a job; "batch" is the name callers see */
     uint64_t seq;     /* creation order (FIFO among equals) */
     uint64_t used;    /* LRU tick */
     struct bfs_batch *next_job;
-    /* REMOTE jobs (guarded by lock; data written by the remote thread only) */
-    double remote_t0, remote_deadline; /* when it was asked for; when to give up waiting */
-    int remote_asked;                  /* a job is queued in Redis for it */
-    char remote_id[64];                /* the job's entry, when this mount queued it, or "" */
-    int remote_announced;              /* a worker said it is stored: fetch now */
-    double remote_polled;              /* when it was last looked for */
+    bfs_exec_rjob remote; /* the job source's part (exec_internal.h; its thread's while the
+                           * job is REMOTE) */
     int detached;         /* out of the job table (a failure to retry), freed at its last unref */
-    uint64_t remote_turn; /* the remote thread's round that last handled it (remote_choose;
-                           * that thread's, under lock) */
-    int remote_fd;        /* memfd mode: the batch file the value goes to, or -1 */
-    int remote_sealable;  /* (its kind: bfs_bc_file_open) */
+    uint64_t remote_turn; /* the source's round that last handled it (bfs_exec_src_choose;
+                           * guarded by lock) */
 };
 
 typedef struct reader {
@@ -167,8 +159,9 @@ struct bfs_exec {
     int nworkers; /* worker contexts allocated */
     pthread_t *threads;
     bfs_engine_worker **workers;
-    bfs_exec_stats st;          /* counters (guarded by lock) */
-    struct remote_side *remote; /* remote workers, or NULL (bfs_exec_set_remote) */
+    bfs_exec_stats st;       /* counters (guarded by lock) */
+    bfs_exec_remote *remote; /* remote workers, or NULL (bfs_exec_set_remote; guarded by lock) */
+    uint64_t src_round;      /* rounds of the remote side (src_choose; guarded by lock) */
 };
 
 /* The executor's lock. Functions marked "Locked." say LOCKED(x) first: in sanitizer and
@@ -270,8 +263,8 @@ static void free_job(bfs_exec *x, bfs_batch *j)
         bfs_store_abandon(j->claim);
         free(j->claim);
     }
-    if (j->remote_fd >= 0)
-        close(j->remote_fd);
+    if (j->remote.fd >= 0)
+        close(j->remote.fd);
     free(j->idx);
     free(j);
 }
@@ -682,266 +675,16 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
-/* ---- remote workers (remote=, docs/scale-out.md) ---------------------------------------
- * A mount with remote= asks `batchfs worker`s for its batches through Redis. acquire makes
- * a job REMOTE (instead of RUNNING) while workers are alive or remote_fallback=wait; the
- * remote thread, with two connections of its own (commands; announcements), queues a
- * Redis job for it, fetches the batch when a worker announces it (or every REMOTE_POLL_S,
- * announcements being fire-and-forget), and hands the job to the local workers (RUNNING)
- * when remote_wait_ms passes, Redis fails or no worker is alive (remote_fallback=local).
- * Each round handles at most REMOTE_MAX jobs, chosen and ordered by need (remote_choose:
- * awaited first, then prefetches nearest their reader, and none starves), which is the
- * order their requests enter the stream. While a job is REMOTE only the remote thread
- * touches it (its data and remote_* fields). */
+/* ---- the job source (exec_internal.h: the remote side, engine/exec_remote.c) ----------
+ * The job-table operations the remote side calls (SRC_OPS; bfs_exec_src_ops documents
+ * them): each takes x->lock itself. */
 
-#define REMOTE_ALIVE_MS 10000 /* a worker counts as alive this long after a heartbeat */
-#define REMOTE_POLL_S   0.25  /* a REMOTE job is looked for at least this often */
-#define REMOTE_COUNT_S  1.0   /* workers are counted this often */
-#define REMOTE_MAX      64    /* REMOTE jobs handled per round: the request window */
-#define REMOTE_FAIR     8     /* of which, when more are REMOTE, those that waited longest */
-_Static_assert(REMOTE_FAIR > 0 && REMOTE_FAIR < REMOTE_MAX, "remote_choose needs both kinds");
-
-typedef struct remote_side {
-    bfs_remote_url url;
-    int wait_ms, fallback; /* remote_wait_ms= (also each request's TTL), remote_fallback= */
-    char canonical[BFS_CANONICAL_MAX];
-    bfs_remote *cmd, *sub; /* the remote thread's; NULL: to be connected */
-    int wake_fd;           /* eventfd: a job became REMOTE, or stop */
-    pthread_t thread;
-    int started;
-    int workers;    /* live workers at the last count, -1: not counted yet (guarded by lock) */
-    int down;       /* Redis failing (remote thread only) */
-    uint64_t round; /* rounds of the remote thread (guarded by lock) */
-    int said_none;
-    double next_connect;
-    /* lines about single batches (declined, refused, corrupt): the first of each kind,
-     * then at most one a minute with a count, so that a worker declining every batch does
-     * not fill the log (remote thread only) */
-    double said_at[3];
-    unsigned long unsaid[3];
-} remote_side;
-
-enum { SAY_DECLINED, SAY_BAD, SAY_REFUSED };
-
-/* A line about one batch, rate-limited per kind. Remote thread. */
-static void remote_say(remote_side *rs, int kind, double now, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static void remote_say(remote_side *rs, int kind, double now, const char *fmt, ...)
+static int src_stopping(bfs_exec *x)
 {
-    if (rs->said_at[kind] && now - rs->said_at[kind] < 60) {
-        rs->unsaid[kind]++;
-        return;
-    }
-    char line[2048];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
-    va_end(ap);
-    if (rs->unsaid[kind])
-        fprintf(stderr, "batchfs: remote: %s (and %lu more like it in the last minute)\n", line,
-                rs->unsaid[kind]);
-    else
-        fprintf(stderr, "batchfs: remote: %s\n", line);
-    rs->said_at[kind] = now;
-    rs->unsaid[kind] = 0;
-}
-
-static void remote_wake(remote_side *rs)
-{
-    uint64_t one = 1;
-    if (write(rs->wake_fd, &one, sizeof one) < 0) {
-        /* the counter is full: a wake-up is pending anyway */
-    }
-}
-
-/* Redis failed (or came back): one line each way. Remote thread. */
-static void remote_health(remote_side *rs, int ok, const char *what)
-{
-    if (!ok && !rs->down)
-        fprintf(stderr, "batchfs: %s%s; batches are %s until Redis answers\n",
-                strncmp(what, "remote=", 7) ? "remote: " : "", what,
-                rs->fallback == BFS_REMOTE_WAIT ? "waited for" : "computed here");
-    else if (ok && rs->down)
-        fprintf(stderr, "batchfs: remote: Redis answers again\n");
-    rs->down = !ok;
-}
-
-/* Connect what is not connected (at most once a second). 0 when both connections are up. */
-static int remote_connect(bfs_exec *x, remote_side *rs, double now)
-{
-    if (rs->cmd && rs->sub)
-        return 0;
-    if (now < rs->next_connect)
-        return -1;
-    rs->next_connect = now + 1;
-    char err[1024];
-    uint64_t fp = bfs_engine_fingerprint(x->e);
-    if (!rs->cmd) {
-        if (bfs_remote_connect(&rs->url, fp, 2000, &rs->cmd, err, sizeof err)) {
-            remote_health(rs, 0, err);
-            return -1;
-        }
-        bfs_remote_describe(rs->cmd, rs->canonical);
-    }
-    if (!rs->sub) {
-        if (bfs_remote_connect(&rs->url, fp, 2000, &rs->sub, err, sizeof err) ||
-            bfs_remote_subscribe(rs->sub)) {
-            remote_health(rs, 0, rs->sub ? bfs_remote_error(rs->sub) : err);
-            bfs_remote_close(rs->sub);
-            rs->sub = NULL;
-            return -1;
-        }
-    }
-    remote_health(rs, 1, NULL);
-    return 0;
-}
-
-/* Close a REMOTE job's batch file, if it has one. */
-static void remote_file_close(bfs_batch *j)
-{
-    if (j->remote_fd >= 0) {
-        close(j->remote_fd);
-        j->remote_fd = -1;
-    }
-}
-
-/* A REMOTE job goes to the local workers. Locked. */
-static void remote_give_up(bfs_exec *x, bfs_batch *j)
-{
-    LOCKED(x);
-    remote_file_close(j);
-    set_state(x, j, JOB_RUNNING);
-    x->st.remote_fallbacks++;
-    pthread_cond_broadcast(&x->work);
-}
-
-/* The end of a REMOTE job that became READY or FAILED (set by the caller, under x->lock,
- * which this releases): wake its readers, then settle its cache_dir claim. */
-static void remote_settle(bfs_exec *x, bfs_batch *j)
-{
-    LOCKED(x);
-    bfs_claim *claim = j->claim;
-    int ready = j->state == JOB_READY;
-    j->claim = NULL;
-    pthread_cond_broadcast(&x->ready);
-    xunlock(x);
-    if (claim)
-        settle_claim(x, j, claim, ready, 0);
-}
-
-/* The batch of REMOTE job j is in j->remote_fd (memfd mode) or in j->data: make it READY
- * as a computed one would be. 0, or -1 when its file could not be sealed (j then goes to
- * the local workers: its bytes are in no buffer). */
-static int remote_done(bfs_exec *x, bfs_batch *j, int memfd)
-{
-    if (j->remote_fd >= 0) {
-        const uint8_t *map;
-        int fd;
-        int rc = bfs_bc_file_seal(x->mem, j->remote_fd, j->remote_sealable, j->size, &map, &fd);
-        j->remote_fd = -1; /* (sealed, or closed) */
-        if (rc)
-            return -1;
-        xlock(x);
-        bfs_bc_free(x->mem, j->data, j->size, room(x)); /* (unwritten: the value is in fd) */
-        j->data = (uint8_t *)map;
-        j->fd = fd;
-        xunlock(x);
-    } else if (memfd) {
-        to_memfd(x, j, j->data);
-    }
     xlock(x);
-    set_state(x, j, JOB_READY);
-    x->st.remote_hits++;
-    x->st.remote_wait_ns += (uint64_t)((bfs_mono_s() - j->remote_t0) * 1e9);
-    remote_settle(x, j);
-    return 0;
-}
-
-/* One REMOTE job's turn: ask for it, look for it, or give up on it. Unlocked (j is
- * referenced). A batch that cannot come from the workers (a worker declined it, its value
- * is wrong or forged, its key is of another type, Redis refuses to queue it) is computed
- * here at once, with remote_fallback=wait too: waiting would wait for ever. */
-static void remote_step(bfs_exec *x, remote_side *rs, bfs_batch *j, double now, int memfd,
-                        int workers)
-{
-    int rc = 0, give_up = 0;
-    if (!rs->cmd) {
-        give_up = rs->fallback == BFS_REMOTE_LOCAL;
-    } else if (!j->remote_asked || j->remote_announced || now - j->remote_polled >= REMOTE_POLL_S) {
-        j->remote_announced = 0;
-        j->remote_polled = now;
-        /* memfd mode: the value goes straight into its batch file, through a 1 MiB buffer;
-         * the job's batch-sized buffer is never written, so a fresh one never costs its
-         * pages (a fault and a zeroing each: a quarter of the mount's CPU per remote batch,
-         * measured with perf) */
-        if (memfd && j->remote_fd < 0)
-            j->remote_fd = bfs_bc_file_open(x->mem, j->size, &j->remote_sealable);
-        rc = j->remote_fd >= 0 ? bfs_remote_fetch_fd(rs->cmd, j->epoch, j->k, j->remote_fd, j->size)
-                               : bfs_remote_fetch(rs->cmd, j->epoch, j->k, j->data, j->size);
-        if (rc == 1) {
-            remote_health(rs, 1, NULL);
-            if (remote_done(x, j, memfd) == 0)
-                return;
-            rc = 0;
-            give_up = 1; /* no file for it: computed here */
-        }
-        if (rc == 0 && !j->remote_asked) {
-            rc = bfs_remote_request(rs->cmd, j->epoch, j->k, rs->wait_ms, j->remote_id);
-            j->remote_asked = rc >= 0;
-            rc = rc < 0 ? rc : 0;
-        }
-        if (rc == BFS_E_REMOTE_DECLINED) {
-            remote_say(rs, SAY_DECLINED, now,
-                       "epoch %llu batch %llu: a worker could not compute it (%s); computing it "
-                       "here",
-                       (unsigned long long)j->epoch, (unsigned long long)j->k,
-                       bfs_remote_error(rs->cmd));
-            xlock(x);
-            x->st.remote_declined++;
-            xunlock(x);
-            give_up = 1;
-        } else if (rc == BFS_E_REMOTE_VALUE || rc == BFS_E_REMOTE_AUTH ||
-                   rc == BFS_E_REMOTE_REFUSED) {
-            remote_say(rs, rc == BFS_E_REMOTE_REFUSED ? SAY_REFUSED : SAY_BAD, now,
-                       "epoch %llu batch %llu: %s; computing it here", (unsigned long long)j->epoch,
-                       (unsigned long long)j->k, bfs_remote_error(rs->cmd));
-            xlock(x);
-            x->st.remote_corrupt++;
-            xunlock(x);
-            give_up = 1;
-        } else if (rc) {
-            xlock(x);
-            x->st.remote_errors++;
-            xunlock(x);
-            remote_health(rs, 0, bfs_remote_error(rs->cmd));
-            bfs_remote_close(rs->cmd);
-            rs->cmd = NULL;
-            give_up = rs->fallback == BFS_REMOTE_LOCAL;
-        } else {
-            remote_health(rs, 1, NULL);
-        }
-    }
-    if (!give_up && workers == 0 && rs->fallback == BFS_REMOTE_LOCAL)
-        give_up = 1;
-    if (!give_up && now >= j->remote_deadline) {
-        if (rs->fallback == BFS_REMOTE_LOCAL) {
-            give_up = 1;
-        } else { /* wait: ask again (the marker has expired by now) and go on waiting */
-            j->remote_asked = 0;
-            j->remote_id[0] = '\0'; /* (workers skip that entry now: its wait is over) */
-            j->remote_deadline = now + rs->wait_ms / 1e3;
-        }
-    }
-    if (give_up) {
-        /* computed here: the job this mount queued is of no use to anyone, so no worker
-         * should compute it (a next worker would otherwise find it in the stream) */
-        if (j->remote_id[0] && rs->cmd)
-            bfs_remote_cancel(rs->cmd, j->remote_id);
-        j->remote_id[0] = '\0';
-        xlock(x);
-        remote_give_up(x, j);
-        xunlock(x);
-    }
+    int stop = x->stop;
+    xunlock(x);
+    return stop;
 }
 
 /* A REMOTE job's rank in a round: awaited (a reader waits for it) before prefetched; among
@@ -965,24 +708,27 @@ static int remote_longer(const bfs_batch *a, const bfs_batch *b)
 }
 
 /*
- * The REMOTE jobs this round handles, in the order they are handled (each referenced:
- * unref them), at most REMOTE_MAX; returns how many. A job is requested from Redis at its
- * first turn, so this order is the order in which jobs enter the stream, and workers take
- * them in that order: the batches readers wait for first (the oldest first), then
- * prefetches nearest their reader first. When more than REMOTE_MAX are REMOTE, the last
- * REMOTE_FAIR places go to the jobs that have waited longest since their last turn, so
- * none starves (a far prefetch, or one no reader will read, still gets a turn within
- * about pending / REMOTE_FAIR rounds, and with it its request and its remote_wait_ms
- * deadline). "Awaited" is `demand`: a reader asked for the batch itself (it stays so
- * when that reader's wait was interrupted: its retry asks for it again). Locked.
+ * The REMOTE jobs this round handles, in the order they are handled (each referenced),
+ * at most max (at most BFS_EXEC_SRC_MAX); returns how many. A job is requested from Redis
+ * at its first turn, so this order is the order in which jobs enter the stream, and
+ * workers take them in that order: the batches readers wait for first (the oldest first),
+ * then prefetches nearest their reader first. When more than max are REMOTE, the last
+ * `fair` places go to the jobs that have waited longest since their last turn, so none
+ * starves (a far prefetch, or one no reader will read, still gets a turn within about
+ * pending / fair rounds, and with it its request and its remote_wait_ms deadline).
+ * "Awaited" is `demand`: a reader asked for the batch itself (it stays so when that
+ * reader's wait was interrupted: its retry asks for it again).
  */
-static int remote_choose(bfs_exec *x, remote_side *rs, bfs_batch **list)
+static int src_choose(bfs_exec *x, bfs_exec_rjob **out, int max, int fair, int *memfd)
 {
-    LOCKED(x);
+    BFS_ASSERT(max > 0 && max <= BFS_EXEC_SRC_MAX && fair >= 0 && fair < max);
+    bfs_batch *list[BFS_EXEC_SRC_MAX];
+    remote_rank top[BFS_EXEC_SRC_MAX]; /* the neediest, in order */
+    xlock(x);
+    *memfd = x->memfd;
     bfs_bc_reader rd[BFS_EXEC_MAX_READERS];
     int nrd = reader_table(x, rd);
-    uint64_t nb = bfs_engine_batches(x->e), round = ++rs->round;
-    remote_rank top[REMOTE_MAX]; /* the neediest, in order */
+    uint64_t nb = bfs_engine_batches(x->e), round = ++x->src_round;
     int n = 0;
     uint64_t pending = 0;
     for (bfs_batch *b = x->jobs; b; b = b->next_job) {
@@ -991,27 +737,27 @@ static int remote_choose(bfs_exec *x, remote_side *rs, bfs_batch **list)
         pending++;
         uint64_t steps = b->demand ? 0 : bfs_bc_next_read(rd, nrd, nb, b->epoch, b->k);
         remote_rank r = {b, b->demand ? 0 : steps == UINT64_MAX ? UINT64_MAX : steps + 1};
-        if (n == REMOTE_MAX && !remote_before(&r, &top[n - 1]))
+        if (n == max && !remote_before(&r, &top[n - 1]))
             continue;
-        int i = n < REMOTE_MAX ? n++ : n - 1; /* (a full table drops its last) */
+        int i = n < max ? n++ : n - 1; /* (a full table drops its last) */
         for (; i > 0 && remote_before(&r, &top[i - 1]); i--)
             top[i] = top[i - 1];
         top[i] = r;
     }
-    if (pending > REMOTE_MAX)
-        n = REMOTE_MAX - REMOTE_FAIR;
+    if (pending > (uint64_t)max)
+        n = max - fair;
     for (int i = 0; i < n; i++) {
         list[i] = top[i].j;
         list[i]->remote_turn = round;
     }
     int by_need = n;
-    if (pending > REMOTE_MAX) { /* the rest: those that waited longest for a turn */
+    if (pending > (uint64_t)max) { /* the rest: those that waited longest for a turn */
         for (bfs_batch *b = x->jobs; b; b = b->next_job) {
             if (b->state != JOB_REMOTE || b->remote_turn == round)
                 continue;
-            if (n == REMOTE_MAX && !remote_longer(b, list[n - 1]))
+            if (n == max && !remote_longer(b, list[n - 1]))
                 continue;
-            int i = n < REMOTE_MAX ? n++ : n - 1;
+            int i = n < max ? n++ : n - 1;
             for (; i > by_need && remote_longer(b, list[i - 1]); i--)
                 list[i] = list[i - 1];
             list[i] = b;
@@ -1019,130 +765,144 @@ static int remote_choose(bfs_exec *x, remote_side *rs, bfs_batch **list)
         for (int i = by_need; i < n; i++)
             list[i]->remote_turn = round;
     }
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < n; i++) {
         list[i]->refs++;
+        out[i] = &list[i]->remote;
+    }
+    xunlock(x);
     return n;
 }
 
-static void *remote_main(void *arg)
+/* The job of a source's rjob (embedded in it). */
+static bfs_batch *rjob_job(bfs_exec_rjob *rj)
 {
-    bfs_exec *x = arg;
-    remote_side *rs = x->remote;
-    bfs_batch *list[REMOTE_MAX];
-    double next_count = 0;
-    uint64_t fp = bfs_engine_fingerprint(x->e);
-    xlock(x);
-    while (!x->stop) {
-        xunlock(x);
-        double now = bfs_mono_s();
-        remote_connect(x, rs, now);
-        if (now >= next_count && rs->cmd) {
-            next_count = now + REMOTE_COUNT_S;
-            int w = bfs_remote_workers(rs->cmd, REMOTE_ALIVE_MS);
-            if (w >= 0 && w == 0 && !rs->said_none)
-                fprintf(stderr,
-                        "batchfs: remote: no worker of pipeline %016llx is alive: batches are %s "
-                        "(start `batchfs worker` with the same data and data-changing options)\n",
-                        (unsigned long long)fp,
-                        rs->fallback == BFS_REMOTE_LOCAL ? "computed here" : "waited for");
-            if (w > 0 && rs->said_none)
-                fprintf(stderr, "batchfs: remote: %d worker(s) alive\n", w);
-            if (w >= 0)
-                rs->said_none = w == 0;
-            xlock(x);
-            rs->workers = w >= 0 ? w : rs->workers;
-            xunlock(x);
-        }
-        /* chosen after connecting (up to 2 s): in the order of the jobs and readers now */
-        xlock(x);
-        int memfd = x->memfd, n = remote_choose(x, rs, list);
-        int workers = rs->cmd ? rs->workers : 0;
-        xunlock(x);
-        for (int i = 0; i < n; i++)
-            remote_step(x, rs, list[i], now, memfd, workers);
-        /* announcements, or a new job (wake_fd), or the next poll */
-        uint64_t e, k;
-        int got = 0, timeout = n ? (int)(REMOTE_POLL_S * 1000 / 2) : (int)(REMOTE_COUNT_S * 1000);
-        if (rs->sub) {
-            got = bfs_remote_announced(rs->sub, timeout, rs->wake_fd, &e, &k);
-            if (got < 0) {
-                bfs_remote_close(rs->sub);
-                rs->sub = NULL;
-            }
-        } else {
-            struct pollfd p = {.fd = rs->wake_fd, .events = POLLIN};
-            poll(&p, 1, timeout > 50 ? 50 : timeout);
-        }
-        uint64_t drain;
-        if (read(rs->wake_fd, &drain, sizeof drain) < 0) {
-            /* nothing pending (non-blocking) */
-        }
-        xlock(x);
-        while (got == 1) {
-            bfs_batch *j = find(x, e, k);
-            if (j && j->state == JOB_REMOTE)
-                j->remote_announced = 1;
-            xunlock(x);
-            got = rs->sub ? bfs_remote_announced(rs->sub, 0, -1, &e, &k) : 0;
-            xlock(x);
-        }
-        for (int i = 0; i < n; i++)
-            unref(x, list[i]);
-        evict(x);
-    }
-    xunlock(x);
-    return NULL;
+    return (bfs_batch *)(void *)((char *)rj - offsetof(bfs_batch, remote));
 }
+
+static void src_release(bfs_exec *x, bfs_exec_rjob **list, int n)
+{
+    xlock(x);
+    for (int i = 0; i < n; i++)
+        unref(x, rjob_job(list[i]));
+    evict(x);
+    xunlock(x);
+}
+
+static void src_announced(bfs_exec *x, uint64_t epoch, uint64_t k)
+{
+    xlock(x);
+    bfs_batch *j = find(x, epoch, k);
+    if (j && j->state == JOB_REMOTE)
+        j->remote.announced = 1;
+    xunlock(x);
+}
+
+static void src_open_file(bfs_exec *x, bfs_exec_rjob *rj)
+{
+    rj->fd = bfs_bc_file_open(x->mem, rj->size, &rj->sealable);
+}
+
+/* Close a REMOTE job's batch file, if it has one. */
+static void remote_file_close(bfs_exec_rjob *rj)
+{
+    if (rj->fd >= 0) {
+        close(rj->fd);
+        rj->fd = -1;
+    }
+}
+
+static void src_give_up(bfs_exec *x, bfs_exec_rjob *rj)
+{
+    bfs_batch *j = rjob_job(rj);
+    xlock(x);
+    remote_file_close(rj);
+    set_state(x, j, JOB_RUNNING);
+    x->st.remote_fallbacks++;
+    pthread_cond_broadcast(&x->work);
+    xunlock(x);
+}
+
+static void src_count(bfs_exec *x, int which)
+{
+    xlock(x);
+    if (which == BFS_EXEC_SRC_DECLINED)
+        x->st.remote_declined++;
+    else if (which == BFS_EXEC_SRC_CORRUPT)
+        x->st.remote_corrupt++;
+    else
+        x->st.remote_errors++;
+    xunlock(x);
+}
+
+/* The end of a REMOTE job that became READY or FAILED (set by the caller, under x->lock,
+ * which this releases): wake its readers, then settle its cache_dir claim. */
+static void remote_settle(bfs_exec *x, bfs_batch *j)
+{
+    LOCKED(x);
+    bfs_claim *claim = j->claim;
+    int ready = j->state == JOB_READY;
+    j->claim = NULL;
+    pthread_cond_broadcast(&x->ready);
+    xunlock(x);
+    if (claim)
+        settle_claim(x, j, claim, ready, 0);
+}
+
+static int src_done(bfs_exec *x, bfs_exec_rjob *rj, int memfd)
+{
+    bfs_batch *j = rjob_job(rj);
+    if (rj->fd >= 0) {
+        const uint8_t *map;
+        int fd;
+        int rc = bfs_bc_file_seal(x->mem, rj->fd, rj->sealable, j->size, &map, &fd);
+        rj->fd = -1; /* (sealed, or closed) */
+        if (rc)
+            return -1;
+        xlock(x);
+        bfs_bc_free(x->mem, j->data, j->size, room(x)); /* (unwritten: the value is in fd) */
+        j->data = (uint8_t *)map;
+        j->fd = fd;
+        xunlock(x);
+    } else if (memfd) {
+        to_memfd(x, j, j->data);
+    }
+    xlock(x);
+    set_state(x, j, JOB_READY);
+    x->st.remote_hits++;
+    x->st.remote_wait_ns += (uint64_t)((bfs_mono_s() - rj->t0) * 1e9);
+    remote_settle(x, j);
+    return 0;
+}
+
+static const bfs_exec_src_ops SRC_OPS = {
+    .lock = xlock,
+    .unlock = xunlock,
+    .stopping = src_stopping,
+    .choose = src_choose,
+    .release = src_release,
+    .announced = src_announced,
+    .open_file = src_open_file,
+    .done = src_done,
+    .give_up = src_give_up,
+    .count = src_count,
+};
 
 int bfs_exec_set_remote(bfs_exec *x, const bfs_pipeline_opts *o, char *err, size_t errlen)
 {
-    remote_side *rs = calloc(1, sizeof *rs);
-    if (!rs)
-        return bfs_errf(-ENOMEM, err, errlen, "remote: out of memory");
-    int rc = bfs_remote_parse_url(o->remote, &rs->url, err, errlen);
-    if (!rc && o->remote_key[0])
-        rc = bfs_remote_load_key(o->remote_key, &rs->url.auth, err, errlen);
-    if (rc) {
-        free(rs);
-        return rc;
-    }
-    if (!rs->url.auth.on)
-        fprintf(stderr, "batchfs: remote: batches from Redis are checked, not authenticated (no "
-                        "remote_key=): a client that can write to this Redis can make the mount "
-                        "serve other bytes (docs/scale-out.md, \"Security\")\n");
-    rs->wait_ms = o->remote_wait_ms;
-    rs->fallback = o->remote_fallback;
-    rs->workers = -1;
-    snprintf(rs->canonical, sizeof rs->canonical, "%s", bfs_engine_canonical(x->e));
-    rs->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (rs->wake_fd < 0) {
-        rc = -errno;
-        free(rs);
-        return bfs_errf(rc, err, errlen, "remote: eventfd: %s", bfs_strerror(rc));
-    }
-    /* the first connection here, so that the mount can say at once what is wrong */
+    bfs_exec_remote *rs;
     char why[1024] = "";
-    uint64_t fp = bfs_engine_fingerprint(x->e);
-    int conn = bfs_remote_connect(&rs->url, fp, 2000, &rs->cmd, why, sizeof why);
-    if (conn == 0) {
-        bfs_remote_describe(rs->cmd, rs->canonical);
-        int w = bfs_remote_workers(rs->cmd, REMOTE_ALIVE_MS);
-        rs->workers = w >= 0 ? w : -1;
-    } else {
-        rs->down = 1;
-        rs->next_connect = bfs_mono_s() + 1;
-    }
+    int conn;
+    int rc = bfs_exec_remote_open(x, x->e, &SRC_OPS, o, &rs, &conn, why, sizeof why, err, errlen);
+    if (rc)
+        return rc;
     xlock(x);
     x->remote = rs;
     xunlock(x);
-    rs->started = pthread_create(&rs->thread, NULL, remote_main, x) == 0;
-    if (!rs->started) {
+    if (bfs_exec_remote_start(rs)) {
         xlock(x);
         x->remote = NULL;
         xunlock(x);
-        bfs_remote_close(rs->cmd);
-        close(rs->wake_fd);
-        free(rs);
+        bfs_exec_remote_stop(rs);
         return bfs_errf(-EAGAIN, err, errlen, "remote: cannot start its thread");
     }
     if (conn)
@@ -1162,7 +922,7 @@ static void check_jobs(bfs_exec *x)
         BFS_ASSERT(j->state >= JOB_PREPARING && j->state <= JOB_FAILED);
         BFS_ASSERT(j->refs == 0);
         BFS_ASSERT(j->fd < 0 || j->state == JOB_READY);
-        BFS_ASSERT(j->remote_fd < 0 || j->state == JOB_REMOTE);
+        BFS_ASSERT(j->remote.fd < 0 || j->state == JOB_REMOTE);
         BFS_ASSERT(j->state != JOB_FAILED || !j->data);
         BFS_ASSERT(j->done <= j->len && j->next <= j->len);
         if (j->fd < 0 && j->data)
@@ -1171,24 +931,6 @@ static void check_jobs(bfs_exec *x)
     bfs_bc_mem_stats ms;
     bfs_bc_mem_get_stats(x->mem, &ms);
     BFS_ASSERT(ms.buffer_bytes_out == in_buffers);
-}
-
-/* Stop the remote thread and close its connections (destroy). */
-static void remote_stop(bfs_exec *x)
-{
-    remote_side *rs = x->remote;
-    if (!rs)
-        return;
-    if (rs->started) {
-        remote_wake(rs);
-        pthread_join(rs->thread, NULL);
-    }
-    bfs_remote_close(rs->cmd);
-    bfs_remote_close(rs->sub);
-    close(rs->wake_fd);
-    explicit_bzero(&rs->url.auth, sizeof rs->url.auth); /* (the key) */
-    free(rs);
-    x->remote = NULL;
 }
 
 int bfs_exec_create(bfs_engine *e, int threads, uint64_t cache_bytes, bfs_exec **out)
@@ -1255,7 +997,8 @@ void bfs_exec_destroy(bfs_exec *x)
         pthread_join(x->threads[i], NULL);
     for (int i = 0; i < x->nworkers; i++)
         bfs_engine_worker_destroy(x->workers[i]);
-    remote_stop(x);
+    bfs_exec_remote_stop(x->remote); /* (its thread ends: x->stop is set) */
+    x->remote = NULL;
     xlock(x);
     if (BFS_CHECKS && x->mem)
         check_jobs(x);
@@ -1487,7 +1230,8 @@ static bfs_batch *acquire(bfs_exec *x, uint64_t epoch, uint64_t k, int demand, i
     }
     j->x = x;
     j->fd = -1;
-    j->remote_fd = -1;
+    j->remote.fd = -1;
+    j->remote.epoch = epoch, j->remote.k = k, j->remote.size = size;
     j->epoch = epoch, j->k = k, j->len = len, j->size = size;
     j->claim_slots = bfs_engine_claim_slots(x->e, epoch, k);
     j->state = JOB_PREPARING;
@@ -1518,13 +1262,12 @@ static bfs_batch *acquire(bfs_exec *x, uint64_t epoch, uint64_t k, int demand, i
                  (unsigned long long)epoch, (unsigned long long)k, bfs_strerror(n));
         set_state(x, j, JOB_FAILED);
         pthread_cond_broadcast(&x->ready);
-    } else if (x->remote && (x->remote->workers != 0 || x->remote->fallback == BFS_REMOTE_WAIT)) {
+    } else if (x->remote && bfs_exec_remote_takes(x->remote)) {
         /* asked of the remote workers first (no worker alive: computed here at once) */
         set_state(x, j, JOB_REMOTE);
-        j->remote_t0 = bfs_mono_s();
-        j->remote_deadline = j->remote_t0 + x->remote->wait_ms / 1e3;
+        j->remote.buf = j->data;
+        bfs_exec_remote_added(x->remote, &j->remote);
         x->st.remote_requested++;
-        remote_wake(x->remote);
     } else {
         set_state(x, j, JOB_RUNNING);
         pthread_cond_broadcast(&x->work);
@@ -1658,10 +1401,11 @@ void bfs_exec_get_stats(bfs_exec *x, bfs_exec_stats *st)
     st->buffer_allocs = ms.buffer_allocs;
     st->huge_files = ms.huge_files;
     xlock(x);
-    st->remote = x->remote != NULL;
-    st->remote_workers = x->remote ? x->remote->workers : 0;
-    bfs_remote_key_id_text(x->remote ? &x->remote->url.auth : NULL, st->remote_key_id,
-                           sizeof st->remote_key_id);
+    st->remote = 0;
+    st->remote_workers = 0;
+    snprintf(st->remote_key_id, sizeof st->remote_key_id, "none");
+    if (x->remote)
+        bfs_exec_remote_stats(x->remote, st);
     xunlock(x);
     memset(&st->stages, 0, sizeof st->stages);
     for (int i = 0; i < x->nthreads; i++) {
