@@ -30,11 +30,14 @@
  * working on it unlocked).
  *
  * Readers (x->readers, guarded by x->lock) are a fixed table of BFS_EXEC_MAX_READERS.
- * The finished jobs are the in-memory batch cache: which to evict is cache/batchcache.h's
- * policy, fed the reader table (over the budget the batch read farthest ahead goes, least
- * recently used among equals; batches no reader will read are kept to passed_max); their
- * memory (buffers and their pool, batch files, the reaper that releases them) is
- * cache/batchcache.h's bfs_bc_mem, under a leaf lock of its own taken inside x->lock.
+ * The jobs are the in-memory batch cache's entries: each job embeds its bfs_bc_entry, and
+ * the cache (x->bc, cache/batchcache.h) keeps the list of them (the job table), the byte
+ * and file budgets, the regrets that grow the passed-batch bound, and evicts (over the
+ * budget the batch read farthest ahead goes, least recently used among equals; batches no
+ * reader will read are kept to the passed bound), fed the reader table (readers_cb) and
+ * calling back drop_job_cb for what it evicted. It has no lock: every call to it but for
+ * its memory (bfs_bc_memory: buffers and their pool, batch files, the reaper, under a
+ * leaf lock of their own) is made under x->lock, asserted through its ops.held.
  */
 #include "engine/exec_internal.h"
 #include "cache/batchcache.h"
@@ -52,7 +55,6 @@
 
 #include "base/io.h"
 #include "base/clock.h"
-#include "base/mix.h"
 #include "engine/dataset/guard.h"
 
 /* REMOTE: asked of the remote workers (remote=), fetched by the remote thread, or handed
@@ -71,17 +73,20 @@ static const unsigned LEGAL[] = {
     [JOB_FAILED] = 0,
 };
 
-#define MAX_FAILED   1024                  /* failed batches remembered (their error only) */
-#define PASSED_FIRST ((uint64_t)256 << 20) /* the adaptive passed-batch bound's start */
-#define GHOSTS       1024u /* batches evicted as passed, remembered (a direct-mapped table) */
+/* The cache's view of each state (bfs_bc_entry.state, set with it by set_state). */
+static const int CACHE_STATE[] = {
+    [JOB_PREPARING] = BFS_BC_MAKING, [JOB_REMOTE] = BFS_BC_FETCHING, [JOB_RUNNING] = BFS_BC_MAKING,
+    [JOB_SEALING] = BFS_BC_MAKING,   [JOB_READY] = BFS_BC_READY,     [JOB_FAILED] = BFS_BC_FAILED,
+};
 
 struct bfs_batch { /* a job; "batch" is the name callers see */
+    /* its entry in the batch cache (cache/batchcache.h; guarded by lock): (epoch, k), the
+     * bytes (data: a buffer, or a read-only mapping of fd in memfd mode), fd (the file
+     * holding the bytes of a READY batch, or -1: a sealed memfd, or the verified cache_dir
+     * entry it came from, never written in place), refs (references held by callers, and
+     * the creator while preparing), used (LRU tick); the cache's list is the job table */
+    bfs_bc_entry ce;
     bfs_exec *x;
-    uint64_t epoch, k;
-    uint8_t *data; /* malloc'ed, or a read-only mapping of fd (memfd mode) */
-    uint64_t size;
-    int fd; /* the file holding the bytes of a READY batch (memfd mode), or -1: a sealed
-             * memfd, or the verified cache_dir entry it came from (never written in place) */
     uint64_t *idx;
     uint32_t len;
     uint32_t claim_slots; /* slots a worker takes per claim (bfs_engine_claim_slots) */
@@ -93,11 +98,8 @@ struct bfs_batch { /* a job; "batch" is the name callers see */
     int demand; /* someone waits for it */
     int rc;
     char err[512];
-    int refs;         /* references held by callers (and the creator while preparing) */
-    bfs_claim *claim; /* MINE claim in the host-wide store: publish when READY */
-    uint64_t seq;     /* creation order (FIFO among equals) */
-    uint64_t used;    /* LRU tick */
-    struct bfs_batch *next_job;
+    bfs_claim *claim;     /* MINE claim in the host-wide store: publish when READY */
+    uint64_t seq;         /* creation order (FIFO among equals) */
     bfs_exec_rjob remote; /* the job source's part (exec_internal.h; its thread's while the
                            * job is REMOTE) */
     int detached;         /* out of the job table (a failure to retry), freed at its last unref */
@@ -129,28 +131,14 @@ struct bfs_exec {
 #endif
     pthread_cond_t work;  /* workers: a slot may be claimable */
     pthread_cond_t ready; /* waiters: a job finished */
-    bfs_batch *jobs;      /* every job, any state (guarded by lock) */
+    bfs_bc *bc;           /* the batch cache: the job table (its entries), the budgets, the batches'
+                           * memory (cache/batchcache.h; guarded by lock but bfs_bc_memory's) */
     uint64_t seq, tick;
-    uint64_t cache_bytes; /* budget for finished unreferenced jobs */
-    uint64_t passed_max;  /* of which at most this no active reader will read */
-    int passed_fixed;     /* no doubling on regrets (bfs_exec_set_passed_max) */
-    int huge_later;       /* huge-page batch files from the first passed eviction on */
-    struct {
-        uint64_t epoch1, k; /* epoch + 1 (0: empty), batch */
-    } ghosts[GHOSTS];       /* recently evicted as passed, for regrets */
     int stop, shutdown;
-    int memfd;             /* finished batches go to sealed memfds (guarded by lock) */
-    uint64_t file_budget;  /* batch files (a descriptor each) that may be held: the process's
-                            * descriptor limit less a reserve (fd_budget); UINT64_MAX: no
-                            * limit (guarded by lock) */
-    uint64_t files_making; /* batch files being made now, counted against it (to_memfd) */
-    uint64_t files_fresh;  /* files granted since the last count (st.files, by evict_for) */
-    int said_files;        /* the log said the budget was reached */
-    bfs_bc_mem *mem;       /* batch buffers, batch files, the reaper (cache/batchcache.h) */
-    bfs_store *store;      /* host-wide store, or NULL (set before use, then read-only) */
-    int nthreads;          /* threads started */
-    int active;            /* workers with id < active may compute (guarded by lock) */
-    int prefetch;          /* default depth per reader (guarded by lock) */
+    bfs_store *store; /* host-wide store, or NULL (set before use, then read-only) */
+    int nthreads;     /* threads started */
+    int active;       /* workers with id < active may compute (guarded by lock) */
+    int prefetch;     /* default depth per reader (guarded by lock) */
     reader readers[BFS_EXEC_MAX_READERS]; /* guarded by lock */
     uint32_t next_reader_id;              /* guarded by lock */
     uint64_t reader_news;                 /* guarded by lock: bfs_exec_readers_news */
@@ -211,23 +199,43 @@ static void set_state(bfs_exec *x, bfs_batch *j, int to)
     BFS_ASSERT(j->state >= JOB_PREPARING && j->state <= JOB_FAILED);
     BFS_ASSERT(LEGAL[j->state] & TO(to));
     j->state = to;
+    j->ce.state = CACHE_STATE[to];
+}
+
+/* Whether the calling thread holds x->lock: the cache's ops.held (checked in debug and
+ * sanitizer builds only). */
+static int held_cb(const void *arg)
+{
+#ifdef BFS_LOCK_CHECKS
+    const bfs_exec *x = arg;
+    return atomic_load(&x->lock_owner) == (unsigned long)pthread_self();
+#else
+    (void)arg;
+    return 1;
+#endif
+}
+
+/* The job of a cache entry (embedded in it). */
+static bfs_batch *job_of(bfs_bc_entry *e)
+{
+    return (bfs_batch *)(void *)((char *)e - offsetof(bfs_batch, ce));
 }
 
 static bfs_batch *find(bfs_exec *x, uint64_t epoch, uint64_t k)
 {
-    for (bfs_batch *b = x->jobs; b; b = b->next_job)
-        if (b->epoch == epoch && b->k == k)
-            return b;
-    return NULL;
+    bfs_bc_entry *e = bfs_bc_find(x->bc, epoch, k);
+    return e ? job_of(e) : NULL;
 }
 
-static void unlink_job(bfs_exec *x, bfs_batch *j)
+/* Every job: for (JOBS(x, b)) {...} */
+#define JOBS(x, b)                                                                                 \
+    bfs_batch *b = job_of_or_null(bfs_bc_entries((x)->bc));                                        \
+    b;                                                                                             \
+    b = job_of_or_null(b->ce.next)
+
+static bfs_batch *job_of_or_null(bfs_bc_entry *e)
 {
-    for (bfs_batch **p = &x->jobs; *p; p = &(*p)->next_job)
-        if (*p == j) {
-            *p = j->next_job;
-            return;
-        }
+    return e ? job_of(e) : NULL;
 }
 
 static void free_job(bfs_exec *x, bfs_batch *j);
@@ -236,29 +244,20 @@ static void free_job(bfs_exec *x, bfs_batch *j);
 static void unref(bfs_exec *x, bfs_batch *j)
 {
     LOCKED(x);
-    BFS_ASSERT(j->refs > 0);
-    if (--j->refs == 0 && j->detached)
+    BFS_ASSERT(j->ce.refs > 0);
+    if (--j->ce.refs == 0 && j->detached)
         free_job(x, j);
 }
 
-/* What the cache budget has left for pooled buffers: the budget less the finished batches
- * held (as of the last eviction). Locked. */
-static uint64_t room(const bfs_exec *x)
+/* Free what is the job's beyond its memory: the cache dropped it (evicted), or free_job.
+ * Locked (the cache calls it under x->lock). */
+static void drop_job_cb(void *arg, bfs_bc_entry *e)
 {
+    bfs_exec *x = arg;
     LOCKED(x);
-    return x->st.cached_bytes < x->cache_bytes ? x->cache_bytes - x->st.cached_bytes : 0;
-}
-
-/* Give a job's memory back: its batch file (memfd mode: data maps it; readers of it hold
- * their own) or its buffer. Locked. */
-static void free_job(bfs_exec *x, bfs_batch *j)
-{
-    LOCKED(x);
-    BFS_ASSERT(j->refs == 0);
-    if (j->fd >= 0)
-        bfs_bc_release(x->mem, j->data, j->size, j->fd);
-    else
-        bfs_bc_free(x->mem, j->data, j->size, room(x));
+    (void)x;
+    bfs_batch *j = job_of(e);
+    BFS_ASSERT(j->ce.refs == 0);
     if (j->claim) {
         bfs_store_abandon(j->claim);
         free(j->claim);
@@ -269,10 +268,22 @@ static void free_job(bfs_exec *x, bfs_batch *j)
     free(j);
 }
 
-/* The active readers, as the eviction policy takes them. Locked. */
-static int reader_table(const bfs_exec *x, bfs_bc_reader *out)
+/* Give a job's memory back (its batch file: data maps it, readers of it hold their own; or
+ * its buffer), then the rest. Locked. */
+static void free_job(bfs_exec *x, bfs_batch *j)
 {
     LOCKED(x);
+    bfs_bc_entry_release(x->bc, &j->ce);
+    drop_job_cb(x, &j->ce);
+}
+
+/* The active readers, as the eviction policy takes them, and the batches per epoch (the
+ * cache's ops.readers). Locked. */
+static int readers_cb(void *arg, bfs_bc_reader *out, uint64_t *nb)
+{
+    bfs_exec *x = arg;
+    LOCKED(x);
+    *nb = bfs_engine_batches(x->e);
     int n = 0;
     for (int i = 0; i < BFS_EXEC_MAX_READERS; i++) {
         const reader *r = &x->readers[i];
@@ -282,190 +293,9 @@ static int reader_table(const bfs_exec *x, bfs_bc_reader *out)
     return n;
 }
 
-/* The passed-batch bound adapts. Keeping finished batches no reader will read costs
- * memory that, on VMs that hand free memory back to the host, is fresh for every batch
- * (docs/engine.md, "Batch memory"); it pays only when a reader comes back for one (an
- * epoch read again, a job that starts later). So the bound starts at PASSED_FIRST, and
- * each regret — a new job for a batch evicted as passed, remembered here — doubles it, up
- * to the cache's budget. */
-static uint32_t ghost_slot(uint64_t epoch, uint64_t k)
-{
-    return (uint32_t)(bfs_mix64(epoch * 0x9E3779B97F4A7C15ull ^ k) % GHOSTS);
-}
-
-/* Batch (epoch, k) was evicted as passed: remembered for regrets; and from now on memory
- * is recycled, so BFS_EXEC_HUGE_LATER's huge pages start (bfs_exec_set_memfd). Locked. */
-static void passed_evicted(bfs_exec *x, uint64_t epoch, uint64_t k)
-{
-    LOCKED(x);
-    if (x->huge_later) {
-        x->huge_later = 0;
-        bfs_bc_use_huge(x->mem);
-    }
-    uint32_t i = ghost_slot(epoch, k);
-    x->ghosts[i].epoch1 = epoch + 1, x->ghosts[i].k = k;
-}
-
-/* A new job for (epoch, k): a regret when it was evicted as passed. Locked. */
-static void ghost_check(bfs_exec *x, uint64_t epoch, uint64_t k)
-{
-    LOCKED(x);
-    uint32_t i = ghost_slot(epoch, k);
-    if (x->ghosts[i].epoch1 != epoch + 1 || x->ghosts[i].k != k)
-        return;
-    x->ghosts[i].epoch1 = 0;
-    x->st.passed_regrets++;
-    if (!x->passed_fixed && x->passed_max < x->cache_bytes)
-        x->passed_max = x->passed_max > x->cache_bytes / 2 ? x->cache_bytes : 2 * x->passed_max;
-}
-
-/* Evict finished, unreferenced jobs until within budget, as the policy of
- * cache/batchcache.h says: first what no active reader will read (LRU first), then what
- * the nearest reader will read last. What no active reader
- * will read is also kept to passed_max bytes even under budget, so that a daemon reading
- * an epoch larger than that recycles memory it touched moments ago instead of growing to
- * the whole budget: fresh memory costs a page fault per page, and on VMs that hand freed
- * memory back to the host (virtio free page reporting) ~2 ms per MiB more (measured: a
- * 38 MB batch file 80-96 ms on cold pages, 2 ms on recycled huge pages), as much as half
- * of computing that batch (see docs/engine.md, "Batch memory", for the measurements: a
- * sequential reader fell from 2,500 to 1,400 images/s after 1.4 GB without this bound).
- * A re-read of a batch evicted this way is computed again, identically (a regret, which
- * raises passed_max: see above). Batch files are bounded by file_budget as well (one
- * descriptor each: a daemon of small batches at the usual limit of 1,024 descriptors ran
- * out after ~1,000 batches, and every open of its sources failed), with room left for
- * `need` more; returns the batch files held then. Locked. Failed jobs keep only their error
- * (failures are deterministic: a retry would fail again), at most MAX_FAILED of them;
- * acquire drops those that failed for lack of a resource (bfs_err_is_resource), which are
- * not. */
-static uint64_t evict_for(bfs_exec *x, uint64_t need)
-{
-    LOCKED(x);
-    bfs_bc_reader rd[BFS_EXEC_MAX_READERS];
-    int nrd = reader_table(x, rd);
-    uint64_t nb = bfs_engine_batches(x->e);
-    for (;;) {
-        unsigned failed = 0;
-        bfs_batch *old_failed = NULL;
-        bfs_bc_choice c;
-        bfs_bc_begin(&c);
-        uint64_t kept_files = x->files_making; /* files that cannot go now */
-        for (bfs_batch *b = x->jobs; b; b = b->next_job) {
-            /* a REMOTE job's file is the remote thread's (remote_fd is not read here, under
-             * the lock: that thread sets it unlocked): counted as held in memfd mode */
-            kept_files += (b->state == JOB_REMOTE && x->memfd) +
-                          (b->fd >= 0 && (b->refs || b->state != JOB_READY));
-            if (b->refs)
-                continue;
-            if (b->state == JOB_FAILED) {
-                failed++;
-                if (!old_failed || b->used < old_failed->used)
-                    old_failed = b;
-            }
-            if (b->state == JOB_READY)
-                bfs_bc_offer(&c, b, b->size, b->used, bfs_bc_next_read(rd, nrd, nb, b->epoch, b->k),
-                             b->fd >= 0);
-        }
-        x->st.cached_bytes = c.held;
-        x->st.files = c.files + kept_files;
-        x->files_fresh = 0; /* (counted now: as files_making, or held) */
-        uint64_t files_max =
-            x->file_budget > kept_files + need ? x->file_budget - kept_files - need : 0;
-        int passed = 0;
-        bfs_batch *victim =
-            failed > MAX_FAILED
-                ? old_failed
-                : (bfs_batch *)bfs_bc_victim(&c, x->cache_bytes, files_max, x->passed_max, &passed);
-        if (!victim)
-            return x->st.files;
-        unlink_job(x, victim);
-        if (victim->state == JOB_READY) {
-            x->st.evictions++;
-            if (passed) {
-                x->st.evicted_passed++;
-                passed_evicted(x, victim->epoch, victim->k);
-            } else
-                x->st.evicted_ahead++;
-            BFS_ASSERT(x->st.cached_bytes >= victim->size); /* (held: the sum offered) */
-            x->st.cached_bytes -= victim->size;
-        }
-        free_job(x, victim);
-    }
-}
-
 static void evict(bfs_exec *x)
 {
-    evict_for(x, 0);
-}
-
-/* Room for one more batch file (a descriptor) within the budget, after evicting for it
- * as for memory: then it is counted as being made (the caller makes it and takes it off
- * files_making), and 1 is returned. Else 0: the batch stays in its buffer and is served
- * by copying (bfs_batch_fd -1), counted in files_refused, and said once in the log.
- * Below the budget by the last count (each finished batch makes one) no pass over the
- * jobs is made for it: the executor keeps to one pass per finished batch (finish_slot).
- * Locked. */
-static int file_slot(bfs_exec *x)
-{
-    LOCKED(x);
-    if (x->file_budget == UINT64_MAX || x->st.files + x->files_fresh < x->file_budget ||
-        evict_for(x, 1) < x->file_budget) {
-        x->files_making++;
-        x->files_fresh++;
-        return 1;
-    }
-    x->st.files_refused++;
-    if (!x->said_files) {
-        x->said_files = 1;
-        fprintf(stderr,
-                "batchfs: the descriptor limit (ulimit -n %llu) holds %llu batch files, all "
-                "in use by open batches: further batches are served by copying until some "
-                "close (raise ulimit -n for more)\n",
-                (unsigned long long)bfs_fd_limit(), (unsigned long long)x->file_budget);
-    }
-    return 0;
-}
-
-/*
- * A buffer for a new job of size bytes taken from a finished batch that no active reader
- * will read (the least recently used of them), when the batches in buffers, finished and
- * in the making, leave the cache's budget no room for the new one: evicted now rather
- * than once the new one finishes, so its memory, touched moments ago, is reused instead
- * of fresh memory (a page fault and zeroing per page; ~2 ms per MiB on VMs that give
- * freed memory back to the host). Without this, a cache full at its budget (a small
- * cache_mb, or --bench) allocated a fresh buffer for most batches: the pool keeps more
- * than two only within the budget's room. Only batches held in buffers (not batch files:
- * readers may map those). NULL when there is room or no such batch. Locked.
- */
-static uint8_t *take_passed_buffer(bfs_exec *x, uint64_t size)
-{
-    LOCKED(x);
-    uint64_t held = 0; /* in buffers: finished, and in the making */
-    for (bfs_batch *b = x->jobs; b; b = b->next_job)
-        if (b->fd < 0 && b->data)
-            held += b->size;
-    if (held + size <= x->cache_bytes)
-        return NULL;
-    bfs_bc_reader rd[BFS_EXEC_MAX_READERS];
-    int nrd = reader_table(x, rd);
-    uint64_t nb = bfs_engine_batches(x->e);
-    bfs_batch *victim = NULL;
-    for (bfs_batch *b = x->jobs; b; b = b->next_job)
-        if (!b->refs && b->state == JOB_READY && b->fd < 0 && b->size == size &&
-            (!victim || b->used < victim->used) &&
-            bfs_bc_next_read(rd, nrd, nb, b->epoch, b->k) == UINT64_MAX)
-            victim = b;
-    if (!victim)
-        return NULL;
-    uint8_t *data = victim->data;
-    unlink_job(x, victim);
-    x->st.evictions++;
-    x->st.evicted_passed++;
-    passed_evicted(x, victim->epoch, victim->k);
-    /* (cached_bytes is as of the last eviction: the victim may have finished since) */
-    x->st.cached_bytes -= x->st.cached_bytes >= victim->size ? victim->size : x->st.cached_bytes;
-    victim->data = NULL; /* taken: free_job frees the rest */
-    free_job(x, victim);
-    return data;
+    bfs_bc_evict(x->bc, 0);
 }
 
 /* The job a worker should serve: the oldest demanded with slots left, else the oldest
@@ -474,7 +304,7 @@ static bfs_batch *pick(bfs_exec *x)
 {
     LOCKED(x);
     bfs_batch *best = NULL;
-    for (bfs_batch *b = x->jobs; b; b = b->next_job) {
+    for (JOBS(x, b)) {
         if (b->state != JOB_RUNNING || b->next >= b->len)
             continue;
         if (!best || b->demand > best->demand || (b->demand == best->demand && b->seq < best->seq))
@@ -498,11 +328,11 @@ static int finish_slot(bfs_exec *x, bfs_batch *j)
     if (j->rc) {
         set_state(x, j, JOB_FAILED);
         x->st.failed++;
-        bfs_bc_free(x->mem, j->data, j->size, room(x)); /* a failed batch keeps only its error */
-        j->data = NULL;
+        bfs_bc_give_back(x->bc, j->ce.data, j->ce.size); /* a failed batch keeps only its error */
+        j->ce.data = NULL;
     } else {
         x->st.computed++;
-        set_state(x, j, x->memfd ? JOB_SEALING : JOB_READY);
+        set_state(x, j, bfs_bc_files(x->bc) ? JOB_SEALING : JOB_READY);
     }
     if (j->state != JOB_SEALING)
         pthread_cond_broadcast(&x->ready);
@@ -511,11 +341,11 @@ static int finish_slot(bfs_exec *x, bfs_batch *j)
 
 /*
  * Move the bytes of job j (SEALING or PREPARING: no other thread touches its data) from
- * src into a new read-only batch file (bfs_bc_to_file), mapped read-only as j->data; j's
+ * src into a new read-only batch file (bfs_bc_to_file), mapped read-only as j->ce.data; j's
  * buffer goes back to the pool. The file never changes after this, so the mount can hand
  * it to the kernel as the batch file's backing file (FUSE passthrough) and readers may map
- * it. On failure (no file, no memory, no descriptor left within the budget: file_slot) j
- * keeps its buffer, with src copied into it if needed, and j->fd stays -1: the batch is
+ * it. On failure (no file, no memory, no descriptor left within the budget: bfs_bc_file_slot) j
+ * keeps its buffer, with src copied into it if needed, and j->ce.fd stays -1: the batch is
  * still served, by copying. Unlocked.
  */
 static void to_memfd(bfs_exec *x, bfs_batch *j, const uint8_t *src)
@@ -523,24 +353,22 @@ static void to_memfd(bfs_exec *x, bfs_batch *j, const uint8_t *src)
     const uint8_t *map;
     int fd, rc = -EMFILE;
     xlock(x);
-    int slot = file_slot(x);
+    int slot = bfs_bc_file_slot(x->bc);
     xunlock(x);
     if (slot)
-        rc = bfs_bc_to_file(x->mem, src, j->size, &map, &fd);
+        rc = bfs_bc_to_file(bfs_bc_memory(x->bc), src, j->ce.size, &map, &fd);
     xlock(x);
-    BFS_ASSERT(x->files_making >= (uint64_t)(slot != 0));
-    x->files_making -= slot != 0;
-    if (slot && rc)
-        x->st.files_refused++;
+    if (slot)
+        bfs_bc_file_made(x->bc, rc);
     if (rc) {
         xunlock(x);
-        if (src != j->data)
-            memcpy(j->data, src, j->size);
+        if (src != j->ce.data)
+            memcpy(j->ce.data, src, j->ce.size);
         return;
     }
-    bfs_bc_free(x->mem, j->data, j->size, room(x));
-    j->data = (uint8_t *)map;
-    j->fd = fd;
+    bfs_bc_give_back(x->bc, j->ce.data, j->ce.size);
+    j->ce.data = (uint8_t *)map;
+    j->ce.fd = fd;
     xunlock(x);
 }
 
@@ -550,7 +378,7 @@ static void to_memfd(bfs_exec *x, bfs_batch *j, const uint8_t *src)
 static void settle_claim(bfs_exec *x, bfs_batch *j, bfs_claim *claim, int ready, int substituted)
 {
     if (ready && !substituted) {
-        if (bfs_store_publish(claim, j->data, j->size) == 0) {
+        if (bfs_store_publish(claim, j->ce.data, j->ce.size) == 0) {
             xlock(x);
             x->st.store_publishes++;
             xunlock(x);
@@ -624,14 +452,15 @@ static void *worker_main(void *arg)
         int rc = 0;
         uint32_t subs = 0;
         for (uint32_t s = slot; s < slot + n && !rc; s++) {
-            rc = bfs_engine_sample(x->e, w, j->epoch, j->k, s, j->idx[s], j->data, err, sizeof err);
+            rc = bfs_engine_sample(x->e, w, j->ce.epoch, j->ce.k, s, j->idx[s], j->ce.data, err,
+                                   sizeof err);
             if (rc == BFS_ENGINE_SUBSTITUTED) {
                 subs++;
                 rc = 0;
             }
         }
         if (!rc) /* after the claim's reads: a dataset changed in place during them */
-            rc = bfs_engine_claim_end(x->e, j->epoch, j->k, err, sizeof err);
+            rc = bfs_engine_claim_end(x->e, j->ce.epoch, j->ce.k, err, sizeof err);
         xlock(x);
         j->substituted += subs;
         j->done += n - 1; /* finish_slot counts the last */
@@ -640,11 +469,11 @@ static void *worker_main(void *arg)
             batch_error(j->err, sizeof j->err, rc, err[0] ? err : bfs_strerror(rc));
             j->next = j->len; /* claim nothing more of a failed batch */
         }
-        j->refs++; /* keep j alive while it is sealed and its claim settled, unlocked */
+        j->ce.refs++; /* keep j alive while it is sealed and its claim settled, unlocked */
         int completed = finish_slot(x, j);
         if (completed && j->state == JOB_SEALING) {
             xunlock(x);
-            to_memfd(x, j, j->data);
+            to_memfd(x, j, j->ce.data);
             xlock(x);
             set_state(x, j, JOB_READY);
             pthread_cond_broadcast(&x->ready);
@@ -725,17 +554,17 @@ static int src_choose(bfs_exec *x, bfs_exec_rjob **out, int max, int fair, int *
     bfs_batch *list[BFS_EXEC_SRC_MAX];
     remote_rank top[BFS_EXEC_SRC_MAX]; /* the neediest, in order */
     xlock(x);
-    *memfd = x->memfd;
-    bfs_bc_reader rd[BFS_EXEC_MAX_READERS];
-    int nrd = reader_table(x, rd);
-    uint64_t nb = bfs_engine_batches(x->e), round = ++x->src_round;
+    *memfd = bfs_bc_files(x->bc);
+    bfs_bc_reader rd[BFS_BC_MAX_READERS];
+    uint64_t nb, round = ++x->src_round;
+    int nrd = readers_cb(x, rd, &nb);
     int n = 0;
     uint64_t pending = 0;
-    for (bfs_batch *b = x->jobs; b; b = b->next_job) {
+    for (JOBS(x, b)) {
         if (b->state != JOB_REMOTE)
             continue;
         pending++;
-        uint64_t steps = b->demand ? 0 : bfs_bc_next_read(rd, nrd, nb, b->epoch, b->k);
+        uint64_t steps = b->demand ? 0 : bfs_bc_next_read(rd, nrd, nb, b->ce.epoch, b->ce.k);
         remote_rank r = {b, b->demand ? 0 : steps == UINT64_MAX ? UINT64_MAX : steps + 1};
         if (n == max && !remote_before(&r, &top[n - 1]))
             continue;
@@ -752,7 +581,7 @@ static int src_choose(bfs_exec *x, bfs_exec_rjob **out, int max, int fair, int *
     }
     int by_need = n;
     if (pending > (uint64_t)max) { /* the rest: those that waited longest for a turn */
-        for (bfs_batch *b = x->jobs; b; b = b->next_job) {
+        for (JOBS(x, b)) {
             if (b->state != JOB_REMOTE || b->remote_turn == round)
                 continue;
             if (n == max && !remote_longer(b, list[n - 1]))
@@ -766,7 +595,7 @@ static int src_choose(bfs_exec *x, bfs_exec_rjob **out, int max, int fair, int *
             list[i]->remote_turn = round;
     }
     for (int i = 0; i < n; i++) {
-        list[i]->refs++;
+        list[i]->ce.refs++;
         out[i] = &list[i]->remote;
     }
     xunlock(x);
@@ -799,7 +628,7 @@ static void src_announced(bfs_exec *x, uint64_t epoch, uint64_t k)
 
 static void src_open_file(bfs_exec *x, bfs_exec_rjob *rj)
 {
-    rj->fd = bfs_bc_file_open(x->mem, rj->size, &rj->sealable);
+    rj->fd = bfs_bc_file_open(bfs_bc_memory(x->bc), rj->size, &rj->sealable);
 }
 
 /* Close a REMOTE job's batch file, if it has one. */
@@ -854,17 +683,18 @@ static int src_done(bfs_exec *x, bfs_exec_rjob *rj, int memfd)
     if (rj->fd >= 0) {
         const uint8_t *map;
         int fd;
-        int rc = bfs_bc_file_seal(x->mem, rj->fd, rj->sealable, j->size, &map, &fd);
+        int rc =
+            bfs_bc_file_seal(bfs_bc_memory(x->bc), rj->fd, rj->sealable, j->ce.size, &map, &fd);
         rj->fd = -1; /* (sealed, or closed) */
         if (rc)
             return -1;
         xlock(x);
-        bfs_bc_free(x->mem, j->data, j->size, room(x)); /* (unwritten: the value is in fd) */
-        j->data = (uint8_t *)map;
-        j->fd = fd;
+        bfs_bc_give_back(x->bc, j->ce.data, j->ce.size); /* (unwritten: the value is in fd) */
+        j->ce.data = (uint8_t *)map;
+        j->ce.fd = fd;
         xunlock(x);
     } else if (memfd) {
-        to_memfd(x, j, j->data);
+        to_memfd(x, j, j->ce.data);
     }
     xlock(x);
     set_state(x, j, JOB_READY);
@@ -912,25 +742,22 @@ int bfs_exec_set_remote(bfs_exec *x, const bfs_pipeline_opts *o, char *err, size
 
 /* The job table's consistency, walked at destroy (debug and sanitizer builds): states in
  * range, no reference left, a batch file only for a READY job and a REMOTE one's file only
- * while it is REMOTE, no bytes held by a FAILED job, and the batch buffers the jobs hold,
- * byte for byte, those that the cache's memory counts as given out. Locked. */
+ * while it is REMOTE, no bytes held by a FAILED job, the cache's view of each state, and
+ * (bfs_bc_check) the batch buffers the jobs hold, byte for byte, those that the cache's
+ * memory counts as given out. Locked. */
 static void check_jobs(bfs_exec *x)
 {
     LOCKED(x);
-    uint64_t in_buffers = 0;
-    for (const bfs_batch *j = x->jobs; j; j = j->next_job) {
+    for (JOBS(x, j)) {
         BFS_ASSERT(j->state >= JOB_PREPARING && j->state <= JOB_FAILED);
-        BFS_ASSERT(j->refs == 0);
-        BFS_ASSERT(j->fd < 0 || j->state == JOB_READY);
+        BFS_ASSERT(j->ce.refs == 0);
+        BFS_ASSERT(j->ce.fd < 0 || j->state == JOB_READY);
         BFS_ASSERT(j->remote.fd < 0 || j->state == JOB_REMOTE);
-        BFS_ASSERT(j->state != JOB_FAILED || !j->data);
+        BFS_ASSERT(j->state != JOB_FAILED || !j->ce.data);
         BFS_ASSERT(j->done <= j->len && j->next <= j->len);
-        if (j->fd < 0 && j->data)
-            in_buffers += j->size;
+        BFS_ASSERT(j->ce.state == CACHE_STATE[j->state]);
     }
-    bfs_bc_mem_stats ms;
-    bfs_bc_mem_get_stats(x->mem, &ms);
-    BFS_ASSERT(ms.buffer_bytes_out == in_buffers);
+    bfs_bc_check(x->bc);
 }
 
 int bfs_exec_create(bfs_engine *e, int threads, uint64_t cache_bytes, bfs_exec **out)
@@ -943,13 +770,11 @@ int bfs_exec_create(bfs_engine *e, int threads, uint64_t cache_bytes, bfs_exec *
     if (!x)
         return -ENOMEM;
     x->e = e;
-    x->cache_bytes = cache_bytes;
-    x->passed_max = PASSED_FIRST;
-    x->file_budget = UINT64_MAX;
     pthread_mutex_init(&x->lock, NULL);
     pthread_cond_init(&x->work, NULL);
     pthread_cond_init(&x->ready, NULL);
-    if (bfs_bc_mem_create(&x->mem)) {
+    bfs_bc_ops ops = {.arg = x, .readers = readers_cb, .drop = drop_job_cb, .held = held_cb};
+    if (bfs_bc_create(&ops, cache_bytes, &x->bc)) {
         bfs_exec_destroy(x);
         return -ENOMEM;
     }
@@ -1000,15 +825,14 @@ void bfs_exec_destroy(bfs_exec *x)
     bfs_exec_remote_stop(x->remote); /* (its thread ends: x->stop is set) */
     x->remote = NULL;
     xlock(x);
-    if (BFS_CHECKS && x->mem)
+    if (BFS_CHECKS && x->bc)
         check_jobs(x);
-    while (x->jobs) { /* (none without x->mem) */
-        bfs_batch *j = x->jobs;
-        x->jobs = j->next_job;
-        free_job(x, j);
+    for (bfs_bc_entry *e; x->bc && (e = bfs_bc_entries(x->bc));) {
+        bfs_bc_unlink(x->bc, e);
+        free_job(x, job_of(e));
     }
     xunlock(x);
-    bfs_bc_mem_destroy(x->mem); /* its reaper releases what it was given, then ends */
+    bfs_bc_destroy(x->bc); /* its memory's reaper releases what it was given, then ends */
     free(x->threads);
     free(x->workers);
     pthread_mutex_destroy(&x->lock);
@@ -1022,7 +846,7 @@ void bfs_exec_consumed(bfs_exec *x, uint64_t epoch, uint64_t k)
     xlock(x);
     bfs_batch *j = find(x, epoch, k);
     if (j)
-        j->used = 0; /* oldest possible: LRU evicts it first */
+        j->ce.used = 0; /* oldest possible: LRU evicts it first */
     xunlock(x);
 }
 
@@ -1035,13 +859,13 @@ void bfs_exec_shutdown(bfs_exec *x)
 }
 
 /* Ask the host-wide store for j's bytes (unlocked; j is PREPARING, so only this thread
- * touches it). Returns 1 when j->data now holds the published batch; otherwise 0, with
+ * touches it). Returns 1 when j->ce.data now holds the published batch; otherwise 0, with
  * j->claim set when this process should compute and publish it. A batch another daemon
  * is computing is waited for only when a reader demands it (up to STORE_WAIT_MS). */
 #define STORE_WAIT_MS 60000
 static int store_lookup(bfs_exec *x, bfs_batch *j, int demand, int memfd)
 {
-    bfs_store_key key = {bfs_engine_fingerprint(x->e), j->epoch, j->k};
+    bfs_store_key key = {bfs_engine_fingerprint(x->e), j->ce.epoch, j->ce.k};
     bfs_claim c;
     int rc = bfs_store_claim(x->store, key, &c);
     if (rc == 0 && c.state == BFS_STORE_BUSY) {
@@ -1052,34 +876,32 @@ static int store_lookup(bfs_exec *x, bfs_batch *j, int demand, int memfd)
     }
     if (rc)
         return 0;
-    if (c.state == BFS_STORE_HIT && c.size == j->size) {
+    if (c.state == BFS_STORE_HIT && c.size == j->ce.size) {
         int fd;
         const uint8_t *map;
         xlock(x);
-        int slot = memfd && file_slot(x);
+        int slot = memfd && bfs_bc_file_slot(x->bc);
         xunlock(x);
         if (slot && bfs_store_claim_take(&c, &fd, &map) == 0) {
             /* the entry file is exactly the batch: it backs the batch file itself, no
              * copy (it is never written in place: publication makes a new inode) */
             xlock(x);
-            BFS_ASSERT(x->files_making > 0);
-            x->files_making--;
-            bfs_bc_free(x->mem, j->data, j->size, room(x));
-            j->data = (uint8_t *)map;
-            j->fd = fd;
+            bfs_bc_file_made(x->bc, 0);
+            bfs_bc_give_back(x->bc, j->ce.data, j->ce.size);
+            j->ce.data = (uint8_t *)map;
+            j->ce.fd = fd;
             xunlock(x);
             return 1;
         }
         if (slot) {
             xlock(x);
-            BFS_ASSERT(x->files_making > 0);
-            x->files_making--;
+            bfs_bc_file_made(x->bc, 0);
             xunlock(x);
         }
         if (slot)
             to_memfd(x, j, c.data); /* straight from the entry's mapping */
         else                        /* (memfd mode without a descriptor: served by copying) */
-            memcpy(j->data, c.data, j->size);
+            memcpy(j->ce.data, c.data, j->ce.size);
         bfs_store_claim_close(&c);
         return 1;
     }
@@ -1101,9 +923,7 @@ static int store_lookup(bfs_exec *x, bfs_batch *j, int demand, int memfd)
 void bfs_exec_set_passed_max(bfs_exec *x, uint64_t bytes, int grow)
 {
     xlock(x);
-    x->passed_max = bytes;
-    x->passed_fixed = !grow;
-    evict(x);
+    bfs_bc_set_passed_max(x->bc, bytes, grow);
     xunlock(x);
 }
 
@@ -1132,13 +952,10 @@ static uint64_t fd_budget(int threads)
 void bfs_exec_set_memfd(bfs_exec *x, int on, int huge)
 {
     if (on) /* where batch files go is decided before the first (LATER: memfds first) */
-        bfs_bc_use_files(x->mem, huge == 1);
+        bfs_bc_use_files(bfs_bc_memory(x->bc), huge == 1);
     uint64_t budget = on ? fd_budget(x->nthreads) : UINT64_MAX;
     xlock(x);
-    x->memfd = on;
-    x->huge_later = on && huge == BFS_EXEC_HUGE_LATER;
-    x->file_budget = budget;
-    evict(x);
+    bfs_bc_set_files(x->bc, on, budget, huge == BFS_EXEC_HUGE_LATER);
     xunlock(x);
     if (on && budget < 64)
         fprintf(stderr,
@@ -1189,15 +1006,15 @@ static bfs_batch *acquire(bfs_exec *x, uint64_t epoch, uint64_t k, int demand, i
          * a bad sample it says nothing about the batch, so compute it again. A worker may
          * still hold it (settling its claim after waking the readers): then it is only
          * detached, and freed by the last unref. */
-        unlink_job(x, j);
-        if (j->refs)
+        bfs_bc_unlink(x->bc, &j->ce);
+        if (j->ce.refs)
             j->detached = 1;
         else
             free_job(x, j);
         j = NULL;
     }
     if (j) {
-        j->refs++;
+        j->ce.refs++;
         if (demand) {
             if (j->state == JOB_READY)
                 x->st.hits++;
@@ -1217,37 +1034,36 @@ static bfs_batch *acquire(bfs_exec *x, uint64_t epoch, uint64_t k, int demand, i
     }
     j = calloc(1, sizeof *j);
     uint64_t size = bfs_engine_batch_bytes(x->e, epoch, k);
-    if (j && !(j->data = take_passed_buffer(x, size)))
-        j->data = bfs_bc_alloc(x->mem, size);
-    if (!j || !(j->idx = malloc(len * sizeof *j->idx)) || !j->data) {
+    if (j && !(j->ce.data = bfs_bc_take_passed(x->bc, size)))
+        j->ce.data = bfs_bc_alloc(bfs_bc_memory(x->bc), size);
+    if (!j || !(j->idx = malloc(len * sizeof *j->idx)) || !j->ce.data) {
         if (j) {
             free(j->idx);
-            bfs_bc_free(x->mem, j->data, size, room(x));
+            bfs_bc_give_back(x->bc, j->ce.data, size);
         }
         free(j);
         *rc = -ENOMEM;
         return NULL;
     }
     j->x = x;
-    j->fd = -1;
+    j->ce.fd = -1;
     j->remote.fd = -1;
     j->remote.epoch = epoch, j->remote.k = k, j->remote.size = size;
-    j->epoch = epoch, j->k = k, j->len = len, j->size = size;
+    j->ce.epoch = epoch, j->ce.k = k, j->len = len, j->ce.size = size;
     j->claim_slots = bfs_engine_claim_slots(x->e, epoch, k);
     j->state = JOB_PREPARING;
+    j->ce.state = CACHE_STATE[JOB_PREPARING];
     j->demand = demand;
-    j->refs = 1;
+    j->ce.refs = 1;
     j->seq = x->seq++;
-    j->next_job = x->jobs;
-    x->jobs = j;
+    bfs_bc_insert(x->bc, &j->ce); /* (a regret when it was evicted as passed) */
     if (demand)
         x->st.misses++;
     else
         x->st.prefetched++;
-    ghost_check(x, epoch, k);
-    int memfd = x->memfd;
+    int memfd = bfs_bc_files(x->bc);
     xunlock(x);
-    int n = bfs_engine_batch_begin(x->e, epoch, k, j->data, j->idx);
+    int n = bfs_engine_batch_begin(x->e, epoch, k, j->ce.data, j->idx);
     int hit = n >= 0 && x->store && store_lookup(x, j, demand, memfd);
     xlock(x);
     if (hit) {
@@ -1255,8 +1071,8 @@ static bfs_batch *acquire(bfs_exec *x, uint64_t epoch, uint64_t k, int demand, i
         x->st.store_hits++;
         pthread_cond_broadcast(&x->ready);
     } else if (n < 0) {
-        bfs_bc_free(x->mem, j->data, j->size, room(x)); /* a failed batch keeps only its error */
-        j->data = NULL;
+        bfs_bc_give_back(x->bc, j->ce.data, j->ce.size); /* a failed batch keeps only its error */
+        j->ce.data = NULL;
         j->rc = n;
         snprintf(j->err, sizeof j->err, "planning epoch %llu batch %llu: %s",
                  (unsigned long long)epoch, (unsigned long long)k, bfs_strerror(n));
@@ -1265,7 +1081,7 @@ static bfs_batch *acquire(bfs_exec *x, uint64_t epoch, uint64_t k, int demand, i
     } else if (x->remote && bfs_exec_remote_takes(x->remote)) {
         /* asked of the remote workers first (no worker alive: computed here at once) */
         set_state(x, j, JOB_REMOTE);
-        j->remote.buf = j->data;
+        j->remote.buf = j->ce.data;
         bfs_exec_remote_added(x->remote, &j->remote);
         x->st.remote_requested++;
     } else {
@@ -1285,7 +1101,7 @@ static int get_wait(bfs_exec *x, bfs_batch *j, int rc, uint64_t epoch, uint64_t 
            !(cancel && atomic_load_explicit(&cancel->requested, memory_order_relaxed)))
         xwait(x, &x->ready);
     if (j && j->state == JOB_READY) {
-        j->used = ++x->tick;
+        j->ce.used = ++x->tick;
         *out = j;
     } else if (j) {
         /* interrupted: the batch goes on being computed (for the next reader, or this
@@ -1372,7 +1188,7 @@ int bfs_exec_prefetch(bfs_exec *x, uint64_t epoch, uint64_t k)
     }
     bfs_batch *j = acquire(x, epoch, k, 0, &rc);
     if (j) {
-        j->used = ++x->tick;
+        j->ce.used = ++x->tick;
         unref(x, j);
         evict(x);
     }
@@ -1384,19 +1200,28 @@ void bfs_exec_get_stats(bfs_exec *x, bfs_exec_stats *st)
 {
     xlock(x);
     *st = x->st;
+    bfs_bc_stats cs;
+    bfs_bc_get_stats(x->bc, &cs);
+    st->cached_bytes = cs.cached_bytes;
+    st->files = cs.files;
+    st->files_refused = cs.files_refused;
+    st->evictions = cs.evictions;
+    st->evicted_passed = cs.evicted_passed;
+    st->evicted_ahead = cs.evicted_ahead;
+    st->passed_regrets = cs.passed_regrets;
     st->threads = x->active;
     st->max_threads = x->nthreads;
     st->prefetch = x->prefetch;
-    st->cache_budget = x->cache_bytes;
-    st->file_budget = x->file_budget == UINT64_MAX ? 0 : x->file_budget;
+    st->cache_budget = cs.budget;
+    st->file_budget = cs.file_budget == UINT64_MAX ? 0 : cs.file_budget;
     st->fd_limit = bfs_fd_limit() == UINT64_MAX ? 0 : bfs_fd_limit();
-    st->passed_budget = x->passed_max < x->cache_bytes ? x->passed_max : x->cache_bytes;
+    st->passed_budget = cs.passed_max < cs.budget ? cs.passed_max : cs.budget;
     st->in_flight = 0;
-    for (bfs_batch *b = x->jobs; b; b = b->next_job)
+    for (JOBS(x, b))
         st->in_flight += b->state < JOB_READY;
     xunlock(x);
     bfs_bc_mem_stats ms;
-    bfs_bc_mem_get_stats(x->mem, &ms);
+    bfs_bc_mem_get_stats(bfs_bc_memory(x->bc), &ms);
     st->buffers = ms.buffers;
     st->buffer_allocs = ms.buffer_allocs;
     st->huge_files = ms.huge_files;
@@ -1428,12 +1253,12 @@ void bfs_exec_get_stats(bfs_exec *x, bfs_exec_stats *st)
 
 const uint8_t *bfs_batch_data(const bfs_batch *b)
 {
-    return b->data;
+    return b->ce.data;
 }
 
 uint64_t bfs_batch_size(const bfs_batch *b)
 {
-    return b->size;
+    return b->ce.size;
 }
 
 uint32_t bfs_batch_substitutes(const bfs_batch *b)
@@ -1443,7 +1268,7 @@ uint32_t bfs_batch_substitutes(const bfs_batch *b)
 
 int bfs_batch_fd(const bfs_batch *b)
 {
-    return b->fd;
+    return b->ce.fd;
 }
 
 void bfs_batch_release(bfs_batch *b)
@@ -1623,7 +1448,9 @@ uint32_t bfs_exec_follow(bfs_exec *x, uint64_t key, uint64_t epoch, uint64_t k, 
     for (int i = 0; i < BFS_EXEC_MAX_READERS; i++)
         active += x->readers[i].key != 0;
     uint64_t size = bfs_engine_max_batch_bytes(x->e);
-    uint64_t per = size ? x->cache_bytes / size / (active ? active : 1) : 0;
+    bfs_bc_stats cs;
+    bfs_bc_get_stats(x->bc, &cs);
+    uint64_t per = size ? cs.budget / size / (active ? active : 1) : 0;
     if ((uint64_t)depth + 1 > per)
         depth = per > 1 ? (int)(per - 1) : 0;
     xunlock(x);
@@ -1735,10 +1562,7 @@ void bfs_exec_set_reader_depth(bfs_exec *x, uint32_t id, int depth)
 void bfs_exec_set_cache_bytes(bfs_exec *x, uint64_t bytes)
 {
     xlock(x);
-    x->cache_bytes = bytes;
-    evict(x);
-    /* pooled buffers beyond two lived in the budget's room: give back what no longer fits */
-    bfs_bc_trim(x->mem, room(x));
+    bfs_bc_set_budget(x->bc, bytes); /* (evicts, then trims the pool to the room left) */
     xunlock(x);
 }
 
