@@ -48,7 +48,7 @@ typedef struct bfs_bc_reader {
 } bfs_bc_reader;
 
 /* bfs_bc_walk_len - batches a walk r0, r0 + s, ... (0 <= r0 < s, s > 0) takes in an epoch
- * of nb batches (the executor's prefetch follows the same walks). */
+ * of nb batches (walk.c). */
 int64_t bfs_bc_walk_len(int64_t nb, int64_t r0, int64_t s);
 
 /*
@@ -62,10 +62,25 @@ int64_t bfs_bc_walk_len(int64_t nb, int64_t r0, int64_t s);
 int64_t bfs_bc_lex_next(uint64_t k, uint64_t nb);
 uint64_t bfs_bc_lex_rank(uint64_t k, uint64_t nb);
 
+/* ---- the readers' walks (walk.c): one model for prefetch and eviction ------------------ */
+
+/*
+ * bfs_bc_walk_next - one step of r's walk (its stride, or lex; on into the next epoch when
+ * r crossed one before: after the last batch of its residue comes the next epoch's first of
+ * that residue, lex: batch 0) from batch *k of *epoch (nb batches per epoch, ne epochs: never
+ * at or beyond ne): 0 with *epoch, *k moved, or -1 where the walk ends (its epoch's end
+ * without crossing, a negative stride past 0, the last epoch). r's own position is not
+ * read: the walk steps from (*epoch, *k). Prefetch follows a reader with it, and a request
+ * that is r's next step continues r's walk.
+ */
+int bfs_bc_walk_next(const bfs_bc_reader *r, uint64_t nb, uint64_t ne, uint64_t *epoch,
+                     uint64_t *k);
+
 /*
  * bfs_bc_next_read - in how many of its steps the nearest of readers r[0..n) will read
  * batch k of epoch (nb batches per epoch), or UINT64_MAX when none will (behind every
- * reader, off their strides, or epochs away).
+ * reader, off their strides, or epochs away): the inverse of bfs_bc_walk_next, counting
+ * the steps from each reader's own position (the eviction's measure of a batch's worth).
  */
 uint64_t bfs_bc_next_read(const bfs_bc_reader *r, int n, uint64_t nb, uint64_t epoch, uint64_t k);
 

@@ -1330,21 +1330,17 @@ static void news(bfs_exec *x)
 }
 
 /* Does a request for (epoch, k) continue the walk of a reader last at (e0, k0) with
- * stride s (0: not known yet, taken as 1), or in the names' string order (lex)? Within the
- * epoch, the next step; from the walk's last batch, the next epoch's first batch of the
- * same residue (in string order: batch 0): a training loop (or a rank reading k = r, r + s,
- * ..., or `cat epoch/N/batch_*` epoch after epoch) going on with its next epoch. */
+ * stride s (0: not known yet, taken as 1), or in the names' string order (lex)? Its walk's
+ * next step (bfs_bc_walk_next, the one walk model of prefetch and eviction), taken as one
+ * that goes on across epochs: within the epoch, the next step; from the walk's last batch,
+ * the next epoch's first batch of the same residue (in string order: batch 0): a training
+ * loop (or a rank reading k = r, r + s, ..., or `cat epoch/N/batch_*` epoch after epoch)
+ * going on with its next epoch. */
 static int continues(uint64_t e0, uint64_t k0, int64_t s, int lex, uint64_t epoch, uint64_t k,
                      uint64_t nb)
 {
-    if (lex)
-        return epoch == e0 ? bfs_bc_lex_next(k0, nb) == (int64_t)k
-                           : epoch == e0 + 1 && k == 0 && k0 < nb && bfs_bc_lex_next(k0, nb) < 0;
-    if (s == 0)
-        s = 1;
-    if (epoch == e0)
-        return (int64_t)k0 + s == (int64_t)k;
-    return s > 0 && epoch == e0 + 1 && k0 + (uint64_t)s >= nb && k == k0 % (uint64_t)s;
+    bfs_bc_reader walk = {.stride = s, .crossed = 1, .lex = lex};
+    return bfs_bc_walk_next(&walk, nb, UINT64_MAX, &e0, &k0) == 0 && e0 == epoch && k0 == k;
 }
 
 /* Reader r, at (r->epoch, r->k), steps to batch k of the same epoch: its stride, whether
@@ -1454,42 +1450,15 @@ uint32_t bfs_exec_follow(bfs_exec *x, uint64_t key, uint64_t epoch, uint64_t k, 
     if ((uint64_t)depth + 1 > per)
         depth = per > 1 ? (int)(per - 1) : 0;
     xunlock(x);
-    /* the next `depth` batches of its walk; the walk of a reader that went on from one
-     * epoch to the next before goes on into the next epoch at the same residue
-     * (continues()): at a training loop's epoch end the workers keep computing, while a
-     * reader of one epoch (a validation pass, a scan) costs nothing beyond it */
-    if (lex) { /* the names' string order, and on into the next epoch's once crossed */
-        uint64_t ep = epoch, cur = k;
-        for (int d = 1; d <= depth; d++) {
-            int64_t next = bfs_bc_lex_next(cur, nb);
-            if (next < 0) {
-                if (!wrap || ep + 1 >= ne)
-                    break;
-                ep++, next = 0;
-            }
-            cur = (uint64_t)next;
-            bfs_exec_prefetch(x, ep, cur);
-        }
-        return id;
-    }
-    int64_t r0 = stride > 0 ? (int64_t)k % stride : 0;
-    int64_t m = stride > 0 ? bfs_bc_walk_len((int64_t)nb, r0, stride) : 0;
-    for (int d = 1; d <= depth; d++) {
-        int64_t next = (int64_t)k + stride * d;
-        uint64_t ep = epoch;
-        if (wrap && stride > 0 && (uint64_t)next >= nb) {
-            if (m <= 0 || k >= nb)
-                break; /* k outside the epoch: no walk to go on with */
-            int64_t i = ((int64_t)k - r0) / stride + d;
-            ep = epoch + (uint64_t)(i / m);
-            next = r0 + stride * (i % m);
-            if (ep >= ne)
-                break;
-        } else if (next < 0 || (uint64_t)next >= nb) {
-            break;
-        }
-        bfs_exec_prefetch(x, ep, (uint64_t)next);
-    }
+    /* the next `depth` batches of its walk (bfs_bc_walk_next: the model eviction's
+     * bfs_bc_next_read counts steps of); the walk of a reader that went on from one epoch
+     * to the next before goes on into the next epoch at the same residue (continues()): at
+     * a training loop's epoch end the workers keep computing, while a reader of one epoch
+     * (a validation pass, a scan) costs nothing beyond it */
+    bfs_bc_reader walk = {.stride = stride, .crossed = wrap, .lex = lex};
+    uint64_t ep = epoch, next = k;
+    for (int d = 1; d <= depth && bfs_bc_walk_next(&walk, nb, ne, &ep, &next) == 0; d++)
+        bfs_exec_prefetch(x, ep, next);
     return id;
 }
 
