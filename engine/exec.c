@@ -29,7 +29,8 @@
  * freed only with no reference left (refs: callers' batches, a worker or the remote thread
  * working on it unlocked).
  *
- * Readers (x->readers, guarded by x->lock) are a fixed table of BFS_EXEC_MAX_READERS.
+ * Readers (x->rt, guarded by x->lock) are a fixed table of BFS_EXEC_MAX_READERS
+ * (exec_readers.c, called only from here).
  * The jobs are the in-memory batch cache's entries: each job embeds its bfs_bc_entry, and
  * the cache (x->bc, cache/batchcache.h) keeps the list of them (the job table), the byte
  * and file budgets, the regrets that grow the passed-batch bound, and evicts (over the
@@ -40,6 +41,7 @@
  * leaf lock of their own) is made under x->lock, asserted through its ops.held.
  */
 #include "engine/exec_internal.h"
+#include "engine/exec_readers_internal.h"
 #include "cache/batchcache.h"
 #include "base/check.h"
 #include "base/err.h"
@@ -107,22 +109,6 @@ struct bfs_batch { /* a job; "batch" is the name callers see */
                            * guarded by lock) */
 };
 
-typedef struct reader {
-    uint64_t key; /* 0: free slot */
-    uint32_t id;
-    uint64_t epoch, k;
-    int64_t stride;
-    int depth;   /* own depth, or -1: x->prefetch */
-    int crossed; /* it went on from one epoch to the next (continues()) at least once */
-    int lex;     /* it walks the names' string order (a shell's glob), not a stride */
-    int lex_run; /* its last steps that followed that order, in a row */
-    int known;   /* its walk is known: its next batches are prefetched (bfs_exec_follow) */
-    uint64_t batches;
-    double asked;  /* when it asked for its last batch */
-    double waited; /* how long it waited for that batch */
-    double own_s, wait_s;
-} reader;
-
 struct bfs_exec {
     bfs_engine *e;
     pthread_mutex_t lock;
@@ -138,13 +124,8 @@ struct bfs_exec {
     bfs_store *store; /* host-wide store, or NULL (set before use, then read-only) */
     int nthreads;     /* threads started */
     int active;       /* workers with id < active may compute (guarded by lock) */
-    int prefetch;     /* default depth per reader (guarded by lock) */
-    reader readers[BFS_EXEC_MAX_READERS]; /* guarded by lock */
-    uint32_t next_reader_id;              /* guarded by lock */
-    uint64_t reader_news;                 /* guarded by lock: bfs_exec_readers_news */
-    void (*news_fn)(void *);              /* guarded by lock: bfs_exec_on_reader_news */
-    void *news_arg;
-    int nworkers; /* worker contexts allocated */
+    bfs_exec_rt rt;   /* the readers (exec_readers.c; guarded by lock) */
+    int nworkers;     /* worker contexts allocated */
     pthread_t *threads;
     bfs_engine_worker **workers;
     bfs_exec_stats st;       /* counters (guarded by lock) */
@@ -284,13 +265,7 @@ static int readers_cb(void *arg, bfs_bc_reader *out, uint64_t *nb)
     bfs_exec *x = arg;
     LOCKED(x);
     *nb = bfs_engine_batches(x->e);
-    int n = 0;
-    for (int i = 0; i < BFS_EXEC_MAX_READERS; i++) {
-        const reader *r = &x->readers[i];
-        if (r->key)
-            out[n++] = (bfs_bc_reader){r->epoch, r->k, r->stride, r->crossed, r->lex};
-    }
-    return n;
+    return bfs_exec_rt_walks(&x->rt, out);
 }
 
 static void evict(bfs_exec *x)
@@ -773,6 +748,7 @@ int bfs_exec_create(bfs_engine *e, int threads, uint64_t cache_bytes, bfs_exec *
     pthread_mutex_init(&x->lock, NULL);
     pthread_cond_init(&x->work, NULL);
     pthread_cond_init(&x->ready, NULL);
+    bfs_exec_rt_init(&x->rt, held_cb, x);
     bfs_bc_ops ops = {.arg = x, .readers = readers_cb, .drop = drop_job_cb, .held = held_cb};
     if (bfs_bc_create(&ops, cache_bytes, &x->bc)) {
         bfs_exec_destroy(x);
@@ -804,7 +780,6 @@ int bfs_exec_create(bfs_engine *e, int threads, uint64_t cache_bytes, bfs_exec *
         }
         x->nthreads++;
     }
-    x->prefetch = BFS_PREFETCH_AUTO;
     *out = x;
     return 0;
 }
@@ -1211,7 +1186,7 @@ void bfs_exec_get_stats(bfs_exec *x, bfs_exec_stats *st)
     st->passed_regrets = cs.passed_regrets;
     st->threads = x->active;
     st->max_threads = x->nthreads;
-    st->prefetch = x->prefetch;
+    st->prefetch = bfs_exec_rt_prefetch(&x->rt);
     st->cache_budget = cs.budget;
     st->file_budget = cs.file_budget == UINT64_MAX ? 0 : cs.file_budget;
     st->fd_limit = bfs_fd_limit() == UINT64_MAX ? 0 : bfs_fd_limit();
@@ -1282,89 +1257,13 @@ void bfs_batch_release(bfs_batch *b)
     xunlock(x);
 }
 
-/* ---- readers ------------------------------------------------------------------------ */
-
-/* Forget readers idle too long, or idle a while with their key gone. Locked. */
-static void expire_readers(bfs_exec *x, double now, bfs_exec_alive_fn alive)
-{
-    LOCKED(x);
-    for (int i = 0; i < BFS_EXEC_MAX_READERS; i++) {
-        reader *r = &x->readers[i];
-        if (!r->key)
-            continue;
-        double idle = now - r->asked;
-        if (idle > BFS_EXEC_READER_IDLE || (idle > 2.0 && alive && !alive(r->key)))
-            r->key = 0;
-    }
-}
-
-/* Smoothing of a reader's step times: the newest step weighs 1/4 (a few batches follow a
- * change of pace; one slow batch does not). */
-static double smooth(double old, double v, uint64_t n)
-{
-    return n <= 1 ? v : 0.75 * old + 0.25 * v;
-}
+/* ---- readers (the table: exec_readers.c, x->rt) ------------------------------------- */
 
 void bfs_exec_reader_waited(bfs_exec *x, uint32_t id, uint64_t epoch, uint64_t k, double wait_s)
 {
     xlock(x);
-    for (int i = 0; i < BFS_EXEC_MAX_READERS; i++) {
-        reader *r = &x->readers[i];
-        /* not when the reader moved on meanwhile (a threaded loader's next request) */
-        if (r->key && r->id == id && r->epoch == epoch && r->k == k) {
-            r->waited = wait_s;
-            r->wait_s = r->batches <= 1 ? wait_s : smooth(r->wait_s, wait_s, r->batches - 1);
-            break;
-        }
-    }
+    bfs_exec_rt_waited(&x->rt, id, epoch, k, wait_s);
     xunlock(x);
-}
-
-/* Locked: a reader appeared or its pace became known (bfs_exec_on_reader_news). */
-static void news(bfs_exec *x)
-{
-    LOCKED(x);
-    x->reader_news++;
-    if (x->news_fn)
-        x->news_fn(x->news_arg);
-}
-
-/* Does a request for (epoch, k) continue the walk of a reader last at (e0, k0) with
- * stride s (0: not known yet, taken as 1), or in the names' string order (lex)? Its walk's
- * next step (bfs_bc_walk_next, the one walk model of prefetch and eviction), taken as one
- * that goes on across epochs: within the epoch, the next step; from the walk's last batch,
- * the next epoch's first batch of the same residue (in string order: batch 0): a training
- * loop (or a rank reading k = r, r + s, ..., or `cat epoch/N/batch_*` epoch after epoch)
- * going on with its next epoch. */
-static int continues(uint64_t e0, uint64_t k0, int64_t s, int lex, uint64_t epoch, uint64_t k,
-                     uint64_t nb)
-{
-    bfs_bc_reader walk = {.stride = s, .crossed = 1, .lex = lex};
-    return bfs_bc_walk_next(&walk, nb, UINT64_MAX, &e0, &k0) == 0 && e0 == epoch && k0 == k;
-}
-
-/* Reader r, at (r->epoch, r->k), steps to batch k of the same epoch: its stride, whether
- * it walks the names' string order, and whether its walk is known now. A step that the
- * string order explains twice in a row, where the stride does not, makes it a reader in
- * that order (`cat epoch/N/batch_*`: 0, 1, 10, 100, ...; followed by its stride, its
- * prefetches were wasted, and their evictions as passed then read counted as regrets that
- * grew the cache onto fresh memory: 4x the daemon's CPU). A first step is taken on trust;
- * a step that breaks the stride it had leaves the walk unknown until the next one confirms
- * a stride (a reader in no order prefetches nothing rather than batches it will not read).
- * Locked. */
-static void step_to(bfs_exec *x, reader *r, uint64_t k, uint64_t nb)
-{
-    LOCKED(x);
-    int64_t step = (int64_t)k - (int64_t)r->k;
-    int by_name = bfs_bc_lex_next(r->k, nb) == (int64_t)k;
-    int by_stride = r->stride != 0 && step == r->stride;
-    r->lex_run = by_name ? r->lex_run + 1 : 0;
-    if (!by_name)
-        r->lex = 0;
-    else if (!by_stride && r->lex_run >= 2)
-        r->lex = 1;
-    r->known = r->lex || by_stride || r->stride == 0;
-    r->stride = step;
 }
 
 uint32_t bfs_exec_follow(bfs_exec *x, uint64_t key, uint64_t epoch, uint64_t k, double now,
@@ -1374,88 +1273,19 @@ uint32_t bfs_exec_follow(bfs_exec *x, uint64_t key, uint64_t epoch, uint64_t k, 
         key = UINT64_MAX; /* 0 marks a free slot */
     xlock(x);
     uint64_t nb = bfs_engine_batches(x->e), ne = bfs_engine_opts(x->e)->epochs;
-    reader *r = NULL, *adopt = NULL;
-    for (int i = 0; i < BFS_EXEC_MAX_READERS && !r; i++)
-        if (x->readers[i].key == key)
-            r = &x->readers[i];
-    if (!r) { /* a new key: the next batch of a reader whose process is gone? (a shell
-               * loop of `cat`s, one process per batch, and per epoch) */
-        for (int i = 0; i < BFS_EXEC_MAX_READERS && alive && !adopt; i++) {
-            reader *c = &x->readers[i];
-            if (c->key && continues(c->epoch, c->k, c->stride, c->lex, epoch, k, nb) &&
-                !alive(c->key))
-                adopt = c;
-        }
-        if (adopt) {
-            r = adopt;
-            r->key = key;
-        } else {
-            /* a free slot (after forgetting stale readers), else the least recent */
-            expire_readers(x, now, alive);
-            for (int i = 0; i < BFS_EXEC_MAX_READERS; i++) {
-                reader *c = &x->readers[i];
-                if (!c->key) {
-                    r = c;
-                    break;
-                }
-                if (!r || c->asked < r->asked)
-                    r = c;
-            }
-            *r = (reader){.key = key,
-                          .id = ++x->next_reader_id,
-                          .epoch = epoch,
-                          .k = k,
-                          .depth = -1,
-                          .asked = now};
-            news(x);
-        }
-    }
-    if (r->batches) { /* the step it took since its last batch, less the wait for it */
-        double own = now - r->asked - r->waited;
-        r->own_s = smooth(r->own_s, own > 0 ? own : 0, r->batches);
-        if (wait_s >= 0)
-            r->wait_s = smooth(r->wait_s, wait_s, r->batches);
-        if (r->epoch == epoch && k != r->k) {
-            step_to(x, r, k, nb);
-        } else if (r->epoch != epoch &&
-                   continues(r->epoch, r->k, r->stride, r->lex, epoch, k, nb)) {
-            r->crossed = 1;
-            r->known = 1;
-        } else if (r->epoch != epoch) { /* elsewhere: a walk to learn again */
-            r->stride = 0;
-            r->lex = r->lex_run = 0;
-            r->known = 0;
-        }
-    } else if (wait_s >= 0) {
-        r->wait_s = wait_s;
-    }
-    r->epoch = epoch, r->k = k, r->asked = now, r->waited = wait_s >= 0 ? wait_s : 0;
-    if (++r->batches == 2)
-        news(x); /* its pace is known now */
-    uint32_t id = r->id;
-    int wrap = r->crossed, lex = r->lex;
-    int64_t stride = r->stride ? r->stride : 1;
-    /* nothing ahead of a walk not known yet: a reader's first batch says nothing of its
-     * next (data-parallel ranks reading K, K + W, ... of their own mounts each wasted the 3
-     * batches after K) */
-    int depth = !r->known ? 0 : r->depth >= 0 ? r->depth : x->prefetch;
-    /* the budget is shared by the active readers, each holding one batch being read */
-    unsigned active = 0;
-    for (int i = 0; i < BFS_EXEC_MAX_READERS; i++)
-        active += x->readers[i].key != 0;
     uint64_t size = bfs_engine_max_batch_bytes(x->e);
     bfs_bc_stats cs;
     bfs_bc_get_stats(x->bc, &cs);
-    uint64_t per = size ? cs.budget / size / (active ? active : 1) : 0;
-    if ((uint64_t)depth + 1 > per)
-        depth = per > 1 ? (int)(per - 1) : 0;
+    bfs_bc_reader walk;
+    int depth;
+    uint32_t id = bfs_exec_rt_follow(&x->rt, key, epoch, k, now, wait_s, alive, nb,
+                                     size ? cs.budget / size : 0, &walk, &depth);
     xunlock(x);
     /* the next `depth` batches of its walk (bfs_bc_walk_next: the model eviction's
      * bfs_bc_next_read counts steps of); the walk of a reader that went on from one epoch
-     * to the next before goes on into the next epoch at the same residue (continues()): at
-     * a training loop's epoch end the workers keep computing, while a reader of one epoch
-     * (a validation pass, a scan) costs nothing beyond it */
-    bfs_bc_reader walk = {.stride = stride, .crossed = wrap, .lex = lex};
+     * to the next before goes on into the next epoch at the same residue: at a training
+     * loop's epoch end the workers keep computing, while a reader of one epoch (a
+     * validation pass, a scan) costs nothing beyond it */
     uint64_t ep = epoch, next = k;
     for (int d = 1; d <= depth && bfs_bc_walk_next(&walk, nb, ne, &ep, &next) == 0; d++)
         bfs_exec_prefetch(x, ep, next);
@@ -1465,48 +1295,24 @@ uint32_t bfs_exec_follow(bfs_exec *x, uint64_t key, uint64_t epoch, uint64_t k, 
 int bfs_exec_readers(bfs_exec *x, double now, bfs_exec_alive_fn alive, bfs_exec_reader *out,
                      int max)
 {
-    int n = 0;
     xlock(x);
-    expire_readers(x, now, alive);
-    for (int i = 0; i < BFS_EXEC_MAX_READERS && n < max; i++) {
-        const reader *r = &x->readers[i];
-        if (!r->key)
-            continue;
-        out[n++] = (bfs_exec_reader){.id = r->id,
-                                     .key = r->key,
-                                     .epoch = r->epoch,
-                                     .k = r->k,
-                                     .stride = r->stride,
-                                     .walk = !r->known ? BFS_EXEC_WALK_UNKNOWN
-                                             : r->lex  ? BFS_EXEC_WALK_NAMES
-                                                       : BFS_EXEC_WALK_STRIDE,
-                                     .depth = r->depth >= 0 ? r->depth : x->prefetch,
-                                     .batches = r->batches,
-                                     .own_s = r->own_s,
-                                     .wait_s = r->wait_s,
-                                     .idle_s = now - r->asked};
-    }
+    int n = bfs_exec_rt_list(&x->rt, now, alive, out, max);
     xunlock(x);
-    for (int i = 1; i < n; i++) /* id order: insertion sort, n <= 64 */
-        for (int j = i; j > 0 && out[j - 1].id > out[j].id; j--) {
-            bfs_exec_reader t = out[j];
-            out[j] = out[j - 1];
-            out[j - 1] = t;
-        }
+    bfs_exec_rt_sort(out, n);
     return n;
 }
 
 void bfs_exec_on_reader_news(bfs_exec *x, void (*fn)(void *), void *arg)
 {
     xlock(x);
-    x->news_fn = fn, x->news_arg = arg;
+    bfs_exec_rt_on_news(&x->rt, fn, arg);
     xunlock(x);
 }
 
 uint64_t bfs_exec_readers_news(bfs_exec *x)
 {
     xlock(x);
-    uint64_t n = x->reader_news;
+    uint64_t n = bfs_exec_rt_news(&x->rt);
     xunlock(x);
     return n;
 }
@@ -1514,17 +1320,14 @@ uint64_t bfs_exec_readers_news(bfs_exec *x)
 void bfs_exec_set_prefetch(bfs_exec *x, int depth)
 {
     xlock(x);
-    if (depth >= 0)
-        x->prefetch = depth;
+    bfs_exec_rt_set_prefetch(&x->rt, depth);
     xunlock(x);
 }
 
 void bfs_exec_set_reader_depth(bfs_exec *x, uint32_t id, int depth)
 {
     xlock(x);
-    for (int i = 0; i < BFS_EXEC_MAX_READERS; i++)
-        if (x->readers[i].key && x->readers[i].id == id)
-            x->readers[i].depth = depth < 0 ? -1 : depth;
+    bfs_exec_rt_set_depth(&x->rt, id, depth);
     xunlock(x);
 }
 
