@@ -56,7 +56,7 @@ void bfs_job_set_state(bfs_exec *x, bfs_batch *j, int to)
  * sanitizer builds only). */
 int bfs_job_held(const void *arg)
 {
-#ifdef BFS_LOCK_CHECKS
+#ifdef BFS_DEBUG_CHECKS
     const bfs_exec *x = arg;
     return atomic_load(&x->lock_owner) == (unsigned long)pthread_self();
 #else

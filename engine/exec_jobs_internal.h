@@ -59,7 +59,7 @@ struct bfs_batch { /* a job; "batch" is the name callers see */
 struct bfs_exec {
     bfs_engine *e;
     pthread_mutex_t lock;
-#ifdef BFS_LOCK_CHECKS
+#ifdef BFS_DEBUG_CHECKS
     _Atomic unsigned long lock_owner; /* pthread_self() of the holder, 0: free */
 #endif
     pthread_cond_t work;  /* workers: a slot may be claimable */
@@ -81,10 +81,10 @@ struct bfs_exec {
 };
 
 /* The executor's lock. Functions marked "Locked." say LOCKED(x) first: in sanitizer and
- * debug builds (BFS_LOCK_CHECKS, `make SANITIZER=...` or `make DEBUG=1`) each lock and
+ * debug builds (BFS_DEBUG_CHECKS, `make SANITIZER=...` or `make DEBUG=1`) each lock and
  * unlock records the holder, and LOCKED aborts with the function's name when the calling
  * thread does not hold the lock; elsewhere it compiles to nothing. */
-#ifdef BFS_LOCK_CHECKS
+#ifdef BFS_DEBUG_CHECKS
 #define LOCKED(x) locked_check((x), __func__)
 static inline void locked_check(const bfs_exec *x, const char *fn)
 {
