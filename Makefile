@@ -15,7 +15,9 @@
 #                  what `pip install ./python` builds into the Python package
 #
 #   SANITIZER=address|undefined|thread builds into build/san-$(SANITIZER)/; DEBUG=1 into
-#   build/debug/. Both check the executor's lock owner (BFS_LOCK_CHECKS).
+#   build/debug/. Both assert the invariants of base/check.h (BFS_ASSERT: job states,
+#   reference counts, cache bytes, store entries) and the executor's lock owner
+#   (LOCKED), under -DBFS_DEBUG_CHECKS.
 #   CI=true adds -Werror.
 #
 # Layout: every module directory (base cache engine engine/dataset mountopts fs programs)
@@ -56,9 +58,10 @@ ALL_CFLAGS := -std=c11 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -pthread -fPIC $(WAR
               -I. $(PKG_CFLAGS) -MMD -MP
 LDLIBS_ALL := -Wl,--as-needed $(PKG_LIBS) -lm -lpthread -ldl
 
-# lock-owner checks of the executor (engine/exec.c, LOCKED): sanitizer builds and DEBUG=1
+# invariants (base/check.h) and lock-owner checks (engine/exec_jobs_internal.h, LOCKED):
+# sanitizer builds and DEBUG=1
 ifneq ($(SANITIZER)$(DEBUG),)
-ALL_CFLAGS += -DBFS_LOCK_CHECKS
+ALL_CFLAGS += -DBFS_DEBUG_CHECKS
 endif
 ifeq ($(SANITIZER),address)
 ALL_CFLAGS += -fsanitize=address -fno-omit-frame-pointer

@@ -3,7 +3,7 @@
  * style: the checks document the invariants and catch their breach in testing, and cost
  * nothing in the release build).
  *
- * Which builds: those with BFS_LOCK_CHECKS defined, which the Makefile sets for
+ * Which builds: those with BFS_DEBUG_CHECKS defined, which the Makefile sets for
  * `make SANITIZER=address|undefined|thread` and `make DEBUG=1` (the same builds that
  * check the executor's lock owner). There BFS_CHECKS is 1 and a false BFS_ASSERT aborts
  * with the condition, the file, the line and the function; elsewhere BFS_CHECKS is 0 and
@@ -17,7 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#ifdef BFS_LOCK_CHECKS
+#ifdef BFS_DEBUG_CHECKS
 #define BFS_CHECKS 1
 #else
 #define BFS_CHECKS 0

@@ -1,101 +1,23 @@
-/* batchcache.c — the in-memory batch cache's eviction policy (see batchcache.h). */
+/*
+ * batchcache.c — the in-memory batch cache (see batchcache.h): its eviction policy (pure
+ * functions over plain values), and the cache itself: the entries, the eviction loop, the
+ * regrets that grow the passed-batch bound, the buffers taken from passed batches, the
+ * budget of batch files. Its memory is batchmem.c's.
+ *
+ * Locks: none of its own. The cache (bfs_bc) is its owner's, engine/exec.c, and every
+ * call but create, destroy and bfs_bc_memory comes under the owner's lock (x->lock),
+ * asserted through bfs_bc_ops.held in debug and sanitizer builds; bfs_bc_mem's leaf lock
+ * is taken inside it (batchmem.c). Calls out: ops.readers and ops.drop, under that lock.
+ */
 #include "cache/batchcache.h"
+#include "base/check.h"
+#include "base/io.h"
+#include "base/mix.h"
 
+#include <errno.h>
 #include <stddef.h>
-
-int64_t bfs_bc_walk_len(int64_t nb, int64_t r0, int64_t s)
-{
-    return (nb - r0 + s - 1) / s;
-}
-
-int64_t bfs_bc_lex_next(uint64_t k, uint64_t nb)
-{
-    if (k >= nb)
-        return -1;
-    if (k == 0) /* "0" is a prefix of no other name */
-        return nb > 1 ? 1 : -1;
-    uint64_t last = nb - 1;
-    if (k <= last / 10) /* "k" is followed by "k0" */
-        return (int64_t)(k * 10);
-    /* else by the next name of k's own length or shorter: drop the digits that cannot
-     * grow (9s, or past the last batch), then add one */
-    while (k % 10 == 9 || k + 1 > last)
-        if ((k /= 10) == 0)
-            return -1; /* "9", "99", ... or the last one-digit name: the order's end */
-    return (int64_t)(k + 1);
-}
-
-uint64_t bfs_bc_lex_rank(uint64_t k, uint64_t nb)
-{
-    /* the names before "k": for each length L, the L-digit numbers below k's first L
-     * digits (and those digits themselves when k is longer: a prefix comes first), or,
-     * for L longer than k, below k followed by zeros */
-    uint64_t prefix[21];
-    int m = 0;
-    for (uint64_t v = k;; v /= 10) {
-        prefix[m++] = v; /* prefix[i]: k without its last i digits */
-        if (v < 10)
-            break;
-    }
-    uint64_t count = 0, lo = 0, top = 10, scaled = k; /* L-digit numbers: [lo, top) */
-    for (int L = 1; lo < nb && L <= 20; L++) {
-        uint64_t hi = top < nb ? top : nb, bound;
-        if (L <= m) {
-            bound = prefix[m - L] + (L < m);
-        } else {
-            scaled = scaled > UINT64_MAX / 10 ? UINT64_MAX : scaled * 10;
-            bound = scaled;
-        }
-        bound = bound < lo ? lo : bound > hi ? hi : bound;
-        count += bound - lo;
-        if (top > UINT64_MAX / 10)
-            break;
-        lo = top, top *= 10;
-    }
-    return count;
-}
-
-uint64_t bfs_bc_next_read(const bfs_bc_reader *r, int n, uint64_t nb_u, uint64_t epoch, uint64_t k)
-{
-    uint64_t best = UINT64_MAX;
-    int64_t nb = (int64_t)nb_u;
-    for (int i = 0; i < n; i++) {
-        int64_t s = r[i].stride ? r[i].stride : 1;
-        int64_t d = (int64_t)k - (int64_t)r[i].k, steps;
-        if (r[i].lex) { /* the names' string order: steps are differences of ranks */
-            if (k >= nb_u || r[i].k >= nb_u)
-                continue;
-            uint64_t rk = bfs_bc_lex_rank(k, nb_u), rr = bfs_bc_lex_rank(r[i].k, nb_u);
-            if (r[i].epoch == epoch && rk > rr)
-                steps = (int64_t)(rk - rr);
-            else if (r[i].epoch + 1 == epoch && r[i].crossed)
-                steps = nb - (int64_t)rr + (int64_t)rk;
-            else
-                continue;
-        } else if (s == 1) { /* in order, the common case, without the divisions (this runs for
-                              * every cached batch and reader at every eviction) */
-            if (r[i].epoch == epoch && d > 0)
-                steps = d;
-            else if (r[i].epoch + 1 == epoch && r[i].crossed && (int64_t)r[i].k < nb)
-                steps = nb - (int64_t)r[i].k + (int64_t)k;
-            else
-                continue;
-        } else if (r[i].epoch == epoch) {
-            if (d % s || d / s <= 0)
-                continue; /* behind it, its own batch (read already), or off its stride */
-            steps = d / s;
-        } else if (r[i].crossed && s > 0 && epoch == r[i].epoch + 1 && (int64_t)r[i].k < nb &&
-                   (int64_t)k % s == (int64_t)r[i].k % s) {
-            int64_t r0 = (int64_t)r[i].k % s, m = bfs_bc_walk_len(nb, r0, s);
-            steps = (m - 1 - ((int64_t)r[i].k - r0) / s) + ((int64_t)k - r0) / s + 1;
-        } else {
-            continue;
-        }
-        if ((uint64_t)steps < best)
-            best = (uint64_t)steps;
-    }
-    return best;
-}
+#include <stdio.h>
+#include <stdlib.h>
 
 void bfs_bc_begin(bfs_bc_choice *c)
 {
@@ -136,4 +58,364 @@ const void *bfs_bc_victim(const bfs_bc_choice *c, uint64_t budget, uint64_t file
     if (passed)
         *passed = p;
     return v;
+}
+
+/* ---- the cache: entries, eviction, regrets, the file budget ---------------------------- */
+
+#define PASSED_FIRST ((uint64_t)256 << 20) /* the adaptive passed-batch bound's start */
+#define GHOSTS       1024u /* batches evicted as passed, remembered (a direct-mapped table) */
+
+struct bfs_bc {
+    bfs_bc_ops ops;
+    bfs_bc_entry *entries; /* every entry, any state, newest first */
+    bfs_bc_mem *mem;       /* batch buffers, batch files, the reaper */
+    uint64_t budget;       /* for finished unreferenced entries */
+    uint64_t passed_max;   /* of which at most this no active reader will read */
+    int passed_fixed;      /* no doubling on regrets (bfs_bc_set_passed_max) */
+    int huge_later;        /* huge-page batch files from the first passed eviction on */
+    struct {
+        uint64_t epoch1, k; /* epoch + 1 (0: empty), batch */
+    } ghosts[GHOSTS];       /* recently evicted as passed, for regrets */
+    int files_on;           /* finished batches go to batch files (bfs_bc_set_files) */
+    uint64_t file_budget;   /* batch files (a descriptor each) that may be held; UINT64_MAX:
+                             * no limit */
+    uint64_t files_making;  /* batch files being made now, counted against it (file_slot) */
+    uint64_t files_fresh;   /* files granted since the last count (st.files, by evict) */
+    int said_files;         /* the log said the budget was reached */
+    bfs_bc_stats st;        /* counters (budget, passed_max, file_budget: see get_stats) */
+};
+
+/* Every function below runs under the owner's lock: checked where ops.held is given. */
+#define HELD(c) BFS_ASSERT(!(c)->ops.held || (c)->ops.held((c)->ops.arg))
+
+int bfs_bc_create(const bfs_bc_ops *ops, uint64_t budget, bfs_bc **out)
+{
+    *out = NULL;
+    bfs_bc *c = calloc(1, sizeof *c);
+    if (!c)
+        return -ENOMEM;
+    if (bfs_bc_mem_create(&c->mem)) {
+        free(c);
+        return -ENOMEM;
+    }
+    c->ops = *ops;
+    c->budget = budget;
+    c->passed_max = PASSED_FIRST;
+    c->file_budget = UINT64_MAX;
+    *out = c;
+    return 0;
+}
+
+void bfs_bc_destroy(bfs_bc *c)
+{
+    if (!c)
+        return;
+    BFS_ASSERT(!c->entries);
+    bfs_bc_mem_destroy(c->mem); /* its reaper releases what it was given, then ends */
+    free(c);
+}
+
+bfs_bc_mem *bfs_bc_memory(bfs_bc *c)
+{
+    return c->mem;
+}
+
+bfs_bc_entry *bfs_bc_entries(bfs_bc *c)
+{
+    HELD(c);
+    return c->entries;
+}
+
+bfs_bc_entry *bfs_bc_find(bfs_bc *c, uint64_t epoch, uint64_t k)
+{
+    HELD(c);
+    for (bfs_bc_entry *e = c->entries; e; e = e->next)
+        if (e->epoch == epoch && e->k == k)
+            return e;
+    return NULL;
+}
+
+void bfs_bc_unlink(bfs_bc *c, bfs_bc_entry *e)
+{
+    HELD(c);
+    for (bfs_bc_entry **p = &c->entries; *p; p = &(*p)->next)
+        if (*p == e) {
+            *p = e->next;
+            return;
+        }
+}
+
+uint64_t bfs_bc_room(const bfs_bc *c)
+{
+    HELD(c);
+    return c->st.cached_bytes < c->budget ? c->budget - c->st.cached_bytes : 0;
+}
+
+void bfs_bc_give_back(bfs_bc *c, uint8_t *buf, uint64_t size)
+{
+    HELD(c);
+    bfs_bc_free(c->mem, buf, size, bfs_bc_room(c));
+}
+
+void bfs_bc_entry_release(bfs_bc *c, bfs_bc_entry *e)
+{
+    HELD(c);
+    if (e->fd >= 0)
+        bfs_bc_release(c->mem, e->data, e->size, e->fd);
+    else
+        bfs_bc_give_back(c, e->data, e->size);
+}
+
+/* The passed-batch bound adapts. Keeping finished batches no reader will read costs
+ * memory that, on VMs that hand free memory back to the host, is fresh for every batch
+ * (docs/engine.md, "Batch memory"); it pays only when a reader comes back for one (an
+ * epoch read again, a job that starts later). So the bound starts at PASSED_FIRST, and
+ * each regret — a new entry for a batch evicted as passed, remembered here — doubles it,
+ * up to the cache's budget. */
+static uint32_t ghost_slot(uint64_t epoch, uint64_t k)
+{
+    return (uint32_t)(bfs_mix64(epoch * 0x9E3779B97F4A7C15ull ^ k) % GHOSTS);
+}
+
+/* Batch (epoch, k) was evicted as passed: remembered for regrets; and from now on memory
+ * is recycled, so huge_later's huge pages start (bfs_bc_set_files). */
+static void passed_evicted(bfs_bc *c, uint64_t epoch, uint64_t k)
+{
+    HELD(c);
+    if (c->huge_later) {
+        c->huge_later = 0;
+        bfs_bc_use_huge(c->mem);
+    }
+    uint32_t i = ghost_slot(epoch, k);
+    c->ghosts[i].epoch1 = epoch + 1, c->ghosts[i].k = k;
+}
+
+void bfs_bc_insert(bfs_bc *c, bfs_bc_entry *e)
+{
+    HELD(c);
+    e->next = c->entries;
+    c->entries = e;
+    uint32_t i = ghost_slot(e->epoch, e->k); /* a regret when it was evicted as passed */
+    if (c->ghosts[i].epoch1 != e->epoch + 1 || c->ghosts[i].k != e->k)
+        return;
+    c->ghosts[i].epoch1 = 0;
+    c->st.passed_regrets++;
+    if (!c->passed_fixed && c->passed_max < c->budget)
+        c->passed_max = c->passed_max > c->budget / 2 ? c->budget : 2 * c->passed_max;
+}
+
+/* The entry's memory given back, then the owner's rest (ops.drop). */
+static void drop(bfs_bc *c, bfs_bc_entry *e)
+{
+    bfs_bc_entry_release(c, e);
+    c->ops.drop(c->ops.arg, e);
+}
+
+/*
+ * Evict finished, unreferenced entries until within budget, as the policy above says:
+ * first what no active reader will read (LRU first), then what the nearest reader will
+ * read last. What no active reader will read is also kept to passed_max bytes even under
+ * budget, so that a daemon reading an epoch larger than that recycles memory it touched
+ * moments ago instead of growing to the whole budget: fresh memory costs a page fault per
+ * page, and on VMs that hand freed memory back to the host (virtio free page reporting)
+ * ~2 ms per MiB more (measured: a 38 MB batch file 80-96 ms on cold pages, 2 ms on
+ * recycled huge pages), as much as half of computing that batch (see docs/engine.md,
+ * "Batch memory", for the measurements: a sequential reader fell from 2,500 to 1,400
+ * images/s after 1.4 GB without this bound). A re-read of a batch evicted this way is
+ * computed again, identically (a regret, which raises passed_max: see above). Batch files
+ * are bounded by file_budget as well (one descriptor each: a daemon of small batches at
+ * the usual limit of 1,024 descriptors ran out after ~1,000 batches, and every open of its
+ * sources failed), with room left for `need` more; returns the batch files held then.
+ * Failed entries keep only their error (failures are deterministic: a retry would fail
+ * again), at most BFS_BC_MAX_FAILED of them; the owner drops those that failed for lack
+ * of a resource, which are not.
+ */
+uint64_t bfs_bc_evict(bfs_bc *c, uint64_t need)
+{
+    HELD(c);
+    bfs_bc_reader rd[BFS_BC_MAX_READERS];
+    uint64_t nb = 0;
+    int nrd = c->ops.readers(c->ops.arg, rd, &nb);
+    for (;;) {
+        unsigned failed = 0;
+        bfs_bc_entry *old_failed = NULL;
+        bfs_bc_choice ch;
+        bfs_bc_begin(&ch);
+        uint64_t kept_files = c->files_making; /* files that cannot go now */
+        for (bfs_bc_entry *b = c->entries; b; b = b->next) {
+            /* a fetched entry's file is its fetcher's (not read here: that thread sets it
+             * unlocked): counted as held in batch-file mode */
+            kept_files += (b->state == BFS_BC_FETCHING && c->files_on) +
+                          (b->fd >= 0 && (b->refs || b->state != BFS_BC_READY));
+            if (b->refs)
+                continue;
+            if (b->state == BFS_BC_FAILED) {
+                failed++;
+                if (!old_failed || b->used < old_failed->used)
+                    old_failed = b;
+            }
+            if (b->state == BFS_BC_READY)
+                bfs_bc_offer(&ch, b, b->size, b->used,
+                             bfs_bc_next_read(rd, nrd, nb, b->epoch, b->k), b->fd >= 0);
+        }
+        c->st.cached_bytes = ch.held;
+        c->st.files = ch.files + kept_files;
+        c->files_fresh = 0; /* (counted now: as files_making, or held) */
+        uint64_t files_max =
+            c->file_budget > kept_files + need ? c->file_budget - kept_files - need : 0;
+        int passed = 0;
+        bfs_bc_entry *victim =
+            failed > BFS_BC_MAX_FAILED
+                ? old_failed
+                : (bfs_bc_entry *)bfs_bc_victim(&ch, c->budget, files_max, c->passed_max, &passed);
+        if (!victim)
+            return c->st.files;
+        bfs_bc_unlink(c, victim);
+        if (victim->state == BFS_BC_READY) {
+            c->st.evictions++;
+            if (passed) {
+                c->st.evicted_passed++;
+                passed_evicted(c, victim->epoch, victim->k);
+            } else
+                c->st.evicted_ahead++;
+            BFS_ASSERT(c->st.cached_bytes >= victim->size); /* (held: the sum offered) */
+            c->st.cached_bytes -= victim->size;
+        }
+        drop(c, victim);
+    }
+}
+
+/* Room for one more batch file (a descriptor) within the budget, after evicting for it
+ * as for memory: then it is counted as being made (the caller makes it and reports it
+ * with bfs_bc_file_made), and 1 is returned. Else 0: the batch stays in its buffer and is
+ * served by copying (bfs_batch_fd -1), counted in files_refused, and said once in the
+ * log. Below the budget by the last count (each finished batch makes one) no pass over
+ * the entries is made for it: the executor keeps to one pass per finished batch. */
+int bfs_bc_file_slot(bfs_bc *c)
+{
+    HELD(c);
+    if (c->file_budget == UINT64_MAX || c->st.files + c->files_fresh < c->file_budget ||
+        bfs_bc_evict(c, 1) < c->file_budget) {
+        c->files_making++;
+        c->files_fresh++;
+        return 1;
+    }
+    c->st.files_refused++;
+    if (!c->said_files) {
+        c->said_files = 1;
+        fprintf(stderr,
+                "batchfs: the descriptor limit (ulimit -n %llu) holds %llu batch files, all "
+                "in use by open batches: further batches are served by copying until some "
+                "close (raise ulimit -n for more)\n",
+                (unsigned long long)bfs_fd_limit(), (unsigned long long)c->file_budget);
+    }
+    return 0;
+}
+
+void bfs_bc_file_made(bfs_bc *c, int rc)
+{
+    HELD(c);
+    BFS_ASSERT(c->files_making > 0);
+    c->files_making--;
+    if (rc)
+        c->st.files_refused++;
+}
+
+/*
+ * A buffer for a new entry of size bytes taken from a finished batch that no active
+ * reader will read (the least recently used of them), when the batches in buffers,
+ * finished and in the making, leave the cache's budget no room for the new one: evicted
+ * now rather than once the new one finishes, so its memory, touched moments ago, is reused
+ * instead of fresh memory (a page fault and zeroing per page; ~2 ms per MiB on VMs that
+ * give freed memory back to the host). Without this, a cache full at its budget (a small
+ * cache_mb, or --bench) allocated a fresh buffer for most batches: the pool keeps more
+ * than two only within the budget's room. Only batches held in buffers (not batch files:
+ * readers may map those). NULL when there is room or no such batch.
+ */
+uint8_t *bfs_bc_take_passed(bfs_bc *c, uint64_t size)
+{
+    HELD(c);
+    uint64_t held = 0; /* in buffers: finished, and in the making */
+    for (bfs_bc_entry *b = c->entries; b; b = b->next)
+        if (b->fd < 0 && b->data)
+            held += b->size;
+    if (held + size <= c->budget)
+        return NULL;
+    bfs_bc_reader rd[BFS_BC_MAX_READERS];
+    uint64_t nb = 0;
+    int nrd = c->ops.readers(c->ops.arg, rd, &nb);
+    bfs_bc_entry *victim = NULL;
+    for (bfs_bc_entry *b = c->entries; b; b = b->next)
+        if (!b->refs && b->state == BFS_BC_READY && b->fd < 0 && b->size == size &&
+            (!victim || b->used < victim->used) &&
+            bfs_bc_next_read(rd, nrd, nb, b->epoch, b->k) == UINT64_MAX)
+            victim = b;
+    if (!victim)
+        return NULL;
+    uint8_t *data = victim->data;
+    bfs_bc_unlink(c, victim);
+    c->st.evictions++;
+    c->st.evicted_passed++;
+    passed_evicted(c, victim->epoch, victim->k);
+    /* (cached_bytes is as of the last eviction: the victim may have finished since) */
+    c->st.cached_bytes -= c->st.cached_bytes >= victim->size ? victim->size : c->st.cached_bytes;
+    victim->data = NULL; /* taken: drop frees the rest */
+    drop(c, victim);
+    return data;
+}
+
+void bfs_bc_set_budget(bfs_bc *c, uint64_t bytes)
+{
+    HELD(c);
+    c->budget = bytes;
+    bfs_bc_evict(c, 0);
+    /* pooled buffers beyond two lived in the budget's room: give back what no longer fits */
+    bfs_bc_trim(c->mem, bfs_bc_room(c));
+}
+
+void bfs_bc_set_passed_max(bfs_bc *c, uint64_t bytes, int grow)
+{
+    HELD(c);
+    c->passed_max = bytes;
+    c->passed_fixed = !grow;
+    bfs_bc_evict(c, 0);
+}
+
+void bfs_bc_set_files(bfs_bc *c, int on, uint64_t file_budget, int huge_later)
+{
+    HELD(c);
+    c->files_on = on;
+    c->huge_later = on && huge_later;
+    c->file_budget = file_budget;
+    bfs_bc_evict(c, 0);
+}
+
+int bfs_bc_files(const bfs_bc *c)
+{
+    HELD(c);
+    return c->files_on;
+}
+
+void bfs_bc_get_stats(const bfs_bc *c, bfs_bc_stats *st)
+{
+    HELD(c);
+    *st = c->st;
+    st->budget = c->budget;
+    st->passed_max = c->passed_max;
+    st->file_budget = c->file_budget;
+}
+
+void bfs_bc_check(bfs_bc *c)
+{
+    HELD(c);
+    uint64_t in_buffers = 0;
+    for (const bfs_bc_entry *e = c->entries; e; e = e->next) {
+        BFS_ASSERT(e->fd < 0 || e->state == BFS_BC_READY);
+        BFS_ASSERT(e->state != BFS_BC_FAILED || !e->data);
+        if (e->fd < 0 && e->data)
+            in_buffers += e->size;
+    }
+    bfs_bc_mem_stats ms;
+    bfs_bc_mem_get_stats(c->mem, &ms);
+    BFS_ASSERT(ms.buffer_bytes_out == in_buffers);
 }

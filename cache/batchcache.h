@@ -1,9 +1,10 @@
 /*
- * batchcache.h — the eviction policy of a mount's in-memory cache of finished batches.
+ * batchcache.h — a mount's in-memory cache of finished batches: its eviction policy, the
+ * cache itself (entries, regrets, the budgets), and its memory.
  *
- * The executor (engine/exec.c) holds the batches and the table of active readers; this
- * module decides, from what the executor feeds it, which finished batch to let go of.
- * The rules (docs/engine.md, "Readers and the window"):
+ * The executor (engine/exec.c) computes the batches and keeps the table of active
+ * readers; this module decides which finished batch to let go of. The rules
+ * (docs/engine.md, "Readers and the window"):
  *   - a batch's worth is when the nearest active reader will read it (bfs_bc_next_read:
  *     readers walk k, k+s, k+2s, ... of an epoch, or its batches in the order of their
  *     names sorted as strings (a shell's glob, `ls`), and, once seen to, on into the next);
@@ -15,17 +16,22 @@
  *   - batches held in files (one descriptor each) are bounded by a count as well, the
  *     descriptors the process may spend on them: beyond it, the file read farthest in the
  *     future goes first, as over the byte budget.
- * Pure functions over plain values: no allocation, no locks (the executor calls them under
- * its own), no knowledge of jobs, files or FUSE.
+ * The policy is pure functions over plain values (bfs_bc_begin, _offer, _victim: no
+ * allocation, no locks, no knowledge of jobs, files or FUSE).
+ *
+ * The cache (bfs_bc, below) applies it: one stateful object per executor holding the
+ * entries, the byte budget, the adaptive passed-batch bound and its table of regrets, the
+ * budget of batch files, the buffers taken from passed batches, and the counters. Its
+ * entries are the executor's jobs: single-flight makes the batch being computed and the
+ * batch cached one object, so each job embeds a bfs_bc_entry and the cache's list is the
+ * executor's job table. The executor feeds it the reader table and frees what it evicts
+ * through callbacks (bfs_bc_ops); the cache has no lock and is called under the
+ * executor's.
  *
  * And the cache's memory (bfs_bc_mem, below): batch buffers, with a pool of freed ones for
  * reuse; read-only batch files (sealed memfds, or files on a private huge-page tmpfs) that
  * the mount hands to the kernel under FUSE passthrough; and a reaper thread that releases
  * what the cache lets go of away from the paths readers wait on.
- *
- * The cache's entries are the executor's finished jobs: single-flight makes the batch being
- * computed and the batch cached one object, so the job table stays in engine/exec.c, which
- * feeds the policy its reader table and asks this module for memory.
  */
 #ifndef BATCHFS_CACHE_BATCHCACHE_H
 #define BATCHFS_CACHE_BATCHCACHE_H
@@ -42,7 +48,7 @@ typedef struct bfs_bc_reader {
 } bfs_bc_reader;
 
 /* bfs_bc_walk_len - batches a walk r0, r0 + s, ... (0 <= r0 < s, s > 0) takes in an epoch
- * of nb batches (the executor's prefetch follows the same walks). */
+ * of nb batches (walk.c). */
 int64_t bfs_bc_walk_len(int64_t nb, int64_t r0, int64_t s);
 
 /*
@@ -56,10 +62,25 @@ int64_t bfs_bc_walk_len(int64_t nb, int64_t r0, int64_t s);
 int64_t bfs_bc_lex_next(uint64_t k, uint64_t nb);
 uint64_t bfs_bc_lex_rank(uint64_t k, uint64_t nb);
 
+/* ---- the readers' walks (walk.c): one model for prefetch and eviction ------------------ */
+
+/*
+ * bfs_bc_walk_next - one step of r's walk (its stride, or lex; on into the next epoch when
+ * r crossed one before: after the last batch of its residue comes the next epoch's first of
+ * that residue, lex: batch 0) from batch *k of *epoch (nb batches per epoch, ne epochs: never
+ * at or beyond ne): 0 with *epoch, *k moved, or -1 where the walk ends (its epoch's end
+ * without crossing, a negative stride past 0, the last epoch). r's own position is not
+ * read: the walk steps from (*epoch, *k). Prefetch follows a reader with it, and a request
+ * that is r's next step continues r's walk.
+ */
+int bfs_bc_walk_next(const bfs_bc_reader *r, uint64_t nb, uint64_t ne, uint64_t *epoch,
+                     uint64_t *k);
+
 /*
  * bfs_bc_next_read - in how many of its steps the nearest of readers r[0..n) will read
  * batch k of epoch (nb batches per epoch), or UINT64_MAX when none will (behind every
- * reader, off their strides, or epochs away).
+ * reader, off their strides, or epochs away): the inverse of bfs_bc_walk_next, counting
+ * the steps from each reader's own position (the eviction's measure of a batch's worth).
  */
 uint64_t bfs_bc_next_read(const bfs_bc_reader *r, int n, uint64_t nb, uint64_t epoch, uint64_t k);
 
@@ -170,5 +191,121 @@ typedef struct bfs_bc_mem_stats {
 } bfs_bc_mem_stats;
 
 void bfs_bc_mem_get_stats(bfs_bc_mem *m, bfs_bc_mem_stats *st);
+
+/* ---- the cache: its entries, eviction, regrets, the file budget --------------------------
+ * One stateful object per executor: the entries (every job of the executor, finished or
+ * not: single-flight makes the batch being computed and the batch cached one object, so
+ * the executor embeds a bfs_bc_entry in each job), the byte budget, the adaptive
+ * passed-batch bound and its table of regrets, the budget of batch files, the memory
+ * (bfs_bc_mem) and the counters. It holds no lock: every function below but
+ * bfs_bc_create, bfs_bc_destroy and bfs_bc_memory is called under the owner's lock
+ * (engine/exec.c: x->lock), which bfs_bc_ops.held checks in debug and sanitizer builds.
+ * Its only call out is bfs_bc_ops.drop, for an entry it evicted (under that lock). */
+typedef struct bfs_bc bfs_bc;
+
+/* An entry's state as the cache sees it: in the making (computed, looked up), being
+ * fetched (a remote job: in batch-file mode its file is counted as held), finished
+ * (evictable when unreferenced), failed (only its error: at most BFS_BC_MAX_FAILED kept). */
+enum { BFS_BC_MAKING, BFS_BC_FETCHING, BFS_BC_READY, BFS_BC_FAILED };
+
+#define BFS_BC_MAX_READERS 64   /* readers the policy is fed at most */
+#define BFS_BC_MAX_FAILED  1024 /* failed batches remembered (their error only) */
+
+typedef struct bfs_bc_entry {
+    struct bfs_bc_entry *next; /* the cache's list, newest first */
+    uint64_t epoch, k, size;
+    uint8_t *data; /* a buffer of the cache's memory (fd < 0), a read-only mapping of fd, or
+                    * NULL (failed, or taken) */
+    int fd;        /* the batch file holding a READY batch's bytes, or -1 */
+    int refs;      /* the owner's references: an entry with any is never evicted */
+    int state;     /* BFS_BC_*, set by the owner */
+    uint64_t used; /* LRU tick (the owner's clock; 0: consumed, the first to go) */
+} bfs_bc_entry;
+
+typedef struct bfs_bc_ops {
+    void *arg;
+    /* The active readers now (at most BFS_BC_MAX_READERS) into out, and *nb, the batches
+     * per epoch; returns how many. */
+    int (*readers)(void *arg, bfs_bc_reader *out, uint64_t *nb);
+    /* Entry e left the cache (evicted; its memory given back already): free the rest. */
+    void (*drop)(void *arg, bfs_bc_entry *e);
+    /* Debug and sanitizer builds: whether the calling thread holds the owner's lock (NULL:
+     * not checked). */
+    int (*held)(const void *arg);
+} bfs_bc_ops;
+
+typedef struct bfs_bc_stats {
+    uint64_t cached_bytes;   /* finished batches held (as of the last eviction) */
+    uint64_t files;          /* batch files held (as of the last eviction) */
+    uint64_t files_refused;  /* batches kept without a file: no room in the file budget */
+    uint64_t evictions;      /* finished batches evicted */
+    uint64_t evicted_passed; /* of which no active reader would read */
+    uint64_t evicted_ahead;  /* of which a reader would still read */
+    uint64_t passed_regrets; /* new entries for batches evicted as passed */
+    uint64_t budget;         /* the byte budget */
+    uint64_t passed_max;     /* the passed-batch bound (may exceed budget) */
+    uint64_t file_budget;    /* batch files that may be held (UINT64_MAX: no limit) */
+} bfs_bc_stats;
+
+/* bfs_bc_create - an empty cache of budget bytes, its memory made (bfs_bc_mem_create); ops
+ * copied. 0 or -ENOMEM. bfs_bc_destroy - free it (NULL ok): no entry may be left; its
+ * memory's reaper releases what it was given, then ends. */
+int bfs_bc_create(const bfs_bc_ops *ops, uint64_t budget, bfs_bc **out);
+void bfs_bc_destroy(bfs_bc *c);
+
+/* bfs_bc_memory - the cache's memory, for what is thread-safe there (allocation, batch
+ * files): called without the owner's lock. */
+bfs_bc_mem *bfs_bc_memory(bfs_bc *c);
+
+/* The entries: bfs_bc_entries - the newest (follow ->next), or NULL; bfs_bc_find - the
+ * entry of (epoch, k), or NULL; bfs_bc_insert - a new entry, at the head (a regret when
+ * (epoch, k) was evicted as passed: see bfs_bc_set_passed_max); bfs_bc_unlink - out of the
+ * list (the caller frees it). */
+bfs_bc_entry *bfs_bc_entries(bfs_bc *c);
+bfs_bc_entry *bfs_bc_find(bfs_bc *c, uint64_t epoch, uint64_t k);
+void bfs_bc_insert(bfs_bc *c, bfs_bc_entry *e);
+void bfs_bc_unlink(bfs_bc *c, bfs_bc_entry *e);
+
+/* bfs_bc_room - what the budget has left for pooled buffers: the budget less the finished
+ * batches held (as of the last eviction). */
+uint64_t bfs_bc_room(const bfs_bc *c);
+
+/* bfs_bc_give_back - a buffer of the cache's memory (NULL ok) goes back to its pool or
+ * the reaper (bfs_bc_free, within bfs_bc_room). bfs_bc_entry_release - e's memory goes:
+ * its batch file (bfs_bc_release) or its buffer (bfs_bc_give_back). */
+void bfs_bc_give_back(bfs_bc *c, uint8_t *buf, uint64_t size);
+void bfs_bc_entry_release(bfs_bc *c, bfs_bc_entry *e);
+
+/* bfs_bc_evict - evict finished, unreferenced entries until within budget, as the policy
+ * above says, with room in the file budget for `need` more files; failed entries beyond
+ * BFS_BC_MAX_FAILED go too (the oldest). Returns the batch files held then. */
+uint64_t bfs_bc_evict(bfs_bc *c, uint64_t need);
+
+/* bfs_bc_file_slot - room for one more batch file: 1, counted as being made until
+ * bfs_bc_file_made; or 0 (the batch is served by copying; counted in files_refused and
+ * said once in the log). bfs_bc_file_made - a file of a slot was made (rc 0) or not. */
+int bfs_bc_file_slot(bfs_bc *c);
+void bfs_bc_file_made(bfs_bc *c, int rc);
+
+/* bfs_bc_take_passed - a buffer of size bytes taken from a finished batch no active
+ * reader will read (the least recently used), when the batches in buffers leave the
+ * budget no room for a new one; NULL when there is room or no such batch. */
+uint8_t *bfs_bc_take_passed(bfs_bc *c, uint64_t size);
+
+/* Settings: bfs_bc_set_budget - the byte budget (evicts, trims the pool);
+ * bfs_bc_set_passed_max - the passed-batch bound, fixed (grow 0) or doubled by each
+ * regret up to the budget (evicts); bfs_bc_set_files - batch files on or off, at most
+ * file_budget of them (UINT64_MAX: no limit), huge pages from the first passed eviction
+ * on when huge_later (evicts); bfs_bc_files - whether batches go to batch files. */
+void bfs_bc_set_budget(bfs_bc *c, uint64_t bytes);
+void bfs_bc_set_passed_max(bfs_bc *c, uint64_t bytes, int grow);
+void bfs_bc_set_files(bfs_bc *c, int on, uint64_t file_budget, int huge_later);
+int bfs_bc_files(const bfs_bc *c);
+
+void bfs_bc_get_stats(const bfs_bc *c, bfs_bc_stats *st);
+
+/* bfs_bc_check - debug and sanitizer builds: the buffers the entries hold, byte for byte,
+ * are those the memory counts as given out (at the owner's destroy). */
+void bfs_bc_check(bfs_bc *c);
 
 #endif

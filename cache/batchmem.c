@@ -51,6 +51,8 @@ struct bfs_bc_mem {
     remains *dead;
     int ndead;         /* entries in dead */
     uint64_t deadsize; /* their bytes */
+    int fds_out;       /* batch files handed to the reaper and not yet closed (in dead, or
+                        * taken by the reaper): at most REAP_COUNT */
     pthread_cond_t reap;
     pthread_t reaper;
     int reaper_on, reaper_stop;
@@ -71,11 +73,18 @@ static void release_now(void *data, uint64_t size, int fd)
  * note). Called with m->lock held. */
 static void bury(bfs_bc_mem *m, void *data, uint64_t size, int fd)
 {
-    remains *r = m->reaper_on && !m->reaper_stop ? malloc(sizeof *r) : NULL;
+    /* a batch file is closed here when REAP_COUNT are already on their way: the executor's
+     * descriptor budget reserves that many for the reaper (engine/exec.c, fd_budget), and a
+     * reaper starved of CPU (a loaded host) let more stay open, so that a new batch file
+     * found the descriptor limit reached (check_engine batch_files_within_descriptor_budget
+     * failed once so under load) */
+    int inline_close = fd >= 0 && m->fds_out >= REAP_COUNT;
+    remains *r = m->reaper_on && !m->reaper_stop && !inline_close ? malloc(sizeof *r) : NULL;
     if (!r) {
         release_now(data, size, fd);
         return;
     }
+    m->fds_out += fd >= 0;
     r->data = data, r->size = size, r->fd = fd;
     r->next = m->dead;
     m->dead = r;
@@ -115,16 +124,20 @@ static void *reaper_main(void *arg)
         if (!d)
             break; /* stopping, nothing left */
         pthread_mutex_unlock(&m->lock);
-        while (d) { /* (the counts held are those of the list: checked on the way) */
+        int fds = 0; /* (counted in fds_out until all of them are closed) */
+        while (d) {  /* (the counts held are those of the list: checked on the way) */
             remains *next = d->next;
             BFS_ASSERT(ndead > 0 && deadsize >= d->size);
             ndead--, deadsize -= d->size;
+            fds += d->fd >= 0;
             release_now(d->data, d->size, d->fd);
             free(d);
             d = next;
         }
         BFS_ASSERT(ndead == 0 && deadsize == 0);
         pthread_mutex_lock(&m->lock);
+        BFS_ASSERT(m->fds_out >= fds);
+        m->fds_out -= fds;
     }
     pthread_mutex_unlock(&m->lock);
     return NULL;

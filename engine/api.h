@@ -467,6 +467,19 @@ void bfs_sample_cache_json(const bfs_sample_cache_counts *c, char *buf, size_t l
 double bfs_reference_rate(const char *source, const uint64_t *idx, size_t n, size_t *used,
                           double *cpu_rate);
 
+/* ---- mkbatchfs ---------------------------------------------------------------------- */
+
+/*
+ * bfs_engine_pack_resize - the engine's resampler for the packer (a bfs_pack_resize_fn,
+ * engine/dataset/pack.h; mkbatchfs --max-side passes it in bfs_pack_opts.resize): rgb,
+ * w x h pixels of 3 bytes in packed rows, resized whole into out, nw x nh in packed rows,
+ * Pillow's bilinear filter antialiased (resize.h). *scratch: the calling thread's, NULL
+ * at first, allocated here and kept between calls; a call with rgb NULL frees it.
+ * Returns 0, -ENOMEM or -EINVAL (a size the resampler refuses). Thread-safe.
+ */
+int bfs_engine_pack_resize(void **scratch, const uint8_t *rgb, int w, int h, uint8_t *out, int nw,
+                           int nh);
+
 /* ---- group-reset, and remote= in messages ----------------------------------------------- */
 
 /* bfs_remote_display - remote= (a redis:// URL) as messages show it: no password. */

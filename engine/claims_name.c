@@ -1,5 +1,5 @@
 /* claims_name.c — group names (see claims.h). A file of its own: option parsing
- * (engine/pipeline.c) needs only this, and programs and libraries that parse options then
+ * (engine/pipeline_values.c) needs only this, and programs and libraries that parse options then
  * link none of the claim backends (libbatchfs-gpu links no hiredis). */
 #include "engine/claims.h"
 

@@ -8,7 +8,7 @@
  * With sample_cache_mb > 0 the decode step first asks the decoded-sample cache
  * (samplecache.h) for the whole image at that scale; the resize reads the same pixels.
  */
-#include "engine/engine.h"
+#include "engine/engine_internal.h"
 #include "engine/augment.h"
 #include "engine/dataset/bfs.h"
 #include "engine/decode.h"
@@ -38,294 +38,6 @@
 #define GRAY_R 124
 #define GRAY_G 116
 #define GRAY_B 104
-
-/*
- * Multi-field datasets (.bfs version 3): the fields served (fields=) beyond the primary
- * image, which fills `images`. Each becomes one or two field tensors of the batch
- * (safetensors.h): further images a tensor like `images`; variable values (text, bytes,
- * tokens, variable arrays, boxes) NAME [B, L, row...] zero-padded and NAME_lengths (boxes:
- * NAME_counts) I32 [B]; fixed arrays NAME [B, shape...]. L is the field's max_count in
- * rows (text: text_len when set), from the field table: every batch of a mount has one
- * size, known before any payload is read (docs/multimodal.md weighs this against the
- * bytes a per-batch L would save).
- */
-typedef struct served_field served_field;
-/* What the transforms of one sample share: the geometry its primary image was rendered
- * with, and for each boxes field already stored the source rows it kept (keep[f] and
- * kept[f]; keep[f] NULL: every row, as stored), so that a per-box field following it
- * (bfs_field.follows, always a later field) keeps the same rows. */
-typedef struct sample_state {
-    const bfs_geometry *g;
-    double min_area;                     /* min_box_area= */
-    uint32_t *keep_mem;                  /* the worker's room for every boxes field's keep list */
-    const uint32_t *keep[BFS_FIELD_MAX]; /* by dataset field index */
-    uint32_t kept[BFS_FIELD_MAX];
-} sample_state;
-/* A per-sample transform of a variable value before it is stored: in[0, rows) rows of
- * the stored value; it writes at most cap rows to out and returns how many (a boxes
- * transform records its keep list in st). NULL: served as stored. The crop-following
- * boxes transform (bfs_augment_boxes, docs/multimodal.md) plugs in here, for boxes
- * fields and the fields that follow them. */
-typedef uint32_t (*value_transform_fn)(const served_field *sf, sample_state *st, const uint8_t *in,
-                                       uint32_t rows, uint8_t *out, uint32_t cap);
-struct served_field {
-    uint32_t f; /* dataset field index */
-    const bfs_field *decl;
-    int variable;           /* padded rows + lengths */
-    uint32_t rows;          /* variable: L, the padded rows */
-    uint64_t row_bytes;     /* bytes of one row (variable) or of the whole value (fixed) */
-    uint32_t row_elems;     /* elements per row (variable), of the value (fixed) */
-    uint64_t slot_bytes;    /* bytes of one sample in its data tensor */
-    uint32_t t_data, t_len; /* field tensor indices (t_len: variable only) */
-    int text_cut;           /* text_len= applies: cut at a character boundary */
-    uint32_t t_mask;        /* tokens fields: NAME_mask U8 [B, L] (t_mask_set) */
-    int t_mask_set;
-    value_transform_fn transform;
-    uint32_t keep_field; /* boxes and per-box values: the boxes field whose kept rows count */
-    uint32_t keep_off;   /* boxes: where its keep list lies in a worker's keep memory */
-};
-
-struct bfs_engine {
-    bfs_pipeline_opts o;
-    bfs_source *src;
-    bfs_plan *plan;     /* image datasets */
-    bfs_mix *mix;       /* image mixtures (source=, mix.h): replaces the plan */
-    uint32_t t_sources; /* mixtures: the field tensor `sources` I64 [B] */
-    uint64_t mix_first[BFS_MIX_SOURCES + 1];      /* mixtures: each source's first global index */
-    uint32_t nmix;                                /* mixtures: sources (0: not a mixture) */
-    char *mix_text;                               /* mixtures: "PATH:W, PATH:W" (source_path) */
-    _Atomic uint64_t mix_served[BFS_MIX_SOURCES]; /* samples begun per source (/stats) */
-    bfs_tokens *tok; /* token datasets (tokens.h): replaces the plan and the image path */
-    bfs_out_format fmt;
-    uint64_t fingerprint;
-    char canonical[BFS_CANONICAL_MAX];
-    bfs_samplecache *scache; /* sample_cache_mb > 0; thread-safe itself (samplecache.h) */
-    _Atomic uint64_t encode_ns;
-    /* bad samples already logged: an open-addressing set of index+1, guarded by log_lock */
-    pthread_mutex_t log_lock;
-    bfs_bad_sample recent[BFS_ENGINE_RECENT_BAD]; /* a ring of the last logged, log_lock */
-    uint64_t recent_n;
-    uint64_t *logged;
-    size_t logged_cap, logged_n;
-    _Atomic int changed_logged; /* BFS_E_CHANGED said once */
-    /* multi-field datasets: read-only after create */
-    uint32_t primary; /* the dataset field that fills `images` (0 for other datasets) */
-    served_field served[BFS_FIELD_MAX];
-    uint32_t n_served;
-    bfs_st_field_tensor tensors[BFS_ST_MAX_FIELD_TENSORS];
-    uint32_t n_tensors;
-    char tensor_names[BFS_ST_MAX_FIELD_TENSORS][BFS_ST_NAME_MAX + 1];
-    uint32_t keep_rows; /* rows of keep lists a sample's boxes fields may need */
-    uint32_t t_padded;  /* pad=1: the `padded` U8 [B] tensor (1: a repeated sample) */
-    /* the layout of a full batch (batch= samples), computed once: a layout depends on B
-     * and the tensors only (safetensors.h), and sizing the widest JSON of a dozen field
-     * tensors for every sample cost microseconds each */
-    bfs_st_layout full;
-    int full_ok;
-};
-
-struct bfs_engine_worker {
-    bfs_engine *e;
-    bfs_decoder *dec;
-    bfs_source_scratch scratch;
-    bfs_tokens_scratch ts;
-    resize_scratch rs;
-    /* counters: written by the owner thread, read racily by monitors */
-    _Atomic uint64_t samples, read_ns, decode_ns, resize_ns, bad, texts_cut;
-    uint8_t *rows; /* a transform's output rows (grown as needed) */
-    size_t rows_cap;
-    uint32_t *keep_mem; /* e->keep_rows: boxes fields' keep lists (sample_state) */
-};
-
-static void add(_Atomic uint64_t *c, uint64_t v)
-{
-    atomic_fetch_add_explicit(c, v, memory_order_relaxed);
-}
-
-static bfs_dtype field_dtype(unsigned fdt)
-{
-    static const bfs_dtype map[BFS_FDT_END] = {
-        [BFS_FDT_U8] = BFS_DT_U8,   [BFS_FDT_U16] = BFS_DT_U16, [BFS_FDT_U32] = BFS_DT_U32,
-        [BFS_FDT_I32] = BFS_DT_I32, [BFS_FDT_I64] = BFS_DT_I64, [BFS_FDT_F32] = BFS_DT_F32};
-    return fdt < BFS_FDT_END ? map[fdt] : BFS_DT_U8;
-}
-
-/* Add a field tensor called name+suffix; -EINVAL (message in err) when the name is taken
- * or there are too many. */
-static int add_tensor(bfs_engine *e, const char *name, const char *suffix, bfs_dtype dt,
-                      uint32_t ndim, const uint64_t *shape, int image, uint32_t *idx, char *err,
-                      size_t errlen)
-{
-    if (e->n_tensors == BFS_ST_MAX_FIELD_TENSORS)
-        return bfs_errf(-EINVAL, err, errlen,
-                        "%s: the fields served need more than %u tensors; serve fewer (fields=)",
-                        bfs_source_path(e->src), BFS_ST_MAX_FIELD_TENSORS);
-    char *nm = e->tensor_names[e->n_tensors];
-    snprintf(nm, BFS_ST_NAME_MAX + 1, "%s%s", name, suffix);
-    static const char *const fixed[] = {"images", "labels", "indices"};
-    for (size_t i = 0; i < 3; i++)
-        if (!strcmp(nm, fixed[i]))
-            return bfs_errf(-EINVAL, err, errlen,
-                            "%s: field \"%s\" would be served as a tensor called \"%s\", which "
-                            "every batch has already; leave it out (fields=)",
-                            bfs_source_path(e->src), name, nm);
-    for (uint32_t i = 0; i < e->n_tensors; i++)
-        if (!strcmp(nm, e->tensor_names[i]))
-            return bfs_errf(-EINVAL, err, errlen,
-                            "%s: two fields would be served as tensors called \"%s\" (a field "
-                            "NAME's lengths are NAME_lengths); leave one out (fields=)",
-                            bfs_source_path(e->src), nm);
-    bfs_st_field_tensor *t = &e->tensors[e->n_tensors];
-    memset(t, 0, sizeof *t);
-    t->name = nm;
-    t->dtype = dt;
-    t->ndim = ndim;
-    if (ndim) /* shape may be NULL then */
-        memcpy(t->shape, shape, ndim * sizeof *shape);
-    t->image = image;
-    *idx = e->n_tensors++;
-    return 0;
-}
-
-/* Boxes through the primary image's geometry (bfs_augment_boxes): the rows kept are
- * recorded for the per-box fields that follow. */
-static uint32_t boxes_transform(const served_field *sf, sample_state *st, const uint8_t *in,
-                                uint32_t rows, uint8_t *out, uint32_t cap)
-{
-    uint32_t *keep = st->keep_mem + sf->keep_off;
-    float box[4 * 64], got[4 * 64];
-    uint32_t kept = 0, k[64];
-    /* in and out may not be float-aligned (a heap offset): copied through in chunks */
-    for (uint32_t i = 0; i < rows; i += 64) {
-        uint32_t n = rows - i < 64 ? rows - i : 64;
-        memcpy(box, in + 16ull * i, 16ull * n);
-        uint32_t m = bfs_augment_boxes(st->g, box, n, st->min_area, got, k);
-        for (uint32_t j = 0; j < m && kept < cap; j++, kept++) {
-            memcpy(out + 16ull * kept, got + 4 * j, 16);
-            keep[kept] = i + k[j];
-        }
-    }
-    st->keep[sf->f] = keep;
-    st->kept[sf->f] = kept;
-    return kept;
-}
-
-/* A per-box value: the rows its boxes field kept, in their order. Its boxes field is
- * earlier in the dataset, so it was stored first; rows past its boxes' count (a record
- * the reader checked cannot have them) are dropped. */
-static uint32_t follow_transform(const served_field *sf, sample_state *st, const uint8_t *in,
-                                 uint32_t rows, uint8_t *out, uint32_t cap)
-{
-    const uint32_t *keep = st->keep[sf->keep_field];
-    uint32_t kept = 0;
-    for (uint32_t j = 0; keep && j < st->kept[sf->keep_field] && kept < cap; j++)
-        if (keep[j] < rows)
-            memcpy(out + sf->row_bytes * kept++, in + sf->row_bytes * keep[j], sf->row_bytes);
-    return kept;
-}
-
-/* Choose the fields served (fields=, text_len=) and plan their tensors. */
-static int plan_fields(bfs_engine *e, char *err, size_t errlen)
-{
-    uint32_t n = bfs_source_field_count(e->src);
-    const char *names[BFS_FIELD_MAX];
-    unsigned char kind[BFS_FIELD_MAX];
-    for (uint32_t f = 0; f < n && f < BFS_FIELD_MAX; f++) {
-        const bfs_field *d = bfs_source_field(e->src, f);
-        names[f] = d->name;
-        kind[f] = d->kind;
-    }
-    uint64_t pick;
-    char why[BFS_PIPELINE_ERRLEN];
-    int rc = bfs_pipeline_check_fields(&e->o, names, kind, n, &pick, why, sizeof why);
-    if (rc)
-        return bfs_errf(rc, err, errlen, "%s: %s", bfs_source_path(e->src), why);
-    int have_primary = 0;
-    for (uint32_t f = 0; f < n && f < BFS_FIELD_MAX; f++) {
-        if (!(pick >> f & 1))
-            continue;
-        const bfs_field *d = bfs_source_field(e->src, f);
-        if (d->kind == BFS_FIELD_IMAGE && !have_primary) {
-            e->primary = f, have_primary = 1;
-            continue;
-        }
-        served_field *sf = &e->served[e->n_served];
-        memset(sf, 0, sizeof *sf);
-        sf->f = f;
-        sf->decl = d;
-        if (d->kind == BFS_FIELD_IMAGE) {
-            if ((rc = add_tensor(e, d->name, "", BFS_DT_U8, 0, NULL, 1, &sf->t_data, err, errlen)))
-                return rc;
-            e->n_served++;
-            continue;
-        }
-        bfs_dtype dt = field_dtype(d->dtype);
-        uint64_t elems = 1, shape[BFS_ST_MAX_DIMS - 1];
-        uint32_t ndim = 0;
-        sf->variable = (d->flags & BFS_FIELDF_VARIABLE) != 0;
-        if (sf->variable) {
-            for (uint32_t k = 0; k < d->rank; k++)
-                elems *= d->shape[k];
-            uint64_t rows = elems ? d->max_count / elems : 0;
-            if (d->kind == BFS_FIELD_TEXT && e->o.text_len)
-                rows = e->o.text_len, sf->text_cut = 1;
-            if (d->kind == BFS_FIELD_TOKENS && e->o.token_len)
-                rows = e->o.token_len;
-            if (rows > INT32_MAX) /* NAME_lengths is I32 */
-                return bfs_errf(-EINVAL, err, errlen,
-                                "%s: field \"%s\" has values of %llu rows, more than a batch "
-                                "can count; leave it out (fields=)",
-                                bfs_source_path(e->src), d->name, (unsigned long long)rows);
-            sf->rows = (uint32_t)rows;
-            shape[ndim++] = rows ? rows : 1; /* an empty tensor would hide the field's shape */
-        }
-        for (uint32_t k = 0; k < d->rank; k++)
-            shape[ndim++] = d->shape[k];
-        if (!sf->variable)
-            for (uint32_t k = 0; k < d->rank; k++)
-                elems *= d->shape[k];
-        sf->row_elems = (uint32_t)elems;
-        sf->row_bytes = elems * bfs_dtype_size(dt);
-        sf->slot_bytes = sf->variable ? shape[0] * sf->row_bytes : sf->row_bytes;
-        if ((rc = add_tensor(e, d->name, "", dt, ndim, shape, 0, &sf->t_data, err, errlen)))
-            return rc;
-        if (sf->variable &&
-            (rc = add_tensor(e, d->name, d->kind == BFS_FIELD_BOXES ? "_counts" : "_lengths",
-                             BFS_DT_I32, 0, NULL, 0, &sf->t_len, err, errlen)))
-            return rc;
-        if (d->kind == BFS_FIELD_TOKENS && /* NAME_mask: 1 where a token is, 0 in the padding */
-            (rc =
-                 add_tensor(e, d->name, "_mask", BFS_DT_U8, 1, shape, 0, &sf->t_mask, err, errlen)))
-            return rc;
-        sf->t_mask_set = d->kind == BFS_FIELD_TOKENS;
-        /* Boxes follow field 0's image (its source pixels), and per-box values the rows
-         * their boxes keep: docs/engine.md, "Boxes follow the crop". */
-        if (d->kind == BFS_FIELD_BOXES || d->follows != BFS_FIELD_NONE) {
-            uint32_t bf = d->kind == BFS_FIELD_BOXES ? f : d->follows;
-            if (!have_primary || e->primary != 0)
-                return bfs_errf(-EINVAL, err, errlen,
-                                "%s: field \"%s\" follows the crop of image field \"%s\": "
-                                "serve that field too (fields=)",
-                                bfs_source_path(e->src), d->name,
-                                bfs_source_field(e->src, 0)->name);
-            if (d->kind != BFS_FIELD_BOXES && !(pick >> bf & 1))
-                return bfs_errf(-EINVAL, err, errlen,
-                                "%s: field \"%s\" holds a value per box of field \"%s\": serve "
-                                "that field too (fields=), so that the boxes the crop drops drop "
-                                "their values",
-                                bfs_source_path(e->src), d->name,
-                                bfs_source_field(e->src, bf)->name);
-            sf->transform = d->kind == BFS_FIELD_BOXES ? boxes_transform : follow_transform;
-            sf->keep_field = bf;
-            if (d->kind == BFS_FIELD_BOXES) {
-                sf->keep_off = e->keep_rows;
-                e->keep_rows += sf->rows;
-            }
-        }
-        e->n_served++;
-    }
-    return 0;
-}
 
 static void describe(const bfs_engine *e, uint32_t len, uint64_t epoch, uint64_t k,
                      bfs_st_batch_desc *d);
@@ -375,11 +87,11 @@ int bfs_engine_create(const char *source_path, const bfs_pipeline_opts *o, bfs_e
             goto fail;
         goto named;
     }
-    if ((rc = plan_fields(e, err, errlen)))
+    if ((rc = bfs_fields_plan(e, err, errlen)))
         goto fail;
     /* pad=1 only, so that other batches keep their bytes (docs/options.md, pad=) */
-    if (o->pad &&
-        (rc = add_tensor(e, "padded", "", BFS_DT_U8, 0, NULL, 0, &e->t_padded, err, errlen)))
+    if (o->pad && (rc = bfs_fields_add_tensor(e, "padded", "", BFS_DT_U8, 0, NULL, 0, &e->t_padded,
+                                              err, errlen)))
         goto fail;
     uint64_t n = bfs_source_count(e->src);
     bfs_plan_opts po;
@@ -396,7 +108,8 @@ int bfs_engine_create(const char *source_path, const bfs_pipeline_opts *o, bfs_e
         uint64_t count[BFS_MIX_SOURCES];
         for (uint32_t k = 0; k < md->n; k++)
             count[k] = e->mix_first[k + 1] - e->mix_first[k];
-        if ((rc = add_tensor(e, "sources", "", BFS_DT_I64, 0, NULL, 0, &e->t_sources, err, errlen)))
+        if ((rc = bfs_fields_add_tensor(e, "sources", "", BFS_DT_I64, 0, NULL, 0, &e->t_sources,
+                                        err, errlen)))
             goto fail;
         if ((rc = bfs_mix_create(md, count, e->mix_first, &e->o, &e->mix, why, sizeof why))) {
             bfs_errf(rc, err, errlen, "source=: %s", why);
@@ -639,7 +352,7 @@ int bfs_engine_batch_begin(bfs_engine *e, uint64_t epoch, uint64_t k, uint8_t *d
         return -ERANGE;
     if (e->tok) {
         int rc = bfs_tokens_batch_begin(e->tok, epoch, k, dst, idx);
-        add(&e->encode_ns, bfs_mono_ns() - t0);
+        bfs_engine_add(&e->encode_ns, bfs_mono_ns() - t0);
         return rc;
     }
     uint32_t len = img_batch_len(e, k);
@@ -659,14 +372,14 @@ int bfs_engine_batch_begin(bfs_engine *e, uint64_t epoch, uint64_t k, uint8_t *d
     for (uint32_t j = 0; j < len; j++) {
         store_ids(e, dst, &lay, j, idx[j]);
         if (e->nmix)
-            add(&e->mix_served[bfs_source_mix_locate(e->src, idx[j], NULL)], 1);
+            bfs_engine_add(&e->mix_served[bfs_source_mix_locate(e->src, idx[j], NULL)], 1);
     }
     if (e->o.pad)
         for (uint32_t j = 0; j < len; j++)
             dst[lay.field_off[e->t_padded] + j] =
                 (uint8_t)(e->mix ? bfs_mix_padded(e->mix, k)
                                  : bfs_plan_padded(e->plan, k * e->o.batch + j));
-    add(&e->encode_ns, bfs_mono_ns() - t0);
+    bfs_engine_add(&e->encode_ns, bfs_mono_ns() - t0);
     return (int)len;
 }
 
@@ -771,7 +484,7 @@ static int render(bfs_engine *e, bfs_engine_worker *w, uint64_t epoch, uint64_t 
     bfs_item it;
     int rc = bfs_source_get_value(e->src, idx, field, &it, &w->scratch);
     uint64_t t1 = bfs_mono_ns();
-    add(&w->read_ns, t1 - t0);
+    bfs_engine_add(&w->read_ns, t1 - t0);
     if (rc)
         return rc;
     bfs_image_info info = {it.width, it.height, it.flags, it.raw_size};
@@ -822,7 +535,7 @@ static int render(bfs_engine *e, bfs_engine_worker *w, uint64_t epoch, uint64_t 
                   rc == BFS_E_WEBP_DATA)) /* a verdict on the file, not memory */
         bfs_source_set_verdict(e->src, idx, rc ? BFS_VERDICT_BAD : BFS_VERDICT_GOOD);
     uint64_t t2 = bfs_mono_ns();
-    add(&w->decode_ns, t2 - t1);
+    bfs_engine_add(&w->decode_ns, t2 - t1);
     if (rc)
         return rc;
     /* hand over only the part inside the spec's image (decoding may start left of a crop
@@ -840,61 +553,8 @@ static int render(bfs_engine *e, bfs_engine_worker *w, uint64_t epoch, uint64_t 
     resize_src src = {pix, px.stride, bx, by, bw, bh};
     bfs_out_slot slot = {&e->fmt, slot_dst, g.flip};
     rc = resize_rgb8(sp, &src, bfs_out_store_row, &slot, &w->rs);
-    add(&w->resize_ns, bfs_mono_ns() - t2);
+    bfs_engine_add(&w->resize_ns, bfs_mono_ns() - t2);
     return rc == -EINVAL ? BFS_E_SAMPLE_RANGE : rc;
-}
-
-/* Store field sf of sample idx into slot j of its tensors: padded rows and a length
- * (variable values), or the value (fixed; zeros when an optional one is absent). */
-static int store_value(bfs_engine *e, bfs_engine_worker *w, const served_field *sf, uint64_t idx,
-                       sample_state *st, uint8_t *dst, const bfs_st_layout *lay, uint32_t j)
-{
-    uint64_t t0 = bfs_mono_ns();
-    bfs_item it;
-    int rc = bfs_source_get_value(e->src, idx, sf->f, &it, &w->scratch);
-    add(&w->read_ns, bfs_mono_ns() - t0);
-    if (rc)
-        return rc;
-    uint8_t *out = dst + lay->field_off[sf->t_data] + sf->slot_bytes * j;
-    if (!sf->variable) {
-        if (it.len == sf->slot_bytes)
-            memcpy(out, it.data, it.len);
-        else /* an optional value absent (the reader checked the others' size) */
-            memset(out, 0, sf->slot_bytes);
-        return 0;
-    }
-    const uint8_t *in = it.data;
-    uint64_t rows = sf->row_bytes ? it.len / sf->row_bytes : 0; /* whole rows: the reader */
-    if (sf->transform && rows) {
-        size_t need = (size_t)(sf->rows ? sf->rows : 1) * sf->row_bytes;
-        if (w->rows_cap < need) {
-            uint8_t *b = realloc(w->rows, need);
-            if (!b)
-                return -ENOMEM;
-            w->rows = b, w->rows_cap = need;
-        }
-        rows = sf->transform(sf, st, in, (uint32_t)rows, w->rows, sf->rows);
-        in = w->rows;
-    }
-    if (rows > sf->rows) { /* text_len=, token_len= (the dataset's max fits every value) */
-        rows = sf->rows;
-        if (sf->text_cut) /* not inside a character: back to the start of the one cut */
-            while (rows && (in[rows] & 0xc0) == 0x80)
-                rows--;
-        add(&w->texts_cut, 1);
-    }
-    uint64_t n = rows * sf->row_bytes;
-    if (n)
-        memcpy(out, in, n);
-    memset(out + n, 0, sf->slot_bytes - n);
-    bfs_st32(dst + lay->field_off[sf->t_len] + 4ull * j, (uint32_t)rows);
-    if (sf->t_mask_set) {
-        uint64_t L = sf->slot_bytes / sf->row_bytes;
-        uint8_t *m = dst + lay->field_off[sf->t_mask] + L * j;
-        memset(m, 1, rows);
-        memset(m + rows, 0, L - rows);
-    }
-    return 0;
 }
 
 /* Fill slot j of every tensor of the batch from dataset sample idx: the primary image
@@ -915,7 +575,7 @@ static int fill_sample(bfs_engine *e, bfs_engine_worker *w, uint64_t epoch, uint
             rc = render(e, w, epoch, idx, key, sf->f,
                         dst + lay->field_off[sf->t_data] + lay->sample_bytes * j, -1, NULL);
         else
-            rc = store_value(e, w, sf, idx, &st, dst, lay, j);
+            rc = bfs_fields_store(e, w, sf, idx, &st, dst, lay, j);
     }
     return rc;
 }
@@ -932,13 +592,7 @@ static void fill_gray(bfs_engine *e, uint8_t *dst, const bfs_st_layout *lay, uin
             bfs_out_fill(&t, GRAY_R, GRAY_G, GRAY_B);
             continue;
         }
-        memset(dst + lay->field_off[sf->t_data] + sf->slot_bytes * j, 0, sf->slot_bytes);
-        if (sf->variable)
-            bfs_st32(dst + lay->field_off[sf->t_len] + 4ull * j, 0);
-        if (sf->t_mask_set) {
-            uint64_t L = sf->slot_bytes / sf->row_bytes;
-            memset(dst + lay->field_off[sf->t_mask] + L * j, 0, L);
-        }
+        bfs_fields_clear(sf, dst, lay, j);
     }
 }
 
@@ -1011,8 +665,8 @@ static int token_row(bfs_engine *e, bfs_engine_worker *w, uint64_t epoch, uint64
     bfs_tokens_bad bad;
     int rc = bfs_tokens_row(e->tok, &w->ts, epoch, k, j, idx, dst,
                             e->o.bad_sample == BFS_BAD_SUBSTITUTE, &bad);
-    add(&w->read_ns, bfs_mono_ns() - t0);
-    add(&w->samples, 1);
+    bfs_engine_add(&w->read_ns, bfs_mono_ns() - t0);
+    bfs_engine_add(&w->samples, 1);
     if (!rc && !bad.rc)
         return 0;
     if (rc == BFS_E_CHANGED)
@@ -1025,7 +679,7 @@ static int token_row(bfs_engine *e, bfs_engine_worker *w, uint64_t epoch, uint64
                  (unsigned long long)k, j, bad.rc ? ", document " : "", name, bfs_strerror(rc));
         return rc;
     }
-    add(&w->bad, 1);
+    bfs_engine_add(&w->bad, 1);
     if (rc) { /* bad_sample=fail */
         snprintf(err, errlen, "bad document %llu (%s) in epoch %llu batch %llu: %s",
                  (unsigned long long)bad.doc, name, (unsigned long long)epoch,
@@ -1077,7 +731,7 @@ int bfs_engine_sample(bfs_engine *e, bfs_engine_worker *w, uint64_t epoch, uint6
         if ((rc = bfs_st_batch_layout(&d, &lay)))
             return rc;
     }
-    add(&w->samples, 1);
+    bfs_engine_add(&w->samples, 1);
     /* a mixture's augmentation is keyed by the epoch position: a source repeated within
      * an epoch gets other crops each time it comes round */
     uint64_t key = e->mix ? (k * e->o.shard_count + e->o.shard_index) * e->o.batch + j : idx;
@@ -1094,7 +748,7 @@ int bfs_engine_sample(bfs_engine *e, bfs_engine_worker *w, uint64_t epoch, uint6
     }
     if (rc == BFS_E_CHANGED)
         return dataset_changed(e, epoch, k, err, errlen);
-    add(&w->bad, 1);
+    bfs_engine_add(&w->bad, 1);
     if (e->o.bad_sample == BFS_BAD_FAIL) {
         char name[4200];
         bfs_source_describe(e->src, idx, name, sizeof name);
@@ -1155,4 +809,44 @@ int bfs_engine_recent_bad(bfs_engine *e, bfs_bad_sample *out, int n)
         out[got++] = e->recent[(i - 1) % BFS_ENGINE_RECENT_BAD];
     pthread_mutex_unlock(&e->log_lock);
     return got;
+}
+
+/* A resampler's rows into a packed image (bfs_engine_pack_resize). */
+typedef struct pack_rows {
+    uint8_t *dst;
+    size_t stride;
+} pack_rows;
+
+static void pack_store_row(void *ctx, int row, const uint8_t *rgb, int width)
+{
+    pack_rows *s = ctx;
+    memcpy(s->dst + (size_t)row * s->stride, rgb, (size_t)width * 3);
+}
+
+int bfs_engine_pack_resize(void **scratch, const uint8_t *rgb, int w, int h, uint8_t *out, int nw,
+                           int nh)
+{
+    resize_scratch *rs = *scratch;
+    if (!rgb) {
+        if (rs)
+            resize_scratch_free(rs);
+        free(rs);
+        *scratch = NULL;
+        return 0;
+    }
+    if (!rs) {
+        if (!(rs = calloc(1, sizeof *rs)))
+            return -ENOMEM;
+        *scratch = rs;
+    }
+    resize_spec spec = {.in_w = w,
+                        .in_h = h,
+                        .box = {0, 0, w, h},
+                        .out_w = nw,
+                        .out_h = nh,
+                        .win_w = nw,
+                        .win_h = nh};
+    resize_src src = {.pixels = rgb, .stride = (size_t)w * 3, .w = w, .h = h};
+    pack_rows sink = {out, (size_t)nw * 3};
+    return resize_rgb8(&spec, &src, pack_store_row, &sink, rs);
 }

@@ -146,4 +146,6 @@ int bfs_engine_recent_bad(bfs_engine *e, bfs_bad_sample *out, int n);
 /* bfs_engine_encode_ns - add time spent in batch_begin (called by one thread per batch). */
 uint64_t bfs_engine_encode_ns(const bfs_engine *e);
 
+/* bfs_engine_pack_resize, the engine's resampler for the packer: engine/api.h */
+
 #endif

@@ -5,8 +5,10 @@
  * Neighbours: mountopts/ composes this table with libfuse's options for `-o` and
  * `-o spec=FILE` (it can walk the table with bfs_pipeline_option_at); `batchfs --bench
  * -o ...` parses with it directly; the engine reads the struct. No FUSE headers here.
- * docs/options.md is the user's reference; engine/pipeline.c holds the one table that
- * parsing, error messages, the canonical text and --help are generated from.
+ * docs/options.md is the user's reference; engine/pipeline_table.c holds the one table
+ * that parsing, error messages, the canonical text and --help are generated from
+ * (engine/pipeline.c; the values of its rows in pipeline_values.c, the mixture options
+ * in pipeline_mix.c).
  *
  * fields=, text_len=, token_len= and min_box_area= apply to multi-field datasets
  * (bfs_pipeline_check_fields) and enter their canonical text only; datasets of one field

@@ -3,7 +3,7 @@
  *
  * `-o` items are classified in this order: batchfs mount options (spec=, fuse_threads=,
  * passthrough=),
- * pipeline options (engine/pipeline.c's table), libfuse/kernel options that pass through
+ * pipeline options (engine/pipeline_table.c's table), libfuse/kernel options that pass through
  * to the mount, mount(8)/fstab options that mean nothing here and are dropped. Anything
  * else is an error. The value of normalize= may contain commas (m0,m1,m2/s0,s1,s2): as in
  * bfs_pipeline_parse, after normalize= an item starting with a digit, sign or '.'

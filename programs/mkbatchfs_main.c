@@ -719,7 +719,8 @@ int main(int argc, char **argv)
         {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
     };
-    bfs_pack_opts o = {.quality = 90, .fsync = 1};
+    /* the packer shrinks (--max-side) with the engine's resampler: it has none of its own */
+    bfs_pack_opts o = {.quality = 90, .fsync = 1, .resize = bfs_engine_pack_resize};
     int quiet = 0, mode = 0, c, restart = -1; /* -1: not given, on unless --raw */
     int image_opts = 0;                       /* --max-side, --quality or --raw given */
     long doc_sep = -1;

@@ -3,8 +3,9 @@
  * when the nearest reader will read a batch (same epoch, strides, the next epoch for a
  * reader that crossed before, nothing behind), and which batch a choice gives up (over
  * the budget: farthest next read, LRU among equals; under it: the oldest passed batch
- * beyond passed_max; else none). The executor's own tests (check_engine: the window,
- * evictions in /stats) cover the policy in place.
+ * beyond passed_max; else none); and that the walk prefetch follows (bfs_bc_walk_next)
+ * is the one eviction measures (bfs_bc_next_read). The executor's own tests (check_engine:
+ * the window, evictions in /stats) cover the policy in place.
  *
  * And the cache's memory (bfs_bc_mem): buffers come back from the pool, the pool keeps two
  * always and more only within the room and the peak, shrinks on trim; batch files hold
@@ -108,6 +109,55 @@ START_TEST(lex_order_of_names)
     r.crossed = 1;
     ck_assert_uint_eq(bfs_bc_next_read(&r, 1, 1144, 2, 0), 1144 - 2);
     ck_assert_uint_eq(bfs_bc_next_read(&r, 1, 1144, 2, 1), 1144 - 1);
+}
+END_TEST
+
+/* One walk model (cache/walk.c): for every kind of reader (strides forward and back,
+ * 0 taken as 1, the names' order; crossed or not) and start, the batches that
+ * bfs_bc_walk_next (prefetch's walk) reaches after d steps are exactly those that
+ * bfs_bc_next_read (eviction's) says the reader reads in d steps, over its epoch and the
+ * next; every other batch of those two epochs it says no reader reads. And a walk ends at
+ * the last epoch (ne). */
+START_TEST(walk_next_inverts_next_read)
+{
+    static const uint64_t nbs[] = {1, 2, 7, 10, 23, 120};
+    static const int64_t strides[] = {-3, -1, 0, 1, 2, 3, 7, 130};
+    enum { E = 5 };
+    for (size_t a = 0; a < sizeof nbs / sizeof *nbs; a++) {
+        uint64_t nb = nbs[a];
+        uint64_t *seen = malloc(2 * nb * sizeof *seen); /* steps + 1 per (epoch - E, k); 0: not */
+        ck_assert_ptr_nonnull(seen);
+        for (size_t b = 0; b < sizeof strides / sizeof *strides; b++)
+            for (int kind = 0; kind < 4; kind++)
+                for (uint64_t k0 = 0; k0 < nb; k0++) {
+                    bfs_bc_reader r = {.epoch = E,
+                                       .k = k0,
+                                       .stride = strides[b],
+                                       .crossed = kind & 1,
+                                       .lex = kind >> 1};
+                    memset(seen, 0, 2 * nb * sizeof *seen);
+                    uint64_t ep = E, k = k0;
+                    for (uint64_t d = 1; bfs_bc_walk_next(&r, nb, E + 2, &ep, &k) == 0; d++) {
+                        ck_assert_uint_lt(k, nb);
+                        ck_assert(ep == E || (ep == E + 1 && r.crossed));
+                        ck_assert_uint_eq(seen[(ep - E) * nb + k], 0); /* visited once */
+                        seen[(ep - E) * nb + k] = d;
+                    }
+                    for (uint64_t e = 0; e < 2; e++)
+                        for (uint64_t q = 0; q < nb; q++) {
+                            uint64_t want = seen[e * nb + q] ? seen[e * nb + q] : UINT64_MAX;
+                            ck_assert_msg(bfs_bc_next_read(&r, 1, nb, E + e, q) == want,
+                                          "nb %llu stride %lld kind %d from %llu: epoch +%llu "
+                                          "batch %llu: %llu steps, walk says %llu",
+                                          (unsigned long long)nb, (long long)strides[b], kind,
+                                          (unsigned long long)k0, (unsigned long long)e,
+                                          (unsigned long long)q,
+                                          (unsigned long long)bfs_bc_next_read(&r, 1, nb, E + e, q),
+                                          (unsigned long long)want);
+                        }
+                }
+        free(seen);
+    }
 }
 END_TEST
 
@@ -336,6 +386,7 @@ static Suite *batchcache_suite(void)
     TCase *tc = tcase_create("policy");
     tcase_add_test(tc, next_read_walks);
     tcase_add_test(tc, lex_order_of_names);
+    tcase_add_test(tc, walk_next_inverts_next_read);
     tcase_add_test(tc, victim_rules);
     tcase_add_test(tc, victim_rules_files);
     suite_add_tcase(s, tc);

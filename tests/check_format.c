@@ -6,9 +6,11 @@
 #include "engine/dataset/bfs.h"
 #include "engine/dataset/guard.h"
 #include "base/err.h"
+#include "base/utf8.h"
 #include "base/hash.h"
 #include "engine/dataset/jpeg.h"
 #include "engine/dataset/pack.h"
+#include "engine/engine.h"
 #include "tests/testutil.h"
 
 #include <check.h>
@@ -1358,6 +1360,11 @@ START_TEST(pack_max_side_and_raw)
     bfs_pack_opts o = {.jobs = 2, .max_side = 100, .quality = 85};
     bfs_pack_report rep;
     char err[1024];
+    /* the packer has no resampler of its own: max_side needs the caller's */
+    ck_assert_int_eq(bfs_pack(src, out, &o, &rep, NULL, err, sizeof err), -EINVAL);
+    ck_assert_msg(strstr(err, "without a resampler"), "%s", err);
+    bfs_pack_report_free(&rep);
+    o.resize = bfs_engine_pack_resize;
     ck_assert_int_eq(bfs_pack(src, out, &o, &rep, NULL, err, sizeof err), 0);
     ck_assert_uint_gt(rep.reencoded, 0);
     bfs_pack_report_free(&rep);
@@ -1471,6 +1478,7 @@ START_TEST(pack_checks_every_jpeg)
     for (size_t m = 0; m < sizeof modes / sizeof *modes; m++) {
         bfs_pack_report rep;
         bfs_pack_opts o = modes[m];
+        o.resize = bfs_engine_pack_resize; /* mkbatchfs's: the engine's resampler */
         unlink(out);
         ck_assert_msg(bfs_pack(src, out, &o, &rep, NULL, err, sizeof err) == 0, "mode %zu: %s", m,
                       err);
@@ -1515,6 +1523,7 @@ START_TEST(pack_checks_every_jpeg)
     for (size_t m = 0; m < sizeof modes / sizeof *modes; m++) {
         bfs_pack_report rep;
         bfs_pack_opts o = modes[m];
+        o.resize = bfs_engine_pack_resize; /* mkbatchfs's: the engine's resampler */
         unlink(out);
         ck_assert_msg(bfs_pack(bfs_src, out, &o, &rep, NULL, err, sizeof err) == 0, "mode %zu: %s",
                       m, err);

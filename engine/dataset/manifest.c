@@ -8,6 +8,7 @@
 #include "engine/dataset/manifest.h"
 #include "engine/dataset/pack.h"
 #include "base/err.h"
+#include "base/utf8.h"
 
 #include <errno.h>
 #include <jansson.h>

@@ -25,14 +25,27 @@
 #include <stdint.h>
 #include <stdio.h>
 
+/*
+ * bfs_pack_resize_fn - the resampler the packer shrinks images with (max_side): rgb, w x h
+ * pixels of 3 bytes in packed rows, resampled whole into out, nw x nh pixels in packed
+ * rows. *scratch is the calling thread's memory for it: NULL at first, the resampler's to
+ * allocate and keep between calls; a call with rgb NULL frees it (and sets it NULL).
+ * Returns 0 or a negative errno (-ENOMEM). The packer is below the engine and calls no
+ * resampler of its own: its caller passes the engine's, bfs_engine_pack_resize
+ * (engine.h: Pillow's bilinear filter, antialiased).
+ */
+typedef int (*bfs_pack_resize_fn)(void **scratch, const uint8_t *rgb, int w, int h, uint8_t *out,
+                                  int nw, int nh);
+
 typedef struct bfs_pack_opts {
     int jobs;     /* worker threads; <= 0: online CPUs */
     int max_side; /* 0: keep JPEG bytes; else re-encode images whose longer side is larger */
-    int quality;  /* re-encode quality, 1..100 (0: 90) */
-    int raw;      /* store lz4-compressed RGB pixels instead of JPEG bytes */
-    int restart;  /* losslessly add a restart marker after every MCU (bfs_jpeg_add_restarts) */
-    int strict;   /* fail on the first file that would be skipped */
-    int fsync;    /* fsync the output before renaming it into place */
+    bfs_pack_resize_fn resize; /* how (required with max_side > 0; thread-safe) */
+    int quality;               /* re-encode quality, 1..100 (0: 90) */
+    int raw;                   /* store lz4-compressed RGB pixels instead of JPEG bytes */
+    int restart; /* losslessly add a restart marker after every MCU (bfs_jpeg_add_restarts) */
+    int strict;  /* fail on the first file that would be skipped */
+    int fsync;   /* fsync the output before renaming it into place */
     uint32_t page_size; /* 0: BFS_PAGE_SIZE_DEFAULT */
     int progress;       /* draw a progress bar on progress_out */
     FILE *progress_out; /* usually stderr */
@@ -192,10 +205,6 @@ int bfs_pack_tokenize(const char *src, const char *out, const bfs_tokenize_opts 
  */
 int bfs_pack_copy_fields(const char *src, const char *out, const bfs_pack_opts *o,
                          bfs_pack_report *rep, atomic_int *cancel, char *err, size_t errlen);
-
-/* bfs_utf8_valid - 1 when s[0..n) is well-formed UTF-8 (RFC 3629: no overlong forms, no
- * surrogates, nothing above U+10FFFF), else 0. */
-int bfs_utf8_valid(const uint8_t *s, size_t n);
 
 /* bfs_pack_temp_path - while bfs_pack runs, the temporary file it writes (or NULL);
  * for a signal handler that must unlink it. Points to static storage. */

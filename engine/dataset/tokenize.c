@@ -15,6 +15,7 @@
 #include "engine/dataset/pack.h"
 #include "engine/dataset/bfs.h"
 #include "base/err.h"
+#include "base/utf8.h"
 #include "base/hash.h"
 #include "base/clock.h"
 
@@ -22,35 +23,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-int bfs_utf8_valid(const uint8_t *s, size_t n)
-{
-    size_t i = 0;
-    while (i < n) {
-        uint8_t c = s[i];
-        if (c < 0x80) {
-            i++;
-            continue;
-        }
-        size_t k = c >= 0xc2 && c <= 0xdf   ? 1
-                   : c >= 0xe0 && c <= 0xef ? 2
-                   : c >= 0xf0 && c <= 0xf4 ? 3
-                                            : 0;
-        if (!k || n - i <= k) /* a lead byte that is none, or its sequence cut short */
-            return 0;
-        uint8_t c1 = s[i + 1];
-        /* the second byte's range excludes overlong forms, surrogates and > U+10FFFF */
-        uint8_t lo = c == 0xe0 ? 0xa0 : c == 0xf0 ? 0x90 : 0x80;
-        uint8_t hi = c == 0xed ? 0x9f : c == 0xf4 ? 0x8f : 0xbf;
-        if (c1 < lo || c1 > hi)
-            return 0;
-        for (size_t j = 2; j <= k; j++)
-            if ((s[i + j] & 0xc0) != 0x80)
-                return 0;
-        i += k + 1;
-    }
-    return 1;
-}
 
 static int grow(void **p, size_t *cap, size_t need, size_t elem)
 {

@@ -4,7 +4,7 @@
  * Megatron-LM's indexed dataset (PREFIX.idx describing the sequences of PREFIX.bin).
  *
  * Pure parsers over bytes already read (no I/O, no allocation beyond what they return):
- * the packer (pack.c) reads the files, these say where the ids are. Fuzzed by
+ * the packer (pack_tokens.c) reads the files, these say where the ids are. Fuzzed by
  * tests/fuzz/fuzz_tokfile.c. Every malformed input gives -EINVAL with a one-line reason.
  */
 #ifndef BATCHFS_ENGINE_DATASET_TOKFILE_H

@@ -1,7 +1,7 @@
 /*
  * format.c — the Redis transport's pure parts (see remote.h): `remote=` URLs, keys and
  * declines (batch values: auth.c). No hiredis here, so that option parsing
- * (engine/pipeline.c) and the fuzz target link without it.
+ * (engine/pipeline_values.c) and the fuzz target link without it.
  */
 #include "engine/remote/remote.h"
 #include "engine/remote/remote_internal.h"

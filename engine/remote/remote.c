@@ -1,9 +1,12 @@
 /*
- * remote.c — the Redis transport (see remote.h): URLs, values, and the commands of the
- * trainer's and the worker's side, on hiredis's synchronous API.
+ * remote.c — the Redis transport (see remote.h) on hiredis's synchronous API: the
+ * connection and its commands (redis_internal.h), the worker's side, announcements and
+ * a group's claim counters. The trainer's side (requests, values fetched straight into
+ * their buffer, claims) is trainer.c.
  */
 #include "engine/remote/remote.h"
 #include "engine/remote/remote_internal.h"
+#include "engine/remote/redis_internal.h"
 #include "base/endian.h"
 #include "base/err.h"
 #include "base/hash.h"
@@ -22,34 +25,17 @@
 
 /* ---- connections ----------------------------------------------------------------------- */
 
-struct bfs_remote {
-    bfs_remote_url url;
-    uint64_t fp;
-    int timeout_ms;
-    redisContext *c; /* NULL: to be (re)connected */
-    int subscribed;  /* announcements only (bfs_remote_subscribe) */
-    int opening;     /* in open_conn: no second try of a failed command */
-    int refused;     /* the last command's reply was an error (Redis answered, refusing) */
-    uint8_t *bounce; /* BOUNCE bytes: a value on its way to a file (bfs_remote_fetch_fd) */
-    char tag[24];    /* "{FP}" */
-    char error[BFS_REMOTE_ERR_MAX + 256];
-};
-
 static struct timeval ms_tv(int ms)
 {
     return (struct timeval){.tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000};
 }
 
-static void drop(bfs_remote *r)
+void bfs_rconn_drop(bfs_remote *r)
 {
     if (r->c)
         redisFree(r->c);
     r->c = NULL;
 }
-
-/* A command's reply, or NULL with r->error set (an ERROR reply is freed and NULL too). An
- * I/O error drops the connection: the next command reconnects. */
-static redisReply *run(bfs_remote *r, int argc, const char **argv, const size_t *lens);
 
 /* r->error = "WHAT: " + r->error (WHAT is formatted) */
 static void wrap_error(bfs_remote *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -66,7 +52,7 @@ static void wrap_error(bfs_remote *r, const char *fmt, ...)
 
 static int open_conn_once(bfs_remote *r);
 
-static int open_conn(bfs_remote *r)
+int bfs_rconn_open(bfs_remote *r)
 {
     r->opening = 1;
     int rc = open_conn_once(r);
@@ -76,7 +62,7 @@ static int open_conn(bfs_remote *r)
 
 static int open_conn_once(bfs_remote *r)
 {
-    drop(r);
+    bfs_rconn_drop(r);
     redisContext *c = redisConnectWithTimeout(r->url.host, r->url.port, ms_tv(r->timeout_ms));
     if (!c) {
         snprintf(r->error, sizeof r->error, "connecting to %s:%d: out of memory", r->url.host,
@@ -98,10 +84,10 @@ static int open_conn_once(bfs_remote *r)
         int ac = r->url.user[0] ? 3 : 2;
         if (!r->url.user[0])
             av[1] = r->url.pass;
-        if (!(rep = run(r, ac, av, NULL))) {
+        if (!(rep = bfs_rconn_run(r, ac, av, NULL))) {
             wrap_error(r, "AUTH%s%.64s at %.64s:%d refused", r->url.user[0] ? " as " : "",
                        r->url.user, r->url.host, r->url.port);
-            drop(r);
+            bfs_rconn_drop(r);
             return BFS_E_REMOTE;
         }
         freeReplyObject(rep);
@@ -109,9 +95,9 @@ static int open_conn_once(bfs_remote *r)
     if (r->url.db) {
         snprintf(db, sizeof db, "%d", r->url.db);
         const char *av[2] = {"SELECT", db};
-        if (!(rep = run(r, 2, av, NULL))) {
+        if (!(rep = bfs_rconn_run(r, 2, av, NULL))) {
             wrap_error(r, "SELECT %d refused", r->url.db);
-            drop(r);
+            bfs_rconn_drop(r);
             return BFS_E_REMOTE;
         }
         freeReplyObject(rep);
@@ -120,28 +106,30 @@ static int open_conn_once(bfs_remote *r)
         char done[64];
         snprintf(done, sizeof done, "bfs:%s:done", r->tag);
         const char *av[2] = {"SUBSCRIBE", done};
-        if (!(rep = run(r, 2, av, NULL))) {
+        if (!(rep = bfs_rconn_run(r, 2, av, NULL))) {
             wrap_error(r, "SUBSCRIBE refused");
-            drop(r);
+            bfs_rconn_drop(r);
             return BFS_E_REMOTE;
         }
         freeReplyObject(rep);
         return 0;
     }
     const char *ping[1] = {"PING"};
-    if (!(rep = run(r, 1, ping, NULL))) { /* (run's message names PING and the server) */
-        drop(r);
+    if (!(rep = bfs_rconn_run(r, 1, ping, NULL))) { /* (run's message names PING and the server) */
+        bfs_rconn_drop(r);
         return BFS_E_REMOTE;
     }
     freeReplyObject(rep);
     return 0;
 }
 
-static redisReply *run(bfs_remote *r, int argc, const char **argv, const size_t *lens)
+/* A command's reply, or NULL with r->error set (an ERROR reply is freed and NULL too). An
+ * I/O error drops the connection: the next command reconnects. */
+redisReply *bfs_rconn_run(bfs_remote *r, int argc, const char **argv, const size_t *lens)
 {
     int fresh = !r->c || r->opening;
     r->refused = 0;
-    if (!r->c && open_conn(r))
+    if (!r->c && bfs_rconn_open(r))
         return NULL;
     redisReply *rep = redisCommandArgv(r->c, argc, argv, lens);
     /* A connection that the server closed since its last use (a Redis restart): the
@@ -149,15 +137,15 @@ static redisReply *run(bfs_remote *r, int argc, const char **argv, const size_t 
     if (!rep && !fresh &&
         (r->c->err == REDIS_ERR_EOF ||
          (r->c->err == REDIS_ERR_IO && (errno == EPIPE || errno == ECONNRESET)))) {
-        drop(r);
-        if (open_conn(r))
+        bfs_rconn_drop(r);
+        if (bfs_rconn_open(r))
             return NULL;
         rep = redisCommandArgv(r->c, argc, argv, lens);
     }
     if (!rep) {
         snprintf(r->error, sizeof r->error, "%s to %s:%d: %s", argv[0], r->url.host, r->url.port,
                  r->c->errstr[0] ? r->c->errstr : "connection lost");
-        drop(r);
+        bfs_rconn_drop(r);
         return NULL;
     }
     if (rep->type == REDIS_REPLY_ERROR) {
@@ -171,7 +159,7 @@ static redisReply *run(bfs_remote *r, int argc, const char **argv, const size_t 
 
 /* The code of a command that got no reply from run: Redis refused it (an error reply: a key
  * of another type, maxmemory, an ACL) or the connection failed. */
-static int failure(const bfs_remote *r)
+int bfs_rconn_failure(const bfs_remote *r)
 {
     return r->refused ? BFS_E_REMOTE_REFUSED : BFS_E_REMOTE;
 }
@@ -187,7 +175,7 @@ int bfs_remote_connect(const bfs_remote_url *u, uint64_t fp, int timeout_ms, bfs
     r->fp = fp;
     r->timeout_ms = timeout_ms > 0 ? timeout_ms : 1000;
     snprintf(r->tag, sizeof r->tag, "{%016" PRIx64 "}", fp);
-    int rc = open_conn(r);
+    int rc = bfs_rconn_open(r);
     if (rc) {
         char text[600];
         bfs_remote_url_text(u, text, sizeof text);
@@ -203,7 +191,7 @@ void bfs_remote_close(bfs_remote *r)
 {
     if (!r)
         return;
-    drop(r);
+    bfs_rconn_drop(r);
     free(r->bounce);
     free(r);
 }
@@ -214,9 +202,7 @@ const char *bfs_remote_error(const bfs_remote *r)
 }
 
 /* "bfs:{FP}:" + suffix */
-static void key(const bfs_remote *r, char *buf, size_t cap, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static void key(const bfs_remote *r, char *buf, size_t cap, const char *fmt, ...)
+void bfs_rconn_key(const bfs_remote *r, char *buf, size_t cap, const char *fmt, ...)
 {
     int n = snprintf(buf, cap, "bfs:%s:", r->tag);
     va_list ap;
@@ -226,9 +212,9 @@ static void key(const bfs_remote *r, char *buf, size_t cap, const char *fmt, ...
 }
 
 /* Run a command whose reply only matters as success. 0 or BFS_E_REMOTE. */
-static int simple(bfs_remote *r, int argc, const char **argv, const size_t *lens)
+int bfs_rconn_simple(bfs_remote *r, int argc, const char **argv, const size_t *lens)
 {
-    redisReply *rep = run(r, argc, argv, lens);
+    redisReply *rep = bfs_rconn_run(r, argc, argv, lens);
     if (!rep)
         return BFS_E_REMOTE;
     freeReplyObject(rep);
@@ -240,7 +226,7 @@ int bfs_remote_describe(bfs_remote *r, const char *pipeline_text)
     char fp[20];
     snprintf(fp, sizeof fp, "%016" PRIx64, r->fp);
     const char *av[4] = {"HSET", "bfs:pipelines", fp, pipeline_text};
-    return simple(r, 4, av, NULL);
+    return bfs_rconn_simple(r, 4, av, NULL);
 }
 
 int bfs_remote_pipeline_text(bfs_remote *r, uint64_t fp, char *buf, size_t cap)
@@ -248,7 +234,7 @@ int bfs_remote_pipeline_text(bfs_remote *r, uint64_t fp, char *buf, size_t cap)
     char f[20];
     snprintf(f, sizeof f, "%016" PRIx64, fp);
     const char *av[3] = {"HGET", "bfs:pipelines", f};
-    redisReply *rep = run(r, 3, av, NULL);
+    redisReply *rep = bfs_rconn_run(r, 3, av, NULL);
     if (!rep)
         return BFS_E_REMOTE;
     snprintf(buf, cap, "%.*s", rep->type == REDIS_REPLY_STRING ? (int)rep->len : 0,
@@ -257,347 +243,11 @@ int bfs_remote_pipeline_text(bfs_remote *r, uint64_t fp, char *buf, size_t cap)
     return 0;
 }
 
-/* ---- the trainer's side ---------------------------------------------------------------- */
-
-int bfs_remote_request(bfs_remote *r, uint64_t epoch, uint64_t k, int ttl_ms, char id[64])
-{
-    char q[96], ttl[24], e[24], kk[24], jobs[64];
-    id[0] = '\0';
-    key(r, q, sizeof q, "q:%" PRIu64 ":%" PRIu64, epoch, k);
-    snprintf(ttl, sizeof ttl, "%d", ttl_ms > 0 ? ttl_ms : 1);
-    const char *set[6] = {"SET", q, "1", "NX", "PX", ttl};
-    redisReply *rep = run(r, 6, set, NULL);
-    if (!rep)
-        return failure(r);
-    int mine = rep->type == REDIS_REPLY_STATUS;
-    freeReplyObject(rep);
-    if (!mine) {
-        /* queued already, unless what is there is no marker of ours: SET NX does not look
-         * at a key's type, and a key of another type there (written by hand, or a bug)
-         * would stop the batch from being queued for good */
-        const char *type[2] = {"TYPE", q};
-        if (!(rep = run(r, 2, type, NULL)))
-            return failure(r);
-        int marker = rep->type == REDIS_REPLY_STATUS &&
-                     (!strcmp(rep->str, "string") || !strcmp(rep->str, "none"));
-        char what[32];
-        snprintf(what, sizeof what, "%.31s", rep->type == REDIS_REPLY_STATUS ? rep->str : "?");
-        freeReplyObject(rep);
-        if (marker)
-            return 0;
-        const char *del[2] = {"DEL", q};
-        simple(r, 2, del, NULL);
-        snprintf(r->error, sizeof r->error, "%s held a %s, not a request marker (deleted)", q,
-                 what);
-        return BFS_E_REMOTE_REFUSED;
-    }
-    key(r, jobs, sizeof jobs, "jobs");
-    snprintf(e, sizeof e, "%" PRIu64, epoch);
-    snprintf(kk, sizeof kk, "%" PRIu64, k);
-    /* w: how long the asker waits; a worker skips the job once that has passed (the asker
-     * computed the batch itself, or asked again with a new job) */
-    const char *av[12] = {"XADD", jobs, "MAXLEN", "~", "100000", "*", "e", e, "k", kk, "w", ttl};
-    if (!(rep = run(r, 12, av, NULL)))
-        return failure(r);
-    if (rep->type == REDIS_REPLY_STRING && rep->len < 64) {
-        memcpy(id, rep->str, rep->len);
-        id[rep->len] = '\0';
-    }
-    freeReplyObject(rep);
-    return 1;
-}
-
-int bfs_remote_cancel(bfs_remote *r, const char *id)
-{
-    if (!id[0])
-        return 0;
-    char jobs[64];
-    key(r, jobs, sizeof jobs, "jobs");
-    const char *del[3] = {"XDEL", jobs, id};
-    return simple(r, 3, del, NULL);
-}
-
-/* ---- values straight into their buffer ------------------------------------------------
- * A 38 MB GET through hiredis is copied three times before it reaches the batch: into the
- * reader's growing buffer (reallocated as it grows), into the reply object, and out of it.
- * fetch_direct sends the command itself and reads the reply's header line, then the
- * value's bytes straight into dst (hashed as they come, while in cache): one copy, from
- * the kernel. Used when hiredis holds nothing unread (always, between synchronous
- * commands); any I/O error drops the connection, so the next command starts clean. */
-
-#define BOUNCE (1u << 20) /* a value is read in pieces of this size, each hashed while hot */
-
-/* Read exactly n bytes (the socket has hiredis's reply timeout). 0 or -1 (r->error). */
-static int sock_read(bfs_remote *r, void *buf, size_t n)
-{
-    uint8_t *p = buf;
-    while (n) {
-        ssize_t got = read(r->c->fd, p, n);
-        if (got > 0) {
-            p += got, n -= (size_t)got;
-            continue;
-        }
-        if (got < 0 && errno == EINTR)
-            continue;
-        snprintf(r->error, sizeof r->error, "GET from %s:%d: %s", r->url.host, r->url.port,
-                 got == 0 ? "connection closed" : strerror(errno));
-        return -1;
-    }
-    return 0;
-}
-
-/* Read and forget n bytes of a reply. 0, or -1 with the connection dropped. */
-static int skip(bfs_remote *r, uint64_t n)
-{
-    while (n) {
-        uint8_t scratch[65536];
-        size_t c = n < sizeof scratch ? (size_t)n : sizeof scratch;
-        if (sock_read(r, scratch, c)) {
-            drop(r);
-            return -1;
-        }
-        n -= c;
-    }
-    return 0;
-}
-
-/* The reply's first line without its CRLF. 0 or -1. */
-static int sock_line(bfs_remote *r, char *line, size_t cap)
-{
-    size_t n = 0;
-    for (;;) {
-        char ch;
-        if (sock_read(r, &ch, 1))
-            return -1;
-        if (ch == '\n' && n && line[n - 1] == '\r') {
-            line[n - 1] = '\0';
-            return 0;
-        }
-        if (n + 1 >= cap) {
-            snprintf(r->error, sizeof r->error, "GET: reply line too long");
-            return -1;
-        }
-        line[n++] = ch;
-    }
-}
-
-static const uint8_t DECLINE_MAGIC[8] = {'B', 'F', 'S', 'R', 'E', 'R', 'R', '1'};
-
-/* 1 (dst holds a checked batch), 0 (no value), BFS_E_REMOTE_VALUE or BFS_E_REMOTE_AUTH (a
- * wrong value, read to its end; *foreign: made with another key or none, not forged),
- * BFS_E_REMOTE_DECLINED (a worker declined it: r->error has its message),
- * BFS_E_REMOTE_REFUSED (an error reply: a key of another type), BFS_E_REMOTE (the
- * connection is dropped, or the file could not be written), -ENOMEM. */
-static int fetch_direct(bfs_remote *r, const char *key_, uint64_t epoch, uint64_t k, uint8_t *dst,
-                        int fd, uint64_t size, int *foreign)
-{
-    if (!dst && !r->bounce && !(r->bounce = malloc(BOUNCE))) {
-        snprintf(r->error, sizeof r->error, "GET: out of memory");
-        return BFS_E_REMOTE;
-    }
-    const char *av[2] = {"GET", key_};
-    char *cmd = NULL;
-    int len = redisFormatCommandArgv(&cmd, 2, av, NULL);
-    if (len < 0) {
-        snprintf(r->error, sizeof r->error, "GET: out of memory");
-        return BFS_E_REMOTE;
-    }
-    size_t off = 0;
-    while (off < (size_t)len) {
-        ssize_t w = write(r->c->fd, cmd + off, (size_t)len - off);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0) {
-            snprintf(r->error, sizeof r->error, "GET to %s:%d: %s", r->url.host, r->url.port,
-                     strerror(errno));
-            free(cmd);
-            drop(r);
-            return BFS_E_REMOTE;
-        }
-        off += (size_t)w;
-    }
-    free(cmd);
-    char line[256];
-    if (sock_line(r, line, sizeof line)) {
-        drop(r);
-        return BFS_E_REMOTE;
-    }
-    if (line[0] == '-') { /* WRONGTYPE (a list at the key): Redis is fine, the key is not */
-        snprintf(r->error, sizeof r->error, "GET %s: %s", key_, line + 1);
-        return BFS_E_REMOTE_REFUSED;
-    }
-    uint64_t n;
-    if (line[0] != '$' || (strcmp(line, "$-1") &&
-                           bfs_remote_decimal(line + 1, strlen(line + 1), UINT64_MAX / 2, &n))) {
-        snprintf(r->error, sizeof r->error, "GET: unexpected reply '%.40s'", line);
-        drop(r);
-        return BFS_E_REMOTE;
-    }
-    if (!strcmp(line, "$-1"))
-        return 0;
-    uint8_t hdr[BFS_REMOTE_HDR_MAX];
-    size_t hl = n >= size ? (size_t)(n - size) : 0;
-    int batch_sized = n >= size && (hl == BFS_REMOTE_HDR || hl == BFS_REMOTE_HDR_AUTH);
-    size_t head = n < 8 ? (size_t)n : 8;
-    if (sock_read(r, hdr, head)) {
-        drop(r);
-        return BFS_E_REMOTE;
-    }
-    uint64_t left = n - head + 2; /* the rest of the value and its CRLF */
-    if (n >= BFS_REMOTE_HDR && n <= BFS_REMOTE_HDR + BFS_REMOTE_ERR_MAX &&
-        !memcmp(hdr, DECLINE_MAGIC, 8)) {
-        uint8_t v[BFS_REMOTE_HDR + BFS_REMOTE_ERR_MAX + 2];
-        memcpy(v, hdr, 8);
-        if (sock_read(r, v + 8, (size_t)left)) {
-            drop(r);
-            return BFS_E_REMOTE;
-        }
-        char msg[BFS_REMOTE_ERR_MAX + 1];
-        if (!bfs_remote_error_check(v, (size_t)n, r->fp, epoch, k, msg, sizeof msg))
-            return BFS_E_REMOTE_VALUE;
-        snprintf(r->error, sizeof r->error, "%s", msg);
-        return BFS_E_REMOTE_DECLINED;
-    }
-    if (!batch_sized) { /* of no size a value of this batch has */
-        if (skip(r, left))
-            return BFS_E_REMOTE;
-        return BFS_E_REMOTE_VALUE;
-    }
-    if (sock_read(r, hdr + 8, hl - 8)) {
-        drop(r);
-        return BFS_E_REMOTE;
-    }
-    left -= hl - 8;
-    bfs_remote_check chk;
-    int rc = bfs_remote_check_begin(&chk, &r->url.auth, hdr, hl, r->fp, epoch, k, size);
-    if (rc) {
-        *foreign = rc == BFS_E_REMOTE_AUTH;
-        if (skip(r, left))
-            return BFS_E_REMOTE;
-        return rc == -ENOMEM ? BFS_E_REMOTE : rc;
-    }
-    for (uint64_t got = 0; got < size;) {
-        size_t chunk = size - got < BOUNCE ? (size_t)(size - got) : BOUNCE;
-        uint8_t *to = dst ? dst + got : r->bounce;
-        if (sock_read(r, to, chunk)) {
-            bfs_remote_check_abort(&chk);
-            drop(r);
-            return BFS_E_REMOTE;
-        }
-        bfs_remote_check_update(&chk, to, chunk);
-        left -= chunk;
-        if (!dst) {
-            int w = bfs_pwrite_all(fd, to, chunk, got);
-            if (w) { /* the file, not the connection: read the rest, then say so */
-                snprintf(r->error, sizeof r->error, "writing the batch file: %s", strerror(-w));
-                bfs_remote_check_abort(&chk);
-                skip(r, left);
-                return BFS_E_REMOTE;
-            }
-        }
-        got += chunk;
-    }
-    if (skip(r, left)) { /* the CRLF */
-        bfs_remote_check_abort(&chk);
-        return BFS_E_REMOTE;
-    }
-    rc = bfs_remote_check_end(&chk);
-    if (rc == -EIO) {
-        snprintf(r->error, sizeof r->error, "GET: checking the value failed (OpenSSL)");
-        return BFS_E_REMOTE;
-    }
-    return rc ? rc : 1;
-}
-
-static int fetch_any(bfs_remote *r, uint64_t epoch, uint64_t k, uint8_t *dst, int fd, uint64_t size)
-{
-    char b[96];
-    bfs_remote_key(b, sizeof b, r->fp, epoch, k);
-    int fresh = !r->c, foreign = 0;
-    if (!r->c && open_conn(r))
-        return BFS_E_REMOTE;
-    int rc;
-    if (r->c->reader->pos == r->c->reader->len && (!r->c->obuf || !r->c->obuf[0])) {
-        rc = fetch_direct(r, b, epoch, k, dst, fd, size, &foreign);
-        if (rc == BFS_E_REMOTE && !fresh && !r->c) { /* a closed connection: once more */
-            if (open_conn(r))
-                return BFS_E_REMOTE;
-            rc = fetch_direct(r, b, epoch, k, dst, fd, size, &foreign);
-        }
-    } else { /* (never seen) hiredis holds unread bytes: its own way */
-        const char *av[2] = {"GET", b};
-        redisReply *rep = run(r, 2, av, NULL);
-        if (!rep)
-            return failure(r);
-        const uint8_t *p = NULL;
-        char msg[BFS_REMOTE_ERR_MAX + 1];
-        int declined = rep->type == REDIS_REPLY_STRING &&
-                       bfs_remote_error_check((const uint8_t *)rep->str, rep->len, r->fp, epoch, k,
-                                              msg, sizeof msg);
-        rc = rep->type != REDIS_REPLY_STRING
-                 ? 0
-                 : bfs_remote_value_check((const uint8_t *)rep->str, rep->len, &r->url.auth, r->fp,
-                                          epoch, k, size, &p);
-        if (declined) {
-            snprintf(r->error, sizeof r->error, "%s", msg);
-            rc = BFS_E_REMOTE_DECLINED;
-        } else if (rc == 0 && p) {
-            rc = 1;
-            if (dst)
-                memcpy(dst, p, size);
-            else if (bfs_pwrite_all(fd, p, size, 0))
-                rc = BFS_E_REMOTE;
-        } else if (rc < 0 && rc != BFS_E_REMOTE_VALUE && rc != BFS_E_REMOTE_AUTH) {
-            rc = BFS_E_REMOTE;
-        }
-        freeReplyObject(rep);
-    }
-    if (rc == BFS_E_REMOTE_AUTH && !r->url.auth.on) {
-        /* made with a key, which this mount lacks: the mounts that have it can use it, so
-         * it stays */
-        snprintf(r->error, sizeof r->error,
-                 "%s: authenticated with a remote_key, and this mount has none: kept for the "
-                 "mounts that have it",
-                 b);
-        return rc;
-    }
-    if (rc == BFS_E_REMOTE_VALUE || rc == BFS_E_REMOTE_AUTH || rc == BFS_E_REMOTE_REFUSED) {
-        /* wrong bytes, a forgery or a key of another type: out of the way, so that a worker
-         * stores the batch again. A mount with a key deletes values made without it or with
-         * another one too: in a pipeline whose workers have the key such a value is forged
-         * (or a misconfigured worker's, which the log says), and if kept it would stand in
-         * the way of the batch for good (a value may be stored without a TTL) */
-        char why[600];
-        snprintf(why, sizeof why, "%.599s",
-                 rc == BFS_E_REMOTE_REFUSED ? r->error
-                 : foreign ? "made without remote_key= or with another key (remote_key= must "
-                             "be the same file on the workers and mounts of a pipeline), or "
-                             "forged"
-                           : bfs_strerror(rc));
-        snprintf(r->error, sizeof r->error, "%s: %s (deleted)", b, why);
-        char q[96];
-        key(r, q, sizeof q, "q:%" PRIu64 ":%" PRIu64, epoch, k);
-        const char *del[3] = {"DEL", b, q};
-        simple(r, 3, del, NULL);
-    }
-    return rc;
-}
-
-int bfs_remote_fetch(bfs_remote *r, uint64_t epoch, uint64_t k, uint8_t *dst, uint64_t size)
-{
-    return fetch_any(r, epoch, k, dst, -1, size);
-}
-
-int bfs_remote_fetch_fd(bfs_remote *r, uint64_t epoch, uint64_t k, int fd, uint64_t size)
-{
-    return fetch_any(r, epoch, k, NULL, fd, size);
-}
-
 /* Redis's clock in ms (TIME), so that heartbeats of hosts with other clocks compare. */
-static int redis_ms(bfs_remote *r, uint64_t *ms)
+int bfs_rconn_ms(bfs_remote *r, uint64_t *ms)
 {
     const char *av[1] = {"TIME"};
-    redisReply *rep = run(r, 1, av, NULL);
+    redisReply *rep = bfs_rconn_run(r, 1, av, NULL);
     if (!rep)
         return BFS_E_REMOTE;
     int ok = rep->type == REDIS_REPLY_ARRAY && rep->elements == 2 &&
@@ -611,45 +261,6 @@ static int redis_ms(bfs_remote *r, uint64_t *ms)
         snprintf(r->error, sizeof r->error, "TIME: unexpected reply");
         return BFS_E_REMOTE;
     }
-    return 0;
-}
-
-int bfs_remote_workers(bfs_remote *r, int alive_ms)
-{
-    uint64_t now;
-    if (redis_ms(r, &now))
-        return BFS_E_REMOTE;
-    char w[64], min[24];
-    key(r, w, sizeof w, "workers");
-    snprintf(min, sizeof min, "%" PRIu64, now > (uint64_t)alive_ms ? now - (uint64_t)alive_ms : 0);
-    const char *av[4] = {"ZCOUNT", w, min, "+inf"};
-    redisReply *rep = run(r, 4, av, NULL);
-    if (!rep)
-        return BFS_E_REMOTE;
-    int n = rep->type == REDIS_REPLY_INTEGER ? (int)rep->integer : 0;
-    freeReplyObject(rep);
-    return n;
-}
-
-int bfs_remote_claim(bfs_remote *r, const char *group, uint64_t epoch, uint64_t *k)
-{
-    char g[256];
-    key(r, g, sizeof g, "g:%s:%" PRIu64, group, epoch);
-    const char *av[2] = {"INCR", g};
-    redisReply *rep = run(r, 2, av, NULL);
-    if (!rep)
-        return BFS_E_REMOTE;
-    long long n = rep->type == REDIS_REPLY_INTEGER ? rep->integer : 0;
-    freeReplyObject(rep);
-    if (n < 1) {
-        snprintf(r->error, sizeof r->error, "INCR %s: unexpected reply", g);
-        return BFS_E_REMOTE;
-    }
-    if (n == 1) { /* counters of old epochs go away on their own (a week) */
-        const char *ex[3] = {"EXPIRE", g, "604800"};
-        simple(r, 3, ex, NULL);
-    }
-    *k = (uint64_t)n - 1;
     return 0;
 }
 
@@ -689,7 +300,7 @@ static int parse_entry(const redisReply *e, bfs_remote_job *job)
 static int ensure_group(bfs_remote *r, const char *jobs)
 {
     const char *av[6] = {"XGROUP", "CREATE", jobs, "workers", "0", "MKSTREAM"};
-    redisReply *rep = run(r, 6, av, NULL);
+    redisReply *rep = bfs_rconn_run(r, 6, av, NULL);
     if (rep) {
         freeReplyObject(rep);
         return 0;
@@ -702,8 +313,8 @@ static void discard(bfs_remote *r, const char *jobs, const char *id)
 {
     const char *ack[4] = {"XACK", jobs, "workers", id};
     const char *del[3] = {"XDEL", jobs, id};
-    simple(r, 4, ack, NULL);
-    simple(r, 3, del, NULL);
+    bfs_rconn_simple(r, 4, ack, NULL);
+    bfs_rconn_simple(r, 3, del, NULL);
 }
 
 /* The first entry of a list of entries: 1 (job set), 0 (none), -1 after discarding a
@@ -733,7 +344,7 @@ static int stale(bfs_remote *r, const char *jobs, bfs_remote_job *job)
     uint64_t now;
     if (!job->wait_ms || !job->queued_ms)
         return 1; /* (a job of a mount that says nothing of its wait) */
-    if (redis_ms(r, &now))
+    if (bfs_rconn_ms(r, &now))
         return 1;
     if (now <= job->queued_ms + job->wait_ms)
         return 1;
@@ -746,7 +357,7 @@ int bfs_remote_take(bfs_remote *r, const char *name, int claim_ms, int block_ms,
                     bfs_remote_job *job)
 {
     char jobs[64], idle[24], block[24];
-    key(r, jobs, sizeof jobs, "jobs");
+    bfs_rconn_key(r, jobs, sizeof jobs, "jobs");
     snprintf(idle, sizeof idle, "%d", claim_ms > 0 ? claim_ms : 1);
     snprintf(block, sizeof block, "%d", block_ms > 0 ? block_ms : 1);
     memset(job, 0, sizeof *job);
@@ -755,7 +366,7 @@ int bfs_remote_take(bfs_remote *r, const char *name, int claim_ms, int block_ms,
         memset(job, 0, sizeof *job);
         job->skipped = skipped;
         const char *av[8] = {"XAUTOCLAIM", jobs, "workers", name, idle, "0-0", "COUNT", "1"};
-        redisReply *rep = run(r, 8, av, NULL);
+        redisReply *rep = bfs_rconn_run(r, 8, av, NULL);
         if (!rep) {
             if (!strstr(r->error, "NOGROUP") || ensure_group(r, jobs))
                 return BFS_E_REMOTE;
@@ -778,7 +389,7 @@ int bfs_remote_take(bfs_remote *r, const char *name, int claim_ms, int block_ms,
                               "BLOCK",      block,   "STREAMS", jobs, ">"};
         if (r->c)
             redisSetTimeout(r->c, ms_tv(block_ms + r->timeout_ms));
-        rep = run(r, 11, rg, NULL);
+        rep = bfs_rconn_run(r, 11, rg, NULL);
         if (r->c)
             redisSetTimeout(r->c, ms_tv(r->timeout_ms));
         if (!rep) {
@@ -809,7 +420,7 @@ int bfs_remote_stored(bfs_remote *r, uint64_t epoch, uint64_t k)
     /* a string: a value (checked by the mounts that fetch it); a key of another type (a
      * list written by hand) is no value, and is overwritten by the worker's SET */
     const char *av[2] = {"TYPE", b};
-    redisReply *rep = run(r, 2, av, NULL);
+    redisReply *rep = bfs_rconn_run(r, 2, av, NULL);
     if (!rep)
         return BFS_E_REMOTE;
     int n = rep->type == REDIS_REPLY_STATUS && !strcmp(rep->str, "string");
@@ -838,21 +449,21 @@ int bfs_remote_put(bfs_remote *r, uint64_t epoch, uint64_t k, const uint8_t *dat
     snprintf(ttl, sizeof ttl, "%d", ttl_ms > 0 ? ttl_ms : 1);
     const char *av[5] = {"SET", b, (const char *)v, "PX", ttl};
     size_t lens[5] = {3, strlen(b), hl + size, 2, strlen(ttl)};
-    int rc = simple(r, 5, av, lens);
+    int rc = bfs_rconn_simple(r, 5, av, lens);
     free(v);
     if (rc)
         return rc;
     /* the request marker has done its work: a request after the value is evicted or has
      * expired queues a job at once instead of waiting for the marker to expire */
     char q[96];
-    key(r, q, sizeof q, "q:%" PRIu64 ":%" PRIu64, epoch, k);
+    bfs_rconn_key(r, q, sizeof q, "q:%" PRIu64 ":%" PRIu64, epoch, k);
     const char *del[2] = {"DEL", q};
-    if ((rc = simple(r, 2, del, NULL)))
+    if ((rc = bfs_rconn_simple(r, 2, del, NULL)))
         return rc;
-    key(r, done, sizeof done, "done");
+    bfs_rconn_key(r, done, sizeof done, "done");
     snprintf(msg, sizeof msg, "%" PRIu64 " %" PRIu64, epoch, k);
     const char *pub[3] = {"PUBLISH", done, msg};
-    return simple(r, 3, pub, NULL);
+    return bfs_rconn_simple(r, 3, pub, NULL);
 }
 
 int bfs_remote_decline(bfs_remote *r, uint64_t epoch, uint64_t k, int rc, const char *msg,
@@ -865,48 +476,48 @@ int bfs_remote_decline(bfs_remote *r, uint64_t epoch, uint64_t k, int rc, const 
     snprintf(ttl, sizeof ttl, "%d", ttl_ms > 0 ? ttl_ms : 1);
     const char *av[5] = {"SET", b, (const char *)v, "PX", ttl};
     size_t lens[5] = {3, strlen(b), n, 2, strlen(ttl)};
-    key(r, q, sizeof q, "q:%" PRIu64 ":%" PRIu64, epoch, k);
+    bfs_rconn_key(r, q, sizeof q, "q:%" PRIu64 ":%" PRIu64, epoch, k);
     const char *del[2] = {"DEL", q};
-    key(r, done, sizeof done, "done");
+    bfs_rconn_key(r, done, sizeof done, "done");
     snprintf(m, sizeof m, "%" PRIu64 " %" PRIu64, epoch, k);
     const char *pub[3] = {"PUBLISH", done, m};
-    int e = simple(r, 5, av, lens);
+    int e = bfs_rconn_simple(r, 5, av, lens);
     if (!e)
-        e = simple(r, 2, del, NULL);
-    return e ? e : simple(r, 3, pub, NULL);
+        e = bfs_rconn_simple(r, 2, del, NULL);
+    return e ? e : bfs_rconn_simple(r, 3, pub, NULL);
 }
 
 int bfs_remote_ack(bfs_remote *r, const bfs_remote_job *job)
 {
     char jobs[64];
-    key(r, jobs, sizeof jobs, "jobs");
+    bfs_rconn_key(r, jobs, sizeof jobs, "jobs");
     const char *ack[4] = {"XACK", jobs, "workers", job->id};
     const char *del[3] = {"XDEL", jobs, job->id};
-    int rc = simple(r, 4, ack, NULL);
-    return rc ? rc : simple(r, 3, del, NULL);
+    int rc = bfs_rconn_simple(r, 4, ack, NULL);
+    return rc ? rc : bfs_rconn_simple(r, 3, del, NULL);
 }
 
 int bfs_remote_leave(bfs_remote *r, const char *name)
 {
     char w[64];
-    key(r, w, sizeof w, "workers");
+    bfs_rconn_key(r, w, sizeof w, "workers");
     const char *av[3] = {"ZREM", w, name};
-    return simple(r, 3, av, NULL);
+    return bfs_rconn_simple(r, 3, av, NULL);
 }
 
 int bfs_remote_heartbeat(bfs_remote *r, const char *name)
 {
     uint64_t now;
-    if (redis_ms(r, &now))
+    if (bfs_rconn_ms(r, &now))
         return BFS_E_REMOTE;
     char w[64], score[24], old[24];
-    key(r, w, sizeof w, "workers");
+    bfs_rconn_key(r, w, sizeof w, "workers");
     snprintf(score, sizeof score, "%" PRIu64, now);
     snprintf(old, sizeof old, "(%" PRIu64, now > 3600000 ? now - 3600000 : 0);
     const char *add[4] = {"ZADD", w, score, name};
     const char *trim[4] = {"ZREMRANGEBYSCORE", w, "-inf", old};
-    int rc = simple(r, 4, add, NULL);
-    return rc ? rc : simple(r, 4, trim, NULL);
+    int rc = bfs_rconn_simple(r, 4, add, NULL);
+    return rc ? rc : bfs_rconn_simple(r, 4, trim, NULL);
 }
 
 /* Jobs queued and workers alive for pipeline fp (another than r's). */
@@ -919,12 +530,12 @@ static int other_pipeline(bfs_remote *r, uint64_t fp, uint64_t now, int alive_ms
     snprintf(min, sizeof min, "%" PRIu64, now > (uint64_t)alive_ms ? now - (uint64_t)alive_ms : 0);
     const char *xlen[2] = {"XLEN", jobs};
     const char *zc[4] = {"ZCOUNT", w, min, "+inf"};
-    redisReply *a = run(r, 2, xlen, NULL);
+    redisReply *a = bfs_rconn_run(r, 2, xlen, NULL);
     if (!a)
         return BFS_E_REMOTE;
     *queued = a->type == REDIS_REPLY_INTEGER ? a->integer : 0;
     freeReplyObject(a);
-    redisReply *b = run(r, 4, zc, NULL);
+    redisReply *b = bfs_rconn_run(r, 4, zc, NULL);
     if (!b)
         return BFS_E_REMOTE;
     *alive = b->type == REDIS_REPLY_INTEGER ? b->integer : 0;
@@ -936,10 +547,10 @@ int bfs_remote_orphans(bfs_remote *r, int alive_ms,
                        void (*fn)(void *arg, uint64_t fp, long long queued), void *arg)
 {
     uint64_t now;
-    if (redis_ms(r, &now))
+    if (bfs_rconn_ms(r, &now))
         return BFS_E_REMOTE;
     const char *av[2] = {"HKEYS", "bfs:pipelines"};
-    redisReply *rep = run(r, 2, av, NULL);
+    redisReply *rep = bfs_rconn_run(r, 2, av, NULL);
     if (!rep)
         return BFS_E_REMOTE;
     int n = 0, rc = 0;
@@ -970,18 +581,18 @@ int bfs_remote_orphans(bfs_remote *r, int alive_ms,
 int bfs_remote_subscribe(bfs_remote *r)
 {
     r->subscribed = 1;
-    return open_conn(r);
+    return bfs_rconn_open(r);
 }
 
 int bfs_remote_announced(bfs_remote *r, int timeout_ms, int wake_fd, uint64_t *epoch, uint64_t *k)
 {
-    if (!r->c && open_conn(r))
+    if (!r->c && bfs_rconn_open(r))
         return BFS_E_REMOTE;
     for (;;) {
         void *v = NULL;
         if (redisGetReplyFromReader(r->c, &v) != REDIS_OK) {
             snprintf(r->error, sizeof r->error, "announcements: %s", r->c->errstr);
-            drop(r);
+            bfs_rconn_drop(r);
             return BFS_E_REMOTE;
         }
         if (v) { /* ["message", channel, "E K"] */
@@ -1004,7 +615,7 @@ int bfs_remote_announced(bfs_remote *r, int timeout_ms, int wake_fd, uint64_t *e
         if (n < 0 || redisBufferRead(r->c) != REDIS_OK) { /* (also EOF: a restart) */
             snprintf(r->error, sizeof r->error, "announcements: %s",
                      r->c->errstr[0] ? r->c->errstr : "connection lost");
-            drop(r);
+            bfs_rconn_drop(r);
             return BFS_E_REMOTE;
         }
         timeout_ms = 0; /* what came is read; no second wait */
@@ -1015,21 +626,21 @@ int bfs_remote_claim_return(bfs_remote *r, const char *group, uint64_t epoch, ui
                             uint32_t tries)
 {
     char l[256], v[48];
-    key(r, l, sizeof l, "g:%s:%" PRIu64 ":back", group, epoch);
+    bfs_rconn_key(r, l, sizeof l, "g:%s:%" PRIu64 ":back", group, epoch);
     snprintf(v, sizeof v, "%" PRIu64 " %u", batch, tries);
     const char *push[3] = {"RPUSH", l, v};
     const char *ex[3] = {"EXPIRE", l, "604800"};
-    int rc = simple(r, 3, push, NULL);
-    return rc ? rc : simple(r, 3, ex, NULL);
+    int rc = bfs_rconn_simple(r, 3, push, NULL);
+    return rc ? rc : bfs_rconn_simple(r, 3, ex, NULL);
 }
 
 int bfs_remote_claim_returned(bfs_remote *r, const char *group, uint64_t epoch, uint64_t *batch,
                               uint32_t *tries)
 {
     char l[256];
-    key(r, l, sizeof l, "g:%s:%" PRIu64 ":back", group, epoch);
+    bfs_rconn_key(r, l, sizeof l, "g:%s:%" PRIu64 ":back", group, epoch);
     const char *av[2] = {"LPOP", l};
-    redisReply *rep = run(r, 2, av, NULL);
+    redisReply *rep = bfs_rconn_run(r, 2, av, NULL);
     if (!rep)
         return BFS_E_REMOTE;
     int got = rep->type == REDIS_REPLY_STRING &&
@@ -1044,15 +655,15 @@ int bfs_remote_claim_info(bfs_remote *r, const char *group, uint64_t epoch, uint
                           long long *age_s)
 {
     char g[256];
-    key(r, g, sizeof g, "g:%s:%" PRIu64, group, epoch);
+    bfs_rconn_key(r, g, sizeof g, "g:%s:%" PRIu64, group, epoch);
     const char *get[2] = {"GET", g}, *ttl[2] = {"TTL", g};
-    redisReply *rep = run(r, 2, get, NULL);
+    redisReply *rep = bfs_rconn_run(r, 2, get, NULL);
     if (!rep)
         return BFS_E_REMOTE;
     *count = rep->type == REDIS_REPLY_STRING ? strtoull(rep->str, NULL, 10) : 0;
     freeReplyObject(rep);
     *age_s = -1;
-    if (!*count || !(rep = run(r, 2, ttl, NULL)))
+    if (!*count || !(rep = bfs_rconn_run(r, 2, ttl, NULL)))
         return 0; /* (the age is only for the message) */
     /* the counter's first INCR set its TTL to a week (bfs_remote_claim) */
     if (rep->type == REDIS_REPLY_INTEGER && rep->integer >= 0 && rep->integer <= 604800)
@@ -1064,12 +675,12 @@ int bfs_remote_claim_info(bfs_remote *r, const char *group, uint64_t epoch, uint
 int bfs_remote_claims_reset(bfs_remote *r, const char *group, long long *deleted)
 {
     char match[256];
-    key(r, match, sizeof match, "g:%s:*", group); /* (names hold no glob characters) */
+    bfs_rconn_key(r, match, sizeof match, "g:%s:*", group); /* (names hold no glob characters) */
     char cursor[32] = "0";
     *deleted = 0;
     do {
         const char *scan[6] = {"SCAN", cursor, "MATCH", match, "COUNT", "1000"};
-        redisReply *rep = run(r, 6, scan, NULL);
+        redisReply *rep = bfs_rconn_run(r, 6, scan, NULL);
         if (!rep)
             return BFS_E_REMOTE;
         int ok = rep->type == REDIS_REPLY_ARRAY && rep->elements == 2 &&
@@ -1086,7 +697,7 @@ int bfs_remote_claims_reset(bfs_remote *r, const char *group, long long *deleted
             if (keys->element[i]->type != REDIS_REPLY_STRING)
                 continue;
             const char *del[2] = {"DEL", keys->element[i]->str};
-            redisReply *d = run(r, 2, del, NULL);
+            redisReply *d = bfs_rconn_run(r, 2, del, NULL);
             if (!d) {
                 freeReplyObject(rep);
                 return BFS_E_REMOTE;

@@ -15,6 +15,7 @@
 #include "engine/dataset/pack.h"
 #include "engine/dataset/record.h"
 #include "engine/dataset/shard.h"
+#include "base/utf8.h"
 
 #include <errno.h>
 #include <jansson.h>
