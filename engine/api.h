@@ -1,47 +1,512 @@
 /*
  * api.h — the engine's one public header: all that fs/, mountopts/, gpu/ and the programs
- * may use of engine/. `make check-layering` refuses any other engine header outside
- * engine/ (tests/ excepted: unit tests reach the parts they test).
+ * may use of engine/, declared here itself (`make check-layering`, rule 4: outside
+ * engine/, only this header may be included and only the functions it declares called;
+ * tests/ excepted: unit tests reach the parts they test). It includes no other header of
+ * ours: the engine's own headers include it for what it makes public.
  *
- * What it opens, by caller:
- *   - every caller: the version (version.h), pipeline options and their fingerprint
- *     (pipeline.h);
- *   - the mount (fs/): the dataset and one batch from its samples (engine.h), the executor
- *     that computes, caches and prefetches batches (exec.h), the autotuner (tuner.h), the
- *     RAM budget (ram.h), the claim counters of group= (claims.h);
- *   - libbatchfs-gpu (gpu/): the batch file format (safetensors.h) and the output formats
- *     it converts to on the host (augment.h);
- *   - the programs: the .bfs format and the packer (dataset/bfs.h, dataset/pack.h), JPEG
- *     headers (dataset/jpeg.h) and the image probes (dataset/image.h) for mkbatchfs and
- *     --bench; the sources (dataset/source.h) for --bench; the Redis transport
- *     (remote/remote.h) for `batchfs worker`.
+ * What it declares:
+ *   - the release version (BATCHFS_VERSION);
+ *   - the pipeline options (bfs_pipeline_opts, filled by mountopts/ and --bench), their
+ *     table, parsing, checks and --help text, a mixture's description (engine/pipeline.c;
+ *     their canonical text and fingerprint stay engine/pipeline.h's);
+ *   - the batch handles the executor hands out (bfs_batch: data, size, file, release) and
+ *     a wait another thread may cancel (bfs_exec_cancel);
+ *   - one claimed batch of group= (bfs_group_claim);
+ *   - the service (engine/service.c): the composition root that the mount, `batchfs
+ *     worker`, --bench and the fault tests build the pipeline with, with its /stats writer,
+ *     and what --bench reads of it (counters, the decoders' reference: reference.c);
+ *   - `batchfs group-reset` (bfs_group_reset) and `batchfs worker` (bfs_worker_run, whose
+ *     serving loop is engine/batch_worker.c).
  *
- * Not a sealed facade yet: those headers bring their own includes along, so the resampler's
- * types (resize.h, through augment.h), the packer's records and shards (dataset/record.h,
- * dataset/shard.h, through pack.h) and the cache's headers (cache/store.h through exec.h,
- * cache/samplecache.h through engine.h) reach every includer too.
- *
- * Not included at all: the epoch plan (plan.h), the per-sample RNG (rng.h), the decoder
- * (decode.h), the resampler's internals (resize_internal.h) and ImageFolder scanning
- * (dataset/folder.h): the mount reaches them only through bfs_engine and the executor.
+ * Not yet sealed (issue 33 item 2, in progress): gpu/ includes engine headers of its own
+ * (the batch format, the output writer), and mkbatchfs the packer's and the .bfs reader's
+ * (tests/layering.allow lists each such edge).
  */
 #ifndef BATCHFS_ENGINE_API_H
 #define BATCHFS_ENGINE_API_H
 
-#include "engine/version.h"
-#include "engine/pipeline.h"
-#include "engine/engine.h"
-#include "engine/exec.h"
-#include "engine/tuner.h"
-#include "engine/ram.h"
-#include "engine/claims.h"
-#include "engine/safetensors.h"
-#include "engine/augment.h"
-#include "engine/dataset/bfs.h"
-#include "engine/dataset/pack.h"
-#include "engine/dataset/jpeg.h"
-#include "engine/dataset/image.h"
-#include "engine/dataset/source.h"
-#include "engine/remote/remote.h"
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* ---- the version --------------------------------------------------------------------- */
+
+/* the batchfs release version, shared by every program */
+#define BATCHFS_VERSION "0.1.0"
+
+/* ---- pipeline options (engine/pipeline.h parses, checks and prints them) --------------- */
+
+enum { BFS_SHUFFLE_FULL, BFS_SHUFFLE_PAGES, BFS_SHUFFLE_NONE, BFS_SHUFFLE_ROWS }; /* ROWS: concat */
+enum { BFS_AUG_TRAIN, BFS_AUG_EVAL, BFS_AUG_NONE };
+enum { BFS_OUT_U8, BFS_OUT_F16, BFS_OUT_BF16, BFS_OUT_F32 };
+enum { BFS_LAYOUT_NHWC, BFS_LAYOUT_NCHW };
+enum { BFS_BAD_SUBSTITUTE, BFS_BAD_FAIL };
+enum { BFS_REMOTE_LOCAL, BFS_REMOTE_WAIT };              /* remote_fallback= */
+enum { BFS_PACK_CONCAT, BFS_PACK_PAD, BFS_PACK_BUCKET }; /* pack= (token datasets) */
+
+#define BFS_MAX_BUCKETS  32u      /* buckets=B1:...: at most this many bounds */
+#define BFS_MAX_TEXT_LEN 1048576u /* text_len=N: bytes per text row */
+/* fields=NAME,...: room for 64 names (BFS_FIELD_MAX) of 31 bytes (BFS_FIELD_NAME_MAX) and
+ * their commas */
+#define BFS_FIELDS_TEXT 2048u
+#define BFS_MAX_SEQ_LEN 1048576u /* seq_len= and bucket bounds: tokens per row */
+/* source=: a mixture of at most BFS_MIX_SOURCES sources, its text at most BFS_MIX_TEXT
+ * bytes; mix_schedule=: at most BFS_SCHEDULE_POINTS points in BFS_SCHEDULE_TEXT bytes */
+#define BFS_MIX_SOURCES     64u
+#define BFS_MIX_TEXT        8192u
+#define BFS_SCHEDULE_POINTS 32u
+#define BFS_SCHEDULE_TEXT   4096u
+enum { BFS_MIX_LABELS_SHARED, BFS_MIX_LABELS_OFFSET }; /* mix_labels= */
+
+#define BFS_AUTO      (-1) /* value of threads/prefetch/cache_mb when "auto" */
+#define BFS_HUGE_AUTO 2    /* huge_pages=auto (the enum's third name) */
+/* prefetch=auto until the autotuner chooses: batches computed ahead of each reader */
+#define BFS_PREFETCH_AUTO 3
+
+typedef struct bfs_pipeline_opts {
+    /* data-changing (BFS_OPT_DATA), except epochs (BFS_OPT_LISTING) */
+    uint64_t seed;        /* seed=N (0), 0..2^64-1 */
+    uint32_t batch;       /* batch=N (256), 1..65536 */
+    uint32_t epochs;      /* epochs=N (100), 1..1e6; not in the fingerprint */
+    int shuffle;          /* shuffle=full|pages|none|rows */
+    int drop_last;        /* drop_last=1|0 (1) */
+    uint32_t shard_index; /* shard=I/N (0/1), I < N <= 65536 */
+    uint32_t shard_count;
+    int pad;               /* pad=0|1 (0): shards of ceil(n/N), repeats marked (plan.h) */
+    uint32_t out_h, out_w; /* size=H or HxW (224), 1..8192 */
+    int augment;           /* augment=train|eval|none */
+    double scale[2];       /* scale=A:B (0.08:1), 0 < A <= B <= 1 */
+    double ratio[2];       /* ratio=A:B (3/4:4/3), 0 < A <= B <= 100 */
+    double flip;           /* flip=P (0.5), 0..1 */
+    int dtype;             /* dtype=u8|f16|bf16|f32 (u8) */
+    int normalize;         /* 1 when mean/std were set (imagenet default for float dtypes) */
+    float mean[3], std[3]; /* normalize=imagenet|none|m0,m1,m2/s0,s1,s2: float outputs are
+                            * always (x/255 - mean)/std; none stores mean 0, std 1, so
+                            * float values are x/255 (torchvision ToTensor); u8 outputs
+                            * are raw pixels and ignore mean/std */
+    int layout;            /* layout=nhwc|nchw */
+    int bad_sample;        /* bad_sample=substitute|fail */
+    /* data-changing, token datasets only (docs/sequences.md); image datasets refuse them
+     * and their canonical text leaves them out, as token datasets' leaves out the image
+     * options from size to layout */
+    int pack;                          /* pack=concat|pad|bucket */
+    uint32_t seq_len;                  /* seq_len=T (1024), 1..BFS_MAX_SEQ_LEN */
+    uint32_t buckets[BFS_MAX_BUCKETS]; /* buckets=B1:B2:... ascending (pack=bucket) */
+    uint32_t nbuckets;                 /* 0: none given */
+    uint32_t batch_tokens;             /* batch_tokens=N (0: rows = batch), pack=bucket */
+    uint32_t pad_id;                   /* pad_id=N (0): the padding token, pad|bucket */
+    int positions;                     /* positions=0|1 (0): concat adds `positions` */
+    int sequences; /* not an option: the engine sets it when the dataset holds tokens */
+    /* data-changing, multi-field datasets only (.bfs version 3 with more than one field:
+     * docs/multimodal.md); the canonical text of other datasets leaves them out */
+    char fields[BFS_FIELDS_TEXT]; /* fields=all|NAME,NAME,... ("" = all): served fields;
+                                   * bfs_pipeline_check_fields rewrites it to the chosen
+                                   * names in the dataset's order */
+    uint32_t text_len;            /* text_len=max|N (0 = max), 1..BFS_MAX_TEXT_LEN */
+    uint32_t token_len;           /* token_len=max|N (0 = max), 1..BFS_MAX_TEXT_LEN: ids per
+                                   * row of tokens fields */
+    uint32_t min_box_area;        /* min_box_area=N (1): boxes left smaller (output px²)
+                                   * are dropped */
+    int fielded; /* not an option: set by bfs_pipeline_check_fields (more than one field) */
+    /* data-changing, mixtures only (docs/mixing.md): the canonical text shows mix_labels,
+     * epoch_samples and mix_schedule only when source= is set; the sources and weights
+     * enter the fingerprint through the dataset identity (bfs_pipeline_mix_identity) */
+    char mix[BFS_MIX_TEXT];               /* source=PATH[:W]+PATH[:W]+... ("" = the SOURCE
+                                           * argument): as given, '+' between sources */
+    int mix_labels;                       /* mix_labels=shared|offset */
+    uint64_t epoch_samples;               /* epoch_samples=N (0 = the sources' sum) */
+    char mix_schedule[BFS_SCHEDULE_TEXT]; /* mix_schedule=[step:|linear:]E@W/W/..+.. ("" =
+                                           * none), normalized by its setter */
+    /* performance knobs (BFS_OPT_KNOB): never change bytes */
+    int threads;             /* threads=auto|N (BFS_AUTO), 1..1024 */
+    int prefetch;            /* prefetch=auto|N (BFS_AUTO), 0..1024 */
+    int64_t cache_mb;        /* cache_mb=auto|N (BFS_AUTO), 0..2^40 MiB */
+    char cache_dir[1024];    /* cache_dir=PATH|none ("" = none), absolute */
+    int64_t cache_dir_mb;    /* cache_dir_mb=N (4096), 1..2^40 */
+    int64_t sample_cache_mb; /* sample_cache_mb=N (0), 0..2^40 */
+    int cpu_budget;          /* cpu_budget=N (online CPUs; 0 = default), 1..1024 */
+    int64_t ram_mb;          /* ram_mb=N (half of free RAM; 0 = default), 16..2^40 */
+    int huge_pages;          /* huge_pages=0|1|auto (BFS_HUGE_AUTO): batch files on huge
+                              * pages (exec.h); auto: once memory is recycled */
+    char remote[512];        /* remote=redis://...|none ("" = none): docs/scale-out.md */
+    int remote_ttl;          /* remote_ttl=S (600), 1..30 days */
+    int remote_wait_ms;      /* remote_wait_ms=N (10000), 1..86400000 */
+    int remote_fallback;     /* remote_fallback=local|wait (BFS_REMOTE_*) */
+    int remote_claim_ms;     /* remote_claim_ms=N (30000), 1..86400000: workers */
+    char remote_key[512];    /* remote_key=FILE|none ("" = none): values authenticated with
+                              * the secret in FILE (engine/remote/remote.h) */
+    char group[65];          /* group=NAME|none ("" = none): dynamic sharding (claims.h) */
+    /* a spec file's `fingerprint = X` line (MNT/pipeline's): the pipeline must have it */
+    uint64_t want_fingerprint;
+    int want_fingerprint_set;
+    /* bookkeeping for validation: which keys were given explicitly */
+    uint64_t given; /* bit i: option i (bfs_pipeline_option_at(i)) was set */
+} bfs_pipeline_opts;
+
+/* ---- parsing the options (engine/pipeline.c; the rest of its interface: pipeline.h) ---- */
+
+enum { BFS_OPT_DATA, BFS_OPT_LISTING, BFS_OPT_KNOB };
+
+/* One row of the option table, as mountopts/ and tools see it (static storage). */
+typedef struct bfs_pipeline_option {
+    const char *name;   /* "batch" */
+    const char *syntax; /* value syntax: "N", "full|pages|none", "I/N" */
+    const char *def;    /* the default as --help shows it: "256", "online CPUs" */
+    const char *help;   /* one-sentence meaning */
+    int cls;            /* BFS_OPT_DATA, BFS_OPT_LISTING or BFS_OPT_KNOB */
+} bfs_pipeline_option;
+
+/* bfs_pipeline_option_at - row i of the option table (0-based, in the documented order),
+ * or NULL when i is past the end. Bit i of bfs_pipeline_opts.given refers to it. */
+const bfs_pipeline_option *bfs_pipeline_option_at(size_t i);
+
+/* bfs_pipeline_defaults - fill o with every default (normalize decided at finish;
+ * cpu_budget and ram_mb left 0, resolved by the engine from the host). */
+void bfs_pipeline_defaults(bfs_pipeline_opts *o);
+
+/*
+ * bfs_pipeline_set - parse one option. key is the option name (case-sensitive), value its
+ * text (NULL for a bare key, which is an error: every option needs a value). Returns 0;
+ * -ENOENT for an unknown key (err names it, suggests a near miss and lists the known
+ * ones); -EINVAL for a bad or missing value (err names the option, the value and what is
+ * allowed, e.g. "batch=0: must be an integer in 1..65536"). On error o is unchanged.
+ * err may be NULL; a message longer than errlen is truncated (see BFS_PIPELINE_ERRLEN).
+ */
+int bfs_pipeline_set(bfs_pipeline_opts *o, const char *key, const char *value, char *err,
+                     size_t errlen);
+
+/*
+ * bfs_pipeline_parse - parse "k=v,k=v" (as after -o); empty items are skipped. Commas
+ * inside values are not supported except in normalize=m0,m1,m2/s0,s1,s2: after
+ * `normalize=`, an item that starts with a digit, a sign or '.' continues its value
+ * (option names start with a letter, so this is unambiguous); after `fields=`, an item
+ * without '=' continues its list (every option has a value). Stops at the first error:
+ * options before it are applied. Returns bfs_pipeline_set's errors, or -ENOMEM.
+ */
+int bfs_pipeline_parse(bfs_pipeline_opts *o, const char *text, char *err, size_t errlen);
+
+/*
+ * bfs_pipeline_parse_spec - parse a spec file's text: one `key = value` per line,
+ * whitespace around key and value ignored, blank lines ignored, `#` starts a comment at
+ * the start of a line or after a space or tab (so a path may contain '#'), CRLF line ends
+ * accepted. file_name (NULL: "spec") prefixes every message: "FILE:LINE: ...". The
+ * identity lines of MNT/pipeline are accepted too, so that text is a spec file: `source`
+ * is ignored (SOURCE on the command line is the dataset), `fingerprint` (16 hex digits)
+ * sets want_fingerprint, which bfs_engine_create checks. Stops at the first error.
+ * Returns as bfs_pipeline_set, -EINVAL for a line that is not `key = value` or a bad
+ * fingerprint, or -ENOMEM.
+ */
+int bfs_pipeline_parse_spec(bfs_pipeline_opts *o, const char *text, const char *file_name,
+                            char *err, size_t errlen);
+
+/*
+ * bfs_pipeline_finish - apply cross-option rules after all options are set: normalize
+ * defaults to imagenet for float dtypes and none for u8; normalize other than none with
+ * dtype=u8 is an error; shard index < count; every field in range (the struct may have
+ * been edited directly). Idempotent. Returns 0 or -EINVAL (err explains).
+ */
+int bfs_pipeline_finish(bfs_pipeline_opts *o, char *err, size_t errlen);
+
+/* bfs_pipeline_help - the options with defaults and meaning in aligned columns
+ * ("option", "default", "meaning"), grouped by class, for --help; starts with the column
+ * headings (the caller prints its own title line), lines of at most 100 columns, ends
+ * with a newline. Returns a static string, built once (thread-safe). */
+const char *bfs_pipeline_help(void);
+
+/* A mixture as source= and mix_schedule= give it (bfs_pipeline_mix). */
+typedef struct bfs_mix_desc {
+    uint32_t n;                        /* sources, 1..BFS_MIX_SOURCES */
+    const char *path[BFS_MIX_SOURCES]; /* into buf */
+    double weight[BFS_MIX_SOURCES];    /* > 0; all 0 when none was given (sizes decide) */
+    uint32_t npoints;                  /* mix_schedule= points, 0 = none */
+    int linear;                        /* 1: linear between points; 0: step */
+    uint64_t at[BFS_SCHEDULE_POINTS];  /* epochs, ascending */
+    double w[BFS_SCHEDULE_POINTS][BFS_MIX_SOURCES]; /* >= 0, one > 0 per point */
+    char buf[BFS_MIX_TEXT];
+} bfs_mix_desc;
+
+/*
+ * bfs_pipeline_mix - o's mixture (o->mix set) into *d. Returns 0 or -EINVAL (a schedule
+ * whose points have another number of weights than there are sources; err says which).
+ */
+int bfs_pipeline_mix(const bfs_pipeline_opts *o, bfs_mix_desc *d, char *err, size_t errlen);
+
+/* ---- batches ------------------------------------------------------------------------ */
+
+typedef struct bfs_batch bfs_batch;
+
+/* A wait that another thread may end: zero it, pass it to bfs_exec_get_as, and call
+ * bfs_exec_cancel_wait from anywhere (the mount: when the kernel sends FUSE INTERRUPT). */
+typedef struct bfs_exec_cancel {
+    _Atomic int requested;
+} bfs_exec_cancel;
+
+/* bfs_batch_data / bfs_batch_size - the batch file's bytes; valid until release. */
+const uint8_t *bfs_batch_data(const bfs_batch *b);
+uint64_t bfs_batch_size(const bfs_batch *b);
+
+/* bfs_batch_substitutes - how many of the batch's slots hold a substitute for a bad sample
+ * (bad_sample=substitute): such a batch is served here but shared with no one (not through
+ * cache_dir, not through Redis), as the sample may be bad only on this host, or for a while. */
+uint32_t bfs_batch_substitutes(const bfs_batch *b);
+
+/* bfs_batch_fd - the read-only file holding exactly the batch's bytes in memfd mode (a
+ * sealed memfd, or the cache_dir entry it was read from), or -1; owned by the executor,
+ * open until the batch is freed (after the last release). */
+int bfs_batch_fd(const bfs_batch *b);
+
+/* bfs_batch_release - drop a reference; accepts NULL. */
+void bfs_batch_release(bfs_batch *b);
+
+/* ---- group= ------------------------------------------------------------------------- */
+
+/* One claimed batch, as bfs_claims_take gives it and bfs_claims_give_back takes it. */
+typedef struct bfs_group_claim {
+    uint64_t epoch, batch;
+    uint32_t tries; /* failed tries before this one (0: a new claim) */
+} bfs_group_claim;
+
+/* ---- the service (engine/service.c): the composition root ------------------------------
+ * One object builds the whole pipeline service from the parsed options (the engine, the
+ * RAM budget, the host-wide store of cache_dir=, the claims of group=, the executor, its
+ * remote side and the autotuner), owns every one of their lifetimes, and writes the one
+ * /stats document. FUSE-free: the mount (fs/fs.c), `batchfs worker` (batch_worker.c),
+ * `batchfs --bench` (programs/bench.c) and the fault tests use it, each adding only its
+ * own front.
+ *
+ * Two phases, because a mount goes to the background in between (fork keeps no thread):
+ *   OPEN  (bfs_service_open): everything a user can get wrong, checked while stderr is
+ *         still the terminal: the engine (the dataset and the options), the RAM budget,
+ *         the caller's own checks (cfg.check: the mountpoint), the store, the cache size,
+ *         the group's claims, the /pipeline text. No thread is started.
+ *   START (bfs_service_start): the executor's workers, the store attached, the remote
+ *         side (remote=), the default prefetch depth and the autotuner (a mount).
+ * bfs_service_close undoes both, in reverse (claims taken ahead go back to the group).
+ */
+typedef struct bfs_service bfs_service;
+
+/* What a service serves: a mount (all of it: claims with group=, the remote side with
+ * remote=, prefetch, the autotuner, the cache sized from the RAM budget), or compute only
+ * (the engine, the store and the executor: `batchfs worker`, --bench, tests). */
+enum { BFS_SERVICE_MOUNT = 0, BFS_SERVICE_COMPUTE = 1 };
+
+typedef struct bfs_service_cfg {
+    const char *source;            /* the dataset (a .bfs, a folder, a mixture's list) */
+    const bfs_pipeline_opts *pipe; /* parsed and finished; must outlive the service */
+    int role;                      /* BFS_SERVICE_MOUNT or BFS_SERVICE_COMPUTE */
+    /* where the engine's notes and the service's warnings go ("TAG: ..."; NULL: nowhere) */
+    FILE *notes;
+    const char *tag;
+    /* optional: run after the pipeline's checks, before anything outside the process is
+     * made (the store's directory, the group's file); nonzero fails the open (it has said
+     * why: err stays empty) */
+    int (*check)(void *arg);
+    void *check_arg;
+    /* BFS_SERVICE_COMPUTE: the workers (<= 0: online CPUs) and the finished-batch cache,
+     * in batches of the largest size (0: none kept) */
+    int threads;
+    int cache_batches;
+    /* tests: the store's durability (a bfs_store_sync; 0: none, as cache_dir= has), and
+     * a store that cannot be opened is left out (batches are computed) instead of failing */
+    int store_sync;
+    int store_optional;
+} bfs_service_cfg;
+
+/* Where bfs_service_open failed (*failed_at). */
+enum { BFS_SERVICE_AT_ENGINE = 1, BFS_SERVICE_AT_CHECK, BFS_SERVICE_AT_OTHER };
+
+/*
+ * bfs_service_open - the OPEN phase (above). Returns 0 with *out set, or an error with one
+ * line in err naming the option, file or limit at fault and what to do (no "batchfs: "
+ * prefix; empty when cfg.check failed), and *failed_at (may be NULL) set.
+ */
+int bfs_service_open(const bfs_service_cfg *cfg, bfs_service **out, int *failed_at, char *err,
+                     size_t errlen);
+
+/*
+ * bfs_service_start - the START phase (above), in the process that serves. Returns 0, or
+ * an error with one line in err ("cannot start workers: ...", a remote= error). Warnings
+ * (remote_fallback=local while Redis is down, an autotuner that did not start) go to
+ * cfg.notes.
+ */
+int bfs_service_start(bfs_service *s, char *err, size_t errlen);
+
+/* bfs_service_shutdown - wake every waiter on a batch with -ESHUTDOWN and refuse new work
+ * (unmount); any thread, any time after start. */
+void bfs_service_shutdown(bfs_service *s);
+
+/* bfs_service_stop - stop the autotuner and the executor and close the store (START's
+ * undo and the store: --bench, before timing its reference); the engine stays. All
+ * batches must have been released. */
+void bfs_service_stop(bfs_service *s);
+
+/* bfs_service_close - stop what runs, give back the claims taken ahead, close the store
+ * and the claims, free the engine and s. Accepts NULL. */
+void bfs_service_close(bfs_service *s);
+
+/* bfs_service_pipeline - the text of MNT/pipeline (made at open). */
+const char *bfs_service_pipeline(const bfs_service *s, size_t *len);
+
+/*
+ * bfs_service_next_claim - the claim for an open of epoch/N/next (group=): the oldest one
+ * taken ahead for epoch N, else the group's next; then, while the prefetch depth d (the
+ * executor's, from prefetch= or the autotuner; at most BFS_SERVICE_AHEAD_MAX) allows,
+ * more are taken ahead and their batches prefetched, so that a reader opening next one
+ * file after another finds each computed instead of waiting a whole batch per open. Taking
+ * ahead takes batches from the group's other mounts: only a mount whose next is being
+ * opened does so, at most d per epoch, and what it holds goes back untried at close (an
+ * epoch's end is uneven by at most d batches per mount). 0, -ENODATA (counted: /stats
+ * group.exhausted) or an error of bfs_claims_take.
+ */
+#define BFS_SERVICE_AHEAD_MAX 16
+int bfs_service_next_claim(bfs_service *s, uint64_t epoch, bfs_group_claim *c);
+
+/* The plan, for names and sizes (never computing a batch): bfs_engine_batches,
+ * bfs_engine_batch_bytes, bfs_engine_batch_len, bfs_engine_fingerprint of the engine. */
+uint64_t bfs_service_batches(const bfs_service *s);
+uint64_t bfs_service_batch_bytes(const bfs_service *s, uint64_t epoch, uint64_t k);
+uint32_t bfs_service_batch_len(const bfs_service *s, uint64_t epoch, uint64_t k);
+uint64_t bfs_service_fingerprint(const bfs_service *s);
+
+/* Batches, for a front: bfs_exec_get_as for reader pid (alive while its process exists),
+ * bfs_exec_get_cancel, bfs_exec_cancel_wait and bfs_exec_consumed of the executor
+ * (engine/exec.h; after start). */
+int bfs_service_get_as(bfs_service *s, uint64_t pid, uint64_t epoch, uint64_t k,
+                       bfs_exec_cancel *cancel, bfs_batch **out, char *err, size_t errlen);
+int bfs_service_get_cancel(bfs_service *s, uint64_t epoch, uint64_t k, bfs_exec_cancel *cancel,
+                           bfs_batch **out, char *err, size_t errlen);
+void bfs_service_cancel_wait(bfs_service *s, bfs_exec_cancel *c);
+void bfs_service_consumed(bfs_service *s, uint64_t epoch, uint64_t k);
+/* bfs_service_batch_files - keep every finished batch in a read-only file (on: FUSE
+ * passthrough serves them; huge_pages= decides where: auto once memory is recycled,
+ * bfs_exec_set_memfd) or not (off: batches are served by copying). */
+void bfs_service_batch_files(bfs_service *s, int on);
+/* bfs_service_huge_files - batch files live on the private huge-page tmpfs (stats). */
+int bfs_service_huge_files(bfs_service *s);
+
+/* bfs_service_has_group - group= is set (epoch/N/next exists). bfs_service_claim_return,
+ * bfs_service_claim_give_back - bfs_claims_return / bfs_claims_give_back of the group. */
+int bfs_service_has_group(const bfs_service *s);
+void bfs_service_claim_return(bfs_service *s, const bfs_group_claim *c);
+void bfs_service_claim_give_back(bfs_service *s, const bfs_group_claim *c);
+
+/* What the front counts, for /stats (the mount's requests, passthrough, group opens). */
+typedef struct bfs_service_front {
+    uint64_t served;       /* batches handed to readers */
+    uint64_t opened;       /* batch files opened */
+    uint64_t opened_bytes; /* and their sizes */
+    uint64_t reads, bytes, read_errors, interrupted;
+    uint64_t claims_served; /* opens of epoch/N/next that served a batch */
+    int pt_active;          /* passthrough in use */
+    uint64_t pt_opens;      /* batch files opened in passthrough mode */
+    unsigned backing_files; /* backing files registered now */
+} bfs_service_front;
+
+/*
+ * bfs_service_stats - the /stats document (docs/stats.md: JSON, fields in a fixed order,
+ * read by tests/mount/ scripts and `batchfs top`) of the service now with the front's
+ * counters f, in *out (malloc'd, the caller frees; NULL when out of memory) of *len bytes.
+ */
+void bfs_service_stats(bfs_service *s, const bfs_service_front *f, char **out, size_t *len);
+
+/* ---- what --bench reads of a service ---------------------------------------------------- */
+
+/* The dataset and the plan: bfs_engine_max_batch_bytes, _samples, _canonical,
+ * _source_path, _batch_indices of the engine (engine/engine.h); sequences: a dataset of
+ * token sequences (rows, not images). */
+uint64_t bfs_service_max_batch_bytes(const bfs_service *s);
+uint64_t bfs_service_samples(const bfs_service *s);
+int bfs_service_sequences(const bfs_service *s);
+const char *bfs_service_canonical(const bfs_service *s);
+const char *bfs_service_source_path(const bfs_service *s);
+int bfs_service_batch_indices(bfs_service *s, uint64_t epoch, uint64_t k, uint64_t *idx);
+
+/* bfs_service_get / bfs_service_prefetch - bfs_exec_get / bfs_exec_prefetch of the
+ * executor (no reader followed; after start). */
+int bfs_service_get(bfs_service *s, uint64_t epoch, uint64_t k, bfs_batch **out, char *err,
+                    size_t errlen);
+int bfs_service_prefetch(bfs_service *s, uint64_t epoch, uint64_t k);
+
+/* Time and counts of the pipeline's stages, summed over the workers. */
+typedef struct bfs_stage_stats {
+    uint64_t samples;
+    uint64_t read_ns, decode_ns, resize_ns; /* resize includes flip/normalize/cast/store */
+    uint64_t encode_ns;                     /* batch headers, labels, indices */
+    uint64_t bad_samples;                   /* substituted (or failed) samples */
+    uint64_t texts_cut; /* text values longer than text_len= (multi-field datasets) */
+    uint64_t decode_cropped, decode_full, decode_scaled, decode_raw;
+    uint64_t decode_windowed; /* of decode_cropped: restart-segment windows (decode.c) */
+} bfs_stage_stats;
+
+/* The executor's counters a benchmark reports (bfs_exec_stats' of the same names). */
+typedef struct bfs_service_counters {
+    int threads;            /* workers allowed to compute now */
+    uint64_t buffer_allocs; /* batch buffers ever allocated (not taken from the pool) */
+    bfs_stage_stats stages;
+} bfs_service_counters;
+void bfs_service_get_counters(bfs_service *s, bfs_service_counters *c);
+
+/* The decoded-sample cache's counters (sample_cache_mb=; all 0 without one). */
+typedef struct bfs_sample_cache_counts {
+    uint64_t hits, misses, inserts, refused_budget, bytes, budget_bytes;
+} bfs_sample_cache_counts;
+void bfs_service_sample_cache(bfs_service *s, bfs_sample_cache_counts *c);
+/* bfs_sample_cache_json - c as the JSON object /stats and --bench --json print
+ * ({"hits": N, "misses": N, "inserts": N, "refused_budget": N, "bytes": N,
+ * "budget_bytes": N}) into buf (len bytes, NUL-terminated, truncated if too small). */
+void bfs_sample_cache_json(const bfs_sample_cache_counts *c, char *buf, size_t len);
+
+/*
+ * bfs_reference_rate - the decoders' reference of --bench: single-core full decodes
+ * (tjDecompress2 to RGB; PNG and WebP through libspng, libwebp) of samples idx[0..n) of
+ * source, in this thread: images per second of wall time, and (*cpu_rate) images per CPU
+ * second of this thread; *used: the images decoded. 0 for a source that cannot be opened
+ * or holds no images (token datasets).
+ */
+double bfs_reference_rate(const char *source, const uint64_t *idx, size_t n, size_t *used,
+                          double *cpu_rate);
+
+/* ---- mkbatchfs ---------------------------------------------------------------------- */
+
+/*
+ * bfs_engine_pack_resize - the engine's resampler for the packer (a bfs_pack_resize_fn,
+ * engine/dataset/pack.h; mkbatchfs --max-side passes it in bfs_pack_opts.resize): rgb,
+ * w x h pixels of 3 bytes in packed rows, resized whole into out, nw x nh in packed rows,
+ * Pillow's bilinear filter antialiased (resize.h). *scratch: the calling thread's, NULL
+ * at first, allocated here and kept between calls; a call with rgb NULL frees it.
+ * Returns 0, -ENOMEM or -EINVAL (a size the resampler refuses). Thread-safe.
+ */
+int bfs_engine_pack_resize(void **scratch, const uint8_t *rgb, int w, int h, uint8_t *out, int nw,
+                           int nh);
+
+/* ---- group-reset, and remote= in messages ----------------------------------------------- */
+
+/* bfs_remote_display - remote= (a redis:// URL) as messages show it: no password. */
+void bfs_remote_display(const char *remote, char *buf, size_t len);
+
+/*
+ * bfs_group_reset - delete the claim counters and given-back lists of group o->group of the
+ * pipeline (source, o) in the Redis of o->remote (bfs_claims_reset_remote): *fingerprint
+ * the pipeline's, *deleted the keys deleted. Returns 0, or an error with one line in err
+ * (a source that cannot be opened, Redis unreachable or refusing).
+ */
+int bfs_group_reset(const char *source, const bfs_pipeline_opts *o, uint64_t *fingerprint,
+                    long long *deleted, char *err, size_t errlen);
+
+/* ---- `batchfs worker` (engine/batch_worker.c) ---------------------------------------- */
+
+/*
+ * bfs_worker_run - `batchfs worker SOURCE -o remote=redis://...`: compute batches for
+ * trainer mounts on other hosts (docs/scale-out.md), serving the job stream of the
+ * pipeline (source, o) until SIGINT or SIGTERM (the jobs in hand, at most two, are
+ * finished first, after leaving the set of live workers), or until `batches` jobs are done
+ * (0: no limit). name: the consumer name in Redis (NULL: HOST:PID). Logs to log, one
+ * timestamped line per event. Returns 0, or an error after logging it (no source, a bad
+ * remote_key, a refused pipeline, Redis unreachable at start or refusing the password;
+ * BFS_E_CHANGED when its dataset changed in place under it, after declining the job).
+ */
+int bfs_worker_run(const char *source, const bfs_pipeline_opts *o, const char *name,
+                   unsigned long batches, FILE *log);
 
 #endif

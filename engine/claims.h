@@ -39,6 +39,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "engine/api.h"
+
 #define BFS_CLAIMS_NAME_MAX 64      /* group=NAME: [A-Za-z0-9._-]{1,64} */
 #define BFS_CLAIMS_EPOCHS   1000000 /* one counter per epoch the epochs= option allows */
 #define BFS_CLAIMS_RETURNS  256     /* claims given back and not yet handed out again */
@@ -46,11 +48,7 @@
 
 typedef struct bfs_claims bfs_claims;
 
-/* One claimed batch, as bfs_claims_take gives it and bfs_claims_give_back takes it. */
-typedef struct bfs_group_claim {
-    uint64_t epoch, batch;
-    uint32_t tries; /* failed tries before this one (0: a new claim) */
-} bfs_group_claim;
+/* bfs_group_claim, one claimed batch (engine/api.h). */
 
 typedef struct bfs_claims_stats {
     uint64_t taken;      /* claims this process took */

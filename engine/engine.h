@@ -24,15 +24,7 @@ typedef struct bfs_engine bfs_engine;
 typedef struct bfs_engine_worker bfs_engine_worker;
 
 /* Per-stage time and counters (nanoseconds of worker time, summed over samples). */
-typedef struct bfs_stage_stats {
-    uint64_t samples;
-    uint64_t read_ns, decode_ns, resize_ns; /* resize includes flip/normalize/cast/store */
-    uint64_t encode_ns;                     /* batch headers, labels, indices */
-    uint64_t bad_samples;                   /* substituted (or failed) samples */
-    uint64_t texts_cut; /* text values longer than text_len= (multi-field datasets) */
-    uint64_t decode_cropped, decode_full, decode_scaled, decode_raw;
-    uint64_t decode_windowed; /* of decode_cropped: restart-segment windows (decode.c) */
-} bfs_stage_stats;
+/* bfs_stage_stats, the time and counts of the pipeline's stages: engine/api.h */
 
 /*
  * bfs_engine_create - open source_path (.bfs or ImageFolder) and plan the pipeline o
@@ -154,15 +146,6 @@ int bfs_engine_recent_bad(bfs_engine *e, bfs_bad_sample *out, int n);
 /* bfs_engine_encode_ns - add time spent in batch_begin (called by one thread per batch). */
 uint64_t bfs_engine_encode_ns(const bfs_engine *e);
 
-/*
- * bfs_engine_pack_resize - the engine's resampler for the packer (a bfs_pack_resize_fn,
- * engine/dataset/pack.h; mkbatchfs --max-side passes it in bfs_pack_opts.resize): rgb,
- * w x h pixels of 3 bytes in packed rows, resized whole into out, nw x nh in packed rows,
- * Pillow's bilinear filter antialiased (resize.h). *scratch: the calling thread's, NULL
- * at first, allocated here and kept between calls; a call with rgb NULL frees it.
- * Returns 0, -ENOMEM or -EINVAL (a size the resampler refuses). Thread-safe.
- */
-int bfs_engine_pack_resize(void **scratch, const uint8_t *rgb, int w, int h, uint8_t *out, int nw,
-                           int nh);
+/* bfs_engine_pack_resize, the engine's resampler for the packer: engine/api.h */
 
 #endif

@@ -289,36 +289,6 @@ void bfs_exec_set_memfd(bfs_exec *x, int on, int huge)
                 (unsigned long long)bfs_fd_limit(), (unsigned long long)budget);
 }
 
-/* The store's noteworthy events (corrupt entries removed, saves that failed, a full file
- * system) go to the daemon's log like every other message. */
-static void store_log_cb(void *arg, const char *msg)
-{
-    (void)arg;
-    fprintf(stderr, "batchfs: %s\n", msg);
-}
-
-int bfs_exec_open_store(const bfs_pipeline_opts *o, bfs_store **out, char *err, size_t errlen)
-{
-    *out = NULL;
-    if (!o->cache_dir[0])
-        return 0;
-    char dir[1024], why[512] = "";
-    const char *path = o->cache_dir;
-    int rc;
-    if (!strcmp(path, "auto")) {
-        if ((rc = bfs_store_default_dir(dir, sizeof dir, why, sizeof why)))
-            return bfs_errf(rc, err, errlen, "cache_dir=auto: %s", why);
-        path = dir;
-    }
-    bfs_store_opts so = {.budget_bytes = (uint64_t)o->cache_dir_mb << 20, .log_cb = store_log_cb};
-    if ((rc = bfs_store_open(path, &so, out, why, sizeof why))) {
-        if (!strncmp(why, "cache_dir ", 10)) /* names the directory already */
-            return bfs_errf(rc, err, errlen, "%s", why);
-        return bfs_errf(rc, err, errlen, "cache_dir=%s: %s", path, why);
-    }
-    return 0;
-}
-
 /* Find or create the job for (epoch, k). Locked on entry and exit; may unlock while
  * preparing a new job. Returns the job with one reference taken, or NULL and *rc. */
 static bfs_batch *acquire(bfs_exec *x, uint64_t epoch, uint64_t k, int demand, int *rc)

@@ -20,13 +20,12 @@
 #include <stdint.h>
 
 #include "cache/store.h"
+#include "engine/api.h"
 #include "engine/engine.h"
 
-/* prefetch=auto until the autotuner chooses: batches computed ahead of each reader */
-#define BFS_PREFETCH_AUTO 3
+/* BFS_PREFETCH_AUTO, prefetch=auto's depth until the autotuner chooses: engine/api.h */
 
 typedef struct bfs_exec bfs_exec;
-typedef struct bfs_batch bfs_batch;
 
 typedef struct bfs_exec_stats {
     uint64_t computed;   /* batches computed */
@@ -142,14 +141,6 @@ void bfs_exec_set_memfd(bfs_exec *x, int on, int huge);
 /* With a store (bfs_exec_set_store), a batch found in it is not copied: when the entry
  * file holds exactly the batch (bfs_claim.exact), that verified file is the batch's file. */
 
-/*
- * bfs_exec_open_store - open the store o->cache_dir names ("" : none, *out = NULL; "auto":
- * the per-user default directory under /dev/shm, created if needed) with the budget
- * cache_dir_mb, for bfs_exec_set_store. Returns 0 or an error with a message naming the
- * directory in err. The caller closes *out (bfs_store_close) after bfs_exec_destroy.
- */
-int bfs_exec_open_store(const bfs_pipeline_opts *o, bfs_store **out, char *err, size_t errlen);
-
 /* bfs_exec_destroy - stop the workers (finishing the samples they hold) and free
  * everything. All batches must have been released. Accepts NULL. */
 void bfs_exec_destroy(bfs_exec *x);
@@ -237,12 +228,7 @@ uint32_t bfs_exec_follow(bfs_exec *x, uint64_t key, uint64_t epoch, uint64_t k, 
  * epoch; ignored when the reader has asked for another batch since. */
 void bfs_exec_reader_waited(bfs_exec *x, uint32_t id, uint64_t epoch, uint64_t k, double wait_s);
 
-/* A wait that another thread may end: zero it, pass it to bfs_exec_get_as, and call
- * bfs_exec_cancel_wait from anywhere (the mount: when the kernel sends FUSE INTERRUPT). */
-typedef struct bfs_exec_cancel {
-    _Atomic int requested;
-} bfs_exec_cancel;
-
+/* bfs_exec_cancel (engine/api.h): a wait that another thread may end. */
 /* bfs_exec_cancel_wait - end the wait that c was given to (now or when it starts). */
 void bfs_exec_cancel_wait(bfs_exec *x, bfs_exec_cancel *c);
 
@@ -301,21 +287,7 @@ void bfs_exec_shutdown(bfs_exec *x);
 /* bfs_exec_get_stats - counters now. */
 void bfs_exec_get_stats(bfs_exec *x, bfs_exec_stats *st);
 
-/* bfs_batch_data / bfs_batch_size - the batch file's bytes; valid until release. */
-const uint8_t *bfs_batch_data(const bfs_batch *b);
-uint64_t bfs_batch_size(const bfs_batch *b);
-
-/* bfs_batch_substitutes - how many of the batch's slots hold a substitute for a bad sample
- * (bad_sample=substitute): such a batch is served here but shared with no one (not through
- * cache_dir, not through Redis), as the sample may be bad only on this host, or for a while. */
-uint32_t bfs_batch_substitutes(const bfs_batch *b);
-
-/* bfs_batch_fd - the read-only file holding exactly the batch's bytes in memfd mode (a
- * sealed memfd, or the cache_dir entry it was read from), or -1; owned by the executor,
- * open until the batch is freed (after the last release). */
-int bfs_batch_fd(const bfs_batch *b);
-
-/* bfs_batch_release - drop a reference; accepts NULL. */
-void bfs_batch_release(bfs_batch *b);
+/* The batch handles (bfs_batch_data, _size, _substitutes, _fd, _release) are public:
+ * engine/api.h. */
 
 #endif

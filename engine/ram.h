@@ -11,7 +11,7 @@
  * options at fault (a 12.9 GB batch would otherwise OOM-kill the daemon on its first
  * read).
  *
- * Neighbours: fs/fs.c (the mount) and programs/bench.c (`batchfs --bench`) call
+ * Neighbours: the service (engine/service.c: the mount, --bench, `batchfs worker`) calls
  * bfs_ram_probe once, then bfs_ram_budget. Nothing here allocates or keeps state.
  */
 #ifndef BATCHFS_ENGINE_RAM_H

@@ -1,15 +1,19 @@
 /*
  * device.c — the FUSE device check (device.h): opens the device once, and on failure
- * tells the user what is wrong by errno, not always "load the fuse module".
+ * tells the user what is wrong by errno, not always "load the fuse module"; and the
+ * mountpoint's checks before mounting (fsd_check_mountpoint).
  */
 #include "fs/device.h"
 #include "base/err.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <grp.h>
 #include <pwd.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -107,4 +111,78 @@ int fsd_check(const char *path, char *err, size_t errlen)
     default:
         return bfs_errf(rc, err, errlen, "%s: %s", path, strerror(-rc));
     }
+}
+
+/* Is path a mount point already (its device differs from its parent's, or it is
+ * listed in /proc/self/mountinfo)? */
+static int is_mounted(const char *path)
+{
+    char real[PATH_MAX];
+    if (!realpath(path, real))
+        return 0;
+    FILE *f = fopen("/proc/self/mountinfo", "r");
+    if (!f)
+        return 0;
+    char line[8192];
+    int found = 0;
+    while (!found && fgets(line, sizeof line, f)) {
+        char mnt[4096];
+        if (sscanf(line, "%*s %*s %*s %*s %4095s", mnt) == 1 && !strcmp(mnt, real))
+            found = 1;
+    }
+    fclose(f);
+    return found;
+}
+
+int fsd_check_mountpoint(const char *mp)
+{
+    struct stat st;
+    if (stat(mp, &st) < 0) {
+        if (errno == ENOTCONN || errno == ECONNREFUSED)
+            fprintf(stderr,
+                    "batchfs: mountpoint %s: transport endpoint is not connected (a "
+                    "dead FUSE mount: run 'fusermount3 -u %s')\n",
+                    mp, mp);
+        else
+            fprintf(stderr, "batchfs: mountpoint %s: %s (create it with mkdir)\n", mp,
+                    strerror(errno));
+        return -1;
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        fprintf(stderr, "batchfs: mountpoint %s is not a directory\n", mp);
+        return -1;
+    }
+    if (is_mounted(mp)) {
+        fprintf(stderr,
+                "batchfs: mountpoint %s is busy: something is already mounted there "
+                "(unmount it with 'fusermount3 -u %s')\n",
+                mp, mp);
+        return -1;
+    }
+    /* not empty? (mounting over files hides them; libfuse 3 refuses nothing) */
+    int nonempty = 0;
+    DIR *dir = opendir(mp);
+    if (dir) {
+        struct dirent *de;
+        while ((de = readdir(dir)))
+            if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..")) {
+                nonempty = 1;
+                break;
+            }
+        closedir(dir);
+    }
+    if (nonempty) {
+        fprintf(stderr,
+                "batchfs: mountpoint %s is not empty: mounting would hide its files "
+                "(use an empty directory)\n",
+                mp);
+        return -1;
+    }
+    /* the device, with a hint per reason (libfuse's own says "modprobe fuse" for all) */
+    char err[512];
+    if (fsd_check("/dev/fuse", err, sizeof err)) {
+        fprintf(stderr, "batchfs: %s\n", err);
+        return -1;
+    }
+    return 0;
 }

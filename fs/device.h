@@ -2,9 +2,10 @@
  * device.h — the FUSE device check before mounting: can this process open /dev/fuse, and
  * if not, what to do about it, told per reason (libc only, no FUSE).
  *
- * Neighbours: fs.c calls it from its mountpoint checks, before libfuse opens the device
- * itself (whose own message, "fuse: device not found, try 'modprobe fuse' first", names
- * the module whatever the reason); tests/check_device.c drives each reason.
+ * Neighbours: fsd_check_mountpoint calls it (for fs.c, before mounting), before libfuse
+ * opens the device itself (whose own message, "fuse: device not found, try 'modprobe
+ * fuse' first", names the module whatever the reason); tests/check_device.c drives each
+ * reason.
  */
 #ifndef BATCHFS_FS_DEVICE_H
 #define BATCHFS_FS_DEVICE_H
@@ -25,5 +26,13 @@
  * Never loads a module, changes a file or asks for privileges.
  */
 int fsd_check(const char *path, char *err, size_t errlen);
+
+/*
+ * fsd_check_mountpoint - can the mount go on directory mp: it exists (a dead FUSE mount
+ * there: "run 'fusermount3 -u'"), is a directory, has nothing mounted on it, is empty
+ * (mounting would hide its files), and the FUSE device opens (fsd_check). Returns 0, or
+ * -1 after one line on stderr ("batchfs: ...") that says what to do.
+ */
+int fsd_check_mountpoint(const char *mp);
 
 #endif

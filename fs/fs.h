@@ -3,7 +3,8 @@
  * MNT/pipeline and MNT/stats, on libfuse's low-level API.
  *
  * Neighbours: programs/batchfs_main.c parses the command line (mountopts/) and calls
- * bfs_fs_run; the engine (engine/engine.h, engine/exec.h) computes the bytes. The only
+ * bfs_fs_run; the service (engine/api.h: the engine, executor, store, claims, autotuner,
+ * and the /stats writer) computes the bytes. The only
  * place where engine errors become positive errnos (bfs_err_to_errno).
  */
 #ifndef BATCHFS_FS_FS_H

@@ -2,9 +2,9 @@
  * names.h — the mount's name space as pure functions: names <-> inode numbers, the
  * entries of each directory, and the byte range a read at (offset, size) returns.
  *
- * Neighbours: fs/fs.c (the FUSE adapter) calls these from lookup, getattr, opendir,
+ * Neighbours: fs/ops.c (the FUSE adapter) calls these from lookup, getattr, opendir,
  * readdir and read; tests/fuzz/fuzz_fs_names.c fuzzes them. No FUSE, no engine: libc
- * only, so the parts of fs.c that handle untrusted names and offsets can be fuzzed.
+ * only, so the parts of ops.c that handle untrusted names and offsets can be fuzzed.
  *
  * The tree (docs/usage.md): /pipeline, /stats, /epoch/N/batch_K for N < epochs and
  * K < batches, and /epoch/N/next (after the batches) when the mount is in a group
@@ -57,7 +57,7 @@ typedef struct fsn_entry {
 uint64_t fsn_max_batches(uint32_t epochs);
 
 /* fsn_tree_valid - is t inside the domain above (1 <= epochs <= FSN_MAX_EPOCHS,
- * batches <= fsn_max_batches(epochs))? Public for its two users: fs.c asserts it of the
+ * batches <= fsn_max_batches(epochs))? Public for its two users: ops.c asserts it of the
  * mount's tree in debug and sanitizer builds (base/check.h; the release build never calls
  * it), and the fuzzer checks the domain's edges with it. */
 int fsn_tree_valid(const fsn_tree *t);

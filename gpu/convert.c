@@ -5,7 +5,7 @@
  */
 #include "gpu/convert.h"
 #include "gpu/batchfs_gpu.h"
-#include "engine/api.h"
+#include "engine/augment.h"
 #include "base/err.h"
 
 #include <errno.h>

@@ -37,7 +37,7 @@
 #include "gpu/cuda_api.h"
 #include "gpu/dlpack.h"
 #include "base/err.h"
-#include "engine/api.h"
+#include "engine/safetensors.h"
 #include "base/clock.h"
 
 #include <dirent.h>

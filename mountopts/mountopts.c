@@ -13,7 +13,6 @@
 #include "mountopts/mountopts.h"
 #include "base/err.h"
 #include "base/io.h"
-#include "engine/api.h"
 
 #include <ctype.h>
 #include <errno.h>

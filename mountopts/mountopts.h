@@ -1,6 +1,6 @@
 /*
  * mountopts.h — the batchfs command line: mount and bench modes, `-o` options split
- * between the pipeline (engine/pipeline.h's table), batchfs's own mount options, and
+ * between the pipeline (the option table of engine/api.h), batchfs's own mount options, and
  * libfuse/kernel mount options; `-o spec=FILE`; validation before anything is mounted;
  * --help with defaults. Also `batchfs top MNT` (programs/top.h), which mounts nothing.
  *

@@ -7,11 +7,9 @@
  * Exit status: 0 success, 1 failure, 2 usage or option error.
  */
 #include "programs/bench.h"
-#include "engine/api.h"
 #include "fs/fs.h"
 #include "programs/group_reset.h"
 #include "programs/top.h"
-#include "programs/worker.h"
 #include "mountopts/mountopts.h"
 #include "base/io.h"
 

@@ -1,6 +1,5 @@
 /* bench.c — in-process pipeline benchmark (see bench.h). */
 #include "programs/bench.h"
-#include "engine/api.h"
 #include "base/err.h"
 
 #include <errno.h>
@@ -8,7 +7,6 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <time.h>
-#include <turbojpeg.h>
 #include <unistd.h>
 
 static double clock_s(clockid_t c)
@@ -29,74 +27,6 @@ static double process_cpu(void)
     return clock_s(CLOCK_PROCESS_CPUTIME_ID);
 }
 
-/* Single-core full decodes (tjDecompress2 to RGB; PNG and WebP through bfs_image_decode:
- * libspng, libwebp) of the given samples: images/s of wall time, and (*cpu_rate) images
- * per CPU second of this thread. */
-static double reference_rate(const char *source, const uint64_t *idx, size_t n, size_t *used,
-                             double *cpu_rate)
-{
-    char err[512];
-    bfs_source *src;
-    *used = 0;
-    if (n == 0 || bfs_source_open(source, &src, err, sizeof err))
-        return 0; /* (token datasets take no reference: no open, no decoder) */
-    tjhandle tj = tjInitDecompress();
-    bfs_source_scratch sc = {0};
-    uint8_t *rgb = NULL;
-    size_t cap = 0;
-    double busy = 0, cpu = 0;
-    for (size_t i = 0; i < n && tj; i++) {
-        bfs_item it;
-        if (bfs_source_get(src, idx[i], &it, &sc))
-            continue;
-        int fmt = bfs_image_sniff(it.data, it.len);
-        if (fmt == BFS_IMAGE_PNG || fmt == BFS_IMAGE_WEBP) { /* a folder's too: no table */
-            double t0 = now(), c0 = clock_s(CLOCK_THREAD_CPUTIME_ID);
-            bfs_image_facts f;
-            if (bfs_image_probe(it.data, it.len, &f))
-                continue;
-            size_t need = (size_t)f.width * f.height * 3;
-            if (need > cap) {
-                uint8_t *b = realloc(rgb, need);
-                if (!b)
-                    break;
-                rgb = b, cap = need;
-            }
-            int rc = bfs_image_decode(it.data, it.len, &f, rgb, need, NULL, 0);
-            busy += now() - t0;
-            cpu += clock_s(CLOCK_THREAD_CPUTIME_ID) - c0;
-            if (rc == 0)
-                (*used)++;
-            continue;
-        }
-        if ((it.flags & BFS_KIND_MASK) != BFS_KIND_JPEG)
-            continue;
-        int w, h, ss, cs;
-        double t0 = now(), c0 = clock_s(CLOCK_THREAD_CPUTIME_ID); /* header + decode */
-        if (tjDecompressHeader3(tj, it.data, it.len, &w, &h, &ss, &cs))
-            continue;
-        size_t need = (size_t)w * h * 3;
-        if (need > cap) {
-            uint8_t *b = realloc(rgb, need);
-            if (!b)
-                break;
-            rgb = b, cap = need;
-        }
-        int rc = tjDecompress2(tj, it.data, it.len, rgb, w, 0, h, TJPF_RGB, 0);
-        busy += now() - t0;
-        cpu += clock_s(CLOCK_THREAD_CPUTIME_ID) - c0;
-        if (rc == 0)
-            (*used)++;
-    }
-    free(rgb);
-    bfs_source_scratch_free(&sc);
-    if (tj)
-        tjDestroy(tj);
-    bfs_source_close(src);
-    *cpu_rate = cpu > 0 ? *used / cpu : 0;
-    return busy > 0 ? *used / busy : 0;
-}
-
 /* One epoch of the timed part. */
 typedef struct epoch_row {
     uint64_t epoch, images;
@@ -108,49 +38,35 @@ int bfs_bench_run(const char *source, const bfs_pipeline_opts *o, const bfs_benc
                   FILE *out)
 {
     char err[1024];
-    bfs_engine *e;
-    int rc = bfs_engine_create(source, o, &e, err, sizeof err);
+    int prefetch = o->prefetch == BFS_AUTO ? BFS_PREFETCH_AUTO : o->prefetch;
+    /* the engine, the RAM budget (batches past the memory the mount would have are
+     * refused as the mount refuses them), cache_dir='s store; workers whose cache holds
+     * the prefetch window */
+    bfs_service_cfg cfg = {.source = source,
+                           .pipe = o,
+                           .role = BFS_SERVICE_COMPUTE,
+                           .notes = stderr,
+                           .tag = "batchfs",
+                           .threads = o->threads == BFS_AUTO ? 0 : o->threads,
+                           .cache_batches = prefetch + 1};
+    bfs_service *svc;
+    int rc = bfs_service_open(&cfg, &svc, NULL, err, sizeof err);
+    if (!rc && (rc = bfs_service_start(svc, err, sizeof err)))
+        bfs_service_close(svc);
     if (rc) {
         fprintf(stderr, "batchfs: %s\n", err);
         return rc;
     }
-    bfs_engine_print_notes(e, stderr, "batchfs");
-    uint64_t nb = bfs_engine_batches(e);
+    uint64_t nb = bfs_service_batches(svc);
     /* batches are read in order, continuing into the next epochs when one epoch has
      * fewer than asked for: a short epoch must not turn the run into a warm-up */
     uint64_t want = b->batches ? b->batches : 20;
     uint64_t avail = (uint64_t)(o->epochs - b->epoch) * nb;
     if (want > avail)
         want = avail;
-    int prefetch = o->prefetch == BFS_AUTO ? BFS_PREFETCH_AUTO : o->prefetch;
-    uint64_t bytes = bfs_engine_max_batch_bytes(e);
-    /* batches past the memory the mount would have are refused as the mount refuses them */
-    bfs_ram_host host;
-    uint64_t budget;
-    bfs_ram_probe(NULL, NULL, NULL, &host);
-    if ((rc = bfs_ram_budget(o, bytes, &host, &budget, NULL, 0, err, sizeof err))) {
-        fprintf(stderr, "batchfs: %s\n", err);
-        bfs_engine_destroy(e);
-        return rc;
-    }
-    bfs_exec *x;
-    if ((rc = bfs_exec_create(e, o->threads == BFS_AUTO ? 0 : o->threads,
-                              bytes * (uint64_t)(prefetch + 1), &x))) {
-        fprintf(stderr, "batchfs: cannot start workers: %s\n", bfs_strerror(rc));
-        bfs_engine_destroy(e);
-        return rc;
-    }
-    bfs_store *store = NULL;
-    if ((rc = bfs_exec_open_store(o, &store, err, sizeof err))) {
-        fprintf(stderr, "batchfs: %s\n", err);
-        bfs_exec_destroy(x);
-        bfs_engine_destroy(e);
-        return rc;
-    }
-    if (store)
-        bfs_exec_set_store(x, store);
+    uint64_t bytes = bfs_service_max_batch_bytes(svc);
     /* token datasets: rows instead of images, and no decode to compare with */
-    int seq = bfs_engine_opts(e)->sequences;
+    int seq = bfs_service_sequences(svc);
     const char *unit = seq ? "rows" : "images";
     size_t ref_n = seq ? 0 : (size_t)(b->reference > 0 ? b->reference : 400);
     uint64_t *ref_idx = calloc(ref_n, sizeof *ref_idx);
@@ -166,20 +82,21 @@ int bfs_bench_run(const char *source, const bfs_pipeline_opts *o, const bfs_benc
     uint64_t warm = warm_epoch > last_read ? (nb < 2 ? nb : 2) : 0;
     for (uint64_t k = 0; k < warm && !rc; k++) {
         bfs_batch *bt;
-        if ((rc = bfs_exec_get(x, warm_epoch, k, &bt, err, sizeof err)))
+        if ((rc = bfs_service_get(svc, warm_epoch, k, &bt, err, sizeof err)))
             fprintf(stderr, "batchfs: %s\n", err);
         bfs_batch_release(bt);
     }
-    bfs_exec_stats warm_st;
-    bfs_exec_get_stats(x, &warm_st);
+    bfs_service_counters warm_st;
+    bfs_service_get_counters(svc, &warm_st);
     uint64_t images = 0, batches_bytes = 0;
     /* the reference decodes the same files the run reads: every stride-th of them, taken
      * from the plan; it is timed in two halves, before and after the run, so a change of
      * load on a shared machine during the run shifts both sides alike */
-    uint64_t stride = ref_n ? want * bfs_engine_batch_len(e, b->epoch, 0) / ref_n + 1 : 1, pos = 0;
-    uint64_t *bidx = malloc(bfs_engine_batch_len(e, b->epoch, 0) * sizeof *bidx);
+    uint64_t stride = ref_n ? want * bfs_service_batch_len(svc, b->epoch, 0) / ref_n + 1 : 1,
+             pos = 0;
+    uint64_t *bidx = malloc(bfs_service_batch_len(svc, b->epoch, 0) * sizeof *bidx);
     for (uint64_t i = 0; i < want && ref_idx && bidx && ref_have < ref_n; i++) {
-        int n = bfs_engine_batch_indices(e, b->epoch + i / nb, i % nb, bidx);
+        int n = bfs_service_batch_indices(svc, b->epoch + i / nb, i % nb, bidx);
         for (int j = 0; j < n && ref_have < ref_n; j++, pos++)
             if (pos % stride == 0)
                 ref_idx[ref_have++] = bidx[j];
@@ -187,7 +104,7 @@ int bfs_bench_run(const char *source, const bfs_pipeline_opts *o, const bfs_benc
     free(bidx);
     size_t half = ref_have / 2, used_a = 0, used_b = 0;
     double cpu_a = 0, cpu_b = 0;
-    double ref_a = reference_rate(source, ref_idx, half, &used_a, &cpu_a);
+    double ref_a = bfs_reference_rate(source, ref_idx, half, &used_a, &cpu_a);
     /* per-epoch rows when the run spans epochs (the sample cache's epoch 1 vs epoch 0);
      * prefetch stops at each epoch's end so an epoch's time holds only its batches */
     uint64_t nep = (want + nb - 1) / nb;
@@ -195,26 +112,26 @@ int bfs_bench_run(const char *source, const bfs_pipeline_opts *o, const bfs_benc
     if (!rows)
         rc = -ENOMEM;
     double t0 = now(), cpu0 = process_cpu(), ep_t0 = t0;
-    bfs_samplecache_stats sc0, sc1;
-    bfs_engine_sample_cache_stats(e, &sc0);
+    bfs_sample_cache_counts sc0, sc1;
+    bfs_service_sample_cache(svc, &sc0);
     for (uint64_t i = 0; i < want && !rc; i++) {
         uint64_t ep = b->epoch + i / nb, k = i % nb;
         for (int p = 1; p <= prefetch && i + (uint64_t)p < want && (i + (uint64_t)p) / nb == i / nb;
              p++)
-            bfs_exec_prefetch(x, b->epoch + (i + (uint64_t)p) / nb, (i + (uint64_t)p) % nb);
+            bfs_service_prefetch(svc, b->epoch + (i + (uint64_t)p) / nb, (i + (uint64_t)p) % nb);
         bfs_batch *bt;
-        if ((rc = bfs_exec_get(x, ep, k, &bt, err, sizeof err))) {
+        if ((rc = bfs_service_get(svc, ep, k, &bt, err, sizeof err))) {
             fprintf(stderr, "batchfs: %s\n", err);
             break;
         }
-        uint32_t len = bfs_engine_batch_len(e, ep, k);
+        uint32_t len = bfs_service_batch_len(svc, ep, k);
         images += len;
         rows[i / nb].images += len;
         batches_bytes += bfs_batch_size(bt);
         bfs_batch_release(bt);
         if (k == nb - 1 || i + 1 == want) { /* the end of an epoch (or of the run) */
             double t = now();
-            bfs_engine_sample_cache_stats(e, &sc1);
+            bfs_service_sample_cache(svc, &sc1);
             epoch_row *r = &rows[i / nb];
             r->epoch = ep;
             r->secs = t - ep_t0;
@@ -225,12 +142,11 @@ int bfs_bench_run(const char *source, const bfs_pipeline_opts *o, const bfs_benc
         }
     }
     double secs = now() - t0, cpu_secs = process_cpu() - cpu0;
-    bfs_samplecache_stats sc;
-    bfs_engine_sample_cache_stats(e, &sc);
-    bfs_exec_stats st;
-    bfs_exec_get_stats(x, &st);
-    bfs_exec_destroy(x);
-    bfs_store_close(store);
+    bfs_sample_cache_counts sc;
+    bfs_service_sample_cache(svc, &sc);
+    bfs_service_counters st;
+    bfs_service_get_counters(svc, &st);
+    bfs_service_stop(svc); /* (no worker left to compete with the reference) */
     /* stage times of the timed part only */
     st.stages.samples -= warm_st.stages.samples;
     st.stages.read_ns -= warm_st.stages.read_ns;
@@ -245,7 +161,7 @@ int bfs_bench_run(const char *source, const bfs_pipeline_opts *o, const bfs_benc
     st.stages.bad_samples -= warm_st.stages.bad_samples;
     st.buffer_allocs -= warm_st.buffer_allocs;
     double ref_b =
-        rc ? 0 : reference_rate(source, ref_idx + half, ref_have - half, &used_b, &cpu_b);
+        rc ? 0 : bfs_reference_rate(source, ref_idx + half, ref_have - half, &used_b, &cpu_b);
     size_t ref_used = used_a + used_b;
     /* images per second over both halves together */
     double ref = ref_a > 0 && ref_b > 0 ? ref_used / (used_a / ref_a + used_b / ref_b) : 0;
@@ -256,7 +172,7 @@ int bfs_bench_run(const char *source, const bfs_pipeline_opts *o, const bfs_benc
     double rss_mb = ru.ru_maxrss / 1024.0;
     if (rc) {
         free(rows);
-        bfs_engine_destroy(e);
+        bfs_service_close(svc);
         return rc;
     }
     double ips = secs > 0 ? images / secs : 0;
@@ -287,9 +203,9 @@ int bfs_bench_run(const char *source, const bfs_pipeline_opts *o, const bfs_benc
             (unsigned long long)st.stages.decode_full, (unsigned long long)st.stages.decode_scaled,
             (unsigned long long)st.stages.decode_raw, (unsigned long long)st.stages.decode_windowed,
             (unsigned long long)st.stages.bad_samples, (unsigned long long)st.buffer_allocs,
-            (unsigned long long)bfs_engine_fingerprint(e));
+            (unsigned long long)bfs_service_fingerprint(svc));
         char scj[512];
-        bfs_samplecache_stats_json(&sc, scj, sizeof scj);
+        bfs_sample_cache_json(&sc, scj, sizeof scj);
         fprintf(out, "\"sample_cache\": %s, \"epochs\": [", scj);
         for (uint64_t i = 0; i < nep; i++)
             fprintf(out,
@@ -304,9 +220,9 @@ int bfs_bench_run(const char *source, const bfs_pipeline_opts *o, const bfs_benc
         fprintf(out, "]}\n");
     } else {
         fprintf(out, "source:       %s (%llu samples)\n", source,
-                (unsigned long long)bfs_engine_samples(e));
-        fprintf(out, "pipeline:     %016llx\n%s", (unsigned long long)bfs_engine_fingerprint(e),
-                bfs_engine_canonical(e));
+                (unsigned long long)bfs_service_samples(svc));
+        fprintf(out, "pipeline:     %016llx\n%s", (unsigned long long)bfs_service_fingerprint(svc),
+                bfs_service_canonical(svc));
         fprintf(out, "read:         %llu batches from epoch %llu on, %llu %s, %.1f MB in %.3f s\n",
                 (unsigned long long)want, (unsigned long long)b->epoch, (unsigned long long)images,
                 unit, batches_bytes / 1e6, secs);
@@ -365,6 +281,6 @@ int bfs_bench_run(const char *source, const bfs_pipeline_opts *o, const bfs_benc
                     (unsigned long long)rows[i].hits, (unsigned long long)rows[i].misses);
     }
     free(rows);
-    bfs_engine_destroy(e);
+    bfs_service_close(svc);
     return 0;
 }

@@ -12,6 +12,9 @@
  * Exit status: 0 success; 1 failure (message on stderr); 2 usage error; 130 interrupted.
  */
 #include "engine/api.h"
+#include "engine/dataset/pack.h"
+#include "engine/dataset/jpeg.h"
+#include "engine/dataset/image.h"
 #include "base/err.h"
 #include "programs/spm.h"
 

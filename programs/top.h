@@ -2,8 +2,9 @@
  * top.h — `batchfs top MNT`: a live view of a mount, read from MNT/stats.
  *
  * Neighbours: programs/batchfs_main.c calls bfs_top_run for BFS_MODE_TOP (mountopts/);
- * MNT/stats is written by fs/fs.c (make_stats) and parsed with programs/statsjson.h. Only
- * MNT/stats is read, so a directory holding a `stats` file stands in for a mount in tests.
+ * MNT/stats is written by engine/service.c (bfs_service_stats) and parsed with
+ * programs/statsjson.h. Only MNT/stats is read, so a directory holding a `stats` file
+ * stands in for a mount in tests.
  *
  * Every key of /stats is optional to the view: a missing one shows as "-", one of an
  * unexpected type too, unknown ones are ignored. Rates ("now") are differences between

@@ -27,6 +27,7 @@
 #include "engine/dataset/pack.h"
 #include "engine/decode.h"
 #include "engine/pipeline.h"
+#include "engine/service.h"
 #include "tests/fault.h"
 #include "tests/testutil.h"
 
@@ -242,23 +243,23 @@ static int run_batch(scenario *sc, char *err, size_t errlen)
     int rc = opts(&o, b->opts, err, errlen);
     if (rc)
         return rc;
-    bfs_engine *e = NULL;
-    bfs_store *st = NULL;
-    bfs_exec *x = NULL;
+    bfs_service *svc = NULL;
+    bfs_exec *x;
     bfs_batch *bt = NULL;
-    if ((rc = bfs_engine_create(b->src, &o, &e, err, errlen)))
-        return rc;
-    if (b->store_root) {
-        bfs_store_opts so = {.sync = BFS_STORE_SYNC_FULL};
-        if (bfs_store_open(b->store_root, &so, &st, NULL, 0))
-            st = NULL; /* what the daemon does: serve without the store */
-    }
-    if ((rc = bfs_exec_create(e, 2, 0, &x))) {
-        snprintf(err, errlen, "bfs_exec_create: %s", bfs_strerror(rc));
+    if (b->store_root)
+        snprintf(o.cache_dir, sizeof o.cache_dir, "%s", b->store_root);
+    /* the engine, the store (synced in full, so that FAULT_SYNC is reached; one that
+     * cannot be opened is left out: the batch is computed) and 2 workers, no cache */
+    bfs_service_cfg cfg = {.source = b->src,
+                           .pipe = &o,
+                           .role = BFS_SERVICE_COMPUTE,
+                           .threads = 2,
+                           .store_sync = BFS_STORE_SYNC_FULL,
+                           .store_optional = 1};
+    if ((rc = bfs_service_open(&cfg, &svc, NULL, err, errlen)) ||
+        (rc = bfs_service_start(svc, err, errlen)))
         goto out;
-    }
-    if (st)
-        bfs_exec_set_store(x, st);
+    x = bfs_service_exec(svc);
     if ((rc = bfs_exec_get(x, b->epoch, 1, &bt, err, errlen)))
         goto out;
     bfs_exec_stats xs;
@@ -271,9 +272,7 @@ static int run_batch(scenario *sc, char *err, size_t errlen)
         memcpy(sc->out, bfs_batch_data(bt), sc->out_len);
     bfs_batch_release(bt);
 out:
-    bfs_exec_destroy(x);
-    bfs_store_close(st);
-    bfs_engine_destroy(e);
+    bfs_service_close(svc);
     return rc;
 }
 

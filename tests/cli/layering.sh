@@ -23,7 +23,7 @@ make -s --no-print-directory BUILD="$BUILD" check-layering >"${TMPDIR:-/tmp}/lay
 }
 out=$(cat "${TMPDIR:-/tmp}/layering.$$") && rm -f "${TMPDIR:-/tmp}/layering.$$"
 n=$(grep -Ec '^(include|call) ' tests/layering.allow)
-echo "$out" | grep -q "^known, allowed: include fs -> engine: " ||
+[ "$n" = 0 ] || echo "$out" | grep -Eq "^known, allowed: (include|call) [a-z/]+ -> [a-zA-Z]+: " ||
     { echo "$out" >&2; echo "FAIL: the known edges are not reported" >&2; exit 1; }
 echo "$out" | grep -q "^check-layering: OK: no new edge; $n known edge(s) allowed" ||
     { echo "$out" >&2; echo "FAIL: the OK line does not count the $n known edges" >&2; exit 1; }

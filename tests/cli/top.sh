@@ -5,7 +5,7 @@
 #      path for a directory without stats (/tmp too), a missing path, a stats file that is
 #      not JSON or not batchfs statistics;
 #   2. a stand-in mount (a directory with a `stats` file written by this script, in the
-#      format of fs/fs.c make_stats with the optional sample_cache and autotune sections):
+#      format of engine/service.c bfs_service_stats with the optional sample_cache and autotune sections):
 #      plain lines (piped): -n 2 gives exactly 2 lines with every field in order and the
 #      values of the file; with `stats` a FIFO that gives each open the next step of the
 #      counters, images/s, batches/s, served_MiB/s and hit% are rates between samples;

@@ -24,6 +24,7 @@
  */
 #include "programs/top.h"
 #include "mountopts/mountopts.h"
+#include "engine/pipeline.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,5 +1,23 @@
-/* worker.c — `batchfs worker` (see worker.h). */
-#include "programs/worker.h"
+/*
+ * batch_worker.c — `batchfs worker` (bfs_worker_run, declared in api.h): the serving side
+ * of remote= that the executor's remote side asks (exec.c). A worker opens the pipeline's
+ * service like a mount would, so its fingerprint is the one of every mount with the same
+ * dataset and data-changing options, and serves that pipeline's job stream only: it takes
+ * a job (a dead worker's first, after remote_claim_ms), computes the batch with the
+ * executor unless it is stored already, stores it in Redis for remote_ttl seconds
+ * (authenticated with remote_key=, if given), acknowledges, announces. A batch it cannot
+ * compute from its own copy or with its own resources, or that holds a substitute for a
+ * sample bad here, is declined instead: mounts compute it themselves. Jobs whose askers no
+ * longer wait are skipped. Jobs of pipelines that no worker serves are named in the log
+ * with the options that differ. Heartbeats (every second, a thread of their own) let
+ * mounts count the live workers; a stopping worker leaves their set at once.
+ *
+ * Neighbours: programs/batchfs_main.c calls bfs_worker_run for BFS_MODE_WORKER
+ * (mountopts/); engine/remote/remote.h is the transport, the service (service.c) computes.
+ * tests/mount/remote.sh runs workers against trainer mounts and a redis-server.
+ */
+#include "engine/service.h"
+#include "engine/remote/remote.h"
 #include "base/clock.h"
 #include "base/err.h"
 
@@ -32,6 +50,7 @@ static void on_signal(int sig)
 typedef struct worker {
     FILE *log;
     const char *name;
+    bfs_service *svc; /* the engine, the store and the executor */
     bfs_engine *e;
     bfs_exec *x;
     bfs_remote *r;
@@ -224,31 +243,28 @@ int bfs_worker_run(const char *source, const bfs_pipeline_opts *o_in, const char
         logf_(&w, "%s", err);
         return rc;
     }
-    if ((rc = bfs_engine_create(source, &o, &w.e, err, sizeof err))) {
+    /* the engine, the RAM budget, cache_dir='s store; workers that keep the batches in
+     * hand (MAX_HELD) */
+    bfs_service_cfg sc = {.source = source,
+                          .pipe = &o,
+                          .role = BFS_SERVICE_COMPUTE,
+                          .notes = log,
+                          .tag = "batchfs worker",
+                          .threads = o.threads == BFS_AUTO ? 0 : o.threads,
+                          .cache_batches = MAX_HELD};
+    if ((rc = bfs_service_open(&sc, &w.svc, NULL, err, sizeof err))) {
         logf_(&w, "%s", err);
         return rc;
     }
-    bfs_engine_print_notes(w.e, log, "batchfs worker");
+    if ((rc = bfs_service_start(w.svc, err, sizeof err))) {
+        logf_(&w, "%s", err);
+        bfs_service_close(w.svc);
+        return rc;
+    }
+    w.e = bfs_service_engine(w.svc);
+    w.x = bfs_service_exec(w.svc);
     w.fp = bfs_engine_fingerprint(w.e);
-    uint64_t bytes = bfs_engine_max_batch_bytes(w.e), budget;
-    bfs_ram_host ram;
-    bfs_ram_probe(NULL, NULL, NULL, &ram);
-    bfs_store *store = NULL;
-    if ((rc = bfs_ram_budget(&o, bytes, &ram, &budget, NULL, 0, err, sizeof err)) ||
-        (rc = bfs_exec_open_store(&o, &store, err, sizeof err))) {
-        logf_(&w, "%s", err);
-        bfs_engine_destroy(w.e);
-        return rc;
-    }
-    if ((rc =
-             bfs_exec_create(w.e, o.threads == BFS_AUTO ? 0 : o.threads, bytes * MAX_HELD, &w.x))) {
-        logf_(&w, "cannot start workers: %s", bfs_strerror(rc));
-        bfs_store_close(store);
-        bfs_engine_destroy(w.e);
-        return rc;
-    }
-    if (store)
-        bfs_exec_set_store(w.x, store);
+    uint64_t bytes = bfs_engine_max_batch_bytes(w.e);
     if ((rc = bfs_remote_connect(&w.url, w.fp, 5000, &w.r, err, sizeof err)) ||
         (rc = bfs_remote_describe(w.r, bfs_engine_canonical(w.e)))) {
         logf_(&w, "%s", w.r ? bfs_remote_error(w.r) : err);
@@ -364,8 +380,6 @@ int bfs_worker_run(const char *source, const bfs_pipeline_opts *o_in, const char
     rc = w.changed ? BFS_E_CHANGED : 0;
 out:
     bfs_remote_close(w.r);
-    bfs_exec_destroy(w.x);
-    bfs_store_close(store);
-    bfs_engine_destroy(w.e);
+    bfs_service_close(w.svc);
     return rc;
 }
