@@ -9,12 +9,18 @@
 #include <stdint.h>
 #include <time.h>
 
+/* bfs_clock_s - seconds on clock c (CLOCK_MONOTONIC; a CPU-time clock for benchmarks). */
+static inline double bfs_clock_s(clockid_t c)
+{
+    struct timespec ts;
+    clock_gettime(c, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
 /* bfs_mono_s - seconds on CLOCK_MONOTONIC. */
 static inline double bfs_mono_s(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+    return bfs_clock_s(CLOCK_MONOTONIC);
 }
 
 /* bfs_mono_ns - nanoseconds on CLOCK_MONOTONIC. */

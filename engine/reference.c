@@ -4,24 +4,13 @@
  * full, the yardstick of the pipeline's images per second per core.
  */
 #include "engine/api.h"
+#include "base/clock.h"
 #include "engine/dataset/image.h"
 #include "engine/dataset/source.h"
 
 #include <stdlib.h>
 #include <time.h>
 #include <turbojpeg.h>
-
-static double clock_s(clockid_t c)
-{
-    struct timespec ts;
-    clock_gettime(c, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static double now(void)
-{
-    return clock_s(CLOCK_MONOTONIC);
-}
 
 /* (single-core full decodes: bfs_image_decode is libspng, libwebp) */
 double bfs_reference_rate(const char *source, const uint64_t *idx, size_t n, size_t *used,
@@ -43,7 +32,7 @@ double bfs_reference_rate(const char *source, const uint64_t *idx, size_t n, siz
             continue;
         int fmt = bfs_image_sniff(it.data, it.len);
         if (fmt == BFS_IMAGE_PNG || fmt == BFS_IMAGE_WEBP) { /* a folder's too: no table */
-            double t0 = now(), c0 = clock_s(CLOCK_THREAD_CPUTIME_ID);
+            double t0 = bfs_mono_s(), c0 = bfs_clock_s(CLOCK_THREAD_CPUTIME_ID);
             bfs_image_facts f;
             if (bfs_image_probe(it.data, it.len, &f))
                 continue;
@@ -55,8 +44,8 @@ double bfs_reference_rate(const char *source, const uint64_t *idx, size_t n, siz
                 rgb = b, cap = need;
             }
             int rc = bfs_image_decode(it.data, it.len, &f, rgb, need, NULL, 0);
-            busy += now() - t0;
-            cpu += clock_s(CLOCK_THREAD_CPUTIME_ID) - c0;
+            busy += bfs_mono_s() - t0;
+            cpu += bfs_clock_s(CLOCK_THREAD_CPUTIME_ID) - c0;
             if (rc == 0)
                 (*used)++;
             continue;
@@ -64,7 +53,7 @@ double bfs_reference_rate(const char *source, const uint64_t *idx, size_t n, siz
         if ((it.flags & BFS_KIND_MASK) != BFS_KIND_JPEG)
             continue;
         int w, h, ss, cs;
-        double t0 = now(), c0 = clock_s(CLOCK_THREAD_CPUTIME_ID); /* header + decode */
+        double t0 = bfs_mono_s(), c0 = bfs_clock_s(CLOCK_THREAD_CPUTIME_ID); /* header + decode */
         if (tjDecompressHeader3(tj, it.data, it.len, &w, &h, &ss, &cs))
             continue;
         size_t need = (size_t)w * h * 3;
@@ -75,8 +64,8 @@ double bfs_reference_rate(const char *source, const uint64_t *idx, size_t n, siz
             rgb = b, cap = need;
         }
         int rc = tjDecompress2(tj, it.data, it.len, rgb, w, 0, h, TJPF_RGB, 0);
-        busy += now() - t0;
-        cpu += clock_s(CLOCK_THREAD_CPUTIME_ID) - c0;
+        busy += bfs_mono_s() - t0;
+        cpu += bfs_clock_s(CLOCK_THREAD_CPUTIME_ID) - c0;
         if (rc == 0)
             (*used)++;
     }

@@ -1,5 +1,6 @@
 /* bench.c — in-process pipeline benchmark (see bench.h). */
 #include "programs/bench.h"
+#include "base/clock.h"
 #include "base/err.h"
 
 #include <errno.h>
@@ -9,22 +10,10 @@
 #include <time.h>
 #include <unistd.h>
 
-static double clock_s(clockid_t c)
-{
-    struct timespec ts;
-    clock_gettime(c, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static double now(void)
-{
-    return clock_s(CLOCK_MONOTONIC);
-}
-
 /* CPU seconds of the whole process (every thread), user + system */
 static double process_cpu(void)
 {
-    return clock_s(CLOCK_PROCESS_CPUTIME_ID);
+    return bfs_clock_s(CLOCK_PROCESS_CPUTIME_ID);
 }
 
 /* One epoch of the timed part. */
@@ -111,7 +100,7 @@ int bfs_bench_run(const char *source, const bfs_pipeline_opts *o, const bfs_benc
     epoch_row *rows = calloc(nep ? nep : 1, sizeof *rows);
     if (!rows)
         rc = -ENOMEM;
-    double t0 = now(), cpu0 = process_cpu(), ep_t0 = t0;
+    double t0 = bfs_mono_s(), cpu0 = process_cpu(), ep_t0 = t0;
     bfs_sample_cache_counts sc0, sc1;
     bfs_service_sample_cache(svc, &sc0);
     for (uint64_t i = 0; i < want && !rc; i++) {
@@ -130,7 +119,7 @@ int bfs_bench_run(const char *source, const bfs_pipeline_opts *o, const bfs_benc
         batches_bytes += bfs_batch_size(bt);
         bfs_batch_release(bt);
         if (k == nb - 1 || i + 1 == want) { /* the end of an epoch (or of the run) */
-            double t = now();
+            double t = bfs_mono_s();
             bfs_service_sample_cache(svc, &sc1);
             epoch_row *r = &rows[i / nb];
             r->epoch = ep;
@@ -141,7 +130,7 @@ int bfs_bench_run(const char *source, const bfs_pipeline_opts *o, const bfs_benc
             ep_t0 = t, sc0 = sc1;
         }
     }
-    double secs = now() - t0, cpu_secs = process_cpu() - cpu0;
+    double secs = bfs_mono_s() - t0, cpu_secs = process_cpu() - cpu0;
     bfs_sample_cache_counts sc;
     bfs_service_sample_cache(svc, &sc);
     bfs_service_counters st;
