@@ -21,11 +21,11 @@
  *   - the service (engine/service.c): the composition root that the mount, `batchfs
  *     worker`, --bench and the fault tests build the pipeline with, with its /stats writer,
  *     and what --bench reads of it (counters, the decoders' reference: reference.c);
+ *   - mkbatchfs's .bfs dataset files (engine/dataset_api.c over engine/dataset/): packing
+ *     and tokenizing, with option and report structs of this header's own, and the
+ *     inspector (--info, --cat, --verify);
  *   - `batchfs group-reset` (bfs_group_reset) and `batchfs worker` (bfs_worker_run, whose
  *     serving loop is engine/batch_worker.c).
- *
- * Not yet sealed (issue 33 item 2, in progress): mkbatchfs includes the packer's and the
- * .bfs reader's headers (tests/layering.allow lists each such edge).
  */
 #ifndef BATCHFS_ENGINE_API_H
 #define BATCHFS_ENGINE_API_H
@@ -687,18 +687,161 @@ void bfs_sample_cache_json(const bfs_sample_cache_counts *c, char *buf, size_t l
 double bfs_reference_rate(const char *source, const uint64_t *idx, size_t n, size_t *used,
                           double *cpu_rate);
 
-/* ---- mkbatchfs ---------------------------------------------------------------------- */
+/* ---- .bfs dataset files: mkbatchfs (engine/dataset_api.c over engine/dataset/) ----------
+ * What mkbatchfs packs and inspects, with types of this header's own: the dataset layer
+ * (engine/dataset/: the .bfs format, the packer, the image probes) sits below the
+ * engine's top folder and cannot include this header, so engine/dataset_api.c converts
+ * these structs to and from its own (pack.h, record.h), checks at compile time that the
+ * constants below equal its, and passes the engine's resampler to the packer. */
+
+#define BFS_DATASET_VERSION_MIN    1u         /* .bfs versions read: 1 images, 2 tokens, */
+#define BFS_DATASET_VERSION        3u         /* 3 fields (bfs.h's BFS_VERSION_MIN, _VERSION) */
+#define BFS_DATASET_PAGE_SIZE_MIN  4096u      /* --page-size: a power of two in [MIN, MAX] */
+#define BFS_DATASET_PAGE_SIZE_MAX  (1u << 30) /* (bfs.h's BFS_PAGE_SIZE_MIN, _MAX) */
+#define BFS_DATASET_FIELDS_MAX     64u        /* fields per sample (BFS_FIELD_MAX) */
+#define BFS_DATASET_FIELD_NAME_MAX 31u        /* bytes of a field name (BFS_FIELD_NAME_MAX) */
+
+/* bfs_dataset_pack_opts.token_format (pack.h's BFS_TOKENS_*) */
+enum { BFS_DATASET_TOKENS_FLAT, BFS_DATASET_TOKENS_NPY, BFS_DATASET_TOKENS_MEGATRON };
+/* bfs_dataset_pack_opts.format and bfs_dataset_report.format (shard.h's BFS_FORMAT_*) */
+enum {
+    BFS_DATASET_FORMAT_AUTO,
+    BFS_DATASET_FORMAT_WEBDATASET,
+    BFS_DATASET_FORMAT_TFRECORD,
+    BFS_DATASET_FORMAT_MANIFEST
+};
+
+/* How to pack (engine/dataset/pack.h's bfs_pack_opts says each field's meaning). */
+typedef struct bfs_dataset_pack_opts {
+    int jobs;           /* worker threads; <= 0: online CPUs */
+    int max_side;       /* 0: keep the images' bytes; else shrink larger ones (the engine's
+                           resampler, Pillow's antialiased bilinear) and re-encode them */
+    int quality;        /* re-encode quality, 1..100 (0: 90) */
+    int raw;            /* store lz4-compressed RGB pixels instead of the images' bytes */
+    int restart;        /* losslessly add a restart marker after every MCU */
+    int strict;         /* fail on the first file (or sample) that would be skipped */
+    int fsync;          /* fsync the output before renaming it into place */
+    uint32_t page_size; /* 0: the default (8 MiB) */
+    int progress;       /* draw a progress bar on progress_out */
+    FILE *progress_out; /* usually stderr */
+    /* token sequences instead of images: */
+    int tokens;          /* 0: images; 2 or 4: a flat file of token ids of that width */
+    uint32_t doc_sep;    /* the token that ends each document (kept as its last token) */
+    int token_format;    /* BFS_DATASET_TOKENS_FLAT (with tokens), _NPY or _MEGATRON */
+    const char *offsets; /* BFS_DATASET_TOKENS_NPY: the .npy of document offsets */
+    /* sharded and manifest sources: */
+    int format;                /* BFS_DATASET_FORMAT_*; AUTO: told by the sources' names */
+    const char *image_key;     /* the image's extension, feature or column (NULL: defaults) */
+    const char *label_key;     /* the label's JSON key, feature or column (NULL: defaults) */
+    int image_only;            /* the image and the label only (a version 1 file) */
+    const char *const *fields; /* nfields --field arguments (bfs_dataset_field_parse
+                                  accepted each), or NULL: every member a field */
+    size_t nfields;            /* <= BFS_DATASET_FIELDS_MAX + 1 (fields and a label) */
+} bfs_dataset_pack_opts;
+
+/* A file or sample left out, and why ("corrupt JPEG data (...)", "not a JPEG", ...). */
+typedef struct bfs_dataset_skip {
+    char *path;
+    char *reason;
+} bfs_dataset_skip;
+
+/* What a pack did (pack.h's bfs_pack_report); free with bfs_dataset_report_free. */
+typedef struct bfs_dataset_report {
+    uint64_t files;     /* files (or samples of shards) found */
+    uint64_t packed;    /* samples written */
+    uint64_t reencoded; /* images re-encoded below max_side */
+    uint64_t restarted; /* JPEGs with a restart marker after every MCU */
+    uint32_t classes;
+    uint64_t bytes_in, bytes_out; /* payload bytes read / stored */
+    double seconds;
+    bfs_dataset_skip *skipped; /* nskipped, in dataset order */
+    uint64_t nskipped;
+    uint64_t ignored;  /* files that are no images (folders); empty documents (tokens) */
+    uint64_t tokens;   /* token ids packed (tokens, --tokenize) */
+    uint64_t longest;  /* tokens of the longest document */
+    int token_size;    /* bytes per token id stored: 2 or 4 */
+    char notes[2048];  /* about the folder scan, or "" */
+    int format;        /* the sources' BFS_DATASET_FORMAT_* when they were shards, else 0 */
+    uint64_t shards;   /* shard files read */
+    uint64_t extra;    /* members of samples kept in no field */
+    uint32_t nfields;  /* fields per sample written (1: the image alone, version 1) */
+    char fields[2048]; /* "jpg image, txt text, ..." for the summary, or "" */
+} bfs_dataset_report;
 
 /*
- * bfs_engine_pack_resize - the engine's resampler for the packer (a bfs_pack_resize_fn,
- * engine/dataset/pack.h; mkbatchfs --max-side passes it in bfs_pack_opts.resize): rgb,
- * w x h pixels of 3 bytes in packed rows, resized whole into out, nw x nh in packed rows,
- * Pillow's bilinear filter antialiased (resize.h). *scratch: the calling thread's, NULL
- * at first, allocated here and kept between calls; a call with rgb NULL frees it.
- * Returns 0, -ENOMEM or -EINVAL (a size the resampler refuses). Thread-safe.
+ * bfs_dataset_field_parse - check one --field argument (NAME=MEMBER[:KEY][:KIND[:DTYPE]]
+ * [:follows=F][:optional]) and copy its NAME to name (namelen bytes; NAME has at most
+ * BFS_DATASET_FIELD_NAME_MAX). Returns 0, or -EINVAL with the reason in err.
  */
-int bfs_engine_pack_resize(void **scratch, const uint8_t *rgb, int w, int h, uint8_t *out, int nw,
-                           int nh);
+int bfs_dataset_field_parse(const char *arg, char *name, size_t namelen, char *err, size_t errlen);
+
+/*
+ * bfs_dataset_pack - pack srcs[0..nsrcs) into out: an ImageFolder directory or a .bfs to
+ * re-pack (one source), WebDataset or TFRecord shards, manifests, or with o->tokens or
+ * o->token_format a file of token ids (engine/dataset/pack.h: bfs_pack_sources, bfs_pack,
+ * the token packers). Returns as bfs_pack_sources: 0, BFS_E_EMPTY, -EINVAL, -ECANCELED
+ * (*cancel set: a signal handler may set it; the temporary file is removed), a negative
+ * errno or a skip's code with strict, err naming the file; rep is filled either way.
+ */
+int bfs_dataset_pack(const char *const *srcs, size_t nsrcs, const char *out,
+                     const bfs_dataset_pack_opts *o, bfs_dataset_report *rep, _Atomic int *cancel,
+                     char *err, size_t errlen);
+
+/* A tokenizer (a bfs_tokenize_fn, pack.h): the ids of text[0..len) (UTF-8) into ids (cap
+ * of them); returns the count (which may exceed cap: called again with more room) or a
+ * negative errno with a message in err. */
+typedef long (*bfs_dataset_tokenize_fn)(void *ctx, const char *text, size_t len, uint32_t *ids,
+                                        size_t cap, char *err, size_t errlen);
+
+/* What --tokenize adds (pack.h's bfs_tokenize_opts). */
+typedef struct bfs_dataset_tokenize_opts {
+    const char *field;     /* the text field tokenized */
+    const char *out_field; /* the tokens field added (NULL: FIELD_tokens) */
+    uint32_t vocab;        /* ids are < vocab: u16 when vocab <= 65536, else u32 */
+    bfs_dataset_tokenize_fn fn;
+    void *ctx;
+} bfs_dataset_tokenize_opts;
+
+/*
+ * bfs_dataset_tokenize - copy the version 3 .bfs src to out with one field added, the
+ * ids of text field t->field (bfs_pack_tokenize, pack.h: its errors; o gives page_size,
+ * fsync and progress). rep counts samples (packed), tokens and the longest.
+ */
+int bfs_dataset_tokenize(const char *src, const char *out, const bfs_dataset_tokenize_opts *t,
+                         const bfs_dataset_pack_opts *o, bfs_dataset_report *rep,
+                         _Atomic int *cancel, char *err, size_t errlen);
+
+/* bfs_dataset_temp_path - while a pack runs, the temporary file it writes (or NULL); for a
+ * signal handler that must unlink it. Points to static storage. */
+const char *bfs_dataset_temp_path(void);
+
+/* bfs_dataset_report_free - free the report's list; accepts a zeroed report. */
+void bfs_dataset_report_free(bfs_dataset_report *rep);
+
+/* bfs_dataset_open_check - 0 when path opens as a .bfs file, else bfs_open's error (err
+ * may be NULL). */
+int bfs_dataset_open_check(const char *path, char *err, size_t errlen);
+
+/*
+ * The inspector (mkbatchfs --info, --cat, --verify). Each reads the .bfs file at path,
+ * writes what it finds to out and each problem as one line "PROG: PATH: ..." to msg
+ * (prog: the program's name), and returns 0 when the file is sound, else a negative
+ * code (the file does not open: bfs_open's; out of memory; a corrupt part: its BFS_E_*),
+ * its message written.
+ *
+ * bfs_dataset_describe - the header, the samples by kind, sizes, the fields and the
+ * classes; when some sample entries are invalid the description says how many (run
+ * verify) and the first one's code is returned.
+ * bfs_dataset_cat - write the stored bytes of sample index's value of field (NULL: field
+ * 0) to fd, its checksum checked first.
+ * bfs_dataset_verify - check the tables, every page's checksum, every sample (its checksum,
+ * then its JPEG, PNG or WebP header against the table, or a raw payload's size) and the
+ * class names; "PATH: OK (...)" on out, or "PATH: CORRUPT (...)" on msg.
+ */
+int bfs_dataset_describe(const char *prog, const char *path, FILE *out, FILE *msg);
+int bfs_dataset_cat(const char *prog, const char *path, uint64_t index, const char *field, int fd,
+                    FILE *msg);
+int bfs_dataset_verify(const char *prog, const char *path, FILE *out, FILE *msg);
 
 /* ---- group-reset, and remote= in messages ----------------------------------------------- */
 
