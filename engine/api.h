@@ -10,18 +10,22 @@
  *   - the pipeline options (bfs_pipeline_opts, filled by mountopts/ and --bench), their
  *     table, parsing, checks and --help text, a mixture's description (engine/pipeline.c;
  *     their canonical text and fingerprint stay engine/pipeline.h's);
+ *   - the output's values per u8 level (bfs_pipeline_out_levels: libbatchfs-gpu's
+ *     conversion table; engine/augment.c);
  *   - the batch handles the executor hands out (bfs_batch: data, size, file, release) and
  *     a wait another thread may cancel (bfs_exec_cancel);
+ *   - the batch files' reader (engine/safetensors.c): the dtypes, a batch's descriptor,
+ *     the allocation-free safetensors parser that libbatchfs-gpu reads batches with (the
+ *     encoder stays engine/safetensors.h's);
  *   - one claimed batch of group= (bfs_group_claim);
  *   - the service (engine/service.c): the composition root that the mount, `batchfs
  *     worker`, --bench and the fault tests build the pipeline with, with its /stats writer,
  *     and what --bench reads of it (counters, the decoders' reference: reference.c);
+ *   - mkbatchfs's .bfs dataset files (engine/dataset_api.c over engine/dataset/): packing
+ *     and tokenizing, with option and report structs of this header's own, and the
+ *     inspector (--info, --cat, --verify);
  *   - `batchfs group-reset` (bfs_group_reset) and `batchfs worker` (bfs_worker_run, whose
  *     serving loop is engine/batch_worker.c).
- *
- * Not yet sealed (issue 33 item 2, in progress): gpu/ includes engine headers of its own
- * (the batch format, the output writer), and mkbatchfs the packer's and the .bfs reader's
- * (tests/layering.allow lists each such edge).
  */
 #ifndef BATCHFS_ENGINE_API_H
 #define BATCHFS_ENGINE_API_H
@@ -232,6 +236,20 @@ typedef struct bfs_mix_desc {
  */
 int bfs_pipeline_mix(const bfs_pipeline_opts *o, bfs_mix_desc *d, char *err, size_t errlen);
 
+/* ---- the output's values (engine/augment.c) ------------------------------------------- */
+
+#define BFS_OUT_LEVELS_BYTES (3u * 256u * 4u) /* 3 channels x 256 levels x at most 4 bytes */
+
+/*
+ * bfs_pipeline_out_levels - what a mount with options o (after bfs_pipeline_finish)
+ * writes for each u8 level v of channel c: its dtype= element, normalized as normalize=
+ * says, in the batch file's bytes (little-endian), at lut + (c * 256 + v) * elem, for the
+ * returned elem (1 for u8, 2 for f16 and bf16, 4 for f32). lut holds BFS_OUT_LEVELS_BYTES
+ * bytes. libbatchfs-gpu converts u8 images with this table, so its values equal the
+ * daemon's bit for bit. Deterministic: a pure function of o.
+ */
+size_t bfs_pipeline_out_levels(const bfs_pipeline_opts *o, uint8_t *lut);
+
 /* ---- batches ------------------------------------------------------------------------ */
 
 typedef struct bfs_batch bfs_batch;
@@ -259,6 +277,208 @@ int bfs_batch_fd(const bfs_batch *b);
 /* bfs_batch_release - drop a reference; accepts NULL. */
 void bfs_batch_release(bfs_batch *b);
 
+/* ---- batch files: the safetensors reader (engine/safetensors.c) -----------------------
+ * The format, the parser's invariants and the encoder of the batches batchfs serves:
+ * engine/safetensors.h. What a reader of batch files needs (libbatchfs-gpu, tests) is
+ * here: the dtypes, a batch's descriptor, the allocation-free parser. */
+
+#define BFS_ST_FORMAT      "batchfs/2"
+#define BFS_ST_MAX_HEADER  100000000ull /* the reference reader's limit on N */
+#define BFS_ST_MAX_TENSORS 64u
+#define BFS_ST_MAX_DIMS    8u
+#define BFS_ST_MAX_META    32u    /* metadata pairs the parser returns */
+#define BFS_ST_POOL_SIZE   16384u /* bytes for decoded names, keys and values */
+
+/*
+ * Element types: every dtype of safetensors 0.8. The first four are the image dtypes a
+ * batch may use; BFS_DT_F4, F6_E2M3 and F6_E3M2 are packed sub-byte types.
+ */
+typedef enum bfs_dtype {
+    BFS_DT_U8,
+    BFS_DT_F16,
+    BFS_DT_BF16,
+    BFS_DT_F32,
+    BFS_DT_I64,
+    BFS_DT_BOOL,
+    BFS_DT_I8,
+    BFS_DT_U16,
+    BFS_DT_I16,
+    BFS_DT_U32,
+    BFS_DT_I32,
+    BFS_DT_U64,
+    BFS_DT_F64,
+    BFS_DT_C64,
+    BFS_DT_F8_E4M3,
+    BFS_DT_F8_E5M2,
+    BFS_DT_F8_E8M0,
+    BFS_DT_F8_E4M3FNUZ,
+    BFS_DT_F8_E5M2FNUZ,
+    BFS_DT_F4,
+    BFS_DT_F6_E2M3,
+    BFS_DT_F6_E3M2,
+    BFS_DT_COUNT
+} bfs_dtype;
+
+/* bfs_dtype_size - bytes per element; 0 for the sub-byte types and for invalid values. */
+size_t bfs_dtype_size(bfs_dtype dt);
+
+/* bfs_dtype_bits - bits per element (4 for F4, 6 for F6_*); 0 for invalid values. */
+unsigned bfs_dtype_bits(bfs_dtype dt);
+
+/* bfs_dtype_name - the safetensors name ("U8", "BF16", "F8_E4M3", ...), a static
+ * string; NULL for invalid values. */
+const char *bfs_dtype_name(bfs_dtype dt);
+
+/* bfs_dtype_from_name - the dtype called name[0, len) (exact, case-sensitive, as in
+ * files). Returns 0, or -EINVAL when no dtype has that name. */
+int bfs_dtype_from_name(const char *name, size_t len, bfs_dtype *out);
+
+/* One extra metadata pair (both NUL-terminated UTF-8; the caller keeps ownership). */
+typedef struct bfs_st_kv {
+    const char *key;
+    const char *value;
+} bfs_st_kv;
+
+/*
+ * One more tensor of a batch (a field of a multi-field dataset, engine/engine.c): its
+ * shape is [B, shape[0..ndim)). Not an image (image = 0): placed ahead of labels in the
+ * data, the tensors ordered by element size, smallest first (a stable sort: equal sizes
+ * keep the descriptor's order), so that, ending where the 8-byte-aligned labels begin,
+ * every one of them starts at a multiple of its element size whatever B and the shapes
+ * are. An image (image = 1): a second image tensor of the `images` dtype, shape and
+ * layout (dtype, ndim and shape ignored), placed after `images` in descriptor order:
+ * naturally aligned, but on a page boundary only when the images' bytes are a multiple
+ * of 4096. In the JSON they follow indices in descriptor order.
+ */
+#define BFS_ST_MAX_FIELD_TENSORS (BFS_ST_MAX_TENSORS - 3u)
+#define BFS_ST_NAME_MAX          63u /* bytes of a field tensor's name */
+typedef struct bfs_st_field_tensor {
+    const char *name; /* [A-Za-z_][A-Za-z0-9_]*, <= BFS_ST_NAME_MAX bytes, not images,
+                         labels or indices, unique */
+    bfs_dtype dtype;  /* a whole-byte dtype (image = 0) */
+    uint32_t ndim;    /* dimensions after B: 0..BFS_ST_MAX_DIMS-1 */
+    uint64_t shape[BFS_ST_MAX_DIMS - 1]; /* each >= 1 */
+    int image;                           /* 1: an image tensor like `images` */
+} bfs_st_field_tensor;
+
+/* What a batch file holds. The encoder only reads it; pointers stay the caller's. */
+typedef struct bfs_st_batch_desc {
+    bfs_dtype dtype;        /* images: BFS_DT_U8, F16, BF16 or F32 */
+    int nchw;               /* 0: [B,H,W,3]; 1: [B,3,H,W] */
+    uint32_t batch;         /* B >= 1 */
+    uint32_t height;        /* H >= 1 */
+    uint32_t width;         /* W >= 1 */
+    uint64_t epoch;         /* written as metadata "epoch" (decimal) */
+    uint64_t batch_index;   /* written as metadata "batch" (decimal) */
+    uint64_t fingerprint;   /* written as metadata "fingerprint" (16 lowercase hex digits) */
+    const bfs_st_kv *extra; /* n_extra extra pairs, written after the four above */
+    uint32_t n_extra;       /* <= BFS_ST_MAX_EXTRA */
+    const bfs_st_field_tensor *fields; /* n_fields more tensors (NULL, 0: a classic batch,
+                                          whose layout is exactly the three tensors') */
+    uint32_t n_fields;                 /* <= BFS_ST_MAX_FIELD_TENSORS */
+} bfs_st_batch_desc;
+
+/* One tensor entry. name points into the bfs_st_file that holds it. */
+typedef struct bfs_st_tensor {
+    const char *name; /* decoded UTF-8, NUL-terminated (may contain NUL: use name_len) */
+    size_t name_len;
+    bfs_dtype dtype;
+    uint32_t ndim; /* <= BFS_ST_MAX_DIMS; 0 is a scalar */
+    uint64_t shape[BFS_ST_MAX_DIMS];
+    uint64_t offset; /* absolute file offset of the first byte: data_offset + begin */
+    uint64_t nbytes; /* end - begin == product(shape) * bits / 8 */
+} bfs_st_tensor;
+
+/* One metadata pair; both strings point into the bfs_st_file that holds them. */
+typedef struct bfs_st_meta {
+    const char *key, *value; /* decoded UTF-8, NUL-terminated */
+    size_t key_len, value_len;
+} bfs_st_meta;
+
+/*
+ * A parsed file. Caller-allocated (about 24 KiB: prefer the heap in threads with small
+ * stacks); nothing to release. Names and metadata point into its own pool, so it must
+ * not be copied by value or moved (re-parse instead).
+ */
+typedef struct bfs_st_file {
+    uint64_t header_len;  /* N */
+    uint64_t data_offset; /* 8 + N */
+    uint64_t data_size;   /* bytes of the data buffer: the end of the last tensor */
+    uint64_t file_size;   /* data_offset + data_size */
+    uint32_t n_tensors;   /* in header order */
+    uint32_t n_meta;      /* in header order; 0 when there is no __metadata__ */
+    bfs_st_tensor tensors[BFS_ST_MAX_TENSORS];
+    bfs_st_meta meta[BFS_ST_MAX_META];
+    char err[192]; /* after a failure: what and at which header byte; else "" */
+    size_t pool_used;
+    char pool[BFS_ST_POOL_SIZE];
+} bfs_st_file;
+
+/*
+ * bfs_st_header_len - decode N from the first 8 bytes of a file and check it against
+ * the 100 MB limit. Returns 0, or -EBADMSG (N > BFS_ST_MAX_HEADER, or N < 2, which
+ * cannot hold "{}"). Callers that read files piecewise read 8 + *n bytes next.
+ */
+int bfs_st_header_len(const uint8_t *first8, uint64_t *n);
+
+/*
+ * bfs_st_parse - parse and validate a whole safetensors file held in data[0, len):
+ * every check bfs_st_parse_header makes, with file_size = len. Tensor bytes are never
+ * read (the format has no checksums); only their extent is checked.
+ * Returns 0 or bfs_st_parse_header's errors except -ENOBUFS: a file shorter than its
+ * header says is -EBADMSG here.
+ */
+int bfs_st_parse(const uint8_t *data, size_t len, bfs_st_file *out);
+
+/*
+ * bfs_st_parse_header - parse and validate a file of file_size bytes of which data[0,
+ * len) is a prefix holding at least the 8 + N header bytes (a pread of the first 8192
+ * bytes is enough for a batch file whose extras fit BFS_ST_EXTRA_BUDGET). Checks: N <=
+ * 100 MB and 8 + N <= file_size; the header is one UTF-8 JSON object with only JSON
+ * whitespace (space, tab, CR, LF) before or after it; strings have valid escapes (\uXXXX
+ * surrogate pairs decoded to UTF-8, no lone surrogates) and no raw control characters;
+ * numbers are non-negative integers in plain decimal that fit 64 bits (fractions,
+ * exponents, signs and leading zeros rejected); no duplicate keys anywhere;
+ * "__metadata__" is an object of string values (or null, which the reference reader also
+ * accepts: no metadata); every other key is a tensor: an object with exactly "dtype" (a
+ * known name), "shape" (integers) and "data_offsets" ([begin, end], begin <= end);
+ * product(shape) * bits overflows nothing, is a whole number of bytes and equals (end -
+ * begin) * 8; sorted by offsets the tensors cover [0, data_size) without holes or
+ * overlaps; and 8 + N + data_size == file_size exactly. Only the first 8 + N bytes are
+ * read.
+ * Returns 0; -EBADMSG: not a valid safetensors file (out->err says what, with the byte
+ * offset in the file); -E2BIG: valid as far as checked but beyond this parser's limits
+ * (more than BFS_ST_MAX_TENSORS tensors, BFS_ST_MAX_DIMS dimensions, BFS_ST_MAX_META
+ * metadata pairs, or BFS_ST_POOL_SIZE bytes of names and metadata); -ENOBUFS: len <
+ * 8 + N <= file_size, read more and retry; -EINVAL: NULL data or out, or len >
+ * file_size. On failure out's other fields are unspecified.
+ */
+int bfs_st_parse_header(const uint8_t *data, size_t len, uint64_t file_size, bfs_st_file *out);
+
+/* bfs_st_find - the tensor called name (NUL-terminated) in f, or NULL. Valid as long as
+ * f is. */
+const bfs_st_tensor *bfs_st_find(const bfs_st_file *f, const char *name);
+
+/* bfs_st_meta_get - the metadata value of key (NUL-terminated) in f, or NULL. Valid as
+ * long as f is. */
+const char *bfs_st_meta_get(const bfs_st_file *f, const char *key);
+
+/*
+ * bfs_st_batch_from_file - check that a parsed file is a batchfs batch and recover its
+ * descriptor: metadata format == "batchfs/2", layout "nhwc" or "nchw", epoch and batch
+ * in plain decimal, a 16-digit lowercase hex fingerprint; exactly the tensors images,
+ * labels, indices, the first three in the header, with the dtypes and shapes of a batch
+ * in that layout (B, H, W in [1, 2^32)), and their data in the order labels, indices,
+ * images, contiguous (a "batchfs/1" file, images first, is refused by its format; one
+ * that claims "batchfs/2" in the old order by its order). Any further tensors are field
+ * tensors (bfs_st_field_tensor) whose first dimension must be B; they are counted in
+ * d->n_fields, not recovered (d->fields = NULL: read them from f). The header may be any
+ * size, so the alignment of the file comment is not required. The extras are not
+ * recovered (d->extra = NULL, d->n_extra = 0).
+ * Returns 0, -EBADMSG with a one-line reason in err (errlen bytes; err may be NULL when
+ * errlen is 0), or -EINVAL (f or d NULL). d is written only on success.
+ */
+int bfs_st_batch_from_file(const bfs_st_file *f, bfs_st_batch_desc *d, char *err, size_t errlen);
 /* ---- group= ------------------------------------------------------------------------- */
 
 /* One claimed batch, as bfs_claims_take gives it and bfs_claims_give_back takes it. */
@@ -467,18 +687,161 @@ void bfs_sample_cache_json(const bfs_sample_cache_counts *c, char *buf, size_t l
 double bfs_reference_rate(const char *source, const uint64_t *idx, size_t n, size_t *used,
                           double *cpu_rate);
 
-/* ---- mkbatchfs ---------------------------------------------------------------------- */
+/* ---- .bfs dataset files: mkbatchfs (engine/dataset_api.c over engine/dataset/) ----------
+ * What mkbatchfs packs and inspects, with types of this header's own: the dataset layer
+ * (engine/dataset/: the .bfs format, the packer, the image probes) sits below the
+ * engine's top folder and cannot include this header, so engine/dataset_api.c converts
+ * these structs to and from its own (pack.h, record.h), checks at compile time that the
+ * constants below equal its, and passes the engine's resampler to the packer. */
+
+#define BFS_DATASET_VERSION_MIN    1u         /* .bfs versions read: 1 images, 2 tokens, */
+#define BFS_DATASET_VERSION        3u         /* 3 fields (bfs.h's BFS_VERSION_MIN, _VERSION) */
+#define BFS_DATASET_PAGE_SIZE_MIN  4096u      /* --page-size: a power of two in [MIN, MAX] */
+#define BFS_DATASET_PAGE_SIZE_MAX  (1u << 30) /* (bfs.h's BFS_PAGE_SIZE_MIN, _MAX) */
+#define BFS_DATASET_FIELDS_MAX     64u        /* fields per sample (BFS_FIELD_MAX) */
+#define BFS_DATASET_FIELD_NAME_MAX 31u        /* bytes of a field name (BFS_FIELD_NAME_MAX) */
+
+/* bfs_dataset_pack_opts.token_format (pack.h's BFS_TOKENS_*) */
+enum { BFS_DATASET_TOKENS_FLAT, BFS_DATASET_TOKENS_NPY, BFS_DATASET_TOKENS_MEGATRON };
+/* bfs_dataset_pack_opts.format and bfs_dataset_report.format (shard.h's BFS_FORMAT_*) */
+enum {
+    BFS_DATASET_FORMAT_AUTO,
+    BFS_DATASET_FORMAT_WEBDATASET,
+    BFS_DATASET_FORMAT_TFRECORD,
+    BFS_DATASET_FORMAT_MANIFEST
+};
+
+/* How to pack (engine/dataset/pack.h's bfs_pack_opts says each field's meaning). */
+typedef struct bfs_dataset_pack_opts {
+    int jobs;           /* worker threads; <= 0: online CPUs */
+    int max_side;       /* 0: keep the images' bytes; else shrink larger ones (the engine's
+                           resampler, Pillow's antialiased bilinear) and re-encode them */
+    int quality;        /* re-encode quality, 1..100 (0: 90) */
+    int raw;            /* store lz4-compressed RGB pixels instead of the images' bytes */
+    int restart;        /* losslessly add a restart marker after every MCU */
+    int strict;         /* fail on the first file (or sample) that would be skipped */
+    int fsync;          /* fsync the output before renaming it into place */
+    uint32_t page_size; /* 0: the default (8 MiB) */
+    int progress;       /* draw a progress bar on progress_out */
+    FILE *progress_out; /* usually stderr */
+    /* token sequences instead of images: */
+    int tokens;          /* 0: images; 2 or 4: a flat file of token ids of that width */
+    uint32_t doc_sep;    /* the token that ends each document (kept as its last token) */
+    int token_format;    /* BFS_DATASET_TOKENS_FLAT (with tokens), _NPY or _MEGATRON */
+    const char *offsets; /* BFS_DATASET_TOKENS_NPY: the .npy of document offsets */
+    /* sharded and manifest sources: */
+    int format;                /* BFS_DATASET_FORMAT_*; AUTO: told by the sources' names */
+    const char *image_key;     /* the image's extension, feature or column (NULL: defaults) */
+    const char *label_key;     /* the label's JSON key, feature or column (NULL: defaults) */
+    int image_only;            /* the image and the label only (a version 1 file) */
+    const char *const *fields; /* nfields --field arguments (bfs_dataset_field_parse
+                                  accepted each), or NULL: every member a field */
+    size_t nfields;            /* <= BFS_DATASET_FIELDS_MAX + 1 (fields and a label) */
+} bfs_dataset_pack_opts;
+
+/* A file or sample left out, and why ("corrupt JPEG data (...)", "not a JPEG", ...). */
+typedef struct bfs_dataset_skip {
+    char *path;
+    char *reason;
+} bfs_dataset_skip;
+
+/* What a pack did (pack.h's bfs_pack_report); free with bfs_dataset_report_free. */
+typedef struct bfs_dataset_report {
+    uint64_t files;     /* files (or samples of shards) found */
+    uint64_t packed;    /* samples written */
+    uint64_t reencoded; /* images re-encoded below max_side */
+    uint64_t restarted; /* JPEGs with a restart marker after every MCU */
+    uint32_t classes;
+    uint64_t bytes_in, bytes_out; /* payload bytes read / stored */
+    double seconds;
+    bfs_dataset_skip *skipped; /* nskipped, in dataset order */
+    uint64_t nskipped;
+    uint64_t ignored;  /* files that are no images (folders); empty documents (tokens) */
+    uint64_t tokens;   /* token ids packed (tokens, --tokenize) */
+    uint64_t longest;  /* tokens of the longest document */
+    int token_size;    /* bytes per token id stored: 2 or 4 */
+    char notes[2048];  /* about the folder scan, or "" */
+    int format;        /* the sources' BFS_DATASET_FORMAT_* when they were shards, else 0 */
+    uint64_t shards;   /* shard files read */
+    uint64_t extra;    /* members of samples kept in no field */
+    uint32_t nfields;  /* fields per sample written (1: the image alone, version 1) */
+    char fields[2048]; /* "jpg image, txt text, ..." for the summary, or "" */
+} bfs_dataset_report;
 
 /*
- * bfs_engine_pack_resize - the engine's resampler for the packer (a bfs_pack_resize_fn,
- * engine/dataset/pack.h; mkbatchfs --max-side passes it in bfs_pack_opts.resize): rgb,
- * w x h pixels of 3 bytes in packed rows, resized whole into out, nw x nh in packed rows,
- * Pillow's bilinear filter antialiased (resize.h). *scratch: the calling thread's, NULL
- * at first, allocated here and kept between calls; a call with rgb NULL frees it.
- * Returns 0, -ENOMEM or -EINVAL (a size the resampler refuses). Thread-safe.
+ * bfs_dataset_field_parse - check one --field argument (NAME=MEMBER[:KEY][:KIND[:DTYPE]]
+ * [:follows=F][:optional]) and copy its NAME to name (namelen bytes; NAME has at most
+ * BFS_DATASET_FIELD_NAME_MAX). Returns 0, or -EINVAL with the reason in err.
  */
-int bfs_engine_pack_resize(void **scratch, const uint8_t *rgb, int w, int h, uint8_t *out, int nw,
-                           int nh);
+int bfs_dataset_field_parse(const char *arg, char *name, size_t namelen, char *err, size_t errlen);
+
+/*
+ * bfs_dataset_pack - pack srcs[0..nsrcs) into out: an ImageFolder directory or a .bfs to
+ * re-pack (one source), WebDataset or TFRecord shards, manifests, or with o->tokens or
+ * o->token_format a file of token ids (engine/dataset/pack.h: bfs_pack_sources, bfs_pack,
+ * the token packers). Returns as bfs_pack_sources: 0, BFS_E_EMPTY, -EINVAL, -ECANCELED
+ * (*cancel set: a signal handler may set it; the temporary file is removed), a negative
+ * errno or a skip's code with strict, err naming the file; rep is filled either way.
+ */
+int bfs_dataset_pack(const char *const *srcs, size_t nsrcs, const char *out,
+                     const bfs_dataset_pack_opts *o, bfs_dataset_report *rep, _Atomic int *cancel,
+                     char *err, size_t errlen);
+
+/* A tokenizer (a bfs_tokenize_fn, pack.h): the ids of text[0..len) (UTF-8) into ids (cap
+ * of them); returns the count (which may exceed cap: called again with more room) or a
+ * negative errno with a message in err. */
+typedef long (*bfs_dataset_tokenize_fn)(void *ctx, const char *text, size_t len, uint32_t *ids,
+                                        size_t cap, char *err, size_t errlen);
+
+/* What --tokenize adds (pack.h's bfs_tokenize_opts). */
+typedef struct bfs_dataset_tokenize_opts {
+    const char *field;     /* the text field tokenized */
+    const char *out_field; /* the tokens field added (NULL: FIELD_tokens) */
+    uint32_t vocab;        /* ids are < vocab: u16 when vocab <= 65536, else u32 */
+    bfs_dataset_tokenize_fn fn;
+    void *ctx;
+} bfs_dataset_tokenize_opts;
+
+/*
+ * bfs_dataset_tokenize - copy the version 3 .bfs src to out with one field added, the
+ * ids of text field t->field (bfs_pack_tokenize, pack.h: its errors; o gives page_size,
+ * fsync and progress). rep counts samples (packed), tokens and the longest.
+ */
+int bfs_dataset_tokenize(const char *src, const char *out, const bfs_dataset_tokenize_opts *t,
+                         const bfs_dataset_pack_opts *o, bfs_dataset_report *rep,
+                         _Atomic int *cancel, char *err, size_t errlen);
+
+/* bfs_dataset_temp_path - while a pack runs, the temporary file it writes (or NULL); for a
+ * signal handler that must unlink it. Points to static storage. */
+const char *bfs_dataset_temp_path(void);
+
+/* bfs_dataset_report_free - free the report's list; accepts a zeroed report. */
+void bfs_dataset_report_free(bfs_dataset_report *rep);
+
+/* bfs_dataset_open_check - 0 when path opens as a .bfs file, else bfs_open's error (err
+ * may be NULL). */
+int bfs_dataset_open_check(const char *path, char *err, size_t errlen);
+
+/*
+ * The inspector (mkbatchfs --info, --cat, --verify). Each reads the .bfs file at path,
+ * writes what it finds to out and each problem as one line "PROG: PATH: ..." to msg
+ * (prog: the program's name), and returns 0 when the file is sound, else a negative
+ * code (the file does not open: bfs_open's; out of memory; a corrupt part: its BFS_E_*),
+ * its message written.
+ *
+ * bfs_dataset_describe - the header, the samples by kind, sizes, the fields and the
+ * classes; when some sample entries are invalid the description says how many (run
+ * verify) and the first one's code is returned.
+ * bfs_dataset_cat - write the stored bytes of sample index's value of field (NULL: field
+ * 0) to fd, its checksum checked first.
+ * bfs_dataset_verify - check the tables, every page's checksum, every sample (its checksum,
+ * then its JPEG, PNG or WebP header against the table, or a raw payload's size) and the
+ * class names; "PATH: OK (...)" on out, or "PATH: CORRUPT (...)" on msg.
+ */
+int bfs_dataset_describe(const char *prog, const char *path, FILE *out, FILE *msg);
+int bfs_dataset_cat(const char *prog, const char *path, uint64_t index, const char *field, int fd,
+                    FILE *msg);
+int bfs_dataset_verify(const char *prog, const char *path, FILE *out, FILE *msg);
 
 /* ---- group-reset, and remote= in messages ----------------------------------------------- */
 

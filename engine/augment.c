@@ -168,6 +168,23 @@ void bfs_out_format_init(bfs_out_format *f, const bfs_pipeline_opts *o)
         }
 }
 
+size_t bfs_pipeline_out_levels(const bfs_pipeline_opts *o, uint8_t *lut)
+{
+    bfs_out_format f;
+    bfs_out_format_init(&f, o);
+    for (int ch = 0; ch < 3; ch++)
+        for (int v = 0; v < 256; v++) {
+            uint8_t *d = lut + ((size_t)ch * 256 + (size_t)v) * f.elem;
+            if (f.elem == 1)
+                d[0] = (uint8_t)v;
+            else if (f.elem == 2)
+                memcpy(d, &f.f16[ch][v], 2); /* little-endian host, as the batch file */
+            else
+                memcpy(d, &f.f32[ch][v], 4);
+        }
+    return f.elem;
+}
+
 void bfs_out_store_row(void *ctx, int row, const uint8_t *rgb, int width)
 {
     const bfs_out_slot *s = ctx;

@@ -146,6 +146,16 @@ int bfs_engine_recent_bad(bfs_engine *e, bfs_bad_sample *out, int n);
 /* bfs_engine_encode_ns - add time spent in batch_begin (called by one thread per batch). */
 uint64_t bfs_engine_encode_ns(const bfs_engine *e);
 
-/* bfs_engine_pack_resize, the engine's resampler for the packer: engine/api.h */
+/*
+ * bfs_engine_pack_resize - the engine's resampler for the packer (a bfs_pack_resize_fn,
+ * engine/dataset/pack.h; engine/dataset_api.c passes it in bfs_pack_opts.resize, for
+ * mkbatchfs --max-side): rgb, w x h pixels of 3 bytes in packed rows, resized whole into
+ * out, nw x nh in packed rows, Pillow's bilinear filter antialiased (resize.h). *scratch:
+ * the calling thread's, NULL at first, allocated here and kept between calls; a call with
+ * rgb NULL frees it. Returns 0, -ENOMEM or -EINVAL (a size the resampler refuses).
+ * Thread-safe.
+ */
+int bfs_engine_pack_resize(void **scratch, const uint8_t *rgb, int w, int h, uint8_t *out, int nw,
+                           int nh);
 
 #endif

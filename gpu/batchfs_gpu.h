@@ -48,7 +48,7 @@ extern "C" {
  * a program that never opens token datasets never sees it). */
 #define BFSG_API_VERSION 2 /* 2: batches of multi-field datasets (64 tensors of 8 dims) */
 
-#define BFSG_MAX_TENSORS 64 /* a safetensors batch's most (engine/safetensors.h) */
+#define BFSG_MAX_TENSORS 64 /* a safetensors batch's most (engine/api.h) */
 #define BFSG_MAX_DIMS    8
 
 typedef enum bfsg_dtype {

@@ -1,11 +1,11 @@
 /*
  * convert.c — the host side of the image conversion (convert.h): the table built by the
- * engine's own code, and the host loop the CPU path runs. The device runs the same
- * gather (convert_ptx.c).
+ * engine's own code (bfs_pipeline_out_levels, engine/api.h), and the host loop the CPU
+ * path runs. The device runs the same gather (convert_ptx.c).
  */
 #include "gpu/convert.h"
 #include "gpu/batchfs_gpu.h"
-#include "engine/augment.h"
+#include "engine/api.h"
 #include "base/err.h"
 
 #include <errno.h>
@@ -37,25 +37,13 @@ int bfsgi_convert_setup(bfsgi_convert *c, const char *dtype, const char *normali
     char why[512];
     if (bfs_pipeline_parse(&o, text, why, sizeof why) || bfs_pipeline_finish(&o, why, sizeof why))
         return bfs_errf(-EINVAL, err, errlen, "%s", why);
-    bfs_out_format f;
-    bfs_out_format_init(&f, &o);
     c->active = 1;
     c->nchw = layout && *layout ? o.layout == BFS_LAYOUT_NCHW : -1;
     c->dtype = o.dtype == BFS_OUT_U8     ? BFSG_U8
                : o.dtype == BFS_OUT_F16  ? BFSG_F16
                : o.dtype == BFS_OUT_BF16 ? BFSG_BF16
                                          : BFSG_F32;
-    c->elem = (int)f.elem;
-    for (int ch = 0; ch < 3; ch++)
-        for (int v = 0; v < 256; v++) {
-            uint8_t *d = c->lut + ((size_t)ch * 256 + (size_t)v) * (size_t)c->elem;
-            if (c->elem == 1)
-                d[0] = (uint8_t)v;
-            else if (c->elem == 2)
-                memcpy(d, &f.f16[ch][v], 2); /* little-endian host, as the file */
-            else
-                memcpy(d, &f.f32[ch][v], 4);
-        }
+    c->elem = (int)bfs_pipeline_out_levels(&o, c->lut);
     return 0;
 }
 

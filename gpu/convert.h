@@ -3,9 +3,9 @@
  * CUDA device, with the daemon's own values. Internal to gpu/.
  *
  * The conversion is a table lookup: out[c] = lut[c][v], where the 3 x 256 table is built
- * by the engine's bfs_out_format_init from the same dtype=/normalize= options the daemon
- * parses, so converted tensors equal a mount's dtype=/normalize=/layout= output bit for
- * bit on every device. The device kernel (convert_ptx.c) only gathers and scatters.
+ * by the engine's bfs_pipeline_out_levels (engine/api.h) from the same dtype=/normalize=
+ * options the daemon parses, so converted tensors equal a mount's dtype=/normalize=/layout=
+ * output bit for bit on every device. The device kernel (convert_ptx.c) only gathers and scatters.
  */
 #ifndef BATCHFS_GPU_CONVERT_H
 #define BATCHFS_GPU_CONVERT_H
@@ -13,12 +13,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "engine/api.h"
+
 typedef struct bfsgi_convert {
-    int active;               /* 0: deliver the file's images as they are */
-    int dtype;                /* BFSG_* of the output: F16, BF16 or F32 (U8 with a layout change) */
-    int elem;                 /* bytes per output element: 1, 2 or 4 */
-    int nchw;                 /* output layout; -1: the file's */
-    uint8_t lut[3 * 256 * 4]; /* lut[(c * 256 + v) * elem ...]: element bytes, little-endian */
+    int active; /* 0: deliver the file's images as they are */
+    int dtype;  /* BFSG_* of the output: F16, BF16 or F32 (U8 with a layout change) */
+    int elem;   /* bytes per output element: 1, 2 or 4 */
+    int nchw;   /* output layout; -1: the file's */
+    uint8_t
+        lut[BFS_OUT_LEVELS_BYTES]; /* lut[(c * 256 + v) * elem ...]: element bytes, little-endian */
 } bfsgi_convert;
 
 /*

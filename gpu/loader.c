@@ -3,7 +3,8 @@
  * ring of slots filled ahead by one background thread, and the copy paths (host read,
  * pinned staging, registered mapping) with the device conversion.
  *
- * Neighbours: engine/safetensors.h checks every file (strict parser, batch schema);
+ * Neighbours: the engine's batch file reader (engine/api.h: bfs_st_parse_header,
+ * bfs_st_batch_from_file) checks every file (strict parser, batch schema);
  * cuda.c loads the driver; convert.c builds the conversion table and converts on the
  * host; convert.ptx is the device kernel. Nothing here includes FUSE or CUDA headers.
  *
@@ -37,7 +38,7 @@
 #include "gpu/cuda_api.h"
 #include "gpu/dlpack.h"
 #include "base/err.h"
-#include "engine/safetensors.h"
+#include "engine/api.h"
 #include "base/clock.h"
 
 #include <dirent.h>

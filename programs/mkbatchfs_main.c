@@ -10,18 +10,17 @@
  *   mkbatchfs --info F.bfs | --cat F.bfs I | --verify F.bfs
  *
  * Exit status: 0 success; 1 failure (message on stderr); 2 usage error; 130 interrupted.
+ *
+ * The command line only: packing and inspecting are the engine's (bfs_dataset_* of
+ * engine/api.h, engine/dataset_api.c over the packer and reader of engine/dataset/).
  */
 #include "engine/api.h"
-#include "engine/dataset/pack.h"
-#include "engine/dataset/jpeg.h"
-#include "engine/dataset/image.h"
 #include "base/err.h"
 #include "programs/spm.h"
 
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
-#include <lz4.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -34,7 +33,7 @@ static atomic_int cancel_flag; /* (lock-free: a signal handler may set it, worke
 static void on_signal(int sig)
 {
     if (cancel_flag) { /* second signal: do not wait for a clean stop */
-        const char *t = bfs_pack_temp_path();
+        const char *t = bfs_dataset_temp_path();
         if (t)
             unlink(t);
         _exit(128 + sig);
@@ -196,11 +195,12 @@ static int parse_size(const char *s, uint32_t *out)
     int shift = !errno && end != s && (*end == 'K' || *end == 'k') && !end[1]   ? 10
                 : !errno && end != s && (*end == 'M' || *end == 'm') && !end[1] ? 20
                                                                                 : 0;
-    if (errno || end == s || (*end && !shift) || s[0] == '-' || v > (BFS_PAGE_SIZE_MAX >> shift))
+    if (errno || end == s || (*end && !shift) || s[0] == '-' ||
+        v > (BFS_DATASET_PAGE_SIZE_MAX >> shift))
         v = 0; /* rejected below; also catches a shift that would overflow */
     else
         v <<= shift;
-    if (v < BFS_PAGE_SIZE_MIN || v > BFS_PAGE_SIZE_MAX || (v & (v - 1))) {
+    if (v < BFS_DATASET_PAGE_SIZE_MIN || v > BFS_DATASET_PAGE_SIZE_MAX || (v & (v - 1))) {
         fprintf(stderr, "mkbatchfs: --page-size: '%s' is not a power of two between 4K and 1024M\n",
                 s);
         return -1;
@@ -209,309 +209,19 @@ static int parse_size(const char *s, uint32_t *out)
     return 0;
 }
 
-static int open_or_die(const char *path, bfs_reader **r)
-{
-    char err[512];
-    int rc = bfs_open(path, r, err, sizeof err);
-    if (rc)
-        fprintf(stderr, "mkbatchfs: %s\n", err);
-    return rc;
-}
-
-static int cmd_info(const char *path)
-{
-    bfs_reader *r;
-    if (open_or_die(path, &r))
-        return 1;
-    const bfs_info *in = bfs_get_info(r);
-    uint64_t kinds[3] = {0}, prog = 0, gray = 0, cmyk = 0, odd = 0, bad = 0;
-    uint64_t tokens = 0, tmin = UINT64_MAX, tmax = 0, u32 = 0, png = 0, webp = 0;
-    uint64_t wsum = 0, hsum = 0, bytes = 0;
-    unsigned wmin = 65535, wmax = 0, hmin = 65535, hmax = 0;
-    uint64_t *per_class = calloc(in->class_count, sizeof *per_class);
-    if (!per_class) {
-        bfs_close(r);
-        fprintf(stderr, "mkbatchfs: out of memory\n");
-        return 1;
-    }
-    for (uint64_t i = 0; i < in->sample_count; i++) {
-        bfs_sample s;
-        if (bfs_get_sample(r, i, &s)) {
-            bad++;
-            continue;
-        }
-        if ((s.flags & BFS_KIND_MASK) == BFS_KIND_TOKENS) {
-            kinds[2]++, tokens += s.raw_size, u32 += !!(s.flags & BFS_F_TOKENS_U32);
-            tmin = s.raw_size < tmin ? s.raw_size : tmin,
-            tmax = s.raw_size > tmax ? s.raw_size : tmax;
-            bytes += s.length;
-            per_class[s.label]++;
-            continue;
-        }
-        if ((s.flags & BFS_KIND_MASK) == BFS_KIND_CODEC)
-            *(s.flags & BFS_F_WEBP ? &webp : &png) += 1;
-        else
-            kinds[(s.flags & BFS_KIND_MASK) == BFS_KIND_RAW]++;
-        prog += !!(s.flags & BFS_F_PROGRESSIVE);
-        gray += (s.flags & BFS_COLOR_MASK) == BFS_COLOR_GRAY;
-        cmyk += (s.flags & BFS_COLOR_MASK) == BFS_COLOR_CMYK;
-        odd += !!(s.flags & BFS_F_ODD_SAMPLING);
-        wsum += s.width, hsum += s.height, bytes += s.length;
-        wmin = s.width < wmin ? s.width : wmin, wmax = s.width > wmax ? s.width : wmax;
-        hmin = s.height < hmin ? s.height : hmin, hmax = s.height > hmax ? s.height : hmax;
-        per_class[s.label]++;
-    }
-    uint64_t good = in->sample_count - bad;
-    printf("file:          %s\n", path);
-    printf("format:        batchfs dataset, version %u\n", in->version);
-    if (kinds[2])
-        printf("samples:       %llu (%llu token sequences)\n", (unsigned long long)in->sample_count,
-               (unsigned long long)kinds[2]);
-    else if (png || webp)
-        printf("samples:       %llu (%llu jpeg, %llu raw, %llu png, %llu webp)\n",
-               (unsigned long long)in->sample_count, (unsigned long long)kinds[0],
-               (unsigned long long)kinds[1], (unsigned long long)png, (unsigned long long)webp);
-    else
-        printf("samples:       %llu (%llu jpeg, %llu raw)\n", (unsigned long long)in->sample_count,
-               (unsigned long long)kinds[0], (unsigned long long)kinds[1]);
-    printf("classes:       %u\n", in->class_count);
-    if (kinds[2])
-        printf("tokens:        %llu (%s), %llu..%llu per sequence (mean %.1f)\n",
-               (unsigned long long)tokens,
-               u32 == kinds[2] ? "u32"
-               : u32           ? "u16 and u32"
-                               : "u16",
-               (unsigned long long)tmin, (unsigned long long)tmax, (double)tokens / kinds[2]);
-    else
-        printf("jpeg kinds:    %llu progressive, %llu grayscale, %llu cmyk, %llu odd sampling\n",
-               (unsigned long long)prog, (unsigned long long)gray, (unsigned long long)cmyk,
-               (unsigned long long)odd);
-    if (good && !kinds[2])
-        printf("image size:    width %u..%u (mean %.0f), height %u..%u (mean %.0f)\n", wmin, wmax,
-               (double)wsum / good, hmin, hmax, (double)hsum / good);
-    printf("payload:       %.1f MB (mean %.1f KB per sample) in %llu page%s of %u KiB\n",
-           bytes / 1e6, good ? bytes / 1e3 / good : 0.0, (unsigned long long)in->page_count,
-           in->page_count == 1 ? "" : "s", in->page_size >> 10);
-    printf("file size:     %llu bytes\n", (unsigned long long)in->file_size);
-    printf("checksum:      %016llx (header)\n", (unsigned long long)in->header_checksum);
-    if (bad)
-        printf("WARNING:       %llu sample entries are invalid (run --verify)\n",
-               (unsigned long long)bad);
-    /* fewer documents than rows of the default seq_len=1024 (the mount warns by its own
-     * seq_len): pack=concat's shuffle of documents barely changes the rows */
-    if (kinds[2] && kinds[2] < tokens / 1024)
-        printf("WARNING:       %llu document%s for %llu rows of 1024 tokens: pack=concat cuts "
-               "each epoch's rows from at most %llu document%s and shuffles only their order, "
-               "so rows repeat from epoch to epoch; mount with shuffle=rows to permute the "
-               "rows (docs/sequences.md)\n",
-               (unsigned long long)kinds[2], kinds[2] == 1 ? "" : "s",
-               (unsigned long long)(tokens / 1024), (unsigned long long)kinds[2],
-               kinds[2] == 1 ? "" : "s");
-    uint32_t nf = bfs_field_count(r);
-    if (in->version >= 3) { /* the fields: declaration, and what the samples hold */
-        printf("field  name                 kind    dtype  shape        optional  present  "
-               "bytes        max count\n");
-        for (uint32_t f = 0; f < nf; f++) {
-            const bfs_field *d = bfs_get_field(r, f);
-            uint64_t present = 0, fbytes = 0;
-            for (uint64_t i = 0; i < in->sample_count; i++) {
-                bfs_sample s;
-                if (bfs_get_value(r, i, f, &s) == 0 && s.length)
-                    present++, fbytes += s.length;
-            }
-            char shape[48] = "";
-            size_t k = 0;
-            if (d->kind == BFS_FIELD_IMAGE)
-                snprintf(shape, sizeof shape, "-");
-            else {
-                k += (size_t)snprintf(shape, sizeof shape, "%s",
-                                      d->flags & BFS_FIELDF_VARIABLE ? "[*" : "[");
-                for (unsigned j = 0; j < d->rank && k < sizeof shape; j++)
-                    k += (size_t)snprintf(shape + k, sizeof shape - k, "%s%u",
-                                          j || (d->flags & BFS_FIELDF_VARIABLE) ? "," : "",
-                                          d->shape[j]);
-                if (k < sizeof shape)
-                    snprintf(shape + k, sizeof shape - k, "]");
-            }
-            char follows[48] = "";
-            if (d->follows != BFS_FIELD_NONE && bfs_get_field(r, d->follows))
-                snprintf(follows, sizeof follows, " (follows %s)",
-                         bfs_get_field(r, d->follows)->name);
-            printf("%5u  %-20s %-7s %-6s %-12s %-9s %7llu  %-12llu %llu%s\n", f, d->name,
-                   bfs_field_kind_name(d->kind), bfs_fdt_name(d->dtype), shape,
-                   d->flags & BFS_FIELDF_OPTIONAL ? "yes" : "no", (unsigned long long)present,
-                   (unsigned long long)fbytes, (unsigned long long)d->max_count, follows);
-        }
-    }
-    printf("class  samples  name\n");
-    for (uint32_t c = 0; c < in->class_count; c++) {
-        const char *name;
-        if (bfs_class_name(r, c, &name, NULL))
-            name = "<invalid class-name entry>";
-        printf("%5u  %7llu  %s\n", c, (unsigned long long)per_class[c], name);
-    }
-    free(per_class);
-    bfs_close(r);
-    return bad ? 1 : 0;
-}
-
+/* --cat F I [FIELD]; like --info and --verify (main), the engine's inspector
+ * (bfs_dataset_*): what it finds on stdout, each problem on stderr, exit status 1 when the
+ * file is not sound */
 static int cmd_cat(const char *path, const char *index, const char *field)
 {
-    bfs_reader *r;
     long i;
     if (parse_int(index, "--cat index", 0, LONG_MAX, &i))
         return 2;
-    if (open_or_die(path, &r))
-        return 1;
-    uint32_t f = 0, nf = bfs_field_count(r);
-    if (field) {
-        while (f < nf && strcmp(bfs_get_field(r, f)->name, field))
-            f++;
-        if (f == nf) {
-            fprintf(stderr, "mkbatchfs: %s: no field '%s'; its fields:", path, field);
-            for (uint32_t k = 0; k < nf; k++)
-                fprintf(stderr, " %s", bfs_get_field(r, k)->name);
-            fprintf(stderr, "\n");
-            bfs_close(r);
-            return 1;
-        }
-    }
-    uint8_t *buf = NULL;
-    bfs_sample s;
-    int rc = bfs_read_value(r, (uint64_t)i, f, BFS_VERIFY_SAMPLE, &s, NULL, 0);
-    if (rc == -ENOSPC)
-        rc = (buf = malloc(s.length))
-                 ? bfs_read_value(r, (uint64_t)i, f, BFS_VERIFY_SAMPLE, &s, buf, s.length)
-                 : -ENOMEM;
-    const uint8_t *data = buf;
-    size_t len = rc ? 0 : s.length;
-    if (rc == BFS_E_SAMPLE_INDEX)
-        fprintf(stderr, "mkbatchfs: %s: sample %ld out of range (the file has %llu samples)\n",
-                path, i, (unsigned long long)bfs_get_info(r)->sample_count);
-    else if (rc)
-        fprintf(stderr, "mkbatchfs: %s: sample %ld: %s\n", path, i, bfs_strerror(rc));
-    while (!rc && len) {
-        ssize_t n = write(STDOUT_FILENO, data, len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0) {
-            fprintf(stderr, "mkbatchfs: writing to stdout: %s\n", strerror(errno));
-            rc = -EIO;
-            break;
-        }
-        data += n, len -= (size_t)n;
-    }
-    free(buf);
-    bfs_close(r);
-    return rc ? 1 : 0;
+    return bfs_dataset_cat("mkbatchfs", path, (uint64_t)i, field, STDOUT_FILENO, stderr) ? 1 : 0;
 }
 
-/* Check one sample beyond its checksum: a JPEG, PNG or WebP header that agrees with the
- * table, or a raw payload that decompresses to exactly width*height*3 bytes. */
-static int check_payload(const bfs_sample *s, const uint8_t *data, size_t len, uint8_t **raw_buf,
-                         size_t *raw_cap)
-{
-    if ((s->flags & BFS_KIND_MASK) == BFS_KIND_TOKENS)
-        return 0; /* ids of any value; the count against the length is the table's check */
-    if ((s->flags & BFS_KIND_MASK) == BFS_KIND_RAW) {
-        if (*raw_cap < s->raw_size) {
-            free(*raw_buf);
-            *raw_cap = 0;
-            if (!(*raw_buf = malloc(s->raw_size)))
-                return -ENOMEM;
-            *raw_cap = s->raw_size;
-        }
-        int n =
-            LZ4_decompress_safe((const char *)data, (char *)*raw_buf, (int)len, (int)s->raw_size);
-        return n == (int)s->raw_size ? 0 : BFS_E_RAW_DATA;
-    }
-    if ((s->flags & BFS_KIND_MASK) == BFS_KIND_CODEC) {
-        bfs_image_facts f;
-        int rc = bfs_image_probe(data, len, &f);
-        if (rc)
-            return rc;
-        if (f.width != s->width || f.height != s->height || f.flags != s->flags)
-            return BFS_E_SAMPLE_RANGE;
-        return 0;
-    }
-    bfs_jpeg_header h;
-    int rc = bfs_jpeg_parse_header(data, len, &h);
-    if (rc)
-        return rc;
-    if (h.width != s->width || h.height != s->height)
-        return BFS_E_SAMPLE_RANGE;
-    return 0;
-}
-
-static int cmd_verify(const char *path)
-{
-    bfs_reader *r;
-    if (open_or_die(path, &r))
-        return 1;
-    const bfs_info *in = bfs_get_info(r);
-    uint64_t bad_pages = 0, bad_samples = 0;
-    int rc = bfs_verify_tables(r);
-    if (rc)
-        fprintf(stderr, "mkbatchfs: %s: %s\n", path, bfs_strerror(rc));
-    for (uint64_t p = 0; p < in->page_count; p++) {
-        int prc = bfs_verify_page(r, p);
-        if (prc == 0)
-            continue;
-        uint64_t b, e;
-        bfs_page_range(r, p, &b, &e);
-        fprintf(stderr, "mkbatchfs: %s: page %llu (file bytes %llu..%llu): %s\n", path,
-                (unsigned long long)p, (unsigned long long)(in->heap_offset + b),
-                (unsigned long long)(in->heap_offset + e - 1),
-                prc == BFS_E_PAGE_CHECKSUM ? "checksum mismatch" : bfs_strerror(prc));
-        bad_pages++;
-    }
-    uint8_t *raw_buf = NULL, *buf = NULL;
-    size_t raw_cap = 0, cap = 0;
-    for (uint64_t i = 0; i < in->sample_count; i++) {
-        bfs_sample s;
-        int src = bfs_read_sample(r, i, BFS_VERIFY_SAMPLE, &s, buf, cap);
-        if (src == -ENOSPC) {
-            uint8_t *nb = realloc(buf, s.length);
-            src = nb ? bfs_read_sample(r, i, BFS_VERIFY_SAMPLE, &s, buf = nb, cap = s.length)
-                     : -ENOMEM;
-        }
-        if (!src)
-            src = check_payload(&s, buf, s.length, &raw_buf, &raw_cap);
-        if (src) {
-            if (bad_samples < 20)
-                fprintf(stderr, "mkbatchfs: %s: sample %llu: %s\n", path, (unsigned long long)i,
-                        bfs_strerror(src));
-            bad_samples++;
-        }
-    }
-    free(raw_buf);
-    free(buf);
-    for (uint32_t c = 0; c < in->class_count; c++) {
-        const char *name;
-        if (bfs_class_name(r, c, &name, NULL)) {
-            fprintf(stderr, "mkbatchfs: %s: class %u: %s\n", path, c,
-                    bfs_strerror(BFS_E_CLASS_NAME));
-            rc = BFS_E_CLASS_NAME;
-        }
-    }
-    if (bad_samples > 20)
-        fprintf(stderr, "mkbatchfs: %s: ... %llu bad samples in all\n", path,
-                (unsigned long long)bad_samples);
-    int ok = !rc && !bad_pages && !bad_samples;
-    if (ok)
-        printf("%s: OK (%llu samples, %llu page%s, all checksums match)\n", path,
-               (unsigned long long)in->sample_count, (unsigned long long)in->page_count,
-               in->page_count == 1 ? "" : "s");
-    else
-        fprintf(stderr, "%s: CORRUPT (%llu bad pages, %llu bad samples%s)\n", path,
-                (unsigned long long)bad_pages, (unsigned long long)bad_samples,
-                rc ? ", bad tables" : "");
-    bfs_close(r);
-    return ok ? 0 : 1;
-}
-
-static int cmd_pack(const char *const *srcs, size_t nsrcs, const char *out, bfs_pack_opts *o,
-                    int quiet)
+static int cmd_pack(const char *const *srcs, size_t nsrcs, const char *out,
+                    bfs_dataset_pack_opts *o, int quiet)
 {
     struct sigaction sa = {.sa_handler = on_signal};
     sigemptyset(&sa.sa_mask);
@@ -520,13 +230,13 @@ static int cmd_pack(const char *const *srcs, size_t nsrcs, const char *out, bfs_
     sigaction(SIGHUP, &sa, NULL);
     o->progress = !quiet && isatty(STDERR_FILENO);
     o->progress_out = stderr;
-    bfs_pack_report rep;
+    bfs_dataset_report rep;
     char err[1024] = "";
-    int rc = bfs_pack_sources(srcs, nsrcs, out, o, &rep, &cancel_flag, err, sizeof err);
+    int rc = bfs_dataset_pack(srcs, nsrcs, out, o, &rep, &cancel_flag, err, sizeof err);
     const char *unit = rep.format ? "samples" : "files";
     if (rc == -ECANCELED) {
         fprintf(stderr, "mkbatchfs: interrupted; %s not written\n", out);
-        bfs_pack_report_free(&rep);
+        bfs_dataset_report_free(&rep);
         return 130;
     }
     if (rep.notes[0] && !quiet)
@@ -541,7 +251,7 @@ static int cmd_pack(const char *const *srcs, size_t nsrcs, const char *out, bfs_
     }
     if (rc) {
         fprintf(stderr, "mkbatchfs: %s\n", err[0] ? err : bfs_strerror(rc));
-        bfs_pack_report_free(&rep);
+        bfs_dataset_report_free(&rep);
         return 1;
     }
     int tokens = o->tokens || o->token_format;
@@ -566,9 +276,9 @@ static int cmd_pack(const char *const *srcs, size_t nsrcs, const char *out, bfs_
                               : "; some files skipped, see above");
     if (!quiet && rep.format)
         fprintf(stderr, "read %llu %s%s\n", (unsigned long long)rep.shards,
-                rep.format == BFS_FORMAT_WEBDATASET ? "WebDataset shard"
-                : rep.format == BFS_FORMAT_TFRECORD ? "TFRecord shard"
-                                                    : "manifest",
+                rep.format == BFS_DATASET_FORMAT_WEBDATASET ? "WebDataset shard"
+                : rep.format == BFS_DATASET_FORMAT_TFRECORD ? "TFRecord shard"
+                                                            : "manifest",
                 rep.shards == 1 ? "" : "s");
     if (!quiet && rep.fields[0])
         fprintf(stderr, "fields: %s%s\n", rep.fields,
@@ -583,7 +293,7 @@ static int cmd_pack(const char *const *srcs, size_t nsrcs, const char *out, bfs_
     if (rep.reencoded && !quiet)
         fprintf(stderr, "re-encoded %llu images to a longer side of at most %d px\n",
                 (unsigned long long)rep.reencoded, o->max_side);
-    bfs_pack_report_free(&rep);
+    bfs_dataset_report_free(&rep);
     return 0;
 }
 
@@ -594,7 +304,7 @@ static int cmd_pack(const char *const *srcs, size_t nsrcs, const char *out, bfs_
  * next to out, removed at the end.
  */
 static int cmd_tokenize(const char *spec, const char *const *srcs, size_t nsrcs, const char *out,
-                        bfs_pack_opts *o, int quiet)
+                        bfs_dataset_pack_opts *o, int quiet)
 {
     char field[64], model[4096], as[64] = "";
     unsigned flags = 0;
@@ -629,8 +339,7 @@ static int cmd_tokenize(const char *spec, const char *const *srcs, size_t nsrcs,
     /* a .bfs source is tokenized as it is; anything else is packed first */
     char tmp[4200] = "";
     const char *from = srcs[0];
-    bfs_reader *r = NULL;
-    if (nsrcs != 1 || bfs_open(srcs[0], &r, NULL, 0)) {
+    if (nsrcs != 1 || bfs_dataset_open_check(srcs[0], NULL, 0)) {
         snprintf(tmp, sizeof tmp, "%s.untokenized-%ld", out, (long)getpid());
         int prc = cmd_pack(srcs, nsrcs, tmp, o, quiet);
         if (prc) {
@@ -639,12 +348,11 @@ static int cmd_tokenize(const char *spec, const char *const *srcs, size_t nsrcs,
         }
         from = tmp;
     }
-    bfs_close(r);
-    bfs_tokenize_opts t = {.field = field,
-                           .out_field = as[0] ? as : NULL,
-                           .vocab = bfs_spm_vocab(m),
-                           .fn = bfs_spm_encode,
-                           .ctx = m};
+    bfs_dataset_tokenize_opts t = {.field = field,
+                                   .out_field = as[0] ? as : NULL,
+                                   .vocab = bfs_spm_vocab(m),
+                                   .fn = bfs_spm_encode,
+                                   .ctx = m};
     struct sigaction sa = {.sa_handler = on_signal};
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
@@ -652,8 +360,8 @@ static int cmd_tokenize(const char *spec, const char *const *srcs, size_t nsrcs,
     sigaction(SIGHUP, &sa, NULL);
     o->progress = !quiet && isatty(STDERR_FILENO);
     o->progress_out = stderr;
-    bfs_pack_report rep;
-    rc = bfs_pack_tokenize(from, out, &t, o, &rep, &cancel_flag, err, sizeof err);
+    bfs_dataset_report rep;
+    rc = bfs_dataset_tokenize(from, out, &t, o, &rep, &cancel_flag, err, sizeof err);
     if (tmp[0])
         unlink(tmp);
     bfs_spm_free(m);
@@ -719,15 +427,15 @@ int main(int argc, char **argv)
         {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
     };
-    /* the packer shrinks (--max-side) with the engine's resampler: it has none of its own */
-    bfs_pack_opts o = {.quality = 90, .fsync = 1, .resize = bfs_engine_pack_resize};
+    bfs_dataset_pack_opts o = {.quality = 90, .fsync = 1};
     int quiet = 0, mode = 0, c, restart = -1; /* -1: not given, on unless --raw */
     int image_opts = 0;                       /* --max-side, --quality or --raw given */
     long doc_sep = -1;
     int tokens_given = 0;
     const char *tokenize = NULL;
     long v;
-    bfs_field_spec specs[BFS_FIELD_MAX + 1];
+    const char *fields[BFS_DATASET_FIELDS_MAX + 1];
+    char names[BFS_DATASET_FIELDS_MAX + 1][BFS_DATASET_FIELD_NAME_MAX + 1];
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":j:m:q:rRst:f:p:hV", longopts, NULL)) != -1) {
         switch (c) {
@@ -765,10 +473,10 @@ int main(int argc, char **argv)
             break;
         case 't':
             if (!strcmp(optarg, "u16") || !strcmp(optarg, "u32"))
-                o.tokens = optarg[1] == '1' ? 2 : 4, o.token_format = BFS_TOKENS_FLAT;
+                o.tokens = optarg[1] == '1' ? 2 : 4, o.token_format = BFS_DATASET_TOKENS_FLAT;
             else if (!strcmp(optarg, "npy") || !strcmp(optarg, "megatron"))
-                o.tokens = 0,
-                o.token_format = optarg[0] == 'n' ? BFS_TOKENS_NPY : BFS_TOKENS_MEGATRON;
+                o.tokens = 0, o.token_format = optarg[0] == 'n' ? BFS_DATASET_TOKENS_NPY
+                                                                : BFS_DATASET_TOKENS_MEGATRON;
             else {
                 fprintf(stderr, "mkbatchfs: --tokens: '%s' is not u16, u32, npy or megatron\n",
                         optarg);
@@ -781,9 +489,10 @@ int main(int argc, char **argv)
             break;
         case 'f':
             if (!strcmp(optarg, "webdataset") || !strcmp(optarg, "tfrecord"))
-                o.format = optarg[0] == 'w' ? BFS_FORMAT_WEBDATASET : BFS_FORMAT_TFRECORD;
+                o.format =
+                    optarg[0] == 'w' ? BFS_DATASET_FORMAT_WEBDATASET : BFS_DATASET_FORMAT_TFRECORD;
             else if (!strcmp(optarg, "manifest"))
-                o.format = BFS_FORMAT_MANIFEST;
+                o.format = BFS_DATASET_FORMAT_MANIFEST;
             else {
                 fprintf(stderr,
                         "mkbatchfs: --format: '%s' is not webdataset, tfrecord or manifest\n",
@@ -810,21 +519,23 @@ int main(int argc, char **argv)
             break;
         case OPT_FIELD: {
             char why[512];
-            if (o.nfields == BFS_FIELD_MAX + 1) {
+            if (o.nfields == BFS_DATASET_FIELDS_MAX + 1) {
                 fprintf(stderr, "mkbatchfs: --field: at most %u fields and a label\n",
-                        BFS_FIELD_MAX);
+                        BFS_DATASET_FIELDS_MAX);
                 return 2;
             }
-            if (bfs_field_spec_parse(optarg, &specs[o.nfields], why, sizeof why)) {
+            if (bfs_dataset_field_parse(optarg, names[o.nfields], sizeof names[o.nfields], why,
+                                        sizeof why)) {
                 fprintf(stderr, "mkbatchfs: %s\n", why);
                 return 2;
             }
             for (size_t k = 0; k < o.nfields; k++)
-                if (!strcmp(specs[k].name, specs[o.nfields].name)) {
-                    fprintf(stderr, "mkbatchfs: --field %s given twice\n", specs[k].name);
+                if (!strcmp(names[k], names[o.nfields])) {
+                    fprintf(stderr, "mkbatchfs: --field %s given twice\n", names[k]);
                     return 2;
                 }
-            o.fields = specs;
+            fields[o.nfields] = optarg;
+            o.fields = fields;
             o.nfields++;
             break;
         }
@@ -859,7 +570,7 @@ int main(int argc, char **argv)
             return 0;
         case 'V':
             printf("mkbatchfs %s (.bfs format versions %u..%u: 1 images, 2 token sequences)\n",
-                   BATCHFS_VERSION, BFS_VERSION_MIN, BFS_VERSION);
+                   BATCHFS_VERSION, BFS_DATASET_VERSION_MIN, BFS_DATASET_VERSION);
             return 0;
         case ':':
             fprintf(stderr, "mkbatchfs: %s needs a value\n\n", argv[optind - 1]);
@@ -879,12 +590,12 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    int flat = tokens_given && o.token_format == BFS_TOKENS_FLAT;
-    if (o.offsets && (!tokens_given || o.token_format != BFS_TOKENS_NPY)) {
+    int flat = tokens_given && o.token_format == BFS_DATASET_TOKENS_FLAT;
+    if (o.offsets && (!tokens_given || o.token_format != BFS_DATASET_TOKENS_NPY)) {
         fprintf(stderr, "mkbatchfs: --offsets applies only with --tokens npy\n");
         return 2;
     }
-    if (tokens_given && o.token_format == BFS_TOKENS_NPY && !o.offsets) {
+    if (tokens_given && o.token_format == BFS_DATASET_TOKENS_NPY && !o.offsets) {
         fprintf(stderr, "mkbatchfs: --tokens npy needs --offsets F, a .npy of the documents' "
                         "starts or boundaries\n");
         return 2;
@@ -944,11 +655,11 @@ int main(int argc, char **argv)
                             &o, quiet);
     switch (mode) {
     case OPT_INFO:
-        return cmd_info(args[0]);
+        return bfs_dataset_describe("mkbatchfs", args[0], stdout, stderr) ? 1 : 0;
     case OPT_CAT:
         return cmd_cat(args[0], args[1], nargs == 3 ? args[2] : NULL);
     case OPT_VERIFY:
-        return cmd_verify(args[0]);
+        return bfs_dataset_verify("mkbatchfs", args[0], stdout, stderr) ? 1 : 0;
     default:
         return cmd_pack((const char *const *)args, (size_t)nargs - 1, args[nargs - 1], &o, quiet);
     }

@@ -28,7 +28,7 @@ int bfs_spm_load(const char *path, unsigned flags, bfs_spm **out, char *err, siz
 /* bfs_spm_vocab - the model's vocabulary size (ids are below it). */
 uint32_t bfs_spm_vocab(const bfs_spm *m);
 
-/* bfs_spm_encode - a bfs_tokenize_fn (engine/dataset/pack.h) with ctx = the model. */
+/* bfs_spm_encode - a bfs_dataset_tokenize_fn (engine/api.h) with ctx = the model. */
 long bfs_spm_encode(void *ctx, const char *text, size_t len, uint32_t *ids, size_t cap, char *err,
                     size_t errlen);
 
