@@ -57,10 +57,13 @@ int bfs_dataset_field_parse(const char *arg, char *name, size_t namelen, char *e
 }
 
 /* api.h's options as the packer's; the --field arguments parsed into specs (the caller's,
- * o->nfields of them). Returns 0 or bfs_field_spec_parse's -EINVAL. */
+ * o->nfields of them, at most BFS_FIELD_MAX + 1). Returns 0 or -EINVAL (too many fields,
+ * or bfs_field_spec_parse's). */
 static int to_pack_opts(const bfs_dataset_pack_opts *o, bfs_pack_opts *p, bfs_field_spec *specs,
                         char *err, size_t errlen)
 {
+    if (o->nfields > BFS_FIELD_MAX + 1)
+        return bfs_errf(-EINVAL, err, errlen, "at most %u fields and a label", BFS_FIELD_MAX);
     *p = (bfs_pack_opts){
         .jobs = o->jobs,
         .max_side = o->max_side,
@@ -139,8 +142,6 @@ int bfs_dataset_pack(const char *const *srcs, size_t nsrcs, const char *out,
     bfs_pack_report r;
     memset(rep, 0, sizeof *rep);
     memset(&r, 0, sizeof r);
-    if (o->nfields > BFS_FIELD_MAX + 1)
-        return bfs_errf(-EINVAL, err, errlen, "at most %u fields and a label", BFS_FIELD_MAX);
     int rc = to_pack_opts(o, &p, specs, err, errlen);
     if (rc)
         return rc;
@@ -159,8 +160,6 @@ int bfs_dataset_tokenize(const char *src, const char *out, const bfs_dataset_tok
     bfs_pack_report r;
     memset(rep, 0, sizeof *rep);
     memset(&r, 0, sizeof r);
-    if (o->nfields > BFS_FIELD_MAX + 1)
-        return bfs_errf(-EINVAL, err, errlen, "at most %u fields and a label", BFS_FIELD_MAX);
     int rc = to_pack_opts(o, &p, specs, err, errlen);
     if (rc)
         return rc;
