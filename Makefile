@@ -107,14 +107,16 @@ print-programs:
 # Debian packages: build (fuse3 headers, libjpeg-turbo both APIs, lz4, xxhash, jansson, hiredis,
 # OpenSSL's libcrypto for remote_key= (HMAC-SHA256, Poly1305), zlib for compressed
 # TFRecords, SentencePiece for mkbatchfs --tokenize, libspng and libwebp for PNG and WebP
-# samples, check, pkg-config),
+# samples, libcurl for s3:// and https:// sources, check, pkg-config),
 # run (fuse3 for fusermount3), test (clang + compiler-rt for libFuzzer, python3-venv for
-# test clients, clang-format for make check-format, groff-base to render the man pages).
+# test clients, clang-format for make check-format, groff-base to render the man pages,
+# nginx and openssl for the HTTPS server of the remote-source tests).
 # Installed only when missing.
 DEB_PKGS := build-essential pkg-config libfuse3-dev fuse3 libjpeg62-turbo-dev libturbojpeg0-dev \
             liblz4-dev check clang libclang-rt-dev clang-format python3 python3-venv \
             libhiredis-dev redis-server iproute2 libxxhash-dev libjansson-dev groff-base libssl-dev \
-            zlib1g-dev libsentencepiece-dev sentencepiece libspng-dev libwebp-dev
+            zlib1g-dev libsentencepiece-dev sentencepiece libspng-dev libwebp-dev \
+            libcurl4-openssl-dev nginx openssl
 deps:
 	@missing=""; for p in $(DEB_PKGS); do \
 	  dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' \
