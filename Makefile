@@ -41,7 +41,7 @@ else
 BUILD   ?= build
 endif
 
-PKGS    := fuse3 libturbojpeg liblz4 libjpeg hiredis libxxhash jansson libcrypto zlib spng libwebp
+PKGS    := fuse3 libturbojpeg liblz4 libjpeg hiredis libxxhash jansson libcrypto zlib spng libwebp libcurl
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)

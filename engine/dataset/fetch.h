@@ -74,8 +74,10 @@ int bfs_fetch_configure(const bfs_fetch_conf *c, char *err, size_t errlen);
  * refused; the message says which credentials were used: their source and access key
  * id, never the secret), -EINVAL (a URL that does not parse: "s3://" without a bucket or
  * key, a scheme or port that is not allowed), -EHOSTUNREACH / -ECONNREFUSED / -ETIMEDOUT
- * (after the retries), -EPROTO (a response that breaks HTTP or S3: no size, a body
- * shorter than its length), -ENOMEM.
+ * (after the retries), -EIO (5xx or 429 still after the retries), -EPROTO (a response
+ * that breaks HTTP or S3: no size, a body shorter than its length; a TLS certificate that
+ * is not trusted: the message says to give its CA with ca=), -ENOMEM. An s3:// bucket of
+ * another region (S3's x-amz-bucket-region) is -EINVAL, the message naming s3_region=.
  */
 int bfs_object_open(const char *url, bfs_object **out, char *err, size_t errlen);
 
@@ -105,7 +107,15 @@ int bfs_object_read(bfs_object *o, void *buf, size_t len, uint64_t off);
  */
 const char *bfs_fetch_reason(void);
 
-/* bfs_object_close - release o (its pooled connections). NULL is a no-op. */
+/*
+ * bfs_object_url - the object's URL for messages and logs, without what may be secret: no
+ * user or password, a query (a presigned URL's signature) shown as "?...". Owned by o.
+ */
+const char *bfs_object_url(const bfs_object *o);
+
+/* bfs_object_close - release o. Connections belong to the process's pool (reused by every
+ * object on the same server), not to o, and stay open for the next request. NULL is a
+ * no-op. */
 void bfs_object_close(bfs_object *o);
 
 /* bfs_fetch_get_stats - the process's counters so far. */
