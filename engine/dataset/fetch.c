@@ -104,6 +104,8 @@ static fetch_conf *conf_get(void)
     return c;
 }
 
+static void clean_text(char *dst, size_t cap, const char *src);
+
 /* Append the file at path (at most CA_FILE_MAX bytes) to *buf. 0 or -errno. */
 static int append_file(const char *path, char **buf, size_t *len)
 {
@@ -170,10 +172,12 @@ int bfs_fetch_configure(const bfs_fetch_conf *c, char *err, size_t errlen)
                 free(user);
                 if (rc == -ENOMEM)
                     goto fail;
+                char ca[600];
+                clean_text(ca, sizeof ca, c->ca);
                 rc = bfs_errf(-EINVAL, err, errlen,
-                              "ca=%.3000s: %s (give a PEM file of CA certificates, "
+                              "ca=%s: %s (give a PEM file of CA certificates, "
                               "\"-----BEGIN CERTIFICATE-----\" blocks)",
-                              c->ca, rc == -EINVAL ? "holds no PEM certificate" : bfs_strerror(rc));
+                              ca, rc == -EINVAL ? "holds no PEM certificate" : bfs_strerror(rc));
                 goto fail;
             }
             /* the system's CAs first (missing: only ca=), then the user's */
@@ -883,7 +887,8 @@ static int open_object(const char *url, bfs_object **out, char *err, size_t errl
     *out = NULL;
     pthread_once(&init_once, init);
     if (init_rc)
-        return bfs_errf(init_rc, err, errlen, "%.200s: libcurl could not start", url);
+        return bfs_errf(init_rc, err, errlen,
+                        "object storage: libcurl could not start (out of memory)");
     bfs_object *o = calloc(1, sizeof *o);
     if (!o)
         return -ENOMEM;

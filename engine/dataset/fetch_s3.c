@@ -20,35 +20,47 @@
 /* S3's limit on a key's length (bytes of UTF-8). */
 #define S3_KEY_MAX 1024
 
+/* At most cap - 1 bytes of s for a message, control bytes as '?' (one line). */
+static const char *shown(const char *s, char *buf, size_t cap)
+{
+    size_t i = 0;
+    for (; s[i] && i + 1 < cap; i++)
+        buf[i] = (unsigned char)s[i] < 0x20 || s[i] == 0x7f ? '?' : s[i];
+    buf[i] = '\0';
+    return buf;
+}
+
 int bfs_s3_parse_url(const char *url, char **bucket, char **key, char *err, size_t errlen)
 {
     *bucket = *key = NULL;
+    char sb[201];
+    const char *u = shown(url, sb, sizeof sb);
     if (strncmp(url, "s3://", 5))
-        return bfs_errf(-EINVAL, err, errlen, "%.200s: not an s3://BUCKET/KEY URL", url);
+        return bfs_errf(-EINVAL, err, errlen, "%s: not an s3://BUCKET/KEY URL", u);
     const char *b = url + 5, *slash = strchr(b, '/');
     size_t bn = slash ? (size_t)(slash - b) : strlen(b);
     if (bn == 0 || bn > 255)
         return bfs_errf(-EINVAL, err, errlen,
-                        "%.200s: no bucket name (write s3://BUCKET/KEY, e.g. "
+                        "%s: no bucket name (write s3://BUCKET/KEY, e.g. "
                         "s3://my-bucket/data/train.bfs)",
-                        url);
+                        u);
     for (size_t i = 0; i < bn; i++) {
         char c = b[i];
         if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
               c == '.' || c == '-' || c == '_'))
             return bfs_errf(-EINVAL, err, errlen,
-                            "%.200s: the bucket name may hold only letters, digits, '.', '-' "
+                            "%s: the bucket name may hold only letters, digits, '.', '-' "
                             "and '_'",
-                            url);
+                            u);
     }
     if (!slash || !slash[1])
         return bfs_errf(-EINVAL, err, errlen,
-                        "%.200s: no object key after the bucket (write s3://BUCKET/KEY)", url);
+                        "%s: no object key after the bucket (write s3://BUCKET/KEY)", u);
     const char *k = slash + 1;
     size_t kn = strlen(k);
     if (kn > S3_KEY_MAX)
-        return bfs_errf(-EINVAL, err, errlen, "%.200s...: the key is over %d bytes, S3's limit",
-                        url, S3_KEY_MAX);
+        return bfs_errf(-EINVAL, err, errlen, "%s...: the key is over %d bytes, S3's limit", u,
+                        S3_KEY_MAX);
     for (size_t i = 0; i < kn; i++)
         if ((unsigned char)k[i] < 0x20 || k[i] == 0x7f)
             return bfs_errf(-EINVAL, err, errlen, "s3://%.*s/...: the key holds a control byte",
@@ -85,26 +97,27 @@ char *bfs_url_encode_path(const char *key)
 
 int bfs_s3_check_endpoint(const char *e, char *err, size_t errlen)
 {
-    const char *h;
+    char sb[201];
+    const char *h, *shown_e = shown(e, sb, sizeof sb);
     if (!strncmp(e, "http://", 7))
         h = e + 7;
     else if (!strncmp(e, "https://", 8))
         h = e + 8;
     else
         return bfs_errf(-EINVAL, err, errlen,
-                        "s3_endpoint=%.200s: not an http:// or https:// URL (e.g. "
+                        "s3_endpoint=%s: not an http:// or https:// URL (e.g. "
                         "s3_endpoint=http://127.0.0.1:9000)",
-                        e);
+                        shown_e);
     size_t hn = strcspn(h, "/");
     if (hn == 0)
-        return bfs_errf(-EINVAL, err, errlen, "s3_endpoint=%.200s: no host", e);
+        return bfs_errf(-EINVAL, err, errlen, "s3_endpoint=%s: no host", shown_e);
     for (const char *p = e; *p; p++)
         if ((unsigned char)*p <= 0x20 || *p == 0x7f || *p == '?' || *p == '#' ||
             (*p == '@' && p < h + hn))
             return bfs_errf(-EINVAL, err, errlen,
-                            "s3_endpoint=%.200s: write only scheme://HOST[:PORT][/PATH], "
+                            "s3_endpoint=%s: write only scheme://HOST[:PORT][/PATH], "
                             "without spaces, a user, a query or a fragment",
-                            e);
+                            shown_e);
     return 0;
 }
 
@@ -249,7 +262,7 @@ int bfs_s3_creds_load(bfs_s3_creds *c, char *err, size_t errlen)
     int named = prof && *prof;
     if (!named)
         prof = "default";
-    char path[4096];
+    char path[4096], sp[400], sf[400];
     if (aws_file("AWS_SHARED_CREDENTIALS_FILE", "credentials", path, sizeof path) == 0) {
         int r1 = bfs_ini_get(path, prof, "aws_access_key_id", c->key_id, sizeof c->key_id);
         int r2 = bfs_ini_get(path, prof, "aws_secret_access_key", c->secret, sizeof c->secret);
@@ -258,18 +271,20 @@ int bfs_s3_creds_load(bfs_s3_creds *c, char *err, size_t errlen)
             int rc = r1 < 0 ? r1 : r2 < 0 ? r2 : r3;
             bfs_s3_creds_wipe(c);
             return bfs_errf(rc == -E2BIG ? -EINVAL : rc, err, errlen,
-                            "%.3000s: cannot read the credentials of profile %.100s (%s)", path,
-                            prof, rc == -E2BIG ? "a value too long" : bfs_strerror(rc));
+                            "%s: cannot read the credentials of profile %.100s (%s)",
+                            shown(path, sf, sizeof sf), shown(prof, sp, sizeof sp),
+                            rc == -E2BIG ? "a value too long" : bfs_strerror(rc));
         }
         if (r1 == 1 || r2 == 1) {
             if (r1 != 1 || r2 != 1) {
                 bfs_s3_creds_wipe(c);
                 return bfs_errf(-EINVAL, err, errlen,
-                                "%.3000s: profile [%.100s] needs both aws_access_key_id and "
+                                "%s: profile [%.100s] needs both aws_access_key_id and "
                                 "aws_secret_access_key",
-                                path, prof);
+                                shown(path, sf, sizeof sf), shown(prof, sp, sizeof sp));
             }
-            snprintf(c->source, sizeof c->source, "profile %.100s of %.380s", prof, path);
+            snprintf(c->source, sizeof c->source, "profile %.100s of %.380s",
+                     shown(prof, sp, sizeof sp), shown(path, sf, sizeof sf));
             c->have = 1;
             return 0;
         }
@@ -279,7 +294,7 @@ int bfs_s3_creds_load(bfs_s3_creds *c, char *err, size_t errlen)
         return bfs_errf(-EINVAL, err, errlen,
                         "AWS_PROFILE=%.100s: no such profile with credentials in %.3000s "
                         "(AWS_SHARED_CREDENTIALS_FILE or ~/.aws/credentials)",
-                        prof, path);
+                        shown(prof, sp, sizeof sp), shown(path, sf, sizeof sf));
     snprintf(c->source, sizeof c->source, "none (unsigned requests)");
     return 0;
 }
@@ -315,9 +330,12 @@ int bfs_s3_region_find(const char *opt, char *out, size_t outlen, char *err, siz
     }
     if (!v || !*v)
         v = "us-east-1", what = "default";
-    if (!region_ok(v) || strlen(v) >= outlen)
+    if (!region_ok(v) || strlen(v) >= outlen) {
+        char sw[400], sv[80];
         return bfs_errf(-EINVAL, err, errlen,
-                        "the S3 region from %.3000s is not a region name like eu-west-1", what);
+                        "the S3 region %s from %s is not a region name like eu-west-1",
+                        shown(v, sv, sizeof sv), shown(what, sw, sizeof sw));
+    }
     snprintf(out, outlen, "%s", v);
     return 0;
 }
