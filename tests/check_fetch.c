@@ -9,8 +9,9 @@
  * request: exact bytes from many threads, retries on 503/500/429, a hang (timeout) and a
  * body cut short, errors mapped (404, 403, 412, a replaced object), wrong Content-Range,
  * a server ignoring Range or sending more bytes (nothing copied beyond the range), S3
- * path style signed with SigV4 and a session token, and no secret in any message or
- * reason; a child after fork() reading through its own connections.
+ * path style signed with SigV4 and a session token (the server checks the signature as S3
+ * does), and no secret in any message or reason; a child after fork() reading through its own
+ * connections.
  */
 #include "engine/dataset/fetch.h"
 #include "engine/dataset/fetch_internal.h"
@@ -389,21 +390,20 @@ static const char *server_script(void)
     return tries[0];
 }
 
-static void server_up(void)
+/* Start tests/fetch_server.py on root (HTTPS with cert and key when not NULL): its port,
+ * its pid in *pid. */
+static int start_server(const char *root, const char *cert, const char *key, pid_t *pid)
 {
-    signal(SIGPIPE, SIG_IGN);
-    clear_aws_env();
-    srv_root = tu_mkdtemp("fetch-srv");
-    ck_assert_ptr_nonnull(srv_root);
     int p[2];
     ck_assert_int_eq(pipe(p), 0);
     const char *script = server_script();
-    srv_pid = fork();
-    ck_assert_int_ge(srv_pid, 0);
-    if (srv_pid == 0) {
+    *pid = fork();
+    ck_assert_int_ge(*pid, 0);
+    if (*pid == 0) {
         dup2(p[1], 1);
         close(p[0]);
-        execlp("python3", "python3", script, srv_root, (char *)NULL);
+        setenv("FETCH_SERVER_SECRET", SECRET, 1); /* it checks SigV4 signatures with it */
+        execlp("python3", "python3", script, root, cert, key, (char *)NULL);
         _exit(127);
     }
     close(p[1]);
@@ -413,8 +413,18 @@ static void server_up(void)
            line[got] != '\n')
         got++;
     close(p[0]);
-    srv_port = atoi(line);
-    ck_assert_msg(srv_port > 0, "tests/fetch_server.py did not start (python3 needed)");
+    int port = atoi(line);
+    ck_assert_msg(port > 0, "tests/fetch_server.py did not start (python3 needed)");
+    return port;
+}
+
+static void server_up(void)
+{
+    signal(SIGPIPE, SIG_IGN);
+    clear_aws_env();
+    srv_root = tu_mkdtemp("fetch-srv");
+    ck_assert_ptr_nonnull(srv_root);
+    srv_port = start_server(srv_root, NULL, NULL, &srv_pid);
     bfs_fetch_conf c = {.retries = 3, .timeout_ms = 5000};
     char err[512];
     ck_assert_int_eq(bfs_fetch_configure(&c, err, sizeof err), 0);
@@ -777,6 +787,11 @@ START_TEST(s3_signed)
     ck_assert_int_eq(bfs_object_open("s3://bkt/nosuch", &o, err, sizeof err), -ENOENT);
     ck_assert_ptr_nonnull(strstr(err, "NoSuchKey"));
     snprintf(saved[nr], sizeof saved[nr], "%s", err), reasons[nr] = saved[nr], nr++;
+    /* a wrong secret: the server's signature check refuses it */
+    setenv("AWS_SECRET_ACCESS_KEY", "WRONG" SECRET, 1);
+    ck_assert_int_eq(bfs_object_open("s3://bkt/dir/a b é.bfs", &o, err, sizeof err), -EACCES);
+    ck_assert_msg(strstr(err, "SignatureDoesNotMatch"), "%s", err);
+    snprintf(saved[nr], sizeof saved[nr], "%s", err), reasons[nr] = saved[nr], nr++;
     for (int i = 0; i < nr; i++)
         ck_assert_msg(!strstr(reasons[i], SECRET) && !strstr(reasons[i], TOKEN), "%s", reasons[i]);
 
@@ -821,6 +836,54 @@ START_TEST(after_fork)
 }
 END_TEST
 
+START_TEST(tls_verified)
+{
+    /* a CA and a certificate for 127.0.0.1 signed by it (openssl, as the nginx tests do) */
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd,
+             "(cd '%s' && printf 'subjectAltName=IP:127.0.0.1\\n' >ext && "
+             "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes "
+             "-keyout ca.key -out ca.pem -days 2 -subj /CN=batchfs-test-ca && "
+             "openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout srv.key "
+             "-out srv.csr -subj /CN=127.0.0.1 && openssl x509 -req -in srv.csr -CA ca.pem "
+             "-CAkey ca.key -CAcreateserial -out srv.pem -days 2 -extfile ext) >/dev/null 2>&1",
+             srv_root);
+    if (system(cmd) != 0) {
+        tu_skip("fetch", "tls_verified", "openssl could not make a CA (make deps installs it)");
+        return;
+    }
+    uint8_t *want = put_object("t.bin", 9000, 7);
+    char cert[4200], key[4200], ca[4200], url[256], err[2048];
+    snprintf(cert, sizeof cert, "%s/srv.pem", srv_root);
+    snprintf(key, sizeof key, "%s/srv.key", srv_root);
+    snprintf(ca, sizeof ca, "%s/ca.pem", srv_root);
+    pid_t pid;
+    int port = start_server(srv_root, cert, key, &pid);
+    snprintf(url, sizeof url, "https://127.0.0.1:%d/t.bin", port);
+    /* not trusted without ca=: refused, never read insecurely */
+    set_conf(1, 5000);
+    bfs_object *o = NULL;
+    ck_assert_int_eq(bfs_object_open(url, &o, err, sizeof err), -EPROTO);
+    ck_assert_msg(strstr(err, "ca=") && strstr(err, "TLS"), "%s", err);
+    /* with ca=: the system's CAs and this one */
+    bfs_fetch_conf c = {.ca = ca, .retries = 1, .timeout_ms = 5000};
+    ck_assert_int_eq(bfs_fetch_configure(&c, err, sizeof err), 0);
+    ck_assert_msg(bfs_object_open(url, &o, err, sizeof err) == 0, "%s", err);
+    uint8_t buf[9000];
+    ck_assert_int_eq(bfs_object_read(o, buf, 9000, 0), 0);
+    ck_assert_int_eq(memcmp(buf, want, 9000), 0);
+    ck_assert_int_eq(bfs_object_read(o, buf, 100, 8900), 0);
+    ck_assert_int_eq(memcmp(buf, want + 8900, 100), 0);
+    bfs_object_close(o);
+    /* a certificate for another name is refused even with its CA */
+    snprintf(url, sizeof url, "https://localhost:%d/t.bin", port);
+    ck_assert_int_eq(bfs_object_open(url, &o, err, sizeof err), -EPROTO);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    free(want);
+}
+END_TEST
+
 static Suite *fetch_suite(void)
 {
     Suite *s = suite_create("fetch");
@@ -840,6 +903,7 @@ static Suite *fetch_suite(void)
     tcase_add_test(tc, errors);
     tcase_add_test(tc, s3_signed);
     tcase_add_test(tc, after_fork);
+    tcase_add_test(tc, tls_verified);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""fetch_server.py - the HTTP object server of tests/check_fetch.c (never the product's).
+"""fetch_server.py ROOT [CERT KEY] - the HTTP object server of tests/check_fetch.c (never
+the product's); with CERT and KEY (PEM files) it speaks HTTPS.
 
 Serves the files under ROOT on 127.0.0.1 (a free port, printed on stdout as one line
 "PORT\\n" once it listens) as an object store would: GET and HEAD with one Range
@@ -15,8 +16,15 @@ whole object), more (the range and 100 bytes more, no Content-Length, then close
 short (10 bytes fewer, no Content-Length, then closed). GET /__last answers the headers
 of the last object request (one "name: value" line each); GET /__count the number of
 object requests so far; GET /__reset drops queued faults.
+
+SigV4: when FETCH_SERVER_SECRET is set, a request with an AWS4-HMAC-SHA256 Authorization
+header has its signature checked as S3 checks it (canonical request from the path as
+sent, the signed headers, x-amz-content-sha256) and is refused with 403
+SignatureDoesNotMatch when it is wrong.
 """
 import email.utils
+import hashlib
+import hmac
 import os
 import re
 import sys
@@ -43,6 +51,36 @@ def next_fault():
                 return f[0]
             faults.pop(0)
     return None
+
+
+def sigv4_ok(handler):
+    """Whether the request's SigV4 signature is right for FETCH_SERVER_SECRET."""
+    secret = os.environ.get("FETCH_SERVER_SECRET")
+    auth = handler.headers.get("Authorization", "")
+    if not secret or not auth.startswith("AWS4-HMAC-SHA256 "):
+        return True
+    f = dict(p.strip().split("=", 1) for p in auth[len("AWS4-HMAC-SHA256 "):].split(","))
+    key_id, date, region, service, term = f["Credential"].split("/")
+    signed = f["SignedHeaders"].split(";")
+    url = urllib.parse.urlsplit(handler.path)
+    # S3: the path URI-encoded once (as sent when the client encoded it right)
+    canon_uri = urllib.parse.quote(urllib.parse.unquote(url.path), safe="/~")
+    if canon_uri != url.path:
+        return False
+    q = sorted(urllib.parse.parse_qsl(url.query, keep_blank_values=True))
+    canon_q = "&".join("%s=%s" % (urllib.parse.quote(k, safe="~"), urllib.parse.quote(v, safe="~"))
+                       for k, v in q)
+    hdrs = "".join("%s:%s\n" % (h, " ".join(handler.headers.get(h, "").split())) for h in signed)
+    payload = handler.headers.get("x-amz-content-sha256", "")
+    creq = "\n".join([handler.command, canon_uri, canon_q, hdrs, ";".join(signed), payload])
+    amz_date = handler.headers.get("x-amz-date", "")
+    sts = "\n".join(["AWS4-HMAC-SHA256", amz_date, "/".join([date, region, service, term]),
+                     hashlib.sha256(creq.encode()).hexdigest()])
+    k = ("AWS4" + secret).encode()
+    for part in (date, region, service, term):
+        k = hmac.new(k, part.encode(), hashlib.sha256).digest()
+    sig = hmac.new(k, sts.encode(), hashlib.sha256).hexdigest()
+    return hmac.compare_digest(sig, f["Signature"]) and "host" in signed and payload != ""
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -87,6 +125,9 @@ class Handler(BaseHTTPRequestHandler):
         with lock:
             state["last"] = "".join("%s: %s\n" % (k.lower(), v) for k, v in self.headers.items())
         fault = next_fault()
+        if not sigv4_ok(self):
+            return self.small(403, b"<Error><Code>SignatureDoesNotMatch</Code></Error>",
+                              "application/xml")
         if fault and fault.isdigit():
             code = int(fault)
             body = b""
@@ -150,6 +191,11 @@ class Server(ThreadingHTTPServer):
 
 
 srv = Server(("127.0.0.1", 0), Handler)
+if len(sys.argv) > 3:
+    import ssl
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(sys.argv[2], sys.argv[3])
+    srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
 sys.stdout.write("%d\n" % srv.server_address[1])
 sys.stdout.flush()
 srv.serve_forever()
