@@ -565,6 +565,16 @@ START_TEST(exact_bytes)
     ck_assert_uint_ne(bfs_object_identity(o2), bfs_object_identity(o));
     bfs_object_close(o2);
 
+    /* keep-alive: one thread's reads reuse one connection (the /__conns requests open
+     * their own) */
+    char n0[4096], n1[4096];
+    ctl("__conns", n0);
+    for (int i = 0; i < 20; i++)
+        ck_assert_int_eq(bfs_object_read(o, buf, 100, (uint64_t)i * 1000), 0);
+    ctl("__conns", n1);
+    ck_assert_msg(atoi(n1) - atoi(n0) <= 2, "20 reads took %d connections",
+                  atoi(n1) - atoi(n0) - 1);
+
     /* many threads on one object */
     pthread_t t[8];
     reader_arg a[8];
@@ -765,6 +775,13 @@ START_TEST(s3_signed)
                       strstr(last, "x-amz-content-sha256: ") && strstr(last, "if-match: "),
                   "%s", last);
     ck_assert_ptr_null(strstr(last, SECRET));
+
+    /* a bucket of another region: the message says which s3_region= to set */
+    fault("301", 1);
+    bfs_object *o2 = NULL;
+    ck_assert_int_eq(bfs_object_open("s3://bkt/dir/a b é.bfs", &o2, err, sizeof err), -EINVAL);
+    ck_assert_msg(strstr(err, "s3_region=eu-north-1"), "%s", err);
+    ck_assert_ptr_null(o2);
 
     /* refusals name the credentials' source and key id, never the secret or token */
     const char *reasons[8];

@@ -10,12 +10,14 @@ so an S3 path-style request /BUCKET/KEY reads ROOT/BUCKET/KEY.
 
 Faults, queued by the test with GET /__ctl?fault=F&count=N (each applies to the next N
 object requests, in order of queueing): status codes (503, 500, 429, 404, 403 with an S3
-XML error body, 412), hang (no answer for 30 s), cut (half the body, then the connection
+XML error body, 412, 301), hang (no answer for 30 s), cut (half the body, then the connection
 closed), badrange (a Content-Range one byte off, with its bytes), norange (200 and the
 whole object), more (the range and 100 bytes more, no Content-Length, then closed),
 short (10 bytes fewer, no Content-Length, then closed). GET /__last answers the headers
 of the last object request (one "name: value" line each); GET /__count the number of
-object requests so far; GET /__reset drops queued faults.
+object requests so far; GET /__conns the number of connections accepted so far (this
+one's included); GET /__reset drops queued faults. Fault 301 is S3's answer for a bucket
+of another region (x-amz-bucket-region: eu-north-1).
 
 SigV4: when FETCH_SERVER_SECRET is set, a request with an AWS4-HMAC-SHA256 Authorization
 header has its signature checked as S3 checks it (canonical request from the path as
@@ -36,7 +38,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 ROOT = sys.argv[1]
 lock = threading.Lock()
 faults = []  # [fault, remaining]
-state = {"count": 0, "last": ""}
+state = {"count": 0, "last": "", "conns": 0}
 
 
 def next_fault():
@@ -89,6 +91,11 @@ class Handler(BaseHTTPRequestHandler):
     def log_message(self, *args):
         pass
 
+    def setup(self):
+        with lock:
+            state["conns"] += 1
+        super().setup()
+
     def small(self, code, body=b"", ctype="text/plain", extra=()):
         self.send_response(code)
         self.send_header("Content-Type", ctype)
@@ -111,6 +118,8 @@ class Handler(BaseHTTPRequestHandler):
             return self.small(200, b"ok")
         if path == "/__count":
             return self.small(200, str(state["count"]).encode())
+        if path == "/__conns":
+            return self.small(200, str(state["conns"]).encode())
         if path == "/__last":
             return self.small(200, state["last"].encode())
         return self.small(404)
@@ -131,6 +140,9 @@ class Handler(BaseHTTPRequestHandler):
         if fault and fault.isdigit():
             code = int(fault)
             body = b""
+            if code == 301:  # S3's answer for a bucket of another region
+                return self.small(301, b"<Error><Code>PermanentRedirect</Code></Error>",
+                                  "application/xml", [("x-amz-bucket-region", "eu-north-1")])
             if code in (403, 404):
                 name = "AccessDenied" if code == 403 else "NoSuchKey"
                 body = ("<?xml version=\"1.0\"?><Error><Code>%s</Code><Message>m</Message>"
