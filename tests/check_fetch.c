@@ -776,6 +776,16 @@ START_TEST(s3_signed)
                   "%s", last);
     ck_assert_ptr_null(strstr(last, SECRET));
 
+    /* a key with '?' and '%': encoded, signed, shown whole */
+    uint8_t *want2 = put_object("bkt/q?x%41.bin", 100, 8);
+    bfs_object *oq = NULL;
+    ck_assert_int_eq(bfs_object_open("s3://bkt/q?x%41.bin", &oq, err, sizeof err), 0);
+    ck_assert_str_eq(bfs_object_url(oq), "s3://bkt/q?x%41.bin");
+    ck_assert_int_eq(bfs_object_read(oq, buf, 100, 0), 0);
+    ck_assert_int_eq(memcmp(buf, want2, 100), 0);
+    bfs_object_close(oq);
+    free(want2);
+
     /* a bucket of another region: the message says which s3_region= to set */
     fault("301", 1);
     bfs_object *o2 = NULL;

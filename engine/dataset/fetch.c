@@ -894,9 +894,14 @@ static int open_object(const char *url, bfs_object **out, char *err, size_t errl
         return -ENOMEM;
     int rc = -ENOMEM;
     char *bucket = NULL, *key = NULL, *ident = NULL;
-    if (!(o->conf = conf_get()) || !(o->display = display_url(url)))
+    int is_s3 = !strncmp(url, "s3://", 5);
+    /* s3:// URLs hold no secret (and a key may hold '?'): shown whole */
+    if (!(o->conf = conf_get()) || !(o->display = is_s3 ? strdup(url) : display_url(url)))
         goto fail;
-    if (!strncmp(url, "s3://", 5)) {
+    for (char *c = o->display; *c; c++)
+        if ((unsigned char)*c < 0x20 || *c == 0x7f)
+            *c = '?';
+    if (is_s3) {
         o->s3 = 1;
         o->scheme = "https";
         if ((rc = bfs_s3_parse_url(url, &bucket, &key, err, errlen)))

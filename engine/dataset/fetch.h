@@ -36,7 +36,8 @@ typedef struct bfs_fetch_conf {
     const char *ca;          /* ca= PEM file of CA certificates trusted besides the
                               * system's (NULL or "": the system's only) */
     unsigned retries;        /* fetch_retries= (5): attempts after the first, per request */
-    unsigned timeout_ms;     /* fetch_timeout_ms= (10000): per attempt, connect included */
+    unsigned timeout_ms;     /* fetch_timeout_ms= (10000): per attempt, connect included
+                              * (0: 10000) */
 } bfs_fetch_conf;
 
 /* Counters since the process started (all objects), for /stats' `source` section. */
