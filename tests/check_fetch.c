@@ -845,6 +845,8 @@ START_TEST(after_fork)
     bfs_object *o = open_ok("f.bin");
     uint8_t buf[8000];
     ck_assert_int_eq(bfs_object_read(o, buf, 8000, 0), 0);
+    char n0[4096], n1[4096];
+    ctl("__conns", n0);
     pid_t pid = fork();
     ck_assert_int_ge(pid, 0);
     if (pid == 0) {
@@ -855,6 +857,10 @@ START_TEST(after_fork)
     int st;
     ck_assert_int_eq(waitpid(pid, &st, 0), pid);
     ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    /* the child made a connection of its own (besides the one of /__conns), never used the
+     * parent's */
+    ctl("__conns", n1);
+    ck_assert_int_ge(atoi(n1) - atoi(n0), 2);
     /* the parent's connection still works */
     ck_assert_int_eq(bfs_object_read(o, buf, 8000, 0), 0);
     ck_assert_int_eq(memcmp(buf, want, 8000), 0);
