@@ -484,8 +484,11 @@ static size_t body_cb(char *p, size_t sz, size_t nm, void *u)
         x->body[x->bn] = '\0';
         return n;
     }
-    if (x->opening)
-        return 0; /* the probe needs the headers only (a server ignoring Range sends all) */
+    if (x->opening) { /* the probe needs the headers: its byte is read (keeping the
+                       * connection), a server ignoring Range that sends it all is cut off */
+        x->got += n;
+        return x->got <= 4096 ? n : 0;
+    }
     if (n > x->len - x->got) {
         snprintf(x->why, sizeof x->why,
                  "the server sent more than the %" PRIu64 " bytes of the range", x->len);
