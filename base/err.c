@@ -26,6 +26,11 @@ int bfs_err_is_resource(int err)
     return err == -ENOMEM || err == -EMFILE || err == -ENFILE;
 }
 
+int bfs_err_is_transient(int err)
+{
+    return bfs_err_is_resource(err) || err == BFS_E_FETCH;
+}
+
 int bfs_err_to_errno(int err)
 {
     if (err == -EINTR)

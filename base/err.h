@@ -51,7 +51,9 @@
     X(WEBP_DATA, "corrupt or truncated WebP")                                                      \
     X(WEBP_UNSUPPORTED, "unsupported WebP (animated)")                                             \
     X(IMAGE_TOO_LARGE, "PNG or WebP too large to decode (a side over 65535 pixels, or over 268 "   \
-                       "million pixels: refused as a decompression bomb)")
+                       "million pixels: refused as a decompression bomb)")                         \
+    X(FETCH, "the dataset's object store did not serve a read (after its retries: "                \
+             "unreachable, timing out, or failing)")
 
 enum {
     BFS_E_BEFORE_FIRST = -4201,
@@ -77,6 +79,12 @@ const char *bfs_strerror(int err);
  * -EMFILE, -ENFILE), not that a file or sample is bad: such a failure is the operation's
  * (a later try may succeed), never a reason to skip or substitute a sample. */
 int bfs_err_is_resource(int err);
+
+/* bfs_err_is_transient - 1 when err says nothing about the sample or batch, so that a
+ * later try may succeed: bfs_err_is_resource, or BFS_E_FETCH (the object store of an
+ * s3:// or https:// source failed). Never a reason to substitute a sample; a batch failed
+ * so is computed again when asked again. */
+int bfs_err_is_transient(int err);
 
 /* bfs_err_to_errno - the positive errno a reader of a batch gets for err (negative):
  * EINTR when its wait was interrupted, ENOMEM when the process ran out of memory or

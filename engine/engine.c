@@ -11,6 +11,7 @@
 #include "engine/engine_internal.h"
 #include "engine/augment.h"
 #include "engine/dataset/bfs.h"
+#include "engine/dataset/fetch.h"
 #include "engine/decode.h"
 #include "base/err.h"
 #include "engine/plan.h"
@@ -54,7 +55,16 @@ int bfs_engine_create(const char *source_path, const bfs_pipeline_opts *o, bfs_e
     e->o = *o;
     pthread_mutex_init(&e->log_lock, NULL);
     bfs_mix_desc *md = NULL;
-    int rc;
+    /* how s3:// and https:// sources are reached (the process's only configuration:
+     * a mount, a worker, --bench each make one engine) */
+    bfs_fetch_conf fc = {.s3_region = o->s3_region,
+                         .s3_endpoint = o->s3_endpoint,
+                         .ca = o->ca,
+                         .retries = (unsigned)o->fetch_retries,
+                         .timeout_ms = (unsigned)o->fetch_timeout_ms};
+    int rc = bfs_fetch_configure(&fc, err, errlen);
+    if (rc)
+        goto fail;
     if (o->mix[0]) { /* a mixture: source_path only names it in messages */
         if (!(md = malloc(sizeof *md))) {
             rc = bfs_errf(-ENOMEM, err, errlen, "out of memory");
@@ -674,9 +684,12 @@ static int token_row(bfs_engine *e, bfs_engine_worker *w, uint64_t epoch, uint64
     char name[4200] = "";
     if (bad.rc)
         bfs_source_describe(e->src, bad.doc, name, sizeof name);
-    if (rc && (bfs_err_is_resource(rc) || !bad.rc)) {
-        snprintf(err, errlen, "epoch %llu batch %llu row %u%s%s: %s", (unsigned long long)epoch,
-                 (unsigned long long)k, j, bad.rc ? ", document " : "", name, bfs_strerror(rc));
+    if (rc && (bfs_err_is_transient(rc) || !bad.rc)) {
+        snprintf(err, errlen, "epoch %llu batch %llu row %u%s%s: %s%s%s", (unsigned long long)epoch,
+                 (unsigned long long)k, j, bad.rc ? ", document " : "", name, bfs_strerror(rc),
+                 rc == BFS_E_FETCH ? ": " : "", rc == BFS_E_FETCH ? bfs_fetch_reason() : "");
+        if (rc == BFS_E_FETCH)
+            fprintf(stderr, "batchfs: %s\n", err);
         return rc;
     }
     bfs_engine_add(&w->bad, 1);
@@ -738,12 +751,16 @@ int bfs_engine_sample(bfs_engine *e, bfs_engine_worker *w, uint64_t epoch, uint6
     rc = fill_sample(e, w, epoch, idx, key, dst, &lay, j);
     if (rc == 0)
         return 0;
-    if (bfs_err_is_resource(rc)) { /* the process ran out, the sample is fine: no substitute */
+    if (bfs_err_is_transient(rc)) { /* the process ran out, or the object store failed:
+                                     * the sample is fine, no substitute */
         char name[4200];
         bfs_source_describe(e->src, idx, name, sizeof name);
-        snprintf(err, errlen, "sample %llu (%s) in epoch %llu batch %llu: %s",
+        snprintf(err, errlen, "sample %llu (%s) in epoch %llu batch %llu: %s%s%s",
                  (unsigned long long)idx, name, (unsigned long long)epoch, (unsigned long long)k,
-                 bfs_strerror(rc));
+                 bfs_strerror(rc), rc == BFS_E_FETCH ? ": " : "",
+                 rc == BFS_E_FETCH ? bfs_fetch_reason() : "");
+        if (rc == BFS_E_FETCH) /* fs/ logs errno failures only; this one is said here */
+            fprintf(stderr, "batchfs: %s\n", err);
         return rc;
     }
     if (rc == BFS_E_CHANGED)
@@ -774,10 +791,13 @@ int bfs_engine_sample(bfs_engine *e, bfs_engine_worker *w, uint64_t epoch, uint6
         int arc = fill_sample(e, w, epoch, alt, key, dst, &lay, j);
         if (arc == BFS_E_CHANGED)
             return dataset_changed(e, epoch, k, err, errlen);
-        if (bfs_err_is_resource(arc)) { /* as above: not a reason to try another */
-            snprintf(err, errlen, "substitute sample %llu in epoch %llu batch %llu: %s",
+        if (bfs_err_is_transient(arc)) { /* as above: not a reason to try another */
+            snprintf(err, errlen, "substitute sample %llu in epoch %llu batch %llu: %s%s%s",
                      (unsigned long long)alt, (unsigned long long)epoch, (unsigned long long)k,
-                     bfs_strerror(arc));
+                     bfs_strerror(arc), arc == BFS_E_FETCH ? ": " : "",
+                     arc == BFS_E_FETCH ? bfs_fetch_reason() : "");
+            if (arc == BFS_E_FETCH)
+                fprintf(stderr, "batchfs: %s\n", err);
             return arc;
         }
         if (arc == 0) {

@@ -295,8 +295,9 @@ static bfs_batch *acquire(bfs_exec *x, uint64_t epoch, uint64_t k, int demand, i
 {
     LOCKED(x);
     bfs_batch *j = bfs_job_find(x, epoch, k);
-    if (j && j->state == JOB_FAILED && bfs_err_is_resource(j->rc)) {
-        /* the process ran out of memory or descriptors: that may be over now, and unlike
+    if (j && j->state == JOB_FAILED && bfs_err_is_transient(j->rc)) {
+        /* the process ran out of memory or descriptors, or the object store of a remote
+         * source failed: that may be over now, and unlike
          * a bad sample it says nothing about the batch, so compute it again. A worker may
          * still hold it (settling its claim after waking the readers): then it is only
          * detached, and freed by the last unref. */

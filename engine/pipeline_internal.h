@@ -73,6 +73,11 @@ enum {
     OPT_REMOTE_CLAIM_MS,
     OPT_REMOTE_KEY,
     OPT_GROUP,
+    OPT_S3_REGION,
+    OPT_S3_ENDPOINT,
+    OPT_CA,
+    OPT_FETCH_RETRIES,
+    OPT_FETCH_TIMEOUT_MS,
     OPT_COUNT
 };
 _Static_assert(OPT_COUNT <= 64, "bfs_pipeline_opts.given has one bit per option");
@@ -167,6 +172,12 @@ int bfs_opt_show_remote_key(const opt *d, const bfs_pipeline_opts *o, char *buf,
 int bfs_opt_set_remote(const opt *d, bfs_pipeline_opts *o, const char *v, const char **why);
 int bfs_opt_show_remote(const opt *d, const bfs_pipeline_opts *o, char *buf, size_t cap);
 int bfs_opt_set_group(const opt *d, bfs_pipeline_opts *o, const char *v, const char **why);
+int bfs_opt_set_s3_region(const opt *d, bfs_pipeline_opts *o, const char *v, const char **why);
+int bfs_opt_show_s3_region(const opt *d, const bfs_pipeline_opts *o, char *buf, size_t cap);
+int bfs_opt_set_s3_endpoint(const opt *d, bfs_pipeline_opts *o, const char *v, const char **why);
+int bfs_opt_show_s3_endpoint(const opt *d, const bfs_pipeline_opts *o, char *buf, size_t cap);
+int bfs_opt_set_ca(const opt *d, bfs_pipeline_opts *o, const char *v, const char **why);
+int bfs_opt_show_ca(const opt *d, const bfs_pipeline_opts *o, char *buf, size_t cap);
 int bfs_opt_show_group(const opt *d, const bfs_pipeline_opts *o, char *buf, size_t cap);
 int bfs_opt_set_buckets(const opt *d, bfs_pipeline_opts *o, const char *v, const char **why);
 int bfs_opt_show_buckets(const opt *d, const bfs_pipeline_opts *o, char *buf, size_t cap);

@@ -224,6 +224,32 @@ const opt bfs_opt_table[OPT_COUNT] = {
                        "next batch no mount of the group has served"),
                    FIELD(group), .set = bfs_opt_set_group, .show = bfs_opt_show_group,
                    .allowed = "none or 1..64 of the characters A-Z a-z 0-9 . _ -"},
+    [OPT_S3_REGION] = {PUB("s3_region", K, "NAME|auto", "auto",
+                           "region of an s3:// source; auto: AWS_REGION, AWS_DEFAULT_REGION, "
+                           "the profile's in ~/.aws/config, else us-east-1"),
+                       FIELD(s3_region), .set = bfs_opt_set_s3_region,
+                       .show = bfs_opt_show_s3_region,
+                       .allowed = "auto or 1..63 of the characters a-z 0-9 -"},
+    [OPT_S3_ENDPOINT] = {PUB("s3_endpoint", K, "URL|none", "none",
+                             "an S3-compatible store (MinIO, Ceph, R2, GCS) for s3:// sources, "
+                             "addressed path-style: URL/BUCKET/KEY; none: AWS"),
+                         FIELD(s3_endpoint), .set = bfs_opt_set_s3_endpoint,
+                         .show = bfs_opt_show_s3_endpoint,
+                         .allowed = "http://HOST[:PORT][/PATH], https://HOST[:PORT][/PATH] or "
+                                    "none"},
+    [OPT_CA] = {PUB("ca", K, "FILE|none", "none",
+                    "PEM file of CA certificates trusted, besides the system's, by https:// "
+                    "and s3:// sources (TLS is always verified)"),
+                FIELD(ca), .set = bfs_opt_set_ca, .show = bfs_opt_show_ca,
+                .allowed = "an absolute path or none"},
+    [OPT_FETCH_RETRIES] = {PUB("fetch_retries", K, "N", "5",
+                               "a remote source's request is retried this often (timeouts, "
+                               "resets, 5xx, 429), with exponential backoff and jitter"),
+                           INT(fetch_retries, W_INT, 0, 100, 0)},
+    [OPT_FETCH_TIMEOUT_MS] = {PUB("fetch_timeout_ms", K, "N", "10000",
+                                  "a remote source's request (one attempt, connecting "
+                                  "included) fails after this long"),
+                              INT(fetch_timeout_ms, W_INT, 1, 3600000, 0)},
 };
 
 #undef PUB

@@ -530,6 +530,80 @@ int bfs_opt_set_group(const opt *d, bfs_pipeline_opts *o, const char *v, const c
     return 0;
 }
 
+int bfs_opt_set_s3_region(const opt *d, bfs_pipeline_opts *o, const char *v, const char **why)
+{
+    (void)d, (void)why;
+    if (strcmp(v, "auto") == 0) {
+        o->s3_region[0] = '\0';
+        return 0;
+    }
+    size_t n = strlen(v);
+    if (n == 0 || n >= sizeof o->s3_region)
+        return -EINVAL;
+    for (size_t i = 0; i < n; i++)
+        if (!islower((unsigned char)v[i]) && !isdigit((unsigned char)v[i]) && v[i] != '-')
+            return -EINVAL;
+    memcpy(o->s3_region, v, n + 1);
+    return 0;
+}
+
+int bfs_opt_show_s3_region(const opt *d, const bfs_pipeline_opts *o, char *buf, size_t cap)
+{
+    (void)d;
+    size_t n = strnlen(o->s3_region, sizeof o->s3_region);
+    return n ? snprintf(buf, cap, "%.*s", (int)n, o->s3_region) : snprintf(buf, cap, "auto");
+}
+
+/* s3_endpoint=: http(s)://HOST[:PORT][/PATH], a host of at least one character, nothing a
+ * URL cannot hold unescaped (spaces, controls), no user:password@ (credentials come from
+ * the environment, and a URL is shown in /pipeline's neighbours and the log). */
+int bfs_opt_set_s3_endpoint(const opt *d, bfs_pipeline_opts *o, const char *v, const char **why)
+{
+    (void)d;
+    if (strcmp(v, "none") == 0) {
+        o->s3_endpoint[0] = '\0';
+        return 0;
+    }
+    size_t n = strlen(v), scheme = strncmp(v, "http://", 7) == 0    ? 7
+                                   : strncmp(v, "https://", 8) == 0 ? 8
+                                                                    : 0;
+    if (!scheme || n == scheme || v[scheme] == '/' || v[scheme] == ':')
+        return -EINVAL;
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)v[i] <= ' ' || v[i] == 0x7f)
+            return -EINVAL;
+    if (memchr(v + scheme, '@', strcspn(v + scheme, "/"))) {
+        *why = "a URL without user:password@ (credentials come from AWS_ACCESS_KEY_ID and "
+               "AWS_SECRET_ACCESS_KEY or ~/.aws/credentials)";
+        return -EINVAL;
+    }
+    if (n >= sizeof o->s3_endpoint) {
+        *why = "URL too long (at most 511 bytes)";
+        return -EINVAL;
+    }
+    memcpy(o->s3_endpoint, v, n + 1);
+    return 0;
+}
+
+int bfs_opt_show_s3_endpoint(const opt *d, const bfs_pipeline_opts *o, char *buf, size_t cap)
+{
+    (void)d;
+    size_t n = strnlen(o->s3_endpoint, sizeof o->s3_endpoint);
+    return n ? snprintf(buf, cap, "%.*s", (int)n, o->s3_endpoint) : snprintf(buf, cap, "none");
+}
+
+int bfs_opt_set_ca(const opt *d, bfs_pipeline_opts *o, const char *v, const char **why)
+{
+    (void)d;
+    return set_abs_path(o->ca, sizeof o->ca, v, 0, why);
+}
+
+int bfs_opt_show_ca(const opt *d, const bfs_pipeline_opts *o, char *buf, size_t cap)
+{
+    (void)d;
+    return show_abs_path(o->ca, sizeof o->ca, buf, cap);
+}
+
 static int field_name_valid(const char *p, size_t len)
 {
     if (!len || len > 31 || (p[0] >= '0' && p[0] <= '9'))

@@ -1,5 +1,6 @@
 /* service.c — the composition root and the /stats writer (see service.h). */
 #include "engine/service.h"
+#include "engine/dataset/fetch.h"
 #include "engine/claims.h"
 #include "engine/engine.h"
 #include "engine/exec.h"
@@ -649,6 +650,15 @@ void bfs_service_stats(bfs_service *s, const bfs_service_front *f, char **out, s
                 (unsigned long long)st.remote_errors, (unsigned long long)st.remote_corrupt,
                 (unsigned long long)st.remote_declined, st.remote_key_id, st.remote_wait_ns / 1e9);
     }
+    bfs_fetch_stats fst;
+    bfs_fetch_get_stats(&fst);
+    if (fst.requests) /* an s3:// or https:// source (fetch.h): its object store */
+        tprintf(t,
+                "  \"source\": {\"requests\": %llu, \"bytes\": %llu, \"retries\": %llu, "
+                "\"failures\": %llu, \"wait_s\": %.6f},\n",
+                (unsigned long long)fst.requests, (unsigned long long)fst.bytes,
+                (unsigned long long)fst.retries, (unsigned long long)fst.failures,
+                fst.wait_ns / 1e9);
     if (s->claims) {
         bfs_claims_stats cs;
         bfs_claims_get_stats(s->claims, &cs);

@@ -509,7 +509,7 @@ int bfs_tokens_create(bfs_source *src, const bfs_pipeline_opts *o, uint64_t fing
     /* rows read slices of several documents each: from a mapping, not a pread and an
      * fstat per document (~1/3 of a concat mount's CPU); pread when it cannot be mapped */
     int rc = bfs_source_map_payloads(src);
-    if (rc)
+    if (rc && rc != -ENOTSUP) /* -ENOTSUP: a remote file, never mapped */
         fprintf(stderr, "batchfs: %s: cannot map its payloads (%s): reading them with pread\n",
                 path, bfs_strerror(rc));
     rc = 0;
@@ -746,7 +746,7 @@ static void put_ids(const bfs_tokens_scratch *s, uint64_t from, uint64_t n, uint
 
 static int fatal(int rc)
 {
-    return bfs_err_is_resource(rc) || rc == BFS_E_CHANGED;
+    return bfs_err_is_transient(rc) || rc == BFS_E_CHANGED;
 }
 
 /* A substitute for bad document d, read into s: drawn from d's own random stream, so

@@ -72,6 +72,12 @@ static const struct {
     {"remote_key", BFS_OPT_KNOB},
     /* dynamic sharding (engine/claims.h): never changes a byte */
     {"group", BFS_OPT_KNOB},
+    /* datasets in object storage (docs/sources.md): never change a byte */
+    {"s3_region", BFS_OPT_KNOB},
+    {"s3_endpoint", BFS_OPT_KNOB},
+    {"ca", BFS_OPT_KNOB},
+    {"fetch_retries", BFS_OPT_KNOB},
+    {"fetch_timeout_ms", BFS_OPT_KNOB},
 };
 #define N_DESIGN (sizeof design / sizeof design[0])
 
@@ -149,6 +155,31 @@ START_TEST(remote_options)
     ok(&o, "remote_key", "none");
     ck_assert_str_eq(o.remote_key, "");
     bad("remote_key", "key", "an absolute path");
+    /* object storage (docs/sources.md) */
+    ck_assert_str_eq(o.s3_region, "");
+    ok(&o, "s3_region", "eu-west-3");
+    ck_assert_str_eq(o.s3_region, "eu-west-3");
+    ok(&o, "s3_region", "auto");
+    ck_assert_str_eq(o.s3_region, "");
+    bad("s3_region", "EU_West", "auto or 1..63");
+    bad("s3_region", "", "auto or 1..63");
+    ok(&o, "s3_endpoint", "http://127.0.0.1:9000");
+    ck_assert_str_eq(o.s3_endpoint, "http://127.0.0.1:9000");
+    ok(&o, "s3_endpoint", "https://storage.googleapis.com/base");
+    ok(&o, "s3_endpoint", "none");
+    ck_assert_str_eq(o.s3_endpoint, "");
+    bad("s3_endpoint", "ftp://host", "http://HOST");
+    bad("s3_endpoint", "http://", "http://HOST");
+    bad("s3_endpoint", "https://a b", "http://HOST");
+    bad("s3_endpoint", "http://me:secret@host", "without user:password@");
+    ok(&o, "ca", "/etc/ssl/mine.pem");
+    ck_assert_str_eq(o.ca, "/etc/ssl/mine.pem");
+    bad("ca", "mine.pem", "an absolute path");
+    ck_assert_int_eq(o.fetch_retries, 5);
+    ck_assert_int_eq(o.fetch_timeout_ms, 10000);
+    ok(&o, "fetch_retries", "0");
+    bad("fetch_retries", "101", "0..100");
+    bad("fetch_timeout_ms", "0", "1..3600000");
 }
 END_TEST
 

@@ -169,7 +169,9 @@ typedef struct bfs_reader bfs_reader;
  * BFS_E_HEADER_CHECKSUM, BFS_E_TRUNCATED, BFS_E_LAYOUT, BFS_E_COUNT, BFS_E_NOT_REGULAR
  * or a negative errno, and writes a one-line explanation
  * naming the file and the bad field into err (errlen bytes, may be 0).
- * The caller owns *out; release it with bfs_close.
+ * path may name a remote file, an s3://, https:// or http:// URL (fetch.h): then
+ * bfs_object_open's errors too, and BFS_E_FETCH for a header or tables the object store
+ * did not serve. The caller owns *out; release it with bfs_close.
  */
 int bfs_open(const char *path, bfs_reader **out, char *err, size_t errlen);
 

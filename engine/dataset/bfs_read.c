@@ -10,8 +10,16 @@
  * bfs_unchanged after their reads (a mapped sample's checksum is verified once). The page-verified
  * and sample-verified bitmaps are the only mutable state; they are updated with atomic OR, so a
  * reader is shared freely between threads.
+ *
+ * A remote file (an s3://, https:// or http:// URL: fetch.h) is read the same way, its
+ * preads made Range GETs of the object pinned at open (an object replaced under the reader
+ * gives BFS_E_CHANGED); it is never mapped. A read the object store does not serve after
+ * its retries is BFS_E_FETCH (bfs_err_is_transient: nothing said of the sample), its
+ * reason in bfs_fetch_reason; a sample whose checksum fails is read once more before it
+ * counts as bad (a proxy or a flaky link, not the data).
  */
 #include "engine/dataset/bfs.h"
+#include "engine/dataset/fetch.h"
 #include "base/err.h"
 #include "base/hash.h"
 #include "base/io.h"
@@ -35,7 +43,9 @@ struct bfs_reader {
     const uint8_t *tail; /* the tables: file bytes [tail_off, file_size) */
     uint64_t tail_off;
     uint8_t *own;       /* files: header and tables copied into memory (freed on close) */
-    int fd;             /* the file, for pread of payloads; -1 for memory images */
+    int fd;             /* the file, for pread of payloads; -1 for memory images and remote
+                           files */
+    bfs_object *obj;    /* a remote file (fetch.h), or NULL */
     const uint8_t *map; /* bfs_map_payloads: the whole file, read-only; else NULL */
     struct stat id;     /* the file as opened: device, inode, size, mtime, ctime, links */
     bfs_info info;
@@ -411,24 +421,35 @@ int bfs_open(const char *path, bfs_reader **out, char *err, size_t errlen)
     char why[384] = "";
     *out = NULL;
     struct stat st;
-    int fd = bfs_open_regular(path, &st);
-    if (fd < 0)
+    memset(&st, 0, sizeof st);
+    bfs_object *obj = NULL;
+    int fd = -1;
+    if (bfs_fetch_is_remote(path)) {
+        int orc = bfs_object_open(path, &obj, err, errlen); /* its message names the URL */
+        if (orc)
+            return orc;
+        st.st_size = (off_t)bfs_object_size(obj);
+    } else if ((fd = bfs_open_regular(path, &st)) < 0)
         return bfs_errf(fd, err, errlen, "%s: %s", path, bfs_strerror(fd));
     bfs_reader *r = calloc(1, sizeof *r);
     uint8_t *hdr = r ? calloc(1, BFS_HEADER_SIZE) : NULL;
     if (!hdr) {
         free(r);
-        close(fd);
+        if (fd >= 0)
+            close(fd);
+        bfs_object_close(obj);
         return bfs_errf(-ENOMEM, err, errlen, "out of memory");
     }
     r->fd = fd;
+    r->obj = obj;
     r->id = st;
     r->len = (size_t)st.st_size;
     r->hdr = r->own = hdr;
     size_t hl = r->len < BFS_HEADER_SIZE ? r->len : BFS_HEADER_SIZE;
     int rc = pread_all(r, hdr, hl, 0);
     if (rc)
-        snprintf(why, sizeof why, "reading the header: %s", bfs_strerror(rc));
+        snprintf(why, sizeof why, "reading the header: %s%s%s", bfs_strerror(rc), obj ? ": " : "",
+                 obj ? bfs_fetch_reason() : "");
     else
         rc = open_common(r, out, why, sizeof why);
     if (!rc) {
@@ -448,7 +469,8 @@ int bfs_open(const char *path, bfs_reader **out, char *err, size_t errlen)
             r->hdr = own;
             r->tail = own + BFS_HEADER_SIZE;
             if ((rc = pread_all(r, own + BFS_HEADER_SIZE, n, r->tail_off)))
-                snprintf(why, sizeof why, "reading the tables: %s", bfs_strerror(rc));
+                snprintf(why, sizeof why, "reading the tables: %s%s%s", bfs_strerror(rc),
+                         obj ? ": " : "", obj ? bfs_fetch_reason() : "");
             else
                 rc = parse_fields(r, why, sizeof why);
         }
@@ -470,6 +492,7 @@ void bfs_close(bfs_reader *r)
         munmap((void *)r->map, r->len);
     if (r->fd >= 0)
         close(r->fd);
+    bfs_object_close(r->obj);
     free(r->verified);
     free(r->sample_ok);
     free(r->fields);
@@ -689,6 +712,10 @@ static int unchanged(const bfs_reader *r)
 
 static int pread_all(const bfs_reader *r, void *buf, size_t len, uint64_t off)
 {
+    if (r->obj) { /* a remote file: the object as opened, or an error */
+        int rc = bfs_object_read(r->obj, buf, len, off);
+        return rc == 0 || rc == BFS_E_CHANGED || bfs_err_is_resource(rc) ? rc : BFS_E_FETCH;
+    }
     size_t got = 0;
     while (got < len) {
         ssize_t n = pread(r->fd, (uint8_t *)buf + got, len - got, (off_t)(off + got));
@@ -717,6 +744,13 @@ int bfs_read_value(const bfs_reader *r, uint64_t i, uint32_t f, unsigned verify,
     uint64_t off = r->info.heap_offset + s->offset;
     if (r->base) {
         memcpy(buf, r->base + off, s->length);
+    } else if (r->obj) {
+        if ((rc = pread_all(r, buf, s->length, off)))
+            return rc;
+        /* a checksum that fails on the wire is read once more before the sample is bad */
+        if ((verify & BFS_VERIFY_SAMPLE) && (uint32_t)bfs_xxh64(buf, s->length, 0) != s->checksum &&
+            (rc = pread_all(r, buf, s->length, off)))
+            return rc;
     } else {
         if ((rc = pread_all(r, buf, s->length, off)))
             return rc;
@@ -745,6 +779,8 @@ int bfs_map_payloads(bfs_reader *r)
 {
     if (r->base || r->map || r->len == 0)
         return 0;
+    if (r->obj)
+        return -ENOTSUP; /* a remote file: its callers read with pread (bfs_read_value) */
     /* the file as opened, validated against its size then: a later truncation shows as
      * SIGBUS in the caller's guard, an overwrite by bfs_unchanged (and as checksum errors
      * of samples not verified yet) */

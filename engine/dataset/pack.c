@@ -420,7 +420,7 @@ static int write_all_items(pack *p, bfs_writer *w, bfs_pack_report *rep, atomic_
         if (r.err) {
             char why[256];
             const char *reason = skip_reason(&r, why, sizeof why);
-            if (bfs_err_is_resource(r.err)) /* not the file's fault: skipping would lose it */
+            if (bfs_err_is_transient(r.err)) /* not the file's fault: skipping would lose it */
                 rc = bfs_errf(r.err, err, errlen, "%s: %s", item_name(p, i, name), reason);
             else if (o->strict)
                 rc = bfs_errf(r.err, err, errlen, "%s: %s (--strict)", item_name(p, i, name),

@@ -1,6 +1,7 @@
 /* source.c — .bfs and ImageFolder sample sources (see source.h). */
 #include "engine/dataset/source.h"
 #include "base/err.h"
+#include "engine/dataset/fetch.h"
 #include "engine/dataset/folder.h"
 #include "engine/dataset/guard.h"
 #include "base/hash.h"
@@ -102,7 +103,8 @@ int bfs_source_open(const char *path, bfs_source **out, char *err, size_t errlen
 {
     *out = NULL;
     struct stat sb;
-    if (stat(path, &sb) < 0) {
+    memset(&sb, 0, sizeof sb); /* a remote .bfs file (fetch.h): not a directory */
+    if (!bfs_fetch_is_remote(path) && stat(path, &sb) < 0) {
         int e = errno;
         snprintf(err, errlen, "%s: %s", path, strerror(e));
         return -e;
@@ -114,7 +116,7 @@ int bfs_source_open(const char *path, bfs_source **out, char *err, size_t errlen
         return -ENOMEM;
     }
     /* strip trailing slashes so relative folder paths are stable */
-    for (size_t n = strlen(s->path); n > 1 && s->path[n - 1] == '/'; n--)
+    for (size_t n = strlen(s->path); S_ISDIR(sb.st_mode) && n > 1 && s->path[n - 1] == '/'; n--)
         s->path[n - 1] = 0;
     int rc;
     if (S_ISDIR(sb.st_mode)) {

@@ -139,7 +139,7 @@ int bfs_pack_copy_fields(const char *src, const char *out, const bfs_pack_opts *
         bfs_value_in v[BFS_FIELD_MAX];
         uint32_t label = 0, bad;
         if ((rc = read_record(r, i, nf, bufs, caps, v, &label, &bad))) {
-            if (bfs_err_is_resource(rc) || rc == BFS_E_CHANGED || rc > -4096) {
+            if (bfs_err_is_transient(rc) || rc == BFS_E_CHANGED || rc > -4096) {
                 bfs_errf(rc, err, errlen, "%s: sample %llu, field %s: %s", src,
                          (unsigned long long)i, fs[bad].name, bfs_strerror(rc));
                 goto out;
