@@ -92,7 +92,7 @@ static size_t edit_distance(const char *a, const char *b)
 
 static int unknown_key(const char *key, char *err, size_t errlen)
 {
-    char q[QUOTE_MAX * 4 + 8], hint[64] = "", known[512];
+    char q[QUOTE_MAX * 4 + 8], hint[64] = "", known[768];
     size_t best = 3, n = 0; /* suggest only within 2 edits */
     for (size_t i = 0; i < OPT_COUNT; i++) {
         size_t dist = edit_distance(key, bfs_opt_table[i].pub.name);
