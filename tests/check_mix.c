@@ -351,6 +351,33 @@ START_TEST(mix_options)
         ck_assert_msg(rc == -EINVAL && strstr(err, bad[i].want), "%s: rc %d, '%s'", bad[i].opts, rc,
                       err);
     }
+    /* object storage URLs (docs/sources.md): a port's ':' has a '/' after it, so it is
+     * the path's; a weight after the last '/' is a weight */
+    {
+        bfs_pipeline_opts u;
+        bfs_mix_desc d;
+        char e[BFS_PIPELINE_ERRLEN];
+        bfs_pipeline_defaults(&u);
+        ck_assert_msg(bfs_pipeline_parse(&u,
+                                         "source=s3://bkt/a.bfs:0.7+https://h.example:8443/"
+                                         "d/b.bfs:0.3",
+                                         e, sizeof e) == 0 &&
+                          bfs_pipeline_finish(&u, e, sizeof e) == 0 &&
+                          bfs_pipeline_mix(&u, &d, e, sizeof e) == 0,
+                      "%s", e);
+        ck_assert_uint_eq(d.n, 2);
+        ck_assert_str_eq(d.path[0], "s3://bkt/a.bfs");
+        ck_assert_str_eq(d.path[1], "https://h.example:8443/d/b.bfs");
+        ck_assert(d.weight[0] == 0.7 && d.weight[1] == 0.3);
+        bfs_pipeline_defaults(&u);
+        ck_assert_msg(bfs_pipeline_parse(&u, "source=http://127.0.0.1:9000/a.bfs+s3://b/c.bfs", e,
+                                         sizeof e) == 0 &&
+                          bfs_pipeline_finish(&u, e, sizeof e) == 0 &&
+                          bfs_pipeline_mix(&u, &d, e, sizeof e) == 0,
+                      "%s", e);
+        ck_assert_str_eq(d.path[0], "http://127.0.0.1:9000/a.bfs");
+        ck_assert(d.weight[0] == 0 && d.weight[1] == 0);
+    }
     /* a spec file: ',' between sources; `source = ONE` without a weight is MNT/pipeline's
      * identity line of a one-SOURCE mount and means nothing */
     bfs_pipeline_opts o;
