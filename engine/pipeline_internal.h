@@ -78,6 +78,7 @@ enum {
     OPT_CA,
     OPT_FETCH_RETRIES,
     OPT_FETCH_TIMEOUT_MS,
+    OPT_FETCH_PARALLEL,
     OPT_COUNT
 };
 _Static_assert(OPT_COUNT <= 64, "bfs_pipeline_opts.given has one bit per option");

@@ -1,6 +1,7 @@
 /* service.c — the composition root and the /stats writer (see service.h). */
 #include "engine/service.h"
 #include "engine/dataset/fetch.h"
+#include "engine/dataset/prefetch.h"
 #include "engine/claims.h"
 #include "engine/engine.h"
 #include "engine/exec.h"
@@ -652,13 +653,19 @@ void bfs_service_stats(bfs_service *s, const bfs_service_front *f, char **out, s
     }
     bfs_fetch_stats fst;
     bfs_fetch_get_stats(&fst);
-    if (fst.requests) /* an s3:// or https:// source (fetch.h): its object store */
+    if (fst.requests) { /* an s3:// or https:// source (fetch.h): its object store */
+        bfs_prefetch_stats pst;
+        bfs_prefetch_get_stats(&pst);
         tprintf(t,
                 "  \"source\": {\"requests\": %llu, \"bytes\": %llu, \"retries\": %llu, "
-                "\"failures\": %llu, \"wait_s\": %.6f},\n",
+                "\"failures\": %llu, \"wait_s\": %.6f, \"prefetch\": {\"requests\": %llu, "
+                "\"samples\": %llu, \"hits\": %llu, \"waits\": %llu, \"dropped\": %llu}},\n",
                 (unsigned long long)fst.requests, (unsigned long long)fst.bytes,
                 (unsigned long long)fst.retries, (unsigned long long)fst.failures,
-                fst.wait_ns / 1e9);
+                fst.wait_ns / 1e9, (unsigned long long)pst.runs, (unsigned long long)pst.ranges,
+                (unsigned long long)pst.hits, (unsigned long long)pst.waits,
+                (unsigned long long)pst.dropped);
+    }
     if (s->claims) {
         bfs_claims_stats cs;
         bfs_claims_get_stats(s->claims, &cs);

@@ -78,6 +78,7 @@ static const struct {
     {"ca", BFS_OPT_KNOB},
     {"fetch_retries", BFS_OPT_KNOB},
     {"fetch_timeout_ms", BFS_OPT_KNOB},
+    {"fetch_parallel", BFS_OPT_KNOB},
 };
 #define N_DESIGN (sizeof design / sizeof design[0])
 
@@ -180,6 +181,8 @@ START_TEST(remote_options)
     ok(&o, "fetch_retries", "0");
     bad("fetch_retries", "101", "0..100");
     bad("fetch_timeout_ms", "0", "1..3600000");
+    ck_assert_int_eq(o.fetch_parallel, 16);
+    bad("fetch_parallel", "0", "1..256");
 }
 END_TEST
 

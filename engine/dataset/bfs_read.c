@@ -13,13 +13,16 @@
  *
  * A remote file (an s3://, https:// or http:// URL: fetch.h) is read the same way, its
  * preads made Range GETs of the object pinned at open (an object replaced under the reader
- * gives BFS_E_CHANGED); it is never mapped. A read the object store does not serve after
+ * gives BFS_E_CHANGED); it is never mapped. bfs_advise_samples hands a batch's payloads to
+ * its prefetcher (prefetch.h), which fetches them ahead, several at once; reads take them
+ * from there. A read the object store does not serve after
  * its retries is BFS_E_FETCH (bfs_err_is_transient: nothing said of the sample), its
  * reason in bfs_fetch_reason; a sample whose checksum fails is read once more before it
  * counts as bad (a proxy or a flaky link, not the data).
  */
 #include "engine/dataset/bfs.h"
 #include "engine/dataset/fetch.h"
+#include "engine/dataset/prefetch.h"
 #include "base/err.h"
 #include "base/hash.h"
 #include "base/io.h"
@@ -46,6 +49,7 @@ struct bfs_reader {
     int fd;             /* the file, for pread of payloads; -1 for memory images and remote
                            files */
     bfs_object *obj;    /* a remote file (fetch.h), or NULL */
+    bfs_prefetch *pf;   /* a remote file's payloads fetched ahead (prefetch.h), or NULL */
     const uint8_t *map; /* bfs_map_payloads: the whole file, read-only; else NULL */
     struct stat id;     /* the file as opened: device, inode, size, mtime, ctime, links */
     bfs_info info;
@@ -416,6 +420,12 @@ int bfs_open_mem(const void *data, size_t len, bfs_reader **out, char *err, size
  * no longer the file opened, else -EIO. */
 static int pread_all(const bfs_reader *r, void *buf, size_t len, uint64_t off);
 
+/* The prefetcher's reads: an object's bytes (bfs_prefetch_read_fn). */
+static int object_read(void *obj, void *buf, size_t len, uint64_t off)
+{
+    return bfs_object_read(obj, buf, len, off);
+}
+
 int bfs_open(const char *path, bfs_reader **out, char *err, size_t errlen)
 {
     char why[384] = "";
@@ -442,6 +452,8 @@ int bfs_open(const char *path, bfs_reader **out, char *err, size_t errlen)
     }
     r->fd = fd;
     r->obj = obj;
+    if (obj) /* none (out of memory): reads fetch themselves */
+        bfs_prefetch_create(object_read, obj, &r->pf);
     r->id = st;
     r->len = (size_t)st.st_size;
     r->hdr = r->own = hdr;
@@ -492,6 +504,7 @@ void bfs_close(bfs_reader *r)
         munmap((void *)r->map, r->len);
     if (r->fd >= 0)
         close(r->fd);
+    bfs_prefetch_destroy(r->pf); /* before its object */
     bfs_object_close(r->obj);
     free(r->verified);
     free(r->sample_ok);
@@ -745,7 +758,10 @@ int bfs_read_value(const bfs_reader *r, uint64_t i, uint32_t f, unsigned verify,
     if (r->base) {
         memcpy(buf, r->base + off, s->length);
     } else if (r->obj) {
-        if ((rc = pread_all(r, buf, s->length, off)))
+        /* fetched ahead (bfs_advise_samples), or read here; a prefetch that failed is
+         * read again here, whose error is the one reported */
+        int got = r->pf ? bfs_prefetch_take(r->pf, off, buf, s->length) : 0;
+        if (got != 1 && (rc = pread_all(r, buf, s->length, off)))
             return rc;
         /* a checksum that fails on the wire is read once more before the sample is bad */
         if ((verify & BFS_VERIFY_SAMPLE) && (uint32_t)bfs_xxh64(buf, s->length, 0) != s->checksum &&
@@ -839,6 +855,21 @@ void bfs_advise_samples(const bfs_reader *r, const uint64_t *idx, uint32_t n)
     if (o < 0)
         atomic_store_explicit(&off, o = getenv("BATCHFS_NO_READAHEAD") != NULL,
                               memory_order_relaxed);
+    if (r->pf && !o) { /* a remote file: fetched ahead by its prefetcher */
+        uint64_t *at = malloc((size_t)n * sizeof *at);
+        uint32_t *len = malloc((size_t)n * sizeof *len);
+        uint32_t m = 0;
+        for (uint32_t j = 0; at && len && j < n; j++) {
+            bfs_sample s;
+            if (bfs_get_sample(r, idx[j], &s) == 0 && s.length)
+                at[m] = r->info.heap_offset + s.offset, len[m++] = (uint32_t)s.length;
+        }
+        if (m)
+            bfs_prefetch_want(r->pf, at, len, m);
+        free(at);
+        free(len);
+        return;
+    }
     if (r->fd < 0 || o)
         return;
     for (uint32_t j = 0; j < n; j++) {
