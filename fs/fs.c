@@ -154,6 +154,8 @@ int bfs_fs_run(const bfs_mount_args *a)
     struct stat st;
     if (stat(a->source, &st) == 0)
         fs.mtime = st.st_mtim;
+    else /* a remote source (s3://, https://) or a mixture: the time of the mount */
+        clock_gettime(CLOCK_REALTIME, &fs.mtime);
     fs.uid = getuid();
     fs.gid = getgid();
     fs.batches = bfs_service_batches(fs.svc);
