@@ -64,8 +64,11 @@ int bfs_engine_create(const char *source_path, const bfs_pipeline_opts *o, bfs_e
                          .retries = (unsigned)o->fetch_retries,
                          .timeout_ms = (unsigned)o->fetch_timeout_ms};
     int rc = bfs_fetch_configure(&fc, err, errlen);
-    if (rc)
+    if (rc) {
+        if (rc == -ENOMEM)
+            bfs_errf(rc, err, errlen, "out of memory");
         goto fail;
+    }
     /* 256 MiB held ahead per remote file: ten ImageNet batches of 256 photos */
     bfs_prefetch_configure((unsigned)o->fetch_parallel, 256ull << 20);
     if (o->mix[0]) { /* a mixture: source_path only names it in messages */
