@@ -388,7 +388,7 @@ START_TEST(corrupt_header_cases)
 
     /* every error has its own message; the codes count up from BFS_E_FIRST (-4200) */
     ck_assert_int_eq(BFS_E_MAGIC, -4200);
-    ck_assert_int_eq(BFS_E_IMAGE_TOO_LARGE, BFS_E_LAST - 1);
+    ck_assert_int_eq(BFS_E_FETCH, BFS_E_LAST - 1);
     for (int e = BFS_E_FIRST; e < BFS_E_LAST; e++) {
         ck_assert_str_ne(bfs_strerror(e), "unknown error");
         for (int e2 = e + 1; e2 < BFS_E_LAST; e2++)
@@ -401,6 +401,11 @@ START_TEST(corrupt_header_cases)
     ck_assert_int_eq(bfs_err_to_errno(-ENOENT), EIO); /* a source file's, not the batch's */
     ck_assert_int_eq(bfs_err_to_errno(BFS_E_JPEG_DATA), EIO);
     ck_assert_int_eq(bfs_err_to_errno(BFS_E_CHANGED), EIO);
+    /* an object store that failed: EIO, not the sample's (no substitute), tried again */
+    ck_assert_int_eq(bfs_err_to_errno(BFS_E_FETCH), EIO);
+    ck_assert(bfs_err_is_transient(BFS_E_FETCH) && bfs_err_is_transient(-ENOMEM));
+    ck_assert(!bfs_err_is_transient(BFS_E_JPEG_DATA) && !bfs_err_is_transient(-EIO));
+    ck_assert(!bfs_err_is_resource(BFS_E_FETCH));
 }
 END_TEST
 
