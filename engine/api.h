@@ -147,7 +147,7 @@ typedef struct bfs_pipeline_opts {
     char ca[512];          /* ca=FILE|none ("" = none): CAs trusted besides the system's */
     int fetch_retries;     /* fetch_retries=N (5), 0..100 */
     int fetch_timeout_ms;  /* fetch_timeout_ms=N (10000), 1..3600000 */
-    int fetch_parallel;    /* fetch_parallel=N (16), 1..256: requests in flight ahead */
+    int fetch_parallel;    /* fetch_parallel=N (64), 1..256: requests in flight ahead */
     /* a spec file's `fingerprint = X` line (MNT/pipeline's): the pipeline must have it */
     uint64_t want_fingerprint;
     int want_fingerprint_set;

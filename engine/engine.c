@@ -820,6 +820,11 @@ int bfs_engine_sample(bfs_engine *e, bfs_engine_worker *w, uint64_t epoch, uint6
     return BFS_ENGINE_SUBSTITUTED;
 }
 
+int bfs_engine_advise_early(const bfs_engine *e)
+{
+    return !e->tok && bfs_source_remote(e->src);
+}
+
 void bfs_engine_advise(bfs_engine *e, const uint64_t *idx, uint32_t n)
 {
     if (e->tok)

@@ -113,6 +113,13 @@ int bfs_engine_claim_end(bfs_engine *e, uint64_t epoch, uint64_t k, char *err, s
  * (bfs_source_advise: read-ahead for a cold .bfs file); best effort. */
 void bfs_engine_advise(bfs_engine *e, const uint64_t *idx, uint32_t n);
 
+/* bfs_engine_advise_early - 1 when samples are best announced as soon as a batch is
+ * planned, prefetched batches too (a remote source: its prefetcher fetches them ahead,
+ * many requests at once, and a round trip is long), 0 when at the batch's start (a local
+ * file: read-ahead of prefetched batches would queue on the disk ahead of the demanded
+ * batch's reads). */
+int bfs_engine_advise_early(const bfs_engine *e);
+
 /* bfs_engine_batch_indices - the dataset indices of batch k of epoch (plan only, no
  * payload is read); out holds bfs_engine_batch_len values. Returns the count or -ERANGE. */
 int bfs_engine_batch_indices(bfs_engine *e, uint64_t epoch, uint64_t k, uint64_t *out);

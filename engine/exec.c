@@ -360,6 +360,12 @@ static bfs_batch *acquire(bfs_exec *x, uint64_t epoch, uint64_t k, int demand, i
     xunlock(x);
     int n = bfs_engine_batch_begin(x->e, epoch, k, j->ce.data, j->idx);
     int hit = n >= 0 && x->store && store_lookup(x, j, demand, memfd);
+    /* a remote source: its payloads fetched from now on, while earlier batches compute
+     * (not when the remote workers may take it: they fetch their own) */
+    if (n >= 0 && !hit && !x->remote && bfs_engine_advise_early(x->e)) {
+        bfs_engine_advise(x->e, j->idx, j->len);
+        j->advised = 1;
+    }
     xlock(x);
     if (hit) {
         bfs_job_set_state(x, j, JOB_READY);

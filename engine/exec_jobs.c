@@ -266,7 +266,7 @@ void *bfs_job_worker_main(void *arg)
          * the workers decode the first ones. Not when the job is created: read-ahead for
          * prefetched batches queued on the disk ahead of the demanded batch's reads (its
          * first batch took 2x as long under a 200 MB/s throttle). */
-        if (slot == 0)
+        if (slot == 0 && !j->advised)
             bfs_engine_advise(x->e, j->idx, j->len);
         char err[512] = "";
         int rc = 0;

@@ -44,7 +44,8 @@ struct bfs_batch { /* a job; "batch" is the name callers see */
     uint32_t done;        /* slots finished */
     uint32_t substituted; /* slots holding a substitute for a bad sample: never published */
     int state;
-    int demand; /* someone waits for it */
+    int demand;  /* someone waits for it */
+    int advised; /* its samples were announced when it was planned (advise_early) */
     int rc;
     char err[512];
     bfs_claim *claim;     /* MINE claim in the host-wide store: publish when READY */

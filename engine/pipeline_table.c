@@ -250,7 +250,7 @@ const opt bfs_opt_table[OPT_COUNT] = {
                                   "a remote source's request (one attempt, connecting "
                                   "included) fails after this long"),
                               INT(fetch_timeout_ms, W_INT, 1, 3600000, 0)},
-    [OPT_FETCH_PARALLEL] = {PUB("fetch_parallel", K, "N", "16",
+    [OPT_FETCH_PARALLEL] = {PUB("fetch_parallel", K, "N", "64",
                                 "a remote source's payloads fetched ahead of the workers by "
                                 "this many requests at once"),
                             INT(fetch_parallel, W_INT, 1, 256, 0)},

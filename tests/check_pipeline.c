@@ -181,7 +181,7 @@ START_TEST(remote_options)
     ok(&o, "fetch_retries", "0");
     bad("fetch_retries", "101", "0..100");
     bad("fetch_timeout_ms", "0", "1..3600000");
-    ck_assert_int_eq(o.fetch_parallel, 16);
+    ck_assert_int_eq(o.fetch_parallel, 64);
     bad("fetch_parallel", "0", "1..256");
 }
 END_TEST

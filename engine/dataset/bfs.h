@@ -249,6 +249,9 @@ int bfs_unchanged(const bfs_reader *r);
  */
 void bfs_advise_samples(const bfs_reader *r, const uint64_t *idx, uint32_t n);
 
+/* bfs_reader_remote - 1 when r reads a remote file (fetch.h), 0 for a local file or memory. */
+int bfs_reader_remote(const bfs_reader *r);
+
 /*
  * bfs_verify_page - check payload page p against the page table. Successful checks are
  * remembered, so each page is hashed at most once per reader (thread-safe).

@@ -846,6 +846,11 @@ int bfs_class_name(const bfs_reader *r, uint32_t c, const char **name, size_t *l
     return 0;
 }
 
+int bfs_reader_remote(const bfs_reader *r)
+{
+    return r->obj != NULL;
+}
+
 void bfs_advise_samples(const bfs_reader *r, const uint64_t *idx, uint32_t n)
 {
     /* BATCHFS_NO_READAHEAD=1: off, for A/B measurements (tests/bench/bench_cold.sh);

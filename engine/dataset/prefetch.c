@@ -48,7 +48,7 @@ struct bfs_prefetch {
     pthread_t tid[THREADS_MAX];
 };
 
-static _Atomic unsigned conf_threads = 16;
+static _Atomic unsigned conf_threads = 64;
 static _Atomic uint64_t conf_budget = 256ull << 20;
 static _Atomic uint64_t st_runs, st_ranges, st_hits, st_waits, st_dropped;
 

@@ -457,6 +457,14 @@ int bfs_source_unchanged(const bfs_source *s)
     return s->bfs ? bfs_unchanged(s->bfs) : 0;
 }
 
+int bfs_source_remote(const bfs_source *s)
+{
+    for (uint32_t k = 0; k < s->nsub; k++)
+        if (bfs_source_remote(s->sub[k]))
+            return 1;
+    return s->bfs && bfs_reader_remote(s->bfs);
+}
+
 void bfs_source_advise(const bfs_source *s, const uint64_t *idx, uint32_t n)
 {
     for (uint32_t j = 0; j < n && s->sub; j++) {

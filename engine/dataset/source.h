@@ -98,6 +98,10 @@ const char *bfs_source_path(const bfs_source *s);
  * (.bfs sources: posix_fadvise WILLNEED; folders: nothing). Best effort. */
 void bfs_source_advise(const bfs_source *s, const uint64_t *idx, uint32_t n);
 
+/* bfs_source_remote - 1 when s (or a source of a mixture) is a remote .bfs file (an s3://
+ * or https:// URL: bfs_reader_remote), else 0. */
+int bfs_source_remote(const bfs_source *s);
+
 /*
  * bfs_source_map_payloads - from now on bfs_source_get points into a read-only mapping of
  * the .bfs (bfs_map_payloads) instead of reading into the scratch, and every call of it,

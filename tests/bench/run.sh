@@ -111,6 +111,9 @@ echo
 echo "== a three-source mixture vs one source of the same images (tests/bench/bench_mix.sh) =="
 bash tests/bench/bench_mix.sh "$corpus"
 
+echo "== a dataset over http:// with 20 ms added per round trip vs the local file (tests/bench/bench_sources.sh) =="
+bash tests/bench/bench_sources.sh "$corpus"
+
 echo
 echo "== PNG and WebP samples per CPU second vs Pillow decode + the same resize (tests/bench/bench_codec.sh) =="
 bash tests/bench/bench_codec.sh "$corpus"
