@@ -919,7 +919,22 @@ static int open_object(const char *url, bfs_object **out, char *err, size_t errl
             goto fail;
         rc = -ENOMEM;
         snprintf(o->sigv4, sizeof o->sigv4, "aws:amz:%s:s3", region);
-        if (!(o->req_url = bfs_s3_request_url(bucket, key, o->conf->s3_endpoint, region)))
+        /* no s3_endpoint=: the AWS tools' variables (mkbatchfs --info/--verify have no
+         * options), else AWS */
+        const char *endpoint = o->conf->s3_endpoint, *var = "s3_endpoint";
+        if (!endpoint && (endpoint = getenv(var = "AWS_ENDPOINT_URL_S3")) && !*endpoint)
+            endpoint = NULL;
+        if (!endpoint && (endpoint = getenv(var = "AWS_ENDPOINT_URL")) && !*endpoint)
+            endpoint = NULL;
+        if (endpoint && endpoint != o->conf->s3_endpoint &&
+            (rc = bfs_s3_check_endpoint(endpoint, err, errlen))) {
+            char why[512];
+            snprintf(why, sizeof why, "%s", err);
+            bfs_errf(rc, err, errlen, "%s (from the environment variable %s)", why, var);
+            goto fail;
+        }
+        rc = -ENOMEM;
+        if (!(o->req_url = bfs_s3_request_url(bucket, key, endpoint, region)))
             goto fail;
         if (asprintf(&ident, "s3:%s/%s", bucket, key) < 0) {
             ident = NULL;
