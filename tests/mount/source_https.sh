@@ -1,0 +1,205 @@
+#!/usr/bin/env bash
+# tests/mount/source_https.sh — a dataset mounted from an HTTPS server (issue 34,
+# docs/sources.md): nginx on 127.0.0.1 with a certificate of a CA this test makes.
+#  - every batch's bytes equal a local mount's of the same file: images with shuffle=full
+#    and shuffle=pages, two shards, a token dataset (pack=concat), plain http:// too;
+#  - refused at mount with a message naming the URL: a missing object (404), a server
+#    whose CA is not trusted (no ca=), a ca= file that holds no certificate;
+#  - the server paused past fetch_retries: the batch fails with EIO (not a substituted
+#    sample), the log and /stats say why, the daemon lives, and the same batch has its
+#    bytes once the server is back; the server killed and restarted within the retries:
+#    the reader gets its batch, the right bytes;
+#  - the object replaced under the mount: batches fail as for a file changed in place;
+#  - mkbatchfs --verify and --info of an http:// URL.
+# Needs nginx and openssl (make deps); skips without them outside CI. About 20 s.
+. "$(dirname "$0")/lib.sh"
+require_fuse
+for tool in nginx openssl; do
+    if ! command -v $tool >/dev/null; then
+        [ "${CI:-}" = true ] && fail "$tool is missing (make deps installs it)"
+        echo "SKIP: $CASE: no $tool (make deps installs it)" >&2
+        exit 77
+    fi
+done
+
+free_port() { python3 -c "import socket; s=socket.socket(); s.bind(('127.0.0.1',0)); print(s.getsockname()[1])"; }
+chmod 755 "$T" # nginx serves as nobody
+W=$T/www
+mkdir -p "$W" "$T/ngx"
+chmod 755 "$W"
+
+# a CA, and a certificate for 127.0.0.1 and localhost signed by it
+openssl req -x509 -newkey rsa:2048 -nodes -keyout "$T/ca.key" -out "$T/ca.pem" -days 2 \
+    -subj "/CN=batchfs test CA" >/dev/null 2>&1 || fail "openssl: the CA"
+openssl req -newkey rsa:2048 -nodes -keyout "$T/srv.key" -out "$T/srv.csr" \
+    -subj "/CN=127.0.0.1" >/dev/null 2>&1 || fail "openssl: the server key"
+printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\n' >"$T/san.ext"
+openssl x509 -req -in "$T/srv.csr" -CA "$T/ca.pem" -CAkey "$T/ca.key" -CAcreateserial \
+    -out "$T/srv.pem" -days 2 -extfile "$T/san.ext" >/dev/null 2>&1 || fail "openssl: signing"
+chmod 644 "$T/srv.key"
+
+SPORT=$(free_port) PPORT=$(free_port)
+cat >"$T/ngx/nginx.conf" <<EOF
+daemon off;
+master_process off;
+pid $T/ngx/nginx.pid;
+error_log $T/ngx/error.log;
+events { worker_connections 256; }
+http {
+  access_log $T/ngx/access.log;
+  client_body_temp_path $T/ngx; proxy_temp_path $T/ngx; fastcgi_temp_path $T/ngx;
+  uwsgi_temp_path $T/ngx; scgi_temp_path $T/ngx;
+  server {
+    listen 127.0.0.1:$SPORT ssl;
+    listen 127.0.0.1:$PPORT;
+    ssl_certificate $T/srv.pem;
+    ssl_certificate_key $T/srv.key;
+    root $W;
+  }
+}
+EOF
+NGINX_PID=
+start_nginx() {
+    nginx -c "$T/ngx/nginx.conf" 2>>"$T/ngx/stderr" &
+    NGINX_PID=$!
+    BG_PIDS+=("$NGINX_PID")
+    for _ in $(seq 100); do
+        curl -s -o /dev/null "http://127.0.0.1:$PPORT/" && return 0
+        sleep 0.05
+    done
+    cat "$T/ngx/stderr" "$T/ngx/error.log" >&2
+    fail "nginx did not start"
+}
+start_nginx
+
+# the datasets: 60 photos of 3 classes; a token corpus
+"$GEN" "$T/src" 3 20 48 160 2
+"$MKBATCHFS" --quiet "$T/src" "$W/d.bfs"
+python3 - "$T" <<'EOF'
+import random, struct, sys
+random.seed(7)
+ids = []
+for d in range(120):
+    ids += [random.randrange(0, 50000) for _ in range(random.randrange(1, 300))] + [50256]
+open(sys.argv[1] + "/train.bin", "wb").write(struct.pack("<%dH" % len(ids), *ids))
+EOF
+"$MKBATCHFS" --tokens u16 --doc-sep 50256 "$T/train.bin" "$W/t.bfs" >/dev/null 2>&1 || fail "mkbatchfs --tokens"
+chmod 644 "$W"/*.bfs
+HTTPS=https://127.0.0.1:$SPORT HTTP=http://127.0.0.1:$PPORT
+
+mkdir "$T/a" "$T/b"
+# same_bytes NAME LOCAL REMOTE EPOCHS OPTS: every batch of those epochs, both mounts
+same_bytes() {
+    local name=$1 src=$2 url=$3 epochs=$4 opts=$5 n k a b
+    mount_bfs "$src" "$T/a" -o "$opts"
+    mount_bfs "$url" "$T/b" -o "$opts"
+    n=$(ls "$T/a/epoch/0" | grep -c '^batch_')
+    [ "$(ls "$T/b/epoch/0" | grep -c '^batch_')" = "$n" ] || fail "$name: the remote mount lists another number of batches"
+    for e in $(seq 0 $((epochs - 1))); do
+        for k in $(seq 0 $((n - 1))); do
+            a=$(sha256sum <"$T/a/epoch/$e/batch_$k") || fail "$name: local epoch $e batch $k"
+            b=$(sha256sum <"$T/b/epoch/$e/batch_$k") || fail "$name: remote epoch $e batch $k"
+            [ "$a" = "$b" ] || fail "$name: epoch $e batch $k differs from the local mount's"
+        done
+    done
+    cmp -s <(grep -v '^source' "$T/a/pipeline") <(grep -v '^source' "$T/b/pipeline") ||
+        fail "$name: /pipeline differs (fingerprint?)"
+    pyx - "$T/b" <<'EOF' || fail "$name: /stats source"
+import sys, bfs
+s = bfs.stats(sys.argv[1]).get("source")
+if not s or s["requests"] < 2 or s["bytes"] == 0 or s["failures"] or s["retries"]:
+    sys.exit("source section %r" % (s,))
+EOF
+    unmount_bfs "$T/b"
+    unmount_bfs "$T/a"
+    ok "$name: $epochs epochs of $n batches, bytes equal to a local mount's"
+}
+same_bytes "https, shuffle=full" "$W/d.bfs" "$HTTPS/d.bfs" 2 "batch=8,size=32,ca=$T/ca.pem"
+same_bytes "https, shuffle=pages" "$W/d.bfs" "$HTTPS/d.bfs" 2 "batch=8,size=32,shuffle=pages,ca=$T/ca.pem"
+same_bytes "https, shard 0/2" "$W/d.bfs" "$HTTPS/d.bfs" 1 "batch=8,size=32,shard=0/2,ca=$T/ca.pem"
+same_bytes "https, shard 1/2" "$W/d.bfs" "$HTTPS/d.bfs" 1 "batch=8,size=32,shard=1/2,ca=$T/ca.pem"
+expect_log '^batchfs: warning: .*t\.bfs: 120 documents for [0-9]+ rows of seq_len=64 per epoch: pack=concat shuffles documents, not rows, .*$'
+same_bytes "http, tokens pack=concat" "$W/t.bfs" "$HTTP/t.bfs" 2 "batch=4,seq_len=64"
+same_bytes "http, tokens pack=pad" "$W/t.bfs" "$HTTP/t.bfs" 1 "batch=4,seq_len=64,pack=pad"
+
+# refused at mount, the URL named
+refused() { # WANT URL OPTS
+    local want=$1 url=$2 opts=$3 out
+    if out=$("$BATCHFS" "$url" "$T/b" -o "$opts" 2>&1); then
+        fusermount3 -u "$T/b" 2>/dev/null
+        fail "mounted $url ($opts)"
+    fi
+    grep -qF "$url" <<<"$out" || fail "the message does not name $url: $out"
+    grep -qiE "$want" <<<"$out" || fail "$url: '$want' not in: $out"
+    ok "refused: $(head -1 <<<"$out")"
+}
+refused "not found \(HTTP 404" "$HTTPS/nope.bfs" "batch=8,ca=$T/ca.pem"
+refused "certificate|ca=" "$HTTPS/d.bfs" "batch=8"
+printf 'not a certificate\n' >"$T/bad.pem"
+if out=$("$BATCHFS" "$HTTPS/d.bfs" "$T/b" -o "batch=8,ca=$T/bad.pem" 2>&1); then
+    fusermount3 -u "$T/b"
+    fail "mounted with a ca= that holds no certificate"
+fi
+grep -q "ca=$T/bad.pem" <<<"$out" || fail "ca= without a certificate: $out"
+ok "refused: $out"
+
+# the server paused past the retries: EIO, said in the log and /stats; back: the bytes
+mount_bfs "$W/d.bfs" "$T/a" -o batch=8,size=32
+mount_bfs "$HTTPS/d.bfs" "$T/b" -o "batch=8,size=32,ca=$T/ca.pem,prefetch=0,fetch_retries=1,fetch_timeout_ms=300"
+expect_log "^batchfs: sample [0-9]+ \(sample [0-9]+ of https://127\.0\.0\.1:$SPORT/d\.bfs\) in epoch 5 batch 2: the dataset's object store did not serve a read .*: GET https://127\.0\.0\.1:$SPORT/d\.bfs bytes [0-9]+-[0-9]+: .* after 1 retr(y|ies)$"
+kill -STOP "$NGINX_PID"
+if cat "$T/b/epoch/5/batch_2" >/dev/null 2>"$T/err"; then
+    kill -CONT "$NGINX_PID"
+    fail "a batch was served while the server was paused"
+fi
+grep -q "Input/output error" "$T/err" || { kill -CONT "$NGINX_PID"; fail "paused server: $(cat "$T/err")"; }
+grep -q "object store did not serve a read" "$DAEMON_LOG" || { kill -CONT "$NGINX_PID"; fail "the log does not say why"; }
+is_mounted "$T/b" || fail "the daemon died"
+kill -CONT "$NGINX_PID"
+pyx - "$T/b" <<'EOF' || fail "/stats after the pause"
+import sys, bfs
+st = bfs.stats(sys.argv[1])
+if st["source"]["failures"] < 1 or st["bad_samples"]:
+    sys.exit("source %r, bad_samples %d: want failures and no bad sample"
+             % (st["source"], st["bad_samples"]))
+EOF
+[ "$(sha256sum <"$T/b/epoch/5/batch_2")" = "$(sha256sum <"$T/a/epoch/5/batch_2")" ] ||
+    fail "the failed batch, read again with the server back, differs"
+ok "server paused: EIO with the reason logged, then the batch's bytes once it is back"
+
+# killed, restarted within the retries (5, backoff from 100 ms): the reader gets its batch
+unmount_bfs "$T/b"
+mount_bfs "$HTTPS/d.bfs" "$T/b" -o "batch=8,size=32,ca=$T/ca.pem,prefetch=0"
+kill -KILL "$NGINX_PID"
+wait "$NGINX_PID" 2>/dev/null || true
+sha256sum <"$T/b/epoch/6/batch_1" >"$T/got" 2>"$T/err" &
+reader=$!
+sleep 0.3
+start_nginx
+wait $reader || fail "the read across a server restart failed: $(cat "$T/err")"
+[ "$(cat "$T/got")" = "$(sha256sum <"$T/a/epoch/6/batch_1")" ] || fail "the batch read across a restart differs"
+pyx - "$T/b" <<'EOF' || fail "/stats after the restart"
+import sys, bfs
+s = bfs.stats(sys.argv[1])["source"]
+if s["retries"] < 1 or s["failures"]:
+    sys.exit("source %r: want retries, no failure" % (s,))
+EOF
+ok "server killed and restarted: the batch delayed, not failed"
+
+# the object replaced under the mount (a new file renamed over it: another ETag)
+cp "$W/t.bfs" "$W/new.bfs" && mv "$W/new.bfs" "$W/d.bfs"
+expect_log '^batchfs: https://127\.0\.0\.1:[0-9]+/d\.bfs: dataset file changed since it was opened .*$'
+if cat "$T/b/epoch/7/batch_0" >/dev/null 2>"$T/err"; then
+    fail "a batch was computed from a replaced object"
+fi
+grep -q "dataset file changed" "$DAEMON_LOG" || fail "the log does not say the object changed"
+unmount_bfs "$T/b"
+unmount_bfs "$T/a"
+ok "object replaced under the mount: its batches fail, nothing of the new object served"
+
+# mkbatchfs reads URLs
+out=$("$MKBATCHFS" --verify "$HTTP/t.bfs") || fail "mkbatchfs --verify of a URL: $out"
+grep -q "OK" <<<"$out" || fail "--verify: $out"
+"$MKBATCHFS" --info "$HTTP/t.bfs" | grep -q "^samples: *120" || fail "mkbatchfs --info of a URL"
+ok "mkbatchfs --verify and --info of an http:// URL"
+echo "PASS: $CASE"
