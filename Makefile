@@ -110,13 +110,13 @@ print-programs:
 # samples, libcurl for s3:// and https:// sources, check, pkg-config),
 # run (fuse3 for fusermount3), test (clang + compiler-rt for libFuzzer, python3-venv for
 # test clients, clang-format for make check-format, groff-base to render the man pages,
-# nginx and openssl for the HTTPS server of the remote-source tests).
+# nginx, openssl and curl for the servers and uploads of the remote-source tests).
 # Installed only when missing.
 DEB_PKGS := build-essential pkg-config libfuse3-dev fuse3 libjpeg62-turbo-dev libturbojpeg0-dev \
             liblz4-dev check clang libclang-rt-dev clang-format python3 python3-venv \
             libhiredis-dev redis-server iproute2 libxxhash-dev libjansson-dev groff-base libssl-dev \
             zlib1g-dev libsentencepiece-dev sentencepiece libspng-dev libwebp-dev \
-            libcurl4-openssl-dev nginx openssl
+            libcurl4-openssl-dev nginx openssl curl
 deps:
 	@missing=""; for p in $(DEB_PKGS); do \
 	  dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' \

@@ -20,6 +20,7 @@
 #     backtraces), so a hang in CI says where it hangs;
 #   - helpers: fail/ok, need_py (the numpy venv as $PY), is_mounted, wait_idle (poll
 #     /stats until no batch is in flight), ref_batch (engine_tool's in-process bytes),
+#     same_remote (a file and its copy at an s3:// or https:// URL serve the same bytes),
 #     and $T/bfs.py, a stdlib-only Python module for safetensors headers, tensors and
 #     /stats (`pyx` runs python3 with it importable).
 # Like libfuse's test/cases and squashfuse's ll-smoke: one script per case.
@@ -240,6 +241,36 @@ need_py() {
 
 # pyx ARGS...: python3 (stdlib only) with $T/bfs.py importable as `bfs`.
 pyx() { PYTHONPATH=$T${PYTHONPATH:+:$PYTHONPATH} python3 "$@"; }
+
+# same_remote NAME FILE URL EPOCHS OPTS: FILE mounted at $T/a and the same file at URL (an
+# s3:// or https:// source, docs/sources.md) at $T/b with OPTS: every batch of those
+# epochs has the same bytes, /pipeline the same fingerprint, and /stats a `source` section
+# without retries or failures; both unmounted after. $T/a and $T/b must exist.
+same_remote() {
+    local name=$1 src=$2 url=$3 epochs=$4 opts=$5 n k a b
+    mount_bfs "$src" "$T/a" -o "$opts"
+    mount_bfs "$url" "$T/b" -o "$opts"
+    n=$(ls "$T/a/epoch/0" | grep -c '^batch_')
+    [ "$(ls "$T/b/epoch/0" | grep -c '^batch_')" = "$n" ] || fail "$name: the remote mount lists another number of batches"
+    for e in $(seq 0 $((epochs - 1))); do
+        for k in $(seq 0 $((n - 1))); do
+            a=$(sha256sum <"$T/a/epoch/$e/batch_$k") || fail "$name: local epoch $e batch $k"
+            b=$(sha256sum <"$T/b/epoch/$e/batch_$k") || fail "$name: remote epoch $e batch $k"
+            [ "$a" = "$b" ] || fail "$name: epoch $e batch $k differs from the local mount's"
+        done
+    done
+    cmp -s <(grep -v '^source' "$T/a/pipeline") <(grep -v '^source' "$T/b/pipeline") ||
+        fail "$name: /pipeline differs (fingerprint?)"
+    pyx - "$T/b" <<'EOF' || fail "$name: /stats source"
+import sys, bfs
+s = bfs.stats(sys.argv[1]).get("source")
+if not s or s["requests"] < 2 or s["bytes"] == 0 or s["failures"] or s["retries"]:
+    sys.exit("source section %r" % (s,))
+EOF
+    unmount_bfs "$T/b"
+    unmount_bfs "$T/a"
+    ok "$name: $epochs epochs of $n batches, bytes equal to a local mount's"
+}
 
 cat >"$T/bfs.py" <<'PYEOF'
 """Stdlib-only helpers for the mount tests: safetensors batches and /stats."""

@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# tests/mount/source_s3.sh — a dataset mounted from an S3-compatible store (issue 34,
+# docs/sources.md): moto's S3 server on 127.0.0.1 (tests/servers_env.sh), reached with
+# s3_endpoint= (path style), requests signed with SigV4 from the environment's
+# credentials; the files uploaded as docs/sources.md tells users to, with curl
+# --aws-sigv4.
+#  - every batch's bytes equal a local mount's: images shuffle=full and pages, two
+#    shards, a key with a space, a token dataset, a mixture of two objects;
+#  - refused at mount, naming the URL: no such key, no such bucket, a bad s3_endpoint;
+#  - the secret access key is in no log, /stats or /pipeline, nor in a refusal;
+#  - mkbatchfs --verify / --info of s3:// with AWS_ENDPOINT_URL(_S3).
+# Needs the test servers' venv (PyPI, once). About 20 s.
+. "$(dirname "$0")/lib.sh"
+require_fuse
+. tests/servers_env.sh
+
+free_port() { python3 -c "import socket; s=socket.socket(); s.bind(('127.0.0.1',0)); print(s.getsockname()[1])"; }
+PORT=$(free_port)
+EP=http://127.0.0.1:$PORT
+"$MOTO_SERVER" -H 127.0.0.1 -p "$PORT" >"$T/moto.log" 2>&1 &
+BG_PIDS+=($!)
+disown $! # killed at exit (BG_PIDS): no "Killed" from bash
+for _ in $(seq 300); do curl -s -o /dev/null "$EP/" && break; sleep 0.05; done
+curl -s -o /dev/null "$EP/" || { cat "$T/moto.log" >&2; fail "moto_server did not start"; }
+
+unset AWS_PROFILE AWS_SESSION_TOKEN AWS_DEFAULT_REGION AWS_ENDPOINT_URL AWS_ENDPOINT_URL_S3
+export AWS_SHARED_CREDENTIALS_FILE=$T/none AWS_CONFIG_FILE=$T/none
+export AWS_ACCESS_KEY_ID=AKIDBATCHFSTEST AWS_REGION=us-east-1
+SECRET=batchfs-secret-$RANDOM$RANDOM
+export AWS_SECRET_ACCESS_KEY=$SECRET
+s3() { # METHOD PATH [FILE]: curl --aws-sigv4, as docs/sources.md shows users
+    curl -sf --aws-sigv4 "aws:amz:$AWS_REGION:s3" --user "$AWS_ACCESS_KEY_ID:$AWS_SECRET_ACCESS_KEY" \
+        -X "$1" ${3:+-T "$3"} "$EP/$2"
+}
+
+"$GEN" "$T/src" 3 20 48 160 3
+"$MKBATCHFS" --quiet "$T/src" "$T/d.bfs"
+"$GEN" "$T/src2" 2 12 48 120 4
+"$MKBATCHFS" --quiet "$T/src2" "$T/e.bfs"
+python3 - "$T" <<'PYEOF'
+import random, struct, sys
+random.seed(9)
+ids = []
+for d in range(100):
+    ids += [random.randrange(0, 50000) for _ in range(random.randrange(1, 300))] + [50256]
+open(sys.argv[1] + "/train.bin", "wb").write(struct.pack("<%dH" % len(ids), *ids))
+PYEOF
+"$MKBATCHFS" --tokens u16 --doc-sep 50256 "$T/train.bin" "$T/t.bfs" >/dev/null 2>&1 || fail "mkbatchfs --tokens"
+s3 PUT bkt >/dev/null || fail "making the bucket"
+s3 PUT bkt/d.bfs "$T/d.bfs" >/dev/null || fail "uploading d.bfs"
+s3 PUT "bkt/my%20set/e.bfs" "$T/e.bfs" >/dev/null || fail "uploading e.bfs"
+s3 PUT bkt/t.bfs "$T/t.bfs" >/dev/null || fail "uploading t.bfs"
+ok "uploaded with curl --aws-sigv4"
+
+mkdir "$T/a" "$T/b"
+O="s3_endpoint=$EP"
+same_remote "s3, shuffle=full" "$T/d.bfs" s3://bkt/d.bfs 2 "batch=8,size=32,$O"
+same_remote "s3, shuffle=pages" "$T/d.bfs" s3://bkt/d.bfs 1 "batch=8,size=32,shuffle=pages,$O"
+same_remote "s3, shard 0/2" "$T/d.bfs" s3://bkt/d.bfs 1 "batch=8,size=32,shard=0/2,$O"
+same_remote "s3, shard 1/2" "$T/d.bfs" s3://bkt/d.bfs 1 "batch=8,size=32,shard=1/2,$O"
+same_remote "s3, a key with a space" "$T/e.bfs" "s3://bkt/my set/e.bfs" 1 "batch=8,size=32,$O"
+expect_log '^batchfs: warning: .*t\.bfs: 100 documents for [0-9]+ rows of seq_len=64 per epoch: pack=concat shuffles documents, not rows, .*$'
+same_remote "s3, tokens pack=concat" "$T/t.bfs" s3://bkt/t.bfs 1 "batch=4,seq_len=64,$O"
+
+# a mixture of two objects against the same mixture of the local files
+mount_bfs "" "$T/a" -o "batch=8,size=32,source=$T/d.bfs:0.6+$T/e.bfs:0.4"
+mount_bfs "" "$T/b" -o "batch=8,size=32,source=s3://bkt/d.bfs:0.6+s3://bkt/my set/e.bfs:0.4,$O"
+n=$(ls "$T/a/epoch/0" | grep -c '^batch_')
+for k in $(seq 0 $((n - 1))); do
+    [ "$(sha256sum <"$T/a/epoch/0/batch_$k")" = "$(sha256sum <"$T/b/epoch/0/batch_$k")" ] ||
+        fail "mixture: batch $k differs"
+done
+for f in "${LOGS[@]}" "$T/b/stats" "$T/b/pipeline"; do
+    ! grep -q "$SECRET" "$f" || fail "the secret access key is in $f"
+done
+unmount_bfs "$T/b"
+unmount_bfs "$T/a"
+ok "a mixture of two s3:// objects: $n batches equal to the local mixture's; no secret in logs, /stats, /pipeline"
+
+# refused at mount, naming the URL (or the option) and what is wrong
+refused() { # WANT URL OPTS
+    local want=$1 url=$2 opts=$3 out
+    if out=$("$BATCHFS" "$url" "$T/b" -o "$opts" 2>&1); then
+        fusermount3 -u "$T/b" 2>/dev/null
+        fail "mounted $url ($opts)"
+    fi
+    grep -qF "$url" <<<"$out" || grep -qF "s3_endpoint" <<<"$out" ||
+        fail "the message names neither $url nor the option: $out"
+    grep -qiE "$want" <<<"$out" || fail "$url: '$want' not in: $out"
+    ! grep -q "$SECRET" <<<"$out" || fail "the secret is in the message: $out"
+    ok "refused: $(head -1 <<<"$out")"
+}
+refused "not found|NoSuchKey" s3://bkt/nope.bfs "batch=8,$O"
+refused "not found|NoSuchBucket" s3://nobucket/d.bfs "batch=8,$O"
+refused "s3_endpoint=ftp://x" s3://bkt/d.bfs "batch=8,s3_endpoint=ftp://x"
+refused "s3://" "s3://bkt" "batch=8,$O"
+
+# mkbatchfs reads s3:// with the AWS tools' endpoint variables
+out=$(AWS_ENDPOINT_URL=$EP "$MKBATCHFS" --verify s3://bkt/d.bfs) || fail "mkbatchfs --verify s3://: $out"
+grep -q "OK (60 samples" <<<"$out" || fail "--verify: $out"
+AWS_ENDPOINT_URL_S3=$EP "$MKBATCHFS" --info "s3://bkt/my set/e.bfs" | grep -q "^samples: *24 " ||
+    fail "mkbatchfs --info of s3:// with AWS_ENDPOINT_URL_S3"
+ok "mkbatchfs --verify / --info of s3:// (AWS_ENDPOINT_URL, AWS_ENDPOINT_URL_S3)"
+echo "PASS: $CASE"
