@@ -456,11 +456,17 @@ static int set_abs_path(char *dst, size_t cap, const char *v, int allow_auto, co
     return 0;
 }
 
+/* A text option's text (a field of cap bytes): the text, or `empty` when it is "". */
+static int show_text(const char *text, size_t cap, const char *empty, char *buf, size_t bufcap)
+{
+    size_t n = strnlen(text, cap);
+    return n ? snprintf(buf, bufcap, "%.*s", (int)n, text) : snprintf(buf, bufcap, "%s", empty);
+}
+
 /* A path option's text: the path, or `none`. */
 static int show_abs_path(const char *path, size_t cap, char *buf, size_t bufcap)
 {
-    size_t n = strnlen(path, cap);
-    return n ? snprintf(buf, bufcap, "%.*s", (int)n, path) : snprintf(buf, bufcap, "none");
+    return show_text(path, cap, "none", buf, bufcap);
 }
 
 int bfs_opt_set_path(const opt *d, bfs_pipeline_opts *o, const char *v, const char **why)
@@ -513,8 +519,7 @@ int bfs_opt_set_remote(const opt *d, bfs_pipeline_opts *o, const char *v, const 
 int bfs_opt_show_remote(const opt *d, const bfs_pipeline_opts *o, char *buf, size_t cap)
 {
     (void)d;
-    size_t n = strnlen(o->remote, sizeof o->remote);
-    return n ? snprintf(buf, cap, "%.*s", (int)n, o->remote) : snprintf(buf, cap, "none");
+    return show_text(o->remote, sizeof o->remote, "none", buf, cap);
 }
 
 int bfs_opt_set_group(const opt *d, bfs_pipeline_opts *o, const char *v, const char **why)
@@ -550,8 +555,7 @@ int bfs_opt_set_s3_region(const opt *d, bfs_pipeline_opts *o, const char *v, con
 int bfs_opt_show_s3_region(const opt *d, const bfs_pipeline_opts *o, char *buf, size_t cap)
 {
     (void)d;
-    size_t n = strnlen(o->s3_region, sizeof o->s3_region);
-    return n ? snprintf(buf, cap, "%.*s", (int)n, o->s3_region) : snprintf(buf, cap, "auto");
+    return show_text(o->s3_region, sizeof o->s3_region, "auto", buf, cap);
 }
 
 /* s3_endpoint=: http(s)://HOST[:PORT][/PATH], a host of at least one character, nothing a
@@ -588,8 +592,7 @@ int bfs_opt_set_s3_endpoint(const opt *d, bfs_pipeline_opts *o, const char *v, c
 int bfs_opt_show_s3_endpoint(const opt *d, const bfs_pipeline_opts *o, char *buf, size_t cap)
 {
     (void)d;
-    size_t n = strnlen(o->s3_endpoint, sizeof o->s3_endpoint);
-    return n ? snprintf(buf, cap, "%.*s", (int)n, o->s3_endpoint) : snprintf(buf, cap, "none");
+    return show_text(o->s3_endpoint, sizeof o->s3_endpoint, "none", buf, cap);
 }
 
 int bfs_opt_set_ca(const opt *d, bfs_pipeline_opts *o, const char *v, const char **why)
