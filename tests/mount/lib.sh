@@ -21,6 +21,7 @@
 #   - helpers: fail/ok, need_py (the numpy venv as $PY), is_mounted, wait_idle (poll
 #     /stats until no batch is in flight), ref_batch (engine_tool's in-process bytes),
 #     same_remote (a file and its copy at an s3:// or https:// URL serve the same bytes),
+#     gen_tokens (a small token dataset),
 #     and $T/bfs.py, a stdlib-only Python module for safetensors headers, tensors and
 #     /stats (`pyx` runs python3 with it importable).
 # Like libfuse's test/cases and squashfuse's ll-smoke: one script per case.
@@ -241,6 +242,21 @@ need_py() {
 
 # pyx ARGS...: python3 (stdlib only) with $T/bfs.py importable as `bfs`.
 pyx() { PYTHONPATH=$T${PYTHONPATH:+:$PYTHONPATH} python3 "$@"; }
+
+# gen_tokens OUT.bfs SEED DOCS: a token dataset of DOCS documents (1..299 random u16 ids
+# each, GPT-2's <|endoftext|> 50256 ending each), packed with mkbatchfs --tokens u16.
+gen_tokens() {
+    python3 - "$T/tokens.bin" "$2" "$3" <<'PYEOF'
+import random, struct, sys
+random.seed(int(sys.argv[2]))
+ids = []
+for d in range(int(sys.argv[3])):
+    ids += [random.randrange(0, 50000) for _ in range(random.randrange(1, 300))] + [50256]
+open(sys.argv[1], "wb").write(struct.pack("<%dH" % len(ids), *ids))
+PYEOF
+    "$MKBATCHFS" --tokens u16 --doc-sep 50256 "$T/tokens.bin" "$1" >/dev/null 2>&1 ||
+        fail "mkbatchfs --tokens"
+}
 
 # same_remote NAME FILE URL EPOCHS OPTS: FILE mounted at $T/a and the same file at URL (an
 # s3:// or https:// source, docs/sources.md) at $T/b with OPTS: every batch of those

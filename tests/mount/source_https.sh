@@ -76,15 +76,7 @@ start_nginx
 # the datasets: 60 photos of 3 classes; a token corpus
 "$GEN" "$T/src" 3 20 48 160 2
 "$MKBATCHFS" --quiet "$T/src" "$W/d.bfs"
-python3 - "$T" <<'EOF'
-import random, struct, sys
-random.seed(7)
-ids = []
-for d in range(120):
-    ids += [random.randrange(0, 50000) for _ in range(random.randrange(1, 300))] + [50256]
-open(sys.argv[1] + "/train.bin", "wb").write(struct.pack("<%dH" % len(ids), *ids))
-EOF
-"$MKBATCHFS" --tokens u16 --doc-sep 50256 "$T/train.bin" "$W/t.bfs" >/dev/null 2>&1 || fail "mkbatchfs --tokens"
+gen_tokens "$W/t.bfs" 7 120
 chmod 644 "$W"/*.bfs
 HTTPS=https://127.0.0.1:$SPORT HTTP=http://127.0.0.1:$PPORT
 

@@ -37,15 +37,7 @@ s3() { # METHOD PATH [FILE]: curl --aws-sigv4, as docs/sources.md shows users
 "$MKBATCHFS" --quiet "$T/src" "$T/d.bfs"
 "$GEN" "$T/src2" 2 12 48 120 4
 "$MKBATCHFS" --quiet "$T/src2" "$T/e.bfs"
-python3 - "$T" <<'PYEOF'
-import random, struct, sys
-random.seed(9)
-ids = []
-for d in range(100):
-    ids += [random.randrange(0, 50000) for _ in range(random.randrange(1, 300))] + [50256]
-open(sys.argv[1] + "/train.bin", "wb").write(struct.pack("<%dH" % len(ids), *ids))
-PYEOF
-"$MKBATCHFS" --tokens u16 --doc-sep 50256 "$T/train.bin" "$T/t.bfs" >/dev/null 2>&1 || fail "mkbatchfs --tokens"
+gen_tokens "$T/t.bfs" 9 100
 s3 PUT bkt >/dev/null || fail "making the bucket"
 s3 PUT bkt/d.bfs "$T/d.bfs" >/dev/null || fail "uploading d.bfs"
 s3 PUT "bkt/my%20set/e.bfs" "$T/e.bfs" >/dev/null || fail "uploading e.bfs"
