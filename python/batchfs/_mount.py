@@ -165,13 +165,23 @@ def stats(mnt: PathLike) -> Dict[str, Any]:
     return d
 
 
+def _absolute(p: PathLike) -> str:
+    """A local path made absolute; an object's URL (s3://, https://, http://:
+    docs/sources.md) as it is."""
+    s = os.fspath(p)
+    if isinstance(s, str) and s.startswith(("s3://", "https://", "http://")):
+        return s
+    return os.path.realpath(s)  # type: ignore[arg-type]
+
+
 def _mixture(source: Any) -> Optional[str]:
     """source= text of a mixture given as {path: weight} or [path, ...] (docs/mixing.md),
-    or None for one SOURCE. Paths are made absolute; '+' separates the sources."""
+    or None for one SOURCE. Local paths are made absolute, URLs kept; '+' separates the
+    sources."""
     if isinstance(source, Mapping):
-        items = [f"{os.path.realpath(os.fspath(p))}:{float(w)!r}" for p, w in source.items()]
+        items = [f"{_absolute(p)}:{float(w)!r}" for p, w in source.items()]
     elif isinstance(source, (list, tuple)):
-        items = [os.path.realpath(os.fspath(p)) for p in source]
+        items = [_absolute(p) for p in source]
     else:
         return None
     if not items:

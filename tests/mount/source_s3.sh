@@ -5,7 +5,8 @@
 # credentials; the files uploaded as docs/sources.md tells users to, with curl
 # --aws-sigv4.
 #  - every batch's bytes equal a local mount's: images shuffle=full and pages, two
-#    shards, a key with a space, a token dataset, a mixture of two objects;
+#    shards, a key with a space, a token dataset, a mixture of two objects (also mounted
+#    by the Python package);
 #  - refused at mount, naming the URL: no such key, no such bucket, a bad s3_endpoint;
 #  - the secret access key is in no log, /stats or /pipeline, nor in a refusal;
 #  - mkbatchfs --verify / --info of s3:// with AWS_ENDPOINT_URL(_S3).
@@ -62,12 +63,25 @@ for k in $(seq 0 $((n - 1))); do
     [ "$(sha256sum <"$T/a/epoch/0/batch_$k")" = "$(sha256sum <"$T/b/epoch/0/batch_$k")" ] ||
         fail "mixture: batch $k differs"
 done
+# the Python package mounts the same mixture of URLs (its local paths are made absolute,
+# URLs kept)
+PYTHONPATH=$PWD/python python3 - "$T" "$BATCHFS" "$O" <<'PYEOF' || fail "batchfs.mount of s3:// URLs"
+import hashlib, sys, batchfs
+T, binary, opt = sys.argv[1], sys.argv[2], sys.argv[3]
+mix = {"s3://bkt/d.bfs": 0.6, "s3://bkt/my set/e.bfs": 0.4}
+with batchfs.mount(mix, T + "/c", binary=binary, batch=8, size=32,
+                   s3_endpoint=opt.split("=", 1)[1]) as m:
+    got = open(m.path + "/epoch/0/batch_1", "rb").read()
+want = open(T + "/a/epoch/0/batch_1", "rb").read()
+if got != want:
+    sys.exit("batch 1 from batchfs.mount differs from the local mixture's")
+PYEOF
 for f in "${LOGS[@]}" "$T/b/stats" "$T/b/pipeline"; do
     ! grep -q "$SECRET" "$f" || fail "the secret access key is in $f"
 done
 unmount_bfs "$T/b"
 unmount_bfs "$T/a"
-ok "a mixture of two s3:// objects: $n batches equal to the local mixture's; no secret in logs, /stats, /pipeline"
+ok "a mixture of two s3:// objects (batchfs, and batchfs.mount in Python): $n batches equal to the local mixture's; no secret in logs, /stats, /pipeline"
 
 # refused at mount, naming the URL (or the option) and what is wrong
 refused() { # WANT URL OPTS
