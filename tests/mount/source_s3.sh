@@ -7,6 +7,7 @@
 #  - every batch's bytes equal a local mount's: images shuffle=full and pages, two
 #    shards, a key with a space, a token dataset, a mixture of two objects (also mounted
 #    by the Python package);
+#  - a `batchfs worker` reading the s3:// object serves a local mount (Redis);
 #  - refused at mount, naming the URL: no such key, no such bucket, a bad s3_endpoint;
 #  - the secret access key is in no log, /stats or /pipeline, nor in a refusal;
 #  - mkbatchfs --verify / --info of s3:// with AWS_ENDPOINT_URL(_S3).
@@ -82,6 +83,46 @@ done
 unmount_bfs "$T/b"
 unmount_bfs "$T/a"
 ok "a mixture of two s3:// objects (batchfs, and batchfs.mount in Python): $n batches equal to the local mixture's; no secret in logs, /stats, /pipeline"
+
+# a `batchfs worker` reading the s3:// object computes a local mount's batches (Redis of
+# the case's own): the mount computes none itself, the bytes are the local file's
+if command -v redis-server >/dev/null; then
+    RPORT=$(free_port)
+    redis-server --port "$RPORT" --bind 127.0.0.1 --save '' --appendonly no --dir "$T" \
+        >"$T/redis.log" 2>&1 &
+    BG_PIDS+=($!)
+    disown $!
+    for _ in $(seq 100); do
+        python3 -c "import socket; socket.create_connection(('127.0.0.1',$RPORT),1)" 2>/dev/null && break
+        sleep 0.05
+    done
+    R=redis://127.0.0.1:$RPORT
+    "$BATCHFS" worker s3://bkt/d.bfs -o "batch=8,size=32,$O,remote=$R,threads=1" --name ws3 \
+        >"$T/ws3.log" 2>&1 </dev/null &
+    BG_PIDS+=($!)
+    disown $!
+    for _ in $(seq 100); do grep -q "serving pipeline" "$T/ws3.log" && break; sleep 0.1; done
+    grep -q "serving pipeline" "$T/ws3.log" || fail "the s3:// worker did not start: $(cat "$T/ws3.log")"
+    mount_bfs "$T/d.bfs" "$T/a" -o batch=8,size=32
+    expect_log '^batchfs: remote: batches from Redis are checked, not authenticated .*$'
+    mount_bfs "$T/d.bfs" "$T/b" -o "batch=8,size=32,remote=$R,remote_wait_ms=30000"
+    for k in 0 1 2 3 4 5 6; do
+        cmp -s "$T/a/epoch/0/batch_$k" "$T/b/epoch/0/batch_$k" || fail "worker: batch $k differs"
+    done
+    pyx - "$T/b" <<'PYEOF' || fail "a worker on s3:// served the mount"
+import sys, bfs
+st = bfs.stats(sys.argv[1])
+if st["batches"]["computed"] or st["remote"]["hits"] < 7:
+    sys.exit("computed %d here, %d from the worker" % (st["batches"]["computed"], st["remote"]["hits"]))
+PYEOF
+    ! grep -q "$SECRET" "$T/ws3.log" || fail "the secret is in the worker's log"
+    unmount_bfs "$T/b"
+    unmount_bfs "$T/a"
+    ok "batchfs worker s3://...: a local mount's 7 batches computed by the worker, same bytes"
+else
+    [ "${CI:-}" = true ] && fail "redis-server is missing (make deps installs it)"
+    echo "(skipped the worker case: no redis-server)"
+fi
 
 # refused at mount, naming the URL (or the option) and what is wrong
 refused() { # WANT URL OPTS
