@@ -142,12 +142,15 @@ typedef struct bfs_pipeline_opts {
                               * the secret in FILE (engine/remote/remote.h) */
     char group[65];          /* group=NAME|none ("" = none): dynamic sharding (claims.h) */
     /* a dataset in object storage (docs/sources.md; engine/dataset/fetch.h) */
-    char s3_region[64];    /* s3_region=NAME|auto ("" = auto: the environment's) */
-    char s3_endpoint[512]; /* s3_endpoint=URL|none ("" = none: AWS) */
-    char ca[512];          /* ca=FILE|none ("" = none): CAs trusted besides the system's */
-    int fetch_retries;     /* fetch_retries=N (5), 0..100 */
-    int fetch_timeout_ms;  /* fetch_timeout_ms=N (10000), 1..3600000 */
-    int fetch_parallel;    /* fetch_parallel=N (64), 1..256: requests in flight ahead */
+    char s3_region[64];      /* s3_region=NAME|auto ("" = auto: the environment's) */
+    char s3_endpoint[512];   /* s3_endpoint=URL|none ("" = none: AWS) */
+    char ca[512];            /* ca=FILE|none ("" = none): CAs trusted besides the system's */
+    int fetch_retries;       /* fetch_retries=N (5), 0..100 */
+    int fetch_timeout_ms;    /* fetch_timeout_ms=N (10000), 1..3600000 */
+    int fetch_parallel;      /* fetch_parallel=N (64), 1..256: requests in flight ahead */
+    char source_cache[1024]; /* source_cache=PATH|auto|none ("" = none): remote files'
+                              * bytes kept on disk for the host's mounts (cache/srccache.h) */
+    int64_t source_cache_mb; /* source_cache_mb=N (10240), 1..2^40 */
     /* a spec file's `fingerprint = X` line (MNT/pipeline's): the pipeline must have it */
     uint64_t want_fingerprint;
     int want_fingerprint_set;

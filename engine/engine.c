@@ -22,6 +22,7 @@
 #include "engine/tokens.h"
 #include "engine/mix.h"
 #include "cache/samplecache.h"
+#include "cache/srccache.h"
 #include "engine/dataset/source.h"
 #include "base/clock.h"
 #include "base/endian.h"
@@ -71,6 +72,9 @@ int bfs_engine_create(const char *source_path, const bfs_pipeline_opts *o, bfs_e
     }
     /* 256 MiB held ahead per remote file: ten ImageNet batches of 256 photos */
     bfs_prefetch_configure((unsigned)o->fetch_parallel, 256ull << 20);
+    if ((rc = bfs_srccache_configure(o->source_cache, (uint64_t)o->source_cache_mb << 20, err,
+                                     errlen)))
+        goto fail;
     if (o->mix[0]) { /* a mixture: source_path only names it in messages */
         if (!(md = malloc(sizeof *md))) {
             rc = bfs_errf(-ENOMEM, err, errlen, "out of memory");

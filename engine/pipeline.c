@@ -512,7 +512,7 @@ uint64_t bfs_pipeline_fingerprint(const bfs_pipeline_opts *o, uint64_t dataset_i
 #define HELP_WIDTH   100 /* the house column limit */
 #define HELP_OPT_MAX 28  /* a longer "name=syntax" gets a line of its own */
 
-static char help_text[16384];
+static char help_text[24576];
 static pthread_once_t help_once = PTHREAD_ONCE_INIT;
 
 typedef struct sbuf {

@@ -79,6 +79,8 @@ enum {
     OPT_FETCH_RETRIES,
     OPT_FETCH_TIMEOUT_MS,
     OPT_FETCH_PARALLEL,
+    OPT_SOURCE_CACHE,
+    OPT_SOURCE_CACHE_MB,
     OPT_COUNT
 };
 _Static_assert(OPT_COUNT <= 64, "bfs_pipeline_opts.given has one bit per option");
@@ -178,6 +180,8 @@ int bfs_opt_show_s3_region(const opt *d, const bfs_pipeline_opts *o, char *buf, 
 int bfs_opt_set_s3_endpoint(const opt *d, bfs_pipeline_opts *o, const char *v, const char **why);
 int bfs_opt_show_s3_endpoint(const opt *d, const bfs_pipeline_opts *o, char *buf, size_t cap);
 int bfs_opt_set_ca(const opt *d, bfs_pipeline_opts *o, const char *v, const char **why);
+int bfs_opt_set_source_cache(const opt *d, bfs_pipeline_opts *o, const char *v, const char **why);
+int bfs_opt_show_source_cache(const opt *d, const bfs_pipeline_opts *o, char *buf, size_t cap);
 int bfs_opt_show_ca(const opt *d, const bfs_pipeline_opts *o, char *buf, size_t cap);
 int bfs_opt_show_group(const opt *d, const bfs_pipeline_opts *o, char *buf, size_t cap);
 int bfs_opt_set_buckets(const opt *d, bfs_pipeline_opts *o, const char *v, const char **why);

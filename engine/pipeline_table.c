@@ -254,6 +254,17 @@ const opt bfs_opt_table[OPT_COUNT] = {
                                 "a remote source's payloads fetched ahead of the workers by "
                                 "this many requests at once"),
                             INT(fetch_parallel, W_INT, 1, 256, 0)},
+    [OPT_SOURCE_CACHE] = {PUB("source_cache", K, "PATH|auto|none", "none",
+                              "a remote source's bytes kept on disk for every mount of this "
+                              "host: a second mount, or a later epoch, fetches nothing it holds; "
+                              "auto: /var/tmp/batchfs-sources-UID"),
+                          FIELD(source_cache), .set = bfs_opt_set_source_cache,
+                          .show = bfs_opt_show_source_cache,
+                          .allowed = "an absolute path, auto or none"},
+    [OPT_SOURCE_CACHE_MB] = {PUB("source_cache_mb", K, "N", "10240",
+                                 "size budget of source_cache (least recently used objects "
+                                 "go first), MiB"),
+                             INT(source_cache_mb, W_I64, 1, MIB_MAX, 0)},
 };
 
 #undef PUB

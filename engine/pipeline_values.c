@@ -595,6 +595,18 @@ int bfs_opt_show_s3_endpoint(const opt *d, const bfs_pipeline_opts *o, char *buf
     return show_text(o->s3_endpoint, sizeof o->s3_endpoint, "none", buf, cap);
 }
 
+int bfs_opt_set_source_cache(const opt *d, bfs_pipeline_opts *o, const char *v, const char **why)
+{
+    (void)d;
+    return set_abs_path(o->source_cache, sizeof o->source_cache, v, 1, why);
+}
+
+int bfs_opt_show_source_cache(const opt *d, const bfs_pipeline_opts *o, char *buf, size_t cap)
+{
+    (void)d;
+    return show_abs_path(o->source_cache, sizeof o->source_cache, buf, cap);
+}
+
 int bfs_opt_set_ca(const opt *d, bfs_pipeline_opts *o, const char *v, const char **why)
 {
     (void)d;

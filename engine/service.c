@@ -2,6 +2,7 @@
 #include "engine/service.h"
 #include "engine/dataset/fetch.h"
 #include "engine/dataset/prefetch.h"
+#include "cache/srccache.h"
 #include "engine/claims.h"
 #include "engine/engine.h"
 #include "engine/exec.h"
@@ -656,15 +657,24 @@ void bfs_service_stats(bfs_service *s, const bfs_service_front *f, char **out, s
     if (fst.requests) { /* an s3:// or https:// source (fetch.h): its object store */
         bfs_prefetch_stats pst;
         bfs_prefetch_get_stats(&pst);
+        bfs_srccache_stats cst;
+        bfs_srccache_get_stats(&cst);
         tprintf(t,
                 "  \"source\": {\"requests\": %llu, \"bytes\": %llu, \"retries\": %llu, "
                 "\"failures\": %llu, \"wait_s\": %.6f, \"prefetch\": {\"requests\": %llu, "
-                "\"samples\": %llu, \"hits\": %llu, \"waits\": %llu, \"dropped\": %llu}},\n",
+                "\"samples\": %llu, \"hits\": %llu, \"waits\": %llu, \"dropped\": %llu}, "
+                "\"cache\": {\"hits\": %llu, \"hit_bytes\": %llu, \"stored\": %llu, "
+                "\"stored_bytes\": %llu, \"full\": %llu, \"evicted\": %llu, "
+                "\"usage_bytes\": %llu, \"budget_bytes\": %llu}},\n",
                 (unsigned long long)fst.requests, (unsigned long long)fst.bytes,
                 (unsigned long long)fst.retries, (unsigned long long)fst.failures,
                 fst.wait_ns / 1e9, (unsigned long long)pst.runs, (unsigned long long)pst.ranges,
                 (unsigned long long)pst.hits, (unsigned long long)pst.waits,
-                (unsigned long long)pst.dropped);
+                (unsigned long long)pst.dropped, (unsigned long long)cst.hits,
+                (unsigned long long)cst.hit_bytes, (unsigned long long)cst.stored,
+                (unsigned long long)cst.stored_bytes, (unsigned long long)cst.full,
+                (unsigned long long)cst.evicted, (unsigned long long)cst.usage_bytes,
+                (unsigned long long)cst.budget_bytes);
     }
     if (s->claims) {
         bfs_claims_stats cs;

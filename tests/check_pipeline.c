@@ -79,6 +79,8 @@ static const struct {
     {"fetch_retries", BFS_OPT_KNOB},
     {"fetch_timeout_ms", BFS_OPT_KNOB},
     {"fetch_parallel", BFS_OPT_KNOB},
+    {"source_cache", BFS_OPT_KNOB},
+    {"source_cache_mb", BFS_OPT_KNOB},
 };
 #define N_DESIGN (sizeof design / sizeof design[0])
 
@@ -183,6 +185,14 @@ START_TEST(remote_options)
     bad("fetch_timeout_ms", "0", "1..3600000");
     ck_assert_int_eq(o.fetch_parallel, 64);
     bad("fetch_parallel", "0", "1..256");
+    ok(&o, "source_cache", "auto");
+    ck_assert_str_eq(o.source_cache, "auto");
+    ok(&o, "source_cache", "/var/cache/bfs");
+    ok(&o, "source_cache", "none");
+    ck_assert_str_eq(o.source_cache, "");
+    bad("source_cache", "rel/dir", "an absolute path, auto or none");
+    ck_assert_int_eq(o.source_cache_mb, 10240);
+    bad("source_cache_mb", "0", "1..1099511627776");
 }
 END_TEST
 

@@ -23,6 +23,7 @@
 #include "engine/dataset/bfs.h"
 #include "engine/dataset/fetch.h"
 #include "engine/dataset/prefetch.h"
+#include "cache/srccache.h"
 #include "base/err.h"
 #include "base/hash.h"
 #include "base/io.h"
@@ -50,6 +51,7 @@ struct bfs_reader {
                            files */
     bfs_object *obj;    /* a remote file (fetch.h), or NULL */
     bfs_prefetch *pf;   /* a remote file's payloads fetched ahead (prefetch.h), or NULL */
+    bfs_srcfile *sc;    /* a remote file's bytes on disk (source_cache=), or NULL */
     const uint8_t *map; /* bfs_map_payloads: the whole file, read-only; else NULL */
     struct stat id;     /* the file as opened: device, inode, size, mtime, ctime, links */
     bfs_info info;
@@ -452,8 +454,10 @@ int bfs_open(const char *path, bfs_reader **out, char *err, size_t errlen)
     }
     r->fd = fd;
     r->obj = obj;
-    if (obj) /* none (out of memory): reads fetch themselves */
+    if (obj) { /* none (out of memory, no source_cache): reads fetch themselves */
         bfs_prefetch_create(object_read, obj, &r->pf);
+        r->sc = bfs_srcfile_open(bfs_object_identity(obj), bfs_object_size(obj));
+    }
     r->id = st;
     r->len = (size_t)st.st_size;
     r->hdr = r->own = hdr;
@@ -505,6 +509,7 @@ void bfs_close(bfs_reader *r)
     if (r->fd >= 0)
         close(r->fd);
     bfs_prefetch_destroy(r->pf); /* before its object */
+    bfs_srcfile_close(r->sc);
     bfs_object_close(r->obj);
     free(r->verified);
     free(r->sample_ok);
@@ -758,15 +763,26 @@ int bfs_read_value(const bfs_reader *r, uint64_t i, uint32_t f, unsigned verify,
     if (r->base) {
         memcpy(buf, r->base + off, s->length);
     } else if (r->obj) {
+        int verified = verify & BFS_VERIFY_SAMPLE;
+        /* the host's source_cache, when it holds the bytes and they pass the checksum
+         * (a torn or missing write does not: then fetched) */
+        if (verified && bfs_srcfile_read(r->sc, buf, s->length, off) == 1 &&
+            (uint32_t)bfs_xxh64(buf, s->length, 0) == s->checksum)
+            return 0;
         /* fetched ahead (bfs_advise_samples), or read here; a prefetch that failed is
          * read again here, whose error is the one reported */
         int got = r->pf ? bfs_prefetch_take(r->pf, off, buf, s->length) : 0;
         if (got != 1 && (rc = pread_all(r, buf, s->length, off)))
             return rc;
+        if (!verified)
+            return 0;
         /* a checksum that fails on the wire is read once more before the sample is bad */
-        if ((verify & BFS_VERIFY_SAMPLE) && (uint32_t)bfs_xxh64(buf, s->length, 0) != s->checksum &&
-            (rc = pread_all(r, buf, s->length, off)))
-            return rc;
+        if ((uint32_t)bfs_xxh64(buf, s->length, 0) != s->checksum &&
+            ((rc = pread_all(r, buf, s->length, off)) ||
+             (uint32_t)bfs_xxh64(buf, s->length, 0) != s->checksum))
+            return rc ? rc : BFS_E_SAMPLE_CHECKSUM;
+        bfs_srcfile_write(r->sc, buf, s->length, off); /* only bytes that passed */
+        return 0;
     } else {
         if ((rc = pread_all(r, buf, s->length, off)))
             return rc;
@@ -865,8 +881,9 @@ void bfs_advise_samples(const bfs_reader *r, const uint64_t *idx, uint32_t n)
         uint32_t *len = malloc((size_t)n * sizeof *len);
         uint32_t m = 0;
         for (uint32_t j = 0; at && len && j < n; j++) {
-            bfs_sample s;
-            if (bfs_get_sample(r, idx[j], &s) == 0 && s.length)
+            bfs_sample s; /* (what source_cache holds is read from there, not fetched) */
+            if (bfs_get_sample(r, idx[j], &s) == 0 && s.length &&
+                !bfs_srcfile_present(r->sc, r->info.heap_offset + s.offset, s.length))
                 at[m] = r->info.heap_offset + s.offset, len[m++] = (uint32_t)s.length;
         }
         if (m)

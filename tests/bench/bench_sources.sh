@@ -8,8 +8,8 @@
 #     second of the daemon, medians of 3 rounds alternating the two;
 #  2. bytes fetched for that epoch / the payload bytes it needs (target <= 1.05);
 #  3. shard=0/4's first epoch: bytes fetched / the file's size (target <= 0.3);
-#  4. a second mount of the same pipeline: payload bytes fetched (target 0; needs the
-#     shared page cache, source_cache=, not built yet: printed as such).
+#  4. a second mount of the host with the same source_cache= (the first read the epoch):
+#     payload bytes fetched (target 0), and its images/s against the local file's.
 # The server, the proxy and the daemon share this machine's cores: the per-CPU-second
 # ratio says what the fetch path costs the daemon. Needs root (drop_caches) and nginx.
 # Prints ratios; asserts nothing.
@@ -121,4 +121,15 @@ for k in $(seq 0 $(($(ls "$mnt/epoch/0" | wc -l) - 1))); do cat "$mnt/epoch/0/ba
 f=$(stat_source bytes)
 fusermount3 -u "$mnt"
 echo "3. shard=0/4, one epoch: bytes fetched / file size: $(awk -v a="$f" -v b="$size" 'BEGIN{printf "%.3f", a/b}') (target <= 0.3)"
-echo "4. a second mount on the host: not measured: the shared page cache (source_cache=) is not built yet; each mount fetches its own payloads"
+# 4. a second mount on the host: the first filled source_cache
+mount_it "$url" "source_cache=$work/sc"
+for k in $(seq 0 $((nb - 1))); do cat "$mnt/epoch/0/batch_$k" >/dev/null; done
+fusermount3 -u "$mnt"
+mount_it "$url" "source_cache=$work/sc" # no cache_dir: every batch computed again
+t0=$(now)
+for k in $(seq 0 $((nb - 1))); do cat "$mnt/epoch/0/batch_$k" >/dev/null; done
+t1=$(now)
+f=$(python3 -c "import json; s=json.load(open('$mnt/stats'))['source']; print(s['prefetch']['samples'], s['cache']['hits'])")
+fusermount3 -u "$mnt"
+ips=$(awk -v n="$((nb * per))" -v a="$t0" -v b="$t1" 'BEGIN{print n/(b-a)}')
+echo "4. a second mount with the same source_cache: payload samples fetched ${f% *} (target 0), read from the disk ${f#* }; $(awk -v a="$ips" -v b="$local_ips" 'BEGIN{printf "%.2f", a/b}') of the local file's images/s (last round's)"

@@ -10,6 +10,7 @@
 #    bytes once the server is back; the server killed and restarted within the retries:
 #    the reader gets its batch, the right bytes;
 #  - the object replaced under the mount: batches fail as for a file changed in place;
+#  - source_cache=: a later mount of the host fetches no payload, the same bytes;
 #  - mkbatchfs --verify and --info of an http:// URL.
 # Needs nginx and openssl (make deps); skips without them outside CI. About 20 s.
 . "$(dirname "$0")/lib.sh"
@@ -88,6 +89,24 @@ same_remote "https, shard 1/2" "$W/d.bfs" "$HTTPS/d.bfs" 1 "batch=8,size=32,shar
 expect_log '^batchfs: warning: .*t\.bfs: 120 documents for [0-9]+ rows of seq_len=64 per epoch: pack=concat shuffles documents, not rows, .*$'
 same_remote "http, tokens pack=concat" "$W/t.bfs" "$HTTP/t.bfs" 2 "batch=4,seq_len=64"
 same_remote "http, tokens pack=pad" "$W/t.bfs" "$HTTP/t.bfs" 1 "batch=4,seq_len=64,pack=pad"
+
+# source_cache=: a second mount of the host fetches no payload: every sample from the disk
+mount_bfs "$HTTPS/d.bfs" "$T/b" -o "batch=8,size=32,ca=$T/ca.pem,source_cache=$T/sc"
+for k in $(seq 0 6); do cat "$T/b/epoch/0/batch_$k" >/dev/null; done
+unmount_bfs "$T/b"
+[ "$(stat -c %a "$T/sc")" = 700 ] || fail "source_cache: the directory is not 0700"
+same_remote "https, source_cache (filled)" "$W/d.bfs" "$HTTPS/d.bfs" 2 "batch=8,size=32,ca=$T/ca.pem,source_cache=$T/sc,prefetch=0"
+mount_bfs "$HTTPS/d.bfs" "$T/b" -o "batch=8,size=32,ca=$T/ca.pem,source_cache=$T/sc"
+for k in $(seq 0 6); do cat "$T/b/epoch/3/batch_$k" >/dev/null; done
+pyx - "$T/b" <<'PYEOF' || fail "source_cache: the second mount fetched payloads"
+import sys, bfs
+s = bfs.stats(sys.argv[1])["source"]
+# the open: a byte, the header, the tables; no payload (prefetched or read)
+if s["requests"] > 3 or s["prefetch"]["requests"] or s["cache"]["hits"] < 56:
+    sys.exit("source %r" % (s,))
+PYEOF
+unmount_bfs "$T/b"
+ok "source_cache: a second mount read every payload from the disk, fetched none"
 
 # refused at mount, the URL named
 refused() { # WANT URL OPTS
