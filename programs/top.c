@@ -604,6 +604,25 @@ static void v_caches(frame *f, const span *s)
             l_printf(l, "   declined %s", s_num(b, s->cur, "remote.declined", 0));
         f_end(f);
     }
+    /* a remote source (s3://, https://): samples from source_cache against requests sent,
+     * the bytes fetched, and what went wrong when it did */
+    if (sj_lookup(s->cur, SJ_ROOT, "source") >= 0 && !f_full(f)) {
+        char held[2 * FMT + 4] = "";
+        if (num(s->cur, "source.cache.budget_bytes", &x) && x > 0)
+            snprintf(held, sizeof held, "%s / %s", s_bytes(g, s->cur, "source.cache.usage_bytes"),
+                     s_bytes(h, s->cur, "source.cache.budget_bytes"));
+        l_pad(l, 2);
+        l_str(l, "source");
+        l_pad(l, 16);
+        l_printf(l, "%9s %9s %11s %11s %21s", "", "", s_num(d, s->cur, "source.cache.hits", 0),
+                 s_num(e, s->cur, "source.requests", 0), held);
+        l_printf(l, "   fetched %s", s_bytes(a, s->cur, "source.bytes"));
+        if (num(s->cur, "source.retries", &x) && x > 0)
+            l_printf(l, "   retries %s", s_num(b, s->cur, "source.retries", 0));
+        if (num(s->cur, "source.failures", &x) && x > 0)
+            l_printf(l, "   failures %s", s_num(b, s->cur, "source.failures", 0));
+        f_end(f);
+    }
     /* dynamic sharding (group=): this mount's claims of epoch/N/next */
     if (sj_lookup(s->cur, SJ_ROOT, "group") >= 0 && !f_full(f)) {
         size_t nn = 0;
