@@ -462,7 +462,11 @@ int bfs_open(const char *path, bfs_reader **out, char *err, size_t errlen)
     r->len = (size_t)st.st_size;
     r->hdr = r->own = hdr;
     size_t hl = r->len < BFS_HEADER_SIZE ? r->len : BFS_HEADER_SIZE;
-    int rc = pread_all(r, hdr, hl, 0);
+    /* a remote file's header and tables from source_cache when they pass their checksums
+     * (a mount after the first costs one request at open, not three) */
+    int cached = hl == BFS_HEADER_SIZE && bfs_srcfile_read(r->sc, hdr, hl, 0) == 1 &&
+                 bfs_xxh64(hdr, 120, 0) == bfs_ld64(hdr + 120);
+    int rc = cached ? 0 : pread_all(r, hdr, hl, 0);
     if (rc)
         snprintf(why, sizeof why, "reading the header: %s%s%s", bfs_strerror(rc), obj ? ": " : "",
                  obj ? bfs_fetch_reason() : "");
@@ -484,11 +488,19 @@ int bfs_open(const char *path, bfs_reader **out, char *err, size_t errlen)
             r->own = own;
             r->hdr = own;
             r->tail = own + BFS_HEADER_SIZE;
-            if ((rc = pread_all(r, own + BFS_HEADER_SIZE, n, r->tail_off)))
-                snprintf(why, sizeof why, "reading the tables: %s%s%s", bfs_strerror(rc),
-                         obj ? ": " : "", obj ? bfs_fetch_reason() : "");
-            else
+            if (!cached || bfs_srcfile_read(r->sc, own + BFS_HEADER_SIZE, n, r->tail_off) != 1 ||
+                bfs_verify_tables(r) != 0) {
+                cached = 0;
+                if ((rc = pread_all(r, own + BFS_HEADER_SIZE, n, r->tail_off)))
+                    snprintf(why, sizeof why, "reading the tables: %s%s%s", bfs_strerror(rc),
+                             obj ? ": " : "", obj ? bfs_fetch_reason() : "");
+            }
+            if (!rc)
                 rc = parse_fields(r, why, sizeof why);
+            if (!rc && r->sc && !cached && bfs_verify_tables(r) == 0) {
+                bfs_srcfile_write(r->sc, own, BFS_HEADER_SIZE, 0);
+                bfs_srcfile_write(r->sc, own + BFS_HEADER_SIZE, n, r->tail_off);
+            }
         }
     }
     if (rc) {

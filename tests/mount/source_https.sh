@@ -101,12 +101,22 @@ for k in $(seq 0 6); do cat "$T/b/epoch/3/batch_$k" >/dev/null; done
 pyx - "$T/b" <<'PYEOF' || fail "source_cache: the second mount fetched payloads"
 import sys, bfs
 s = bfs.stats(sys.argv[1])["source"]
-# the open: a byte, the header, the tables; no payload (prefetched or read)
-if s["requests"] > 3 or s["prefetch"]["requests"] or s["cache"]["hits"] < 56:
+# the open's one request (size, ETag); the header, the tables and every payload from disk
+if s["requests"] != 1 or s["prefetch"]["requests"] or s["cache"]["hits"] < 56:
     sys.exit("source %r" % (s,))
 PYEOF
 unmount_bfs "$T/b"
-ok "source_cache: a second mount read every payload from the disk, fetched none"
+ok "source_cache: a second mount read its tables and every payload from the disk: one request"
+# damaged on disk (the tables' last bytes, a sample's first): fetched again, never used
+python3 - "$T/sc" <<'PYEOF'
+import glob, os, sys
+(f,) = glob.glob(sys.argv[1] + "/*.obj")
+with open(f, "r+b") as o:
+    size = os.fstat(o.fileno()).st_size
+    o.seek(size - 16); o.write(b"\xa5" * 16)   # the page table's end
+    o.seek(8192); o.write(b"\x5a" * 64)        # inside the heap
+PYEOF
+same_remote "https, source_cache damaged" "$W/d.bfs" "$HTTPS/d.bfs" 1 "batch=8,size=32,ca=$T/ca.pem,source_cache=$T/sc"
 
 # refused at mount, the URL named
 refused() { # WANT URL OPTS
