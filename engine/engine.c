@@ -826,14 +826,25 @@ int bfs_engine_sample(bfs_engine *e, bfs_engine_worker *w, uint64_t epoch, uint6
 
 int bfs_engine_advise_early(const bfs_engine *e)
 {
-    return !e->tok && bfs_source_remote(e->src);
+    return bfs_source_remote(e->src);
 }
 
-void bfs_engine_advise(bfs_engine *e, const uint64_t *idx, uint32_t n)
+void bfs_engine_advise(bfs_engine *e, uint64_t epoch, const uint64_t *idx, uint32_t n)
 {
-    if (e->tok)
-        return; /* rows are not documents (concat); documents are read whole per row */
-    bfs_source_advise(e->src, idx, n);
+    if (!e->tok) {
+        bfs_source_advise(e->src, idx, n);
+        return;
+    }
+    /* token rows: a local file is mapped (no read-ahead needed); a remote one's documents
+     * are fetched ahead, those the rows read */
+    if (!bfs_source_remote(e->src))
+        return;
+    uint32_t cap = 65536;
+    uint64_t *docs = malloc(cap * sizeof *docs);
+    int m = docs ? bfs_tokens_docs(e->tok, epoch, idx, n, docs, cap) : -ENOMEM;
+    if (m > 0)
+        bfs_source_advise(e->src, docs, (uint32_t)m);
+    free(docs);
 }
 
 int bfs_engine_recent_bad(bfs_engine *e, bfs_bad_sample *out, int n)

@@ -109,9 +109,11 @@ int bfs_engine_sample(bfs_engine *e, bfs_engine_worker *w, uint64_t epoch, uint6
  */
 int bfs_engine_claim_end(bfs_engine *e, uint64_t epoch, uint64_t k, char *err, size_t errlen);
 
-/* bfs_engine_advise - start reading the payloads of samples idx[0..n) in the background
- * (bfs_source_advise: read-ahead for a cold .bfs file); best effort. */
-void bfs_engine_advise(bfs_engine *e, const uint64_t *idx, uint32_t n);
+/* bfs_engine_advise - start reading the payloads of batch idx[0..n) of epoch (idx as
+ * bfs_engine_batch_begin gives it) in the background (bfs_source_advise: read-ahead for a
+ * cold .bfs file, a remote file's prefetch; token rows: the documents they read, for a
+ * remote file only); best effort. */
+void bfs_engine_advise(bfs_engine *e, uint64_t epoch, const uint64_t *idx, uint32_t n);
 
 /* bfs_engine_advise_early - 1 when samples are best announced as soon as a batch is
  * planned, prefetched batches too (a remote source: its prefetcher fetches them ahead,

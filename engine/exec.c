@@ -363,7 +363,7 @@ static bfs_batch *acquire(bfs_exec *x, uint64_t epoch, uint64_t k, int demand, i
     /* a remote source: its payloads fetched from now on, while earlier batches compute
      * (not when the remote workers may take it: they fetch their own) */
     if (n >= 0 && !hit && !x->remote && bfs_engine_advise_early(x->e)) {
-        bfs_engine_advise(x->e, j->idx, j->len);
+        bfs_engine_advise(x->e, epoch, j->idx, j->len);
         j->advised = 1;
     }
     xlock(x);

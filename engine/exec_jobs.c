@@ -267,7 +267,7 @@ void *bfs_job_worker_main(void *arg)
          * prefetched batches queued on the disk ahead of the demanded batch's reads (its
          * first batch took 2x as long under a 200 MB/s throttle). */
         if (slot == 0 && !j->advised)
-            bfs_engine_advise(x->e, j->idx, j->len);
+            bfs_engine_advise(x->e, j->ce.epoch, j->idx, j->len);
         char err[512] = "";
         int rc = 0;
         uint32_t subs = 0;

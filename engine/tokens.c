@@ -677,6 +677,41 @@ int bfs_tokens_batch_indices(bfs_tokens *t, uint64_t epoch, uint64_t k, uint64_t
     return row_indices(t, epoch, k, idx, &width);
 }
 
+int bfs_tokens_docs(bfs_tokens *t, uint64_t epoch, const uint64_t *idx, uint32_t n, uint64_t *docs,
+                    uint32_t cap)
+{
+    uint32_t m = 0;
+    if (t->o.pack != BFS_PACK_CONCAT) { /* a row is a document */
+        for (uint32_t j = 0; j < n && m < cap; j++)
+            docs[m++] = idx[j];
+        return (int)m;
+    }
+    int rc = 0;
+    epoch_tab *e = tab_get(t, epoch, &rc);
+    if (!e)
+        return rc;
+    uint64_t T = t->o.seq_len;
+    for (uint32_t j = 0; j < n && m < cap; j++) {
+        uint64_t start = idx[j] * T, lo = 0, hi = t->npos; /* as concat_row finds it */
+        while (lo < hi) {
+            uint64_t mid = lo + (hi - lo + 1) / 2;
+            if (e->prefix[mid] <= start)
+                lo = mid;
+            else
+                hi = mid - 1;
+        }
+        uint64_t off = start - e->prefix[lo];
+        for (uint64_t p = lo, filled = 0; filled < T && p < t->npos && m < cap; p++, off = 0) {
+            uint64_t d = e->order[p];
+            filled += t->len[d] - off;
+            if (!m || docs[m - 1] != d)
+                docs[m++] = d;
+        }
+    }
+    tab_put(t, e);
+    return (int)m;
+}
+
 int bfs_tokens_batch_begin(bfs_tokens *t, uint64_t epoch, uint64_t k, uint8_t *dst, uint64_t *idx)
 {
     uint32_t width;

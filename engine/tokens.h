@@ -90,6 +90,15 @@ int bfs_tokens_batch_begin(bfs_tokens *t, uint64_t epoch, uint64_t k, uint8_t *d
 int bfs_tokens_batch_indices(bfs_tokens *t, uint64_t epoch, uint64_t k, uint64_t *idx);
 
 /*
+ * bfs_tokens_docs - the documents that rows idx[0..n) of epoch (idx as batch_begin gives
+ * it) read, in the order they read them, into docs (at most cap; a document read by
+ * consecutive rows once): for fetching them ahead (a remote source). Returns the count,
+ * or -ENOMEM / -ERANGE (the epoch's table).
+ */
+int bfs_tokens_docs(bfs_tokens *t, uint64_t epoch, const uint64_t *idx, uint32_t n, uint64_t *docs,
+                    uint32_t cap);
+
+/*
  * bfs_tokens_row - fill row j (idx from batch_begin) of batch k. A document that cannot
  * be read with a data error is, with substitute set, replaced by another (drawn from
  * its own random stream; concat repeats its tokens over the bad document's span, pad and

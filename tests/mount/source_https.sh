@@ -88,6 +88,17 @@ same_remote "https, shard 0/2" "$W/d.bfs" "$HTTPS/d.bfs" 1 "batch=8,size=32,shar
 same_remote "https, shard 1/2" "$W/d.bfs" "$HTTPS/d.bfs" 1 "batch=8,size=32,shard=1/2,ca=$T/ca.pem"
 expect_log '^batchfs: warning: .*t\.bfs: 120 documents for [0-9]+ rows of seq_len=64 per epoch: pack=concat shuffles documents, not rows, .*$'
 same_remote "http, tokens pack=concat" "$W/t.bfs" "$HTTP/t.bfs" 2 "batch=4,seq_len=64"
+# token rows' documents are fetched ahead too (the documents each row reads)
+mount_bfs "$HTTP/t.bfs" "$T/b" -o "batch=4,seq_len=64"
+for k in $(seq 0 9); do cat "$T/b/epoch/4/batch_$k" >/dev/null; done
+pyx - "$T/b" <<'PYEOF' || fail "tokens: documents not fetched ahead"
+import sys, bfs
+p = bfs.stats(sys.argv[1])["source"]["prefetch"]
+if p["hits"] < 20:
+    sys.exit("prefetch %r" % (p,))
+PYEOF
+unmount_bfs "$T/b"
+ok "tokens from http://: the rows' documents fetched ahead"
 same_remote "http, tokens pack=pad" "$W/t.bfs" "$HTTP/t.bfs" 1 "batch=4,seq_len=64,pack=pad"
 
 # source_cache=: a second mount of the host fetches no payload: every sample from the disk
