@@ -15,10 +15,11 @@
  * preads made Range GETs of the object pinned at open (an object replaced under the reader
  * gives BFS_E_CHANGED); it is never mapped. bfs_advise_samples hands a batch's payloads to
  * its prefetcher (prefetch.h), which fetches them ahead, several at once; reads take them
- * from there. A read the object store does not serve after
- * its retries is BFS_E_FETCH (bfs_err_is_transient: nothing said of the sample), its
- * reason in bfs_fetch_reason; a sample whose checksum fails is read once more before it
- * counts as bad (a proxy or a flaky link, not the data).
+ * from there, or from the host's source_cache (cache/srccache.h) when it holds them. A read
+ * the object store does not serve after its retries is BFS_E_FETCH (bfs_err_is_transient:
+ * nothing said of the sample), its reason in bfs_fetch_reason; a sample whose checksum
+ * fails is read once more before it counts as bad (a proxy or a flaky link, not the
+ * data).
  */
 #include "engine/dataset/bfs.h"
 #include "engine/dataset/fetch.h"
@@ -888,16 +889,19 @@ void bfs_advise_samples(const bfs_reader *r, const uint64_t *idx, uint32_t n)
     if (o < 0)
         atomic_store_explicit(&off, o = getenv("BATCHFS_NO_READAHEAD") != NULL,
                               memory_order_relaxed);
-    if (r->pf && !o) { /* a remote file: fetched ahead by its prefetcher */
-        uint64_t *at = malloc((size_t)n * sizeof *at);
-        uint32_t *len = malloc((size_t)n * sizeof *len);
+    if (r->pf && !o) { /* a remote file: every field's value fetched by its prefetcher */
+        uint32_t nf = r->info.field_count ? r->info.field_count : 1;
+        size_t cap = (size_t)n * nf;
+        uint64_t *at = malloc(cap * sizeof *at);
+        uint32_t *len = malloc(cap * sizeof *len);
         uint32_t m = 0;
-        for (uint32_t j = 0; at && len && j < n; j++) {
-            bfs_sample s; /* (what source_cache holds is read from there, not fetched) */
-            if (bfs_get_sample(r, idx[j], &s) == 0 && s.length &&
-                !bfs_srcfile_present(r->sc, r->info.heap_offset + s.offset, s.length))
-                at[m] = r->info.heap_offset + s.offset, len[m++] = (uint32_t)s.length;
-        }
+        for (uint32_t j = 0; at && len && j < n; j++)
+            for (uint32_t f = 0; f < nf; f++) {
+                bfs_sample s; /* (what source_cache holds is read from there, not fetched) */
+                if (bfs_get_value(r, idx[j], f, &s) == 0 && s.length &&
+                    !bfs_srcfile_present(r->sc, r->info.heap_offset + s.offset, s.length))
+                    at[m] = r->info.heap_offset + s.offset, len[m++] = (uint32_t)s.length;
+            }
         if (m)
             bfs_prefetch_want(r->pf, at, len, m);
         free(at);

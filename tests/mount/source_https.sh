@@ -2,7 +2,8 @@
 # tests/mount/source_https.sh — a dataset mounted from an HTTPS server (issue 34,
 # docs/sources.md): nginx on 127.0.0.1 with a certificate of a CA this test makes.
 #  - every batch's bytes equal a local mount's of the same file: images with shuffle=full
-#    and shuffle=pages, two shards, a token dataset (pack=concat), plain http:// too;
+#    and shuffle=pages, two shards, a multi-field dataset (every field fetched ahead), a
+#    token dataset (pack=concat, the rows' documents fetched ahead), plain http:// too;
 #  - refused at mount with a message naming the URL: a missing object (404), a server
 #    whose CA is not trusted (no ca=), a ca= file that holds no certificate;
 #  - the server paused past fetch_retries: the batch fails with EIO (not a substituted
@@ -78,6 +79,7 @@ start_nginx
 "$GEN" "$T/src" 3 20 48 160 2
 "$MKBATCHFS" --quiet "$T/src" "$W/d.bfs"
 gen_tokens "$W/t.bfs" 7 120
+"$BUILD/tests/gen_fields" "$W/f.bfs" 40 3 >/dev/null || fail "gen_fields" # many fields a sample
 chmod 644 "$W"/*.bfs
 HTTPS=https://127.0.0.1:$SPORT HTTP=http://127.0.0.1:$PPORT
 
@@ -88,6 +90,18 @@ same_remote "https, shard 0/2" "$W/d.bfs" "$HTTPS/d.bfs" 1 "batch=8,size=32,shar
 same_remote "https, shard 1/2" "$W/d.bfs" "$HTTPS/d.bfs" 1 "batch=8,size=32,shard=1/2,ca=$T/ca.pem"
 expect_log '^batchfs: warning: .*t\.bfs: 120 documents for [0-9]+ rows of seq_len=64 per epoch: pack=concat shuffles documents, not rows, .*$'
 same_remote "http, tokens pack=concat" "$W/t.bfs" "$HTTP/t.bfs" 2 "batch=4,seq_len=64"
+same_remote "https, multi-field" "$W/f.bfs" "$HTTPS/f.bfs" 1 "batch=8,size=32,ca=$T/ca.pem"
+# every field's value is fetched ahead, not only the images
+mount_bfs "$HTTPS/f.bfs" "$T/b" -o "batch=8,size=32,ca=$T/ca.pem"
+for k in 0 1 2 3; do cat "$T/b/epoch/2/batch_$k" >/dev/null; done
+pyx - "$T/b" <<'PYEOF' || fail "multi-field: values not fetched ahead"
+import sys, bfs
+p = bfs.stats(sys.argv[1])["source"]["prefetch"]
+if p["hits"] < 64:  # 32 samples of several fields each
+    sys.exit("prefetch %r" % (p,))
+PYEOF
+unmount_bfs "$T/b"
+ok "multi-field from https://: every field's value fetched ahead"
 # token rows' documents are fetched ahead too (the documents each row reads)
 mount_bfs "$HTTP/t.bfs" "$T/b" -o "batch=4,seq_len=64"
 for k in $(seq 0 9); do cat "$T/b/epoch/4/batch_$k" >/dev/null; done
