@@ -1,7 +1,7 @@
 /*
- * fetch.c — objects in object storage read by byte ranges over libcurl (fetch.h): the
- * process-wide configuration, a pool of curl easy handles (keep-alive connections), one
- * request with its retries, and the counters of /stats.
+ * fetch.c — objects in object storage read by byte ranges over libcurl (fetch.h): open,
+ * one request with its retries, and reads. The process-wide side (the configuration, the
+ * handle pool, the counters, the reason) is fetch_pool.c.
  *
  * Neighbours: fetch_http.c parses each response's headers and decides whether its body
  * is the range asked for; fetch_s3.c makes s3:// request URLs and finds credentials and
@@ -16,11 +16,8 @@
  * resets, a body cut short, 5xx, 429, 408) after an exponential backoff with jitter, at
  * most conf.retries times, or final (everything else).
  *
- * Threads: objects are immutable after open; the pool is guarded by pool.lock, the
- * configuration by conf_lock, the counters are atomics; the reason is thread-local.
- * fork(): pthread_atfork keeps the locks consistent, and handles made by another process
- * (compared by pid) are dropped unused, never cleaned up (that would shut down a TLS
- * session the parent still uses).
+ * Threads: objects are immutable after open (each holds a reference to the configuration
+ * it was opened under); a request's state is its own.
  */
 #include "engine/dataset/fetch.h"
 #include "engine/dataset/fetch_internal.h"
@@ -39,317 +36,17 @@
 #include <time.h>
 #include <unistd.h>
 
-#define DEFAULT_RETRIES    5
-#define DEFAULT_TIMEOUT_MS 10000
-/* handles kept for reuse: more threads than this at once make (and then free) their own */
-#define POOL_MAX 64
 /* a header block larger than this is refused (S3 and nginx send under 1 KiB) */
 #define HEADER_MAX 16384
 /* the start of an error response's body kept for S3's <Code> */
 #define ERRBODY_MAX 2048
-/* the system's CA bundle (Debian's ca-certificates), which ca= adds to */
-#define SYSTEM_CA_FILE "/etc/ssl/certs/ca-certificates.crt"
-/* ca= files larger than this are refused (a bundle of every public CA is ~220 KiB) */
-#define CA_FILE_MAX (16u << 20)
 /* SHA-256 of the empty payload: x-amz-content-sha256 of GET and HEAD (S3 requires it) */
 #define EMPTY_SHA256 "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
-
-/* ---- configuration -------------------------------------------------------------------- */
-
-/* One configuration, shared by the objects opened under it (reference-counted). */
-typedef struct fetch_conf {
-    atomic_uint refs;
-    char *s3_region, *s3_endpoint; /* NULL when not given */
-    char *ca_name;                 /* ca= as given, for messages; NULL when none */
-    char *ca_blob;                 /* the system's bundle + ca=; NULL when no ca= */
-    size_t ca_len;
-    unsigned retries, timeout_ms;
-} fetch_conf;
-
-static pthread_mutex_t conf_lock = PTHREAD_MUTEX_INITIALIZER;
-static fetch_conf *conf_now; /* guarded by conf_lock; NULL: the defaults */
-
-static void conf_unref(fetch_conf *c)
-{
-    if (!c || atomic_fetch_sub(&c->refs, 1) != 1)
-        return;
-    free(c->s3_region);
-    free(c->s3_endpoint);
-    free(c->ca_name);
-    free(c->ca_blob);
-    free(c);
-}
-
-static fetch_conf *conf_default(void)
-{
-    fetch_conf *c = calloc(1, sizeof *c);
-    if (!c)
-        return NULL;
-    atomic_init(&c->refs, 1);
-    c->retries = DEFAULT_RETRIES;
-    c->timeout_ms = DEFAULT_TIMEOUT_MS;
-    return c;
-}
-
-/* The configuration now, one more reference (NULL: no memory). */
-static fetch_conf *conf_get(void)
-{
-    pthread_mutex_lock(&conf_lock);
-    if (!conf_now)
-        conf_now = conf_default();
-    fetch_conf *c = conf_now;
-    if (c)
-        atomic_fetch_add(&c->refs, 1);
-    pthread_mutex_unlock(&conf_lock);
-    return c;
-}
-
-static void clean_text(char *dst, size_t cap, const char *src);
-
-/* Append the file at path (at most CA_FILE_MAX bytes) to *buf. 0 or -errno. */
-static int append_file(const char *path, char **buf, size_t *len)
-{
-    FILE *f = fopen(path, "re");
-    if (!f)
-        return -errno;
-    int rc = 0;
-    struct stat st;
-    if (fstat(fileno(f), &st) || !S_ISREG(st.st_mode) || st.st_size > (off_t)CA_FILE_MAX) {
-        rc = -EINVAL;
-        goto out;
-    }
-    size_t n = (size_t)st.st_size;
-    char *b = realloc(*buf, *len + n + 2);
-    if (!b) {
-        rc = -ENOMEM;
-        goto out;
-    }
-    *buf = b;
-    size_t got = fread(b + *len, 1, n, f);
-    if (got != n && ferror(f)) {
-        rc = -EIO;
-        goto out;
-    }
-    *len += got;
-    b[(*len)++] = '\n';
-    b[*len] = '\0';
-out:
-    fclose(f);
-    return rc;
-}
-
-int bfs_fetch_configure(const bfs_fetch_conf *c, char *err, size_t errlen)
-{
-    fetch_conf *n = conf_default();
-    if (!n)
-        return -ENOMEM;
-    int rc = -ENOMEM;
-    if (c) {
-        n->retries = c->retries;
-        n->timeout_ms = c->timeout_ms ? c->timeout_ms : DEFAULT_TIMEOUT_MS;
-        if (c->s3_region && *c->s3_region) {
-            char region[64];
-            if ((rc = bfs_s3_region_find(c->s3_region, region, sizeof region, err, errlen)))
-                goto fail;
-            rc = -ENOMEM;
-            if (!(n->s3_region = strdup(region)))
-                goto fail;
-        }
-        if (c->s3_endpoint && *c->s3_endpoint) {
-            if ((rc = bfs_s3_check_endpoint(c->s3_endpoint, err, errlen)))
-                goto fail;
-            rc = -ENOMEM;
-            if (!(n->s3_endpoint = strdup(c->s3_endpoint)))
-                goto fail;
-        }
-        if (c->ca && *c->ca) {
-            size_t len = 0;
-            char *user = NULL;
-            rc = append_file(c->ca, &user, &len);
-            if (rc == 0 && !strstr(user, "-----BEGIN CERTIFICATE-----"))
-                rc = -EINVAL;
-            if (rc) {
-                free(user);
-                if (rc == -ENOMEM)
-                    goto fail;
-                char ca[600];
-                clean_text(ca, sizeof ca, c->ca);
-                rc = bfs_errf(-EINVAL, err, errlen,
-                              "ca=%s: %s (give a PEM file of CA certificates, "
-                              "\"-----BEGIN CERTIFICATE-----\" blocks)",
-                              ca, rc == -EINVAL ? "holds no PEM certificate" : bfs_strerror(rc));
-                goto fail;
-            }
-            /* the system's CAs first (missing: only ca=), then the user's */
-            int sys = append_file(SYSTEM_CA_FILE, &n->ca_blob, &n->ca_len);
-            if (sys == -ENOMEM) {
-                free(user);
-                goto fail;
-            }
-            char *b = realloc(n->ca_blob, n->ca_len + len + 1);
-            if (!b) {
-                free(user);
-                goto fail;
-            }
-            memcpy(b + n->ca_len, user, len + 1);
-            n->ca_blob = b, n->ca_len += len;
-            free(user);
-            if (!(n->ca_name = strdup(c->ca)))
-                goto fail;
-        }
-    }
-    pthread_mutex_lock(&conf_lock);
-    fetch_conf *old = conf_now;
-    conf_now = n;
-    pthread_mutex_unlock(&conf_lock);
-    conf_unref(old);
-    return 0;
-fail:
-    conf_unref(n);
-    return rc;
-}
-
-/* ---- counters and the reason -------------------------------------------------------------- */
-
-static struct {
-    atomic_uint_fast64_t requests, bytes, retries, failures, wait_ns;
-} stats;
-
-static _Thread_local char reason[1024];
-
-const char *bfs_fetch_reason(void)
-{
-    return reason;
-}
-
-void bfs_fetch_get_stats(bfs_fetch_stats *st)
-{
-    st->requests = atomic_load(&stats.requests);
-    st->bytes = atomic_load(&stats.bytes);
-    st->retries = atomic_load(&stats.retries);
-    st->failures = atomic_load(&stats.failures);
-    st->wait_ns = atomic_load(&stats.wait_ns);
-}
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-/* ---- the handle pool ------------------------------------------------------------------- */
-
-static pthread_once_t init_once = PTHREAD_ONCE_INIT;
-static int init_rc; /* written once under init_once */
-
-static struct {
-    pthread_mutex_t lock;
-    pid_t pid;            /* the process the handles below belong to */
-    CURL *free[POOL_MAX]; /* guarded by lock */
-    int n;                /* guarded by lock */
-    CURLSH *share;        /* DNS cache and TLS sessions of every handle; guarded by lock */
-    pthread_mutex_t share_locks[CURL_LOCK_DATA_LAST];
-} pool = {.lock = PTHREAD_MUTEX_INITIALIZER};
-
-static void share_lock_cb(CURL *h, curl_lock_data data, curl_lock_access a, void *u)
-{
-    pthread_mutex_lock(&pool.share_locks[data]);
-}
-
-static void share_unlock_cb(CURL *h, curl_lock_data data, void *u)
-{
-    pthread_mutex_unlock(&pool.share_locks[data]);
-}
-
-static void fork_prepare(void)
-{
-    pthread_mutex_lock(&conf_lock);
-    pthread_mutex_lock(&pool.lock);
-    for (int i = 0; i < CURL_LOCK_DATA_LAST; i++)
-        pthread_mutex_lock(&pool.share_locks[i]);
-}
-
-static void fork_parent(void)
-{
-    for (int i = CURL_LOCK_DATA_LAST - 1; i >= 0; i--)
-        pthread_mutex_unlock(&pool.share_locks[i]);
-    pthread_mutex_unlock(&pool.lock);
-    pthread_mutex_unlock(&conf_lock);
-}
-
-/* The child drops (leaks) the parent's handles and share: cleaning them up would close
- * or shut down connections the parent still uses. */
-static void fork_child(void)
-{
-    pool.n = 0;
-    pool.share = NULL;
-    pool.pid = getpid();
-    fork_parent();
-}
-
-static void init(void)
-{
-    for (int i = 0; i < CURL_LOCK_DATA_LAST; i++)
-        pthread_mutex_init(&pool.share_locks[i], NULL);
-    pool.pid = getpid();
-    if (curl_global_init(CURL_GLOBAL_DEFAULT)) {
-        init_rc = -ENOMEM;
-        return;
-    }
-    pthread_atfork(fork_prepare, fork_parent, fork_child);
-}
-
-/* A share for this process's handles (made on first use); NULL when none can be made.
- * Called under pool.lock. */
-static CURLSH *share_get(void)
-{
-    if (!pool.share && (pool.share = curl_share_init())) {
-        curl_share_setopt(pool.share, CURLSHOPT_LOCKFUNC, share_lock_cb);
-        curl_share_setopt(pool.share, CURLSHOPT_UNLOCKFUNC, share_unlock_cb);
-        curl_share_setopt(pool.share, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS);
-        curl_share_setopt(pool.share, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION);
-    }
-    return pool.share;
-}
-
-/* A handle of this process, reset (its connection kept); NULL: no memory. */
-static CURL *handle_get(void)
-{
-    CURL *h = NULL;
-    pthread_mutex_lock(&pool.lock);
-    if (pool.pid != getpid()) { /* forked without the atfork handler (clone): drop all */
-        pool.n = 0, pool.share = NULL, pool.pid = getpid();
-    }
-    if (pool.n > 0)
-        h = pool.free[--pool.n];
-    CURLSH *sh = share_get();
-    pthread_mutex_unlock(&pool.lock);
-    if (h)
-        curl_easy_reset(h);
-    else if (!(h = curl_easy_init()))
-        return NULL;
-    if (sh)
-        curl_easy_setopt(h, CURLOPT_SHARE, sh);
-    return h;
-}
-
-static void handle_put(CURL *h)
-{
-    pthread_mutex_lock(&pool.lock);
-    if (pool.pid == getpid() && pool.n < POOL_MAX) {
-        pool.free[pool.n++] = h;
-        h = NULL;
-    }
-    pthread_mutex_unlock(&pool.lock);
-    if (h)
-        curl_easy_cleanup(h);
-}
 
 /* ---- objects ------------------------------------------------------------------------- */
 
 struct bfs_object {
-    fetch_conf *conf;    /* as at open; one reference */
+    bfs_fetch_cfg *conf; /* as at open; one reference */
     char *display;       /* the URL for messages: no user, password or query */
     char *req_url;       /* the URL requested */
     int s3;              /* signed as S3 when creds.have */
@@ -395,7 +92,7 @@ void bfs_object_close(bfs_object *o)
     }
     free(o->display);
     free(o->req_url);
-    conf_unref(o->conf);
+    bfs_fetch_cfg_unref(o->conf);
     free(o);
 }
 
@@ -474,7 +171,7 @@ static size_t body_cb(char *p, size_t sz, size_t nm, void *u)
 {
     xfer *x = u;
     size_t n = sz * nm;
-    atomic_fetch_add(&stats.bytes, n);
+    atomic_fetch_add(&bfs_fetch_counter.bytes, n);
     if (head_parse(x) != OUT_OK)
         return 0; /* stop: CURLE_WRITE_ERROR */
     if (x->h.status < 200 || x->h.status > 299) {
@@ -518,21 +215,10 @@ static void s3_code(const char *body, char *out, size_t outlen)
     out[n] = '\0';
 }
 
-/* Copy curl's error text, control bytes replaced. */
-static void clean_text(char *dst, size_t cap, const char *src)
-{
-    size_t i = 0;
-    for (; src[i] && i + 1 < cap; i++)
-        dst[i] = (unsigned char)src[i] < 0x20 || src[i] == 0x7f ? ' ' : src[i];
-    dst[i] = '\0';
-    while (i > 0 && dst[i - 1] == ' ')
-        dst[--i] = '\0';
-}
-
 /* Set the options of one request on h. 0, or -ENOMEM. */
 static int setup(CURL *h, const bfs_object *o, xfer *x, const char *range, char *errbuf)
 {
-    const fetch_conf *c = o->conf;
+    const bfs_fetch_cfg *c = o->conf;
     CURLcode e = CURLE_OK;
 #define SET(opt, val)                                                                              \
     do {                                                                                           \
@@ -583,7 +269,7 @@ static enum outcome classify(CURL *h, CURLcode rc, xfer *x, const char *errbuf, 
     if (x->refused != OUT_OK)
         return x->refused;
     char text[CURL_ERROR_SIZE];
-    clean_text(text, sizeof text, errbuf[0] ? errbuf : curl_easy_strerror(rc));
+    bfs_fetch_clean_text(text, sizeof text, errbuf[0] ? errbuf : curl_easy_strerror(rc));
     switch (rc) {
     case CURLE_OK:
         break;
@@ -645,7 +331,7 @@ static uint64_t jitter_rand(void)
 {
     static _Thread_local uint64_t s;
     if (!s)
-        s = now_ns() ^ (uint64_t)(uintptr_t)&s;
+        s = bfs_fetch_now_ns() ^ (uint64_t)(uintptr_t)&s;
     uint64_t z = (s += 0x9e3779b97f4a7c15ull);
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
@@ -672,27 +358,27 @@ static enum outcome request(const bfs_object *o, xfer *x, unsigned *tries, int *
             struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
             while (nanosleep(&ts, &ts) && errno == EINTR)
                 ;
-            atomic_fetch_add(&stats.retries, 1);
+            atomic_fetch_add(&bfs_fetch_counter.retries, 1);
             *tries = attempt;
         }
         x->hn = 0, x->hdr_over = 0, x->checked = 0, x->refused = OUT_OK, x->got = 0, x->bn = 0;
         x->why[0] = x->body[0] = '\0';
         memset(&x->h, 0, sizeof x->h);
-        CURL *h = handle_get();
+        CURL *h = bfs_fetch_handle_get();
         char errbuf[CURL_ERROR_SIZE] = "";
         if (!h || setup(h, o, x, range, errbuf)) {
             snprintf(x->why, sizeof x->why, "out of memory");
             if (h)
-                handle_put(h);
+                bfs_fetch_handle_put(h);
             return OUT_NOMEM;
         }
-        atomic_fetch_add(&stats.requests, 1);
+        atomic_fetch_add(&bfs_fetch_counter.requests, 1);
         CURLcode rc = curl_easy_perform(h);
         out = classify(h, rc, x, errbuf, os_errno);
         /* a handle whose transfer was stopped mid-body has its connection closed by curl;
          * one that timed out or failed likewise: the pool keeps only the handle */
         curl_easy_setopt(h, CURLOPT_ERRORBUFFER, NULL);
-        handle_put(h);
+        bfs_fetch_handle_put(h);
         if (out != OUT_RETRY || attempt >= o->conf->retries)
             return out;
     }
@@ -876,11 +562,11 @@ static int open_object(const char *url, bfs_object **out, char *err, size_t errl
 
 int bfs_object_open(const char *url, bfs_object **out, char *err, size_t errlen)
 {
-    char msg[sizeof reason] = "";
+    char msg[BFS_FETCH_REASON_MAX] = "";
     int rc = open_object(url, out, msg, sizeof msg);
     if (rc && err && errlen)
         snprintf(err, errlen, "%s", msg);
-    snprintf(reason, sizeof reason, "%s", rc ? msg : "");
+    snprintf(bfs_fetch_reason_buf(), BFS_FETCH_REASON_MAX, "%s", rc ? msg : "");
     return rc;
 }
 
@@ -888,9 +574,9 @@ int bfs_object_open(const char *url, bfs_object **out, char *err, size_t errlen)
 static int open_object(const char *url, bfs_object **out, char *err, size_t errlen)
 {
     *out = NULL;
-    pthread_once(&init_once, init);
-    if (init_rc)
-        return bfs_errf(init_rc, err, errlen,
+    int irc = bfs_fetch_init();
+    if (irc)
+        return bfs_errf(irc, err, errlen,
                         "object storage: libcurl could not start (out of memory)");
     bfs_object *o = calloc(1, sizeof *o);
     if (!o)
@@ -899,7 +585,7 @@ static int open_object(const char *url, bfs_object **out, char *err, size_t errl
     char *bucket = NULL, *key = NULL, *ident = NULL;
     int is_s3 = !strncmp(url, "s3://", 5);
     /* s3:// URLs hold no secret (and a key may hold '?'): shown whole */
-    if (!(o->conf = conf_get()) || !(o->display = is_s3 ? strdup(url) : display_url(url)))
+    if (!(o->conf = bfs_fetch_cfg_get()) || !(o->display = is_s3 ? strdup(url) : display_url(url)))
         goto fail;
     for (char *c = o->display; *c; c++)
         if ((unsigned char)*c < 0x20 || *c == 0x7f)
@@ -1022,20 +708,21 @@ fail:
 
 int bfs_object_read(bfs_object *o, void *buf, size_t len, uint64_t off)
 {
+    char *reason = bfs_fetch_reason_buf(); /* this thread's, BFS_FETCH_REASON_MAX bytes */
     reason[0] = '\0';
     if (len == 0)
         return 0;
     if (off > o->size || len > o->size - off) {
-        snprintf(reason, sizeof reason,
+        snprintf(reason, BFS_FETCH_REASON_MAX,
                  "GET %.800s bytes %" PRIu64 "+%zu: past the object's %" PRIu64 " bytes",
                  o->display, off, len, o->size);
         return -EINVAL;
     }
-    uint64_t t0 = now_ns();
+    uint64_t t0 = bfs_fetch_now_ns();
     xfer *x = calloc(1, sizeof *x);
     if (!x) {
-        snprintf(reason, sizeof reason, "GET %.800s: out of memory", o->display);
-        atomic_fetch_add(&stats.failures, 1);
+        snprintf(reason, BFS_FETCH_REASON_MAX, "GET %.800s: out of memory", o->display);
+        atomic_fetch_add(&bfs_fetch_counter.failures, 1);
         return -ENOMEM;
     }
     x->o = o, x->buf = buf, x->off = off, x->len = len;
@@ -1067,13 +754,13 @@ int bfs_object_read(bfs_object *o, void *buf, size_t len, uint64_t off)
         char after[64] = "";
         if (tries)
             snprintf(after, sizeof after, " after %u retries", tries);
-        snprintf(reason, sizeof reason, "GET %.400s bytes %" PRIu64 "-%" PRIu64 ": %.400s%s%s",
-                 o->display, off, off + len - 1, x->why,
-                 rc == BFS_E_CHANGED ? " (the object was replaced since it was opened)" : "",
-                 after);
-        atomic_fetch_add(&stats.failures, 1);
+        snprintf(
+            reason, BFS_FETCH_REASON_MAX, "GET %.400s bytes %" PRIu64 "-%" PRIu64 ": %.400s%s%s",
+            o->display, off, off + len - 1, x->why,
+            rc == BFS_E_CHANGED ? " (the object was replaced since it was opened)" : "", after);
+        atomic_fetch_add(&bfs_fetch_counter.failures, 1);
     }
     free(x);
-    atomic_fetch_add(&stats.wait_ns, now_ns() - t0);
+    atomic_fetch_add(&bfs_fetch_counter.wait_ns, bfs_fetch_now_ns() - t0);
     return rc;
 }

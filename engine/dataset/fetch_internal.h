@@ -138,4 +138,50 @@ int bfs_s3_region_find(const char *opt, char *out, size_t outlen, char *err, siz
  */
 unsigned bfs_fetch_backoff_ms(unsigned attempt, uint64_t rnd);
 
+/* ---- the process-wide side (fetch_pool.c), for fetch.c ---------------------------------- */
+
+#include <curl/curl.h>
+#include <stdatomic.h>
+
+/* One configuration, shared by the objects opened under it (reference-counted). */
+typedef struct bfs_fetch_cfg {
+    atomic_uint refs;
+    char *s3_region, *s3_endpoint; /* NULL when not given */
+    char *ca_name;                 /* ca= as given, for messages; NULL when none */
+    char *ca_blob;                 /* the system's bundle + ca=; NULL when no ca= */
+    size_t ca_len;
+    unsigned retries, timeout_ms;
+} bfs_fetch_cfg;
+
+/* bfs_fetch_cfg_get - the configuration now (bfs_fetch_configure's, or the defaults), one
+ * more reference; NULL: no memory. bfs_fetch_cfg_unref drops one (NULL: nothing). */
+bfs_fetch_cfg *bfs_fetch_cfg_get(void);
+void bfs_fetch_cfg_unref(bfs_fetch_cfg *c);
+
+/* The counters of bfs_fetch_get_stats, added to by fetch.c. */
+struct bfs_fetch_counters {
+    atomic_uint_fast64_t requests, bytes, retries, failures, wait_ns;
+};
+extern struct bfs_fetch_counters bfs_fetch_counter;
+
+/* This thread's reason (bfs_fetch_reason), BFS_FETCH_REASON_MAX bytes, to write. */
+#define BFS_FETCH_REASON_MAX 1024
+char *bfs_fetch_reason_buf(void);
+
+/* bfs_fetch_init - libcurl's global initialisation, once per process: 0 or -ENOMEM. */
+int bfs_fetch_init(void);
+
+/* bfs_fetch_handle_get - an easy handle of this process, reset (its live connection
+ * kept), sharing DNS and TLS sessions; NULL: no memory. bfs_fetch_handle_put gives it
+ * back to the pool (or frees it when the pool is full or it is another process's). */
+CURL *bfs_fetch_handle_get(void);
+void bfs_fetch_handle_put(CURL *h);
+
+/* bfs_fetch_clean_text - src into dst (cap bytes), control bytes made spaces, trailing
+ * spaces cut: text from a server or from curl, fit for one log line. */
+void bfs_fetch_clean_text(char *dst, size_t cap, const char *src);
+
+/* bfs_fetch_now_ns - CLOCK_MONOTONIC in nanoseconds. */
+uint64_t bfs_fetch_now_ns(void);
+
 #endif
