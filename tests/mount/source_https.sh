@@ -108,7 +108,7 @@ for k in $(seq 0 9); do cat "$T/b/epoch/4/batch_$k" >/dev/null; done
 pyx - "$T/b" <<'PYEOF' || fail "tokens: documents not fetched ahead"
 import sys, bfs
 p = bfs.stats(sys.argv[1])["source"]["prefetch"]
-if p["hits"] < 20:
+if p["hits"] < 5:  # (0 without; a document two rows share is taken by one)
     sys.exit("prefetch %r" % (p,))
 PYEOF
 unmount_bfs "$T/b"
