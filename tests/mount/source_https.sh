@@ -116,8 +116,9 @@ ok "tokens from http://: the rows' documents fetched ahead"
 same_remote "http, tokens pack=pad" "$W/t.bfs" "$HTTP/t.bfs" 1 "batch=4,seq_len=64,pack=pad"
 
 # source_cache=: a second mount of the host fetches no payload: every sample from the disk
-mount_bfs "$HTTPS/d.bfs" "$T/b" -o "batch=8,size=32,ca=$T/ca.pem,source_cache=$T/sc"
-for k in $(seq 0 6); do cat "$T/b/epoch/0/batch_$k" >/dev/null; done
+# (drop_last=0: the 8th, short batch too, so every sample is on disk after this epoch)
+mount_bfs "$HTTPS/d.bfs" "$T/b" -o "batch=8,size=32,ca=$T/ca.pem,source_cache=$T/sc,drop_last=0"
+for k in $(seq 0 7); do cat "$T/b/epoch/0/batch_$k" >/dev/null; done
 unmount_bfs "$T/b"
 [ "$(stat -c %a "$T/sc")" = 700 ] || fail "source_cache: the directory is not 0700"
 same_remote "https, source_cache (filled)" "$W/d.bfs" "$HTTPS/d.bfs" 2 "batch=8,size=32,ca=$T/ca.pem,source_cache=$T/sc,prefetch=0"
@@ -188,14 +189,19 @@ EOF
     fail "the failed batch, read again with the server back, differs"
 ok "server paused: EIO with the reason logged, then the batch's bytes once it is back"
 
-# killed, restarted within the retries (5, backoff from 100 ms): the reader gets its batch
+# killed, restarted within the retries (backoff from 100 ms, at most 5 s, 10 of them): the
+# reader gets its batch. Restarted once the daemon has retried (not after a fixed time, so
+# a slow machine cannot restart it before the first attempt)
 unmount_bfs "$T/b"
-mount_bfs "$HTTPS/d.bfs" "$T/b" -o "batch=8,size=32,ca=$T/ca.pem,prefetch=0"
+mount_bfs "$HTTPS/d.bfs" "$T/b" -o "batch=8,size=32,ca=$T/ca.pem,prefetch=0,fetch_retries=10"
 kill -KILL "$NGINX_PID"
 while kill -0 "$NGINX_PID" 2>/dev/null; do sleep 0.05; done
 sha256sum <"$T/b/epoch/6/batch_1" >"$T/got" 2>"$T/err" &
 reader=$!
-sleep 0.3
+for _ in $(seq 400); do
+    pyx -c "import sys, bfs; sys.exit(bfs.stats('$T/b')['source']['retries'] < 1)" && break
+    sleep 0.05
+done
 start_nginx
 wait $reader || fail "the read across a server restart failed: $(cat "$T/err")"
 [ "$(cat "$T/got")" = "$(sha256sum <"$T/a/epoch/6/batch_1")" ] || fail "the batch read across a restart differs"
