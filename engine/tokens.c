@@ -677,6 +677,21 @@ int bfs_tokens_batch_indices(bfs_tokens *t, uint64_t epoch, uint64_t k, uint64_t
     return row_indices(t, epoch, k, idx, &width);
 }
 
+/* The last position p of epoch table e with prefix[p] <= start: the place in the epoch's
+ * document order of the document holding token `start` (concat). */
+static uint64_t doc_at(const bfs_tokens *t, const epoch_tab *e, uint64_t start)
+{
+    uint64_t lo = 0, hi = t->npos;
+    while (lo < hi) {
+        uint64_t mid = lo + (hi - lo + 1) / 2;
+        if (e->prefix[mid] <= start)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return lo;
+}
+
 int bfs_tokens_docs(bfs_tokens *t, uint64_t epoch, const uint64_t *idx, uint32_t n, uint64_t *docs,
                     uint32_t cap)
 {
@@ -692,14 +707,7 @@ int bfs_tokens_docs(bfs_tokens *t, uint64_t epoch, const uint64_t *idx, uint32_t
         return rc;
     uint64_t T = t->o.seq_len;
     for (uint32_t j = 0; j < n && m < cap; j++) {
-        uint64_t start = idx[j] * T, lo = 0, hi = t->npos; /* as concat_row finds it */
-        while (lo < hi) {
-            uint64_t mid = lo + (hi - lo + 1) / 2;
-            if (e->prefix[mid] <= start)
-                lo = mid;
-            else
-                hi = mid - 1;
-        }
+        uint64_t start = idx[j] * T, lo = doc_at(t, e, start);
         uint64_t off = start - e->prefix[lo];
         for (uint64_t p = lo, filled = 0; filled < T && p < t->npos && m < cap; p++, off = 0) {
             uint64_t d = e->order[p];
@@ -810,16 +818,7 @@ static int concat_row(bfs_tokens *t, bfs_tokens_scratch *s, const epoch_tab *e, 
 {
     int rc;
     uint64_t T = t->o.seq_len, start = g * T;
-    /* the last position p with prefix[p] <= start: the document holding token `start` */
-    uint64_t lo = 0, hi = t->npos;
-    while (lo < hi) {
-        uint64_t mid = lo + (hi - lo + 1) / 2;
-        if (e->prefix[mid] <= start)
-            lo = mid;
-        else
-            hi = mid - 1;
-    }
-    uint64_t p = lo, off = start - e->prefix[p], filled = 0;
+    uint64_t p = doc_at(t, e, start), off = start - e->prefix[p], filled = 0;
     rc = 0;
     while (filled < T && p < t->npos) {
         uint64_t d = e->order[p], n = t->len[d];
