@@ -1,49 +1,77 @@
 #!/usr/bin/env bash
 # tests/mount/source_s3.sh — a dataset mounted from an S3-compatible store (issue 34,
-# docs/sources.md): moto's S3 server on 127.0.0.1 (tests/servers_env.sh), reached with
-# s3_endpoint= (path style), requests signed with SigV4 from the environment's
-# credentials; the files uploaded as docs/sources.md tells users to, with curl
-# --aws-sigv4.
+# docs/sources.md): moto's S3 server on 127.0.0.1 (tests/servers_env.sh) behind
+# tests/mount/s3server.py, which checks every request's SigV4 signature against the
+# case's keys and keeps the objects across a restart; reached with s3_endpoint= (path
+# style), requests signed from the environment's credentials; the files uploaded as
+# docs/sources.md tells users to, with curl --aws-sigv4.
 #  - every batch's bytes equal a local mount's: images shuffle=full and pages, two
 #    shards, a key with a space, a token dataset, a mixture of two objects (also mounted
 #    by the Python package);
 #  - a `batchfs worker` reading the s3:// object serves a local mount (Redis);
-#  - refused at mount, naming the URL: no such key, no such bucket, a bad s3_endpoint;
+#  - refused at mount, naming the URL: no such key, no such bucket, a bad s3_endpoint, a
+#    wrong secret (naming the access key id);
+#  - the server paused past fetch_retries: EIO, the reason in the log and /stats, the
+#    daemon lives, the batch right once it is back; killed mid-epoch and started again
+#    within the retries: the batches delayed, not failed;
 #  - the secret access key is in no log, /stats or /pipeline, nor in a refusal;
 #  - mkbatchfs --verify / --info of s3:// with AWS_ENDPOINT_URL(_S3).
-# Needs the test servers' venv (PyPI, once). About 20 s.
+# Needs the test servers' venv (PyPI, once). About 30 s.
 . "$(dirname "$0")/lib.sh"
 require_fuse
 . tests/servers_env.sh
 
 free_port() { python3 -c "import socket; s=socket.socket(); s.bind(('127.0.0.1',0)); print(s.getsockname()[1])"; }
-PORT=$(free_port)
-EP=http://127.0.0.1:$PORT
-"$MOTO_SERVER" -H 127.0.0.1 -p "$PORT" >"$T/moto.log" 2>&1 &
-BG_PIDS+=($!)
-disown $! # killed at exit (BG_PIDS): no "Killed" from bash
-for _ in $(seq 300); do curl -s -o /dev/null "$EP/" && break; sleep 0.05; done
-curl -s -o /dev/null "$EP/" || { cat "$T/moto.log" >&2; fail "moto_server did not start"; }
-
 unset AWS_PROFILE AWS_SESSION_TOKEN AWS_DEFAULT_REGION AWS_ENDPOINT_URL AWS_ENDPOINT_URL_S3
 export AWS_SHARED_CREDENTIALS_FILE=$T/none AWS_CONFIG_FILE=$T/none
 export AWS_ACCESS_KEY_ID=AKIDBATCHFSTEST AWS_REGION=us-east-1
 SECRET=batchfs-secret-$RANDOM$RANDOM
 export AWS_SECRET_ACCESS_KEY=$SECRET
-s3() { # METHOD PATH [FILE]: curl --aws-sigv4, as docs/sources.md shows users
-    curl -sf --aws-sigv4 "aws:amz:$AWS_REGION:s3" --user "$AWS_ACCESS_KEY_ID:$AWS_SECRET_ACCESS_KEY" \
-        -X "$1" ${3:+-T "$3"} "$EP/$2"
-}
 
+# moto's S3 server, through tests/mount/s3server.py: signatures checked against the keys
+# above, and the objects of $T/s3state loaded at start, so that a server killed and
+# started again serves the same objects (ETag, Last-Modified) as a store that was down
+PORT=$(free_port)
+EP=http://127.0.0.1:$PORT
+S3_PID=
+start_s3() {
+    S3SRV_KEY_ID=$AWS_ACCESS_KEY_ID S3SRV_SECRET=$SECRET \
+        "$(dirname "$MOTO_SERVER")/python" tests/mount/s3server.py "$PORT" "$T/s3state" \
+        >>"$T/moto.log" 2>&1 </dev/null &
+    S3_PID=$!
+    BG_PIDS+=($S3_PID)
+    disown $S3_PID # killed at exit (BG_PIDS): no "Killed" from bash
+    for _ in $(seq 400); do curl -s -o /dev/null "$EP/" && return 0; sleep 0.05; done
+    cat "$T/moto.log" >&2
+    fail "the S3 server did not start"
+}
+mkdir -p "$T/s3state"
+start_s3
+s3() { # METHOD PATH [FILE]: curl --aws-sigv4, as docs/sources.md shows users (the key
+    # on stdin, not in ps; S3 wants x-amz-content-sha256, which curl 7.88 does not send)
+    printf 'user = "%s:%s"\n' "$AWS_ACCESS_KEY_ID" "$AWS_SECRET_ACCESS_KEY" |
+        curl -sf --config - --aws-sigv4 "aws:amz:$AWS_REGION:s3" \
+            -H "x-amz-content-sha256: UNSIGNED-PAYLOAD" $([ "$1" = HEAD ] && echo -I || echo "-X $1") \
+            ${3:+-T "$3"} "$EP/$2"
+}
+s3_put() { # BUCKET/KEY FILE: uploads, and keeps the copy a restarted server loads
+    local key=$1 f=$2 lm
+    s3 PUT "${key// /%20}" "$f" >/dev/null || fail "uploading $f as s3://$key"
+    lm=$(s3 HEAD "${key// /%20}" | tr -d '\r' | sed -n 's/^last-modified: //Ip')
+    mkdir -p "$(dirname "$T/s3state/$key")"
+    cp "$f" "$T/s3state/$key"
+    touch -d "$lm" "$T/s3state/$key" || fail "Last-Modified '$lm' of s3://$key"
+}
+! curl -sf -o /dev/null "$EP/" || fail "the S3 server answers unsigned requests"
 "$GEN" "$T/src" 3 20 48 160 3
 "$MKBATCHFS" --quiet "$T/src" "$T/d.bfs"
 "$GEN" "$T/src2" 2 12 48 120 4
 "$MKBATCHFS" --quiet "$T/src2" "$T/e.bfs"
 gen_tokens "$T/t.bfs" 9 100
 s3 PUT bkt >/dev/null || fail "making the bucket"
-s3 PUT bkt/d.bfs "$T/d.bfs" >/dev/null || fail "uploading d.bfs"
-s3 PUT "bkt/my%20set/e.bfs" "$T/e.bfs" >/dev/null || fail "uploading e.bfs"
-s3 PUT bkt/t.bfs "$T/t.bfs" >/dev/null || fail "uploading t.bfs"
+s3_put bkt/d.bfs "$T/d.bfs"
+s3_put "bkt/my set/e.bfs" "$T/e.bfs"
+s3_put bkt/t.bfs "$T/t.bfs"
 ok "uploaded with curl --aws-sigv4"
 
 mkdir "$T/a" "$T/b"
@@ -134,13 +162,70 @@ refused() { # WANT URL OPTS
     grep -qF "$url" <<<"$out" || grep -qF "s3_endpoint" <<<"$out" ||
         fail "the message names neither $url nor the option: $out"
     grep -qiE "$want" <<<"$out" || fail "$url: '$want' not in: $out"
-    ! grep -q "$SECRET" <<<"$out" || fail "the secret is in the message: $out"
+    ! grep -qe "$AWS_SECRET_ACCESS_KEY" -e "$SECRET" <<<"$out" || fail "the secret is in the message: $out"
     ok "refused: $(head -1 <<<"$out")"
 }
 refused "not found|NoSuchKey" s3://bkt/nope.bfs "batch=8,$O"
 refused "not found|NoSuchBucket" s3://nobucket/d.bfs "batch=8,$O"
 refused "s3_endpoint=ftp://x" s3://bkt/d.bfs "batch=8,s3_endpoint=ftp://x"
 refused "s3://" "s3://bkt" "batch=8,$O"
+# a wrong secret: refused (403), naming the key id used, never the secret (refused()
+# looks for the secret of the environment it runs in: the wrong one here)
+WRONG=wrong-secret-$RANDOM$RANDOM
+AWS_SECRET_ACCESS_KEY=$WRONG refused "access refused.*access key id AKIDBATCHFSTEST" s3://bkt/d.bfs "batch=8,$O"
+
+# the server paused past the retries: EIO, said in the log and /stats, the daemon lives;
+# resumed: the same batch's bytes
+mount_bfs "$T/d.bfs" "$T/a" -o batch=8,size=32
+mount_bfs s3://bkt/d.bfs "$T/b" -o "batch=8,size=32,$O,prefetch=0,fetch_retries=1,fetch_timeout_ms=300"
+expect_log "^batchfs: sample [0-9]+ \(sample [0-9]+ of s3://bkt/d\.bfs\) in epoch 5 batch 2: the dataset's object store did not serve a read .*: GET s3://bkt/d\.bfs bytes [0-9]+-[0-9]+: .* after 1 retr(y|ies)$"
+kill -STOP "$S3_PID"
+if cat "$T/b/epoch/5/batch_2" >/dev/null 2>"$T/err"; then
+    kill -CONT "$S3_PID"
+    fail "a batch was served while the server was paused"
+fi
+kill -CONT "$S3_PID"
+grep -q "Input/output error" "$T/err" || fail "paused server: $(cat "$T/err")"
+grep -q "object store did not serve a read" "$DAEMON_LOG" || fail "the log does not say why"
+is_mounted "$T/b" || fail "the daemon died"
+pyx - "$T/b" <<'PYEOF2' || fail "/stats after the pause"
+import sys, bfs
+st = bfs.stats(sys.argv[1])
+if st["source"]["failures"] < 1 or st["bad_samples"]:
+    sys.exit("source %r, bad_samples %d: want failures and no bad sample"
+             % (st["source"], st["bad_samples"]))
+PYEOF2
+[ "$(sha256sum <"$T/b/epoch/5/batch_2")" = "$(sha256sum <"$T/a/epoch/5/batch_2")" ] ||
+    fail "the failed batch, read again with the server back, differs"
+unmount_bfs "$T/b"
+ok "S3 server paused past the retries: EIO with the reason logged, then the batch's bytes"
+
+# killed mid-epoch, started again within the retries (the same objects): the reader gets
+# its batches, delayed, not failed. Started again once the daemon has retried, not after
+# a fixed time
+mount_bfs s3://bkt/d.bfs "$T/b" -o "batch=8,size=32,$O,prefetch=0,fetch_retries=10"
+cat "$T/b/epoch/6/batch_0" >/dev/null || fail "the first batch before the kill"
+kill -KILL "$S3_PID"
+while kill -0 "$S3_PID" 2>/dev/null; do sleep 0.05; done
+(for k in 1 2 3 4 5 6; do sha256sum <"$T/b/epoch/6/batch_$k" || exit 1; done) >"$T/got" 2>"$T/err" &
+reader=$!
+for _ in $(seq 400); do
+    pyx -c "import sys, bfs; sys.exit(bfs.stats('$T/b')['source']['retries'] < 1)" && break
+    sleep 0.05
+done
+start_s3
+wait $reader || fail "the reads across a server restart failed: $(cat "$T/err")"
+for k in 1 2 3 4 5 6; do sha256sum <"$T/a/epoch/6/batch_$k"; done >"$T/want"
+cmp -s "$T/got" "$T/want" || fail "the batches read across a restart differ"
+pyx - "$T/b" <<'PYEOF2' || fail "/stats after the restart"
+import sys, bfs
+s = bfs.stats(sys.argv[1])["source"]
+if s["retries"] < 1 or s["failures"]:
+    sys.exit("source %r: want retries, no failure" % (s,))
+PYEOF2
+unmount_bfs "$T/b"
+unmount_bfs "$T/a"
+ok "S3 server killed mid-epoch and started again: 6 batches delayed, not failed, a local mount's bytes"
 
 # mkbatchfs reads s3:// with the AWS tools' endpoint variables
 out=$(AWS_ENDPOINT_URL=$EP "$MKBATCHFS" --verify s3://bkt/d.bfs) || fail "mkbatchfs --verify s3://: $out"
