@@ -16,14 +16,22 @@
 
 enum { PENDING, INFLIGHT, READY, FAILED };
 
+/* One request's bytes, shared by the slots of its run: freed by the last one taken or
+ * dropped, so a range is never copied out of the request's buffer but into the reader's */
+typedef struct rbuf {
+    _Atomic unsigned refs;
+    uint8_t data[];
+} rbuf;
+
 typedef struct slot slot;
 struct slot {
     uint64_t off;
     uint32_t len;
     int state, rc;
-    uint8_t *buf;      /* len bytes, READY */
-    slot *hnext;       /* hash chain */
-    slot *prev, *next; /* age list: oldest first */
+    rbuf *rb;           /* READY: the run's bytes, */
+    const uint8_t *buf; /* of which these len */
+    slot *hnext;        /* hash chain */
+    slot *prev, *next;  /* age list: oldest first */
 };
 
 typedef struct run {
@@ -84,9 +92,16 @@ static slot *find(bfs_prefetch *p, uint64_t off)
     return NULL;
 }
 
-/* Unlink s from the hash and the age list and free it. Locked; s not in a queued run
- * (the caller cleared its place there) and not being written by a fetcher. */
-static void drop(bfs_prefetch *p, slot *s)
+static void release(rbuf *rb)
+{
+    if (rb && atomic_fetch_sub(&rb->refs, 1) == 1)
+        free(rb);
+}
+
+/* Unlink s from the hash and the age list (locked); then it is the caller's alone. s not
+ * in a queued run (the caller cleared its place there) and not being written by a
+ * fetcher. */
+static void unlink_slot(bfs_prefetch *p, slot *s)
 {
     slot **pp = &p->hash[bucket(s->off)];
     while (*pp != s)
@@ -101,7 +116,12 @@ static void drop(bfs_prefetch *p, slot *s)
     else
         p->newest = s->prev;
     p->held -= s->len;
-    free(s->buf);
+}
+
+static void drop(bfs_prefetch *p, slot *s)
+{
+    unlink_slot(p, s);
+    release(s->rb);
     free(s);
 }
 
@@ -137,23 +157,28 @@ static void *fetcher(void *arg)
             r->slots[i]->state = INFLIGHT;
         pthread_mutex_unlock(&p->lock);
         size_t len = (size_t)(r->end - r->off);
-        uint8_t *buf = malloc(len);
-        int rc = buf ? p->read(p->ctx, buf, len, r->off) : -ENOMEM;
+        rbuf *rb = malloc(sizeof *rb + len);
+        int rc = rb ? p->read(p->ctx, rb->data, len, r->off) : -ENOMEM;
         atomic_fetch_add(&st_runs, 1);
+        if (rc) {
+            free(rb);
+            rb = NULL;
+        } else {
+            atomic_init(&rb->refs, r->n);
+        }
         pthread_mutex_lock(&p->lock);
         for (uint32_t i = 0; i < r->n; i++) {
             slot *s = r->slots[i];
             s->rc = rc;
-            if (!rc && (s->buf = malloc(s->len ? s->len : 1))) {
-                memcpy(s->buf, buf + (s->off - r->off), s->len);
+            if (!rc) {
+                s->rb = rb;
+                s->buf = rb->data + (s->off - r->off);
                 s->state = READY;
                 atomic_fetch_add(&st_ranges, 1);
             } else {
                 s->state = FAILED;
-                s->rc = rc ? rc : -ENOMEM;
             }
         }
-        free(buf);
         free(r->slots);
         free(r);
         pthread_cond_broadcast(&p->done);
@@ -195,7 +220,7 @@ void bfs_prefetch_destroy(bfs_prefetch *p)
     }
     for (slot *s = p->oldest, *next; s; s = next) {
         next = s->next;
-        free(s->buf);
+        release(s->rb);
         free(s);
     }
     pthread_cond_destroy(&p->work);
@@ -344,12 +369,16 @@ int bfs_prefetch_take(bfs_prefetch *p, uint64_t off, void *buf, size_t len)
         return 0;
     }
     int rc = s->state == READY ? 1 : s->rc;
+    /* taken out under the lock, copied outside it: readers and fetchers do not queue
+     * behind a copy */
+    unlink_slot(p, s);
+    pthread_mutex_unlock(&p->lock);
     if (rc == 1) {
         memcpy(buf, s->buf, len);
         atomic_fetch_add(&st_hits, 1);
         atomic_fetch_add(&st_waits, (uint64_t)waited);
     }
-    drop(p, s);
-    pthread_mutex_unlock(&p->lock);
+    release(s->rb);
+    free(s);
     return rc;
 }

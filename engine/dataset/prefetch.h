@@ -12,7 +12,8 @@
  *
  * Invariants: a range is fetched at most once while it is held; the bytes held are
  * bounded (bfs_prefetch_configure), the oldest unread ranges dropped first when new
- * ones need room, and a range over the room is simply not prefetched; nothing here
+ * ones need room, and a range over the room is simply not prefetched; a request's bytes
+ * are copied once, into the reader's buffer, outside the lock; nothing here
  * decides a byte of a batch (the reader verifies every sample's checksum as it does for
  * its own reads, and a failed prefetch is read again by the worker, which reports the
  * error). Thread-safe: one lock (guards every field of bfs_prefetch), threads made on the
