@@ -3,8 +3,9 @@
  * over an object in memory whose reads are counted, slowed or failed: every range taken
  * has its bytes; neighbours share one request, far ranges do not; requests go out in the
  * order the ranges were asked for, not their offsets; a range is taken once; a range
- * never asked for, dropped for room or failed is the reader's own to read; the room
- * holds; many readers at once; destroy with requests queued and in flight.
+ * never asked for, not fetched for want of room or failed is the reader's own to read;
+ * the room holds, the ranges held are kept (needed sooner) and only stale ones dropped for
+ * new ones; many readers at once; destroy with requests queued and in flight.
  */
 #include "engine/dataset/prefetch.h"
 
@@ -155,19 +156,38 @@ START_TEST(room_holds)
     uint32_t len[3] = {4000, 4000, 4000};
     bfs_prefetch_want(p, off, len, 3); /* the third does not fit: not prefetched */
     ck_assert_int_eq(take_check(p, o, 200000, 4000), 0);
-    /* once the first two have arrived, new ranges drop the oldest unread */
     ck_assert_int_eq(take_check(p, o, 100000, 4000), 1);
+    /* room for one more: a new range that finds none is not prefetched; the unread one
+     * held (needed sooner) is kept */
     uint64_t off2[2] = {300000, 400000};
     uint32_t len2[2] = {4000, 4000};
     bfs_prefetch_want(p, off2, len2, 2);
-    ck_assert_int_eq(take_check(p, o, 400000, 4000), 1);
+    ck_assert_int_eq(take_check(p, o, 400000, 4000), 0);
     ck_assert_int_eq(take_check(p, o, 300000, 4000), 1);
-    ck_assert_int_eq(take_check(p, o, 0, 4000), 0); /* dropped for room */
-    bfs_prefetch_stats st;
+    ck_assert_int_eq(take_check(p, o, 0, 4000), 1);
+    bfs_prefetch_stats st0, st;
+    bfs_prefetch_get_stats(&st0);
+    /* a range unread past the stale age is dropped for a new one */
+    bfs_prefetch_set_stale_ms(0);
+    uint64_t off3[2] = {500000, 600000};
+    bfs_prefetch_want(p, off3, len2, 2);
+    ck_assert_int_eq(take_check(p, o, 500000, 4000), 1);
+    for (int i = 0; i < 5000; i++) { /* 600000 arrived (settled before it is counted) */
+        bfs_prefetch_get_stats(&st);
+        if (st.ranges >= st0.ranges + 2)
+            break;
+        usleep(1000);
+    }
+    uint64_t off4[2] = {700000, 800000};
+    bfs_prefetch_want(p, off4, len2, 2); /* 600000 was unread: dropped for room */
+    ck_assert_int_eq(take_check(p, o, 800000, 4000), 1);
+    ck_assert_int_eq(take_check(p, o, 700000, 4000), 1);
+    ck_assert_int_eq(take_check(p, o, 600000, 4000), 0);
     bfs_prefetch_get_stats(&st);
-    ck_assert_uint_ge(st.dropped, 1);
+    ck_assert_uint_ge(st.dropped, st0.dropped + 1);
+    bfs_prefetch_set_stale_ms(10000);
     /* a range larger than the room is never prefetched */
-    uint64_t big_off = 500000;
+    uint64_t big_off = 900000;
     uint32_t big_len = 20000;
     bfs_prefetch_want(p, &big_off, &big_len, 1);
     ck_assert_int_eq(take_check(p, o, big_off, big_len), 0);

@@ -7,12 +7,14 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define BUCKETS     4096u      /* hash of ranges by offset */
 #define RUN_MAX     (4u << 20) /* a run (one request) spans at most 4 MiB */
 #define GAP_MAX     4096u      /* neighbours this close share a run; the gap is fetched too */
 #define WANT_MAX    65536u     /* ranges sorted per call at most (a batch has <= 65536) */
 #define THREADS_MAX 256u
+#define STALE_MS    10000u /* a range held this long unread may be dropped for a new one */
 
 enum { PENDING, INFLIGHT, READY, FAILED };
 
@@ -28,10 +30,11 @@ struct slot {
     uint64_t off;
     uint32_t len;
     int state, rc;
-    rbuf *rb;           /* READY: the run's bytes, */
-    const uint8_t *buf; /* of which these len */
-    slot *hnext;        /* hash chain */
-    slot *prev, *next;  /* age list: oldest first */
+    uint64_t settled_ms; /* READY or FAILED since (CLOCK_MONOTONIC) */
+    rbuf *rb;            /* READY: the run's bytes, */
+    const uint8_t *buf;  /* of which these len */
+    slot *hnext;         /* hash chain */
+    slot *prev, *next;   /* age list: oldest first */
 };
 
 typedef struct run {
@@ -58,6 +61,7 @@ struct bfs_prefetch {
 
 static _Atomic unsigned conf_threads = 64;
 static _Atomic uint64_t conf_budget = 256ull << 20;
+static _Atomic unsigned conf_stale_ms = STALE_MS;
 static _Atomic uint64_t st_runs, st_ranges, st_hits, st_waits, st_dropped;
 
 void bfs_prefetch_configure(unsigned threads, uint64_t budget_bytes)
@@ -68,6 +72,18 @@ void bfs_prefetch_configure(unsigned threads, uint64_t budget_bytes)
         threads = THREADS_MAX;
     atomic_store(&conf_threads, threads);
     atomic_store(&conf_budget, budget_bytes);
+}
+
+void bfs_prefetch_set_stale_ms(unsigned ms)
+{
+    atomic_store(&conf_stale_ms, ms);
+}
+
+static uint64_t now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000 + (uint64_t)t.tv_nsec / 1000000;
 }
 
 void bfs_prefetch_get_stats(bfs_prefetch_stats *st)
@@ -125,13 +141,18 @@ static void drop(bfs_prefetch *p, slot *s)
     free(s);
 }
 
-/* Make room for need bytes by dropping the oldest settled (READY or FAILED) slots.
- * Locked. 1 when the room is there. */
+/* Make room for need bytes by dropping failed slots and those unread for conf_stale_ms
+ * (their reader went elsewhere), oldest first. Not the others: the oldest unread are the
+ * soonest needed, and a range that finds no room is the reader's to read, later. Locked.
+ * 1 when the room is there. */
 static int make_room(bfs_prefetch *p, uint64_t need)
 {
+    if (p->held + need <= p->budget)
+        return 1;
+    uint64_t stale = now_ms() - atomic_load(&conf_stale_ms);
     for (slot *s = p->oldest; s && p->held + need > p->budget;) {
         slot *next = s->next;
-        if (s->state == READY || s->state == FAILED) {
+        if (s->state == FAILED || (s->state == READY && s->settled_ms <= stale)) {
             atomic_fetch_add(&st_dropped, s->state == READY);
             drop(p, s);
         }
@@ -166,10 +187,12 @@ static void *fetcher(void *arg)
         } else {
             atomic_init(&rb->refs, r->n);
         }
+        uint64_t t = now_ms();
         pthread_mutex_lock(&p->lock);
         for (uint32_t i = 0; i < r->n; i++) {
             slot *s = r->slots[i];
             s->rc = rc;
+            s->settled_ms = t;
             if (!rc) {
                 s->rb = rb;
                 s->buf = rb->data + (s->off - r->off);

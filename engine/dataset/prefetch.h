@@ -11,9 +11,10 @@
  * not one per sample.
  *
  * Invariants: a range is fetched at most once while it is held; the bytes held are
- * bounded (bfs_prefetch_configure), the oldest unread ranges dropped first when new
- * ones need room, and a range over the room is simply not prefetched; a request's bytes
- * are copied once, into the reader's buffer, outside the lock; nothing here
+ * bounded (bfs_prefetch_configure): a new range that finds no room is not prefetched (the
+ * ranges held are needed sooner), unless ranges unread for 10 s (their reader went
+ * elsewhere) or failed ones can be dropped for it; a request's bytes are copied once,
+ * into the reader's buffer, outside the lock; nothing here
  * decides a byte of a batch (the reader verifies every sample's checksum as it does for
  * its own reads, and a failed prefetch is read again by the worker, which reports the
  * error). Thread-safe: one lock (guards every field of bfs_prefetch), threads made on the
@@ -42,6 +43,10 @@ typedef struct bfs_prefetch_stats {
  */
 void bfs_prefetch_configure(unsigned threads, uint64_t budget_bytes);
 
+/* bfs_prefetch_set_stale_ms - process-wide: after how long an unread range may be dropped
+ * for a new one (default 10000; tests set less). */
+void bfs_prefetch_set_stale_ms(unsigned ms);
+
 /* How a prefetcher reads: exactly len bytes at off into buf, 0 or an error
  * (bfs_object_read's contract). Called from the prefetcher's threads, several at once. */
 typedef int (*bfs_prefetch_read_fn)(void *ctx, void *buf, size_t len, uint64_t off);
@@ -57,7 +62,7 @@ void bfs_prefetch_destroy(bfs_prefetch *p);
 /*
  * bfs_prefetch_want - fetch the n ranges [off[i], off[i] + len[i]) ahead, in the order of
  * their offsets; ranges already held and empty ones are skipped, ranges that do not fit
- * in the room left (after dropping the oldest unread ones) are not prefetched. Never
+ * in the room left (after dropping failed and stale ones) are not prefetched. Never
  * fails: a prefetcher that cannot start its threads or allocate fetches nothing.
  */
 void bfs_prefetch_want(bfs_prefetch *p, const uint64_t *off, const uint32_t *len, uint32_t n);
