@@ -2,10 +2,11 @@
 # tests/bench/bench_sources.sh CORPUS — a dataset read from object storage vs the same
 # file on local disk (docs/sources.md), in one run:
 #  1. the first epoch, read in order through a fresh mount, from http:// (nginx on
-#     127.0.0.1 behind tests/bench/delay_proxy.py adding BENCH_DELAY_MS, default 20, to
+#     127.0.0.1 behind tests/bench/delay_proxy.c adding BENCH_DELAY_MS, default 20, to
 #     every round trip: a far store; this kernel has no `tc netem`) vs from the local file
 #     with the page cache dropped: images/s per wall second (target >= 0.9) and per CPU
-#     second of the daemon, medians of 3 rounds alternating the two;
+#     second of the daemon, medians of 3 rounds alternating the two; and per wall second
+#     for the batches after the 5th alone (the ramp of a fresh mount left out);
 #  2. bytes fetched for that epoch / the payload bytes it needs (target <= 1.05);
 #  3. shard=0/4's first epoch: bytes fetched / the file's size (target <= 0.3);
 #  4. a second mount of the host with the same source_cache= (the first read the epoch):
@@ -52,7 +53,8 @@ http {
 }
 EOF
 nginx -c "$work/nginx.conf"
-python3 tests/bench/delay_proxy.py "$pport" "$port" "$delay" >"$work/proxy.out" 2>&1 &
+cc -O2 -o "$work/delay_proxy" tests/bench/delay_proxy.c
+"$work/delay_proxy" "$pport" "$port" "$delay" >"$work/proxy.out" 2>&1 &
 pids+=($!)
 for _ in $(seq 50); do grep -q ready "$work/proxy.out" 2>/dev/null && break; sleep 0.1; done
 url=http://127.0.0.1:$pport/c.bfs
@@ -88,7 +90,7 @@ fusermount3 -u "$mnt"
 echo "corpus $corpus: $nb batches of $per images per epoch ($opts); payload $payload bytes in a file of $size; $delay ms added per round trip"
 
 # 1. + 2.: first epochs, alternating local (page cache dropped) and remote
-r_wall=() r_cpu=() fetched=()
+r_wall=() r_cpu=() r_rest=() fetched=()
 for round in 1 2 3; do
     for side in local remote; do
         src=$work/www/c.bfs
@@ -97,7 +99,10 @@ for round in 1 2 3; do
         echo 3 >/proc/sys/vm/drop_caches
         mount_it "$src"
         t0=$(now)
-        for k in $(seq 0 $((nb - 1))); do cat "$mnt/epoch/0/batch_$k" >/dev/null; done
+        for k in $(seq 0 $((nb - 1))); do
+            cat "$mnt/epoch/0/batch_$k" >/dev/null
+            [ "$k" = 4 ] && t5=$(now)
+        done
         t1=$(now)
         cpu=$(daemon_cpu "$src")
         [ $side = remote ] && fetched+=("$(stat_source bytes)")
@@ -105,12 +110,14 @@ for round in 1 2 3; do
         ips=$(awk -v n="$((nb * per))" -v a="$t0" -v b="$t1" 'BEGIN{print n/(b-a)}')
         ipc=$(awk -v n="$((nb * per))" -v c="$cpu" 'BEGIN{print n/c}')
         printf '   round %d %-6s: %8.1f images/s, %8.1f images per daemon CPU second\n' "$round" "$side" "$ips" "$ipc"
-        eval "${side}_ips=$ips ${side}_ipc=$ipc"
+        eval "${side}_ips=$ips ${side}_ipc=$ipc ${side}_rest=$(awk -v a="$t5" -v b="$t1" 'BEGIN{print b-a}')"
     done
     r_wall+=("$(awk -v a="$remote_ips" -v b="$local_ips" 'BEGIN{printf "%.2f", a/b}')")
+    r_rest+=("$(awk -v a="$remote_rest" -v b="$local_rest" 'BEGIN{printf "%.2f", b/a}')")
     r_cpu+=("$(awk -v a="$remote_ipc" -v b="$local_ipc" 'BEGIN{printf "%.2f", a/b}')")
 done
 echo "1. first epoch from http:// (+${delay} ms) / from the local file (cold): $(printf '%s\n' "${r_wall[@]}" | median) per wall second, $(printf '%s\n' "${r_cpu[@]}" | median) per daemon CPU second, medians of 3 (target >= 0.9)"
+echo "   of which the batches after the 5th (the fetch pipeline full): $(printf '%s\n' "${r_rest[@]}" | median) per wall second (the first 5 wait for the first round trips, connections and the pace to be learned)"
 need=$(awk -v p="$payload" -v n="$((nb * per))" -v s="$(python3 -c "import struct; print(struct.unpack_from('<Q', open('$work/www/c.bfs','rb').read(128), 16)[0])")" 'BEGIN{print p*n/s}')
 f=$(printf '%s\n' "${fetched[@]}" | median)
 echo "2. bytes fetched for one epoch / its payload bytes: $(awk -v a="$f" -v b="$need" 'BEGIN{printf "%.3f", a/b}') ($f of $need; target <= 1.05)"
