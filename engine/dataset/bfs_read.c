@@ -539,8 +539,8 @@ const bfs_info *bfs_get_info(const bfs_reader *r)
  * all zero when the field is optional and the sample has none). */
 static int check_image(const bfs_reader *r, const bfs_field *fd, uint32_t f, bfs_sample *s)
 {
-    if (f > 0 && s->length == 0 && (fd->flags & BFS_FIELDF_OPTIONAL) && !s->offset && !s->width &&
-        !s->height && !s->flags && !s->checksum && !s->raw_size)
+    if (f > 0 && s->length == 0 && (fd->flags & BFS_FIELDF_OPTIONAL) && !s->offset && !s->label &&
+        !s->width && !s->height && !s->flags && !s->checksum && !s->raw_size)
         return 0; /* no image */
     uint16_t kind = s->flags & BFS_KIND_MASK;
     if (s->length == 0 || !region_ok(s->offset, s->length, r->info.heap_size) ||
