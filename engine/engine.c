@@ -829,6 +829,15 @@ int bfs_engine_advise_early(const bfs_engine *e)
     return bfs_source_remote(e->src);
 }
 
+double bfs_engine_fetch_latency(const bfs_engine *e)
+{
+    if (!bfs_source_remote(e->src))
+        return 0;
+    bfs_fetch_stats st;
+    bfs_fetch_get_stats(&st);
+    return st.requests ? st.wait_ns / 1e9 / (double)st.requests : 0;
+}
+
 void bfs_engine_advise(bfs_engine *e, uint64_t epoch, const uint64_t *idx, uint32_t n)
 {
     if (!e->tok) {

@@ -122,6 +122,11 @@ void bfs_engine_advise(bfs_engine *e, uint64_t epoch, const uint64_t *idx, uint3
  * batch's reads). */
 int bfs_engine_advise_early(const bfs_engine *e);
 
+/* bfs_engine_fetch_latency - mean seconds of one request to the object store so far (the
+ * process's requests: prefetches and reads, retries included), 0 for a local source or
+ * before the first request: the executor fetches as many batches ahead as that spans. */
+double bfs_engine_fetch_latency(const bfs_engine *e);
+
 /* bfs_engine_batch_indices - the dataset indices of batch k of epoch (plan only, no
  * payload is read); out holds bfs_engine_batch_len values. Returns the count or -ERANGE. */
 int bfs_engine_batch_indices(bfs_engine *e, uint64_t epoch, uint64_t k, uint64_t *out);

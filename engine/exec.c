@@ -56,6 +56,7 @@
 #include "base/io.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -513,6 +514,7 @@ void bfs_exec_get_stats(bfs_exec *x, bfs_exec_stats *st)
     st->threads = x->active;
     st->max_threads = x->nthreads;
     st->prefetch = bfs_exec_rt_prefetch(&x->rt);
+    st->fetch_ahead = x->fetch_ahead;
     st->cache_budget = cs.budget;
     st->file_budget = cs.file_budget == UINT64_MAX ? 0 : cs.file_budget;
     st->fd_limit = bfs_fd_limit() == UINT64_MAX ? 0 : bfs_fd_limit();
@@ -592,6 +594,56 @@ void bfs_exec_reader_waited(bfs_exec *x, uint32_t id, uint64_t epoch, uint64_t k
     xunlock(x);
 }
 
+/* How many batches past those prefetched a remote source's payloads are fetched: what a
+ * request's latency spans at the pace batches are used, twice over (requests queue behind
+ * those of the batches before; latency varies), at least 1 while the pace is not known, at
+ * most FETCH_AHEAD_MAX. The pace (step_s) is the slower of the reader's own time per batch
+ * and the workers' time to compute one, never the reader's waits: a reader that waits for
+ * fetches would otherwise make its pace the latency and the depth stay at 2. The
+ * prefetcher's room (256 MiB a file) bounds the bytes: what finds no room is fetched by
+ * the workers. 0 for a local source. */
+#define FETCH_AHEAD_MAX 16
+static int fetch_ahead(double latency_s, double step_s)
+{
+    if (latency_s <= 0)
+        return 0;
+    if (step_s <= 0)
+        return 1;
+    double q = 2 * latency_s / step_s;
+    if (q >= FETCH_AHEAD_MAX)
+        return FETCH_AHEAD_MAX;
+    int n = (int)q;
+    return n < q ? n + 1 : n < 1 ? 1 : n;
+}
+
+/* The workers' seconds to compute a batch of n samples, all of them at once: their decode
+ * and resize time per sample so far (not their reads: those wait for fetches), 0 before
+ * any sample. */
+static double compute_step(bfs_exec *x, uint32_t n)
+{
+    uint64_t samples = 0, ns = 0;
+    for (int i = 0; i < x->nthreads; i++) {
+        bfs_stage_stats w;
+        bfs_engine_worker_stats(x->workers[i], &w);
+        samples += w.samples;
+        ns += w.decode_ns + w.resize_ns;
+    }
+    int threads = x->nthreads > 0 ? x->nthreads : 1;
+    return samples ? (double)ns / 1e9 / (double)samples * n / threads : 0;
+}
+
+/* Batch k of epoch's payloads handed to the prefetcher, the batch not computed; best
+ * effort (a batch that cannot be planned, or no memory, fetches nothing). */
+static void fetch_batch(bfs_exec *x, uint64_t epoch, uint64_t k)
+{
+    uint32_t n = bfs_engine_batch_len(x->e, epoch, k);
+    uint64_t *idx = n ? malloc((size_t)n * sizeof *idx) : NULL;
+    int m = idx ? bfs_engine_batch_indices(x->e, epoch, k, idx) : -1;
+    if (m > 0)
+        bfs_engine_advise(x->e, epoch, idx, (uint32_t)m);
+    free(idx);
+}
+
 uint32_t bfs_exec_follow(bfs_exec *x, uint64_t key, uint64_t epoch, uint64_t k, double now,
                          double wait_s, bfs_exec_alive_fn alive)
 {
@@ -604,8 +656,17 @@ uint32_t bfs_exec_follow(bfs_exec *x, uint64_t key, uint64_t epoch, uint64_t k, 
     bfs_bc_get_stats(x->bc, &cs);
     bfs_bc_reader walk;
     int depth;
+    double own_s;
     uint32_t id = bfs_exec_rt_follow(&x->rt, key, epoch, k, now, wait_s, alive, nb,
-                                     size ? cs.budget / size : 0, &walk, &depth);
+                                     size ? cs.budget / size : 0, &walk, &depth, &own_s);
+    int ahead = 0;
+    double latency = depth > 0 && !x->remote ? bfs_engine_fetch_latency(x->e) : 0;
+    if (latency > 0) {
+        double step = compute_step(x, bfs_engine_mean_batch_len(x->e));
+        ahead = fetch_ahead(latency, own_s > step ? own_s : step);
+    }
+    if (ahead)
+        x->fetch_ahead = ahead;
     xunlock(x);
     /* the next `depth` batches of its walk (bfs_bc_walk_next: the model eviction's
      * bfs_bc_next_read counts steps of); the walk of a reader that went on from one epoch
@@ -613,8 +674,11 @@ uint32_t bfs_exec_follow(bfs_exec *x, uint64_t key, uint64_t epoch, uint64_t k, 
      * loop's epoch end the workers keep computing, while a reader of one epoch (a
      * validation pass, a scan) costs nothing beyond it */
     uint64_t ep = epoch, next = k;
-    for (int d = 1; d <= depth && bfs_bc_walk_next(&walk, nb, ne, &ep, &next) == 0; d++)
-        bfs_exec_prefetch(x, ep, next);
+    for (int d = 1; d <= depth + ahead && bfs_bc_walk_next(&walk, nb, ne, &ep, &next) == 0; d++)
+        if (d <= depth)
+            bfs_exec_prefetch(x, ep, next);
+        else
+            fetch_batch(x, ep, next);
     return id;
 }
 

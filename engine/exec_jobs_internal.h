@@ -73,6 +73,7 @@ struct bfs_exec {
     int nthreads;     /* threads started */
     int active;       /* workers with id < active may compute (guarded by lock) */
     bfs_exec_rt rt;   /* the readers (exec_readers.c; guarded by lock) */
+    int fetch_ahead;  /* batches last fetched ahead of those computed (a remote source) */
     int nworkers;     /* worker contexts allocated */
     pthread_t *threads;
     bfs_engine_worker **workers;

@@ -109,7 +109,7 @@ static void step_to(bfs_exec_rt *t, reader *r, uint64_t k, uint64_t nb)
 
 uint32_t bfs_exec_rt_follow(bfs_exec_rt *t, uint64_t key, uint64_t epoch, uint64_t k, double now,
                             double wait_s, bfs_exec_alive_fn alive, uint64_t nb,
-                            uint64_t cache_batches, bfs_bc_reader *walk, int *depth)
+                            uint64_t cache_batches, bfs_bc_reader *walk, int *depth, double *own_s)
 {
     HELD(t);
     reader *r = NULL, *adopt = NULL;
@@ -185,6 +185,7 @@ uint32_t bfs_exec_rt_follow(bfs_exec_rt *t, uint64_t key, uint64_t epoch, uint64
     if ((uint64_t)d + 1 > per)
         d = per > 1 ? (int)(per - 1) : 0;
     *depth = d;
+    *own_s = r->known && r->batches >= 2 ? r->own_s : 0;
     return id;
 }
 

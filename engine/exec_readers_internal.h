@@ -53,11 +53,14 @@ void bfs_exec_rt_init(bfs_exec_rt *t, int (*held)(const void *arg), const void *
  * *walk (its stride, lex, crossed; position unset) and *depth how many batches of its walk
  * after (epoch, k) to prefetch: 0 while its walk is not known, else its depth, bounded by
  * cache_batches (the batches the cache's budget holds) shared by the active readers, each
- * holding one being read. nb: batches per epoch. alive may be NULL.
+ * holding one being read; in *own_s its smoothed own time per batch (between getting a
+ * batch and asking for the next), 0 while its walk is not known or it has read one
+ * batch. nb: batches per epoch.
+ * alive may be NULL.
  */
 uint32_t bfs_exec_rt_follow(bfs_exec_rt *t, uint64_t key, uint64_t epoch, uint64_t k, double now,
                             double wait_s, bfs_exec_alive_fn alive, uint64_t nb,
-                            uint64_t cache_batches, bfs_bc_reader *walk, int *depth);
+                            uint64_t cache_batches, bfs_bc_reader *walk, int *depth, double *own_s);
 
 /* bfs_exec_rt_waited - bfs_exec_reader_waited. */
 void bfs_exec_rt_waited(bfs_exec_rt *t, uint32_t id, uint64_t epoch, uint64_t k, double wait_s);

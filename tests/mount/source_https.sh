@@ -4,6 +4,7 @@
 #  - every batch's bytes equal a local mount's of the same file: images with shuffle=full
 #    and shuffle=pages, two shards, a multi-field dataset (every field fetched ahead), a
 #    token dataset (pack=concat, the rows' documents fetched ahead), plain http:// too;
+#    payloads fetched past the batches computed for a reader whose walk is known;
 #  - refused at mount with a message naming the URL: a missing object (404), a server
 #    whose CA is not trusted (no ca=), a ca= file that holds no certificate;
 #  - the server paused past fetch_retries: the batch fails with EIO (not a substituted
@@ -113,6 +114,23 @@ if p["hits"] < 5:  # (0 without; a document two rows share is taken by one)
 PYEOF
 unmount_bfs "$T/b"
 ok "tokens from http://: the rows' documents fetched ahead"
+# payloads fetched further ahead than batches are computed: with prefetch=1, a reader of
+# batches 0..3 has 5 batches computed (40 samples); the batches after are fetched too
+mount_bfs "$HTTPS/d.bfs" "$T/b" -o "batch=8,size=32,ca=$T/ca.pem,prefetch=1"
+for k in 0 1 2 3; do cat "$T/b/epoch/1/batch_$k" >/dev/null; done
+pyx - "$T/b" <<'PYEOF' || fail "payloads not fetched beyond the computed batches"
+import sys, time, bfs
+for _ in range(100):  # the last read's fetches may still be on their way
+    st = bfs.stats(sys.argv[1])
+    p = st["source"]["prefetch"]
+    if p["samples"] > 40 and p["ahead"] >= 1:
+        break
+    time.sleep(0.05)
+else:
+    sys.exit("prefetch %r, %d batches computed" % (p, st["batches"]["computed"]))
+PYEOF
+unmount_bfs "$T/b"
+ok "https: payloads fetched past the batches computed (prefetch.ahead)"
 same_remote "http, tokens pack=pad" "$W/t.bfs" "$HTTP/t.bfs" 1 "batch=4,seq_len=64,pack=pad"
 
 # source_cache=: a second mount of the host fetches no payload: every sample from the disk
