@@ -147,7 +147,7 @@ typedef struct bfs_pipeline_opts {
     char ca[512];            /* ca=FILE|none ("" = none): CAs trusted besides the system's */
     int fetch_retries;       /* fetch_retries=N (5), 0..100 */
     int fetch_timeout_ms;    /* fetch_timeout_ms=N (10000), 1..3600000 */
-    int fetch_parallel;      /* fetch_parallel=N (64), 1..256: requests in flight ahead */
+    int fetch_parallel;      /* fetch_parallel=N (256), 1..256: requests in flight ahead, at most */
     char source_cache[1024]; /* source_cache=PATH|auto|none ("" = none): remote files'
                               * bytes kept on disk for the host's mounts (cache/srccache.h) */
     int64_t source_cache_mb; /* source_cache_mb=N (10240), 1..2^40 */

@@ -250,9 +250,10 @@ const opt bfs_opt_table[OPT_COUNT] = {
                                   "a remote source's request (one attempt, connecting "
                                   "included) fails after this long"),
                               INT(fetch_timeout_ms, W_INT, 1, 3600000, 0)},
-    [OPT_FETCH_PARALLEL] = {PUB("fetch_parallel", K, "N", "64",
+    [OPT_FETCH_PARALLEL] = {PUB("fetch_parallel", K, "N", "256",
                                 "a remote source's payloads fetched ahead of the workers by "
-                                "this many requests at once"),
+                                "up to this many requests at once (threads started as "
+                                "requests queue)"),
                             INT(fetch_parallel, W_INT, 1, 256, 0)},
     [OPT_SOURCE_CACHE] = {PUB("source_cache", K, "PATH|auto|none", "none",
                               "a remote source's bytes kept on disk for every mount of this "

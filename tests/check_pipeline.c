@@ -183,7 +183,7 @@ START_TEST(remote_options)
     ok(&o, "fetch_retries", "0");
     bad("fetch_retries", "101", "0..100");
     bad("fetch_timeout_ms", "0", "1..3600000");
-    ck_assert_int_eq(o.fetch_parallel, 64);
+    ck_assert_int_eq(o.fetch_parallel, 256);
     bad("fetch_parallel", "0", "1..256");
     ok(&o, "source_cache", "auto");
     ck_assert_str_eq(o.source_cache, "auto");

@@ -5,11 +5,13 @@
  * order the ranges were asked for, not their offsets; a range is taken once; a range
  * never asked for, not fetched for want of room or failed is the reader's own to read;
  * the room holds, the ranges held are kept (needed sooner) and only stale ones dropped for
- * new ones; many readers at once; destroy with requests queued and in flight.
+ * new ones; threads started as requests queue; many readers at once; destroy with
+ * requests queued and in flight.
  */
 #include "engine/dataset/prefetch.h"
 
 #include <check.h>
+#include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -28,13 +30,19 @@ typedef struct {
     useconds_t delay;   /* per read */
     uint64_t order[64]; /* offsets of the first reads */
     _Atomic int n_order;
+    _Atomic int inflight, max_inflight; /* reads at once */
 } object;
 
 static int mem_read(void *ctx, void *buf, size_t len, uint64_t off)
 {
     object *o = ctx;
+    int now = atomic_fetch_add(&o->inflight, 1) + 1;
+    for (int m = atomic_load(&o->max_inflight); now > m;)
+        if (atomic_compare_exchange_weak(&o->max_inflight, &m, now))
+            break;
     if (o->delay)
         usleep(o->delay);
+    atomic_fetch_sub(&o->inflight, 1);
     int i = atomic_fetch_add(&o->reads, 1);
     if (i < 64) {
         o->order[i] = off;
@@ -210,6 +218,53 @@ static void *read_some(void *arg)
     return NULL;
 }
 
+/* the threads of the process (/proc/self/task) */
+static int threads_now(void)
+{
+    int n = 0;
+    DIR *d = opendir("/proc/self/task");
+    ck_assert_ptr_nonnull(d);
+    for (struct dirent *e; (e = readdir(d));)
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
+START_TEST(threads_as_requests_queue)
+{
+    bfs_prefetch_configure(8, 64u << 20);
+    object *o = new_object();
+    bfs_prefetch *p;
+    ck_assert_int_eq(bfs_prefetch_create(mem_read, o, &p), 0);
+    int before = threads_now();
+    /* a near store: one range at a time, each taken before the next is asked for: one
+     * thread does */
+    for (int i = 0; i < 6; i++) {
+        uint64_t off = (uint64_t)i * 100000;
+        uint32_t len = 1000;
+        bfs_prefetch_want(p, &off, &len, 1);
+        ck_assert_int_eq(take_check(p, o, off, len), 1);
+    }
+    ck_assert_int_eq(threads_now() - before, 1);
+    ck_assert_int_eq(atomic_load(&o->max_inflight), 1);
+    /* a far one: 8 ranges queued behind a slow request: more threads, requests at once */
+    o->delay = 50000;
+    uint64_t off[8];
+    uint32_t len[8];
+    for (int i = 0; i < 8; i++)
+        off[i] = 700000 + (uint64_t)i * 20000, len[i] = 1000;
+    bfs_prefetch_want(p, off, len, 8);
+    for (int i = 0; i < 8; i++)
+        ck_assert_int_eq(take_check(p, o, off[i], len[i]), 1);
+    ck_assert_int_gt(threads_now() - before, 1);
+    ck_assert_int_le(threads_now() - before, 8);
+    ck_assert_int_gt(atomic_load(&o->max_inflight), 1);
+    bfs_prefetch_destroy(p);
+    ck_assert_int_eq(threads_now(), before);
+    free(o);
+}
+END_TEST
+
 START_TEST(many_readers_at_once)
 {
     bfs_prefetch_configure(8, 64u << 20);
@@ -269,6 +324,7 @@ int main(void)
     tcase_add_test(tc, requests_in_the_order_asked);
     tcase_add_test(tc, failed_and_duplicate_ranges);
     tcase_add_test(tc, room_holds);
+    tcase_add_test(tc, threads_as_requests_queue);
     tcase_add_test(tc, many_readers_at_once);
     tcase_add_test(tc, destroy_with_requests_pending);
     suite_add_tcase(s, tc);

@@ -53,8 +53,10 @@ struct bfs_prefetch {
     slot *hash[BUCKETS];       /* guarded by lock, as every field below */
     slot *oldest, *newest;
     run *qhead, *qtail;
-    uint64_t held, budget; /* bytes of slots (every state) */
-    unsigned nthreads, want_threads;
+    uint64_t held, budget;           /* bytes of slots (every state) */
+    unsigned nthreads, want_threads; /* started; at most (fetch_parallel) */
+    unsigned idle, queued;           /* threads waiting for work; runs in the queue */
+    unsigned starting;               /* threads started that have not looked for work */
     int started, stop;
     pthread_t tid[THREADS_MAX];
 };
@@ -165,12 +167,16 @@ static void *fetcher(void *arg)
 {
     bfs_prefetch *p = arg;
     pthread_mutex_lock(&p->lock);
+    p->starting--;
     for (;;) {
+        p->idle++;
         while (!p->stop && !p->qhead)
             pthread_cond_wait(&p->work, &p->lock);
+        p->idle--;
         if (p->stop)
             break;
         run *r = p->qhead;
+        p->queued--;
         p->qhead = r->next;
         if (!p->qhead)
             p->qtail = NULL;
@@ -263,14 +269,25 @@ static int by_off(const void *a, const void *b)
     return x->off < y->off ? -1 : x->off > y->off;
 }
 
-/* Start the threads (locked). Those that fail to start are not there; with none, wants
- * are ignored. */
+/* Threads for the runs queued that no idle thread will take, up to want_threads (locked):
+ * as many requests in flight as the store's latency keeps waiting, so a near store is
+ * served by a few threads and a far one by many. Those that fail to start are not there;
+ * with none, wants are ignored. */
+static void grow(bfs_prefetch *p)
+{
+    unsigned ready = p->idle + p->starting;
+    unsigned need = p->queued > ready ? p->queued - ready : 0;
+    while (need-- && p->nthreads < p->want_threads &&
+           pthread_create(&p->tid[p->nthreads], NULL, fetcher, p) == 0)
+        p->nthreads++, p->starting++;
+}
+
+/* The first thread (locked), so that wants are taken. */
 static void start(bfs_prefetch *p)
 {
     p->started = 1;
-    while (p->nthreads < p->want_threads &&
-           pthread_create(&p->tid[p->nthreads], NULL, fetcher, p) == 0)
-        p->nthreads++;
+    if (p->want_threads && pthread_create(&p->tid[0], NULL, fetcher, p) == 0)
+        p->nthreads = 1, p->starting = 1;
 }
 
 /* A run of slots s[0..n) (offset order), first read at place pos, or NULL (its slots
@@ -368,8 +385,11 @@ void bfs_prefetch_want(bfs_prefetch *p, const uint64_t *off, const uint32_t *len
             p->qhead = runs[i];
         p->qtail = runs[i];
     }
-    if (nruns)
+    p->queued += nruns;
+    if (nruns) {
+        grow(p);
         pthread_cond_broadcast(&p->work);
+    }
     pthread_mutex_unlock(&p->lock);
 out:
     free(w);

@@ -43,7 +43,7 @@ cat >"$work/nginx.conf" <<EOF
 worker_processes 2;
 pid $work/nginx.pid;
 error_log $work/logs/error.log;
-events { worker_connections 256; }
+events { worker_connections 512; }
 http {
   access_log off;
   client_body_temp_path $work/logs; proxy_temp_path $work/logs;

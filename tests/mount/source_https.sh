@@ -47,7 +47,7 @@ daemon off;
 master_process off;
 pid $T/ngx/nginx.pid;
 error_log $T/ngx/error.log;
-events { worker_connections 256; }
+events { worker_connections 512; }
 http {
   access_log $T/ngx/access.log;
   client_body_temp_path $T/ngx; proxy_temp_path $T/ngx; fastcgi_temp_path $T/ngx;
