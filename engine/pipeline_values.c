@@ -7,6 +7,7 @@
  */
 #include "engine/pipeline_internal.h"
 #include "engine/dataset/bfs.h"
+#include "engine/dataset/fetch.h"
 #include "engine/remote/remote.h"
 #include "engine/claims.h"
 
@@ -558,9 +559,7 @@ int bfs_opt_show_s3_region(const opt *d, const bfs_pipeline_opts *o, char *buf, 
     return show_text(o->s3_region, sizeof o->s3_region, "auto", buf, cap);
 }
 
-/* s3_endpoint=: http(s)://HOST[:PORT][/PATH], a host of at least one character, nothing a
- * URL cannot hold unescaped (spaces, controls), no user:password@ (credentials come from
- * the environment, and a URL is shown in /pipeline's neighbours and the log). */
+/* s3_endpoint=: the fetcher's rule (bfs_fetch_check_endpoint), and its length. */
 int bfs_opt_set_s3_endpoint(const opt *d, bfs_pipeline_opts *o, const char *v, const char **why)
 {
     (void)d;
@@ -568,19 +567,9 @@ int bfs_opt_set_s3_endpoint(const opt *d, bfs_pipeline_opts *o, const char *v, c
         o->s3_endpoint[0] = '\0';
         return 0;
     }
-    size_t n = strlen(v), scheme = strncmp(v, "http://", 7) == 0    ? 7
-                                   : strncmp(v, "https://", 8) == 0 ? 8
-                                                                    : 0;
-    if (!scheme || n == scheme || v[scheme] == '/' || v[scheme] == ':')
+    if (bfs_fetch_check_endpoint(v, why))
         return -EINVAL;
-    for (size_t i = 0; i < n; i++)
-        if ((unsigned char)v[i] <= ' ' || v[i] == 0x7f)
-            return -EINVAL;
-    if (memchr(v + scheme, '@', strcspn(v + scheme, "/"))) {
-        *why = "a URL without user:password@ (credentials come from AWS_ACCESS_KEY_ID and "
-               "AWS_SECRET_ACCESS_KEY or ~/.aws/credentials)";
-        return -EINVAL;
-    }
+    size_t n = strlen(v);
     if (n >= sizeof o->s3_endpoint) {
         *why = "URL too long (at most 511 bytes)";
         return -EINVAL;

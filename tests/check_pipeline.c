@@ -174,6 +174,7 @@ START_TEST(remote_options)
     bad("s3_endpoint", "ftp://host", "http://HOST");
     bad("s3_endpoint", "http://", "http://HOST");
     bad("s3_endpoint", "https://a b", "http://HOST");
+    bad("s3_endpoint", "http://h/?a", "without spaces, a query"); /* the fetcher refused it */
     bad("s3_endpoint", "http://me:secret@host", "without user:password@");
     ok(&o, "ca", "/etc/ssl/mine.pem");
     ck_assert_str_eq(o.ca, "/etc/ssl/mine.pem");

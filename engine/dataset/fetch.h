@@ -66,6 +66,15 @@ int bfs_fetch_is_remote(const char *path);
 int bfs_fetch_configure(const bfs_fetch_conf *c, char *err, size_t errlen);
 
 /*
+ * bfs_fetch_check_endpoint - whether url may be an S3 endpoint (s3_endpoint=,
+ * AWS_ENDPOINT_URL): http:// or https://, a host (not starting with ':'), then [:PORT]
+ * [/PATH]; no user:password@ (credentials come from the environment, and the URL is shown
+ * in logs), no spaces, controls, query or fragment. 0, or -EINVAL with *why saying what
+ * an endpoint must be (static text). The one rule of the option and of the fetcher.
+ */
+int bfs_fetch_check_endpoint(const char *url, const char **why);
+
+/*
  * bfs_object_open - open the object at url: one request that learns its size, ETag and
  * Last-Modified (credentials for s3:// from AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY /
  * AWS_SESSION_TOKEN, else the profile AWS_PROFILE (default "default") of

@@ -10,6 +10,7 @@
  * the profile.
  */
 #include "engine/dataset/fetch_internal.h"
+#include "engine/dataset/fetch.h"
 #include "base/err.h"
 
 #include <errno.h>
@@ -95,30 +96,32 @@ char *bfs_url_encode_path(const char *key)
     return out;
 }
 
+int bfs_fetch_check_endpoint(const char *e, const char **why)
+{
+    static const char form[] = "must be http://HOST[:PORT][/PATH] or https://HOST[:PORT][/PATH] "
+                               "(e.g. http://127.0.0.1:9000), without spaces, a query or a "
+                               "fragment";
+    const char *h = !strncmp(e, "http://", 7) ? e + 7 : !strncmp(e, "https://", 8) ? e + 8 : NULL;
+    size_t hn = h ? strcspn(h, "/") : 0;
+    if (!h || hn == 0 || h[0] == ':')
+        return *why = form, -EINVAL;
+    for (const char *p = e; *p; p++)
+        if ((unsigned char)*p <= 0x20 || *p == 0x7f || *p == '?' || *p == '#')
+            return *why = form, -EINVAL;
+    if (memchr(h, '@', hn))
+        return *why = "a URL without user:password@ (credentials come from AWS_ACCESS_KEY_ID "
+                      "and AWS_SECRET_ACCESS_KEY or ~/.aws/credentials)",
+               -EINVAL;
+    return 0;
+}
+
 int bfs_s3_check_endpoint(const char *e, char *err, size_t errlen)
 {
+    const char *why;
+    if (!bfs_fetch_check_endpoint(e, &why))
+        return 0;
     char sb[201];
-    const char *h, *shown_e = shown(e, sb, sizeof sb);
-    if (!strncmp(e, "http://", 7))
-        h = e + 7;
-    else if (!strncmp(e, "https://", 8))
-        h = e + 8;
-    else
-        return bfs_errf(-EINVAL, err, errlen,
-                        "s3_endpoint=%s: not an http:// or https:// URL (e.g. "
-                        "s3_endpoint=http://127.0.0.1:9000)",
-                        shown_e);
-    size_t hn = strcspn(h, "/");
-    if (hn == 0)
-        return bfs_errf(-EINVAL, err, errlen, "s3_endpoint=%s: no host", shown_e);
-    for (const char *p = e; *p; p++)
-        if ((unsigned char)*p <= 0x20 || *p == 0x7f || *p == '?' || *p == '#' ||
-            (*p == '@' && p < h + hn))
-            return bfs_errf(-EINVAL, err, errlen,
-                            "s3_endpoint=%s: write only scheme://HOST[:PORT][/PATH], "
-                            "without spaces, a user, a query or a fragment",
-                            shown_e);
-    return 0;
+    return bfs_errf(-EINVAL, err, errlen, "s3_endpoint=%s: %s", shown(e, sb, sizeof sb), why);
 }
 
 /* A bucket name that is a valid DNS label under the virtual-hosted style (and matches
