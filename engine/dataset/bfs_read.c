@@ -53,6 +53,8 @@ struct bfs_reader {
     bfs_object *obj;    /* a remote file (fetch.h), or NULL */
     bfs_prefetch *pf;   /* a remote file's payloads fetched ahead (prefetch.h), or NULL */
     bfs_srcfile *sc;    /* a remote file's bytes on disk (source_cache=), or NULL */
+    int tables_ok;      /* the tables (copied into memory, so they stay so) passed
+                           bfs_verify_tables at open: not hashed again */
     const uint8_t *map; /* bfs_map_payloads: the whole file, read-only; else NULL */
     struct stat id;     /* the file as opened: device, inode, size, mtime, ctime, links */
     bfs_info info;
@@ -489,8 +491,10 @@ int bfs_open(const char *path, bfs_reader **out, char *err, size_t errlen)
             r->own = own;
             r->hdr = own;
             r->tail = own + BFS_HEADER_SIZE;
-            if (!cached || bfs_srcfile_read(r->sc, own + BFS_HEADER_SIZE, n, r->tail_off) != 1 ||
-                bfs_verify_tables(r) != 0) {
+            if (cached && bfs_srcfile_read(r->sc, own + BFS_HEADER_SIZE, n, r->tail_off) == 1 &&
+                bfs_verify_tables(r) == 0) {
+                r->tables_ok = 1;
+            } else {
                 cached = 0;
                 if ((rc = pread_all(r, own + BFS_HEADER_SIZE, n, r->tail_off)))
                     snprintf(why, sizeof why, "reading the tables: %s%s%s", bfs_strerror(rc),
@@ -499,6 +503,7 @@ int bfs_open(const char *path, bfs_reader **out, char *err, size_t errlen)
             if (!rc)
                 rc = parse_fields(r, why, sizeof why);
             if (!rc && r->sc && !cached && bfs_verify_tables(r) == 0) {
+                r->tables_ok = 1;
                 bfs_srcfile_write(r->sc, own, BFS_HEADER_SIZE, 0);
                 bfs_srcfile_write(r->sc, own + BFS_HEADER_SIZE, n, r->tail_off);
             }
@@ -845,6 +850,8 @@ int bfs_map_payloads(bfs_reader *r)
 
 int bfs_verify_tables(const bfs_reader *r)
 {
+    if (r->tables_ok)
+        return 0;
     const bfs_info *in = &r->info;
     bfs_xxh64_state st;
     bfs_xxh64_init(&st, 0);
