@@ -1,5 +1,5 @@
 /* tokens.c — the pipelines of token datasets: pack=concat|pad|bucket (see tokens.h). */
-#include "engine/tokens.h"
+#include "engine/tokens_internal.h"
 #include "engine/mix.h"
 #include "base/endian.h"
 #include "base/err.h"
@@ -14,51 +14,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define EPOCH_TABS 4u     /* per-epoch tables kept (as the plan keeps page tables) */
-#define MAX_ROWS   65536u /* rows per batch, as batch= allows */
-#define TAB_PIECE  65536u /* positions per piece of an epoch table's build */
-
-/* One epoch's table: concat: the documents in epoch order and the prefix sums of their
- * lengths; bucket: each bucket's documents in epoch order, one list after another. Built
- * in pieces of TAB_PIECE positions by every thread that needs it meanwhile (tab_get). */
-typedef struct epoch_tab {
-    uint64_t epoch, used;
-    int valid, refs, owned; /* owned: built outside the cache (all entries were in use) */
-    int building;           /* being built: threads that need it take pieces */
-    int rc;                 /* the build's first error */
-    uint64_t next, done;    /* pieces handed out, finished */
-    uint64_t *order;
-    uint64_t *prefix; /* concat: n + 1 values */
-    uint64_t *sums;   /* concat, while building: each piece's tokens */
-    uint64_t *by;     /* bucket, while building: the order sorted into buckets */
-} epoch_tab;
-
-struct bfs_tokens {
-    bfs_source *src;
-    bfs_pipeline_opts o;
-    uint64_t fingerprint;
-    uint64_t n;     /* documents */
-    uint64_t npos;  /* positions of an epoch's document order: n, or a mixture's E */
-    bfs_mix *mix;   /* concat over a mixture (source=): the epoch's documents, else NULL */
-    uint32_t *len;  /* tokens per document, from the table */
-    uint8_t *bk;    /* bucket: each document's bucket */
-    bfs_plan *plan; /* pad: the batches; concat, bucket: the epoch order of all documents */
-    uint64_t total; /* tokens */
-    /* concat */
-    uint64_t windows, per, batches; /* W rows in all, per shard, batches per shard */
-    /* bucket */
-    uint32_t rows[BFS_MAX_BUCKETS];
-    uint64_t count[BFS_MAX_BUCKETS];      /* documents per bucket */
-    uint64_t bstart[BFS_MAX_BUCKETS + 1]; /* bucket lists' starts in an epoch table */
-    uint64_t full[BFS_MAX_BUCKETS];       /* full chunks per bucket */
-    uint64_t part[BFS_MAX_BUCKETS];       /* rows of its partial chunk (0: none) */
-    uint64_t cstart[BFS_MAX_BUCKETS + 1]; /* first chunk number of each bucket */
-    pthread_mutex_t lock;
-    pthread_cond_t built; /* an epoch table's build ended */
-    uint64_t tick;
-    epoch_tab tabs[EPOCH_TABS];
-};
 
 static const char *const pack_names[] = {"concat", "pad", "bucket"};
 
@@ -223,179 +178,6 @@ int bfs_tokens_chunk(const bfs_tokens *t, uint64_t epoch, uint64_t k, uint64_t *
         return -ERANGE;
     *chunk = chunk_of(t, epoch, k);
     return 0;
-}
-
-/* ---- epoch tables --------------------------------------------------------------------- */
-
-static void tab_free(epoch_tab *e)
-{
-    free(e->order);
-    free(e->prefix);
-    free(e->sums);
-    free(e->by);
-    e->order = e->prefix = e->sums = e->by = NULL;
-    e->valid = 0;
-}
-
-static uint64_t tab_pieces(const bfs_tokens *t)
-{
-    return (t->npos + TAB_PIECE - 1) / TAB_PIECE;
-}
-
-/* Make e the table of epoch, to be built: its arrays (all it needs, so that running out of
- * memory shows before any piece is computed), no piece handed out. Locked. */
-static int tab_start(bfs_tokens *t, uint64_t epoch, epoch_tab *e)
-{
-    tab_free(e);
-    uint64_t n = t->npos; /* > 0 (bfs_tokens_create): a build of no pieces would never end */
-    if (!(e->order = malloc(n * sizeof *e->order)) ||
-        (t->o.pack == BFS_PACK_CONCAT && (!(e->prefix = malloc((n + 1) * sizeof *e->prefix)) ||
-                                          !(e->sums = malloc(tab_pieces(t) * sizeof *e->sums)))) ||
-        (t->o.pack == BFS_PACK_BUCKET && !(e->by = malloc(n * sizeof *e->by)))) {
-        tab_free(e);
-        return -ENOMEM;
-    }
-    e->epoch = epoch;
-    e->building = 1;
-    e->rc = 0;
-    e->next = e->done = 0;
-    return 0;
-}
-
-/* Piece c of e: its positions' documents in epoch order (and for concat the prefix sums
- * of their lengths from the piece's start, and its sum). Unlocked: pieces are disjoint. */
-static int tab_piece(bfs_tokens *t, epoch_tab *e, uint64_t c)
-{
-    uint64_t first = c * TAB_PIECE, m = t->npos - first < TAB_PIECE ? t->npos - first : TAB_PIECE;
-    int rc = t->mix ? bfs_mix_positions(t->mix, e->epoch, first, m, e->order + first)
-                    : bfs_plan_positions(t->plan, e->epoch, first, m, e->order + first);
-    if (rc || t->o.pack != BFS_PACK_CONCAT)
-        return rc;
-    uint64_t sum = 0;
-    for (uint64_t p = first; p < first + m; p++) {
-        sum += t->len[e->order[p]];
-        e->prefix[p + 1] = sum;
-    }
-    e->sums[c] = sum;
-    return 0;
-}
-
-/* After the last piece: concat's prefix sums made whole; bucket's documents sorted into
- * their buckets, in epoch order within each (into memory tab_start took: nothing fails).
- * Unlocked (e is still building). */
-static void tab_finish(bfs_tokens *t, epoch_tab *e)
-{
-    uint64_t n = t->npos;
-    if (t->o.pack == BFS_PACK_CONCAT) {
-        e->prefix[0] = 0;
-        uint64_t base = 0;
-        for (uint64_t c = 0; c < tab_pieces(t); c++) {
-            uint64_t first = c * TAB_PIECE, end = first + TAB_PIECE < n ? first + TAB_PIECE : n;
-            for (uint64_t p = first; base && p < end; p++)
-                e->prefix[p + 1] += base;
-            base += e->sums[c];
-        }
-        free(e->sums);
-        e->sums = NULL;
-        return;
-    }
-    uint64_t fill[BFS_MAX_BUCKETS] = {0};
-    for (uint64_t p = 0; p < n; p++) {
-        uint64_t d = e->order[p];
-        uint32_t b = t->bk[d];
-        e->by[t->bstart[b] + fill[b]++] = d;
-    }
-    free(e->order);
-    e->order = e->by;
-    e->by = NULL;
-}
-
-/* The table of epoch, built if needed; release with tab_put. NULL with *rc on failure.
- * A table is built in pieces, outside the lock, by the thread that found it missing and
- * every thread that needs it meanwhile (at an epoch's start every worker does: one built
- * it alone, under the lock, ~60 ms for a million documents while the others waited). */
-static epoch_tab *tab_get(bfs_tokens *t, uint64_t epoch, int *rc)
-{
-    pthread_mutex_lock(&t->lock);
-    epoch_tab *e = NULL, *victim = NULL;
-    for (unsigned i = 0; i < EPOCH_TABS && !e; i++) {
-        epoch_tab *c = &t->tabs[i];
-        if ((c->valid || c->building) && c->epoch == epoch)
-            e = c;
-        else if (!c->refs && (!victim || !c->valid || (victim->valid && c->used < victim->used)))
-            victim = c;
-    }
-    if (!e) {
-        /* every entry in use by other epochs' rows: a private table, freed after use */
-        e = victim ? victim : calloc(1, sizeof *e);
-        int r = e ? tab_start(t, epoch, e) : -ENOMEM;
-        if (r) {
-            if (e && !victim)
-                free(e);
-            pthread_mutex_unlock(&t->lock);
-            *rc = r;
-            return NULL;
-        }
-        e->owned = !victim;
-    }
-    e->refs++;
-    e->used = ++t->tick;
-    uint64_t pieces = tab_pieces(t);
-    while (e->building) {
-        if (e->rc || e->next >= pieces) { /* all handed out (none more after an error) */
-            pthread_cond_wait(&t->built, &t->lock);
-            continue;
-        }
-        uint64_t c = e->next++;
-        pthread_mutex_unlock(&t->lock);
-        int r = tab_piece(t, e, c);
-        pthread_mutex_lock(&t->lock);
-        if (r && !e->rc)
-            e->rc = r;
-        if (++e->done < e->next || (!e->rc && e->next < pieces))
-            continue;
-        /* the last piece handed out is done: finish (still building: no one else looks) */
-        if (!e->rc) {
-            pthread_mutex_unlock(&t->lock);
-            tab_finish(t, e);
-            pthread_mutex_lock(&t->lock);
-        } else {
-            tab_free(e);
-        }
-        e->valid = !e->rc;
-        e->building = 0;
-        pthread_cond_broadcast(&t->built);
-    }
-    if (!e->valid) {
-        *rc = e->rc ? e->rc : -EIO;
-        int gone = --e->refs == 0 && e->owned;
-        pthread_mutex_unlock(&t->lock);
-        if (gone)
-            free(e);
-        return NULL;
-    }
-    pthread_mutex_unlock(&t->lock);
-    return e;
-}
-
-static void tab_put(bfs_tokens *t, epoch_tab *e)
-{
-    pthread_mutex_lock(&t->lock);
-    int gone = --e->refs == 0 && e->owned;
-    pthread_mutex_unlock(&t->lock);
-    if (gone) {
-        tab_free(e);
-        free(e);
-    }
-}
-
-int bfs_tokens_doc_order(bfs_tokens *t, uint64_t epoch, uint64_t p, uint64_t *doc)
-{
-    if (p >= t->npos)
-        return -ERANGE;
-    if (t->mix)
-        return bfs_mix_positions(t->mix, epoch, p, 1, doc);
-    return bfs_plan_position(t->plan, epoch, p, doc);
 }
 
 /* ---- create --------------------------------------------------------------------------- */
@@ -625,7 +407,7 @@ void bfs_tokens_destroy(bfs_tokens *t)
     if (!t)
         return;
     for (unsigned i = 0; i < EPOCH_TABS; i++)
-        tab_free(&t->tabs[i]);
+        bfs_tokens_tab_free(&t->tabs[i]);
     bfs_plan_destroy(t->plan);
     bfs_mix_destroy(t->mix);
     pthread_mutex_destroy(&t->lock);
@@ -660,13 +442,13 @@ static int row_indices(bfs_tokens *t, uint64_t epoch, uint64_t k, uint64_t *idx,
         if ((rc = bfs_plan_batch_indices(t->plan, epoch, k, idx)) < 0)
             return rc;
     } else {
-        epoch_tab *e = tab_get(t, epoch, &rc);
+        epoch_tab *e = bfs_tokens_tab_get(t, epoch, &rc);
         if (!e)
             return rc;
         uint64_t i = chunk - t->cstart[bucket];
         uint64_t base = t->bstart[bucket] + i * nsh * t->rows[bucket] + r * rows;
         memcpy(idx, e->order + base, rows * sizeof *idx);
-        tab_put(t, e);
+        bfs_tokens_tab_put(t, e);
     }
     return (int)rows;
 }
@@ -702,7 +484,7 @@ int bfs_tokens_docs(bfs_tokens *t, uint64_t epoch, const uint64_t *idx, uint32_t
         return (int)m;
     }
     int rc = 0;
-    epoch_tab *e = tab_get(t, epoch, &rc);
+    epoch_tab *e = bfs_tokens_tab_get(t, epoch, &rc);
     if (!e)
         return rc;
     uint64_t T = t->o.seq_len;
@@ -716,7 +498,7 @@ int bfs_tokens_docs(bfs_tokens *t, uint64_t epoch, const uint64_t *idx, uint32_t
                 docs[m++] = d;
         }
     }
-    tab_put(t, e);
+    bfs_tokens_tab_put(t, e);
     return (int)m;
 }
 
@@ -915,7 +697,7 @@ int bfs_tokens_row(bfs_tokens *t, bfs_tokens_scratch *s, uint64_t epoch, uint64_
     epoch_tab *e = NULL;
     /* shuffle=rows: the documents' order is the same every epoch: one table for all */
     uint64_t te = t->o.shuffle == BFS_SHUFFLE_ROWS ? 0 : epoch;
-    if (t->o.pack == BFS_PACK_CONCAT && !(e = tab_get(t, te, &rc)))
+    if (t->o.pack == BFS_PACK_CONCAT && !(e = bfs_tokens_tab_get(t, te, &rc)))
         return rc;
     /* every read of a document between here and bfs_guard_leave (guard.h) */
     bfs_guard g;
@@ -930,7 +712,7 @@ int bfs_tokens_row(bfs_tokens *t, bfs_tokens_scratch *s, uint64_t epoch, uint64_
     }
     bfs_guard_leave(&g);
     if (e)
-        tab_put(t, e);
+        bfs_tokens_tab_put(t, e);
     return rc;
 }
 
