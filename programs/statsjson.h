@@ -3,9 +3,9 @@
  * `batchfs top`, programs/top.c): the whole text becomes a read-only tree of values,
  * looked up by paths such as "cache.hits" or "prefetch.streams[2].pid".
  *
- * Neighbours: programs/top.c reads MNT/stats and renders it; tests/fuzz/fuzz_stats_json.c
- * and tests/check_statsjson.c exercise it. It includes no FUSE header and calls nothing of
- * the engine: it depends on libc and jansson.
+ * Neighbours: programs/top.c reads MNT/stats, programs/top_render.c renders it;
+ * tests/fuzz/fuzz_stats_json.c and tests/check_statsjson.c exercise it. It includes no FUSE header
+ * and calls nothing of the engine: it depends on libc and jansson.
  *
  * The parser is jansson's (Debian's libjansson, fuzzed upstream and by fuzz_stats_json here):
  * RFC 8259 exactly — one value of any type, surrounded by optional whitespace; no

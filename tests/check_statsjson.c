@@ -1,6 +1,6 @@
 /*
- * check_statsjson.c — programs/statsjson (the strict JSON parser of /stats) and the
- * rendering half of programs/top.c (bfs_top_render): valid texts and their values, a long
+ * check_statsjson.c — programs/statsjson (the strict JSON parser of /stats) and
+ * programs/top_render.c (bfs_top_render): valid texts and their values, a long
  * list of texts RFC 8259 refuses, each with its error, the bounds (depth, values, size),
  * path lookups, and the plain line and full-screen frame of `batchfs top` for known pairs
  * of samples (rates from differences, hit rates, missing keys as "-", a restarted daemon,

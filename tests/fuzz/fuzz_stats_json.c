@@ -1,6 +1,6 @@
 /*
  * fuzz_stats_json.c — libFuzzer target for the /stats JSON parser (programs/statsjson.c)
- * and for what `batchfs top` draws from any parsed document (programs/top.c,
+ * and for what `batchfs top` draws from any parsed document (programs/top_render.c,
  * bfs_top_render).
  *
  * For each input:
