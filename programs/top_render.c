@@ -590,7 +590,8 @@ static void v_caches(frame *f, const span *s)
         f_end(f);
     }
     /* a remote source (s3://, https://): samples from source_cache against requests sent,
-     * the bytes fetched, and what went wrong when it did */
+     * the bytes fetched, how many batches past those computed are fetched, and what went
+     * wrong when it did */
     if (sj_lookup(s->cur, SJ_ROOT, "source") >= 0 && !f_full(f)) {
         char held[2 * FMT + 4] = "";
         if (num(s->cur, "source.cache.budget_bytes", &x) && x > 0)
@@ -602,6 +603,8 @@ static void v_caches(frame *f, const span *s)
         l_printf(l, "%9s %9s %11s %11s %21s", "", "", s_num(d, s->cur, "source.cache.hits", 0),
                  s_num(e, s->cur, "source.requests", 0), held);
         l_printf(l, "   fetched %s", s_bytes(a, s->cur, "source.bytes"));
+        if (num(s->cur, "source.prefetch.ahead", &x) && x > 0)
+            l_printf(l, "   %s batches ahead", s_num(b, s->cur, "source.prefetch.ahead", 0));
         if (num(s->cur, "source.retries", &x) && x > 0)
             l_printf(l, "   retries %s", s_num(b, s->cur, "source.retries", 0));
         if (num(s->cur, "source.failures", &x) && x > 0)

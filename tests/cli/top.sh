@@ -117,7 +117,7 @@ write_stats_to() {
   "cache": {"hits": $((5 + 3 * i)), "joins": 0, "misses": $((5 + i)), "evictions": 0, "bytes": 1048576, "budget_bytes": 1073741824},
   "sample_cache": {"hits": $((7 * i)), "misses": $((100 + i)), "bytes": 52428800, "budget_bytes": 268435456},
   "group": {"name": "sweep7", "claims": $((4 * i)), "given_back": 0, "lost": 1, "exhausted": 2, "ahead": 3},
-  "source": {"requests": $((30 * i)), "bytes": 7340032, "retries": 4, "failures": 0, "wait_s": 0.5, "prefetch": {"requests": 10, "samples": 40, "hits": 40, "waits": 3, "dropped": 0}, "cache": {"hits": 77, "hit_bytes": 1000, "stored": 5, "stored_bytes": 500, "full": 0, "evicted": 0, "usage_bytes": 2097152, "budget_bytes": 10737418240}},
+  "source": {"requests": $((30 * i)), "bytes": 7340032, "retries": 4, "failures": 0, "wait_s": 0.5, "prefetch": {"requests": 10, "samples": 40, "hits": 40, "waits": 3, "dropped": 0, "ahead": 5}, "cache": {"hits": 77, "hit_bytes": 1000, "stored": 5, "stored_bytes": 500, "full": 0, "evicted": 0, "usage_bytes": 2097152, "budget_bytes": 10737418240}},
   "remote": {"url": "redis://127.0.0.1:6379/0", "workers": 3, "requested": $((20 * i)), "hits": $((19 * i)), "fallbacks": $i, "errors": 0, "corrupt": 2, "wait_s": 1.5},
   "autotune": {"threads": {"value": 6, "why": "six workers: 4.1 batch/s predicted \u001b[2J for 2 readers"},
     "prefetch": {"value": 4, "why": "M/M/1/4: P(empty)=0.02 at depth 4"},
@@ -268,7 +268,7 @@ restored quit
 strip quit >"$T/quit.txt"
 for want in "batchfs top  $F" "batchfs 9.9.9" "throughput" "time per image" "decode" \
     "memory" "samples" "cache_dir" "readers         2" "4242" "autotune" \
-    "remote" "workers 3" "corrupt 2" "source" "fetched 7.00 MiB" "retries 4" "sweep7" "lost 1" "epoch ends 2" "ahead 3" \
+    "remote" "workers 3" "corrupt 2" "source" "fetched 7.00 MiB" "5 batches ahead" "retries 4" "sweep7" "lost 1" "epoch ends 2" "ahead 3" \
     "six workers: 4.1 batch/s predicted ?[2J for 2 readers" "M/M/1/4: P(empty)=0.02" \
     "half of ram_mb" "512 MiB" "every 2000 ms"; do
     grep -qF -- "$want" "$T/quit.txt" || { cat "$T/quit.txt" >&2; fail "the view lacks '$want'"; }
