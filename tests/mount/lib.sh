@@ -288,6 +288,63 @@ EOF
     ok "$name: $epochs epochs of $n batches, bytes equal to a local mount's"
 }
 
+# source_paused PID WHAT: the server PID paused past the retries while epoch 5 batch 2 is
+# read from $T/b (a remote mount with prefetch=0 and short retries; $T/a: the same file
+# mounted locally, same options): EIO, the reason in the log and /stats (a failure, no
+# bad sample), the daemon lives; the server resumed: the batch equals $T/a's. Leaves both
+# mounted.
+source_paused() {
+    local pid=$1 what=$2
+    kill -STOP "$pid"
+    if cat "$T/b/epoch/5/batch_2" >/dev/null 2>"$T/err"; then
+        kill -CONT "$pid"
+        fail "$what: a batch was served while the server was paused"
+    fi
+    kill -CONT "$pid"
+    grep -q "Input/output error" "$T/err" || fail "$what: paused server: $(cat "$T/err")"
+    grep -q "object store did not serve a read" "$DAEMON_LOG" || fail "$what: the log does not say why"
+    is_mounted "$T/b" || fail "$what: the daemon died"
+    pyx - "$T/b" <<'PYEOF' || fail "$what: /stats after the pause"
+import sys, bfs
+st = bfs.stats(sys.argv[1])
+if st["source"]["failures"] < 1 or st["bad_samples"]:
+    sys.exit("source %r, bad_samples %d: want failures and no bad sample"
+             % (st["source"], st["bad_samples"]))
+PYEOF
+    [ "$(sha256sum <"$T/b/epoch/5/batch_2")" = "$(sha256sum <"$T/a/epoch/5/batch_2")" ] ||
+        fail "$what: the failed batch, read again with the server back, differs"
+    ok "$what paused past the retries: EIO with the reason logged, then the batch's bytes"
+}
+
+# source_restarted PID START WHAT: epoch 6's batch 0 read from $T/b (a remote mount with
+# prefetch=0 and retries to spare), the server PID killed, batches 1..6 read while it is
+# down, and START (a command) run to start it again once the daemon has retried (not
+# after a fixed time, so a slow machine cannot start it before the first attempt): every
+# batch equals $T/a's, /stats counts retries and no failure. Leaves both mounted.
+source_restarted() {
+    local pid=$1 start=$2 what=$3 reader
+    cat "$T/b/epoch/6/batch_0" >/dev/null || fail "$what: the first batch before the kill"
+    kill -KILL "$pid"
+    while kill -0 "$pid" 2>/dev/null; do sleep 0.05; done
+    (for k in 1 2 3 4 5 6; do sha256sum <"$T/b/epoch/6/batch_$k" || exit 1; done) >"$T/got" 2>"$T/err" &
+    reader=$!
+    for _ in $(seq 400); do
+        pyx -c "import sys, bfs; sys.exit(bfs.stats('$T/b')['source']['retries'] < 1)" && break
+        sleep 0.05
+    done
+    $start
+    wait $reader || fail "$what: the reads across a server restart failed: $(cat "$T/err")"
+    for k in 1 2 3 4 5 6; do sha256sum <"$T/a/epoch/6/batch_$k"; done >"$T/want"
+    cmp -s "$T/got" "$T/want" || fail "$what: the batches read across a restart differ"
+    pyx - "$T/b" <<'PYEOF' || fail "$what: /stats after the restart"
+import sys, bfs
+s = bfs.stats(sys.argv[1])["source"]
+if s["retries"] < 1 or s["failures"]:
+    sys.exit("source %r: want retries, no failure" % (s,))
+PYEOF
+    ok "$what killed mid-epoch and started again: 6 batches delayed, not failed, a local mount's bytes"
+}
+
 cat >"$T/bfs.py" <<'PYEOF'
 """Stdlib-only helpers for the mount tests: safetensors batches and /stats."""
 import json, struct

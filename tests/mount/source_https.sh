@@ -187,49 +187,14 @@ ok "refused: $out"
 mount_bfs "$W/d.bfs" "$T/a" -o batch=8,size=32
 mount_bfs "$HTTPS/d.bfs" "$T/b" -o "batch=8,size=32,ca=$T/ca.pem,prefetch=0,fetch_retries=1,fetch_timeout_ms=300"
 expect_log "^batchfs: sample [0-9]+ \(sample [0-9]+ of https://127\.0\.0\.1:$SPORT/d\.bfs\) in epoch 5 batch 2: the dataset's object store did not serve a read .*: GET https://127\.0\.0\.1:$SPORT/d\.bfs bytes [0-9]+-[0-9]+: .* after 1 retr(y|ies)$"
-kill -STOP "$NGINX_PID"
-if cat "$T/b/epoch/5/batch_2" >/dev/null 2>"$T/err"; then
-    kill -CONT "$NGINX_PID"
-    fail "a batch was served while the server was paused"
-fi
-grep -q "Input/output error" "$T/err" || { kill -CONT "$NGINX_PID"; fail "paused server: $(cat "$T/err")"; }
-grep -q "object store did not serve a read" "$DAEMON_LOG" || { kill -CONT "$NGINX_PID"; fail "the log does not say why"; }
-is_mounted "$T/b" || fail "the daemon died"
-kill -CONT "$NGINX_PID"
-pyx - "$T/b" <<'EOF' || fail "/stats after the pause"
-import sys, bfs
-st = bfs.stats(sys.argv[1])
-if st["source"]["failures"] < 1 or st["bad_samples"]:
-    sys.exit("source %r, bad_samples %d: want failures and no bad sample"
-             % (st["source"], st["bad_samples"]))
-EOF
-[ "$(sha256sum <"$T/b/epoch/5/batch_2")" = "$(sha256sum <"$T/a/epoch/5/batch_2")" ] ||
-    fail "the failed batch, read again with the server back, differs"
-ok "server paused: EIO with the reason logged, then the batch's bytes once it is back"
+source_paused "$NGINX_PID" "HTTPS server"
 
 # killed, restarted within the retries (backoff from 100 ms, at most 5 s, 10 of them): the
 # reader gets its batch. Restarted once the daemon has retried (not after a fixed time, so
 # a slow machine cannot restart it before the first attempt)
 unmount_bfs "$T/b"
 mount_bfs "$HTTPS/d.bfs" "$T/b" -o "batch=8,size=32,ca=$T/ca.pem,prefetch=0,fetch_retries=10"
-kill -KILL "$NGINX_PID"
-while kill -0 "$NGINX_PID" 2>/dev/null; do sleep 0.05; done
-sha256sum <"$T/b/epoch/6/batch_1" >"$T/got" 2>"$T/err" &
-reader=$!
-for _ in $(seq 400); do
-    pyx -c "import sys, bfs; sys.exit(bfs.stats('$T/b')['source']['retries'] < 1)" && break
-    sleep 0.05
-done
-start_nginx
-wait $reader || fail "the read across a server restart failed: $(cat "$T/err")"
-[ "$(cat "$T/got")" = "$(sha256sum <"$T/a/epoch/6/batch_1")" ] || fail "the batch read across a restart differs"
-pyx - "$T/b" <<'EOF' || fail "/stats after the restart"
-import sys, bfs
-s = bfs.stats(sys.argv[1])["source"]
-if s["retries"] < 1 or s["failures"]:
-    sys.exit("source %r: want retries, no failure" % (s,))
-EOF
-ok "server killed and restarted: the batch delayed, not failed"
+source_restarted "$NGINX_PID" start_nginx "HTTPS server"
 
 # the object replaced under the mount (a new file renamed over it: another ETag)
 cp "$W/t.bfs" "$W/new.bfs" && mv "$W/new.bfs" "$W/d.bfs"
