@@ -64,7 +64,7 @@ struct bfs_prefetch {
 static _Atomic unsigned conf_threads = 64;
 static _Atomic uint64_t conf_budget = 256ull << 20;
 static _Atomic unsigned conf_stale_ms = STALE_MS;
-static _Atomic uint64_t st_runs, st_ranges, st_hits, st_waits, st_dropped;
+static _Atomic uint64_t st_runs, st_ranges, st_hits, st_waits, st_dropped, st_threads;
 
 void bfs_prefetch_configure(unsigned threads, uint64_t budget_bytes)
 {
@@ -95,6 +95,7 @@ void bfs_prefetch_get_stats(bfs_prefetch_stats *st)
     st->hits = atomic_load(&st_hits);
     st->waits = atomic_load(&st_waits);
     st->dropped = atomic_load(&st_dropped);
+    st->threads = atomic_load(&st_threads);
 }
 
 static unsigned bucket(uint64_t off)
@@ -242,6 +243,7 @@ void bfs_prefetch_destroy(bfs_prefetch *p)
     pthread_mutex_unlock(&p->lock);
     for (unsigned i = 0; i < p->nthreads; i++)
         pthread_join(p->tid[i], NULL);
+    atomic_fetch_sub(&st_threads, p->nthreads);
     for (run *r = p->qhead, *next; r; r = next) {
         next = r->next;
         free(r->slots);
@@ -279,7 +281,7 @@ static void grow(bfs_prefetch *p)
     unsigned need = p->queued > ready ? p->queued - ready : 0;
     while (need-- && p->nthreads < p->want_threads &&
            pthread_create(&p->tid[p->nthreads], NULL, fetcher, p) == 0)
-        p->nthreads++, p->starting++;
+        p->nthreads++, p->starting++, atomic_fetch_add(&st_threads, 1);
 }
 
 /* The first thread (locked), so that wants are taken. */
@@ -287,7 +289,7 @@ static void start(bfs_prefetch *p)
 {
     p->started = 1;
     if (p->want_threads && pthread_create(&p->tid[0], NULL, fetcher, p) == 0)
-        p->nthreads = 1, p->starting = 1;
+        p->nthreads = 1, p->starting = 1, atomic_fetch_add(&st_threads, 1);
 }
 
 /* A run of slots s[0..n) (offset order), first read at place pos, or NULL (its slots

@@ -35,6 +35,7 @@ typedef struct bfs_prefetch_stats {
     uint64_t hits;    /* reads served from a prefetched range (waited for or not) */
     uint64_t waits;   /* of those, reads that waited for their range to arrive */
     uint64_t dropped; /* ranges dropped unread to make room */
+    uint64_t threads; /* fetch threads running now (every prefetcher's) */
 } bfs_prefetch_stats;
 
 /*
