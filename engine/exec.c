@@ -498,6 +498,27 @@ int bfs_exec_prefetch(bfs_exec *x, uint64_t epoch, uint64_t k)
     return rc;
 }
 
+/* Every worker's stage counters, summed (encode_ns left 0: the engine's, not a worker's). */
+static void sum_stages(bfs_exec *x, bfs_stage_stats *s)
+{
+    memset(s, 0, sizeof *s);
+    for (int i = 0; i < x->nthreads; i++) {
+        bfs_stage_stats w;
+        bfs_engine_worker_stats(x->workers[i], &w);
+        s->samples += w.samples;
+        s->read_ns += w.read_ns;
+        s->decode_ns += w.decode_ns;
+        s->resize_ns += w.resize_ns;
+        s->bad_samples += w.bad_samples;
+        s->texts_cut += w.texts_cut;
+        s->decode_cropped += w.decode_cropped;
+        s->decode_full += w.decode_full;
+        s->decode_scaled += w.decode_scaled;
+        s->decode_raw += w.decode_raw;
+        s->decode_windowed += w.decode_windowed;
+    }
+}
+
 void bfs_exec_get_stats(bfs_exec *x, bfs_exec_stats *st)
 {
     xlock(x);
@@ -535,22 +556,7 @@ void bfs_exec_get_stats(bfs_exec *x, bfs_exec_stats *st)
     if (x->remote)
         bfs_exec_remote_stats(x->remote, st);
     xunlock(x);
-    memset(&st->stages, 0, sizeof st->stages);
-    for (int i = 0; i < x->nthreads; i++) {
-        bfs_stage_stats w;
-        bfs_engine_worker_stats(x->workers[i], &w);
-        st->stages.samples += w.samples;
-        st->stages.read_ns += w.read_ns;
-        st->stages.decode_ns += w.decode_ns;
-        st->stages.resize_ns += w.resize_ns;
-        st->stages.bad_samples += w.bad_samples;
-        st->stages.texts_cut += w.texts_cut;
-        st->stages.decode_cropped += w.decode_cropped;
-        st->stages.decode_full += w.decode_full;
-        st->stages.decode_scaled += w.decode_scaled;
-        st->stages.decode_raw += w.decode_raw;
-        st->stages.decode_windowed += w.decode_windowed;
-    }
+    sum_stages(x, &st->stages);
     st->stages.encode_ns = bfs_engine_encode_ns(x->e);
 }
 
@@ -621,15 +627,11 @@ static int fetch_ahead(double latency_s, double step_s)
  * any sample. */
 static double compute_step(bfs_exec *x, uint32_t n)
 {
-    uint64_t samples = 0, ns = 0;
-    for (int i = 0; i < x->nthreads; i++) {
-        bfs_stage_stats w;
-        bfs_engine_worker_stats(x->workers[i], &w);
-        samples += w.samples;
-        ns += w.decode_ns + w.resize_ns;
-    }
+    bfs_stage_stats w;
+    sum_stages(x, &w);
     int threads = x->nthreads > 0 ? x->nthreads : 1;
-    return samples ? (double)ns / 1e9 / (double)samples * n / threads : 0;
+    double ns = (double)(w.decode_ns + w.resize_ns);
+    return w.samples ? ns / 1e9 / (double)w.samples * n / threads : 0;
 }
 
 /* Batch k of epoch's payloads handed to the prefetcher, the batch not computed; best
