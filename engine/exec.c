@@ -669,6 +669,8 @@ uint32_t bfs_exec_follow(bfs_exec *x, uint64_t key, uint64_t epoch, uint64_t k, 
     }
     if (ahead)
         x->fetch_ahead = ahead;
+    uint64_t fe = 0, fk = 0;
+    int fetched = ahead && bfs_exec_rt_fetched(&x->rt, id, &fe, &fk);
     xunlock(x);
     /* the next `depth` batches of its walk (bfs_bc_walk_next: the model eviction's
      * bfs_bc_next_read counts steps of); the walk of a reader that went on from one epoch
@@ -676,11 +678,30 @@ uint32_t bfs_exec_follow(bfs_exec *x, uint64_t key, uint64_t epoch, uint64_t k, 
      * loop's epoch end the workers keep computing, while a reader of one epoch (a
      * validation pass, a scan) costs nothing beyond it */
     uint64_t ep = epoch, next = k;
+    uint64_t win[FETCH_AHEAD_MAX][2];
+    int nwin = 0;
     for (int d = 1; d <= depth + ahead && bfs_bc_walk_next(&walk, nb, ne, &ep, &next) == 0; d++)
         if (d <= depth)
             bfs_exec_prefetch(x, ep, next);
         else
-            fetch_batch(x, ep, next);
+            win[nwin][0] = ep, win[nwin][1] = next, nwin++;
+    /* of the batches to fetch ahead, those its last read fetched already are not asked for
+     * again (each would be planned and looked up in the prefetcher: a window of 16 batches
+     * asked for anew at every read): those up to that read's last, when the window holds
+     * it (a reader that keeps its walk); all of them when it does not (a new walk, a jump,
+     * a window that shrank) */
+    int from = 0;
+    for (int i = 0; fetched && i < nwin; i++)
+        if (win[i][0] == fe && win[i][1] == fk)
+            from = i + 1;
+    for (int i = from; i < nwin; i++)
+        fetch_batch(x, win[i][0], win[i][1]);
+    if (nwin) {
+        xlock(x);
+        bfs_exec_rt_set_fetched(&x->rt, id, win[nwin - 1][0], win[nwin - 1][1]);
+        x->st.fetched_batches += (uint64_t)(nwin - from);
+        xunlock(x);
+    }
     return id;
 }
 

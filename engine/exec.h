@@ -48,6 +48,7 @@ typedef struct bfs_exec_stats {
     int prefetch;             /* default prefetch depth per reader */
     int fetch_ahead;          /* a remote source: batches whose payloads were last fetched
                                * beyond those prefetched (bfs_exec_follow) */
+    uint64_t fetched_batches; /* batches whose payloads were fetched ahead (once per walk) */
     uint64_t cache_budget;    /* finished-batch budget now */
     uint64_t evicted_passed;  /* evictions of batches no active reader will read */
     uint64_t evicted_ahead;   /* evictions of batches a reader would still read (window) */

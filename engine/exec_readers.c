@@ -238,6 +238,29 @@ int bfs_exec_rt_walks(const bfs_exec_rt *t, bfs_bc_reader *out)
     return n;
 }
 
+int bfs_exec_rt_fetched(const bfs_exec_rt *t, uint32_t id, uint64_t *epoch, uint64_t *k)
+{
+    HELD(t);
+    for (int i = 0; i < BFS_EXEC_MAX_READERS; i++) {
+        const reader *r = &t->readers[i];
+        if (r->key && r->id == id && r->fetched) {
+            *epoch = r->fetched_epoch, *k = r->fetched_k;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+void bfs_exec_rt_set_fetched(bfs_exec_rt *t, uint32_t id, uint64_t epoch, uint64_t k)
+{
+    HELD(t);
+    for (int i = 0; i < BFS_EXEC_MAX_READERS; i++) {
+        reader *r = &t->readers[i];
+        if (r->key && r->id == id)
+            r->fetched = 1, r->fetched_epoch = epoch, r->fetched_k = k;
+    }
+}
+
 void bfs_exec_rt_set_depth(bfs_exec_rt *t, uint32_t id, int depth)
 {
     HELD(t);

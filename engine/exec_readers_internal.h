@@ -30,6 +30,8 @@ typedef struct bfs_exec_rt_reader {
     double asked;  /* when it asked for its last batch */
     double waited; /* how long it waited for that batch */
     double own_s, wait_s;
+    int fetched; /* the last batch of its walk whose payloads were fetched ahead is... */
+    uint64_t fetched_epoch, fetched_k; /* ...this one (bfs_exec_rt_fetched) */
 } bfs_exec_rt_reader;
 
 typedef struct bfs_exec_rt {
@@ -61,6 +63,12 @@ void bfs_exec_rt_init(bfs_exec_rt *t, int (*held)(const void *arg), const void *
 uint32_t bfs_exec_rt_follow(bfs_exec_rt *t, uint64_t key, uint64_t epoch, uint64_t k, double now,
                             double wait_s, bfs_exec_alive_fn alive, uint64_t nb,
                             uint64_t cache_batches, bfs_bc_reader *walk, int *depth, double *own_s);
+
+/* bfs_exec_rt_fetched - reader id's last batch whose payloads bfs_exec_follow fetched
+ * ahead: 1 and *epoch, *k, or 0 (none yet, or the reader is gone);
+ * bfs_exec_rt_set_fetched records it. */
+int bfs_exec_rt_fetched(const bfs_exec_rt *t, uint32_t id, uint64_t *epoch, uint64_t *k);
+void bfs_exec_rt_set_fetched(bfs_exec_rt *t, uint32_t id, uint64_t epoch, uint64_t k);
 
 /* bfs_exec_rt_waited - bfs_exec_reader_waited. */
 void bfs_exec_rt_waited(bfs_exec_rt *t, uint32_t id, uint64_t epoch, uint64_t k, double wait_s);

@@ -663,7 +663,7 @@ void bfs_service_stats(bfs_service *s, const bfs_service_front *f, char **out, s
                 "  \"source\": {\"requests\": %llu, \"bytes\": %llu, \"retries\": %llu, "
                 "\"failures\": %llu, \"wait_s\": %.6f, \"prefetch\": {\"requests\": %llu, "
                 "\"samples\": %llu, \"hits\": %llu, \"waits\": %llu, \"dropped\": %llu, "
-                "\"ahead\": %d}, "
+                "\"ahead\": %d, \"fetched_batches\": %llu}, "
                 "\"cache\": {\"hits\": %llu, \"hit_bytes\": %llu, \"stored\": %llu, "
                 "\"stored_bytes\": %llu, \"full\": %llu, \"evicted\": %llu, "
                 "\"usage_bytes\": %llu, \"budget_bytes\": %llu}},\n",
@@ -671,7 +671,8 @@ void bfs_service_stats(bfs_service *s, const bfs_service_front *f, char **out, s
                 (unsigned long long)fst.retries, (unsigned long long)fst.failures,
                 fst.wait_ns / 1e9, (unsigned long long)pst.runs, (unsigned long long)pst.ranges,
                 (unsigned long long)pst.hits, (unsigned long long)pst.waits,
-                (unsigned long long)pst.dropped, st.fetch_ahead, (unsigned long long)cst.hits,
+                (unsigned long long)pst.dropped, st.fetch_ahead,
+                (unsigned long long)st.fetched_batches, (unsigned long long)cst.hits,
                 (unsigned long long)cst.hit_bytes, (unsigned long long)cst.stored,
                 (unsigned long long)cst.stored_bytes, (unsigned long long)cst.full,
                 (unsigned long long)cst.evicted, (unsigned long long)cst.usage_bytes,

@@ -131,6 +131,30 @@ else:
 PYEOF
 unmount_bfs "$T/b"
 ok "https: payloads fetched past the batches computed (prefetch.ahead)"
+# a reader that keeps its walk has each batch's payloads asked for ahead once, not at every
+# read while the batch is in its window: behind a proxy adding 40 ms (the bench's, so that
+# the window is wide: 16 batches of 2 tiny photos), one reader of an epoch's 30 batches in
+# order. Asked anew at every read, the window counted about 16 a read (~300 in all)
+${CC:-cc} -O2 -o "$T/delay_proxy" tests/bench/delay_proxy.c || fail "delay_proxy"
+DPORT=$(free_port)
+"$T/delay_proxy" "$DPORT" "$PPORT" 40 >"$T/proxy.out" 2>&1 &
+disown $! # killed at exit (BG_PIDS): no "Killed" from bash
+BG_PIDS+=($!)
+for _ in $(seq 100); do grep -q ready "$T/proxy.out" && break; sleep 0.05; done
+mount_bfs "http://127.0.0.1:$DPORT/d.bfs" "$T/b" -o "batch=2,size=32,prefetch=1"
+pyx - "$T/b" <<'PYEOF' || fail "batches fetched ahead more than once"
+import sys, bfs
+m = sys.argv[1]
+for k in range(30):
+    with open("%s/epoch/1/batch_%d" % (m, k), "rb") as f:
+        f.read()
+p = bfs.stats(m)["source"]["prefetch"]
+if p["ahead"] < 8 or p["fetched_batches"] > 30 + 16:
+    sys.exit("prefetch %r: 30 batches read" % (p,))
+print("  fetched ahead: %d batches for 30 read, window %d" % (p["fetched_batches"], p["ahead"]))
+PYEOF
+unmount_bfs "$T/b"
+ok "http behind 40 ms: each batch fetched ahead once per walk (prefetch.fetched_batches)"
 same_remote "http, tokens pack=pad" "$W/t.bfs" "$HTTP/t.bfs" 1 "batch=4,seq_len=64,pack=pad"
 
 # source_cache=: a second mount of the host fetches no payload: every sample from the disk
