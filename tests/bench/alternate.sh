@@ -2,7 +2,7 @@
 # tests/bench/alternate.sh OLD_REV ROUNDS BENCH [ARGS...] — one benchmark, alternated
 # between the build of OLD_REV and this tree's build: old, new, old, new... ROUNDS times
 # each, then every result line (one starting with a step's number, "2a.", or naming a
-# ratio), old and new per round. For a change that
+# ratio, a rate in images/s or a target), old and new per round. For a change that
 # must not cost speed (a refactor): on a shared, noisy machine alternation puts the same
 # noise on both sides, where two runs an hour apart would not.
 #
@@ -36,9 +36,9 @@ for r in $(seq "$rounds"); do
     done
 done
 echo
-echo "== the result lines (a step's number first, or a ratio), per round: old, new =="
+echo "== the result lines (a step's number first, a ratio, a rate or a target), per round: old, new =="
 for side in old new; do
-    for r in $(seq "$rounds"); do grep -E '^ *[0-9]+[a-z]?[^ ]*\. |ratio' "$out/$side.$r" >"$out/$side.$r.l" || true; done
+    for r in $(seq "$rounds"); do grep -E '^ *[0-9]+[a-z]?[^ ]*\. |ratio|images/s|/ best|target' "$out/$side.$r" >"$out/$side.$r.l" || true; done
 done
 i=0
 while IFS= read -r _; do
