@@ -14,6 +14,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 static const char *const pack_names[] = {"concat", "pad", "bucket"};
 
@@ -551,14 +554,24 @@ static inline uint32_t tok(const bfs_tokens_scratch *s, uint64_t i)
 }
 
 /* n ids from token `from` of s into dst as little-endian 32-bit values: the hot loop of
- * every row. Separate loops per width with plain loads and stores let the compiler
- * vectorize them (a load of 2 bytes per call was ~3x slower). */
+ * every row. u16 ids are widened 8 at a time with SSE2 (every x86-64 has it): gcc -O2
+ * left the plain loop scalar, one id per iteration, and it was 27% of the daemon's CPU
+ * serving pack=concat rows (perf); the plain loop does the rest, and all of it elsewhere. */
 static void put_ids(const bfs_tokens_scratch *s, uint64_t from, uint64_t n, uint8_t *dst)
 {
     /* (little-endian only, as base/endian.h makes every build) */
     if (!s->u32) {
         const uint8_t *src = s->data + 2 * from;
-        for (uint64_t i = 0; i < n; i++) {
+        uint64_t i = 0;
+#ifdef __SSE2__
+        const __m128i zero = _mm_setzero_si128();
+        for (; i + 8 <= n; i += 8) {
+            __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(src + 2 * i));
+            _mm_storeu_si128((__m128i *)(void *)(dst + 4 * i), _mm_unpacklo_epi16(v, zero));
+            _mm_storeu_si128((__m128i *)(void *)(dst + 4 * i + 16), _mm_unpackhi_epi16(v, zero));
+        }
+#endif
+        for (; i < n; i++) {
             uint16_t v;
             uint32_t w;
             memcpy(&v, src + 2 * i, 2);
