@@ -440,6 +440,13 @@ START_TEST(corrupt_payload_and_tables)
     ck_assert_int_eq(bfs_open_mem(f, packed_len, &r, NULL, 0), 0);
     ck_assert_int_eq(bfs_get_sample(r, 2, &s), BFS_E_SAMPLE_RANGE);
     ck_assert_int_eq(bfs_sample_data(r, 2, 0, NULL, &d, &len), BFS_E_SAMPLE_RANGE);
+    /* the prefetch hint checks bounds only: an entry outside the heap, a sample or field
+     * out of range, are no-ops (no pointer is made past the image: sanitizer builds) */
+    bfs_value_prefetch(r, 2, 0, 1 << 20);
+    bfs_value_prefetch(r, 2, 0, 0);
+    bfs_value_prefetch(r, bfs_get_info(r)->sample_count, 0, 64);
+    bfs_value_prefetch(r, 1, 1, 64);
+    bfs_value_prefetch(r, 1, 0, SIZE_MAX);
     ck_assert_int_eq(bfs_get_sample(r, 1, &s), 0);
     ck_assert_int_eq(bfs_verify_tables(r), BFS_E_TABLE_CHECKSUM);
     bfs_close(r);
@@ -527,6 +534,7 @@ START_TEST(changed_underneath)
     ck_assert_int_eq(bfs_open(out, &r, NULL, 0), 0);
     uint64_t n = bfs_get_info(r)->sample_count;
     ck_assert_int_eq(bfs_sample_data(r, 0, BFS_VERIFY_NONE, &s, &d, &len), -ENOTSUP);
+    bfs_value_prefetch(r, 0, 0, 4096); /* not mapped: a no-op */
     ck_assert_int_eq(read_sample(r, n - 1, BFS_VERIFY_SAMPLE, &s, &d, &len), 0);
     ck_assert_int_eq(truncate(out, 200), 0); /* in place: the tables are gone too */
     ck_assert_int_eq(read_sample(r, n - 1, BFS_VERIFY_SAMPLE, &s, &d, &len), BFS_E_CHANGED);

@@ -285,6 +285,15 @@ int bfs_value_data(bfs_reader *r, uint64_t i, uint32_t f, unsigned verify, bfs_s
                    const uint8_t **data, size_t *len);
 
 /*
+ * bfs_value_prefetch - a hint for a mapped reader (bfs_value_data's), for loops that visit
+ * values in an order the hardware cannot guess (a shuffled epoch's documents): bytes = 0
+ * asks the CPU to bring sample i's record into its cache; bytes > 0 reads that record (ask
+ * for it a step earlier) and asks for the first `bytes` of field f's value. Checks nothing
+ * but bounds, reads nothing else, never faults; a no-op for an unmapped reader.
+ */
+void bfs_value_prefetch(const bfs_reader *r, uint64_t i, uint32_t f, size_t bytes);
+
+/*
  * bfs_class_name - class c's name (NUL-terminated, inside the mapping).
  * Returns 0, BFS_E_SAMPLE_INDEX (c out of range) or BFS_E_CLASS_NAME (corrupt entry).
  */

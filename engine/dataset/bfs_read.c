@@ -714,6 +714,27 @@ int bfs_value_data(bfs_reader *r, uint64_t i, uint32_t f, unsigned verify, bfs_s
     return 0;
 }
 
+void bfs_value_prefetch(const bfs_reader *r, uint64_t i, uint32_t f, size_t bytes)
+{
+    const uint8_t *image = r->base ? r->base : r->map;
+    if (!image || i >= r->info.sample_count || f >= r->info.field_count)
+        return;
+    const uint8_t *e = at(r, r->info.sample_table_offset) + i * r->info.sample_record_size +
+                       (size_t)BFS_SAMPLE_RECORD * f;
+    if (!bytes) {
+        __builtin_prefetch(e);
+        return;
+    }
+    uint64_t off = bfs_ld64(e), len = bfs_ld32(e + 8);
+    if (!region_ok(off, len, r->info.heap_size))
+        return;
+    const uint8_t *p = image + r->info.heap_offset + off;
+    if (len > bytes)
+        len = bytes;
+    for (uint64_t k = 0; k < len; k += 64)
+        __builtin_prefetch(p + k);
+}
+
 int bfs_sample_data(bfs_reader *r, uint64_t i, unsigned verify, bfs_sample *s, const uint8_t **data,
                     size_t *len)
 {

@@ -374,6 +374,14 @@ uint32_t bfs_source_value_count(const bfs_source *s, uint64_t i, uint32_t f)
     return smp.raw_size;
 }
 
+void bfs_source_prefetch(const bfs_source *s, uint64_t i, size_t bytes)
+{
+    if (s->sub)
+        s = part(s, &i, NULL);
+    if (s->mapped)
+        bfs_value_prefetch(s->bfs, i, 0, bytes);
+}
+
 int bfs_source_get(bfs_source *s, uint64_t i, bfs_item *it, bfs_source_scratch *scratch)
 {
     return bfs_source_get_value(s, i, 0, it, scratch);

@@ -116,6 +116,10 @@ int bfs_source_map_payloads(bfs_source *s);
  * checked at each read). */
 int bfs_source_unchanged(const bfs_source *s);
 
+/* bfs_source_prefetch - bfs_value_prefetch of sample i's first field, for a mapped .bfs
+ * source (or such a source of a mixture); a no-op for every other. */
+void bfs_source_prefetch(const bfs_source *s, uint64_t i, size_t bytes);
+
 /*
  * bfs_source_get - sample i's payload and table facts. The payload is read (pread) into
  * scratch, valid until the next call with the same scratch (or, mapped, points into the
