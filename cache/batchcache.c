@@ -241,6 +241,7 @@ uint64_t bfs_bc_evict(bfs_bc *c, uint64_t need)
         bfs_bc_entry *old_failed = NULL;
         bfs_bc_choice ch;
         bfs_bc_begin(&ch);
+        c->st.evict_passes++;
         uint64_t kept_files = c->files_making; /* files that cannot go now */
         for (bfs_bc_entry *b = c->entries; b; b = b->next) {
             /* a fetched entry's file is its fetcher's (not read here: that thread sets it
@@ -271,7 +272,8 @@ uint64_t bfs_bc_evict(bfs_bc *c, uint64_t need)
         if (!victim)
             return c->st.files;
         bfs_bc_unlink(c, victim);
-        if (victim->state == BFS_BC_READY) {
+        int ready = victim->state == BFS_BC_READY;
+        if (ready) {
             c->st.evictions++;
             if (passed) {
                 c->st.evicted_passed++;
@@ -280,8 +282,22 @@ uint64_t bfs_bc_evict(bfs_bc *c, uint64_t need)
                 c->st.evicted_ahead++;
             BFS_ASSERT(c->st.cached_bytes >= victim->size); /* (held: the sum offered) */
             c->st.cached_bytes -= victim->size;
+            /* what the next pass would offer: this pass's sums less the victim's (nothing
+             * else changed: the readers were asked once, every entry is under the lock) */
+            ch.held -= victim->size;
+            ch.files -= victim->fd >= 0;
+            ch.passed -= passed ? victim->size : 0;
         }
         drop(c, victim);
+        /* a READY victim that brought every sum within its bound ends the loop without
+         * another pass over the entries, which would choose nothing: one pass per victim
+         * and none after the last (a cache of 500 small batches made two passes for each
+         * finished one, 5% of a token daemon's CPU) */
+        if (ready && failed <= BFS_BC_MAX_FAILED && ch.held <= c->budget && ch.files <= files_max &&
+            ch.passed <= c->passed_max) {
+            c->st.files = ch.files + kept_files;
+            return c->st.files;
+        }
     }
 }
 

@@ -245,6 +245,7 @@ typedef struct bfs_bc_stats {
     uint64_t budget;         /* the byte budget */
     uint64_t passed_max;     /* the passed-batch bound (may exceed budget) */
     uint64_t file_budget;    /* batch files that may be held (UINT64_MAX: no limit) */
+    uint64_t evict_passes;   /* passes of bfs_bc_evict over the entries (its cost) */
 } bfs_bc_stats;
 
 /* bfs_bc_create - an empty cache of budget bytes, its memory made (bfs_bc_mem_create); ops

@@ -244,6 +244,56 @@ static bfs_bc_mem_stats mem_stats(bfs_bc_mem *m)
     return st;
 }
 
+static int no_readers(void *arg, bfs_bc_reader *out, uint64_t *nb)
+{
+    (void)arg, (void)out;
+    *nb = 100;
+    return 0;
+}
+
+static int dropped;
+static void count_drop(void *arg, bfs_bc_entry *e)
+{
+    (void)arg, (void)e;
+    dropped++;
+}
+
+/* An eviction that brings the cache within its bounds ends there: one pass over the
+ * entries per victim, none after the last (it made one more, which chose nothing: two
+ * passes over every entry for each batch a full cache took in). */
+START_TEST(evict_one_pass_per_victim)
+{
+    enum { N = 12, SZ = 4096 };
+    bfs_bc_ops ops = {.readers = no_readers, .drop = count_drop};
+    bfs_bc *c;
+    ck_assert_int_eq(bfs_bc_create(&ops, 10 * SZ, &c), 0);
+    bfs_bc_set_passed_max(c, 10 * SZ, 0);
+    bfs_bc_entry e[N];
+    for (int i = 0; i < N; i++) {
+        e[i] = (bfs_bc_entry){
+            .k = (uint64_t)i, .size = SZ, .fd = -1, .state = BFS_BC_READY, .used = (uint64_t)i + 1};
+        bfs_bc_insert(c, &e[i]);
+    }
+    bfs_bc_stats st;
+    bfs_bc_get_stats(c, &st);
+    uint64_t passes = st.evict_passes; /* (set_passed_max's) */
+    dropped = 0;
+    bfs_bc_evict(c, 0); /* 12 over a budget of 10: the two least recently used go */
+    bfs_bc_get_stats(c, &st);
+    ck_assert_int_eq(dropped, 2);
+    ck_assert_uint_eq(st.evictions, 2);
+    ck_assert_uint_eq(st.cached_bytes, 10 * SZ);
+    ck_assert_uint_eq(st.evict_passes - passes, 2);
+    bfs_bc_evict(c, 0); /* within bounds: one pass, nothing goes */
+    bfs_bc_get_stats(c, &st);
+    ck_assert_int_eq(dropped, 2);
+    ck_assert_uint_eq(st.evict_passes - passes, 3);
+    for (int i = 2; i < N; i++) /* the survivors: the 10 most recently used */
+        bfs_bc_unlink(c, &e[i]);
+    bfs_bc_destroy(c);
+}
+END_TEST
+
 START_TEST(pool_reuses_buffers)
 {
     bfs_bc_mem *m;
@@ -400,6 +450,7 @@ static Suite *batchcache_suite(void)
      * default leaves room for a loaded CI host */
     tcase_set_timeout(tc, 16);
     tcase_add_test(tc, next_read_walks);
+    tcase_add_test(tc, evict_one_pass_per_victim);
     tcase_add_test(tc, lex_order_of_names);
     tcase_add_test(tc, walk_next_inverts_next_read);
     tcase_add_test(tc, victim_rules);
