@@ -102,6 +102,7 @@ static void bury(bfs_bc_mem *m, void *data, uint64_t size, int fd)
 static void *reaper_main(void *arg)
 {
     bfs_bc_mem *m = arg;
+    pthread_setname_np(pthread_self(), "bfs-reaper");
     pthread_mutex_lock(&m->lock);
     for (;;) {
         while (!m->dead && !m->reaper_stop)

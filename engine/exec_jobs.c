@@ -246,6 +246,9 @@ void *bfs_job_worker_main(void *arg)
     bfs_engine_worker *w = x->workers[a->id];
     int a_id = a->id;
     free(a);
+    char name[16];
+    snprintf(name, sizeof name, "bfs-worker-%d", a_id % 1000);
+    pthread_setname_np(pthread_self(), name);
     bfs_guard_thread(); /* token rows read a mapped dataset inside guards */
     xlock(x);
     for (;;) {

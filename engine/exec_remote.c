@@ -226,6 +226,7 @@ static void remote_step(remote_side *rs, bfs_exec_rjob *j, double now, int memfd
 static void *remote_main(void *arg)
 {
     remote_side *rs = arg;
+    pthread_setname_np(pthread_self(), "bfs-remote");
     bfs_exec *x = rs->x;
     bfs_exec_rjob *list[REMOTE_MAX];
     double next_count = 0;

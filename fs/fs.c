@@ -100,6 +100,7 @@ static void wake_handler(int sig)
 static void *exit_watch(void *arg)
 {
     fsstate *fs = arg;
+    pthread_setname_np(pthread_self(), "bfs-watch");
     struct timespec ts = {0, 50 * 1000 * 1000};
     while (!fuse_session_exited(fs->se))
         nanosleep(&ts, NULL);

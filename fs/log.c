@@ -217,6 +217,7 @@ static void emit(const char *line)
 static void *reader(void *arg)
 {
     (void)arg;
+    pthread_setname_np(pthread_self(), "bfs-log");
     char line[LINE_MAX_BYTES + 1];
     size_t len = 0;
     char chunk[4096];

@@ -167,6 +167,7 @@ static int make_room(bfs_prefetch *p, uint64_t need)
 static void *fetcher(void *arg)
 {
     bfs_prefetch *p = arg;
+    pthread_setname_np(pthread_self(), "bfs-fetch");
     pthread_mutex_lock(&p->lock);
     p->starting--;
     for (;;) {

@@ -113,8 +113,14 @@ ok "a log directory that is a symbolic link or open to others: refused with a wa
 export BATCHFS_SYSLOG_SOCKET=$T/no-syslog
 expect_log "^batchfs: log=syslog: no syslog socket \($T/no-syslog: No such file or directory\): messages stay on stderr\$"
 expect_log "^batchfs: bad sample 10 \(.*img_00002\.jpg\): not a JPEG file; substituted by sample [0-9]+ \(bad_sample=substitute\)\$"
-mount_bfs "$T/src" "$M" -o batch=4,size=32,log=syslog
+mount_bfs "$T/src" "$M" -o batch=4,size=32,log=syslog,threads=2
 read_all
+# the daemon's threads are named for what they do (top -H, ps -L, perf; docs/stats.md)
+names=$(cat /proc/"$DAEMON_PID"/task/*/comm | sort | tr '\n' ' ')
+for want in bfs-worker-0 bfs-worker-1 bfs-reaper bfs-tuner bfs-watch; do
+    case " $names" in *" $want "*) ;; *) fail "no thread named $want among: $names" ;; esac
+done
+ok "the daemon's threads named: $names"
 unmount_bfs "$M"
 unset BATCHFS_SYSLOG_SOCKET
 grep -q "messages stay on stderr" "$DAEMON_LOG" && grep -q "bad sample 10" "$DAEMON_LOG" ||
