@@ -35,6 +35,11 @@ echo "== batch memory: batch-sized files on 4 KiB and 2 MiB pages, first / freed
 "$BUILD/bench/bench_pages" || echo "(skipped: needs root for a private tmpfs)"
 
 echo
+echo "== making a batch file: written from a buffer, filled in a mapping, or reused (bench_batchfile) =="
+"$BUILD/bench/bench_batchfile"
+"$BUILD/bench/bench_batchfile" 100 38543360
+
+echo
 echo "== mkbatchfs --no-restart pack speed vs cat of the same files (warm page cache) =="
 if [ ! -f "$corpus/.complete" ]; then
     bash tests/bench/corpus/make_corpus.sh "$corpus"
