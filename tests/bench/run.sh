@@ -156,8 +156,9 @@ echo "== remote_key=: authenticated values vs plain ones, CPU per batch (bench_r
 "$BUILD/bench/bench_remote_auth"
 
 echo
-echo "== remote workers through Redis (tests/bench/bench_remote.sh) =="
-bash tests/bench/bench_remote.sh "$corpus"
+echo "== remote workers through Redis (tests/bench/bench_remote.sh), batch=256 and batch=100 =="
+BENCH_OPTS=batch=256,size=224 bash tests/bench/bench_remote.sh "$corpus"
+BENCH_OPTS=batch=100,size=224 bash tests/bench/bench_remote.sh "$corpus"
 # the same on photos with a tail of large ones (every 8th: long side 1000..2400 px), whose
 # compute per batch is closer to ImageNet's than the 250..500 px corpus's
 large=${BFS_CORPUS_LARGE:-/var/tmp/batchfs-corpus-large}
