@@ -46,17 +46,23 @@ static double smooth(double old, double v, uint64_t n)
     return n <= 1 ? v : 0.75 * old + 0.25 * v;
 }
 
+/* The active reader with this id, or NULL (gone, or its slot taken). */
+static reader *by_id(bfs_exec_rt *t, uint32_t id)
+{
+    for (int i = 0; i < BFS_EXEC_MAX_READERS; i++)
+        if (t->readers[i].key && t->readers[i].id == id)
+            return &t->readers[i];
+    return NULL;
+}
+
 void bfs_exec_rt_waited(bfs_exec_rt *t, uint32_t id, uint64_t epoch, uint64_t k, double wait_s)
 {
     HELD(t);
-    for (int i = 0; i < BFS_EXEC_MAX_READERS; i++) {
-        reader *r = &t->readers[i];
-        /* not when the reader moved on meanwhile (a threaded loader's next request) */
-        if (r->key && r->id == id && r->epoch == epoch && r->k == k) {
-            r->waited = wait_s;
-            r->wait_s = r->batches <= 1 ? wait_s : smooth(r->wait_s, wait_s, r->batches - 1);
-            break;
-        }
+    reader *r = by_id(t, id);
+    /* not when the reader moved on meanwhile (a threaded loader's next request) */
+    if (r && r->epoch == epoch && r->k == k) {
+        r->waited = wait_s;
+        r->wait_s = r->batches <= 1 ? wait_s : smooth(r->wait_s, wait_s, r->batches - 1);
     }
 }
 
@@ -238,35 +244,30 @@ int bfs_exec_rt_walks(const bfs_exec_rt *t, bfs_bc_reader *out)
     return n;
 }
 
-int bfs_exec_rt_fetched(const bfs_exec_rt *t, uint32_t id, uint64_t *epoch, uint64_t *k)
+int bfs_exec_rt_fetched(bfs_exec_rt *t, uint32_t id, uint64_t *epoch, uint64_t *k)
 {
     HELD(t);
-    for (int i = 0; i < BFS_EXEC_MAX_READERS; i++) {
-        const reader *r = &t->readers[i];
-        if (r->key && r->id == id && r->fetched) {
-            *epoch = r->fetched_epoch, *k = r->fetched_k;
-            return 1;
-        }
-    }
-    return 0;
+    const reader *r = by_id(t, id);
+    if (!r || !r->fetched)
+        return 0;
+    *epoch = r->fetched_epoch, *k = r->fetched_k;
+    return 1;
 }
 
 void bfs_exec_rt_set_fetched(bfs_exec_rt *t, uint32_t id, uint64_t epoch, uint64_t k)
 {
     HELD(t);
-    for (int i = 0; i < BFS_EXEC_MAX_READERS; i++) {
-        reader *r = &t->readers[i];
-        if (r->key && r->id == id)
-            r->fetched = 1, r->fetched_epoch = epoch, r->fetched_k = k;
-    }
+    reader *r = by_id(t, id);
+    if (r)
+        r->fetched = 1, r->fetched_epoch = epoch, r->fetched_k = k;
 }
 
 void bfs_exec_rt_set_depth(bfs_exec_rt *t, uint32_t id, int depth)
 {
     HELD(t);
-    for (int i = 0; i < BFS_EXEC_MAX_READERS; i++)
-        if (t->readers[i].key && t->readers[i].id == id)
-            t->readers[i].depth = depth < 0 ? -1 : depth;
+    reader *r = by_id(t, id);
+    if (r)
+        r->depth = depth < 0 ? -1 : depth;
 }
 
 void bfs_exec_rt_set_prefetch(bfs_exec_rt *t, int depth)

@@ -67,7 +67,7 @@ uint32_t bfs_exec_rt_follow(bfs_exec_rt *t, uint64_t key, uint64_t epoch, uint64
 /* bfs_exec_rt_fetched - reader id's last batch whose payloads bfs_exec_follow fetched
  * ahead: 1 and *epoch, *k, or 0 (none yet, or the reader is gone);
  * bfs_exec_rt_set_fetched records it. */
-int bfs_exec_rt_fetched(const bfs_exec_rt *t, uint32_t id, uint64_t *epoch, uint64_t *k);
+int bfs_exec_rt_fetched(bfs_exec_rt *t, uint32_t id, uint64_t *epoch, uint64_t *k);
 void bfs_exec_rt_set_fetched(bfs_exec_rt *t, uint32_t id, uint64_t epoch, uint64_t k);
 
 /* bfs_exec_rt_waited - bfs_exec_reader_waited. */

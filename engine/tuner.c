@@ -508,7 +508,8 @@ static double realtime(void)
 static void *tuner_main(void *arg)
 {
     bfs_tuner *t = arg;
-    pthread_setname_np(pthread_self(), "bfs-tuner"); /* (top -H, ps -L, perf: docs/stats.md) */
+    pthread_setname_np(pthread_self(),
+                       "bfs-tuner"); /* (top -H, ps -L, perf: docs/architecture.md) */
     pthread_mutex_lock(&t->lock);
     double last = realtime();
     while (!t->stop) {

@@ -115,7 +115,7 @@ expect_log "^batchfs: log=syslog: no syslog socket \($T/no-syslog: No such file 
 expect_log "^batchfs: bad sample 10 \(.*img_00002\.jpg\): not a JPEG file; substituted by sample [0-9]+ \(bad_sample=substitute\)\$"
 mount_bfs "$T/src" "$M" -o batch=4,size=32,log=syslog,threads=2
 read_all
-# the daemon's threads are named for what they do (top -H, ps -L, perf; docs/stats.md)
+# the daemon's threads are named for what they do (top -H, ps -L, perf; docs/architecture.md)
 names=$(cat /proc/"$DAEMON_PID"/task/*/comm | sort | tr '\n' ' ')
 for want in bfs-worker-0 bfs-worker-1 bfs-reaper bfs-tuner bfs-watch; do
     case " $names" in *" $want "*) ;; *) fail "no thread named $want among: $names" ;; esac
