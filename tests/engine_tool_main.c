@@ -22,9 +22,14 @@
  *       whole with the engine's decoder (probe, then bfs_decoder_decode_image at scale 1);
  *       print "W H" and write the packed RGB rows to OUT; on failure print the error's
  *       message and exit 1
+ *   engine_tool ops                                   for each stdin line "IN OUT W H OP
+ *       MAGNITUDE" (IN: W x H packed RGB; OP as bfs_imgop_name spells it): apply the op
+ *       (bfs_imgop_apply) and write the result to OUT; a line "linspace START END STEPS"
+ *       prints bfs_imgop_linspace's STEPS values (%.9g); for tests/cli/augment_torch.sh
  */
 #include "engine/augment.h"
 #include "engine/decode.h"
+#include "engine/imgops.h"
 #include "engine/engine.h"
 #include "engine/exec.h"
 #include "engine/pipeline.h"
@@ -83,17 +88,61 @@ static int decode_file(const char *path, const char *out)
     return rc ? 1 : 0;
 }
 
+/* engine_tool ops: one op per stdin line */
+static int apply_ops(void)
+{
+    char line[8192], in[4096], out[4096], name[64];
+    int w, h, steps;
+    double mag, a, b;
+    while (fgets(line, sizeof line, stdin)) {
+        if (sscanf(line, "linspace %lf %lf %d", &a, &b, &steps) == 3 && steps >= 2 &&
+            steps <= 4096) {
+            for (int i = 0; i < steps; i++)
+                printf("%s%.9g", i ? " " : "", (double)bfs_imgop_linspace(a, b, steps, i));
+            printf("\n");
+            continue;
+        }
+        if (sscanf(line, "%4095s %4095s %d %d %63s %lf", in, out, &w, &h, name, &mag) != 6 ||
+            w <= 0 || h <= 0 || w > 16384 || h > 16384) {
+            fprintf(stderr, "engine_tool: ops: bad line: %s", line);
+            return 2;
+        }
+        int op = bfs_imgop_lookup(name);
+        size_t n = (size_t)w * (size_t)h * 3, len = 0;
+        uint8_t *rgb = NULL, *tmp = malloc(n);
+        int rc = op < 0 ? -EINVAL : tu_read_file(in, &rgb, &len);
+        if (!rc && len != n)
+            rc = -EINVAL;
+        bfs_img im = {rgb, w, h, (size_t)w * 3};
+        if (!rc)
+            rc = tmp ? bfs_imgop_apply(&im, op, mag, tmp) : -ENOMEM;
+        FILE *f = rc ? NULL : fopen(out, "wb");
+        if (!rc && (!f || fwrite(rgb, 1, n, f) != n || fclose(f)))
+            rc = -EIO;
+        free(rgb);
+        free(tmp);
+        if (rc) {
+            fprintf(stderr, "engine_tool: ops: %s %s %g: %s\n", in, name, mag, strerror(-rc));
+            return 1;
+        }
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 4 && !strcmp(argv[1], "decode"))
         return decode_file(argv[2], argv[3]);
+    if (argc == 2 && !strcmp(argv[1], "ops"))
+        return apply_ops();
     if (argc < 6) {
         fprintf(stderr, "usage: engine_tool batch SOURCE OPTIONS EPOCH K OUT\n"
                         "       engine_tool geometry SOURCE OPTIONS EPOCH INDEX\n"
                         "       engine_tool epoch SOURCE OPTIONS EPOCH OUTDIR\n"
                         "       engine_tool order SOURCE OPTIONS EPOCH -\n"
                         "       engine_tool boxes - OPTIONS 0 0 < cases\n"
-                        "       engine_tool decode FILE OUT\n");
+                        "       engine_tool decode FILE OUT\n"
+                        "       engine_tool ops < lines\n");
         return 2;
     }
     bfs_pipeline_opts o;

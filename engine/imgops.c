@@ -1,0 +1,495 @@
+/*
+ * imgops.c — torchvision's per-sample image ops on packed RGB (see imgops.h).
+ *
+ * Each op follows torchvision.transforms.v2.functional's tensor kernel step by step in
+ * float32: a uint8 tensor times a Python float is (float)v * (float)f; Tensor.add_(x,
+ * alpha=a) is ATen's vector fmadd(x, a, self), so fmaf here; .to(torch.uint8) truncates;
+ * round_() is half-to-even (rintf). C11 (-std=c11) does not contract float expressions,
+ * so every other step rounds where torch's does.
+ */
+#include "engine/imgops.h"
+
+#include <errno.h>
+#include <math.h>
+#include <string.h>
+
+static const char *const op_names[BFS_OP_COUNT] = {
+    [BFS_OP_IDENTITY] = "Identity",
+    [BFS_OP_SHEAR_X] = "ShearX",
+    [BFS_OP_SHEAR_Y] = "ShearY",
+    [BFS_OP_TRANSLATE_X] = "TranslateX",
+    [BFS_OP_TRANSLATE_Y] = "TranslateY",
+    [BFS_OP_ROTATE] = "Rotate",
+    [BFS_OP_BRIGHTNESS] = "Brightness",
+    [BFS_OP_COLOR] = "Color",
+    [BFS_OP_CONTRAST] = "Contrast",
+    [BFS_OP_SHARPNESS] = "Sharpness",
+    [BFS_OP_POSTERIZE] = "Posterize",
+    [BFS_OP_SOLARIZE] = "Solarize",
+    [BFS_OP_AUTOCONTRAST] = "AutoContrast",
+    [BFS_OP_EQUALIZE] = "Equalize",
+    [BFS_OP_INVERT] = "Invert",
+    [BFS_OP_HUE] = "Hue",
+    [BFS_OP_GRAYSCALE] = "Grayscale",
+};
+
+const char *bfs_imgop_name(int op)
+{
+    return op >= 0 && op < BFS_OP_COUNT ? op_names[op] : NULL;
+}
+
+int bfs_imgop_lookup(const char *name)
+{
+    for (int i = 0; i < BFS_OP_COUNT; i++)
+        if (!strcmp(op_names[i], name))
+            return i;
+    return -1;
+}
+
+float bfs_imgop_linspace(double start, double end, int steps, int i)
+{
+    float s = (float)start, e = (float)end;
+    float step = (e - s) / (float)(steps - 1);
+    /* torch's build contracts start + step * idx into one fused multiply-add */
+    return i < steps / 2 ? fmaf(step, (float)i, s) : fmaf(-step, (float)(steps - 1 - i), e);
+}
+
+#define PX(im, x, y) ((im)->rgb + (size_t)(y) * (im)->stride + 3 * (size_t)(x))
+
+/* A float in [0, 255] (after clamping) to u8 as .to(torch.uint8) does: truncation. */
+static inline uint8_t to_u8(float v)
+{
+    v = v < 0.f ? 0.f : v > 255.f ? 255.f : v;
+    return (uint8_t)v;
+}
+
+/* r.mul(0.2989).add_(g, alpha=0.587).add_(b, alpha=0.114) */
+static inline float luma(const uint8_t *p)
+{
+    return fmaf((float)p[2], 0.114f, fmaf((float)p[1], 0.587f, (float)p[0] * 0.2989f));
+}
+
+/* _blend(image1, image2, ratio) for one value: image1.mul(r).add_(image2, alpha=1-r) */
+static inline uint8_t blend(uint8_t v, float other, float r, float one_minus_r)
+{
+    return to_u8(fmaf(other, one_minus_r, (float)v * r));
+}
+
+static void brightness(bfs_img *im, double f)
+{
+    float ff = (float)f;
+    for (int y = 0; y < im->h; y++) {
+        uint8_t *p = PX(im, 0, y);
+        for (int x = 0; x < 3 * im->w; x++)
+            p[x] = to_u8((float)p[x] * ff);
+    }
+}
+
+/* adjust_saturation: blend with the floored grayscale, pixel by pixel */
+static void saturation(bfs_img *im, double f)
+{
+    float r = (float)f, omr = (float)(1.0 - f);
+    for (int y = 0; y < im->h; y++) {
+        uint8_t *p = PX(im, 0, y);
+        for (int x = 0; x < im->w; x++, p += 3) {
+            float g = floorf(luma(p));
+            p[0] = blend(p[0], g, r, omr);
+            p[1] = blend(p[1], g, r, omr);
+            p[2] = blend(p[2], g, r, omr);
+        }
+    }
+}
+
+/* adjust_contrast: blend with the mean of the floored grayscale. The floored values are
+ * integers, so their float32 sum is exact (whatever torch's summation order) while it
+ * stays below 2^24: images up to 256 x 256 always, larger ones unless very bright. */
+static void contrast(bfs_img *im, double f)
+{
+    double sum = 0;
+    for (int y = 0; y < im->h; y++) {
+        const uint8_t *p = PX(im, 0, y);
+        for (int x = 0; x < im->w; x++, p += 3)
+            sum += floorf(luma(p));
+    }
+    float mean = (float)sum / (float)((double)im->w * im->h);
+    float r = (float)f, omr = (float)(1.0 - f);
+    for (int y = 0; y < im->h; y++) {
+        uint8_t *p = PX(im, 0, y);
+        for (int x = 0; x < 3 * im->w; x++)
+            p[x] = blend(p[x], mean, r, omr);
+    }
+}
+
+static void grayscale(bfs_img *im)
+{
+    for (int y = 0; y < im->h; y++) {
+        uint8_t *p = PX(im, 0, y);
+        for (int x = 0; x < im->w; x++, p += 3)
+            p[0] = p[1] = p[2] = to_u8(luma(p));
+    }
+}
+
+/* adjust_sharpness: interior pixels blend with the rounded 3x3 blur [1 1 1; 1 5 1; 1 1 1]
+ * / 13; the border keeps its values. tmp holds the original. */
+static void sharpness(bfs_img *im, double f, uint8_t *tmp)
+{
+    int w = im->w, h = im->h;
+    if (w <= 2 || h <= 2)
+        return;
+    size_t row = (size_t)w * 3;
+    for (int y = 0; y < h; y++)
+        memcpy(tmp + (size_t)y * row, PX(im, 0, y), row);
+    const float a = 1.0f / 13.0f, b = 5.0f / 13.0f;
+    float omr = (float)(1.0 - f);
+    for (int y = 1; y < h - 1; y++) {
+        const uint8_t *up = tmp + (size_t)(y - 1) * row, *mid = up + row, *dn = mid + row;
+        uint8_t *o = PX(im, 0, y);
+        for (int x = 3; x < 3 * (w - 1); x++) {
+            float s = (float)up[x - 3] * a;
+            s += (float)up[x] * a;
+            s += (float)up[x + 3] * a;
+            s += (float)mid[x - 3] * a;
+            s += (float)mid[x] * b;
+            s += (float)mid[x + 3] * a;
+            s += (float)dn[x - 3] * a;
+            s += (float)dn[x] * a;
+            s += (float)dn[x + 3] * a;
+            float v = (float)mid[x];
+            o[x] = to_u8(fmaf(rintf(s) - v, omr, v));
+        }
+    }
+}
+
+static void posterize(bfs_img *im, int bits)
+{
+    if (bits >= 8)
+        return;
+    uint8_t mask = (uint8_t)(((1u << bits) - 1) << (8 - bits));
+    for (int y = 0; y < im->h; y++) {
+        uint8_t *p = PX(im, 0, y);
+        for (int x = 0; x < 3 * im->w; x++)
+            p[x] &= mask;
+    }
+}
+
+/* torch.where(image >= threshold, 255 - image, image), compared in float32 */
+static void solarize(bfs_img *im, double threshold)
+{
+    float t = (float)threshold;
+    for (int y = 0; y < im->h; y++) {
+        uint8_t *p = PX(im, 0, y);
+        for (int x = 0; x < 3 * im->w; x++)
+            if ((float)p[x] >= t)
+                p[x] = (uint8_t)(255 - p[x]);
+    }
+}
+
+static void invert(bfs_img *im)
+{
+    for (int y = 0; y < im->h; y++) {
+        uint8_t *p = PX(im, 0, y);
+        for (int x = 0; x < 3 * im->w; x++)
+            p[x] = (uint8_t)(255 - p[x]);
+    }
+}
+
+/* autocontrast: each channel stretched from its [min, max] to [0, 255] */
+static void autocontrast(bfs_img *im)
+{
+    uint8_t lo[3] = {255, 255, 255}, hi[3] = {0, 0, 0};
+    for (int y = 0; y < im->h; y++) {
+        const uint8_t *p = PX(im, 0, y);
+        for (int x = 0; x < im->w; x++, p += 3)
+            for (int c = 0; c < 3; c++) {
+                lo[c] = p[c] < lo[c] ? p[c] : lo[c];
+                hi[c] = p[c] > hi[c] ? p[c] : hi[c];
+            }
+    }
+    float mn[3], inv[3];
+    for (int c = 0; c < 3; c++) {
+        mn[c] = lo[c] == hi[c] ? 0.f : (float)lo[c];
+        inv[c] = lo[c] == hi[c] ? 1.f : ((float)hi[c] - (float)lo[c]) * (float)(1.0 / 255.0);
+    }
+    for (int y = 0; y < im->h; y++) {
+        uint8_t *p = PX(im, 0, y);
+        for (int x = 0; x < im->w; x++, p += 3)
+            for (int c = 0; c < 3; c++)
+                p[c] = to_u8(((float)p[c] - mn[c]) / inv[c]);
+    }
+}
+
+/* equalize: PIL's lookup table per channel, as torchvision's equalize_image builds it */
+static void equalize(bfs_img *im)
+{
+    uint32_t hist[3][256] = {{0}};
+    for (int y = 0; y < im->h; y++) {
+        const uint8_t *p = PX(im, 0, y);
+        for (int x = 0; x < im->w; x++, p += 3)
+            hist[0][p[0]]++, hist[1][p[1]]++, hist[2][p[2]]++;
+    }
+    uint8_t lut[3][256];
+    int active[3];
+    uint64_t n = (uint64_t)im->w * (uint64_t)im->h;
+    for (int c = 0; c < 3; c++) {
+        int last = 0; /* the last non-empty bin */
+        for (int v = 0; v < 256; v++)
+            if (hist[c][v])
+                last = v;
+        uint64_t step = (n - hist[c][last]) / 255;
+        active[c] = step != 0;
+        uint64_t cum = 0;
+        lut[c][0] = 0;
+        for (int v = 1; v < 256 && step; v++) {
+            cum += hist[c][v - 1];
+            uint64_t q = (cum + step / 2) / step;
+            lut[c][v] = (uint8_t)(q > 255 ? 255 : q);
+        }
+    }
+    for (int y = 0; y < im->h; y++) {
+        uint8_t *p = PX(im, 0, y);
+        for (int x = 0; x < im->w; x++, p += 3)
+            for (int c = 0; c < 3; c++)
+                if (active[c])
+                    p[c] = lut[c][p[c]];
+    }
+}
+
+/* ---- hue: _rgb_to_hsv, shift, _hsv_to_rgb, all in float32 -------------------------- */
+
+static void hue(bfs_img *im, double shift)
+{
+    const float k = (float)(1.0 / 255.0), sixth = (float)(1.0 / 6.0), hf = (float)shift;
+    const float out_scale = (float)(255.0 + 1.0 - 1e-3); /* to_dtype_image(scale=True) */
+    for (int y = 0; y < im->h; y++) {
+        uint8_t *p = PX(im, 0, y);
+        for (int x = 0; x < im->w; x++, p += 3) {
+            float r = (float)p[0] * k, g = (float)p[1] * k, b = (float)p[2] * k;
+            float maxc = fmaxf(r, fmaxf(g, b)), minc = fminf(r, fminf(g, b));
+            int eqc = maxc == minc;
+            float range = maxc - minc;
+            float s = range / (eqc ? 1.f : maxc);
+            float div = eqc ? 1.f : range;
+            float rc = (maxc - r) / div, gc = (maxc - g) / div, bc = (maxc - b) / div;
+            int neq_r = maxc != r, eq_g = maxc == g;
+            float hg = ((rc + 2.0f) - bc) * (float)(eq_g && neq_r);
+            float hr = (bc - gc) * (float)!neq_r;
+            float hb = ((gc + 4.0f) - rc) * (float)(neq_r && !eq_g);
+            float h = (hr + hg) + hb;
+            h = fmodf(h * sixth + 1.0f, 1.0f);
+            h = h + hf; /* remainder_(1.0): Python's modulo */
+            float m = fmodf(h, 1.0f);
+            h = m != 0.f && m < 0.f ? m + 1.0f : m;
+            /* _hsv_to_rgb */
+            float h6 = h * 6.0f, fi = floorf(h6), f = h6 - fi;
+            int i = (int)fi;
+            float v = maxc, sxf = s * f, oms = 1.0f - s;
+            float q = fminf(fmaxf((1.0f - sxf) * v, 0.f), 1.f);
+            float t = fminf(fmaxf((sxf + oms) * v, 0.f), 1.f);
+            float pp = fminf(fmaxf(oms * v, 0.f), 1.f);
+            i %= 6;
+            i += i < 0 ? 6 : 0;
+            float rgb[3];
+            switch (i) {
+            case 0:
+                rgb[0] = v, rgb[1] = t, rgb[2] = pp;
+                break;
+            case 1:
+                rgb[0] = q, rgb[1] = v, rgb[2] = pp;
+                break;
+            case 2:
+                rgb[0] = pp, rgb[1] = v, rgb[2] = t;
+                break;
+            case 3:
+                rgb[0] = pp, rgb[1] = q, rgb[2] = v;
+                break;
+            case 4:
+                rgb[0] = t, rgb[1] = pp, rgb[2] = v;
+                break;
+            default:
+                rgb[0] = v, rgb[1] = pp, rgb[2] = q;
+                break;
+            }
+            for (int c = 0; c < 3; c++)
+                p[c] = to_u8(rgb[c] * out_scale);
+        }
+    }
+}
+
+/* ---- geometry: F.affine / F.rotate with nearest sampling, fill 0 ------------------- */
+
+/* Python's math.radians and math.degrees */
+static double radians(double d)
+{
+    return d * (M_PI / 180.0);
+}
+
+static double degrees(double r)
+{
+    return r * (180.0 / M_PI);
+}
+
+/* torchvision's _get_inverse_affine_matrix with scale 1, in double as Python computes */
+static void inverse_affine(double cx, double cy, double angle, double tx, double ty, double shear_x,
+                           double shear_y, double m[6])
+{
+    double rot = radians(angle), sx = radians(shear_x), sy = radians(shear_y);
+    double cos_sy = cos(sy), tan_sx = tan(sx), rot_minus_sy = rot - sy;
+    double cxt = cx + tx, cyt = cy + ty;
+    double a = cos(rot_minus_sy) / cos_sy;
+    double b = -(a * tan_sx + sin(rot));
+    double c = sin(rot_minus_sy) / cos_sy;
+    double d = cos(rot) - c * tan_sx;
+    m[0] = d / 1.0, m[1] = -b / 1.0, m[2] = 0.0;
+    m[3] = -c / 1.0, m[4] = a / 1.0, m[5] = 0.0;
+    m[2] += (cx - m[0] * cxt) - m[1] * cyt;
+    m[5] += (cy - m[3] * cxt) - m[4] * cyt;
+}
+
+/* _affine_grid + grid_sample(nearest, zeros, align_corners=False) in float32: the grid
+ * point is (x * R00 fused+ y * R10) + R20 (as torch's bmm rounds it here), its source
+ * position (g + 1) * (size / 2) - 0.5, rounded half-to-even. tmp holds the original. */
+static void warp(bfs_img *im, const double m[6], uint8_t *tmp)
+{
+    int w = im->w, h = im->h;
+    size_t row = (size_t)w * 3;
+    for (int y = 0; y < h; y++)
+        memcpy(tmp + (size_t)y * row, PX(im, 0, y), row);
+    float hw = (float)(0.5 * w), hh = (float)(0.5 * h);
+    float r00 = (float)m[0] / hw, r10 = (float)m[1] / hw, r20 = (float)m[2] / hw;
+    float r01 = (float)m[3] / hh, r11 = (float)m[4] / hh, r21 = (float)m[5] / hh;
+    float x0 = (float)((1.0 - w) * 0.5), y0 = (float)((1.0 - h) * 0.5);
+    for (int oy = 0; oy < h; oy++) {
+        float gy0 = (float)oy + y0; /* linspace with step 1: exact */
+        uint8_t *o = PX(im, 0, oy);
+        for (int ox = 0; ox < w; ox++, o += 3) {
+            float gx0 = (float)ox + x0;
+            float gx = fmaf(gy0, r10, gx0 * r00) + r20;
+            float gy = fmaf(gy0, r11, gx0 * r01) + r21;
+            float ix = rintf((gx + 1.0f) * hw - 0.5f), iy = rintf((gy + 1.0f) * hh - 0.5f);
+            if (ix >= 0.f && ix < (float)w && iy >= 0.f && iy < (float)h)
+                memcpy(o, tmp + (size_t)iy * row + 3 * (size_t)ix, 3);
+            else
+                o[0] = o[1] = o[2] = 0;
+        }
+    }
+}
+
+/* torch.rot90 by 180 degrees, and by 90 (k=1, counter-clockwise) or 270 on squares */
+static void rot90(bfs_img *im, int k, uint8_t *tmp)
+{
+    int w = im->w, h = im->h;
+    size_t row = (size_t)w * 3;
+    for (int y = 0; y < h; y++)
+        memcpy(tmp + (size_t)y * row, PX(im, 0, y), row);
+    for (int y = 0; y < h; y++)
+        for (int x = 0; x < w; x++) {
+            int sx, sy;
+            if (k == 2)
+                sx = w - 1 - x, sy = h - 1 - y;
+            else if (k == 1) /* out[y][x] = in[x][w - 1 - y] */
+                sx = w - 1 - y, sy = x;
+            else /* k == 3: out[y][x] = in[h - 1 - x][y] */
+                sx = y, sy = h - 1 - x;
+            memcpy(PX(im, x, y), tmp + (size_t)sy * row + 3 * (size_t)sx, 3);
+        }
+}
+
+static void rotate(bfs_img *im, double angle, uint8_t *tmp)
+{
+    double a = fmod(angle, 360.0); /* Python's angle % 360 */
+    if (a != 0 && a < 0)
+        a += 360.0;
+    if (a == 0)
+        return;
+    if (a == 180) {
+        rot90(im, 2, tmp);
+        return;
+    }
+    if (im->w == im->h && (a == 90 || a == 270)) {
+        rot90(im, a == 90 ? 1 : 3, tmp);
+        return;
+    }
+    double m[6];
+    inverse_affine(0, 0, -a, 0, 0, 0, 0, m);
+    warp(im, m, tmp);
+}
+
+int bfs_imgop_apply(bfs_img *im, int op, double mag, uint8_t *tmp)
+{
+    double m[6];
+    if (!(mag == mag)) /* NaN */
+        return -EINVAL;
+    switch (op) {
+    case BFS_OP_IDENTITY:
+        return 0;
+    case BFS_OP_SHEAR_X:
+    case BFS_OP_SHEAR_Y: {
+        double s = degrees(atan(mag));
+        inverse_affine(-im->w * 0.5, -im->h * 0.5, 0, 0, 0, op == BFS_OP_SHEAR_X ? s : 0,
+                       op == BFS_OP_SHEAR_Y ? s : 0, m);
+        warp(im, m, tmp);
+        return 0;
+    }
+    case BFS_OP_TRANSLATE_X:
+    case BFS_OP_TRANSLATE_Y: {
+        if (!(fabs(mag) < 1e9))
+            return -EINVAL;
+        double t = trunc(mag); /* int(magnitude) */
+        if (t == 0)
+            t = 0; /* no -0 */
+        inverse_affine(0, 0, 0, op == BFS_OP_TRANSLATE_X ? t : 0, op == BFS_OP_TRANSLATE_Y ? t : 0,
+                       0, 0, m);
+        warp(im, m, tmp);
+        return 0;
+    }
+    case BFS_OP_ROTATE:
+        if (!(fabs(mag) < 1e9))
+            return -EINVAL;
+        rotate(im, mag, tmp);
+        return 0;
+    case BFS_OP_BRIGHTNESS:
+    case BFS_OP_COLOR:
+    case BFS_OP_CONTRAST:
+    case BFS_OP_SHARPNESS:
+        if (!(mag >= 0 && mag < 1e9))
+            return -EINVAL;
+        if (op == BFS_OP_BRIGHTNESS)
+            brightness(im, mag);
+        else if (op == BFS_OP_COLOR)
+            saturation(im, mag);
+        else if (op == BFS_OP_CONTRAST)
+            contrast(im, mag);
+        else
+            sharpness(im, mag, tmp);
+        return 0;
+    case BFS_OP_POSTERIZE:
+        if (!(mag >= 0 && mag <= 8) || mag != floor(mag))
+            return -EINVAL;
+        posterize(im, (int)mag);
+        return 0;
+    case BFS_OP_SOLARIZE:
+        if (!(mag <= 255))
+            return -EINVAL;
+        solarize(im, mag);
+        return 0;
+    case BFS_OP_AUTOCONTRAST:
+        autocontrast(im);
+        return 0;
+    case BFS_OP_EQUALIZE:
+        equalize(im);
+        return 0;
+    case BFS_OP_INVERT:
+        invert(im);
+        return 0;
+    case BFS_OP_HUE:
+        if (!(mag >= -0.5 && mag <= 0.5))
+            return -EINVAL;
+        hue(im, mag);
+        return 0;
+    case BFS_OP_GRAYSCALE:
+        grayscale(im);
+        return 0;
+    default:
+        return -EINVAL;
+    }
+}
