@@ -53,8 +53,9 @@ enum { BFS_PACK_CONCAT, BFS_PACK_PAD, BFS_PACK_BUCKET }; /* pack= (token dataset
 #define BFS_MAX_TEXT_LEN 1048576u /* text_len=N: bytes per text row */
 /* fields=NAME,...: room for 64 names (BFS_FIELD_MAX) of 31 bytes (BFS_FIELD_NAME_MAX) and
  * their commas */
-#define BFS_FIELDS_TEXT 2048u
-#define BFS_MAX_SEQ_LEN 1048576u /* seq_len= and bucket bounds: tokens per row */
+#define BFS_FIELDS_TEXT     2048u
+#define BFS_OPT_GIVEN_WORDS 2        /* bfs_pipeline_opts.given: bits for up to 128 options */
+#define BFS_MAX_SEQ_LEN     1048576u /* seq_len= and bucket bounds: tokens per row */
 /* source=: a mixture of at most BFS_MIX_SOURCES sources, its text at most BFS_MIX_TEXT
  * bytes; mix_schedule=: at most BFS_SCHEDULE_POINTS points in BFS_SCHEDULE_TEXT bytes */
 #define BFS_MIX_SOURCES     64u
@@ -155,7 +156,8 @@ typedef struct bfs_pipeline_opts {
     uint64_t want_fingerprint;
     int want_fingerprint_set;
     /* bookkeeping for validation: which keys were given explicitly */
-    uint64_t given; /* bit i: option i (bfs_pipeline_option_at(i)) was set */
+    uint64_t given[BFS_OPT_GIVEN_WORDS]; /* bit i % 64 of word i / 64: option i
+                                          * (bfs_pipeline_option_at(i)) was set */
 } bfs_pipeline_opts;
 
 /* ---- parsing the options (engine/pipeline.c; the rest of its interface: pipeline.h) ---- */

@@ -119,7 +119,7 @@ void bfs_pipeline_defaults(bfs_pipeline_opts *o)
         if (!(d->flags & F_LATER))
             (void)d->set(d, o, d->init ? d->init : d->pub.def, &why); /* tested to succeed */
     }
-    o->given = 0;
+    memset(o->given, 0, sizeof o->given);
 }
 
 int bfs_pipeline_set(bfs_pipeline_opts *o, const char *key, const char *value, char *err,
@@ -137,7 +137,7 @@ int bfs_pipeline_set(bfs_pipeline_opts *o, const char *key, const char *value, c
     const char *why = NULL;
     if (d->set(d, o, value, &why))
         return bad_value(d, value, why, err, errlen);
-    o->given |= 1ull << (d - bfs_opt_table);
+    bfs_opt_mark_given(o, (size_t)(d - bfs_opt_table));
     return 0;
 }
 
@@ -256,7 +256,7 @@ int bfs_pipeline_parse_spec(bfs_pipeline_opts *o, const char *text, const char *
 
 int bfs_pipeline_finish(bfs_pipeline_opts *o, char *err, size_t errlen)
 {
-    if (!(o->given & (1ull << OPT_NORMALIZE))) {
+    if (!bfs_opt_given(o, OPT_NORMALIZE)) {
         const char *why = NULL;
         const opt *d = &bfs_opt_table[OPT_NORMALIZE];
         (void)d->set(d, o, o->dtype == BFS_OUT_U8 ? "none" : "imagenet", &why);
@@ -290,7 +290,7 @@ int bfs_pipeline_finish(bfs_pipeline_opts *o, char *err, size_t errlen)
     }
     if (!o->mix[0]) {
         for (size_t i = 0; i < OPT_COUNT; i++)
-            if ((bfs_opt_table[i].flags & F_MIX) && (o->given & (1ull << i)) && differs(o, i))
+            if ((bfs_opt_table[i].flags & F_MIX) && bfs_opt_given(o, i) && differs(o, i))
                 return bfs_errf(-EINVAL, err, errlen,
                                 "%s= is an option of mixtures: give the sources as "
                                 "source=PATH:W+PATH:W (docs/mixing.md)",
@@ -320,7 +320,7 @@ int bfs_pipeline_check_kind(bfs_pipeline_opts *o, int sequences, char *err, size
 {
     for (size_t i = 0; i < OPT_COUNT; i++) {
         const opt *d = &bfs_opt_table[i];
-        if (!(o->given & (1ull << i)))
+        if (!bfs_opt_given(o, i))
             continue;
         if (sequences && (d->flags & F_IMG))
             return bfs_errf(-EINVAL, err, errlen,
@@ -361,7 +361,7 @@ int bfs_pipeline_check_kind(bfs_pipeline_opts *o, int sequences, char *err, size
         /* given with another value than the default: a spec file (MNT/pipeline) lists
          * every token option, those of other pack= modes at their defaults */
         for (size_t i = 0; i < sizeof only / sizeof *only; i++) {
-            if (!(o->given & (1ull << only[i].opt)) || !differs(o, (size_t)only[i].opt))
+            if (!bfs_opt_given(o, (size_t)only[i].opt) || !differs(o, (size_t)only[i].opt))
                 continue;
             if (only[i].pack < 0 ? o->pack == BFS_PACK_CONCAT : o->pack != only[i].pack)
                 return bfs_errf(-EINVAL, err, errlen, "%s= applies to pack=%s only, not pack=%s",
@@ -369,8 +369,7 @@ int bfs_pipeline_check_kind(bfs_pipeline_opts *o, int sequences, char *err, size
                                 only[i].pack < 0 ? "pad|bucket" : packs[only[i].pack],
                                 packs[o->pack]);
         }
-        if (o->pack == BFS_PACK_BUCKET && (o->given & (1ull << OPT_SEQ_LEN)) &&
-            differs(o, OPT_SEQ_LEN))
+        if (o->pack == BFS_PACK_BUCKET && bfs_opt_given(o, OPT_SEQ_LEN) && differs(o, OPT_SEQ_LEN))
             return bfs_errf(-EINVAL, err, errlen,
                             "seq_len= does not apply to pack=bucket: each bucket's bound is the "
                             "length of its rows (buckets=B1:B2:...)");
@@ -428,7 +427,7 @@ int bfs_pipeline_check_fields(bfs_pipeline_opts *o, const char *const *names,
                         "token_len=%u: none of the fields served is tokens (mkbatchfs "
                         "--tokenize adds one; or remove token_len=)",
                         o->token_len);
-    if ((o->given & (1ull << OPT_MIN_BOX_AREA)) && o->min_box_area != 1 && !boxes)
+    if (bfs_opt_given(o, OPT_MIN_BOX_AREA) && o->min_box_area != 1 && !boxes)
         return bfs_errf(-EINVAL, err, errlen,
                         "min_box_area=%u: none of the fields served is boxes (remove "
                         "min_box_area=)",

@@ -83,7 +83,19 @@ enum {
     OPT_SOURCE_CACHE_MB,
     OPT_COUNT
 };
-_Static_assert(OPT_COUNT <= 64, "bfs_pipeline_opts.given has one bit per option");
+_Static_assert(OPT_COUNT <= 64 * BFS_OPT_GIVEN_WORDS,
+               "bfs_pipeline_opts.given has one bit per option");
+
+/* bit i of o->given: option i was set explicitly */
+static inline bool bfs_opt_given(const bfs_pipeline_opts *o, size_t i)
+{
+    return (o->given[i / 64] >> (i % 64)) & 1;
+}
+
+static inline void bfs_opt_mark_given(bfs_pipeline_opts *o, size_t i)
+{
+    o->given[i / 64] |= 1ull << (i % 64);
+}
 
 typedef struct opt opt;
 

@@ -240,7 +240,7 @@ START_TEST(defaults_match_design)
     ck_assert_int_eq(o.sample_cache_mb, 0);
     ck_assert_int_eq(o.cpu_budget, 0); /* online CPUs, resolved by the engine */
     ck_assert_int_eq(o.ram_mb, 0);     /* half of free RAM, resolved by the engine */
-    ck_assert_uint_eq(o.given, 0);
+    ck_assert(o.given[0] == 0 && o.given[1] == 0);
     ck_assert_int_eq(bfs_pipeline_finish(&o, err, sizeof err), 0);
     ck_assert_int_eq(o.normalize, 0); /* u8: none */
 
@@ -593,9 +593,9 @@ START_TEST(missing_and_unknown)
     ck_assert_int_eq(bfs_pipeline_set(&o, "nope", "0", tiny, sizeof tiny), -ENOENT);
 
     /* the given bits: set only by successful sets, row index = bit */
-    ck_assert_uint_eq(o.given, 0);
+    ck_assert(o.given[0] == 0 && o.given[1] == 0);
     ok(&o, "dtype", "f16");
-    ck_assert_uint_eq(o.given, 1u << 12);
+    ck_assert(o.given[0] == 1u << 12 && o.given[1] == 0);
     ck_assert_str_eq(bfs_pipeline_option_at(12)->name, "dtype");
 }
 END_TEST
@@ -1251,7 +1251,7 @@ START_TEST(spec_files)
                   "%s", err);
     ck_assert_int_eq(o.want_fingerprint_set, 1);
     ck_assert_uint_eq(o.want_fingerprint, 0x0123456789abcdefULL);
-    ck_assert_int_eq(o.given, 0);
+    ck_assert(o.given[0] == 0 && o.given[1] == 0);
     ck_assert_int_eq(bfs_pipeline_parse_spec(&o, "fingerprint = 0123\n", "p", err, sizeof err),
                      -EINVAL);
     ck_assert_ptr_nonnull(strstr(err, "p:1: fingerprint=0123: must be 16 hex digits"));
