@@ -54,6 +54,7 @@ enum { BFS_PACK_CONCAT, BFS_PACK_PAD, BFS_PACK_BUCKET }; /* pack= (token dataset
 /* fields=NAME,...: room for 64 names (BFS_FIELD_MAX) of 31 bytes (BFS_FIELD_NAME_MAX) and
  * their commas */
 #define BFS_FIELDS_TEXT     2048u
+#define BFS_STAGE_OPS       17       /* recipe ops counted in bfs_stage_stats */
 #define BFS_OPT_GIVEN_WORDS 2        /* bfs_pipeline_opts.given: bits for up to 128 options */
 #define BFS_MAX_SEQ_LEN     1048576u /* seq_len= and bucket bounds: tokens per row */
 /* source=: a mixture of at most BFS_MIX_SOURCES sources, its text at most BFS_MIX_TEXT
@@ -84,6 +85,14 @@ typedef struct bfs_pipeline_opts {
     double scale[2];       /* scale=A:B (0.08:1), 0 < A <= B <= 1 */
     double ratio[2];       /* ratio=A:B (3/4:4/3), 0 < A <= B <= 100 */
     double flip;           /* flip=P (0.5), 0..1 */
+    /* torchvision's recipe ops after the crop and flip (docs/augment.md), train only */
+    double jitter[4];      /* color_jitter=B:C:S:H (0:0:0:0): ColorJitter's brightness,
+                            * contrast, saturation (each >= 0) and hue (0..0.5) */
+    double grayscale_p;    /* grayscale_p=P (0), 0..1: RandomGrayscale */
+    uint32_t randaug[2];   /* randaugment=N:M|none: N ops (1..16; 0 = none) of magnitude
+                            * M (0..30) */
+    int trivialaug;        /* trivialaugment=0|1: TrivialAugmentWide */
+    int autoaug;           /* autoaugment=none|imagenet: AutoAugment's ImageNet policy */
     int dtype;             /* dtype=u8|f16|bf16|f32 (u8) */
     int normalize;         /* 1 when mean/std were set (imagenet default for float dtypes) */
     float mean[3], std[3]; /* normalize=imagenet|none|m0,m1,m2/s0,s1,s2: float outputs are
@@ -664,12 +673,19 @@ int bfs_service_prefetch(bfs_service *s, uint64_t epoch, uint64_t k);
 typedef struct bfs_stage_stats {
     uint64_t samples;
     uint64_t read_ns, decode_ns, resize_ns; /* resize includes flip/normalize/cast/store */
+    uint64_t augment_ns;                    /* the recipe ops (docs/augment.md) */
+    uint64_t op_ns[BFS_STAGE_OPS];          /* of augment_ns: op i's (bfs_stage_op_name) */
+    uint64_t op_n[BFS_STAGE_OPS];           /* times op i was applied */
     uint64_t encode_ns;                     /* batch headers, labels, indices */
     uint64_t bad_samples;                   /* substituted (or failed) samples */
     uint64_t texts_cut; /* text values longer than text_len= (multi-field datasets) */
     uint64_t decode_cropped, decode_full, decode_scaled, decode_raw;
     uint64_t decode_windowed; /* of decode_cropped: restart-segment windows (decode.c) */
 } bfs_stage_stats;
+
+/* bfs_stage_op_name - the name of recipe op i (torchvision's: "Rotate", "Color", ...), or
+ * NULL past the last. */
+const char *bfs_stage_op_name(int i);
 
 /* The executor's counters a benchmark reports (bfs_exec_stats' of the same names). */
 typedef struct bfs_service_counters {

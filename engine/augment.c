@@ -1,5 +1,6 @@
 /* augment.c — sample geometry and the fused output writer (see augment.h). */
 #include "engine/augment.h"
+#include "engine/imgops.h"
 #include "engine/rng.h"
 
 #include <errno.h>
@@ -110,6 +111,164 @@ uint32_t bfs_augment_boxes(const bfs_geometry *g, const float *in, uint32_t n, d
         keep[kept++] = i;
     }
     return kept;
+}
+
+/* ---- recipe ops: ColorJitter, RandomGrayscale, RandAugment, TrivialAugmentWide,
+ * AutoAugment (torchvision.transforms.v2, docs/augment.md) -------------------------- */
+
+int bfs_augment_has_ops(const bfs_pipeline_opts *o)
+{
+    return o->augment == BFS_AUG_TRAIN &&
+           (o->jitter[0] > 0 || o->jitter[1] > 0 || o->jitter[2] > 0 || o->jitter[3] > 0 ||
+            o->grayscale_p > 0 || o->randaug[0] || o->trivialaug || o->autoaug);
+}
+
+enum { SPACE_RAND, SPACE_WIDE }; /* RandAugment's and AutoAugment's space; TrivialAugmentWide's */
+
+/* The policies draw from the first fourteen ops, in _AUGMENTATION_SPACE's order. */
+#define POLICY_OPS 14
+_Static_assert(BFS_OP_IDENTITY == 0 && BFS_OP_EQUALIZE == POLICY_OPS - 1,
+               "RandAugment's ops are BFS_OP_IDENTITY..BFS_OP_EQUALIZE in order");
+
+/*
+ * Op `op` at magnitude bin `bin` of `bins` in `space` for a w x h image, as
+ * _apply_image_or_video_transform receives it: the table's float32 value (torch.linspace
+ * or the posterize formula), negated when the op is signed and `negate`; then made into
+ * bfs_imgop_apply's argument (1 + m for the factor ops, 255 * m for Solarize, int(m) bits
+ * for Posterize).
+ */
+static double policy_magnitude(int space, int op, int bins, int bin, int w, int h, int negate)
+{
+    int wide = space == SPACE_WIDE;
+    double hi = 0, m;
+    switch (op) {
+    case BFS_OP_SHEAR_X:
+    case BFS_OP_SHEAR_Y:
+        hi = wide ? 0.99 : 0.3;
+        break;
+    case BFS_OP_TRANSLATE_X:
+        hi = wide ? 32.0 : 150.0 / 331.0 * w;
+        break;
+    case BFS_OP_TRANSLATE_Y:
+        hi = wide ? 32.0 : 150.0 / 331.0 * h;
+        break;
+    case BFS_OP_ROTATE:
+        hi = wide ? 135.0 : 30.0;
+        break;
+    case BFS_OP_BRIGHTNESS:
+    case BFS_OP_COLOR:
+    case BFS_OP_CONTRAST:
+    case BFS_OP_SHARPNESS:
+        hi = wide ? 0.99 : 0.9;
+        break;
+    case BFS_OP_POSTERIZE: {
+        /* (8 - (torch.arange(bins) / ((bins - 1) / k))).round().int() */
+        float q = (float)bin / (float)((bins - 1) / (wide ? 6.0 : 4.0));
+        return (double)(int)rintf(8.0f - q);
+    }
+    case BFS_OP_SOLARIZE:
+        return 255.0 * (double)bfs_imgop_linspace(1.0, 0.0, bins, bin);
+    default:
+        return 0; /* Identity, AutoContrast, Equalize, Invert: no magnitude */
+    }
+    m = (double)bfs_imgop_linspace(0.0, hi, bins, bin);
+    if (negate)
+        m = -m;
+    if (op >= BFS_OP_BRIGHTNESS && op <= BFS_OP_SHARPNESS)
+        return 1.0 + m;
+    return m;
+}
+
+/* AutoAugmentPolicy.IMAGENET: 25 sub-policies of two (op, probability, magnitude bin of
+ * 10; -1: none) */
+static const struct {
+    signed char op;
+    double p;
+    signed char bin;
+} aa_imagenet[25][2] = {
+    {{BFS_OP_POSTERIZE, 0.4, 8}, {BFS_OP_ROTATE, 0.6, 9}},
+    {{BFS_OP_SOLARIZE, 0.6, 5}, {BFS_OP_AUTOCONTRAST, 0.6, -1}},
+    {{BFS_OP_EQUALIZE, 0.8, -1}, {BFS_OP_EQUALIZE, 0.6, -1}},
+    {{BFS_OP_POSTERIZE, 0.6, 7}, {BFS_OP_POSTERIZE, 0.6, 6}},
+    {{BFS_OP_EQUALIZE, 0.4, -1}, {BFS_OP_SOLARIZE, 0.2, 4}},
+    {{BFS_OP_EQUALIZE, 0.4, -1}, {BFS_OP_ROTATE, 0.8, 8}},
+    {{BFS_OP_SOLARIZE, 0.6, 3}, {BFS_OP_EQUALIZE, 0.6, -1}},
+    {{BFS_OP_POSTERIZE, 0.8, 5}, {BFS_OP_EQUALIZE, 1.0, -1}},
+    {{BFS_OP_ROTATE, 0.2, 3}, {BFS_OP_SOLARIZE, 0.6, 8}},
+    {{BFS_OP_EQUALIZE, 0.6, -1}, {BFS_OP_POSTERIZE, 0.4, 6}},
+    {{BFS_OP_ROTATE, 0.8, 8}, {BFS_OP_COLOR, 0.4, 0}},
+    {{BFS_OP_ROTATE, 0.4, 9}, {BFS_OP_EQUALIZE, 0.6, -1}},
+    {{BFS_OP_EQUALIZE, 0.0, -1}, {BFS_OP_EQUALIZE, 0.8, -1}},
+    {{BFS_OP_INVERT, 0.6, -1}, {BFS_OP_EQUALIZE, 1.0, -1}},
+    {{BFS_OP_COLOR, 0.6, 4}, {BFS_OP_CONTRAST, 1.0, 8}},
+    {{BFS_OP_ROTATE, 0.8, 8}, {BFS_OP_COLOR, 1.0, 2}},
+    {{BFS_OP_COLOR, 0.8, 8}, {BFS_OP_SOLARIZE, 0.8, 7}},
+    {{BFS_OP_SHARPNESS, 0.4, 7}, {BFS_OP_INVERT, 0.6, -1}},
+    {{BFS_OP_SHEAR_X, 0.6, 5}, {BFS_OP_EQUALIZE, 1.0, -1}},
+    {{BFS_OP_COLOR, 0.4, 0}, {BFS_OP_EQUALIZE, 0.6, -1}},
+    {{BFS_OP_EQUALIZE, 0.4, -1}, {BFS_OP_SOLARIZE, 0.2, 4}},
+    {{BFS_OP_SOLARIZE, 0.6, 5}, {BFS_OP_AUTOCONTRAST, 0.6, -1}},
+    {{BFS_OP_INVERT, 0.6, -1}, {BFS_OP_EQUALIZE, 1.0, -1}},
+    {{BFS_OP_COLOR, 0.6, 4}, {BFS_OP_CONTRAST, 1.0, 8}},
+    {{BFS_OP_EQUALIZE, 0.8, -1}, {BFS_OP_EQUALIZE, 0.6, -1}},
+};
+
+int bfs_augment_ops(const bfs_pipeline_opts *o, uint64_t epoch, uint64_t index, int w, int h,
+                    bfs_aug_op *ops)
+{
+    int n = 0;
+    if (!bfs_augment_has_ops(o))
+        return 0;
+    bfs_rng r;
+    const double *j = o->jitter;
+    if (j[0] > 0 || j[1] > 0 || j[2] > 0 || j[3] > 0) {
+        /* ColorJitter: torch.randperm(4), then a factor for each of the four */
+        static const int jop[4] = {BFS_OP_BRIGHTNESS, BFS_OP_CONTRAST, BFS_OP_COLOR, BFS_OP_HUE};
+        int order[4] = {0, 1, 2, 3};
+        double f[4];
+        bfs_rng_init(&r, o->seed, epoch, index, BFS_RNG_STREAM_JITTER);
+        for (int i = 3; i > 0; i--) {
+            int k = (int)bfs_rng_int(&r, 0, i), t = order[i];
+            order[i] = order[k], order[k] = t;
+        }
+        for (int i = 0; i < 3; i++)
+            f[i] = bfs_rng_uniform_range(&r, fmax(0, 1 - j[i]), 1 + j[i]);
+        f[3] = bfs_rng_uniform_range(&r, -j[3], j[3]);
+        for (int i = 0; i < 4; i++)
+            if (j[order[i]] > 0)
+                ops[n++] = (bfs_aug_op){jop[order[i]], f[order[i]]};
+    }
+    if (o->grayscale_p > 0) {
+        bfs_rng_init(&r, o->seed, epoch, index, BFS_RNG_STREAM_GRAYSCALE);
+        if (bfs_rng_uniform(&r) < o->grayscale_p)
+            ops[n++] = (bfs_aug_op){BFS_OP_GRAYSCALE, 0};
+    }
+    bfs_rng_init(&r, o->seed, epoch, index, BFS_RNG_STREAM_POLICY);
+    if (o->randaug[0]) { /* RandAugment: N ops, each (op, sign) */
+        for (uint32_t i = 0; i < o->randaug[0]; i++) {
+            int op = (int)bfs_rng_int(&r, 0, POLICY_OPS - 1);
+            int neg = bfs_rng_uniform(&r) <= 0.5;
+            ops[n++] = (bfs_aug_op){
+                op, policy_magnitude(SPACE_RAND, op, 31, (int)o->randaug[1], w, h, neg)};
+        }
+    } else if (o->trivialaug) { /* TrivialAugmentWide: (op, bin, sign) */
+        int op = (int)bfs_rng_int(&r, 0, POLICY_OPS - 1);
+        int bin = (int)bfs_rng_int(&r, 0, 30);
+        int neg = bfs_rng_uniform(&r) <= 0.5;
+        ops[n++] = (bfs_aug_op){op, policy_magnitude(SPACE_WIDE, op, 31, bin, w, h, neg)};
+    } else if (o->autoaug) { /* AutoAugment: a sub-policy, then (apply?, sign) per op */
+        int k = (int)bfs_rng_int(&r, 0, 24);
+        for (int i = 0; i < 2; i++) {
+            double u = bfs_rng_uniform(&r);
+            int neg = bfs_rng_uniform(&r) <= 0.5;
+            if (u <= aa_imagenet[k][i].p) {
+                int op = aa_imagenet[k][i].op, bin = aa_imagenet[k][i].bin;
+                ops[n++] = (bfs_aug_op){
+                    op, bin < 0 ? 0 : policy_magnitude(SPACE_RAND, op, 10, bin, w, h, neg)};
+            }
+        }
+    }
+    return n;
 }
 
 /* ---- output ------------------------------------------------------------------------ */

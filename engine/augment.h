@@ -52,6 +52,31 @@ int bfs_augment_geometry(const bfs_pipeline_opts *o, uint64_t epoch, uint64_t in
 uint32_t bfs_augment_boxes(const bfs_geometry *g, const float *in, uint32_t n, double min_area,
                            float *out, uint32_t *keep);
 
+/*
+ * The recipe ops of o (color_jitter=, grayscale_p=, randaugment=, trivialaugment=,
+ * autoaugment=) act on the cropped, resized and flipped sample, before dtype and
+ * normalize, as torchvision's presets order them; only with augment=train.
+ */
+#define BFS_AUG_MAX_OPS 24 /* 4 jitter + 1 grayscale + at most 16 (randaugment) */
+
+typedef struct bfs_aug_op {
+    int op;     /* BFS_OP_* (engine/imgops.h) */
+    double mag; /* bfs_imgop_apply's magnitude: a factor, bits, a threshold, ... */
+} bfs_aug_op;
+
+/* bfs_augment_has_ops - 1 when o gives any recipe op (and augment=train). */
+int bfs_augment_has_ops(const bfs_pipeline_opts *o);
+
+/*
+ * bfs_augment_ops - the ops sample `index` gets in `epoch`, on an image of w x h (the
+ * output size), in order, into ops (BFS_AUG_MAX_OPS): ColorJitter's (a random order of
+ * the four, each factor uniform in torchvision's range), RandomGrayscale's, then the
+ * policy's. The draws are torchvision's (docs/augment.md lists them) from the sample's
+ * own streams (engine/rng.h), the same number whatever they pick. Returns the count.
+ */
+int bfs_augment_ops(const bfs_pipeline_opts *o, uint64_t epoch, uint64_t index, int w, int h,
+                    bfs_aug_op *ops);
+
 /* Conversion tables built once per pipeline (dtype, normalization). */
 typedef struct bfs_out_format {
     int dtype; /* BFS_OUT_* */

@@ -10,6 +10,7 @@
  */
 #include "engine/engine_internal.h"
 #include "engine/augment.h"
+#include "engine/imgops.h"
 #include "engine/dataset/bfs.h"
 #include "engine/dataset/fetch.h"
 #include "engine/dataset/prefetch.h"
@@ -166,6 +167,7 @@ int bfs_engine_create(const char *source_path, const bfs_pipeline_opts *o, bfs_e
                 (long long)o->sample_cache_mb,
                 (unsigned long long)(((uint64_t)pages * (uint64_t)psize) >> 20));
     bfs_out_format_init(&e->fmt, o);
+    e->has_ops = bfs_augment_has_ops(o);
     e->fingerprint = bfs_pipeline_fingerprint(&e->o, identity);
     bfs_st_batch_desc fd;
     describe(e, e->o.batch, 0, 0, &fd);
@@ -414,6 +416,13 @@ int bfs_engine_batch_indices(bfs_engine *e, uint64_t epoch, uint64_t k, uint64_t
     return bfs_plan_batch_indices(e->plan, epoch, k, out);
 }
 
+_Static_assert(BFS_STAGE_OPS == BFS_OP_COUNT, "a stage counter per recipe op");
+
+const char *bfs_stage_op_name(int i)
+{
+    return bfs_imgop_name(i);
+}
+
 int bfs_engine_worker_create(bfs_engine *e, bfs_engine_worker **out)
 {
     bfs_engine_worker *w = calloc(1, sizeof *w);
@@ -439,6 +448,7 @@ void bfs_engine_worker_destroy(bfs_engine_worker *w)
     bfs_source_scratch_free(&w->scratch);
     bfs_tokens_scratch_free(&w->ts);
     resize_scratch_free(&w->rs);
+    free(w->aug);
     free(w->rows);
     free(w);
 }
@@ -450,6 +460,11 @@ void bfs_engine_worker_stats(const bfs_engine_worker *w, bfs_stage_stats *st)
     st->read_ns = atomic_load_explicit(&w->read_ns, memory_order_relaxed);
     st->decode_ns = atomic_load_explicit(&w->decode_ns, memory_order_relaxed);
     st->resize_ns = atomic_load_explicit(&w->resize_ns, memory_order_relaxed);
+    st->augment_ns = atomic_load_explicit(&w->augment_ns, memory_order_relaxed);
+    for (int i = 0; i < BFS_STAGE_OPS; i++) {
+        st->op_ns[i] = atomic_load_explicit(&w->op_ns[i], memory_order_relaxed);
+        st->op_n[i] = atomic_load_explicit(&w->op_n[i], memory_order_relaxed);
+    }
     st->bad_samples = atomic_load_explicit(&w->bad, memory_order_relaxed);
     st->texts_cut = atomic_load_explicit(&w->texts_cut, memory_order_relaxed);
     bfs_decode_stats ds;
@@ -493,6 +508,67 @@ static int cached_image(bfs_engine *e, bfs_engine_worker *w, const bfs_item *it,
                        .img_w = im.w,
                        .img_h = im.h,
                        .scale = im.scale};
+    return 0;
+}
+
+/* A resize_store_cb writing the sample's rows into w->aug (packed RGB), mirrored when
+ * the sample is flipped: the recipe ops come after the flip, as in torchvision. */
+typedef struct aug_sink {
+    uint8_t *img;
+    int w, flip;
+} aug_sink;
+
+static void aug_store_row(void *ctx, int row, const uint8_t *rgb, int width)
+{
+    const aug_sink *a = ctx;
+    uint8_t *d = a->img + (size_t)row * (size_t)a->w * 3;
+    if (!a->flip) {
+        memcpy(d, rgb, (size_t)width * 3);
+        return;
+    }
+    for (int x = 0; x < width; x++)
+        memcpy(d + 3 * (size_t)x, rgb + 3 * (size_t)(width - 1 - x), 3);
+}
+
+/* The primary image with recipe ops: resize (and flip) into w->aug, apply the sample's
+ * ops (bfs_augment_ops) there, then store it through the output writer. t0: when the
+ * resize began. */
+static int render_augmented(bfs_engine *e, bfs_engine_worker *w, uint64_t epoch, uint64_t key,
+                            const resize_spec *sp, const resize_src *src, const bfs_out_slot *slot,
+                            uint64_t t0)
+{
+    int ow = e->fmt.out_w, oh = e->fmt.out_h;
+    size_t n = (size_t)ow * (size_t)oh * 3;
+    if (w->aug_cap < 2 * n) {
+        uint8_t *p = realloc(w->aug, 2 * n);
+        if (!p)
+            return -ENOMEM;
+        w->aug = p, w->aug_cap = 2 * n;
+    }
+    aug_sink sink = {w->aug, ow, slot->flip};
+    int rc = resize_rgb8(sp, src, aug_store_row, &sink, &w->rs);
+    uint64_t t1 = bfs_mono_ns();
+    bfs_engine_add(&w->resize_ns, t1 - t0);
+    if (rc)
+        return rc == -EINVAL ? BFS_E_SAMPLE_RANGE : rc;
+    uint64_t ops0 = t1;
+    bfs_aug_op ops[BFS_AUG_MAX_OPS];
+    int nops = bfs_augment_ops(&e->o, epoch, key, ow, oh, ops);
+    bfs_img im = {w->aug, ow, oh, (size_t)ow * 3};
+    for (int i = 0; i < nops; i++) {
+        if ((rc = bfs_imgop_apply(&im, ops[i].op, ops[i].mag, w->aug + n)))
+            return BFS_E_SAMPLE_RANGE; /* (bfs_augment_ops draws only valid magnitudes) */
+        uint64_t t = bfs_mono_ns();
+        bfs_engine_add(&w->op_ns[ops[i].op], t - t1);
+        bfs_engine_add(&w->op_n[ops[i].op], 1);
+        t1 = t;
+    }
+    bfs_engine_add(&w->augment_ns, t1 - ops0);
+    bfs_out_slot out = *slot;
+    out.flip = 0;
+    for (int y = 0; y < oh; y++)
+        bfs_out_store_row(&out, y, w->aug + (size_t)y * im.stride, ow);
+    bfs_engine_add(&w->resize_ns, bfs_mono_ns() - t1); /* the output writer's part */
     return 0;
 }
 
@@ -572,6 +648,8 @@ static int render(bfs_engine *e, bfs_engine_worker *w, uint64_t epoch, uint64_t 
     bh = by + bh > sp->in_h ? sp->in_h - by : bh;
     resize_src src = {pix, px.stride, bx, by, bw, bh};
     bfs_out_slot slot = {&e->fmt, slot_dst, g.flip};
+    if (field == e->primary && e->has_ops)
+        return render_augmented(e, w, epoch, key, sp, &src, &slot, t2);
     rc = resize_rgb8(sp, &src, bfs_out_store_row, &slot, &w->rs);
     bfs_engine_add(&w->resize_ns, bfs_mono_ns() - t2);
     return rc == -EINVAL ? BFS_E_SAMPLE_RANGE : rc;

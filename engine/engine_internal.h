@@ -79,6 +79,7 @@ struct bfs_engine {
     _Atomic uint64_t mix_served[BFS_MIX_SOURCES]; /* samples begun per source (/stats) */
     bfs_tokens *tok; /* token datasets (tokens.h): replaces the plan and the image path */
     bfs_out_format fmt;
+    int has_ops; /* bfs_augment_has_ops(&o): the primary image gets recipe ops */
     uint64_t fingerprint;
     char canonical[BFS_CANONICAL_MAX];
     bfs_samplecache *scache; /* sample_cache_mb > 0; thread-safe itself (samplecache.h) */
@@ -114,6 +115,10 @@ struct bfs_engine_worker {
     resize_scratch rs;
     /* counters: written by the owner thread, read racily by monitors */
     _Atomic uint64_t samples, read_ns, decode_ns, resize_ns, bad, texts_cut;
+    _Atomic uint64_t augment_ns;                                /* the recipe ops, all together */
+    _Atomic uint64_t op_ns[BFS_STAGE_OPS], op_n[BFS_STAGE_OPS]; /* per op: time, uses */
+    uint8_t *aug; /* the sample being augmented (out_w x out_h RGB), then its scratch */
+    size_t aug_cap;
     uint8_t *rows; /* a transform's output rows (grown as needed) */
     size_t rows_cap;
     uint32_t *keep_mem; /* e->keep_rows: boxes fields' keep lists (sample_state) */

@@ -509,6 +509,9 @@ static void sum_stages(bfs_exec *x, bfs_stage_stats *s)
         s->read_ns += w.read_ns;
         s->decode_ns += w.decode_ns;
         s->resize_ns += w.resize_ns;
+        s->augment_ns += w.augment_ns;
+        for (int k = 0; k < BFS_STAGE_OPS; k++)
+            s->op_ns[k] += w.op_ns[k], s->op_n[k] += w.op_n[k];
         s->bad_samples += w.bad_samples;
         s->texts_cut += w.texts_cut;
         s->decode_cropped += w.decode_cropped;
@@ -622,15 +625,15 @@ static int fetch_ahead(double latency_s, double step_s)
     return n < q ? n + 1 : n < 1 ? 1 : n;
 }
 
-/* The workers' seconds to compute a batch of n samples, all of them at once: their decode
- * and resize time per sample so far (not their reads: those wait for fetches), 0 before
+/* The workers' seconds to compute a batch of n samples, all of them at once: their decode,
+ * resize and augment time per sample so far (not their reads: those wait for fetches), 0 before
  * any sample. */
 static double compute_step(bfs_exec *x, uint32_t n)
 {
     bfs_stage_stats w;
     sum_stages(x, &w);
     int threads = x->nthreads > 0 ? x->nthreads : 1;
-    double ns = (double)(w.decode_ns + w.resize_ns);
+    double ns = (double)(w.decode_ns + w.resize_ns + w.augment_ns);
     return w.samples ? ns / 1e9 / (double)w.samples * n / threads : 0;
 }
 

@@ -54,6 +54,10 @@ float bfs_imgop_linspace(double start, double end, int steps, int i)
     return i < steps / 2 ? fmaf(step, (float)i, s) : fmaf(-step, (float)(steps - 1 - i), e);
 }
 
+/* The float loops, cloned for CPUs with FMA (fmaf then one instruction instead of a call
+ * into libm); both clones compute the same bits, fmaf being exact either way. */
+#define FLOAT_LOOP __attribute__((target_clones("fma", "default")))
+
 #define PX(im, x, y) ((im)->rgb + (size_t)(y) * (im)->stride + 3 * (size_t)(x))
 
 /* A float in [0, 255] (after clamping) to u8 as .to(torch.uint8) does: truncation. */
@@ -61,6 +65,26 @@ static inline uint8_t to_u8(float v)
 {
     v = v < 0.f ? 0.f : v > 255.f ? 255.f : v;
     return (uint8_t)v;
+}
+
+/* every value v of the image becomes lut[v] */
+static void apply_lut(bfs_img *im, const uint8_t lut[256])
+{
+    for (int y = 0; y < im->h; y++) {
+        uint8_t *p = PX(im, 0, y);
+        for (int x = 0; x < 3 * im->w; x++)
+            p[x] = lut[p[x]];
+    }
+}
+
+/* every value v of channel c becomes lut[c][v] */
+static void apply_lut3(bfs_img *im, const uint8_t lut[3][256])
+{
+    for (int y = 0; y < im->h; y++) {
+        uint8_t *p = PX(im, 0, y);
+        for (int x = 0; x < im->w; x++, p += 3)
+            p[0] = lut[0][p[0]], p[1] = lut[1][p[1]], p[2] = lut[2][p[2]];
+    }
 }
 
 /* r.mul(0.2989).add_(g, alpha=0.587).add_(b, alpha=0.114) */
@@ -75,18 +99,18 @@ static inline uint8_t blend(uint8_t v, float other, float r, float one_minus_r)
     return to_u8(fmaf(other, one_minus_r, (float)v * r));
 }
 
+/* adjust_brightness: a function of each value alone, so a table of its 256 results */
 static void brightness(bfs_img *im, double f)
 {
     float ff = (float)f;
-    for (int y = 0; y < im->h; y++) {
-        uint8_t *p = PX(im, 0, y);
-        for (int x = 0; x < 3 * im->w; x++)
-            p[x] = to_u8((float)p[x] * ff);
-    }
+    uint8_t lut[256];
+    for (int v = 0; v < 256; v++)
+        lut[v] = to_u8((float)v * ff);
+    apply_lut(im, lut);
 }
 
 /* adjust_saturation: blend with the floored grayscale, pixel by pixel */
-static void saturation(bfs_img *im, double f)
+FLOAT_LOOP static void saturation(bfs_img *im, double f)
 {
     float r = (float)f, omr = (float)(1.0 - f);
     for (int y = 0; y < im->h; y++) {
@@ -103,7 +127,7 @@ static void saturation(bfs_img *im, double f)
 /* adjust_contrast: blend with the mean of the floored grayscale. The floored values are
  * integers, so their float32 sum is exact (whatever torch's summation order) while it
  * stays below 2^24: images up to 256 x 256 always, larger ones unless very bright. */
-static void contrast(bfs_img *im, double f)
+FLOAT_LOOP static void contrast(bfs_img *im, double f)
 {
     double sum = 0;
     for (int y = 0; y < im->h; y++) {
@@ -113,14 +137,13 @@ static void contrast(bfs_img *im, double f)
     }
     float mean = (float)sum / (float)((double)im->w * im->h);
     float r = (float)f, omr = (float)(1.0 - f);
-    for (int y = 0; y < im->h; y++) {
-        uint8_t *p = PX(im, 0, y);
-        for (int x = 0; x < 3 * im->w; x++)
-            p[x] = blend(p[x], mean, r, omr);
-    }
+    uint8_t lut[256];
+    for (int v = 0; v < 256; v++)
+        lut[v] = blend((uint8_t)v, mean, r, omr);
+    apply_lut(im, lut);
 }
 
-static void grayscale(bfs_img *im)
+FLOAT_LOOP static void grayscale(bfs_img *im)
 {
     for (int y = 0; y < im->h; y++) {
         uint8_t *p = PX(im, 0, y);
@@ -131,7 +154,7 @@ static void grayscale(bfs_img *im)
 
 /* adjust_sharpness: interior pixels blend with the rounded 3x3 blur [1 1 1; 1 5 1; 1 1 1]
  * / 13; the border keeps its values. tmp holds the original. */
-static void sharpness(bfs_img *im, double f, uint8_t *tmp)
+FLOAT_LOOP static void sharpness(bfs_img *im, double f, uint8_t *tmp)
 {
     int w = im->w, h = im->h;
     if (w <= 2 || h <= 2)
@@ -164,33 +187,28 @@ static void posterize(bfs_img *im, int bits)
 {
     if (bits >= 8)
         return;
-    uint8_t mask = (uint8_t)(((1u << bits) - 1) << (8 - bits));
-    for (int y = 0; y < im->h; y++) {
-        uint8_t *p = PX(im, 0, y);
-        for (int x = 0; x < 3 * im->w; x++)
-            p[x] &= mask;
-    }
+    uint8_t mask = (uint8_t)(((1u << bits) - 1) << (8 - bits)), lut[256];
+    for (int v = 0; v < 256; v++)
+        lut[v] = (uint8_t)(v & mask);
+    apply_lut(im, lut);
 }
 
 /* torch.where(image >= threshold, 255 - image, image), compared in float32 */
 static void solarize(bfs_img *im, double threshold)
 {
     float t = (float)threshold;
-    for (int y = 0; y < im->h; y++) {
-        uint8_t *p = PX(im, 0, y);
-        for (int x = 0; x < 3 * im->w; x++)
-            if ((float)p[x] >= t)
-                p[x] = (uint8_t)(255 - p[x]);
-    }
+    uint8_t lut[256];
+    for (int v = 0; v < 256; v++)
+        lut[v] = (uint8_t)((float)v >= t ? 255 - v : v);
+    apply_lut(im, lut);
 }
 
 static void invert(bfs_img *im)
 {
-    for (int y = 0; y < im->h; y++) {
-        uint8_t *p = PX(im, 0, y);
-        for (int x = 0; x < 3 * im->w; x++)
-            p[x] = (uint8_t)(255 - p[x]);
-    }
+    uint8_t lut[256];
+    for (int v = 0; v < 256; v++)
+        lut[v] = (uint8_t)(255 - v);
+    apply_lut(im, lut);
 }
 
 /* autocontrast: each channel stretched from its [min, max] to [0, 255] */
@@ -210,12 +228,11 @@ static void autocontrast(bfs_img *im)
         mn[c] = lo[c] == hi[c] ? 0.f : (float)lo[c];
         inv[c] = lo[c] == hi[c] ? 1.f : ((float)hi[c] - (float)lo[c]) * (float)(1.0 / 255.0);
     }
-    for (int y = 0; y < im->h; y++) {
-        uint8_t *p = PX(im, 0, y);
-        for (int x = 0; x < im->w; x++, p += 3)
-            for (int c = 0; c < 3; c++)
-                p[c] = to_u8(((float)p[c] - mn[c]) / inv[c]);
-    }
+    uint8_t lut[3][256];
+    for (int c = 0; c < 3; c++)
+        for (int v = 0; v < 256; v++)
+            lut[c][v] = to_u8(((float)v - mn[c]) / inv[c]);
+    apply_lut3(im, lut);
 }
 
 /* equalize: PIL's lookup table per channel, as torchvision's equalize_image builds it */
@@ -245,18 +262,16 @@ static void equalize(bfs_img *im)
             lut[c][v] = (uint8_t)(q > 255 ? 255 : q);
         }
     }
-    for (int y = 0; y < im->h; y++) {
-        uint8_t *p = PX(im, 0, y);
-        for (int x = 0; x < im->w; x++, p += 3)
-            for (int c = 0; c < 3; c++)
-                if (active[c])
-                    p[c] = lut[c][p[c]];
-    }
+    for (int c = 0; c < 3; c++)
+        if (!active[c])
+            for (int v = 0; v < 256; v++)
+                lut[c][v] = (uint8_t)v;
+    apply_lut3(im, lut);
 }
 
 /* ---- hue: _rgb_to_hsv, shift, _hsv_to_rgb, all in float32 -------------------------- */
 
-static void hue(bfs_img *im, double shift)
+FLOAT_LOOP static void hue(bfs_img *im, double shift)
 {
     const float k = (float)(1.0 / 255.0), sixth = (float)(1.0 / 6.0), hf = (float)shift;
     const float out_scale = (float)(255.0 + 1.0 - 1e-3); /* to_dtype_image(scale=True) */
@@ -348,7 +363,7 @@ static void inverse_affine(double cx, double cy, double angle, double tx, double
 /* _affine_grid + grid_sample(nearest, zeros, align_corners=False) in float32: the grid
  * point is (x * R00 fused+ y * R10) + R20 (as torch's bmm rounds it here), its source
  * position (g + 1) * (size / 2) - 0.5, rounded half-to-even. tmp holds the original. */
-static void warp(bfs_img *im, const double m[6], uint8_t *tmp)
+FLOAT_LOOP static void warp(bfs_img *im, const double m[6], uint8_t *tmp)
 {
     int w = im->w, h = im->h;
     size_t row = (size_t)w * 3;

@@ -288,6 +288,10 @@ int bfs_pipeline_finish(bfs_pipeline_opts *o, char *err, size_t errlen)
         if (d->set(d, &scratch, text, &why))
             return bad_value(d, text, why, err, errlen);
     }
+    if ((o->randaug[0] != 0) + (o->trivialaug != 0) + (o->autoaug != 0) > 1)
+        return bfs_errf(-EINVAL, err, errlen,
+                        "randaugment=, trivialaugment= and autoaugment= are alternatives "
+                        "(each a whole policy, as in torchvision's recipes): give one");
     if (!o->mix[0]) {
         for (size_t i = 0; i < OPT_COUNT; i++)
             if ((bfs_opt_table[i].flags & F_MIX) && bfs_opt_given(o, i) && differs(o, i))

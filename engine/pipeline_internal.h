@@ -39,6 +39,11 @@ enum {
     OPT_SCALE,
     OPT_RATIO,
     OPT_FLIP,
+    OPT_COLOR_JITTER,
+    OPT_GRAYSCALE_P,
+    OPT_RANDAUGMENT,
+    OPT_TRIVIALAUGMENT,
+    OPT_AUTOAUGMENT,
     OPT_DTYPE,
     OPT_NORMALIZE,
     OPT_LAYOUT,
@@ -174,6 +179,10 @@ int bfs_opt_set_shard(const opt *d, bfs_pipeline_opts *o, const char *v, const c
 int bfs_opt_show_shard(const opt *d, const bfs_pipeline_opts *o, char *buf, size_t cap);
 int bfs_opt_set_size(const opt *d, bfs_pipeline_opts *o, const char *v, const char **why);
 int bfs_opt_show_size(const opt *d, const bfs_pipeline_opts *o, char *buf, size_t cap);
+int bfs_opt_set_jitter(const opt *d, bfs_pipeline_opts *o, const char *v, const char **why);
+int bfs_opt_show_jitter(const opt *d, const bfs_pipeline_opts *o, char *buf, size_t cap);
+int bfs_opt_set_randaug(const opt *d, bfs_pipeline_opts *o, const char *v, const char **why);
+int bfs_opt_show_randaug(const opt *d, const bfs_pipeline_opts *o, char *buf, size_t cap);
 int bfs_opt_set_range(const opt *d, bfs_pipeline_opts *o, const char *v, const char **why);
 int bfs_opt_show_range(const opt *d, const bfs_pipeline_opts *o, char *buf, size_t cap);
 int bfs_opt_set_real(const opt *d, bfs_pipeline_opts *o, const char *v, const char **why);

@@ -321,6 +321,57 @@ int bfs_opt_show_size(const opt *d, const bfs_pipeline_opts *o, char *buf, size_
     return snprintf(buf, cap, "%lux%lu", (unsigned long)o->out_h, (unsigned long)o->out_w);
 }
 
+int bfs_opt_set_jitter(const opt *d, bfs_pipeline_opts *o, const char *v, const char **why)
+{
+    (void)d, (void)why;
+    double x[4];
+    const char *p = v;
+    for (int i = 0; i < 4; i++) {
+        const char *end = strchr(p, ':');
+        size_t n = end ? (size_t)(end - p) : strlen(p);
+        if ((i < 3) != (end != NULL) || !parse_real(p, n, &x[i]) || !(x[i] >= 0) ||
+            x[i] > (i < 3 ? 100 : 0.5))
+            return -EINVAL;
+        p = end ? end + 1 : p + n;
+    }
+    memcpy(o->jitter, x, sizeof x);
+    return 0;
+}
+
+int bfs_opt_show_jitter(const opt *d, const bfs_pipeline_opts *o, char *buf, size_t cap)
+{
+    (void)d;
+    char t[4][40];
+    for (int i = 0; i < 4; i++)
+        bfs_opt_fmt_real(t[i], o->jitter[i], false);
+    return snprintf(buf, cap, "%s:%s:%s:%s", t[0], t[1], t[2], t[3]);
+}
+
+int bfs_opt_set_randaug(const opt *d, bfs_pipeline_opts *o, const char *v, const char **why)
+{
+    (void)d, (void)why;
+    if (!strcmp(v, "none")) {
+        o->randaug[0] = o->randaug[1] = 0;
+        return 0;
+    }
+    const char *colon = strchr(v, ':');
+    uint64_t n, m;
+    if (!colon || !parse_u64(v, (size_t)(colon - v), &n) ||
+        !parse_u64(colon + 1, strlen(colon + 1), &m) || n < 1 || n > 16 || m > 30)
+        return -EINVAL;
+    o->randaug[0] = (uint32_t)n;
+    o->randaug[1] = (uint32_t)m;
+    return 0;
+}
+
+int bfs_opt_show_randaug(const opt *d, const bfs_pipeline_opts *o, char *buf, size_t cap)
+{
+    (void)d;
+    if (!o->randaug[0])
+        return snprintf(buf, cap, "none");
+    return snprintf(buf, cap, "%u:%u", (unsigned)o->randaug[0], (unsigned)o->randaug[1]);
+}
+
 int bfs_opt_set_range(const opt *d, bfs_pipeline_opts *o, const char *v, const char **why)
 {
     (void)why;

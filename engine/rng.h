@@ -42,6 +42,9 @@ enum {
                                     * (sample index: the stratum) */
     BFS_RNG_STREAM_MIX_DRAWS = 13, /* mixtures: a source's order in one pass (sample
                                     * index: source << 40 | pass) */
+    BFS_RNG_STREAM_JITTER = 14,    /* color_jitter=: the order of its four ops, factors */
+    BFS_RNG_STREAM_GRAYSCALE = 15, /* grayscale_p= */
+    BFS_RNG_STREAM_POLICY = 16,    /* randaugment=, trivialaugment=, autoaugment= */
     /* new uses append here; never renumber (it would change every served batch) */
 };
 

@@ -559,9 +559,19 @@ void bfs_service_stats(bfs_service *s, const bfs_service_front *f, char **out, s
             (unsigned long long)st.stages.samples, up > 0 ? st.stages.samples / up : 0.0);
     tprintf(t,
             "  \"stage_us_per_image\": {\"read\": %.1f, \"decode\": %.1f, \"resize\": %.1f, "
-            "\"encode\": %.1f},\n",
+            "\"augment\": %.1f, \"encode\": %.1f},\n",
             st.stages.read_ns / n / 1e3, st.stages.decode_ns / n / 1e3,
-            st.stages.resize_ns / n / 1e3, st.stages.encode_ns / n / 1e3);
+            st.stages.resize_ns / n / 1e3, st.stages.augment_ns / n / 1e3,
+            st.stages.encode_ns / n / 1e3);
+    tprintf(t, "  \"augment_ops\": {");
+    for (int i = 0, first = 1; i < BFS_STAGE_OPS; i++)
+        if (st.stages.op_n[i]) {
+            tprintf(t, "%s\"%s\": {\"applied\": %llu, \"us_each\": %.1f}", first ? "" : ", ",
+                    bfs_stage_op_name(i), (unsigned long long)st.stages.op_n[i],
+                    st.stages.op_ns[i] / (double)st.stages.op_n[i] / 1e3);
+            first = 0;
+        }
+    tprintf(t, "},\n");
     tprintf(t,
             "  \"decodes\": {\"cropped\": %llu, \"full\": %llu, \"scaled\": %llu, \"raw\": "
             "%llu, \"windowed\": %llu},\n  \"bad_samples\": %llu,\n  \"texts_cut\": %llu,\n",

@@ -362,7 +362,8 @@ static int tune_once(bfs_tuner *t)
     bfs_exec_stats st;
     bfs_exec_get_stats(t->x, &st);
     double now = bfs_mono_s();
-    uint64_t work = st.stages.read_ns + st.stages.decode_ns + st.stages.resize_ns;
+    uint64_t work =
+        st.stages.read_ns + st.stages.decode_ns + st.stages.resize_ns + st.stages.augment_ns;
     bfs_exec_reader rd[BFS_EXEC_MAX_READERS];
     int n = bfs_exec_readers(t->x, now, t->o.alive, rd, BFS_EXEC_MAX_READERS);
 

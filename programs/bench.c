@@ -141,6 +141,11 @@ int bfs_bench_run(const char *source, const bfs_pipeline_opts *o, const bfs_benc
     st.stages.read_ns -= warm_st.stages.read_ns;
     st.stages.decode_ns -= warm_st.stages.decode_ns;
     st.stages.resize_ns -= warm_st.stages.resize_ns;
+    st.stages.augment_ns -= warm_st.stages.augment_ns;
+    for (int i = 0; i < BFS_STAGE_OPS; i++) {
+        st.stages.op_ns[i] -= warm_st.stages.op_ns[i];
+        st.stages.op_n[i] -= warm_st.stages.op_n[i];
+    }
     st.stages.encode_ns -= warm_st.stages.encode_ns;
     st.stages.decode_cropped -= warm_st.stages.decode_cropped;
     st.stages.decode_full -= warm_st.stages.decode_full;
@@ -181,21 +186,31 @@ int bfs_bench_run(const char *source, const bfs_pipeline_opts *o, const bfs_benc
             "\"ratio_cpu\": %.3f, "
             "\"reference_images\": %zu, \"peak_rss_mb\": %.1f, \"batch_bytes\": %llu, "
             "\"stage_us_per_image\": {\"read\": %.1f, \"decode\": %.1f, \"resize\": %.1f, "
-            "\"encode\": %.1f}, \"decodes\": {\"cropped\": %llu, \"full\": %llu, "
+            "\"augment\": %.1f, \"encode\": %.1f}, \"decodes\": {\"cropped\": %llu, \"full\": "
+            "%llu, "
             "\"scaled\": %llu, \"raw\": %llu, \"windowed\": %llu}, \"bad_samples\": %llu, "
             "\"buffer_allocs\": %llu, \"fingerprint\": \"%016llx\", ",
             (unsigned long long)images, (unsigned long long)want, secs, ips, st.threads, per_core,
             ref, ratio, cpu_per_image > 0 ? 1.0 / cpu_per_image : 0.0, ref_cpu, ratio_cpu, ref_used,
             rss_mb, (unsigned long long)bytes, st.stages.read_ns / n / 1e3,
             st.stages.decode_ns / n / 1e3, st.stages.resize_ns / n / 1e3,
-            st.stages.encode_ns / n / 1e3, (unsigned long long)st.stages.decode_cropped,
-            (unsigned long long)st.stages.decode_full, (unsigned long long)st.stages.decode_scaled,
-            (unsigned long long)st.stages.decode_raw, (unsigned long long)st.stages.decode_windowed,
+            st.stages.augment_ns / n / 1e3, st.stages.encode_ns / n / 1e3,
+            (unsigned long long)st.stages.decode_cropped, (unsigned long long)st.stages.decode_full,
+            (unsigned long long)st.stages.decode_scaled, (unsigned long long)st.stages.decode_raw,
+            (unsigned long long)st.stages.decode_windowed,
             (unsigned long long)st.stages.bad_samples, (unsigned long long)st.buffer_allocs,
             (unsigned long long)bfs_service_fingerprint(svc));
         char scj[512];
         bfs_sample_cache_json(&sc, scj, sizeof scj);
-        fprintf(out, "\"sample_cache\": %s, \"epochs\": [", scj);
+        fprintf(out, "\"augment_ops\": {");
+        for (int i = 0, first = 1; i < BFS_STAGE_OPS; i++)
+            if (st.stages.op_n[i]) {
+                fprintf(out, "%s\"%s\": {\"applied\": %llu, \"us_each\": %.1f}", first ? "" : ", ",
+                        bfs_stage_op_name(i), (unsigned long long)st.stages.op_n[i],
+                        st.stages.op_ns[i] / (double)st.stages.op_n[i] / 1e3);
+                first = 0;
+            }
+        fprintf(out, "}, \"sample_cache\": %s, \"epochs\": [", scj);
         for (uint64_t i = 0; i < nep; i++)
             fprintf(out,
                     "%s{\"epoch\": %llu, \"images\": %llu, \"seconds\": %.4f, "
@@ -227,10 +242,20 @@ int bfs_bench_run(const char *source, const bfs_pipeline_opts *o, const bfs_benc
                     cpu_per_image > 0 ? 1.0 / cpu_per_image : 0.0);
         } else {
             fprintf(out,
-                    "stages:       per image: read %.1f us, decode %.1f us, resize+augment "
-                    "%.1f us, encode %.1f us (worker time)\n",
+                    "stages:       per image: read %.1f us, decode %.1f us, resize (crop, "
+                    "flip, cast) %.1f us, augment %.1f us, encode %.1f us (worker time)\n",
                     st.stages.read_ns / n / 1e3, st.stages.decode_ns / n / 1e3,
-                    st.stages.resize_ns / n / 1e3, st.stages.encode_ns / n / 1e3);
+                    st.stages.resize_ns / n / 1e3, st.stages.augment_ns / n / 1e3,
+                    st.stages.encode_ns / n / 1e3);
+            int printed = 0; /* the recipe ops: time per use, uses */
+            for (int i = 0; i < BFS_STAGE_OPS; i++)
+                if (st.stages.op_n[i])
+                    fprintf(out, "%s%s %.1f us x %llu",
+                            printed++ ? ", " : "ops:          ", bfs_stage_op_name(i),
+                            st.stages.op_ns[i] / (double)st.stages.op_n[i] / 1e3,
+                            (unsigned long long)st.stages.op_n[i]);
+            if (printed)
+                fprintf(out, "\n");
             fprintf(out,
                     "decodes:      %llu cropped (%llu from restart-segment windows), %llu full, "
                     "%llu with scaled IDCT, %llu raw; %llu bad samples\n",

@@ -1,6 +1,14 @@
 """augment_ref.py — torchvision's side of tests/cli/augment_torch.sh.
 
     augment_ref.py TOOL CORPUS TMP N_PHOTOS SEED
+    augment_ref.py --pipeline TOOL CORPUS TMP N_PHOTOS
+
+--pipeline: the recipe options through the engine (`TOOL batch`) on a folder of PNGs made
+from N_PHOTOS photographs at exactly the output size (64 x 48), with scale=1:1 and ratio=4/3
+so that the crop is the whole image and the resize an identity. Each served sample must
+equal torchvision's ops applied to the (flipped, per `TOOL geometry`) PNG, in the order and
+with the magnitudes `TOOL recipe` reports: what the fused path does after the resize,
+through the real batch writer, for each policy and for color_jitter + grayscale_p.
 
 Takes N_PHOTOS photographs of CORPUS (JPEG files, sorted), resizes each to a random size
 (48..260 px a side, a quarter of them square, so that rotations by 90 degrees take
@@ -30,7 +38,7 @@ OPS = ['Identity', 'ShearX', 'ShearY', 'TranslateX', 'TranslateY', 'Rotate', 'Br
 
 def reference(img, op, m):
     """torchvision on HWC uint8 img: _AutoAugmentBase._apply_image_or_video_transform."""
-    t = torch.from_numpy(img).permute(2, 0, 1).contiguous()
+    t = torch.from_numpy(np.array(img)).permute(2, 0, 1).contiguous()  # a writable copy
     if op == 'Identity':
         r = t
     elif op == 'ShearX':
@@ -154,5 +162,70 @@ def main():
           f'(CPU capability {cap})')
 
 
+def tensors(path):
+    """The tensors of a safetensors file, by name."""
+    import json
+    import struct
+    raw = open(path, 'rb').read()
+    n = struct.unpack('<Q', raw[:8])[0]
+    hdr = json.loads(raw[8:8 + n])
+    out = {}
+    for name, t in hdr.items():
+        if name == '__metadata__':
+            continue
+        b, e = t['data_offsets']
+        dt = {'U8': np.uint8, 'I64': np.int64, 'F32': np.float32}[t['dtype']]
+        out[name] = np.frombuffer(raw[8 + n + b:8 + n + e], dtype=dt).reshape(t['shape'])
+    return out
+
+
+def pipeline():
+    tool, corpus, tmp, n_photos = sys.argv[2:6]
+    n = int(n_photos)
+    files = sorted(os.path.join(r, f) for r, _, fs in os.walk(corpus) for f in fs
+                   if f.endswith('.jpg'))[:n]
+    src = os.path.join(tmp, 'png')
+    pixels = []
+    for i, f in enumerate(files):  # two classes, file names sorting as made
+        d = os.path.join(src, f'c{i % 2}')
+        os.makedirs(d, exist_ok=True)
+        Image.open(f).convert('RGB').resize((64, 48), Image.BILINEAR).save(
+            os.path.join(d, f'{i:04d}.png'))
+    order = sorted(os.path.join(r, f) for r, _, fs in os.walk(src) for f in fs)
+    pixels = [np.asarray(Image.open(p).convert('RGB')) for p in order]
+    base = f'batch={n},size=48x64,scale=1:1,ratio=4/3:4/3,flip=0.5,seed=5'
+    recipes = ['randaugment=2:9', 'randaugment=3:27', 'trivialaugment=1',
+               'autoaugment=imagenet', 'color_jitter=0.4:0.4:0.4:0.1,grayscale_p=0.2',
+               'color_jitter=0.8:0:0.5:0.5,grayscale_p=1/3,randaugment=1:15']
+    for recipe in recipes:
+        opts = base + ',' + recipe
+        used = {}
+        for epoch in ('0', '3'):
+            out = os.path.join(tmp, 'b.st')
+            subprocess.run([tool, 'batch', src, opts, epoch, '0', out], check=True)
+            t = tensors(out)
+            for j, idx in enumerate(t['indices']):
+                g = subprocess.run([tool, 'geometry', src, opts, epoch, str(idx)], check=True,
+                                   capture_output=True, text=True).stdout.split()
+                ops = subprocess.run([tool, 'recipe', '-', opts, epoch, str(idx)], check=True,
+                                     capture_output=True, text=True).stdout.split('\n')
+                want = pixels[idx][:, ::-1] if int(g[12]) else pixels[idx]
+                want = np.ascontiguousarray(want)
+                for line in filter(None, ops):
+                    op, m = line.split()
+                    want = np.ascontiguousarray(reference(want, op, float(m)))
+                    used[op] = used.get(op, 0) + 1
+                got = t['images'][j]
+                if not np.array_equal(got, want):
+                    sys.exit(f'augment_ref: {opts} epoch {epoch} sample {idx} ({order[idx]}, '
+                             f'ops {ops}): {int((got != want).sum())} values differ from '
+                             f'torchvision')
+        print(f'{recipe}: 2 epochs x {n} samples equal to torchvision; ops used: '
+              + ', '.join(f'{k} {v}' for k, v in sorted(used.items())))
+
+
 if __name__ == '__main__':
-    main()
+    if sys.argv[1] == '--pipeline':
+        pipeline()
+    else:
+        main()

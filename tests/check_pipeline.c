@@ -34,6 +34,11 @@ static const struct {
     {"scale", BFS_OPT_DATA},
     {"ratio", BFS_OPT_DATA},
     {"flip", BFS_OPT_DATA},
+    {"color_jitter", BFS_OPT_DATA},
+    {"grayscale_p", BFS_OPT_DATA},
+    {"randaugment", BFS_OPT_DATA},
+    {"trivialaugment", BFS_OPT_DATA},
+    {"autoaugment", BFS_OPT_DATA},
     {"dtype", BFS_OPT_DATA},
     {"normalize", BFS_OPT_DATA},
     {"layout", BFS_OPT_DATA},
@@ -194,6 +199,77 @@ START_TEST(remote_options)
     bad("source_cache", "rel/dir", "an absolute path, auto or none");
     ck_assert_int_eq(o.source_cache_mb, 10240);
     bad("source_cache_mb", "0", "1..1099511627776");
+}
+END_TEST
+
+/* the recipe options (docs/augment.md): values, ranges, the one-policy rule, and their
+ * place in the canonical text and the fingerprint */
+START_TEST(recipe_options)
+{
+    bfs_pipeline_opts o = fresh();
+    ck_assert(o.jitter[0] == 0 && o.jitter[3] == 0 && o.grayscale_p == 0);
+    ck_assert(o.randaug[0] == 0 && o.trivialaug == 0 && o.autoaug == 0);
+    ok(&o, "color_jitter", "0.4:0.4:0.4:0.1");
+    ck_assert(o.jitter[0] == 0.4 && o.jitter[2] == 0.4 && o.jitter[3] == 0.1);
+    ok(&o, "color_jitter", "1/2:0:100:0.5");
+    ck_assert(o.jitter[0] == 0.5 && o.jitter[1] == 0 && o.jitter[2] == 100 && o.jitter[3] == 0.5);
+    const char *jitter_bad[] = {"0.4",        "0.4:0.4:0.4",       "0.4:0.4:0.4:0.6", "-1:0:0:0",
+                                "0:0:0:-0.1", "0.4:0.4:0.4:0.1:0", "a:b:c:d",         "100.5:0:0:0",
+                                "nan:0:0:0",  "0:0:0:inf",         "0.4::0.4:0.1",    ""};
+    for (size_t i = 0; i < sizeof jitter_bad / sizeof *jitter_bad; i++)
+        bad("color_jitter", jitter_bad[i], "B:C:S:H, decimals: B, C, S in 0..100, H in 0..0.5");
+    ok(&o, "grayscale_p", "0.2");
+    ck_assert(o.grayscale_p == 0.2);
+    bad("grayscale_p", "1.1", "a number in 0..1");
+    ok(&o, "randaugment", "2:9");
+    ck_assert(o.randaug[0] == 2 && o.randaug[1] == 9);
+    ok(&o, "randaugment", "16:30");
+    ok(&o, "randaugment", "none");
+    ck_assert(o.randaug[0] == 0);
+    const char *ra_bad[] = {"0:9", "17:9", "2:31", "2", "2:", ":9", "2:9:1", "-1:9", "two:9", ""};
+    for (size_t i = 0; i < sizeof ra_bad / sizeof *ra_bad; i++)
+        bad("randaugment", ra_bad[i], "none, or N:M with integers N in 1..16 and M in 0..30");
+    ok(&o, "trivialaugment", "1");
+    bad("trivialaugment", "2", "0");
+    ok(&o, "autoaugment", "imagenet");
+    bad("autoaugment", "cifar10", "imagenet");
+
+    /* one policy at a time, named in the message */
+    const char *two[] = {"randaugment=2:9,trivialaugment=1",
+                         "trivialaugment=1,autoaugment=imagenet",
+                         "randaugment=1:0,autoaugment=imagenet"};
+    for (size_t i = 0; i < 3; i++) {
+        o = fresh();
+        ck_assert_int_eq(bfs_pipeline_parse(&o, two[i], err, sizeof err), 0);
+        ck_assert_int_eq(bfs_pipeline_finish(&o, err, sizeof err), -EINVAL);
+        ck_assert_msg(strstr(err, "randaugment=, trivialaugment= and autoaugment= are "
+                                  "alternatives"),
+                      "%s", err);
+    }
+
+    /* not in the canonical text at their defaults (old fingerprints hold), in it otherwise */
+    char c[2048];
+    canon_of("color_jitter=0:0:0:0,grayscale_p=0,randaugment=none,trivialaugment=0", c, sizeof c);
+    ck_assert_ptr_null(strstr(c, "jitter"));
+    ck_assert_ptr_null(strstr(c, "grayscale"));
+    ck_assert_ptr_null(strstr(c, "randaugment"));
+    ck_assert_ptr_null(strstr(c, "trivialaugment"));
+    ck_assert_uint_eq(fp_of("randaugment=none,autoaugment=none", 1), fp_of("", 1));
+    canon_of("randaugment=2:9,color_jitter=0.4:0.4:0.4:0,grayscale_p=1/5", c, sizeof c);
+    ck_assert_msg(strstr(c, "color_jitter = 0.4:0.4:0.4:0\n"), "%s", c);
+    ck_assert_msg(strstr(c, "grayscale_p = 0.2\n"), "%s", c);
+    ck_assert_msg(strstr(c, "randaugment = 2:9\n"), "%s", c);
+    const char *differ[] = {"randaugment=2:9",        "randaugment=2:10",
+                            "randaugment=3:9",        "trivialaugment=1",
+                            "autoaugment=imagenet",   "color_jitter=0.4:0:0:0",
+                            "color_jitter=0:0:0:0.1", "grayscale_p=0.1"};
+    uint64_t fp[8];
+    for (size_t i = 0; i < 8; i++) {
+        fp[i] = fp_of(differ[i], 1);
+        ck_assert_uint_ne(fp[i], fp_of("", 1));
+        for (size_t k = 0; k < i; k++)
+            ck_assert_msg(fp[i] != fp[k], "%s and %s share a fingerprint", differ[i], differ[k]);
+    }
 }
 END_TEST
 
@@ -595,8 +671,8 @@ START_TEST(missing_and_unknown)
     /* the given bits: set only by successful sets, row index = bit */
     ck_assert(o.given[0] == 0 && o.given[1] == 0);
     ok(&o, "dtype", "f16");
-    ck_assert(o.given[0] == 1u << 12 && o.given[1] == 0);
-    ck_assert_str_eq(bfs_pipeline_option_at(12)->name, "dtype");
+    ck_assert(o.given[0] == 1u << 17 && o.given[1] == 0);
+    ck_assert_str_eq(bfs_pipeline_option_at(17)->name, "dtype");
 }
 END_TEST
 
@@ -913,6 +989,11 @@ START_TEST(fingerprints)
                           "size=224x225",
                           "augment=eval",
                           "augment=none",
+                          "color_jitter=0.4:0.4:0.4:0.1",
+                          "grayscale_p=0.1",
+                          "randaugment=2:9",
+                          "trivialaugment=1",
+                          "autoaugment=imagenet",
                           "scale=0.09:1",
                           "scale=0.08:0.99",
                           "ratio=0.75:1.3",
@@ -1346,6 +1427,7 @@ static Suite *pipeline_suite(void)
     tcase_add_test(tc, enums);
     tcase_add_test(tc, shard_and_size);
     tcase_add_test(tc, reals);
+    tcase_add_test(tc, recipe_options);
     tcase_add_test(tc, normalize_values);
     tcase_add_test(tc, cache_dir);
     tcase_add_test(tc, group_names);

@@ -22,6 +22,9 @@
  *       whole with the engine's decoder (probe, then bfs_decoder_decode_image at scale 1);
  *       print "W H" and write the packed RGB rows to OUT; on failure print the error's
  *       message and exit 1
+ *   engine_tool recipe - OPTIONS EPOCH INDEX          print the recipe ops sample INDEX
+ *       gets in EPOCH (bfs_augment_ops on the output size): one line "OP MAGNITUDE"
+ *       (%.17g) per op, in order
  *   engine_tool ops                                   for each stdin line "IN OUT W H OP
  *       MAGNITUDE" (IN: W x H packed RGB; OP as bfs_imgop_name spells it): apply the op
  *       (bfs_imgop_apply) and write the result to OUT; a line "linspace START END STEPS"
@@ -141,6 +144,7 @@ int main(int argc, char **argv)
                         "       engine_tool epoch SOURCE OPTIONS EPOCH OUTDIR\n"
                         "       engine_tool order SOURCE OPTIONS EPOCH -\n"
                         "       engine_tool boxes - OPTIONS 0 0 < cases\n"
+                        "       engine_tool recipe - OPTIONS EPOCH INDEX\n"
                         "       engine_tool decode FILE OUT\n"
                         "       engine_tool ops < lines\n");
         return 2;
@@ -244,6 +248,13 @@ int main(int argc, char **argv)
             printf("\n");
             free(in), free(out), free(keep);
         }
+        return 0;
+    }
+    if (!strcmp(argv[1], "recipe") && argc == 6) {
+        bfs_aug_op ops[BFS_AUG_MAX_OPS];
+        int n = bfs_augment_ops(&o, epoch, k, (int)o.out_w, (int)o.out_h, ops);
+        for (int i = 0; i < n; i++)
+            printf("%s %.17g\n", bfs_imgop_name(ops[i].op), ops[i].mag);
         return 0;
     }
     if (!strcmp(argv[1], "geometry") && argc == 6) {

@@ -4,8 +4,11 @@
 # tests/torch_env.sh): every op with random magnitudes on 200 photographs of the bench
 # corpus (tests/bench/corpus/make_corpus.sh, 4 classes of 50, resized to random sizes),
 # byte for byte; and the recipes' magnitude tables against torch.linspace
-# (tests/augment_ref.py). The corpus and the venv are made once per machine and kept in
-# /var/tmp (every build's run shares them).
+# (tests/augment_ref.py); then each policy and color_jitter + grayscale_p through the
+# engine's batches (engine_tool batch), sample by sample against torchvision's ops in the
+# order and with the magnitudes the engine drew (augment_ref.py --pipeline). The corpus
+# and the venv are made once per machine and kept in /var/tmp (every build's run shares
+# them).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BUILD=${BUILD:-build}
@@ -15,3 +18,5 @@ BUILD=$BUILD bash tests/bench/corpus/make_corpus.sh "$corpus" 4 50 >&2
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 "$TORCH_PY" tests/augment_ref.py "$BUILD/tests/engine_tool" "$corpus" "$tmp" 200 11
+mkdir "$tmp/pipeline"
+"$TORCH_PY" tests/augment_ref.py --pipeline "$BUILD/tests/engine_tool" "$corpus" "$tmp/pipeline" 40
