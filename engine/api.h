@@ -43,6 +43,7 @@
 
 enum { BFS_SHUFFLE_FULL, BFS_SHUFFLE_PAGES, BFS_SHUFFLE_NONE, BFS_SHUFFLE_ROWS }; /* ROWS: concat */
 enum { BFS_AUG_TRAIN, BFS_AUG_EVAL, BFS_AUG_NONE };
+enum { BFS_ERASE_PIXEL, BFS_ERASE_RAND, BFS_ERASE_CONST }; /* erasing_mode= (timm's modes) */
 enum { BFS_OUT_U8, BFS_OUT_F16, BFS_OUT_BF16, BFS_OUT_F32 };
 enum { BFS_LAYOUT_NHWC, BFS_LAYOUT_NCHW };
 enum { BFS_BAD_SUBSTITUTE, BFS_BAD_FAIL };
@@ -54,7 +55,7 @@ enum { BFS_PACK_CONCAT, BFS_PACK_PAD, BFS_PACK_BUCKET }; /* pack= (token dataset
 /* fields=NAME,...: room for 64 names (BFS_FIELD_MAX) of 31 bytes (BFS_FIELD_NAME_MAX) and
  * their commas */
 #define BFS_FIELDS_TEXT     2048u
-#define BFS_STAGE_OPS       17       /* recipe ops counted in bfs_stage_stats */
+#define BFS_STAGE_OPS       18       /* recipe ops counted in bfs_stage_stats (17, erasing) */
 #define BFS_OPT_GIVEN_WORDS 2        /* bfs_pipeline_opts.given: bits for up to 128 options */
 #define BFS_MAX_SEQ_LEN     1048576u /* seq_len= and bucket bounds: tokens per row */
 /* source=: a mixture of at most BFS_MIX_SOURCES sources, its text at most BFS_MIX_TEXT
@@ -93,6 +94,8 @@ typedef struct bfs_pipeline_opts {
                             * M (0..30) */
     int trivialaug;        /* trivialaugment=0|1: TrivialAugmentWide */
     int autoaug;           /* autoaugment=none|imagenet: AutoAugment's ImageNet policy */
+    double erasing;        /* erasing=P (0), 0..1: timm's RandomErasing after normalize */
+    int erasing_mode;      /* erasing_mode=pixel|rand|const (BFS_ERASE_*) */
     int dtype;             /* dtype=u8|f16|bf16|f32 (u8) */
     int normalize;         /* 1 when mean/std were set (imagenet default for float dtypes) */
     float mean[3], std[3]; /* normalize=imagenet|none|m0,m1,m2/s0,s1,s2: float outputs are

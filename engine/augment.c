@@ -271,6 +271,50 @@ int bfs_augment_ops(const bfs_pipeline_opts *o, uint64_t epoch, uint64_t index, 
     return n;
 }
 
+/* ---- erasing: timm's RandomErasing (random_erasing.py), one box --------------------- */
+
+/* splitmix64: the erased values' generator, seeded from the sample's stream (a Philox
+ * draw per value would cost more than the box) */
+static inline uint64_t splitmix64(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+void bfs_augment_normal2(uint64_t *state, float z[2])
+{
+    uint64_t u = splitmix64(state);
+    float u1 = ((float)(u >> 40) + 1.0f) * 0x1p-24f;     /* (0, 1] */
+    float u2 = (float)((u >> 8) & 0xffffffu) * 0x1p-24f; /* [0, 1) */
+    float m = sqrtf(-2.0f * logf(u1)), a = 6.2831853f * u2;
+    z[0] = m * cosf(a), z[1] = m * sinf(a);
+}
+
+int bfs_augment_erase_box(const bfs_pipeline_opts *o, uint64_t epoch, uint64_t index, int w, int h,
+                          bfs_erase_box *b, bfs_rng *r)
+{
+    if (o->augment != BFS_AUG_TRAIN || !(o->erasing > 0))
+        return 0;
+    bfs_rng_init(r, o->seed, epoch, index, BFS_RNG_STREAM_ERASE);
+    if (bfs_rng_uniform(r) >= o->erasing) /* timm: random.random() > p skips */
+        return 0;
+    double area = (double)w * h, la = log(0.3), lb = log(1 / 0.3);
+    for (int attempt = 0; attempt < 10; attempt++) {
+        double target = bfs_rng_uniform_range(r, 0.02, 1 / 3.0) * area;
+        double aspect = exp(bfs_rng_uniform_range(r, la, lb));
+        int eh = (int)rint(sqrt(target * aspect)), ew = (int)rint(sqrt(target / aspect));
+        if (ew < w && eh < h) {
+            b->top = (int)bfs_rng_int(r, 0, h - eh);
+            b->left = (int)bfs_rng_int(r, 0, w - ew);
+            b->h = eh, b->w = ew;
+            return 1;
+        }
+    }
+    return 0;
+}
+
 /* ---- output ------------------------------------------------------------------------ */
 
 uint16_t bfs_f32_to_f16(float v)
@@ -382,6 +426,42 @@ void bfs_out_store_row(void *ctx, int row, const uint8_t *rgb, int width)
                 d[f->nchw ? c * plane + base + x : (base + x) * 3 + c] = f->f16[c][p[c]];
         }
     }
+}
+
+int bfs_out_erase(const bfs_out_slot *slot, const bfs_pipeline_opts *o, uint64_t epoch,
+                  uint64_t index)
+{
+    const bfs_out_format *f = slot->f;
+    bfs_erase_box b;
+    bfs_rng r;
+    if (f->dtype == BFS_OUT_U8 ||
+        !bfs_augment_erase_box(o, epoch, index, f->out_w, f->out_h, &b, &r))
+        return 0;
+    size_t plane = (size_t)f->out_w * f->out_h;
+    float per_channel[4] = {0, 0, 0, 0}, z[2];
+    uint64_t state = bfs_rng_u64(&r);
+    if (o->erasing_mode == BFS_ERASE_RAND)
+        bfs_augment_normal2(&state, per_channel), bfs_augment_normal2(&state, per_channel + 2);
+    int left = 0;               /* normals left in z */
+    for (int c = 0; c < 3; c++) /* torch.empty((chan, h, w)).normal_(): channel-major */
+        for (int y = b.top; y < b.top + b.h; y++)
+            for (int x = b.left; x < b.left + b.w; x++) {
+                float v = per_channel[c];
+                if (o->erasing_mode == BFS_ERASE_PIXEL) {
+                    if (!left)
+                        bfs_augment_normal2(&state, z), left = 2;
+                    v = z[--left];
+                }
+                size_t at = (size_t)y * f->out_w + x;
+                at = f->nchw ? c * plane + at : at * 3 + c;
+                if (f->dtype == BFS_OUT_F32) {
+                    memcpy(slot->dst + 4 * at, &v, 4);
+                } else {
+                    uint16_t h = f->dtype == BFS_OUT_BF16 ? bfs_f32_to_bf16(v) : bfs_f32_to_f16(v);
+                    memcpy(slot->dst + 2 * at, &h, 2);
+                }
+            }
+    return 1;
 }
 
 void bfs_out_fill(const bfs_out_slot *slot, uint8_t r, uint8_t g, uint8_t b)

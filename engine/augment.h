@@ -16,6 +16,7 @@
 
 #include "engine/pipeline.h"
 #include "engine/resize.h"
+#include "engine/rng.h"
 
 /*
  * What to do with one sample. spec is in the coordinates of a region of the image whose
@@ -77,6 +78,26 @@ int bfs_augment_has_ops(const bfs_pipeline_opts *o);
 int bfs_augment_ops(const bfs_pipeline_opts *o, uint64_t epoch, uint64_t index, int w, int h,
                     bfs_aug_op *ops);
 
+/* An erased box: rows top..top+h-1, columns left..left+w-1 of the output. */
+typedef struct bfs_erase_box {
+    int top, left, h, w;
+} bfs_erase_box;
+
+/*
+ * bfs_augment_erase_box - timm's RandomErasing draws for sample `index` in `epoch` on a
+ * w x h output (erasing=P, augment=train): erased with probability P, then up to 10 tries
+ * of an area uniform in [0.02, 1/3] of the image and a log-uniform aspect in [0.3, 1/0.3],
+ * h = round(sqrt(area * aspect)), w = round(sqrt(area / aspect)) (half to even), kept
+ * when w < width and h < height, placed uniformly. Returns 1 with *b set, else 0. The
+ * generator r is left where the box's values are drawn from.
+ */
+int bfs_augment_erase_box(const bfs_pipeline_opts *o, uint64_t epoch, uint64_t index, int w, int h,
+                          bfs_erase_box *b, bfs_rng *r);
+
+/* bfs_augment_normal2 - two independent standard normal draws (Box-Muller in float on
+ * two 24-bit uniforms from one splitmix64 step of *state: |z| < 5.8). */
+void bfs_augment_normal2(uint64_t *state, float z[2]);
+
 /* Conversion tables built once per pipeline (dtype, normalization). */
 typedef struct bfs_out_format {
     int dtype; /* BFS_OUT_* */
@@ -99,6 +120,15 @@ typedef struct bfs_out_slot {
 
 /* A resize_store_cb: writes row `row` (width pixels) of the sample into its slot. */
 void bfs_out_store_row(void *slot, int row, const uint8_t *rgb, int width);
+
+/*
+ * bfs_out_erase - erase the box bfs_augment_erase_box draws for the sample in its slot
+ * (float dtypes; after normalize): erasing_mode=pixel fills each value with a normal draw
+ * (channel by channel, row by row), rand each channel with one, const with 0. Returns 1
+ * when the sample was erased, else 0.
+ */
+int bfs_out_erase(const bfs_out_slot *slot, const bfs_pipeline_opts *o, uint64_t epoch,
+                  uint64_t index);
 
 /* bfs_out_fill - fill a sample's slot with one colour (substitute for a bad sample). */
 void bfs_out_fill(const bfs_out_slot *slot, uint8_t r, uint8_t g, uint8_t b);

@@ -168,6 +168,7 @@ int bfs_engine_create(const char *source_path, const bfs_pipeline_opts *o, bfs_e
                 (unsigned long long)(((uint64_t)pages * (uint64_t)psize) >> 20));
     bfs_out_format_init(&e->fmt, o);
     e->has_ops = bfs_augment_has_ops(o);
+    e->erasing = o->augment == BFS_AUG_TRAIN && o->erasing > 0;
     e->fingerprint = bfs_pipeline_fingerprint(&e->o, identity);
     bfs_st_batch_desc fd;
     describe(e, e->o.batch, 0, 0, &fd);
@@ -416,11 +417,12 @@ int bfs_engine_batch_indices(bfs_engine *e, uint64_t epoch, uint64_t k, uint64_t
     return bfs_plan_batch_indices(e->plan, epoch, k, out);
 }
 
-_Static_assert(BFS_STAGE_OPS == BFS_OP_COUNT, "a stage counter per recipe op");
+#define BFS_STAGE_ERASING BFS_OP_COUNT /* the stage counter after the ops' */
+_Static_assert(BFS_STAGE_OPS == BFS_OP_COUNT + 1, "a stage counter per recipe op, and erasing");
 
 const char *bfs_stage_op_name(int i)
 {
-    return bfs_imgop_name(i);
+    return i == BFS_STAGE_ERASING ? "Erasing" : bfs_imgop_name(i);
 }
 
 int bfs_engine_worker_create(bfs_engine *e, bfs_engine_worker **out)
@@ -648,11 +650,23 @@ static int render(bfs_engine *e, bfs_engine_worker *w, uint64_t epoch, uint64_t 
     bh = by + bh > sp->in_h ? sp->in_h - by : bh;
     resize_src src = {pix, px.stride, bx, by, bw, bh};
     bfs_out_slot slot = {&e->fmt, slot_dst, g.flip};
-    if (field == e->primary && e->has_ops)
-        return render_augmented(e, w, epoch, key, sp, &src, &slot, t2);
-    rc = resize_rgb8(sp, &src, bfs_out_store_row, &slot, &w->rs);
-    bfs_engine_add(&w->resize_ns, bfs_mono_ns() - t2);
-    return rc == -EINVAL ? BFS_E_SAMPLE_RANGE : rc;
+    if (field == e->primary && e->has_ops) {
+        rc = render_augmented(e, w, epoch, key, sp, &src, &slot, t2);
+    } else {
+        rc = resize_rgb8(sp, &src, bfs_out_store_row, &slot, &w->rs);
+        bfs_engine_add(&w->resize_ns, bfs_mono_ns() - t2);
+        rc = rc == -EINVAL ? BFS_E_SAMPLE_RANGE : rc;
+    }
+    if (!rc && field == e->primary && e->erasing) { /* after normalize, as timm */
+        uint64_t t3 = bfs_mono_ns();
+        if (bfs_out_erase(&slot, &e->o, epoch, key)) {
+            uint64_t dt = bfs_mono_ns() - t3;
+            bfs_engine_add(&w->op_ns[BFS_STAGE_ERASING], dt);
+            bfs_engine_add(&w->op_n[BFS_STAGE_ERASING], 1);
+            bfs_engine_add(&w->augment_ns, dt);
+        }
+    }
+    return rc;
 }
 
 /* Fill slot j of every tensor of the batch from dataset sample idx: the primary image

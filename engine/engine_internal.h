@@ -80,6 +80,7 @@ struct bfs_engine {
     bfs_tokens *tok; /* token datasets (tokens.h): replaces the plan and the image path */
     bfs_out_format fmt;
     int has_ops; /* bfs_augment_has_ops(&o): the primary image gets recipe ops */
+    int erasing; /* erasing= with augment=train: its erased box after normalize */
     uint64_t fingerprint;
     char canonical[BFS_CANONICAL_MAX];
     bfs_samplecache *scache; /* sample_cache_mb > 0; thread-safe itself (samplecache.h) */

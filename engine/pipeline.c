@@ -288,6 +288,10 @@ int bfs_pipeline_finish(bfs_pipeline_opts *o, char *err, size_t errlen)
         if (d->set(d, &scratch, text, &why))
             return bad_value(d, text, why, err, errlen);
     }
+    if (o->erasing > 0 && o->dtype == BFS_OUT_U8)
+        return bfs_errf(-EINVAL, err, errlen,
+                        "erasing= erases after normalize, as timm's RandomErasing: it needs "
+                        "dtype=f16|bf16|f32");
     if ((o->randaug[0] != 0) + (o->trivialaug != 0) + (o->autoaug != 0) > 1)
         return bfs_errf(-EINVAL, err, errlen,
                         "randaugment=, trivialaugment= and autoaugment= are alternatives "

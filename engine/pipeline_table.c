@@ -96,6 +96,17 @@ const opt bfs_opt_table[OPT_COUNT] = {
     [OPT_AUTOAUGMENT] = {PUB("autoaugment", D, "none|imagenet", "none",
                              "train: AutoAugment with its ImageNet policy"),
                          ENUMF(autoaug, F_IMG | F_NEW)},
+    [OPT_ERASING] = {PUB("erasing", D, "P", "0",
+                         "train: timm's RandomErasing(P) after normalize (float dtypes): one "
+                         "box of 2%..1/3 of the image, aspect 0.3..3.3, filled per "
+                         "erasing_mode"),
+                     FIELD(erasing), .set = bfs_opt_set_real, .show = bfs_opt_show_real, .dhi = 1,
+                     .flags = F_IMG | F_NEW,
+                     .allowed = "a number in 0..1 (decimal or fraction p/q)"},
+    [OPT_ERASING_MODE] = {PUB("erasing_mode", D, "pixel|rand|const", "pixel",
+                              "train: the erased box's values (normalized): pixel: each one "
+                              "N(0,1); rand: one N(0,1) per channel; const: 0"),
+                          ENUMF(erasing_mode, F_IMG | F_NEW)},
     [OPT_DTYPE] = {PUB("dtype", D, "u8|f16|bf16|f32", "u8", "output element type"),
                    ENUMF(dtype, F_IMG)},
     [OPT_NORMALIZE] = {PUB("normalize", D, "imagenet|none|M/S", "by dtype",

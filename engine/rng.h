@@ -45,6 +45,7 @@ enum {
     BFS_RNG_STREAM_JITTER = 14,    /* color_jitter=: the order of its four ops, factors */
     BFS_RNG_STREAM_GRAYSCALE = 15, /* grayscale_p= */
     BFS_RNG_STREAM_POLICY = 16,    /* randaugment=, trivialaugment=, autoaugment= */
+    BFS_RNG_STREAM_ERASE = 17,     /* erasing=: whether, the box, its values */
     /* new uses append here; never renumber (it would change every served batch) */
 };
 

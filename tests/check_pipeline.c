@@ -39,6 +39,8 @@ static const struct {
     {"randaugment", BFS_OPT_DATA},
     {"trivialaugment", BFS_OPT_DATA},
     {"autoaugment", BFS_OPT_DATA},
+    {"erasing", BFS_OPT_DATA},
+    {"erasing_mode", BFS_OPT_DATA},
     {"dtype", BFS_OPT_DATA},
     {"normalize", BFS_OPT_DATA},
     {"layout", BFS_OPT_DATA},
@@ -233,6 +235,23 @@ START_TEST(recipe_options)
     bad("trivialaugment", "2", "0");
     ok(&o, "autoaugment", "imagenet");
     bad("autoaugment", "cifar10", "imagenet");
+
+    ok(&o, "erasing", "0.25");
+    ck_assert(o.erasing == 0.25);
+    bad("erasing", "1.5", "a number in 0..1");
+    ok(&o, "erasing_mode", "rand");
+    ck_assert_int_eq(o.erasing_mode, BFS_ERASE_RAND);
+    bad("erasing_mode", "zero", "pixel");
+    /* erasing acts after normalize: u8 outputs refuse it, float ones take it */
+    o = fresh();
+    ck_assert_int_eq(bfs_pipeline_parse(&o, "erasing=0.25", err, sizeof err), 0);
+    ck_assert_int_eq(bfs_pipeline_finish(&o, err, sizeof err), -EINVAL);
+    ck_assert_msg(strstr(err, "erasing= erases after normalize, as timm's RandomErasing: it "
+                              "needs dtype=f16|bf16|f32"),
+                  "%s", err);
+    o = fresh();
+    ck_assert_int_eq(bfs_pipeline_parse(&o, "erasing=0.25,dtype=bf16", err, sizeof err), 0);
+    ck_assert_int_eq(bfs_pipeline_finish(&o, err, sizeof err), 0);
 
     /* one policy at a time, named in the message */
     const char *two[] = {"randaugment=2:9,trivialaugment=1",
@@ -671,8 +690,8 @@ START_TEST(missing_and_unknown)
     /* the given bits: set only by successful sets, row index = bit */
     ck_assert(o.given[0] == 0 && o.given[1] == 0);
     ok(&o, "dtype", "f16");
-    ck_assert(o.given[0] == 1u << 17 && o.given[1] == 0);
-    ck_assert_str_eq(bfs_pipeline_option_at(17)->name, "dtype");
+    ck_assert(o.given[0] == 1u << 19 && o.given[1] == 0);
+    ck_assert_str_eq(bfs_pipeline_option_at(19)->name, "dtype");
 }
 END_TEST
 
@@ -989,6 +1008,8 @@ START_TEST(fingerprints)
                           "size=224x225",
                           "augment=eval",
                           "augment=none",
+                          "dtype=f32,erasing=0.25",
+                          "erasing_mode=const",
                           "color_jitter=0.4:0.4:0.4:0.1",
                           "grayscale_p=0.1",
                           "randaugment=2:9",

@@ -25,6 +25,8 @@
  *   engine_tool recipe - OPTIONS EPOCH INDEX          print the recipe ops sample INDEX
  *       gets in EPOCH (bfs_augment_ops on the output size): one line "OP MAGNITUDE"
  *       (%.17g) per op, in order
+ *   engine_tool erase - OPTIONS EPOCH INDEX           print the box erasing= erases in
+ *       sample INDEX in EPOCH ("top left h w", bfs_augment_erase_box), or "none"
  *   engine_tool ops                                   for each stdin line "IN OUT W H OP
  *       MAGNITUDE" (IN: W x H packed RGB; OP as bfs_imgop_name spells it): apply the op
  *       (bfs_imgop_apply) and write the result to OUT; a line "linspace START END STEPS"
@@ -145,6 +147,7 @@ int main(int argc, char **argv)
                         "       engine_tool order SOURCE OPTIONS EPOCH -\n"
                         "       engine_tool boxes - OPTIONS 0 0 < cases\n"
                         "       engine_tool recipe - OPTIONS EPOCH INDEX\n"
+                        "       engine_tool erase - OPTIONS EPOCH INDEX\n"
                         "       engine_tool decode FILE OUT\n"
                         "       engine_tool ops < lines\n");
         return 2;
@@ -248,6 +251,15 @@ int main(int argc, char **argv)
             printf("\n");
             free(in), free(out), free(keep);
         }
+        return 0;
+    }
+    if (!strcmp(argv[1], "erase") && argc == 6) {
+        bfs_erase_box b;
+        bfs_rng r;
+        if (bfs_augment_erase_box(&o, epoch, k, (int)o.out_w, (int)o.out_h, &b, &r))
+            printf("%d %d %d %d\n", b.top, b.left, b.h, b.w);
+        else
+            printf("none\n");
         return 0;
     }
     if (!strcmp(argv[1], "recipe") && argc == 6) {
