@@ -54,8 +54,10 @@ enum { BFS_PACK_CONCAT, BFS_PACK_PAD, BFS_PACK_BUCKET }; /* pack= (token dataset
 #define BFS_MAX_TEXT_LEN 1048576u /* text_len=N: bytes per text row */
 /* fields=NAME,...: room for 64 names (BFS_FIELD_MAX) of 31 bytes (BFS_FIELD_NAME_MAX) and
  * their commas */
-#define BFS_FIELDS_TEXT     2048u
-#define BFS_STAGE_OPS       18       /* recipe ops counted in bfs_stage_stats (17, erasing) */
+#define BFS_FIELDS_TEXT 2048u
+#define BFS_STAGE_OPS                                                                              \
+    21 /* recipe ops counted in bfs_stage_stats: 17 per-sample ops, erasing, mixup, cutmix,        \
+          targets */
 #define BFS_OPT_GIVEN_WORDS 2        /* bfs_pipeline_opts.given: bits for up to 128 options */
 #define BFS_MAX_SEQ_LEN     1048576u /* seq_len= and bucket bounds: tokens per row */
 /* source=: a mixture of at most BFS_MIX_SOURCES sources, its text at most BFS_MIX_TEXT
@@ -87,23 +89,30 @@ typedef struct bfs_pipeline_opts {
     double ratio[2];       /* ratio=A:B (3/4:4/3), 0 < A <= B <= 100 */
     double flip;           /* flip=P (0.5), 0..1 */
     /* torchvision's recipe ops after the crop and flip (docs/augment.md), train only */
-    double jitter[4];      /* color_jitter=B:C:S:H (0:0:0:0): ColorJitter's brightness,
-                            * contrast, saturation (each >= 0) and hue (0..0.5) */
-    double grayscale_p;    /* grayscale_p=P (0), 0..1: RandomGrayscale */
-    uint32_t randaug[2];   /* randaugment=N:M|none: N ops (1..16; 0 = none) of magnitude
-                            * M (0..30) */
-    int trivialaug;        /* trivialaugment=0|1: TrivialAugmentWide */
-    int autoaug;           /* autoaugment=none|imagenet: AutoAugment's ImageNet policy */
-    double erasing;        /* erasing=P (0), 0..1: timm's RandomErasing after normalize */
-    int erasing_mode;      /* erasing_mode=pixel|rand|const (BFS_ERASE_*) */
-    int dtype;             /* dtype=u8|f16|bf16|f32 (u8) */
-    int normalize;         /* 1 when mean/std were set (imagenet default for float dtypes) */
-    float mean[3], std[3]; /* normalize=imagenet|none|m0,m1,m2/s0,s1,s2: float outputs are
-                            * always (x/255 - mean)/std; none stores mean 0, std 1, so
-                            * float values are x/255 (torchvision ToTensor); u8 outputs
-                            * are raw pixels and ignore mean/std */
-    int layout;            /* layout=nhwc|nchw */
-    int bad_sample;        /* bad_sample=substitute|fail */
+    double jitter[4];    /* color_jitter=B:C:S:H (0:0:0:0): ColorJitter's brightness,
+                          * contrast, saturation (each >= 0) and hue (0..0.5) */
+    double grayscale_p;  /* grayscale_p=P (0), 0..1: RandomGrayscale */
+    uint32_t randaug[2]; /* randaugment=N:M|none: N ops (1..16; 0 = none) of magnitude
+                          * M (0..30) */
+    int trivialaug;      /* trivialaugment=0|1: TrivialAugmentWide */
+    int autoaug;         /* autoaugment=none|imagenet: AutoAugment's ImageNet policy */
+    double erasing;      /* erasing=P (0), 0..1: timm's RandomErasing after normalize */
+    int erasing_mode;    /* erasing_mode=pixel|rand|const (BFS_ERASE_*) */
+    /* batch-level mixing, timm's Mixup in batch mode (docs/augment.md), train only */
+    double mixup;           /* mixup=ALPHA (0 = off), 0..100: Beta(ALPHA, ALPHA) */
+    double cutmix;          /* cutmix=ALPHA (0 = off), 0..100 */
+    double mix_prob;        /* mix_prob=P (1): a batch is mixed with probability P */
+    double switch_prob;     /* switch_prob=P (0.5): CutMix rather than Mixup, both given */
+    double label_smoothing; /* label_smoothing=E (0), 0..1: of the `targets` tensor */
+    uint32_t classes;       /* classes=N (0 = the dataset's class count): targets' width */
+    int dtype;              /* dtype=u8|f16|bf16|f32 (u8) */
+    int normalize;          /* 1 when mean/std were set (imagenet default for float dtypes) */
+    float mean[3], std[3];  /* normalize=imagenet|none|m0,m1,m2/s0,s1,s2: float outputs are
+                             * always (x/255 - mean)/std; none stores mean 0, std 1, so
+                             * float values are x/255 (torchvision ToTensor); u8 outputs
+                             * are raw pixels and ignore mean/std */
+    int layout;             /* layout=nhwc|nchw */
+    int bad_sample;         /* bad_sample=substitute|fail */
     /* data-changing, token datasets only (docs/sequences.md); image datasets refuse them
      * and their canonical text leaves them out, as token datasets' leaves out the image
      * options from size to layout */

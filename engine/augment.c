@@ -2,6 +2,7 @@
 #include "engine/augment.h"
 #include "engine/imgops.h"
 #include "engine/rng.h"
+#include "base/endian.h"
 
 #include <errno.h>
 #include <math.h>
@@ -313,6 +314,164 @@ int bfs_augment_erase_box(const bfs_pipeline_opts *o, uint64_t epoch, uint64_t i
         }
     }
     return 0;
+}
+
+/* ---- batch-level mixing (timm's mixup.py, mode="batch") ---------------------------- */
+
+int bfs_augment_targets(const bfs_pipeline_opts *o)
+{
+    return o->augment == BFS_AUG_TRAIN && (o->mixup > 0 || o->cutmix > 0 || o->label_smoothing > 0);
+}
+
+/* a standard normal draw (Box-Muller, the cosine branch) */
+static double normal(bfs_rng *r)
+{
+    double u1 = 1.0 - bfs_rng_uniform(r), u2 = bfs_rng_uniform(r); /* u1 in (0, 1] */
+    return sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2);
+}
+
+/* Gamma(a, 1) by Marsaglia and Tsang (2000); a < 1 through Gamma(a + 1) * U^(1/a) */
+static double gamma_draw(bfs_rng *r, double a)
+{
+    if (a < 1) {
+        double u = 1.0 - bfs_rng_uniform(r); /* (0, 1] */
+        return gamma_draw(r, a + 1) * pow(u, 1.0 / a);
+    }
+    double d = a - 1.0 / 3.0, c = 1.0 / sqrt(9.0 * d);
+    for (;;) {
+        double x = normal(r), v = 1.0 + c * x;
+        if (v <= 0)
+            continue;
+        v = v * v * v;
+        double u = 1.0 - bfs_rng_uniform(r);
+        if (log(u) < 0.5 * x * x + d - d * v + d * log(v))
+            return d * v;
+    }
+}
+
+double bfs_augment_beta(bfs_rng *r, double a)
+{
+    double x = gamma_draw(r, a), y = gamma_draw(r, a);
+    return x + y > 0 ? x / (x + y) : 0.5;
+}
+
+int bfs_augment_mix_draw(const bfs_pipeline_opts *o, uint64_t epoch, uint64_t batch, int w, int h,
+                         bfs_mix_draw *d)
+{
+    memset(d, 0, sizeof *d);
+    d->lam = 1;
+    if (o->augment != BFS_AUG_TRAIN || !(o->mixup > 0 || o->cutmix > 0))
+        return 0;
+    bfs_rng r;
+    bfs_rng_init(&r, o->seed, epoch, batch, BFS_RNG_STREAM_MIXUP);
+    if (!(bfs_rng_uniform(&r) < o->mix_prob))
+        return 0;
+    int cut = o->cutmix > 0 && (!(o->mixup > 0) || bfs_rng_uniform(&r) < o->switch_prob);
+    double lam = bfs_augment_beta(&r, cut ? o->cutmix : o->mixup);
+    if (cut) { /* rand_bbox, then correct_lam */
+        double ratio = sqrt(1 - lam);
+        int ch = (int)(h * ratio), cw = (int)(w * ratio);
+        int cy = (int)bfs_rng_int(&r, 0, h - 1), cx = (int)bfs_rng_int(&r, 0, w - 1);
+        d->yl = cy - ch / 2 < 0 ? 0 : cy - ch / 2;
+        d->yh = cy + (ch + 1) / 2 > h ? h : cy + (ch + 1) / 2; /* timm 1.0: (cut + 1) // 2 */
+        d->xl = cx - cw / 2 < 0 ? 0 : cx - cw / 2;
+        d->xh = cx + (cw + 1) / 2 > w ? w : cx + (cw + 1) / 2;
+        lam = 1.0 - (double)(d->yh - d->yl) * (d->xh - d->xl) / ((double)h * w);
+        d->cutmix = 1;
+    }
+    d->lam = lam;
+    return lam != 1.0 || cut;
+}
+
+/* value v of an output element of type f->dtype at p, as a float */
+static float load_value(const bfs_out_format *f, const uint8_t *p)
+{
+    if (f->dtype == BFS_OUT_U8)
+        return (float)p[0];
+    if (f->dtype == BFS_OUT_F32) {
+        float v;
+        memcpy(&v, p, 4);
+        return v;
+    }
+    uint16_t hbits;
+    memcpy(&hbits, p, 2);
+    uint32_t x;
+    if (f->dtype == BFS_OUT_BF16) {
+        x = (uint32_t)hbits << 16;
+    } else { /* IEEE half to float, exactly */
+        uint32_t sign = (uint32_t)(hbits & 0x8000u) << 16, e = (hbits >> 10) & 31, m = hbits & 1023;
+        if (e == 31)
+            x = sign | 0x7f800000u | (m << 13);
+        else if (e)
+            x = sign | ((e + 112) << 23) | (m << 13);
+        else if (!m)
+            x = sign;
+        else { /* subnormal: m * 2^-24 */
+            float v = (float)m * 0x1p-24f;
+            memcpy(&x, &v, 4);
+            x |= sign;
+        }
+    }
+    float v;
+    memcpy(&v, &x, 4);
+    return v;
+}
+
+static void store_value(const bfs_out_format *f, uint8_t *p, float v)
+{
+    if (f->dtype == BFS_OUT_U8) {
+        float r = rintf(v);
+        p[0] = (uint8_t)(r < 0 ? 0 : r > 255 ? 255 : r);
+    } else if (f->dtype == BFS_OUT_F32) {
+        memcpy(p, &v, 4);
+    } else {
+        uint16_t h = f->dtype == BFS_OUT_BF16 ? bfs_f32_to_bf16(v) : bfs_f32_to_f16(v);
+        memcpy(p, &h, 2);
+    }
+}
+
+void bfs_out_mix(const bfs_out_format *f, uint8_t *images, size_t sample_stride, uint32_t n,
+                 const bfs_mix_draw *d)
+{
+    size_t e = f->elem, plane = (size_t)f->out_w * f->out_h, values = plane * 3;
+    float lam = (float)d->lam, oml = (float)(1.0 - d->lam);
+    for (uint32_t i = 0; i <= (n - 1) / 2 && n; i++) {
+        uint32_t j = n - 1 - i;
+        uint8_t *a = images + sample_stride * i, *b = images + sample_stride * j;
+        if (d->cutmix) { /* the box's values trade places (i == j: nothing) */
+            for (int c = 0; c < 3 && i != j; c++)
+                for (int y = d->yl; y < d->yh; y++)
+                    for (int x = d->xl; x < d->xh; x++) {
+                        size_t at = (size_t)y * f->out_w + x;
+                        at = (f->nchw ? c * plane + at : at * 3 + c) * e;
+                        uint8_t t[4];
+                        memcpy(t, a + at, e), memcpy(a + at, b + at, e), memcpy(b + at, t, e);
+                    }
+            continue;
+        }
+        for (size_t v = 0; v < values; v++) {
+            float x = load_value(f, a + v * e), y = load_value(f, b + v * e);
+            float mi = x * lam + y * oml, mj = y * lam + x * oml;
+            store_value(f, a + v * e, mi);
+            if (i != j)
+                store_value(f, b + v * e, mj);
+        }
+    }
+}
+
+void bfs_out_targets(float *targets, const uint8_t *labels, uint32_t n, uint32_t classes,
+                     double smoothing, double lam)
+{
+    float off = (float)(smoothing / classes), on = (float)(1.0 - smoothing + smoothing / classes);
+    float l = (float)lam, oml = (float)(1.0 - lam);
+    for (uint32_t i = 0; i < n; i++) {
+        float *t = targets + (size_t)i * classes;
+        uint64_t y1 = bfs_ld64(labels + 8ull * i), y2 = bfs_ld64(labels + 8ull * (n - 1 - i));
+        for (uint32_t c = 0; c < classes; c++) {
+            float a = c == y1 ? on : off, b = c == y2 ? on : off;
+            t[c] = a * l + b * oml;
+        }
+    }
 }
 
 /* ---- output ------------------------------------------------------------------------ */

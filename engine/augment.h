@@ -98,6 +98,35 @@ int bfs_augment_erase_box(const bfs_pipeline_opts *o, uint64_t epoch, uint64_t i
  * two 24-bit uniforms from one splitmix64 step of *state: |z| < 5.8). */
 void bfs_augment_normal2(uint64_t *state, float z[2]);
 
+/* ---- batch-level mixing: timm's Mixup (mixup=, cutmix=) in batch mode ---------------- */
+
+/* bfs_augment_targets - 1 when batches carry `targets` (augment=train and mixup=,
+ * cutmix= or label_smoothing= given). */
+int bfs_augment_targets(const bfs_pipeline_opts *o);
+
+/* One batch's mixing: lam, and for CutMix the box (rows yl..yh-1, columns xl..xh-1) that
+ * sample i takes from sample B-1-i. */
+typedef struct bfs_mix_draw {
+    double lam; /* 1: not mixed */
+    int cutmix; /* 1: CutMix (lam corrected to the box), 0: Mixup */
+    int yl, yh, xl, xh;
+} bfs_mix_draw;
+
+/*
+ * bfs_augment_mix_draw - timm's Mixup._params_per_batch and cutmix_bbox_and_lam for the
+ * batch numbered `batch` (in the unsharded epoch) of `epoch`, on w x h images: mixed with
+ * probability mix_prob; with both alphas, CutMix with probability switch_prob; lam from
+ * Beta(alpha, alpha); CutMix's box of int(side * sqrt(1 - lam)) on each side, centred on a
+ * uniform pixel (from c - cut // 2 to c + (cut + 1) // 2, as timm 1.0), cut at the edges,
+ * lam = 1 - its area share. Returns 1 when the batch is mixed (d set), else 0
+ * (d->lam = 1).
+ */
+int bfs_augment_mix_draw(const bfs_pipeline_opts *o, uint64_t epoch, uint64_t batch, int w, int h,
+                         bfs_mix_draw *d);
+
+/* bfs_augment_beta - a Beta(a, a) draw (two Marsaglia-Tsang gamma draws), a > 0. */
+double bfs_augment_beta(bfs_rng *r, double a);
+
 /* Conversion tables built once per pipeline (dtype, normalization). */
 typedef struct bfs_out_format {
     int dtype; /* BFS_OUT_* */
@@ -129,6 +158,24 @@ void bfs_out_store_row(void *slot, int row, const uint8_t *rgb, int width);
  */
 int bfs_out_erase(const bfs_out_slot *slot, const bfs_pipeline_opts *o, uint64_t epoch,
                   uint64_t index);
+
+/*
+ * bfs_out_mix - mix a batch's images in place (n samples in `images`, laid out as f
+ * says, each sample_stride bytes apart): slot i with slot n-1-i, both from their values
+ * before mixing (the middle one of an odd batch with itself). Mixup: each value
+ * (float)x_i * (float)lam + (float)x_j * (float)(1 - lam) in float32, rounded once to the
+ * output type (u8: half to even, as timm's FastCollateMixup); CutMix: the box's values
+ * of slot i are slot n-1-i's.
+ */
+void bfs_out_mix(const bfs_out_format *f, uint8_t *images, size_t sample_stride, uint32_t n,
+                 const bfs_mix_draw *d);
+
+/* bfs_out_targets - the `targets` F32 [n, classes] of a batch: timm's mixup_target, with
+ * off = E / classes and on = 1 - E + off (float32), target_i = y_i * lam + y_(n-1-i) *
+ * (1 - lam). labels: the batch's I64 little-endian labels, each below classes (a label
+ * past it gets no on-value: its row is all off-values). */
+void bfs_out_targets(float *targets, const uint8_t *labels, uint32_t n, uint32_t classes,
+                     double smoothing, double lam);
 
 /* bfs_out_fill - fill a sample's slot with one colour (substitute for a bad sample). */
 void bfs_out_fill(const bfs_out_slot *slot, uint8_t r, uint8_t g, uint8_t b);

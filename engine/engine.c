@@ -114,6 +114,28 @@ int bfs_engine_create(const char *source_path, const bfs_pipeline_opts *o, bfs_e
     if (o->pad && (rc = bfs_fields_add_tensor(e, "padded", "", BFS_DT_U8, 0, NULL, 0, &e->t_padded,
                                               err, errlen)))
         goto fail;
+    if (bfs_augment_targets(&e->o)) { /* mixup=, cutmix=, label_smoothing=: soft targets */
+        uint32_t have = bfs_source_class_count(e->src);
+        uint64_t classes = e->o.classes ? e->o.classes : have;
+        if (!classes) {
+            rc = bfs_errf(-EINVAL, err, errlen,
+                          "%s: mixup=, cutmix= and label_smoothing= make targets over the "
+                          "classes, and this dataset has no class count; give classes=N",
+                          source_path);
+            goto fail;
+        }
+        if (classes < have) {
+            rc = bfs_errf(-EINVAL, err, errlen,
+                          "classes=%u is fewer than the %u classes of %s: the targets need a "
+                          "column for every label",
+                          (unsigned)e->o.classes, (unsigned)have, source_path);
+            goto fail;
+        }
+        e->classes = (uint32_t)classes;
+        if ((rc = bfs_fields_add_tensor(e, "targets", "", BFS_DT_F32, 1, &classes, 0, &e->t_targets,
+                                        err, errlen)))
+            goto fail;
+    }
     uint64_t n = bfs_source_count(e->src);
     bfs_plan_opts po;
     bfs_plan_opts_default(&po);
@@ -406,6 +428,47 @@ int bfs_engine_batch_begin(bfs_engine *e, uint64_t epoch, uint64_t k, uint8_t *d
     return (int)len;
 }
 
+/* the stage counters after the ops': per erased sample, per mixed or targeted batch */
+enum {
+    BFS_STAGE_ERASING = BFS_OP_COUNT,
+    BFS_STAGE_MIXUP,
+    BFS_STAGE_CUTMIX,
+    BFS_STAGE_TARGETS, /* a batch with targets, not mixed */
+    BFS_STAGE_END
+};
+int bfs_engine_batch_end_needed(const bfs_engine *e)
+{
+    return !e->tok && e->classes;
+}
+
+void bfs_engine_batch_end(bfs_engine *e, bfs_engine_worker *w, uint64_t epoch, uint64_t k,
+                          uint8_t *dst)
+{
+    if (e->tok || !e->classes)
+        return;
+    uint64_t t0 = bfs_mono_ns();
+    uint32_t len = img_batch_len(e, k);
+    bfs_st_batch_desc d;
+    describe(e, len, epoch, k, &d);
+    bfs_st_layout lay;
+    if (bfs_st_batch_layout(&d, &lay)) /* (batch_begin laid this batch out already) */
+        return;
+    /* the batch's number in the unsharded epoch: shards draw independently */
+    uint64_t key = k * e->o.shard_count + e->o.shard_index;
+    bfs_mix_draw md;
+    if (bfs_augment_mix_draw(&e->o, epoch, key, (int)e->o.out_w, (int)e->o.out_h, &md))
+        bfs_out_mix(&e->fmt, dst + lay.images_off, lay.sample_bytes, len, &md);
+    bfs_out_targets((float *)(void *)(dst + lay.field_off[e->t_targets]), dst + lay.labels_off, len,
+                    e->classes, e->o.label_smoothing, md.lam);
+    uint64_t dt = bfs_mono_ns() - t0;
+    int op = md.lam == 1 && !md.cutmix ? BFS_STAGE_TARGETS
+             : md.cutmix               ? BFS_STAGE_CUTMIX
+                                       : BFS_STAGE_MIXUP;
+    bfs_engine_add(&w->op_ns[op], dt);
+    bfs_engine_add(&w->op_n[op], 1);
+    bfs_engine_add(&w->augment_ns, dt);
+}
+
 int bfs_engine_batch_indices(bfs_engine *e, uint64_t epoch, uint64_t k, uint64_t *out)
 {
     if (epoch >= e->o.epochs)
@@ -417,12 +480,14 @@ int bfs_engine_batch_indices(bfs_engine *e, uint64_t epoch, uint64_t k, uint64_t
     return bfs_plan_batch_indices(e->plan, epoch, k, out);
 }
 
-#define BFS_STAGE_ERASING BFS_OP_COUNT /* the stage counter after the ops' */
-_Static_assert(BFS_STAGE_OPS == BFS_OP_COUNT + 1, "a stage counter per recipe op, and erasing");
+_Static_assert(BFS_STAGE_OPS == BFS_STAGE_END, "a stage counter per recipe op, and the rest");
 
 const char *bfs_stage_op_name(int i)
 {
-    return i == BFS_STAGE_ERASING ? "Erasing" : bfs_imgop_name(i);
+    static const char *const more[] = {"Erasing", "Mixup", "CutMix", "Targets"};
+    if (i >= BFS_OP_COUNT && i < BFS_STAGE_END)
+        return more[i - BFS_OP_COUNT];
+    return bfs_imgop_name(i);
 }
 
 int bfs_engine_worker_create(bfs_engine *e, bfs_engine_worker **out)

@@ -79,6 +79,19 @@ void bfs_engine_print_notes(const bfs_engine *e, FILE *f, const char *prog);
  */
 int bfs_engine_batch_begin(bfs_engine *e, uint64_t epoch, uint64_t k, uint8_t *dst, uint64_t *idx);
 
+/*
+ * bfs_engine_batch_end - after every slot of batch k is filled, before the batch is
+ * served: the batch-level steps (mixup=, cutmix=: the images mixed in pairs; the
+ * `targets` tensor). w: the worker doing it (its counters). Cannot fail: it allocates
+ * nothing, and every label is below the targets' width (the engine refused a classes=
+ * below the dataset's class count).
+ */
+void bfs_engine_batch_end(bfs_engine *e, bfs_engine_worker *w, uint64_t epoch, uint64_t k,
+                          uint8_t *dst);
+
+/* bfs_engine_batch_end_needed - 1 when bfs_engine_batch_end has work for every batch. */
+int bfs_engine_batch_end_needed(const bfs_engine *e);
+
 /* bfs_engine_sample's answer when the slot holds a substitute for a bad sample. */
 #define BFS_ENGINE_SUBSTITUTED 1
 

@@ -101,6 +101,8 @@ struct bfs_engine {
     char tensor_names[BFS_ST_MAX_FIELD_TENSORS][BFS_ST_NAME_MAX + 1];
     uint32_t keep_rows; /* rows of keep lists a sample's boxes fields may need */
     uint32_t t_padded;  /* pad=1: the `padded` U8 [B] tensor (1: a repeated sample) */
+    uint32_t t_targets; /* mixup=, cutmix=, label_smoothing=: `targets` F32 [B, classes] */
+    uint32_t classes;   /* the targets' width; 0: no targets */
     /* the layout of a full batch (batch= samples), computed once: a layout depends on B
      * and the tensors only (safetensors.h), and sizing the widest JSON of a dozen field
      * tensors for every sample cost microseconds each */

@@ -157,7 +157,11 @@ static int finish_slot(bfs_exec *x, bfs_batch *j)
         j->ce.data = NULL;
     } else {
         x->st.computed++;
-        bfs_job_set_state(x, j, bfs_bc_files(x->bc) ? JOB_SEALING : JOB_READY);
+        /* SEALING: the completing worker has more to do unlocked (batch-level steps, the
+         * move into a batch file) before the batch is READY */
+        bfs_job_set_state(x, j,
+                          bfs_bc_files(x->bc) || bfs_engine_batch_end_needed(x->e) ? JOB_SEALING
+                                                                                   : JOB_READY);
     }
     if (j->state != JOB_SEALING)
         pthread_cond_broadcast(&x->ready);
@@ -296,7 +300,9 @@ void *bfs_job_worker_main(void *arg)
         int completed = finish_slot(x, j);
         if (completed && j->state == JOB_SEALING) {
             xunlock(x);
-            bfs_job_to_memfd(x, j, j->ce.data);
+            bfs_engine_batch_end(x->e, w, j->ce.epoch, j->ce.k, j->ce.data);
+            if (bfs_bc_files(x->bc))
+                bfs_job_to_memfd(x, j, j->ce.data);
             xlock(x);
             bfs_job_set_state(x, j, JOB_READY);
             pthread_cond_broadcast(&x->ready);

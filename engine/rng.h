@@ -46,6 +46,8 @@ enum {
     BFS_RNG_STREAM_GRAYSCALE = 15, /* grayscale_p= */
     BFS_RNG_STREAM_POLICY = 16,    /* randaugment=, trivialaugment=, autoaugment= */
     BFS_RNG_STREAM_ERASE = 17,     /* erasing=: whether, the box, its values */
+    BFS_RNG_STREAM_MIXUP = 18,     /* mixup=, cutmix=: a batch's draws (sample index: the
+                                    * batch's number in the unsharded epoch) */
     /* new uses append here; never renumber (it would change every served batch) */
 };
 

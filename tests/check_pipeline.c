@@ -41,6 +41,12 @@ static const struct {
     {"autoaugment", BFS_OPT_DATA},
     {"erasing", BFS_OPT_DATA},
     {"erasing_mode", BFS_OPT_DATA},
+    {"mixup", BFS_OPT_DATA},
+    {"cutmix", BFS_OPT_DATA},
+    {"mix_prob", BFS_OPT_DATA},
+    {"switch_prob", BFS_OPT_DATA},
+    {"label_smoothing", BFS_OPT_DATA},
+    {"classes", BFS_OPT_DATA},
     {"dtype", BFS_OPT_DATA},
     {"normalize", BFS_OPT_DATA},
     {"layout", BFS_OPT_DATA},
@@ -252,6 +258,20 @@ START_TEST(recipe_options)
     o = fresh();
     ck_assert_int_eq(bfs_pipeline_parse(&o, "erasing=0.25,dtype=bf16", err, sizeof err), 0);
     ck_assert_int_eq(bfs_pipeline_finish(&o, err, sizeof err), 0);
+
+    ok(&o, "mixup", "0.8");
+    ok(&o, "cutmix", "1");
+    ck_assert(o.mixup == 0.8 && o.cutmix == 1);
+    bad("mixup", "-1", "a number in 0..100");
+    bad("cutmix", "101", "a number in 0..100");
+    ok(&o, "mix_prob", "1/2");
+    bad("mix_prob", "1.5", "a number in 0..1");
+    bad("switch_prob", "-0.5", "a number in 0..1");
+    ok(&o, "label_smoothing", "0.1");
+    bad("label_smoothing", "2", "a number in 0..1");
+    ok(&o, "classes", "1000");
+    ck_assert_uint_eq(o.classes, 1000);
+    bad("classes", "-1", "0..1048576");
 
     /* one policy at a time, named in the message */
     const char *two[] = {"randaugment=2:9,trivialaugment=1",
@@ -690,8 +710,8 @@ START_TEST(missing_and_unknown)
     /* the given bits: set only by successful sets, row index = bit */
     ck_assert(o.given[0] == 0 && o.given[1] == 0);
     ok(&o, "dtype", "f16");
-    ck_assert(o.given[0] == 1u << 19 && o.given[1] == 0);
-    ck_assert_str_eq(bfs_pipeline_option_at(19)->name, "dtype");
+    ck_assert(o.given[0] == 1u << 25 && o.given[1] == 0);
+    ck_assert_str_eq(bfs_pipeline_option_at(25)->name, "dtype");
 }
 END_TEST
 
@@ -1010,6 +1030,12 @@ START_TEST(fingerprints)
                           "augment=none",
                           "dtype=f32,erasing=0.25",
                           "erasing_mode=const",
+                          "mixup=0.8",
+                          "cutmix=1",
+                          "mixup=0.8,mix_prob=0.5",
+                          "mixup=0.8,cutmix=1,switch_prob=0.3",
+                          "label_smoothing=0.1",
+                          "label_smoothing=0.1,classes=1000",
                           "color_jitter=0.4:0.4:0.4:0.1",
                           "grayscale_p=0.1",
                           "randaugment=2:9",

@@ -27,6 +27,9 @@
  *       (%.17g) per op, in order
  *   engine_tool erase - OPTIONS EPOCH INDEX           print the box erasing= erases in
  *       sample INDEX in EPOCH ("top left h w", bfs_augment_erase_box), or "none"
+ *   engine_tool mixdraw - OPTIONS EPOCH BATCH         print the mixing draws of batch
+ *       number BATCH (in the unsharded epoch) on the output size: "LAM CUTMIX YL YH XL
+ *       XH" (bfs_augment_mix_draw; LAM as %.17g; 1 0 0 0 0 0 when not mixed)
  *   engine_tool ops                                   for each stdin line "IN OUT W H OP
  *       MAGNITUDE" (IN: W x H packed RGB; OP as bfs_imgop_name spells it): apply the op
  *       (bfs_imgop_apply) and write the result to OUT; a line "linspace START END STEPS"
@@ -148,6 +151,7 @@ int main(int argc, char **argv)
                         "       engine_tool boxes - OPTIONS 0 0 < cases\n"
                         "       engine_tool recipe - OPTIONS EPOCH INDEX\n"
                         "       engine_tool erase - OPTIONS EPOCH INDEX\n"
+                        "       engine_tool mixdraw - OPTIONS EPOCH BATCH\n"
                         "       engine_tool decode FILE OUT\n"
                         "       engine_tool ops < lines\n");
         return 2;
@@ -260,6 +264,12 @@ int main(int argc, char **argv)
             printf("%d %d %d %d\n", b.top, b.left, b.h, b.w);
         else
             printf("none\n");
+        return 0;
+    }
+    if (!strcmp(argv[1], "mixdraw") && argc == 6) {
+        bfs_mix_draw d;
+        bfs_augment_mix_draw(&o, epoch, k, (int)o.out_w, (int)o.out_h, &d);
+        printf("%.17g %d %d %d %d %d\n", d.lam, d.cutmix, d.yl, d.yh, d.xl, d.xh);
         return 0;
     }
     if (!strcmp(argv[1], "recipe") && argc == 6) {

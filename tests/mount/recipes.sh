@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# tests/mount/recipes.sh — a training recipe through the mount (docs/augment.md):
+# randaugment, color_jitter, grayscale_p, erasing, mixup and cutmix with label smoothing,
+# f16. Every batch of two epochs read through the mount (passthrough batch files: the
+# batch-level mixing happens before a batch is sealed into its file) equals engine_tool's
+# in-process bytes, twice (a second mount, other thread counts: bytes depend on (seed,
+# epoch, sample) only); `targets` F32 [B, 4] is in every batch and each row sums to 1;
+# /stats counts the ops, Erasing, Mixup and CutMix; the fingerprint differs from the
+# plain pipeline's.
+. "$(dirname "$0")/lib.sh"
+require_fuse
+"$GEN" "$T/images" 4 24 40 90 3 # 4 classes of 24 images
+"$MKBATCHFS" --quiet "$T/images" "$T/d.bfs"
+mkdir "$T/mnt" "$T/ref"
+OPTS="batch=16,size=32,seed=5,epochs=2,randaugment=2:9,color_jitter=0.4:0.4:0.4:0.1,grayscale_p=0.2"
+OPTS="$OPTS,erasing=0.5,dtype=f16,mixup=0.8,cutmix=1.0,label_smoothing=0.1"
+for e in 0 1; do for k in 0 1 2 3 4 5; do ref_batch "$T/d.bfs" "$OPTS" $e $k "$T/ref/e${e}_b$k"; done; done
+for threads in 1 2; do
+    mount_bfs "$T/d.bfs" "$T/mnt" -o "$OPTS,threads=$threads"
+    for e in 0 1; do for k in 0 1 2 3 4 5; do
+        cmp -s "$T/mnt/epoch/$e/batch_$k" "$T/ref/e${e}_b$k" ||
+            fail "threads=$threads: epoch $e batch $k differs from engine_tool's bytes"
+    done; done
+    fp=$(python3 -c 'import os, sys; print(os.getxattr(sys.argv[1], "user.batchfs.fingerprint").decode())' "$T/mnt")
+    cp "$T/mnt/stats" "$T/stats.json"
+    unmount_bfs "$T/mnt"
+done
+ok "12 batches through two mounts equal engine_tool's bytes"
+pyx - "$T" <<'PYEOF' || fail "targets or /stats"
+import json, struct, sys, bfs
+T = sys.argv[1]
+for e in (0, 1):
+    for k in range(6):
+        t, _ = bfs.tensors(f"{T}/ref/e{e}_b{k}")
+        dt, shape, raw = t["targets"]
+        assert dt == "F32" and shape == [16, 4], (dt, shape)
+        vals = struct.unpack("<%df" % (len(raw) // 4), raw)
+        for i in range(16):
+            assert abs(sum(vals[4 * i:4 * i + 4]) - 1) < 1e-5, vals[4 * i:4 * i + 4]
+with open(f"{T}/stats.json") as f:
+    st = json.load(f)
+ops = st["augment_ops"]
+for name in ("Erasing", "Brightness", "Hue"):
+    assert ops.get(name, {}).get("applied", 0) > 0, (name, ops)
+assert ops.get("Mixup", {}).get("applied", 0) + ops.get("CutMix", {}).get("applied", 0) > 0, ops
+assert st["stage_us_per_image"]["augment"] > 0, st["stage_us_per_image"]
+print("targets rows sum to 1; /stats augment_ops:", ", ".join(f"{k} {v['applied']}" for k, v in ops.items()))
+PYEOF
+mount_bfs "$T/d.bfs" "$T/mnt" -o "batch=16,size=32,seed=5,epochs=2,dtype=f16"
+plain=$(python3 -c 'import os, sys; print(os.getxattr(sys.argv[1], "user.batchfs.fingerprint").decode())' "$T/mnt")
+[ -f "$T/mnt/epoch/0/batch_0" ] || fail "plain mount lists no batch"
+unmount_bfs "$T/mnt"
+[ "$plain" != "$fp" ] || fail "the recipe options left the fingerprint as the plain pipeline's"
+ok "fingerprint $fp differs from the plain pipeline's $plain"
