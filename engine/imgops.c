@@ -55,8 +55,14 @@ float bfs_imgop_linspace(double start, double end, int steps, int i)
 }
 
 /* The float loops, cloned for CPUs with FMA (fmaf then one instruction instead of a call
- * into libm); both clones compute the same bits, fmaf being exact either way. */
+ * into libm); both clones compute the same bits, fmaf being exact either way. Not under
+ * ThreadSanitizer: the clones' ifunc resolvers run before its runtime is up and crash
+ * every program at load. */
+#ifdef __SANITIZE_THREAD__
+#define FLOAT_LOOP
+#else
 #define FLOAT_LOOP __attribute__((target_clones("fma", "default")))
+#endif
 
 #define PX(im, x, y) ((im)->rgb + (size_t)(y) * (im)->stride + 3 * (size_t)(x))
 
