@@ -58,6 +58,7 @@ enum { BFS_PACK_CONCAT, BFS_PACK_PAD, BFS_PACK_BUCKET }; /* pack= (token dataset
 #define BFS_STAGE_OPS                                                                              \
     21 /* recipe ops counted in bfs_stage_stats: 17 per-sample ops, erasing, mixup, cutmix,        \
           targets */
+#define BFS_SCHEDULE_SIZES  16       /* size_schedule= points */
 #define BFS_OPT_GIVEN_WORDS 2        /* bfs_pipeline_opts.given: bits for up to 128 options */
 #define BFS_MAX_SEQ_LEN     1048576u /* seq_len= and bucket bounds: tokens per row */
 /* source=: a mixture of at most BFS_MIX_SOURCES sources, its text at most BFS_MIX_TEXT
@@ -84,10 +85,15 @@ typedef struct bfs_pipeline_opts {
     uint32_t shard_count;
     int pad;               /* pad=0|1 (0): shards of ceil(n/N), repeats marked (plan.h) */
     uint32_t out_h, out_w; /* size=H or HxW (224), 1..8192 */
-    int augment;           /* augment=train|eval|none */
-    double scale[2];       /* scale=A:B (0.08:1), 0 < A <= B <= 1 */
-    double ratio[2];       /* ratio=A:B (3/4:4/3), 0 < A <= B <= 100 */
-    double flip;           /* flip=P (0.5), 0..1 */
+    /* size_schedule=[linear:]E:S:E:S...: the size by epoch (train; docs/augment.md) */
+    uint32_t sched_n;                         /* points (0 = none: size= throughout) */
+    uint32_t sched_epoch[BFS_SCHEDULE_SIZES]; /* ascending */
+    uint32_t sched_h[BFS_SCHEDULE_SIZES], sched_w[BFS_SCHEDULE_SIZES];
+    int sched_linear; /* 1: interpolated, rounded to a multiple of 32 (FFCV) */
+    int augment;      /* augment=train|eval|none */
+    double scale[2];  /* scale=A:B (0.08:1), 0 < A <= B <= 1 */
+    double ratio[2];  /* ratio=A:B (3/4:4/3), 0 < A <= B <= 100 */
+    double flip;      /* flip=P (0.5), 0..1 */
     /* torchvision's recipe ops after the crop and flip (docs/augment.md), train only */
     double jitter[4];    /* color_jitter=B:C:S:H (0:0:0:0): ColorJitter's brightness,
                           * contrast, saturation (each >= 0) and hue (0..0.5) */

@@ -49,7 +49,9 @@ int bfs_augment_geometry(const bfs_pipeline_opts *o, uint64_t epoch, uint64_t in
         return -EINVAL;
     memset(g, 0, sizeof *g);
     resize_spec *s = &g->spec;
-    int ow = (int)o->out_w, oh = (int)o->out_h;
+    uint32_t sh, sw;
+    bfs_pipeline_size_at(o, epoch, &sh, &sw);
+    int ow = (int)sw, oh = (int)sh;
     s->in_w = W, s->in_h = H;
     s->box[2] = W, s->box[3] = H;
     s->out_w = s->win_w = ow;
@@ -430,10 +432,10 @@ static void store_value(const bfs_out_format *f, uint8_t *p, float v)
     }
 }
 
-void bfs_out_mix(const bfs_out_format *f, uint8_t *images, size_t sample_stride, uint32_t n,
-                 const bfs_mix_draw *d)
+void bfs_out_mix(const bfs_out_format *f, int w, int h, uint8_t *images, size_t sample_stride,
+                 uint32_t n, const bfs_mix_draw *d)
 {
-    size_t e = f->elem, plane = (size_t)f->out_w * f->out_h, values = plane * 3;
+    size_t e = f->elem, plane = (size_t)w * h, values = plane * 3;
     float lam = (float)d->lam, oml = (float)(1.0 - d->lam);
     for (uint32_t i = 0; i <= (n - 1) / 2 && n; i++) {
         uint32_t j = n - 1 - i;
@@ -442,7 +444,7 @@ void bfs_out_mix(const bfs_out_format *f, uint8_t *images, size_t sample_stride,
             for (int c = 0; c < 3 && i != j; c++)
                 for (int y = d->yl; y < d->yh; y++)
                     for (int x = d->xl; x < d->xh; x++) {
-                        size_t at = (size_t)y * f->out_w + x;
+                        size_t at = (size_t)y * w + x;
                         at = (f->nchw ? c * plane + at : at * 3 + c) * e;
                         uint8_t t[4];
                         memcpy(t, a + at, e), memcpy(a + at, b + at, e), memcpy(b + at, t, e);
@@ -551,8 +553,8 @@ void bfs_out_store_row(void *ctx, int row, const uint8_t *rgb, int width)
 {
     const bfs_out_slot *s = ctx;
     const bfs_out_format *f = s->f;
-    size_t plane = (size_t)f->out_w * f->out_h; /* elements per channel plane */
-    size_t base = (size_t)row * f->out_w;       /* first pixel of the row */
+    size_t plane = (size_t)s->w * s->h; /* elements per channel plane */
+    size_t base = (size_t)row * s->w;   /* first pixel of the row */
     int step = s->flip ? -1 : 1;
     int x0 = s->flip ? width - 1 : 0;
     if (f->dtype == BFS_OUT_U8) {
@@ -593,10 +595,9 @@ int bfs_out_erase(const bfs_out_slot *slot, const bfs_pipeline_opts *o, uint64_t
     const bfs_out_format *f = slot->f;
     bfs_erase_box b;
     bfs_rng r;
-    if (f->dtype == BFS_OUT_U8 ||
-        !bfs_augment_erase_box(o, epoch, index, f->out_w, f->out_h, &b, &r))
+    if (f->dtype == BFS_OUT_U8 || !bfs_augment_erase_box(o, epoch, index, slot->w, slot->h, &b, &r))
         return 0;
-    size_t plane = (size_t)f->out_w * f->out_h;
+    size_t plane = (size_t)slot->w * slot->h;
     float per_channel[4] = {0, 0, 0, 0}, z[2];
     uint64_t state = bfs_rng_u64(&r);
     if (o->erasing_mode == BFS_ERASE_RAND)
@@ -611,7 +612,7 @@ int bfs_out_erase(const bfs_out_slot *slot, const bfs_pipeline_opts *o, uint64_t
                         bfs_augment_normal2(&state, z), left = 2;
                     v = z[--left];
                 }
-                size_t at = (size_t)y * f->out_w + x;
+                size_t at = (size_t)y * slot->w + x;
                 at = f->nchw ? c * plane + at : at * 3 + c;
                 if (f->dtype == BFS_OUT_F32) {
                     memcpy(slot->dst + 4 * at, &v, 4);
@@ -625,12 +626,11 @@ int bfs_out_erase(const bfs_out_slot *slot, const bfs_pipeline_opts *o, uint64_t
 
 void bfs_out_fill(const bfs_out_slot *slot, uint8_t r, uint8_t g, uint8_t b)
 {
-    const bfs_out_format *f = slot->f;
     uint8_t row[3 * 8192];
-    for (int x = 0; x < f->out_w; x++)
+    for (int x = 0; x < slot->w; x++)
         row[3 * x] = r, row[3 * x + 1] = g, row[3 * x + 2] = b;
     bfs_out_slot s = *slot;
     s.flip = 0;
-    for (int y = 0; y < f->out_h; y++)
-        bfs_out_store_row(&s, y, row, f->out_w);
+    for (int y = 0; y < slot->h; y++)
+        bfs_out_store_row(&s, y, row, slot->w);
 }

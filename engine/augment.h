@@ -145,6 +145,7 @@ typedef struct bfs_out_slot {
     const bfs_out_format *f;
     uint8_t *dst; /* start of the sample's image in the batch */
     int flip;
+    int w, h; /* the sample's size: the epoch's (bfs_pipeline_size_at) */
 } bfs_out_slot;
 
 /* A resize_store_cb: writes row `row` (width pixels) of the sample into its slot. */
@@ -160,15 +161,15 @@ int bfs_out_erase(const bfs_out_slot *slot, const bfs_pipeline_opts *o, uint64_t
                   uint64_t index);
 
 /*
- * bfs_out_mix - mix a batch's images in place (n samples in `images`, laid out as f
- * says, each sample_stride bytes apart): slot i with slot n-1-i, both from their values
+ * bfs_out_mix - mix a batch's images in place (n samples of w x h in `images`, laid out
+ * as f says, each sample_stride bytes apart): slot i with slot n-1-i, both from their values
  * before mixing (the middle one of an odd batch with itself). Mixup: each value
  * (float)x_i * (float)lam + (float)x_j * (float)(1 - lam) in float32, rounded once to the
  * output type (u8: half to even, as timm's FastCollateMixup); CutMix: the box's values
  * of slot i are slot n-1-i's.
  */
-void bfs_out_mix(const bfs_out_format *f, uint8_t *images, size_t sample_stride, uint32_t n,
-                 const bfs_mix_draw *d);
+void bfs_out_mix(const bfs_out_format *f, int w, int h, uint8_t *images, size_t sample_stride,
+                 uint32_t n, const bfs_mix_draw *d);
 
 /* bfs_out_targets - the `targets` F32 [n, classes] of a batch: timm's mixup_target, with
  * off = E / classes and on = 1 - E + off (float32), target_i = y_i * lam + y_(n-1-i) *

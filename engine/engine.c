@@ -194,7 +194,9 @@ int bfs_engine_create(const char *source_path, const bfs_pipeline_opts *o, bfs_e
     e->fingerprint = bfs_pipeline_fingerprint(&e->o, identity);
     bfs_st_batch_desc fd;
     describe(e, e->o.batch, 0, 0, &fd);
-    e->full_ok = bfs_st_batch_layout(&fd, &e->full) == 0;
+    /* the layout of a full batch, kept: unless the size changes by epoch (size_schedule=) */
+    e->full_ok =
+        bfs_st_batch_layout(&fd, &e->full) == 0 && !(e->o.sched_n && e->o.augment == BFS_AUG_TRAIN);
 named:
     if (o->want_fingerprint_set && o->want_fingerprint != e->fingerprint) {
         rc = bfs_errf(-EINVAL, err, errlen,
@@ -349,8 +351,7 @@ static void describe(const bfs_engine *e, uint32_t len, uint64_t epoch, uint64_t
     d->dtype = st_dtype(e->o.dtype);
     d->nchw = e->o.layout == BFS_LAYOUT_NCHW;
     d->batch = len;
-    d->height = e->o.out_h;
-    d->width = e->o.out_w;
+    bfs_pipeline_size_at(&e->o, epoch, &d->height, &d->width);
     d->epoch = epoch;
     d->batch_index = k;
     d->fingerprint = e->fingerprint;
@@ -379,7 +380,7 @@ uint64_t bfs_engine_batch_bytes(const bfs_engine *e, uint64_t epoch, uint64_t k)
     if (!len)
         return 0;
     bfs_st_batch_desc d;
-    describe(e, len, 0, k, &d);
+    describe(e, len, epoch, k, &d);
     return bfs_st_batch_size(&d);
 }
 
@@ -387,7 +388,14 @@ uint64_t bfs_engine_max_batch_bytes(const bfs_engine *e)
 {
     if (e->tok)
         return bfs_tokens_max_batch_bytes(e->tok);
-    return bfs_engine_batch_bytes(e, 0, 0); /* every batch but a final partial one is full */
+    /* every batch but a final partial one is full; the largest epoch's size (a schedule
+     * may grow it: size_schedule=) */
+    uint64_t most = 0;
+    for (uint64_t ep = 0; ep < e->o.epochs && (ep == 0 || e->o.sched_n); ep++) {
+        uint64_t b = bfs_engine_batch_bytes(e, ep, 0);
+        most = b > most ? b : most;
+    }
+    return most;
 }
 
 int bfs_engine_batch_begin(bfs_engine *e, uint64_t epoch, uint64_t k, uint8_t *dst, uint64_t *idx)
@@ -456,8 +464,9 @@ void bfs_engine_batch_end(bfs_engine *e, bfs_engine_worker *w, uint64_t epoch, u
     /* the batch's number in the unsharded epoch: shards draw independently */
     uint64_t key = k * e->o.shard_count + e->o.shard_index;
     bfs_mix_draw md;
-    if (bfs_augment_mix_draw(&e->o, epoch, key, (int)e->o.out_w, (int)e->o.out_h, &md))
-        bfs_out_mix(&e->fmt, dst + lay.images_off, lay.sample_bytes, len, &md);
+    int iw = (int)d.width, ih = (int)d.height;
+    if (bfs_augment_mix_draw(&e->o, epoch, key, iw, ih, &md))
+        bfs_out_mix(&e->fmt, iw, ih, dst + lay.images_off, lay.sample_bytes, len, &md);
     bfs_out_targets((float *)(void *)(dst + lay.field_off[e->t_targets]), dst + lay.labels_off, len,
                     e->classes, e->o.label_smoothing, md.lam);
     uint64_t dt = bfs_mono_ns() - t0;
@@ -604,7 +613,7 @@ static int render_augmented(bfs_engine *e, bfs_engine_worker *w, uint64_t epoch,
                             const resize_spec *sp, const resize_src *src, const bfs_out_slot *slot,
                             uint64_t t0)
 {
-    int ow = e->fmt.out_w, oh = e->fmt.out_h;
+    int ow = slot->w, oh = slot->h;
     size_t n = (size_t)ow * (size_t)oh * 3;
     if (w->aug_cap < 2 * n) {
         uint8_t *p = realloc(w->aug, 2 * n);
@@ -714,7 +723,7 @@ static int render(bfs_engine *e, bfs_engine_worker *w, uint64_t epoch, uint64_t 
     bw = bx + bw > sp->in_w ? sp->in_w - bx : bw;
     bh = by + bh > sp->in_h ? sp->in_h - by : bh;
     resize_src src = {pix, px.stride, bx, by, bw, bh};
-    bfs_out_slot slot = {&e->fmt, slot_dst, g.flip};
+    bfs_out_slot slot = {&e->fmt, slot_dst, g.flip, g.spec.win_w, g.spec.win_h};
     if (field == e->primary && e->has_ops) {
         rc = render_augmented(e, w, epoch, key, sp, &src, &slot, t2);
     } else {
@@ -758,14 +767,18 @@ static int fill_sample(bfs_engine *e, bfs_engine_worker *w, uint64_t epoch, uint
 }
 
 /* The substitute of last resort: gray images, every other field empty (zeros, length 0). */
-static void fill_gray(bfs_engine *e, uint8_t *dst, const bfs_st_layout *lay, uint32_t j)
+static void fill_gray(bfs_engine *e, uint64_t epoch, uint8_t *dst, const bfs_st_layout *lay,
+                      uint32_t j)
 {
-    bfs_out_slot s = {&e->fmt, dst + lay->images_off + lay->sample_bytes * j, 0};
+    uint32_t h, w;
+    bfs_pipeline_size_at(&e->o, epoch, &h, &w);
+    bfs_out_slot s = {&e->fmt, dst + lay->images_off + lay->sample_bytes * j, 0, (int)w, (int)h};
     bfs_out_fill(&s, GRAY_R, GRAY_G, GRAY_B);
     for (uint32_t i = 0; i < e->n_served; i++) {
         const served_field *sf = &e->served[i];
         if (sf->decl->kind == BFS_FIELD_IMAGE) {
-            bfs_out_slot t = {&e->fmt, dst + lay->field_off[sf->t_data] + lay->sample_bytes * j, 0};
+            bfs_out_slot t = {&e->fmt, dst + lay->field_off[sf->t_data] + lay->sample_bytes * j, 0,
+                              (int)w, (int)h};
             bfs_out_fill(&t, GRAY_R, GRAY_G, GRAY_B);
             continue;
         }
@@ -976,7 +989,7 @@ int bfs_engine_sample(bfs_engine *e, bfs_engine_worker *w, uint64_t epoch, uint6
             return BFS_ENGINE_SUBSTITUTED;
         }
     }
-    fill_gray(e, dst, &lay, j);
+    fill_gray(e, epoch, dst, &lay, j);
     log_bad(e, idx, rc, "substituted by a gray image (no substitute decoded)");
     return BFS_ENGINE_SUBSTITUTED;
 }

@@ -18,6 +18,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -498,6 +499,26 @@ int bfs_pipeline_canonical(const bfs_pipeline_opts *o, char *buf, size_t cap)
         return -ENOSPC;
     }
     return (int)n;
+}
+
+void bfs_pipeline_size_at(const bfs_pipeline_opts *o, uint64_t epoch, uint32_t *h, uint32_t *w)
+{
+    *h = o->out_h, *w = o->out_w;
+    uint32_t n = o->sched_n < BFS_SCHEDULE_SIZES ? o->sched_n : BFS_SCHEDULE_SIZES;
+    if (o->augment != BFS_AUG_TRAIN || !n)
+        return;
+    uint32_t i = 0;
+    while (i + 1 < n && o->sched_epoch[i + 1] <= epoch)
+        i++;
+    *h = o->sched_h[i], *w = o->sched_w[i];
+    if (!o->sched_linear || epoch <= o->sched_epoch[0] || i + 1 >= n || epoch == o->sched_epoch[i])
+        return;
+    /* np.interp: slope * (x - xp[i]) + fp[i], then int(np.round(v / 32)) * 32 */
+    double dx = (double)o->sched_epoch[i + 1] - o->sched_epoch[i],
+           x = (double)epoch - o->sched_epoch[i];
+    double vh = ((double)o->sched_h[i + 1] - o->sched_h[i]) / dx * x + o->sched_h[i];
+    double vw = ((double)o->sched_w[i + 1] - o->sched_w[i]) / dx * x + o->sched_w[i];
+    *h = (uint32_t)rint(vh / 32) * 32, *w = (uint32_t)rint(vw / 32) * 32;
 }
 
 uint64_t bfs_pipeline_fingerprint(const bfs_pipeline_opts *o, uint64_t dataset_identity)

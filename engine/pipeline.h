@@ -120,4 +120,13 @@ int bfs_pipeline_canonical(const bfs_pipeline_opts *o, char *buf, size_t cap);
  */
 uint64_t bfs_pipeline_fingerprint(const bfs_pipeline_opts *o, uint64_t dataset_identity);
 
+/*
+ * bfs_pipeline_size_at - the output size (*h x *w) of epoch: size= unless size_schedule=
+ * is set and augment=train; then the point at or before the epoch (the first before it),
+ * or with linear: FFCV's get_resolution between the points around it (np.interp, then
+ * rounded half to even to a multiple of 32; a point's own epoch, and epochs outside the
+ * points, take the point's size unrounded).
+ */
+void bfs_pipeline_size_at(const bfs_pipeline_opts *o, uint64_t epoch, uint32_t *h, uint32_t *w);
+
 #endif

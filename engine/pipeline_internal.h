@@ -35,6 +35,7 @@ enum {
     OPT_SHARD,
     OPT_PAD,
     OPT_SIZE,
+    OPT_SIZE_SCHEDULE,
     OPT_AUGMENT,
     OPT_SCALE,
     OPT_RATIO,
@@ -187,6 +188,8 @@ int bfs_opt_set_shard(const opt *d, bfs_pipeline_opts *o, const char *v, const c
 int bfs_opt_show_shard(const opt *d, const bfs_pipeline_opts *o, char *buf, size_t cap);
 int bfs_opt_set_size(const opt *d, bfs_pipeline_opts *o, const char *v, const char **why);
 int bfs_opt_show_size(const opt *d, const bfs_pipeline_opts *o, char *buf, size_t cap);
+int bfs_opt_set_sizes(const opt *d, bfs_pipeline_opts *o, const char *v, const char **why);
+int bfs_opt_show_sizes(const opt *d, const bfs_pipeline_opts *o, char *buf, size_t cap);
 int bfs_opt_set_jitter(const opt *d, bfs_pipeline_opts *o, const char *v, const char **why);
 int bfs_opt_show_jitter(const opt *d, const bfs_pipeline_opts *o, char *buf, size_t cap);
 int bfs_opt_set_randaug(const opt *d, bfs_pipeline_opts *o, const char *v, const char **why);

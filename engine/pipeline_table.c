@@ -55,6 +55,14 @@ const opt bfs_opt_table[OPT_COUNT] = {
     [OPT_SIZE] = {PUB("size", D, "H|HxW", "224", "output image size in pixels; H means HxH"),
                   FIELD(out_h), .set = bfs_opt_set_size, .show = bfs_opt_show_size, .lo = 1,
                   .hi = 8192, .flags = F_IMG, .allowed = "H or HxW, integers in 1..8192"},
+    [OPT_SIZE_SCHEDULE] = {PUB("size_schedule", D, "[linear:]E:S:E:S...", "none",
+                               "train: the output size by epoch (progressive resizing): from "
+                               "epoch E on, size S (H or HxW); linear: interpolated between "
+                               "the points, rounded to a multiple of 32 as FFCV's recipes do"),
+                           FIELD(sched_n), .set = bfs_opt_set_sizes, .show = bfs_opt_show_sizes,
+                           .flags = F_IMG | F_NEW,
+                           .allowed = "none, or [linear:] then 1 to 16 pairs E:S, epochs "
+                                      "ascending, sizes H or HxW in 1..8192 (linear: 32..8192)"},
     [OPT_AUGMENT] = {PUB("augment", D, "train|eval|none", "train",
                          "train: RandomResizedCrop(scale, ratio) + horizontal flip (torchvision "
                          "semantics); eval: resize the shorter side to size/0.875, center "

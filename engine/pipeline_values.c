@@ -321,6 +321,70 @@ int bfs_opt_show_size(const opt *d, const bfs_pipeline_opts *o, char *buf, size_
     return snprintf(buf, cap, "%lux%lu", (unsigned long)o->out_h, (unsigned long)o->out_w);
 }
 
+int bfs_opt_set_sizes(const opt *d, bfs_pipeline_opts *o, const char *v, const char **why)
+{
+    (void)d, (void)why;
+    uint32_t n = 0, ep[BFS_SCHEDULE_SIZES], hh[BFS_SCHEDULE_SIZES], ww[BFS_SCHEDULE_SIZES];
+    int linear = 0;
+    if (!strcmp(v, "none")) {
+        o->sched_n = 0, o->sched_linear = 0;
+        return 0;
+    }
+    if (!strncmp(v, "linear:", 7))
+        linear = 1, v += 7;
+    const char *p = v;
+    while (*p) {
+        const char *c1 = strchr(p, ':');
+        if (!c1 || n == BFS_SCHEDULE_SIZES)
+            return -EINVAL;
+        const char *c2 = strchr(c1 + 1, ':');
+        size_t slen = c2 ? (size_t)(c2 - c1 - 1) : strlen(c1 + 1);
+        uint64_t e, h, w;
+        const char *x = memchr(c1 + 1, 'x', slen);
+        if (!parse_u64(p, (size_t)(c1 - p), &e) || e > 1000000)
+            return -EINVAL;
+        if (x ? !parse_u64(c1 + 1, (size_t)(x - c1 - 1), &h) ||
+                    !parse_u64(x + 1, slen - (size_t)(x - c1), &w)
+              : !parse_u64(c1 + 1, slen, &h))
+            return -EINVAL;
+        if (!x)
+            w = h;
+        uint64_t lo = linear ? 32 : 1;
+        if (h < lo || h > 8192 || w < lo || w > 8192 || (n && e <= ep[n - 1]))
+            return -EINVAL;
+        ep[n] = (uint32_t)e, hh[n] = (uint32_t)h, ww[n] = (uint32_t)w;
+        n++;
+        p = c2 ? c2 + 1 : c1 + 1 + slen;
+        if (c2 && !*p)
+            return -EINVAL; /* a trailing ':' */
+    }
+    if (!n)
+        return -EINVAL;
+    o->sched_n = n, o->sched_linear = linear;
+    memcpy(o->sched_epoch, ep, n * sizeof *ep);
+    memcpy(o->sched_h, hh, n * sizeof *hh);
+    memcpy(o->sched_w, ww, n * sizeof *ww);
+    return 0;
+}
+
+int bfs_opt_show_sizes(const opt *d, const bfs_pipeline_opts *o, char *buf, size_t cap)
+{
+    (void)d;
+    if (!o->sched_n)
+        return snprintf(buf, cap, "none");
+    int len = snprintf(buf, cap, "%s", o->sched_linear ? "linear:" : "");
+    for (uint32_t i = 0; i < o->sched_n && i < BFS_SCHEDULE_SIZES; i++) {
+        size_t at = (size_t)len < cap ? (size_t)len : cap;
+        if (o->sched_h[i] == o->sched_w[i])
+            len += snprintf(buf + at, cap - at, "%s%u:%u", i ? ":" : "", o->sched_epoch[i],
+                            o->sched_h[i]);
+        else
+            len += snprintf(buf + at, cap - at, "%s%u:%ux%u", i ? ":" : "", o->sched_epoch[i],
+                            o->sched_h[i], o->sched_w[i]);
+    }
+    return len;
+}
+
 int bfs_opt_set_jitter(const opt *d, bfs_pipeline_opts *o, const char *v, const char **why)
 {
     (void)d, (void)why;

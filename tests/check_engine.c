@@ -319,7 +319,7 @@ START_TEST(scaled_decode_close_to_full)
         bfs_out_format f;
         bfs_out_format_init(&f, &o);
         uint8_t *ref = calloc(64 * 64 * 3, 1);
-        bfs_out_slot slot = {&f, ref, 0};
+        bfs_out_slot slot = {&f, ref, 0, g.spec.win_w, g.spec.win_h};
         resize_src src = {rgb, (size_t)w * 3, 0, 0, w, h};
         resize_scratch rs = {0};
         ck_assert_int_eq(resize_rgb8(&g.spec, &src, bfs_out_store_row, &slot, &rs), 0);

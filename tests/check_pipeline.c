@@ -30,6 +30,7 @@ static const struct {
     {"shard", BFS_OPT_DATA},
     {"pad", BFS_OPT_DATA},
     {"size", BFS_OPT_DATA},
+    {"size_schedule", BFS_OPT_DATA},
     {"augment", BFS_OPT_DATA},
     {"scale", BFS_OPT_DATA},
     {"ratio", BFS_OPT_DATA},
@@ -309,6 +310,67 @@ START_TEST(recipe_options)
         for (size_t k = 0; k < i; k++)
             ck_assert_msg(fp[i] != fp[k], "%s and %s share a fingerprint", differ[i], differ[k]);
     }
+}
+END_TEST
+
+/* size_schedule=: parsing, the canonical text, and the size of each epoch (FFCV's
+ * get_resolution for linear: np.interp, then rounded half to even to a multiple of 32,
+ * the ramp's ends exact) */
+START_TEST(size_schedules)
+{
+    bfs_pipeline_opts o = fresh();
+    uint32_t h, w;
+    bfs_pipeline_size_at(&o, 5, &h, &w);
+    ck_assert(h == 224 && w == 224);
+    ok(&o, "size_schedule", "0:128:2:160x192:5:224");
+    ck_assert_uint_eq(o.sched_n, 3);
+    static const uint32_t step_h[] = {128, 128, 160, 160, 160, 224, 224};
+    for (uint64_t ep = 0; ep < 7; ep++) {
+        bfs_pipeline_size_at(&o, ep, &h, &w);
+        ck_assert_msg(h == step_h[ep], "epoch %llu: %u", (unsigned long long)ep, h);
+        ck_assert(w == (step_h[ep] == 160 ? 192 : step_h[ep]));
+    }
+    o.augment = BFS_AUG_EVAL; /* a training schedule: eval mounts keep size= */
+    bfs_pipeline_size_at(&o, 6, &h, &w);
+    ck_assert(h == 224 && w == 224);
+    o = fresh();
+    ok(&o, "size", "100");
+    ok(&o, "size_schedule", "3:64"); /* before the first point: its size */
+    bfs_pipeline_size_at(&o, 0, &h, &w);
+    ck_assert(h == 64 && w == 64);
+    /* FFCV's ResNet-50 ramp: 160 until epoch 11, 192 from 13 (its start_ramp, end_ramp) */
+    ok(&o, "size_schedule", "linear:11:160:13:192");
+    static const uint32_t lin[] = {160, 160, 192, 192, 192}; /* 12: 176 / 32 = 5.5 -> 6 */
+    for (uint64_t ep = 10; ep < 15; ep++) {
+        bfs_pipeline_size_at(&o, ep, &h, &w);
+        ck_assert_msg(h == lin[ep - 10] && w == h, "epoch %llu: %u", (unsigned long long)ep, h);
+    }
+    ok(&o, "size_schedule", "linear:0:160:88:192"); /* 160 + 32 * e / 88: 176 at 44 */
+    bfs_pipeline_size_at(&o, 44, &h, &w);           /* 176 / 32 = 5.5: half to even, 6 -> 192 */
+    ck_assert_uint_eq(h, 192);
+    bfs_pipeline_size_at(&o, 43, &h, &w); /* 175.6 / 32 = 5.49 -> 160 */
+    ck_assert_uint_eq(h, 160);
+    char c[2048];
+    canon_of("size_schedule=linear:0:160:10:192x224", c, sizeof c);
+    ck_assert_msg(strstr(c, "size_schedule = linear:0:160:10:192x224\n"), "%s", c);
+    canon_of("size_schedule=none", c, sizeof c);
+    ck_assert_ptr_null(strstr(c, "size_schedule"));
+    const char *sched_bad[] = {
+        "0:128:0:160", "5:128:2:160", "0",      "0:",   "0:128:", "linear:0:16", "0:9000", "0:0",
+        "a:128",       "0:128x",      "0:x128", ":128", ""};
+    for (size_t i = 0; i < sizeof sched_bad / sizeof *sched_bad; i++)
+        bad("size_schedule", sched_bad[i], "pairs E:S, epochs ascending");
+    /* 17 points: one too many (the message cuts so long a value) */
+    ck_assert_int_eq(bfs_pipeline_set(&o, "size_schedule",
+                                      "0:32:1:32:2:32:3:32:4:32:5:32:6:32:7:32:8:32:9:32:10:32:"
+                                      "11:32:12:32:13:32:14:32:15:32:16:32",
+                                      err, sizeof err),
+                     -EINVAL);
+    ck_assert_int_eq(bfs_pipeline_set(&o, "size_schedule",
+                                      "0:32:1:32:2:32:3:32:4:32:5:32:6:32:7:32:8:32:9:32:10:32:"
+                                      "11:32:12:32:13:32:14:32:15:32",
+                                      err, sizeof err),
+                     0);
 }
 END_TEST
 
@@ -710,8 +772,8 @@ START_TEST(missing_and_unknown)
     /* the given bits: set only by successful sets, row index = bit */
     ck_assert(o.given[0] == 0 && o.given[1] == 0);
     ok(&o, "dtype", "f16");
-    ck_assert(o.given[0] == 1u << 25 && o.given[1] == 0);
-    ck_assert_str_eq(bfs_pipeline_option_at(25)->name, "dtype");
+    ck_assert(o.given[0] == 1u << 26 && o.given[1] == 0);
+    ck_assert_str_eq(bfs_pipeline_option_at(26)->name, "dtype");
 }
 END_TEST
 
@@ -1030,6 +1092,8 @@ START_TEST(fingerprints)
                           "augment=none",
                           "dtype=f32,erasing=0.25",
                           "erasing_mode=const",
+                          "size_schedule=0:160:10:192",
+                          "size_schedule=linear:0:160:10:192",
                           "mixup=0.8",
                           "cutmix=1",
                           "mixup=0.8,mix_prob=0.5",
@@ -1475,6 +1539,7 @@ static Suite *pipeline_suite(void)
     tcase_add_test(tc, shard_and_size);
     tcase_add_test(tc, reals);
     tcase_add_test(tc, recipe_options);
+    tcase_add_test(tc, size_schedules);
     tcase_add_test(tc, normalize_values);
     tcase_add_test(tc, cache_dir);
     tcase_add_test(tc, group_names);

@@ -260,7 +260,9 @@ int main(int argc, char **argv)
     if (!strcmp(argv[1], "erase") && argc == 6) {
         bfs_erase_box b;
         bfs_rng r;
-        if (bfs_augment_erase_box(&o, epoch, k, (int)o.out_w, (int)o.out_h, &b, &r))
+        uint32_t h, w;
+        bfs_pipeline_size_at(&o, epoch, &h, &w);
+        if (bfs_augment_erase_box(&o, epoch, k, (int)w, (int)h, &b, &r))
             printf("%d %d %d %d\n", b.top, b.left, b.h, b.w);
         else
             printf("none\n");
@@ -268,13 +270,17 @@ int main(int argc, char **argv)
     }
     if (!strcmp(argv[1], "mixdraw") && argc == 6) {
         bfs_mix_draw d;
-        bfs_augment_mix_draw(&o, epoch, k, (int)o.out_w, (int)o.out_h, &d);
+        uint32_t h, w;
+        bfs_pipeline_size_at(&o, epoch, &h, &w);
+        bfs_augment_mix_draw(&o, epoch, k, (int)w, (int)h, &d);
         printf("%.17g %d %d %d %d %d\n", d.lam, d.cutmix, d.yl, d.yh, d.xl, d.xh);
         return 0;
     }
     if (!strcmp(argv[1], "recipe") && argc == 6) {
         bfs_aug_op ops[BFS_AUG_MAX_OPS];
-        int n = bfs_augment_ops(&o, epoch, k, (int)o.out_w, (int)o.out_h, ops);
+        uint32_t h, w;
+        bfs_pipeline_size_at(&o, epoch, &h, &w);
+        int n = bfs_augment_ops(&o, epoch, k, (int)w, (int)h, ops);
         for (int i = 0; i < n; i++)
             printf("%s %.17g\n", bfs_imgop_name(ops[i].op), ops[i].mag);
         return 0;

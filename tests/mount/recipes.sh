@@ -6,7 +6,9 @@
 # in-process bytes, twice (a second mount, other thread counts: bytes depend on (seed,
 # epoch, sample) only); `targets` F32 [B, 4] is in every batch and each row sums to 1;
 # /stats counts the ops, Erasing, Mixup and CutMix; the fingerprint differs from the
-# plain pipeline's.
+# plain pipeline's. Then size_schedule= (step and linear): each epoch's batch files have
+# that epoch's size (stat before any compute, and the header's shape), with the bytes
+# engine_tool computes, mixing included.
 . "$(dirname "$0")/lib.sh"
 require_fuse
 "$GEN" "$T/images" 4 24 40 90 3 # 4 classes of 24 images
@@ -52,3 +54,29 @@ plain=$(python3 -c 'import os, sys; print(os.getxattr(sys.argv[1], "user.batchfs
 unmount_bfs "$T/mnt"
 [ "$plain" != "$fp" ] || fail "the recipe options left the fingerprint as the plain pipeline's"
 ok "fingerprint $fp differs from the plain pipeline's $plain"
+
+# progressive resizing: each epoch its own shape, stat'ed before compute
+for sched in "0:32:1:48x40:2:64" "linear:0:32:3:96"; do
+    SOPTS="batch=16,size=224,seed=2,epochs=4,size_schedule=$sched,mixup=0.5,cutmix=1.0,dtype=bf16"
+    mount_bfs "$T/d.bfs" "$T/mnt" -o "$SOPTS"
+    sizes=""
+    for e in 0 1 2 3; do
+        sizes="$sizes $(stat -c %s "$T/mnt/epoch/$e/batch_1")"
+        ref_batch "$T/d.bfs" "$SOPTS" $e 1 "$T/ref/s$e"
+        cmp -s "$T/mnt/epoch/$e/batch_1" "$T/ref/s$e" ||
+            fail "size_schedule=$sched: epoch $e batch 1 differs from engine_tool's bytes"
+    done
+    unmount_bfs "$T/mnt"
+    shapes=$(pyx - "$T" <<'PYEOF'
+import sys, bfs
+T = sys.argv[1]
+print(" ".join("x".join(map(str, bfs.tensors(f"{T}/ref/s{e}")[0]["images"][1][1:3])) for e in range(4)))
+PYEOF
+)
+    case $sched in
+    0:*) want="32x32 48x40 64x64 64x64" ;;
+    *) want="32x32 64x64 64x64 96x96" ;; # 32 + 64 e / 3: 53.3 -> 64, 74.7 -> 64, then 96
+    esac
+    [ "$shapes" = "$want" ] || fail "size_schedule=$sched: shapes $shapes, want $want"
+    ok "size_schedule=$sched: epochs 0..3 as $shapes (stat sizes$sizes), engine_tool's bytes"
+done
