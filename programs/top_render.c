@@ -516,6 +516,27 @@ static void v_stages(frame *f, const span *s)
             l_bar(l, x / total, barw);
         f_end(f);
     }
+    /* the recipe ops (docs/augment.md): us per use, as many as the line holds */
+    int ops = sj_lookup(s->cur, SJ_ROOT, "augment_ops");
+    if (sj_type(s->cur, ops) != SJ_OBJECT || sj_child(s->cur, ops, 0) < 0 || f_full(f))
+        return;
+    l_pad(l, 2);
+    l_str(l, "ops, us each");
+    l_pad(l, 16);
+    int n = 0;
+    for (int m = sj_child(s->cur, ops, 0); m >= 0; m = sj_next(s->cur, m)) {
+        size_t kn;
+        const char *k = sj_key(s->cur, m, &kn);
+        double us = 0;
+        int each = sj_lookup(s->cur, m, "us_each");
+        if (sj_num(s->cur, each, &us) != 0)
+            continue;
+        if (n++)
+            l_str(l, ", ");
+        l_text(l, k, kn < 16 ? kn : 16);
+        l_printf(l, " %s", f_num(a, 1, us, 0));
+    }
+    f_end(f);
 }
 
 static void v_caches(frame *f, const span *s)

@@ -110,7 +110,8 @@ write_stats_to() {
   "threads": 6,
   "images": $((1000 + 640 * i)),
   "images_per_s": 100.0,
-  "stage_us_per_image": {"read": 10.0, "decode": 800.0, "resize": 150.0, "encode": 40.0},
+  "stage_us_per_image": {"read": 10.0, "decode": 800.0, "resize": 150.0, "augment": 60.0, "encode": 40.0},
+  "augment_ops": {"Rotate": {"applied": $((3 * i)), "us_each": 209.4}, "Erasing": {"applied": $i, "us_each": 550.2}},
   "decodes": {"cropped": 1, "full": 2, "scaled": 3, "raw": 0},
   "bad_samples": 0,
   "batches": {"served": $((10 + 10 * i)), "computed": $((12 + 10 * i)), "failed": 0, "in_flight": 2, "prefetched": 8, "opened": $((10 + 10 * i)), "opened_bytes": $((41943040 * i))},
@@ -267,7 +268,7 @@ in_pty quit "sleep 1.5; printf q" "'$BATCHFS' top '$F' --interval 0.2"
 restored quit
 strip quit >"$T/quit.txt"
 for want in "batchfs top  $F" "batchfs 9.9.9" "throughput" "time per image" "decode" \
-    "memory" "samples" "cache_dir" "readers         2" "4242" "autotune" \
+    "ops, us each" "Rotate 209" "Erasing 550" "memory" "samples" "cache_dir" "readers         2" "4242" "autotune" \
     "remote" "workers 3" "corrupt 2" "source" "fetched 7.00 MiB" "5 batches ahead" "retries 4" "sweep7" "lost 1" "epoch ends 2" "ahead 3" \
     "six workers: 4.1 batch/s predicted ?[2J for 2 readers" "M/M/1/4: P(empty)=0.02" \
     "half of ram_mb" "512 MiB" "every 2000 ms"; do
