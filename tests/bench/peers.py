@@ -13,6 +13,12 @@ KIND:
   torchvision  torchvision.io.decode_jpeg + transforms.v2.RandomResizedCrop(antialias) +
                RandomHorizontalFlip in a DataLoader (shuffle, persistent workers,
                torch.set_num_threads(1) in each); ROOT is the ImageFolder
+  torchvision-recipe
+               torchvision's training recipe with RandAugment and RandomErasing, as
+               bench_recipes.sh compares it: decode_jpeg + v2.RandomResizedCrop(antialias)
+               + RandomHorizontalFlip + RandAugment(2, 9) + ToDtype(float32, scale) +
+               Normalize(ImageNet) + RandomErasing(0.25) in a DataLoader as above;
+               float32 batches
   pil          the usual recipe: torchvision.datasets.ImageFolder (PIL decode) +
                transforms.RandomResizedCrop + RandomHorizontalFlip + PILToTensor in a
                DataLoader as above; ROOT is the ImageFolder
@@ -77,9 +83,9 @@ def files_of(root):
     return out
 
 
-def run_loader(ds, batch, workers):
-    """A DataLoader over ds as both PyTorch peers use it: shuffled, persistent workers of
-    one thread each, full batches of uint8 3x224x224 tensors."""
+def run_loader(ds, batch, workers, dtype="uint8"):
+    """A DataLoader over ds as the PyTorch peers use it: shuffled, persistent workers of
+    one thread each, full batches of 3x224x224 tensors (uint8, or float32 for a recipe)."""
     import torch
 
     dl = torch.utils.data.DataLoader(ds, batch_size=batch, shuffle=True, num_workers=workers,
@@ -90,7 +96,7 @@ def run_loader(ds, batch, workers):
     def epoch():
         n = 0
         for x, _ in dl:
-            assert x.dtype == torch.uint8 and tuple(x.shape[1:]) == (3, 224, 224)
+            assert x.dtype == getattr(torch, dtype) and tuple(x.shape[1:]) == (3, 224, 224)
             n += x.shape[0]
         return n
 
@@ -147,6 +153,31 @@ def torchvision_(root, batch, workers):
     return run_loader(DS(), batch, workers)
 
 
+def torchvision_recipe(root, batch, workers):
+    import torch
+    from torchvision.io import decode_jpeg, ImageReadMode
+    from torchvision.transforms import v2
+
+    files = files_of(root)
+    tf = v2.Compose([v2.RandomResizedCrop(224, antialias=True), v2.RandomHorizontalFlip(),
+                     v2.RandAugment(num_ops=2, magnitude=9),
+                     v2.ToDtype(torch.float32, scale=True),
+                     v2.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225]),
+                     v2.RandomErasing(p=0.25)])
+
+    class DS(torch.utils.data.Dataset):
+        def __len__(self):
+            return len(files)
+
+        def __getitem__(self, i):
+            path, label = files[i]
+            with open(path, "rb") as f:
+                data = torch.frombuffer(bytearray(f.read()), dtype=torch.uint8)
+            return tf(decode_jpeg(data, mode=ImageReadMode.RGB)), label
+
+    return run_loader(DS(), batch, workers, "float32")
+
+
 def pil(root, batch, workers):
     import torch
     from torchvision import datasets, transforms
@@ -194,6 +225,8 @@ def main():
         ips, cpu, rates = dali(root, batch, workers)
     elif kind == "torchvision":
         ips, cpu, rates = torchvision_(root, batch, workers)
+    elif kind == "torchvision-recipe":
+        ips, cpu, rates = torchvision_recipe(root, batch, workers)
     elif kind == "pil":
         ips, cpu, rates = pil(root, batch, workers)
     elif kind in ("batchfs", "batchfs-mmap"):

@@ -105,6 +105,10 @@ bash tests/bench/bench_peers.sh "$imagenet"
 # the host, the daemon's fresh batch files then cost up to ~30% more; docs/engine.md)
 
 echo
+echo "== RandAugment + RandomErasing recipe vs torchvision in a DataLoader (tests/bench/bench_recipes.sh) =="
+bash tests/bench/bench_recipes.sh "$imagenet"
+
+echo
 echo "== decoded-sample cache: epoch 1 vs epoch 0 (tests/bench/bench_sample_cache.sh) =="
 bash tests/bench/bench_sample_cache.sh "$corpus"
 
