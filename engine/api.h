@@ -723,6 +723,11 @@ void bfs_service_sample_cache(bfs_service *s, bfs_sample_cache_counts *c);
  * "budget_bytes": N}) into buf (len bytes, NUL-terminated, truncated if too small). */
 void bfs_sample_cache_json(const bfs_sample_cache_counts *c, char *buf, size_t len);
 
+/* bfs_augment_ops_json - the recipe ops of st as /stats' and --bench --json's
+ * "augment_ops" object ({"Rotate": {"applied": N, "us_each": X}, ...}: the ops applied at
+ * least once) into buf (len bytes, NUL-terminated; BFS_STAGE_OPS * 64 + 4 holds any). */
+void bfs_augment_ops_json(const bfs_stage_stats *st, char *buf, size_t len);
+
 /*
  * bfs_reference_rate - the decoders' reference of --bench: single-core full decodes
  * (tjDecompress2 to RGB; PNG and WebP through libspng, libwebp) of samples idx[0..n) of

@@ -445,6 +445,23 @@ void bfs_service_sample_cache(bfs_service *s, bfs_sample_cache_counts *c)
                                    .budget_bytes = sc.budget_bytes};
 }
 
+void bfs_augment_ops_json(const bfs_stage_stats *st, char *buf, size_t len)
+{
+    size_t at = 0;
+    for (int i = -1; i <= BFS_STAGE_OPS && at < len; i++) {
+        int n;
+        if (i < 0 || i == BFS_STAGE_OPS) /* the braces */
+            n = snprintf(buf + at, len - at, i < 0 ? "{" : "}");
+        else if (st->op_n[i])
+            n = snprintf(buf + at, len - at, "%s\"%s\": {\"applied\": %llu, \"us_each\": %.1f}",
+                         at > 1 ? ", " : "", bfs_stage_op_name(i), (unsigned long long)st->op_n[i],
+                         st->op_ns[i] / (double)st->op_n[i] / 1e3);
+        else
+            n = 0;
+        at += n > 0 ? (size_t)n : 0;
+    }
+}
+
 void bfs_sample_cache_json(const bfs_sample_cache_counts *c, char *buf, size_t len)
 {
     bfs_samplecache_stats sc = {.hits = c->hits,
@@ -563,15 +580,9 @@ void bfs_service_stats(bfs_service *s, const bfs_service_front *f, char **out, s
             st.stages.read_ns / n / 1e3, st.stages.decode_ns / n / 1e3,
             st.stages.resize_ns / n / 1e3, st.stages.augment_ns / n / 1e3,
             st.stages.encode_ns / n / 1e3);
-    tprintf(t, "  \"augment_ops\": {");
-    for (int i = 0, first = 1; i < BFS_STAGE_OPS; i++)
-        if (st.stages.op_n[i]) {
-            tprintf(t, "%s\"%s\": {\"applied\": %llu, \"us_each\": %.1f}", first ? "" : ", ",
-                    bfs_stage_op_name(i), (unsigned long long)st.stages.op_n[i],
-                    st.stages.op_ns[i] / (double)st.stages.op_n[i] / 1e3);
-            first = 0;
-        }
-    tprintf(t, "},\n");
+    char ops[BFS_STAGE_OPS * 64 + 4];
+    bfs_augment_ops_json(&st.stages, ops, sizeof ops);
+    tprintf(t, "  \"augment_ops\": %s,\n", ops);
     tprintf(t,
             "  \"decodes\": {\"cropped\": %llu, \"full\": %llu, \"scaled\": %llu, \"raw\": "
             "%llu, \"windowed\": %llu},\n  \"bad_samples\": %llu,\n  \"texts_cut\": %llu,\n",

@@ -202,15 +202,9 @@ int bfs_bench_run(const char *source, const bfs_pipeline_opts *o, const bfs_benc
             (unsigned long long)bfs_service_fingerprint(svc));
         char scj[512];
         bfs_sample_cache_json(&sc, scj, sizeof scj);
-        fprintf(out, "\"augment_ops\": {");
-        for (int i = 0, first = 1; i < BFS_STAGE_OPS; i++)
-            if (st.stages.op_n[i]) {
-                fprintf(out, "%s\"%s\": {\"applied\": %llu, \"us_each\": %.1f}", first ? "" : ", ",
-                        bfs_stage_op_name(i), (unsigned long long)st.stages.op_n[i],
-                        st.stages.op_ns[i] / (double)st.stages.op_n[i] / 1e3);
-                first = 0;
-            }
-        fprintf(out, "}, \"sample_cache\": %s, \"epochs\": [", scj);
+        char ops[BFS_STAGE_OPS * 64 + 4];
+        bfs_augment_ops_json(&st.stages, ops, sizeof ops);
+        fprintf(out, "\"augment_ops\": %s, \"sample_cache\": %s, \"epochs\": [", ops, scj);
         for (uint64_t i = 0; i < nep; i++)
             fprintf(out,
                     "%s{\"epoch\": %llu, \"images\": %llu, \"seconds\": %.4f, "

@@ -132,13 +132,10 @@ def dali(root, batch, workers):
     return run_epochs(epoch, [os.getpid()])
 
 
-def torchvision_(root, batch, workers):
+def jpeg_dataset(files, tf):
+    """A Dataset of (tf(torchvision.io.decode_jpeg(file)), label) over files_of's list."""
     import torch
     from torchvision.io import decode_jpeg, ImageReadMode
-    from torchvision.transforms import v2
-
-    files = files_of(root)
-    tf = v2.Compose([v2.RandomResizedCrop(224, antialias=True), v2.RandomHorizontalFlip()])
 
     class DS(torch.utils.data.Dataset):
         def __len__(self):
@@ -150,32 +147,26 @@ def torchvision_(root, batch, workers):
                 data = torch.frombuffer(bytearray(f.read()), dtype=torch.uint8)
             return tf(decode_jpeg(data, mode=ImageReadMode.RGB)), label
 
-    return run_loader(DS(), batch, workers)
+    return DS()
+
+
+def torchvision_(root, batch, workers):
+    from torchvision.transforms import v2
+
+    tf = v2.Compose([v2.RandomResizedCrop(224, antialias=True), v2.RandomHorizontalFlip()])
+    return run_loader(jpeg_dataset(files_of(root), tf), batch, workers)
 
 
 def torchvision_recipe(root, batch, workers):
     import torch
-    from torchvision.io import decode_jpeg, ImageReadMode
     from torchvision.transforms import v2
 
-    files = files_of(root)
     tf = v2.Compose([v2.RandomResizedCrop(224, antialias=True), v2.RandomHorizontalFlip(),
                      v2.RandAugment(num_ops=2, magnitude=9),
                      v2.ToDtype(torch.float32, scale=True),
                      v2.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225]),
                      v2.RandomErasing(p=0.25)])
-
-    class DS(torch.utils.data.Dataset):
-        def __len__(self):
-            return len(files)
-
-        def __getitem__(self, i):
-            path, label = files[i]
-            with open(path, "rb") as f:
-                data = torch.frombuffer(bytearray(f.read()), dtype=torch.uint8)
-            return tf(decode_jpeg(data, mode=ImageReadMode.RGB)), label
-
-    return run_loader(DS(), batch, workers, "float32")
+    return run_loader(jpeg_dataset(files_of(root), tf), batch, workers, "float32")
 
 
 def pil(root, batch, workers):
