@@ -396,6 +396,20 @@ START_TEST(batch_substitute)
 }
 END_TEST
 
+/* A training recipe (docs/augment.md): the per-worker image of the recipe ops, erasing,
+ * and the batch-level Mixup/CutMix with its targets: a fault fails the batch or leaves
+ * its bytes as the unfaulted run's. */
+START_TEST(batch_recipe)
+{
+    batch_scenario b = {
+        .s = SCENARIO("batch with a training recipe", nothing, run_batch, no_check, 1),
+        .src = packed,
+        .opts = "batch=4,size=24,bad_sample=fail,randaugment=2:9,color_jitter=0.4:0.4:0.4:0.1,"
+                "erasing=0.5,dtype=f16,mixup=0.8,cutmix=1,label_smoothing=0.1"};
+    walk(&b.s, batch_expect, 4);
+}
+END_TEST
+
 /* The same batch through an executor that shares a store: a fresh store each run (the
  * batch is computed and published), checked afterwards by a second, unfaulted executor
  * on the same store: whatever the fault left there must serve the same bytes. */
@@ -916,6 +930,7 @@ static Suite *fault_suite(void)
     tcase_add_test(tc, resource_failure_not_kept);
     tcase_add_test(tc, batch_from_folder);
     tcase_add_test(tc, batch_substitute);
+    tcase_add_test(tc, batch_recipe);
     tcase_add_test(tc, batch_tokens_concat);
     tcase_add_test(tc, batch_tokens_bucket);
     tcase_add_test(tc, batch_tokens_pieces);
