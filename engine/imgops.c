@@ -11,6 +11,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <string.h>
 
 static const char *const op_names[BFS_OP_COUNT] = {
@@ -62,6 +63,32 @@ float bfs_imgop_linspace(double start, double end, int steps, int i)
 #define FLOAT_LOOP
 #else
 #define FLOAT_LOOP __attribute__((target_clones("fma", "default")))
+#endif
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+static _Atomic int have = -1; /* have_avx2_fma's answer; every thread computes the same */
+
+void bfs_imgop_set_portable(int portable)
+{
+    atomic_store_explicit(&have, portable ? 0 : -1, memory_order_relaxed);
+}
+
+static int have_avx2_fma(void)
+{
+    int h = atomic_load_explicit(&have, memory_order_relaxed);
+    if (h < 0) {
+        h = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+        atomic_store_explicit(&have, h, memory_order_relaxed);
+    }
+    return h;
+}
+#else
+void bfs_imgop_set_portable(int portable)
+{
+    (void)portable;
+}
 #endif
 
 #define PX(im, x, y) ((im)->rgb + (size_t)(y) * (im)->stride + 3 * (size_t)(x))
@@ -158,9 +185,72 @@ FLOAT_LOOP static void grayscale(bfs_img *im)
     }
 }
 
+/* Values x0..x1-1 of a row of adjust_sharpness: the 3x3 blur summed in row order, each
+ * product rounded before its sum (torch's convolution, here), rounded half to even, then
+ * blended with the value as view.add_(blur - view, alpha=1-f), clamped and truncated. */
+FLOAT_LOOP static void sharp_row(const uint8_t *up, const uint8_t *mid, const uint8_t *dn,
+                                 uint8_t *o, int x0, int x1, float omr)
+{
+    const float a = 1.0f / 13.0f, b = 5.0f / 13.0f;
+    for (int x = x0; x < x1; x++) {
+        float s = (float)up[x - 3] * a;
+        s += (float)up[x] * a;
+        s += (float)up[x + 3] * a;
+        s += (float)mid[x - 3] * a;
+        s += (float)mid[x] * b;
+        s += (float)mid[x + 3] * a;
+        s += (float)dn[x - 3] * a;
+        s += (float)dn[x] * a;
+        s += (float)dn[x + 3] * a;
+        float v = (float)mid[x];
+        o[x] = to_u8(fmaf(rintf(s) - v, omr, v));
+    }
+}
+
+#if defined(__x86_64__)
+/* eight values of p as floats */
+__attribute__((target("avx2,fma"))) static inline __m256 load8(const uint8_t *p)
+{
+    return _mm256_cvtepi32_ps(
+        _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)p)));
+}
+
+/* sharp_row eight values at a time: the same operations in the same order */
+__attribute__((target("avx2,fma"))) static void sharp_row_avx2(const uint8_t *up,
+                                                               const uint8_t *mid,
+                                                               const uint8_t *dn, uint8_t *o,
+                                                               int x0, int x1, float omr)
+{
+    const __m256 a = _mm256_set1_ps(1.0f / 13.0f), b = _mm256_set1_ps(5.0f / 13.0f);
+    const __m256 om = _mm256_set1_ps(omr), lo = _mm256_setzero_ps(), hi = _mm256_set1_ps(255.f);
+    int x = x0;
+    for (; x + 8 <= x1; x += 8) {
+        __m256 s = _mm256_mul_ps(load8(up + x - 3), a);
+        s = _mm256_add_ps(s, _mm256_mul_ps(load8(up + x), a));
+        s = _mm256_add_ps(s, _mm256_mul_ps(load8(up + x + 3), a));
+        s = _mm256_add_ps(s, _mm256_mul_ps(load8(mid + x - 3), a));
+        __m256 v = load8(mid + x);
+        s = _mm256_add_ps(s, _mm256_mul_ps(v, b));
+        s = _mm256_add_ps(s, _mm256_mul_ps(load8(mid + x + 3), a));
+        s = _mm256_add_ps(s, _mm256_mul_ps(load8(dn + x - 3), a));
+        s = _mm256_add_ps(s, _mm256_mul_ps(load8(dn + x), a));
+        s = _mm256_add_ps(s, _mm256_mul_ps(load8(dn + x + 3), a));
+        s = _mm256_round_ps(s, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        __m256 r = _mm256_fmadd_ps(_mm256_sub_ps(s, v), om, v);
+        r = _mm256_min_ps(_mm256_max_ps(r, lo), hi);
+        __m256i i32 = _mm256_cvttps_epi32(r); /* truncation, as (uint8_t) of a float */
+        __m128i i16 =
+            _mm_packus_epi32(_mm256_castsi256_si128(i32), _mm256_extracti128_si256(i32, 1));
+        _mm_storel_epi64((__m128i *)(void *)(o + x), _mm_packus_epi16(i16, i16));
+    }
+    if (x < x1)
+        sharp_row(up, mid, dn, o, x, x1, omr);
+}
+#endif
+
 /* adjust_sharpness: interior pixels blend with the rounded 3x3 blur [1 1 1; 1 5 1; 1 1 1]
  * / 13; the border keeps its values. tmp holds the original. */
-FLOAT_LOOP static void sharpness(bfs_img *im, double f, uint8_t *tmp)
+static void sharpness(bfs_img *im, double f, uint8_t *tmp)
 {
     int w = im->w, h = im->h;
     if (w <= 2 || h <= 2)
@@ -168,24 +258,17 @@ FLOAT_LOOP static void sharpness(bfs_img *im, double f, uint8_t *tmp)
     size_t row = (size_t)w * 3;
     for (int y = 0; y < h; y++)
         memcpy(tmp + (size_t)y * row, PX(im, 0, y), row);
-    const float a = 1.0f / 13.0f, b = 5.0f / 13.0f;
     float omr = (float)(1.0 - f);
     for (int y = 1; y < h - 1; y++) {
         const uint8_t *up = tmp + (size_t)(y - 1) * row, *mid = up + row, *dn = mid + row;
         uint8_t *o = PX(im, 0, y);
-        for (int x = 3; x < 3 * (w - 1); x++) {
-            float s = (float)up[x - 3] * a;
-            s += (float)up[x] * a;
-            s += (float)up[x + 3] * a;
-            s += (float)mid[x - 3] * a;
-            s += (float)mid[x] * b;
-            s += (float)mid[x + 3] * a;
-            s += (float)dn[x - 3] * a;
-            s += (float)dn[x] * a;
-            s += (float)dn[x + 3] * a;
-            float v = (float)mid[x];
-            o[x] = to_u8(fmaf(rintf(s) - v, omr, v));
+#if defined(__x86_64__)
+        if (have_avx2_fma()) {
+            sharp_row_avx2(up, mid, dn, o, 3, 3 * (w - 1), omr);
+            continue;
         }
+#endif
+        sharp_row(up, mid, dn, o, 3, 3 * (w - 1), omr);
     }
 }
 
@@ -366,31 +449,105 @@ static void inverse_affine(double cx, double cy, double angle, double tx, double
     m[5] += (cy - m[3] * cxt) - m[4] * cyt;
 }
 
-/* _affine_grid + grid_sample(nearest, zeros, align_corners=False) in float32: the grid
- * point is (x * R00 fused+ y * R10) + R20 (as torch's bmm rounds it here), its source
- * position (g + 1) * (size / 2) - 0.5, rounded half-to-even. tmp holds the original. */
-FLOAT_LOOP static void warp(bfs_img *im, const double m[6], uint8_t *tmp)
+/* The sampling grid of a warp: the float32 constants of torch's grid and grid_sample. */
+typedef struct grid {
+    float r00, r10, r20, r01, r11, r21; /* theta^T / (size / 2) */
+    float hw, hh;                       /* width / 2, height / 2 */
+    float x0;                           /* linspace's first x: (1 - w) / 2 */
+    int w, h;
+} grid;
+
+#define GRID_CHUNK 256 /* output pixels whose sources are found at once */
+
+/* The source pixel (y * w + x) of outputs ox..ox+n-1 of the row at gy0, -1 outside. The
+ * grid point is (x * R00 fused+ y * R10) + R20 (as torch's bmm rounds it here), its
+ * source position (g + 1) * (size / 2) - 0.5, rounded half to even. */
+static void grid_row(const grid *g, float gy0, int ox, int n, int32_t *src)
+{
+    for (int i = 0; i < n; i++) {
+        float gx0 = (float)(ox + i) + g->x0;
+        float gx = fmaf(gy0, g->r10, gx0 * g->r00) + g->r20;
+        float gy = fmaf(gy0, g->r11, gx0 * g->r01) + g->r21;
+        float ix = rintf((gx + 1.0f) * g->hw - 0.5f), iy = rintf((gy + 1.0f) * g->hh - 0.5f);
+        src[i] = ix >= 0.f && ix < (float)g->w && iy >= 0.f && iy < (float)g->h
+                     ? (int32_t)iy * g->w + (int32_t)ix
+                     : -1;
+    }
+}
+
+#if defined(__x86_64__)
+/* grid_row eight outputs at a time, the same operations in the same order (vfmadd is the
+ * fused multiply-add fmaf is; the rounding is the current mode's, nearest-even, as rintf) */
+__attribute__((target("avx2,fma"))) static void grid_row_avx2(const grid *g, float gy0, int ox,
+                                                              int n, int32_t *src)
+{
+    const __m256 lane = _mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7), y = _mm256_set1_ps(gy0);
+    const __m256 r00 = _mm256_set1_ps(g->r00), r10 = _mm256_set1_ps(g->r10);
+    const __m256 r20 = _mm256_set1_ps(g->r20), r01 = _mm256_set1_ps(g->r01);
+    const __m256 r11 = _mm256_set1_ps(g->r11), r21 = _mm256_set1_ps(g->r21);
+    const __m256 hw = _mm256_set1_ps(g->hw), hh = _mm256_set1_ps(g->hh);
+    const __m256 one = _mm256_set1_ps(1.0f), half = _mm256_set1_ps(0.5f),
+                 zero = _mm256_setzero_ps();
+    const __m256 wf = _mm256_set1_ps((float)g->w), hf = _mm256_set1_ps((float)g->h);
+    const __m256 x0 = _mm256_set1_ps(g->x0);
+    const __m256i wi = _mm256_set1_epi32(g->w), none = _mm256_set1_epi32(-1);
+    int i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 gx0 = _mm256_add_ps(_mm256_add_ps(_mm256_set1_ps((float)(ox + i)), lane), x0);
+        __m256 gx = _mm256_add_ps(_mm256_fmadd_ps(y, r10, _mm256_mul_ps(gx0, r00)), r20);
+        __m256 gy = _mm256_add_ps(_mm256_fmadd_ps(y, r11, _mm256_mul_ps(gx0, r01)), r21);
+        __m256 ix = _mm256_round_ps(_mm256_sub_ps(_mm256_mul_ps(_mm256_add_ps(gx, one), hw), half),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        __m256 iy = _mm256_round_ps(_mm256_sub_ps(_mm256_mul_ps(_mm256_add_ps(gy, one), hh), half),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        __m256 in = _mm256_and_ps(
+            _mm256_and_ps(_mm256_cmp_ps(ix, zero, _CMP_GE_OQ), _mm256_cmp_ps(ix, wf, _CMP_LT_OQ)),
+            _mm256_and_ps(_mm256_cmp_ps(iy, zero, _CMP_GE_OQ), _mm256_cmp_ps(iy, hf, _CMP_LT_OQ)));
+        /* out-of-range lanes are replaced below, so their conversions do not matter */
+        __m256i at = _mm256_add_epi32(_mm256_mullo_epi32(_mm256_cvttps_epi32(iy), wi),
+                                      _mm256_cvttps_epi32(ix));
+        at = _mm256_blendv_epi8(none, at, _mm256_castps_si256(in));
+        _mm256_storeu_si256((__m256i *)(void *)(src + i), at);
+    }
+    if (i < n)
+        grid_row(g, gy0, ox + i, n - i, src + i);
+}
+
+#endif
+
+/* _affine_grid + grid_sample(nearest, zeros, align_corners=False) in float32 (grid_row).
+ * tmp holds the original. */
+static void warp(bfs_img *im, const double m[6], uint8_t *tmp)
 {
     int w = im->w, h = im->h;
     size_t row = (size_t)w * 3;
     for (int y = 0; y < h; y++)
         memcpy(tmp + (size_t)y * row, PX(im, 0, y), row);
-    float hw = (float)(0.5 * w), hh = (float)(0.5 * h);
-    float r00 = (float)m[0] / hw, r10 = (float)m[1] / hw, r20 = (float)m[2] / hw;
-    float r01 = (float)m[3] / hh, r11 = (float)m[4] / hh, r21 = (float)m[5] / hh;
-    float x0 = (float)((1.0 - w) * 0.5), y0 = (float)((1.0 - h) * 0.5);
+    grid g = {.hw = (float)(0.5 * w), .hh = (float)(0.5 * h), .w = w, .h = h};
+    g.r00 = (float)m[0] / g.hw, g.r10 = (float)m[1] / g.hw, g.r20 = (float)m[2] / g.hw;
+    g.r01 = (float)m[3] / g.hh, g.r11 = (float)m[4] / g.hh, g.r21 = (float)m[5] / g.hh;
+    g.x0 = (float)((1.0 - w) * 0.5);
+    float y0 = (float)((1.0 - h) * 0.5);
+    int32_t src[GRID_CHUNK];
     for (int oy = 0; oy < h; oy++) {
         float gy0 = (float)oy + y0; /* linspace with step 1: exact */
         uint8_t *o = PX(im, 0, oy);
-        for (int ox = 0; ox < w; ox++, o += 3) {
-            float gx0 = (float)ox + x0;
-            float gx = fmaf(gy0, r10, gx0 * r00) + r20;
-            float gy = fmaf(gy0, r11, gx0 * r01) + r21;
-            float ix = rintf((gx + 1.0f) * hw - 0.5f), iy = rintf((gy + 1.0f) * hh - 0.5f);
-            if (ix >= 0.f && ix < (float)w && iy >= 0.f && iy < (float)h)
-                memcpy(o, tmp + (size_t)iy * row + 3 * (size_t)ix, 3);
+        for (int ox = 0; ox < w; ox += GRID_CHUNK) {
+            int n = w - ox < GRID_CHUNK ? w - ox : GRID_CHUNK;
+#if defined(__x86_64__)
+            if (have_avx2_fma())
+                grid_row_avx2(&g, gy0, ox, n, src);
             else
-                o[0] = o[1] = o[2] = 0;
+#endif
+                grid_row(&g, gy0, ox, n, src);
+            for (int i = 0; i < n; i++, o += 3) {
+                if (src[i] >= 0) {
+                    const uint8_t *p = tmp + 3 * (size_t)src[i];
+                    o[0] = p[0], o[1] = p[1], o[2] = p[2];
+                } else {
+                    o[0] = o[1] = o[2] = 0;
+                }
+            }
         }
     }
 }

@@ -66,6 +66,10 @@ int bfs_imgop_lookup(const char *name);
  */
 int bfs_imgop_apply(bfs_img *im, int op, double magnitude, uint8_t *tmp);
 
+/* bfs_imgop_set_portable - a test hook: 1 makes every op take its portable C path, 0
+ * goes back to the CPU's (AVX2 + FMA where present). The bytes are the same. */
+void bfs_imgop_set_portable(int portable);
+
 /*
  * bfs_imgop_linspace - element i of torch.linspace(start, end, steps) in float32, by
  * the scalar formula of ATen's kernel (start + step * i in the first half, end - step *

@@ -33,7 +33,8 @@
  *   engine_tool ops                                   for each stdin line "IN OUT W H OP
  *       MAGNITUDE" (IN: W x H packed RGB; OP as bfs_imgop_name spells it): apply the op
  *       (bfs_imgop_apply) and write the result to OUT; a line "linspace START END STEPS"
- *       prints bfs_imgop_linspace's STEPS values (%.9g); for tests/cli/augment_torch.sh
+ *       prints bfs_imgop_linspace's STEPS values (%.9g); for tests/cli/augment_torch.sh;
+ *       BFS_IMGOPS_PORTABLE=1 in the environment: the portable C paths (no AVX2)
  */
 #include "engine/augment.h"
 #include "engine/decode.h"
@@ -99,6 +100,8 @@ static int decode_file(const char *path, const char *out)
 /* engine_tool ops: one op per stdin line */
 static int apply_ops(void)
 {
+    const char *portable = getenv("BFS_IMGOPS_PORTABLE");
+    bfs_imgop_set_portable(portable && !strcmp(portable, "1"));
     char line[8192], in[4096], out[4096], name[64];
     int w, h, steps;
     double mag, a, b;
