@@ -299,9 +299,10 @@ void *bfs_job_worker_main(void *arg)
         j->ce.refs++; /* keep j alive while it is sealed and its claim settled, unlocked */
         int completed = finish_slot(x, j);
         if (completed && j->state == JOB_SEALING) {
+            int to_file = bfs_bc_files(x->bc); /* (asked under the lock) */
             xunlock(x);
             bfs_engine_batch_end(x->e, w, j->ce.epoch, j->ce.k, j->ce.data);
-            if (bfs_bc_files(x->bc))
+            if (to_file)
                 bfs_job_to_memfd(x, j, j->ce.data);
             xlock(x);
             bfs_job_set_state(x, j, JOB_READY);
