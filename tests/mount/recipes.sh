@@ -8,7 +8,8 @@
 # /stats counts the ops, Erasing, Mixup and CutMix; the fingerprint differs from the
 # plain pipeline's. Then size_schedule= (step and linear): each epoch's batch files have
 # that epoch's size (stat before any compute, and the header's shape), with the bytes
-# engine_tool computes, mixing included.
+# engine_tool computes, mixing included; and the Python package's Batches yield `targets`
+# and each epoch's size.
 . "$(dirname "$0")/lib.sh"
 require_fuse
 "$GEN" "$T/images" 4 24 40 90 3 # 4 classes of 24 images
@@ -80,3 +81,22 @@ PYEOF
     [ "$shapes" = "$want" ] || fail "size_schedule=$sched: shapes $shapes, want $want"
     ok "size_schedule=$sched: epochs 0..3 as $shapes (stat sizes$sizes), engine_tool's bytes"
 done
+
+# the Python package: `targets` and scheduled sizes come through Batches as they are
+need_py
+PYTHONPATH=$PWD/python BATCHFS_BIN=$BATCHFS "$PY" - "$T" <<'PYEOF' || fail "the Python package's view of a recipe"
+import sys
+import numpy as np
+import batchfs
+T = sys.argv[1]
+with batchfs.mount(T + "/d.bfs", T + "/mnt", batch=16, size=32, epochs=2, mixup=0.8, cutmix=1.0,
+                   label_smoothing=0.1, dtype="f16", size_schedule="0:32:1:48") as m:
+    for epoch, side in ((0, 32), (1, 48)):
+        b = next(iter(batchfs.Batches(m, epoch=epoch)))
+        assert sorted(b) == ["images", "indices", "labels", "targets"], sorted(b)
+        assert b["images"].shape == (16, side, side, 3), b["images"].shape
+        assert b["targets"].shape == (16, 4) and b["targets"].dtype == np.float32
+        assert np.allclose(b["targets"].sum(1), 1, atol=1e-5), b["targets"].sum(1)
+print("Batches: targets float32 [16, 4], images 32 then 48 px")
+PYEOF
+ok "the Python package yields targets and each epoch's size"
