@@ -194,6 +194,13 @@ int bfs_engine_create(const char *source_path, const bfs_pipeline_opts *o, bfs_e
     e->fingerprint = bfs_pipeline_fingerprint(&e->o, identity);
     bfs_st_batch_desc fd;
     describe(e, e->o.batch, 0, 0, &fd);
+    /* every batch but a final partial one is full; the largest epoch's (a schedule may
+     * grow it: size_schedule=), found once: the executor asks at every read */
+    uint64_t last = e->o.sched_n ? e->o.sched_epoch[e->o.sched_n - 1] : 0; /* then constant */
+    for (uint64_t ep = 0; ep < e->o.epochs && ep <= last; ep++) {
+        uint64_t b = bfs_engine_batch_bytes(e, ep, 0);
+        e->max_bytes = b > e->max_bytes ? b : e->max_bytes;
+    }
     /* the layout of a full batch, kept: unless the size changes by epoch (size_schedule=) */
     e->full_ok =
         bfs_st_batch_layout(&fd, &e->full) == 0 && !(e->o.sched_n && e->o.augment == BFS_AUG_TRAIN);
@@ -388,14 +395,7 @@ uint64_t bfs_engine_max_batch_bytes(const bfs_engine *e)
 {
     if (e->tok)
         return bfs_tokens_max_batch_bytes(e->tok);
-    /* every batch but a final partial one is full; the largest epoch's size (a schedule
-     * may grow it: size_schedule=) */
-    uint64_t most = 0;
-    for (uint64_t ep = 0; ep < e->o.epochs && (ep == 0 || e->o.sched_n); ep++) {
-        uint64_t b = bfs_engine_batch_bytes(e, ep, 0);
-        most = b > most ? b : most;
-    }
-    return most;
+    return e->max_bytes;
 }
 
 int bfs_engine_batch_begin(bfs_engine *e, uint64_t epoch, uint64_t k, uint8_t *dst, uint64_t *idx)

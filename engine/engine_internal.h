@@ -108,6 +108,7 @@ struct bfs_engine {
      * tensors for every sample cost microseconds each */
     bfs_st_layout full;
     int full_ok;
+    uint64_t max_bytes; /* the largest batch of any epoch (images; set at create) */
 };
 
 struct bfs_engine_worker {
