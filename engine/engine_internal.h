@@ -128,6 +128,27 @@ struct bfs_engine_worker {
     uint32_t *keep_mem; /* e->keep_rows: boxes fields' keep lists (sample_state) */
 };
 
+/* the stage counters after the ops': per erased sample, per mixed or targeted batch */
+enum {
+    BFS_STAGE_ERASING = 17 /* BFS_OP_COUNT (imgops.h) */,
+    BFS_STAGE_MIXUP,
+    BFS_STAGE_CUTMIX,
+    BFS_STAGE_TARGETS, /* a batch with targets, not mixed */
+    BFS_STAGE_END
+};
+
+/* bfs_engine_image_layout - the descriptor and layout of image batch k of epoch (its
+ * length, that epoch's size): 0, or bfs_st_batch_layout's error. */
+int bfs_engine_image_layout(const bfs_engine *e, uint64_t epoch, uint64_t k, bfs_st_batch_desc *d,
+                            bfs_st_layout *lay);
+
+/* bfs_engine_render_augmented - the primary image with recipe ops (engine_recipe.c): resize
+ * (and flip) src per sp into w->aug, apply the sample's ops there, then store it through
+ * the output writer into slot. t0: when the resize began. 0 or an error. */
+int bfs_engine_render_augmented(bfs_engine *e, bfs_engine_worker *w, uint64_t epoch, uint64_t key,
+                                const resize_spec *sp, const resize_src *src,
+                                const bfs_out_slot *slot, uint64_t t0);
+
 static inline void bfs_engine_add(_Atomic uint64_t *c, uint64_t v)
 {
     atomic_fetch_add_explicit(c, v, memory_order_relaxed);
