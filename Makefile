@@ -226,6 +226,7 @@ FAULT_WRAP := -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=posix_memali
   -Wl,--wrap=aligned_alloc,--wrap=strdup,--wrap=strndup,--wrap=asprintf \
   -Wl,--wrap=open64,--wrap=openat64,--wrap=mkostemp64,--wrap=opendir,--wrap=fdopendir \
   -Wl,--wrap=memfd_create,--wrap=read,--wrap=pread64,--wrap=write,--wrap=pwrite64 \
+  -Wl,--wrap=sendmsg \
   -Wl,--wrap=ftruncate64,--wrap=fsetxattr,--wrap=fsync,--wrap=fdatasync,--wrap=readdir64 \
   -Wl,--wrap=mmap64,--wrap=rename,--wrap=renameat,--wrap=linkat,--wrap=mkdir,--wrap=mkdirat \
   -Wl,--wrap=pthread_create

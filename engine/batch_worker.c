@@ -206,7 +206,7 @@ static int serve(worker *w, const bfs_remote_job *j)
         rc = bfs_remote_put(w->r, j->epoch, j->k, bfs_batch_data(b), bfs_batch_size(b),
                             w->o->remote_ttl * 1000);
         bfs_batch_release(b);
-        if (rc == -ENOMEM || rc == -EIO) { /* this worker's trouble, not the batch's */
+        if (rc == -EIO) { /* this worker's trouble (OpenSSL), not the batch's */
             w->declined++;
             snprintf(err, sizeof err, "%s", bfs_remote_error(w->r));
             logf_(w, "epoch %" PRIu64 " batch %" PRIu64 ": %s (declined: mounts compute it)",

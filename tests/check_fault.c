@@ -27,6 +27,7 @@
 #include "engine/dataset/pack.h"
 #include "engine/decode.h"
 #include "engine/pipeline.h"
+#include "engine/remote/remote.h"
 #include "engine/service.h"
 #include "tests/fault.h"
 #include "tests/testutil.h"
@@ -876,6 +877,66 @@ START_TEST(decode_png_out_of_memory)
 }
 END_TEST
 
+/* ---- a worker's value into Redis -------------------------------------------------------- */
+
+/* bfs_remote_put sends the batch from where it lies (sendmsg, no copy): every send fails in
+ * turn (once, then from there on) and every send is short. A put that returns 0 stored the
+ * exact bytes; one that fails says why; the connection recovers for the next put. */
+START_TEST(remote_put_sends)
+{
+    tu_redis srv = {0};
+    ck_assert_msg(tu_redis_start(&srv, 0, NULL) == 0, "redis-server did not start");
+    bfs_remote_url u = {.port = srv.port};
+    snprintf(u.host, sizeof u.host, "127.0.0.1");
+    bfs_remote *r;
+    char err[512];
+    ck_assert_msg(bfs_remote_connect(&u, 0x5e11d, 2000, &r, err, sizeof err) == 0, "%s", err);
+    const uint64_t size = 3u << 20;
+    uint8_t *batch = malloc(size), *got = malloc(size);
+    ck_assert(batch && got);
+    for (uint64_t i = 0; i < size; i++)
+        batch[i] = (uint8_t)(i * 2654435761u >> 13);
+    fault_count_start();
+    ck_assert_int_eq(bfs_remote_put(r, 0, 0, batch, size, 60000), 0);
+    fault_stop();
+    uint64_t sends = fault_count(FAULT_WRITE);
+    ck_assert_uint_ge(sends, 1);
+    uint64_t k = 1;
+    for (int persist = 0; persist <= 1; persist++)
+        for (uint64_t n = 1; n <= sends + 1; n++, k++) {
+            fault_arm(FAULT_WRITE, n, FAULT_FAIL, persist);
+            int rc = bfs_remote_put(r, 0, k, batch, size, 60000);
+            fault_stop();
+            if (rc == 0) {
+                ck_assert_int_eq(bfs_remote_fetch(r, 0, k, got, size), 1);
+                ck_assert(memcmp(got, batch, size) == 0);
+            } else {
+                ck_assert_msg(persist && fault_fired(), "send %" PRIu64 ": %d %s", n, rc,
+                              bfs_remote_error(r));
+                ck_assert_int_eq(rc, BFS_E_REMOTE);
+                ck_assert_msg(strstr(bfs_remote_error(r), "SET to 127.0.0.1"), "%s",
+                              bfs_remote_error(r));
+                ck_assert_int_eq(bfs_remote_fetch(r, 0, k, got, size), 0); /* nothing kept */
+            }
+            /* the next put finds a working connection */
+            ck_assert_int_eq(bfs_remote_put(r, 1, k, batch, size, 60000), 0);
+            ck_assert_int_eq(bfs_remote_fetch(r, 1, k, got, size), 1);
+            ck_assert(memcmp(got, batch, size) == 0);
+        }
+    /* every send moves half of what it is given: the value arrives whole */
+    fault_arm(FAULT_WRITE, 1, FAULT_SHORT, 1);
+    ck_assert_int_eq(bfs_remote_put(r, 2, 0, batch, size, 60000), 0);
+    fault_stop();
+    ck_assert_uint_ge(fault_fired(), 20);
+    ck_assert_int_eq(bfs_remote_fetch(r, 2, 0, got, size), 1);
+    ck_assert(memcmp(got, batch, size) == 0);
+    bfs_remote_close(r);
+    tu_redis_free(&srv);
+    free(batch);
+    free(got);
+}
+END_TEST
+
 /* ---- the facility itself ------------------------------------------------------------- */
 
 /* The shims count and fail what they say, from any thread. */
@@ -926,6 +987,7 @@ static Suite *fault_suite(void)
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, shims_count_and_fail);
     tcase_add_test(tc, decode_png_out_of_memory);
+    tcase_add_test(tc, remote_put_sends);
     tcase_add_test(tc, batch_from_bfs);
     tcase_add_test(tc, resource_failure_not_kept);
     tcase_add_test(tc, batch_from_folder);

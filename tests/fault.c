@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <unistd.h>
@@ -125,6 +126,7 @@ WRAP(ssize_t, read, (int fd, void *buf, size_t count))
 WRAP(ssize_t, pread64, (int fd, void *buf, size_t count, off64_t off))
 WRAP(ssize_t, write, (int fd, const void *buf, size_t count))
 WRAP(ssize_t, pwrite64, (int fd, const void *buf, size_t count, off64_t off))
+WRAP(ssize_t, sendmsg, (int fd, const struct msghdr *m, int flags))
 WRAP(int, ftruncate64, (int fd, off64_t len))
 WRAP(int, fsetxattr, (int fd, const char *name, const void *value, size_t size, int flags))
 WRAP(int, fsync, (int fd))
@@ -315,6 +317,33 @@ ssize_t __wrap_pwrite64(int fd, const void *buf, size_t count, off64_t off)
         break;
     }
     return __real_pwrite64(fd, buf, count, off);
+}
+
+/* a socket's send: a reset connection; short: the first half of the bytes */
+ssize_t __wrap_sendmsg(int fd, const struct msghdr *m, int flags)
+{
+    switch (hit(FAULT_WRITE, 1)) {
+    case FAIL:
+        return errno = ECONNRESET, -1;
+    case SHORT: {
+        size_t total = 0;
+        for (size_t i = 0; i < m->msg_iovlen; i++)
+            total += m->msg_iov[i].iov_len;
+        size_t want = half(total), n = 0;
+        struct iovec iov[64];
+        for (size_t i = 0; i < m->msg_iovlen && i < 64 && want; i++) {
+            iov[n] = m->msg_iov[i];
+            if (iov[n].iov_len > want)
+                iov[n].iov_len = want;
+            want -= iov[n++].iov_len;
+        }
+        struct msghdr h = *m;
+        h.msg_iov = iov;
+        h.msg_iovlen = n;
+        return __real_sendmsg(fd, &h, flags);
+    }
+    }
+    return __real_sendmsg(fd, m, flags);
 }
 
 int __wrap_ftruncate64(int fd, off64_t len)

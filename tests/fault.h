@@ -17,8 +17,9 @@
  *   FAULT_OPEN    open64 openat64 mkostemp64 opendir memfd_create -> EMFILE;
  *                 fdopendir -> ENOMEM (it opens nothing)
  *   FAULT_READ    read pread64                -> -1 EIO; FAULT_SHORT: half the bytes
- *   FAULT_WRITE   write pwrite64 ftruncate64 fsetxattr -> -1 ENOSPC; FAULT_SHORT: half
- *                 the bytes (write, pwrite64 only; the others are not short-able)
+ *   FAULT_WRITE   write pwrite64 ftruncate64 fsetxattr -> -1 ENOSPC; sendmsg -> -1
+ *                 ECONNRESET; FAULT_SHORT: half the bytes (write, pwrite64, sendmsg only;
+ *                 the others are not short-able)
  *   FAULT_SYNC    fsync fdatasync             -> -1 EIO
  *   FAULT_DIR     readdir64                   -> NULL with errno EIO (a failed listing)
  *   FAULT_MAP     mmap64                      -> MAP_FAILED ENOMEM

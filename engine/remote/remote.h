@@ -264,9 +264,10 @@ int bfs_remote_stored(bfs_remote *r, uint64_t epoch, uint64_t k);
 
 /* bfs_remote_put - store batch (epoch, k) (size bytes at data; authenticated with the URL's
  * key, if any) for ttl_ms, drop its request marker (a request after the value is evicted
- * queues a job at once) and announce it on the done channel. 0, -ENOMEM, -EIO (OpenSSL)
- * or BFS_E_REMOTE. A batch holding a substitute for a bad sample must not be stored
- * (bfs_remote_decline it): the sample may be bad on this host only. */
+ * queues a job at once) and announce it on the done channel. 0, -EIO (OpenSSL) or
+ * BFS_E_REMOTE (r's error says why: the connection, or Redis refused the value). A batch holding a
+ * substitute for a bad sample must not be stored (bfs_remote_decline it): the sample may be bad on
+ * this host only. */
 int bfs_remote_put(bfs_remote *r, uint64_t epoch, uint64_t k, const uint8_t *data, uint64_t size,
                    int ttl_ms);
 
