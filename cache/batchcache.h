@@ -183,11 +183,30 @@ int bfs_bc_file_open(bfs_bc_mem *m, uint64_t size, int *sealable);
 int bfs_bc_file_seal(bfs_bc_mem *m, int fd, int sealable, uint64_t size, const uint8_t **map,
                      int *fd_out);
 
+/*
+ * bfs_bc_use_pool - from now on batch buffers are windows of one memfd of bytes (rounded
+ * up to pages), mapped once (read-write, shared): a GPU loader maps the same file and
+ * registers it with its driver once (docs/gpu.md, copy=pool). A batch that finds no window
+ * free gets a buffer of its own (counted in pool_misses). Call once, before the first
+ * bfs_bc_alloc. 0 or a negative errno (no pool: buffers as before).
+ * bfs_bc_pool_fd - the pool's descriptor (read-write; the caller must not close it) and
+ * *size, or -1.
+ * bfs_bc_window - 1 with *off when p (a buffer of bfs_bc_alloc) is a window of the pool, at
+ * offset *off of its file; 0 when not. A window is handed out again only after its buffer
+ * came back with bfs_bc_free.
+ */
+int bfs_bc_use_pool(bfs_bc_mem *m, uint64_t bytes);
+int bfs_bc_pool_fd(bfs_bc_mem *m, uint64_t *size);
+int bfs_bc_window(const bfs_bc_mem *m, const uint8_t *p, uint64_t *off);
+
 typedef struct bfs_bc_mem_stats {
     int buffers;               /* allocated now: given out and pooled */
     uint64_t buffer_bytes_out; /* bytes of the buffers given out now (not pooled) */
     uint64_t buffer_allocs;    /* allocated fresh, not taken from the pool */
     int huge_files;            /* batch files go to huge pages */
+    uint64_t pool_bytes;       /* the pool file's size (bfs_bc_use_pool), 0: none */
+    uint64_t pool_used;        /* bytes of its windows given out now */
+    uint64_t pool_misses;      /* buffers that found no window free */
 } bfs_bc_mem_stats;
 
 void bfs_bc_mem_get_stats(bfs_bc_mem *m, bfs_bc_mem_stats *st);

@@ -18,6 +18,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -26,6 +27,11 @@
 #define REAP_COUNT  16          /* the reaper is woken at this many remains, */
 #define REAP_BYTES  (64u << 20) /* or this many bytes of them, */
 #define REAP_WAIT_S 0.02        /* else it looks this long after the first */
+
+/* A window of the pool file. */
+typedef struct span {
+    uint64_t off, len;
+} span;
 
 /* Memory let go of, for the reaper to release. */
 typedef struct remains {
@@ -56,6 +62,13 @@ struct bfs_bc_mem {
     pthread_cond_t reap;
     pthread_t reaper;
     int reaper_on, reaper_stop;
+    /* the pool file (bfs_bc_use_pool): buffers are windows of one shared mapping */
+    int pool_fd;        /* -1: none */
+    uint8_t *pool_map;  /* pool_size bytes, read-write */
+    uint64_t pool_size; /* a multiple of the page size */
+    span *holes;        /* its free windows, by offset, none adjacent */
+    int nholes, capholes;
+    uint64_t pool_used, pool_misses;
 };
 
 /* Unmap and close a batch file, or free a buffer. */
@@ -151,6 +164,7 @@ int bfs_bc_mem_create(bfs_bc_mem **out)
     if (!m)
         return -ENOMEM;
     m->hugefs = -1;
+    m->pool_fd = -1;
     pthread_mutex_init(&m->lock, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
@@ -179,14 +193,149 @@ void bfs_bc_mem_destroy(bfs_bc_mem *m)
         free(m->pool[i].data);
     if (m->hugefs >= 0)
         close(m->hugefs);
+    if (m->pool_fd >= 0) {
+        munmap(m->pool_map, m->pool_size);
+        close(m->pool_fd);
+    }
+    free(m->holes);
     pthread_mutex_destroy(&m->lock);
     pthread_cond_destroy(&m->reap);
     free(m);
 }
 
+/* ---- the pool file ----------------------------------------------------------------------
+ * With bfs_bc_use_pool, batch buffers are windows of one memfd mapped once: a GPU loader
+ * maps the file and registers it with the driver once, then copies each batch from its
+ * window while its open file holds the batch (docs/gpu.md, "copy=pool"). First fit over
+ * the free windows; a batch that finds no room gets a buffer of its own, as without a
+ * pool. Windows are page-aligned and never given back to the system. */
+
+#define POOL_PAGE 4096u
+
+/* A window of size bytes (rounded up to pages) off the pool, or NULL. Lock held. */
+static uint8_t *pool_take(bfs_bc_mem *m, uint64_t size)
+{
+    uint64_t len = (size + POOL_PAGE - 1) / POOL_PAGE * POOL_PAGE;
+    for (int i = 0; i < m->nholes; i++)
+        if (m->holes[i].len >= len) {
+            uint64_t off = m->holes[i].off;
+            m->holes[i].off += len, m->holes[i].len -= len;
+            if (!m->holes[i].len) {
+                memmove(m->holes + i, m->holes + i + 1,
+                        (size_t)(m->nholes - i - 1) * sizeof *m->holes);
+                m->nholes--;
+            }
+            m->pool_used += len;
+            return m->pool_map + off;
+        }
+    m->pool_misses++;
+    return NULL;
+}
+
+static int in_pool(const bfs_bc_mem *m, const uint8_t *p)
+{
+    return m->pool_map && p >= m->pool_map && p < m->pool_map + m->pool_size;
+}
+
+/* Give window p of size bytes back, merged with its neighbours. Lock held. 0, or -ENOMEM
+ * (no room to note the hole: the window is lost to the pool, not to correctness). */
+static int pool_put(bfs_bc_mem *m, const uint8_t *p, uint64_t size)
+{
+    uint64_t off = (uint64_t)(p - m->pool_map),
+             len = (size + POOL_PAGE - 1) / POOL_PAGE * POOL_PAGE;
+    BFS_ASSERT(off % POOL_PAGE == 0 && off + len <= m->pool_size && m->pool_used >= len);
+    m->pool_used -= len;
+    int i = 0;
+    while (i < m->nholes && m->holes[i].off < off)
+        i++;
+    int left = i > 0 && m->holes[i - 1].off + m->holes[i - 1].len == off;
+    int right = i < m->nholes && off + len == m->holes[i].off;
+    if (left && right) {
+        m->holes[i - 1].len += len + m->holes[i].len;
+        memmove(m->holes + i, m->holes + i + 1, (size_t)(m->nholes - i - 1) * sizeof *m->holes);
+        m->nholes--;
+    } else if (left) {
+        m->holes[i - 1].len += len;
+    } else if (right) {
+        m->holes[i].off = off, m->holes[i].len += len;
+    } else {
+        if (m->nholes == m->capholes) {
+            int cap = m->capholes ? 2 * m->capholes : 16;
+            span *h = realloc(m->holes, (size_t)cap * sizeof *h);
+            if (!h)
+                return -ENOMEM;
+            m->holes = h, m->capholes = cap;
+        }
+        memmove(m->holes + i + 1, m->holes + i, (size_t)(m->nholes - i) * sizeof *m->holes);
+        m->holes[i].off = off, m->holes[i].len = len;
+        m->nholes++;
+    }
+    return 0;
+}
+
+int bfs_bc_use_pool(bfs_bc_mem *m, uint64_t bytes)
+{
+    bytes = (bytes + POOL_PAGE - 1) / POOL_PAGE * POOL_PAGE;
+    if (!bytes)
+        return -EINVAL;
+    span *h = malloc(16 * sizeof *h);
+    if (!h)
+        return -ENOMEM;
+    int fd = memfd_create("batchfs-pool", MFD_CLOEXEC);
+    if (fd < 0) {
+        int e = -errno;
+        free(h);
+        return e;
+    }
+    void *p = MAP_FAILED;
+    int rc = ftruncate(fd, (off_t)bytes) ? -errno : 0;
+    if (!rc && (p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) == MAP_FAILED)
+        rc = -errno;
+    if (rc) {
+        close(fd);
+        free(h);
+        return rc;
+    }
+    pthread_mutex_lock(&m->lock);
+    BFS_ASSERT(m->pool_fd < 0 && m->out == 0); /* once, before the first buffer */
+    m->pool_fd = fd, m->pool_map = p, m->pool_size = bytes;
+    m->holes = h, m->capholes = 16, m->nholes = 1;
+    h[0].off = 0, h[0].len = bytes;
+    pthread_mutex_unlock(&m->lock);
+    return 0;
+}
+
+int bfs_bc_pool_fd(bfs_bc_mem *m, uint64_t *size)
+{
+    pthread_mutex_lock(&m->lock);
+    int fd = m->pool_fd;
+    *size = m->pool_size;
+    pthread_mutex_unlock(&m->lock);
+    return fd;
+}
+
+int bfs_bc_window(const bfs_bc_mem *m, const uint8_t *p, uint64_t *off)
+{
+    if (!in_pool(m, p)) /* (pool_map never changes once set, before any buffer) */
+        return 0;
+    *off = (uint64_t)(p - m->pool_map);
+    return 1;
+}
+
 uint8_t *bfs_bc_alloc(bfs_bc_mem *m, uint64_t size)
 {
     pthread_mutex_lock(&m->lock);
+    if (m->pool_map) {
+        uint8_t *w = pool_take(m, size);
+        if (w) {
+            m->out++;
+            m->out_bytes += size;
+            if (m->out > m->peak)
+                m->peak = m->out;
+            pthread_mutex_unlock(&m->lock);
+            return w;
+        }
+    }
     for (int i = 0; i < m->npool; i++)
         if (m->pool[i].size == size) {
             uint8_t *d = m->pool[i].data;
@@ -220,6 +369,11 @@ void bfs_bc_free(bfs_bc_mem *m, uint8_t *buf, uint64_t size, uint64_t room)
     BFS_ASSERT(m->out > 0 && m->out_bytes >= size); /* given out, at that size */
     m->out--;
     m->out_bytes -= size;
+    if (in_pool(m, buf)) {
+        pool_put(m, buf, size);
+        pthread_mutex_unlock(&m->lock);
+        return;
+    }
     uint64_t pooled = 0;
     for (int i = 0; i < m->npool; i++)
         pooled += m->pool[i].size;
@@ -402,5 +556,8 @@ void bfs_bc_mem_get_stats(bfs_bc_mem *m, bfs_bc_mem_stats *st)
     st->buffer_bytes_out = m->out_bytes;
     st->buffer_allocs = m->allocs;
     st->huge_files = m->hugefs >= 0;
+    st->pool_bytes = m->pool_size;
+    st->pool_used = m->pool_used;
+    st->pool_misses = m->pool_misses;
     pthread_mutex_unlock(&m->lock);
 }

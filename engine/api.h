@@ -161,6 +161,8 @@ typedef struct bfs_pipeline_opts {
     int64_t ram_mb;          /* ram_mb=N (half of free RAM; 0 = default), 16..2^40 */
     int huge_pages;          /* huge_pages=0|1|auto (BFS_HUGE_AUTO): batch files on huge
                               * pages (exec.h); auto: once memory is recycled */
+    int64_t gpu_pool_mb;     /* gpu_pool_mb=N (0 = none), 0..2^40: batches in one pool
+                              * file a GPU loader maps and registers once (docs/gpu.md) */
     char remote[512];        /* remote=redis://...|none ("" = none): docs/scale-out.md */
     int remote_ttl;          /* remote_ttl=S (600), 1..30 days */
     int remote_wait_ms;      /* remote_wait_ms=N (10000), 1..86400000 */
@@ -643,6 +645,13 @@ void bfs_service_consumed(bfs_service *s, uint64_t epoch, uint64_t k);
 void bfs_service_batch_files(bfs_service *s, int on);
 /* bfs_service_huge_files - batch files live on the private huge-page tmpfs (stats). */
 int bfs_service_huge_files(bfs_service *s);
+/* bfs_service_pool - the pool file of gpu_pool_mb= (the service keeps it; read-write) and
+ * *size, or -1 without one. Batches are then computed into its windows and stay there
+ * (no batch files: bfs_service_batch_files is off). bfs_service_batch_window - 1 with *off
+ * when batch b (held: its window is not reused until it is released) lies in the pool at
+ * offset *off, 0 when not (no pool, or no window was free for it). */
+int bfs_service_pool(bfs_service *s, uint64_t *size);
+int bfs_service_batch_window(bfs_service *s, const bfs_batch *b, uint64_t *off);
 
 /* bfs_service_has_group - group= is set (epoch/N/next exists). bfs_service_claim_return,
  * bfs_service_claim_give_back - bfs_claims_return / bfs_claims_give_back of the group. */
@@ -660,6 +669,8 @@ typedef struct bfs_service_front {
     int pt_active;          /* passthrough in use */
     uint64_t pt_opens;      /* batch files opened in passthrough mode */
     unsigned backing_files; /* backing files registered now */
+    int pool_on;            /* /.pool is served (gpu_pool_mb= under passthrough) */
+    uint64_t windows;       /* user.batchfs.window answers */
 } bfs_service_front;
 
 /*

@@ -290,6 +290,22 @@ void bfs_exec_set_memfd(bfs_exec *x, int on, int huge)
                 (unsigned long long)bfs_fd_limit(), (unsigned long long)budget);
 }
 
+int bfs_exec_use_pool(bfs_exec *x, uint64_t bytes)
+{
+    return bfs_bc_use_pool(bfs_bc_memory(x->bc), bytes);
+}
+
+int bfs_exec_pool_fd(bfs_exec *x, uint64_t *size)
+{
+    return bfs_bc_pool_fd(bfs_bc_memory(x->bc), size);
+}
+
+int bfs_exec_window(bfs_exec *x, const bfs_batch *b, uint64_t *off)
+{
+    /* (a batch's bytes never move while it is referenced: b is) */
+    return b->ce.fd < 0 && bfs_bc_window(bfs_bc_memory(x->bc), b->ce.data, off);
+}
+
 /* Find or create the job for (epoch, k). Locked on entry and exit; may unlock while
  * preparing a new job. Returns the job with one reference taken, or NULL and *rc. */
 static bfs_batch *acquire(bfs_exec *x, uint64_t epoch, uint64_t k, int demand, int *rc)
@@ -551,6 +567,9 @@ void bfs_exec_get_stats(bfs_exec *x, bfs_exec_stats *st)
     bfs_bc_mem_get_stats(bfs_bc_memory(x->bc), &ms);
     st->buffers = ms.buffers;
     st->buffer_allocs = ms.buffer_allocs;
+    st->pool_bytes = ms.pool_bytes;
+    st->pool_used = ms.pool_used;
+    st->pool_misses = ms.pool_misses;
     st->huge_files = ms.huge_files;
     xlock(x);
     st->remote = 0;

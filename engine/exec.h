@@ -60,6 +60,9 @@ typedef struct bfs_exec_stats {
     int huge_files;           /* batch files live on the private huge-page tmpfs */
     int buffers;              /* batch buffers allocated now: in use + pooled */
     uint64_t buffer_allocs;   /* batch buffers ever allocated (not taken from the pool) */
+    uint64_t pool_bytes;      /* the pool file of bfs_exec_use_pool (0: none), */
+    uint64_t pool_used;       /* the bytes of its windows held by batches now, */
+    uint64_t pool_misses;     /* and the batches that found no window free */
     bfs_stage_stats stages;   /* summed over workers */
     /* remote workers (remote=; bfs_exec_set_remote) */
     int remote;                /* set */
@@ -141,6 +144,18 @@ int bfs_exec_set_remote(bfs_exec *x, const bfs_pipeline_opts *o, char *err, size
  */
 #define BFS_EXEC_HUGE_LATER 2
 void bfs_exec_set_memfd(bfs_exec *x, int on, int huge);
+/*
+ * bfs_exec_use_pool - batches are computed into windows of one pool file of bytes
+ * (bfs_bc_use_pool): a GPU loader maps it and registers it once, and copies each batch
+ * from its window while an open file holds the batch. Before the first batch; not with
+ * bfs_exec_set_memfd (which would move each batch out of its window). 0 or a negative
+ * errno.
+ * bfs_exec_pool_fd - the pool file (the executor keeps it; -1: none) and *size.
+ * bfs_exec_window - 1 with *off when batch b (referenced) lies in the pool at *off.
+ */
+int bfs_exec_use_pool(bfs_exec *x, uint64_t bytes);
+int bfs_exec_pool_fd(bfs_exec *x, uint64_t *size);
+int bfs_exec_window(bfs_exec *x, const bfs_batch *b, uint64_t *off);
 /* With a store (bfs_exec_set_store), a batch found in it is not copied: when the entry
  * file holds exactly the batch (bfs_claim.exact), that verified file is the batch's file. */
 

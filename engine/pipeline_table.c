@@ -262,6 +262,12 @@ const opt bfs_opt_table[OPT_COUNT] = {
                             "the daemon first grows on VMs that return free memory to the "
                             "host; auto: once the daemon recycles memory"),
                         ENUM(huge_pages)},
+    [OPT_GPU_POOL_MB] = {PUB("gpu_pool_mb", K, "N", "0",
+                             "batches in one pool file of N MiB that libbatchfs-gpu maps and "
+                             "registers once, then copies each batch from with no host copy "
+                             "(under FUSE passthrough, which needs root; other readers' reads "
+                             "are then copied): docs/gpu.md"),
+                         INT(gpu_pool_mb, W_I64, 0, MIB_MAX, 0)},
     [OPT_REMOTE] = {PUB("remote", K, "redis://[[USER]:PASS@]HOST[:PORT][/DB]|none", "none",
                         "Redis shared with `batchfs worker`s: batches are asked of the workers "
                         "and served from Redis, computed here when none come in time "

@@ -43,6 +43,7 @@ struct bfs_service {
     bfs_claims *claims; /* group=: the group's claim counters, or NULL */
     int cpu_budget;
     int prefetch;
+    int pool; /* gpu_pool_mb=: batches in the pool file's windows */
     uint64_t ram_bytes, batch_bytes, cache_bytes;
     char *pipeline; /* MNT/pipeline */
     size_t pipeline_len;
@@ -170,6 +171,28 @@ int bfs_service_open(const bfs_service_cfg *cfg, bfs_service **out, int *failed_
     } else {
         s->cache_bytes = (uint64_t)o->cache_mb << 20;
     }
+    if (o->gpu_pool_mb > 0) {
+        /* the pool holds the cached batches and those being computed: the cache's budget
+         * is what the computing ones leave */
+        if (o->cache_mb != BFS_AUTO) {
+            rc = bfs_errf(-EINVAL, err, errlen,
+                          "gpu_pool_mb= sets the cache's memory (its pool file): give "
+                          "cache_mb= or gpu_pool_mb=, not both");
+            goto fail;
+        }
+        int th = o->threads == BFS_AUTO ? s->cpu_budget : o->threads;
+        uint64_t pool = (uint64_t)o->gpu_pool_mb << 20, busy = s->batch_bytes * (uint64_t)(th + 2);
+        if (pool < 2 * s->batch_bytes + busy) {
+            rc = bfs_errf(-EINVAL, err, errlen,
+                          "gpu_pool_mb=%lld is too small: batches of %.1f MB need at least %llu "
+                          "MiB (two cached and %d being computed)",
+                          (long long)o->gpu_pool_mb, s->batch_bytes / 1e6,
+                          (unsigned long long)((2 * s->batch_bytes + busy + (1u << 20) - 1) >> 20),
+                          th + 2);
+            goto fail;
+        }
+        s->cache_bytes = pool - busy;
+    }
     /* group=: after the checks above (a refused mount leaves no group file behind) */
     uint64_t batches = bfs_engine_batches(s->e);
     if (o->group[0] &&
@@ -214,6 +237,12 @@ int bfs_service_start(bfs_service *s, char *err, size_t errlen)
         bfs_exec_set_store(s->x, s->store);
     if (!mount)
         return 0;
+    if (o->gpu_pool_mb > 0) {
+        if ((rc = bfs_exec_use_pool(s->x, (uint64_t)o->gpu_pool_mb << 20)))
+            return bfs_errf(rc, err, errlen, "gpu_pool_mb=%lld: cannot make the pool file: %s",
+                            (long long)o->gpu_pool_mb, bfs_strerror(rc));
+        s->pool = 1;
+    }
     if (o->remote[0]) {
         char rerr[1024];
         if ((rc = bfs_exec_set_remote(s->x, o, rerr, sizeof rerr))) {
@@ -235,7 +264,7 @@ int bfs_service_start(bfs_service *s, char *err, size_t errlen)
                          .ram_bytes = s->ram_bytes,
                          .fixed_threads = o->threads == BFS_AUTO ? 0 : o->threads,
                          .fixed_depth = o->prefetch == BFS_AUTO ? -1 : o->prefetch,
-                         .cache_fixed = o->cache_mb != BFS_AUTO,
+                         .cache_fixed = o->cache_mb != BFS_AUTO || s->pool,
                          .fixed_cache = s->cache_bytes,
                          .batch_samples = bfs_engine_mean_batch_len(s->e),
                          .batch_bytes = s->batch_bytes,
@@ -358,7 +387,20 @@ void bfs_service_batch_files(bfs_service *s, int on)
     int huge = s->o->huge_pages;
     if (huge == BFS_HUGE_AUTO)
         huge = BFS_EXEC_HUGE_LATER;
+    if (s->pool) /* batches stay in the pool's windows: read by copying */
+        on = 0;
     bfs_exec_set_memfd(s->x, on, on ? huge : 0);
+}
+
+int bfs_service_pool(bfs_service *s, uint64_t *size)
+{
+    *size = 0;
+    return s->pool ? bfs_exec_pool_fd(s->x, size) : -1;
+}
+
+int bfs_service_batch_window(bfs_service *s, const bfs_batch *b, uint64_t *off)
+{
+    return s->pool && bfs_exec_window(s->x, b, off);
 }
 
 int bfs_service_huge_files(bfs_service *s)
@@ -724,6 +766,12 @@ void bfs_service_stats(bfs_service *s, const bfs_service_front *f, char **out, s
             "\"huge_pages\": %s},\n",
             f->pt_active ? "true" : "false", (unsigned long long)f->pt_opens, f->backing_files,
             st.huge_files ? "true" : "false");
+    tprintf(t,
+            "  \"pool\": {\"bytes\": %llu, \"used\": %llu, \"misses\": %llu, \"served\": %s, "
+            "\"windows\": %llu},\n",
+            (unsigned long long)st.pool_bytes, (unsigned long long)st.pool_used,
+            (unsigned long long)st.pool_misses, f->pool_on ? "true" : "false",
+            (unsigned long long)f->windows);
     bfs_exec_reader rd[BFS_EXEC_MAX_READERS];
     int nr = bfs_exec_readers(s->x, bfs_mono_s(), pid_alive, rd, BFS_EXEC_MAX_READERS);
     tprintf(t, "  \"prefetch\": {\"depth\": %d, \"streams\": [", st.prefetch);

@@ -53,6 +53,8 @@ typedef struct fsstate {
     atomic_int pt_offered;       /* the kernel's INIT offered FUSE_PASSTHROUGH */
     atomic_int pt_active;        /* passthrough in use (cleared if BACKING_OPEN is refused) */
     _Atomic uint64_t pt_opens;   /* batch files opened in passthrough mode */
+    atomic_int pool_on;          /* /.pool is served (gpu_pool_mb= under passthrough) */
+    _Atomic uint64_t windows;    /* user.batchfs.window answers (batches in the pool) */
     _Atomic uint64_t reads, bytes_served, read_errors, interrupted;
     _Atomic uint64_t served;        /* batches handed to readers (first read of an open file) */
     _Atomic uint64_t claims_served; /* opens of epoch/N/next that served a batch */

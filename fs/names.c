@@ -51,6 +51,8 @@ int fsn_classify(const fsn_tree *t, uint64_t ino, uint64_t *epoch, uint64_t *k)
         return FSN_STATS;
     if (ino == FSN_INO_EPOCHS)
         return FSN_EPOCHS;
+    if (ino == FSN_INO_POOL)
+        return t->pool ? FSN_POOL : FSN_NONE;
     if (ino >= FSN_EPOCH_BASE && ino < FSN_EPOCH_BASE + t->epochs) {
         *epoch = ino - FSN_EPOCH_BASE;
         return FSN_EPOCH;
@@ -88,10 +90,11 @@ int fsn_lookup(const fsn_tree *t, uint64_t parent, const char *name, uint64_t *i
     *ino = 0;
     switch (fsn_classify(t, parent, &epoch, &k)) {
     case FSN_ROOT:
-        *ino = !strcmp(name, "pipeline") ? FSN_INO_PIPELINE
-               : !strcmp(name, "stats")  ? FSN_INO_STATS
-               : !strcmp(name, "epoch")  ? FSN_INO_EPOCHS
-                                         : 0;
+        *ino = !strcmp(name, "pipeline")           ? FSN_INO_PIPELINE
+               : !strcmp(name, "stats")            ? FSN_INO_STATS
+               : !strcmp(name, "epoch")            ? FSN_INO_EPOCHS
+               : t->pool && !strcmp(name, ".pool") ? FSN_INO_POOL
+                                                   : 0;
         return 0;
     case FSN_EPOCHS:
         if (!fsn_parse_index(name, t->epochs, &v))
@@ -113,7 +116,7 @@ uint64_t fsn_dir_count(const fsn_tree *t, uint64_t dir)
     uint64_t epoch = 0, k = 0;
     switch (fsn_classify(t, dir, &epoch, &k)) {
     case FSN_ROOT:
-        return 5;
+        return 5 + (t->pool ? 1 : 0);
     case FSN_EPOCHS:
         return 2 + (uint64_t)t->epochs;
     case FSN_EPOCH:
@@ -125,9 +128,9 @@ uint64_t fsn_dir_count(const fsn_tree *t, uint64_t dir)
 
 int fsn_dirent(const fsn_tree *t, uint64_t dir, uint64_t i, fsn_entry *e)
 {
-    static const char *const root_names[] = {".", "..", "pipeline", "stats", "epoch"};
-    static const uint64_t root_inos[] = {FSN_INO_ROOT, FSN_INO_ROOT, FSN_INO_PIPELINE,
-                                         FSN_INO_STATS, FSN_INO_EPOCHS};
+    static const char *const root_names[] = {".", "..", "pipeline", "stats", "epoch", ".pool"};
+    static const uint64_t root_inos[] = {FSN_INO_ROOT,  FSN_INO_ROOT,   FSN_INO_PIPELINE,
+                                         FSN_INO_STATS, FSN_INO_EPOCHS, FSN_INO_POOL};
     uint64_t epoch = 0, k = 0;
     int kind = fsn_classify(t, dir, &epoch, &k);
     if (i >= fsn_dir_count(t, dir))
@@ -148,7 +151,7 @@ int fsn_dirent(const fsn_tree *t, uint64_t dir, uint64_t i, fsn_entry *e)
         snprintf(e->name, sizeof e->name, "next");
         e->ino = fsn_next_ino(epoch);
     }
-    e->is_dir = !((kind == FSN_ROOT && i >= 2 && i < 4) || (kind == FSN_EPOCH && i >= 2));
+    e->is_dir = !((kind == FSN_ROOT && i >= 2 && i != 4) || (kind == FSN_EPOCH && i >= 2));
     return 0;
 }
 

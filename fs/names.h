@@ -7,8 +7,9 @@
  * only, so the parts of ops.c that handle untrusted names and offsets can be fuzzed.
  *
  * The tree (docs/usage.md): /pipeline, /stats, /epoch/N/batch_K for N < epochs and
- * K < batches, and /epoch/N/next (after the batches) when the mount is in a group
- * (group=, tree.next). Inode numbers: FSN_INO_ROOT..FSN_INO_EPOCHS for the fixed
+ * K < batches, /epoch/N/next (after the batches) when the mount is in a group
+ * (group=, tree.next), and /.pool when the mount has a pool file (gpu_pool_mb=,
+ * tree.pool). Inode numbers: FSN_INO_ROOT..FSN_INO_EPOCHS for the fixed
  * entries, FSN_EPOCH_BASE + N for epoch N, FSN_NEXT_BASE + N for epoch N's next,
  * FSN_BATCH_BASE + N * batches + K for batch K of N.
  * Names are canonical: strict decimal, no sign, no leading zero ("batch_01" and "007"
@@ -29,6 +30,7 @@
 #define FSN_INO_PIPELINE 2
 #define FSN_INO_STATS    3
 #define FSN_INO_EPOCHS   4
+#define FSN_INO_POOL     5 /* /.pool (gpu_pool_mb= under passthrough) */
 #define FSN_EPOCH_BASE   16ull
 #define FSN_NEXT_BASE    (1ull << 31)
 #define FSN_BATCH_BASE   (1ull << 32)
@@ -36,13 +38,24 @@
 #define FSN_NAME_MAX     32                               /* "batch_" + 20 digits + NUL fits */
 
 /* What an inode number is. */
-enum { FSN_NONE, FSN_ROOT, FSN_PIPELINE, FSN_STATS, FSN_EPOCHS, FSN_EPOCH, FSN_BATCH, FSN_NEXT };
+enum {
+    FSN_NONE,
+    FSN_ROOT,
+    FSN_PIPELINE,
+    FSN_STATS,
+    FSN_EPOCHS,
+    FSN_EPOCH,
+    FSN_BATCH,
+    FSN_NEXT,
+    FSN_POOL
+};
 
 /* The shape of a mount's tree. */
 typedef struct fsn_tree {
     uint32_t epochs;  /* epoch directories: 0..epochs-1 */
     uint64_t batches; /* batch files per epoch */
     int next;         /* 1: each epoch directory has `next` (group=) */
+    int pool;         /* 1: the root has `.pool`, after `epoch` (gpu_pool_mb=) */
 } fsn_tree;
 
 /* One directory entry (fsn_dirent). */

@@ -37,7 +37,10 @@ static fsstate *state(fuse_req_t req)
 /* The tree's shape, for the name and inode functions of fs/names.h. */
 static fsn_tree tree_of(const fsstate *fs)
 {
-    fsn_tree t = {.epochs = fs->epochs, .batches = fs->batches, .next = fs->group};
+    fsn_tree t = {.epochs = fs->epochs,
+                  .batches = fs->batches,
+                  .next = fs->group,
+                  .pool = atomic_load(&fs->pool_on)};
     /* every inode number fits: epochs= is at most 1e6, and no dataset has the ~1.8e13
      * batches per epoch that would overflow them then */
     BFS_ASSERT(fsn_tree_valid(&t));
@@ -86,6 +89,14 @@ static int fill_attr(fsstate *fs, fuse_ino_t ino, struct stat *st)
         st->st_nlink = 1;
         st->st_size = (off_t)bfs_service_batch_bytes(fs->svc, epoch, k);
         break;
+    case FSN_POOL: {
+        uint64_t size;
+        bfs_service_pool(fs->svc, &size);
+        st->st_mode = S_IFREG | 0444;
+        st->st_nlink = 1;
+        st->st_size = (off_t)size;
+        break;
+    }
     default:
         return -ENOENT;
     }
@@ -202,7 +213,9 @@ static void stats_text(fsstate *fs, openfile *of)
                            .interrupted = atomic_load(&fs->interrupted),
                            .claims_served = atomic_load(&fs->claims_served),
                            .pt_active = atomic_load(&fs->pt_active),
-                           .pt_opens = atomic_load(&fs->pt_opens)};
+                           .pt_opens = atomic_load(&fs->pt_opens),
+                           .pool_on = atomic_load(&fs->pool_on),
+                           .windows = atomic_load(&fs->windows)};
     pthread_mutex_lock(&fs->lock);
     for (backing *b = fs->backings; b; b = b->next)
         f.backing_files += b->id > 0;
@@ -381,8 +394,26 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         return;
     }
     of->epoch = epoch, of->k = k;
-    fi->keep_cache = 1; /* batches and /pipeline never change */
-    if (kind == FSN_STATS) {
+    of->pid = (uint64_t)fuse_req_ctx(req)->pid; /* (names its window: user.batchfs.window) */
+    fi->keep_cache = 1;                         /* batches and /pipeline never change */
+    if (kind == FSN_POOL) {
+        /* the pool file as its backing file: a loader's mmap maps the daemon's own pages
+         * (served only under passthrough: a copy would share nothing) */
+        uint64_t size;
+        int pfd = bfs_service_pool(fs->svc, &size);
+        of->epoch = of->k = UINT64_MAX; /* (its backing's key: no batch has it) */
+        int id = pfd >= 0 ? fsp_backing_acquire(fs, UINT64_MAX, UINT64_MAX, pfd) : -1;
+        if (id <= 0) {
+            if (id == 0)
+                fsp_backing_release(fs, UINT64_MAX, UINT64_MAX);
+            free(of);
+            fuse_reply_err(req, id < 0 ? ENOMEM : EOPNOTSUPP);
+            return;
+        }
+        of->backed = 1;
+        fi->keep_cache = 0;
+        fsp_open_reply((uint64_t)(uintptr_t)of, id);
+    } else if (kind == FSN_STATS) {
         stats_text(fs, of);
         fi->keep_cache = 0;
         fi->direct_io = 1; /* live content: size unknown in advance, never cached */
@@ -456,6 +487,9 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         data = (const uint8_t *)fs->pipeline, len = fs->pipeline_len;
     } else if (ino == FSN_INO_STATS) {
         data = (const uint8_t *)of->text, len = of->text_len;
+    } else if (ino == FSN_INO_POOL) { /* (passthrough reads it: never here) */
+        fuse_reply_err(req, EIO);
+        return;
     } else {
         int old;
         pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old);
@@ -521,6 +555,37 @@ static void reply_xattr(fuse_req_t req, const char *value, size_t len, size_t si
         fuse_reply_buf(req, value, len);
 }
 
+/*
+ * user.batchfs.window of batch (epoch, k): "OFFSET SIZE", where its bytes lie in /.pool,
+ * for a caller that has the batch file open (the newest of its opens of it): the open
+ * file holds the batch (taken at open: the pool is served only under passthrough), so the
+ * window is not reused until that file is closed (the loader's lease, docs/gpu.md).
+ * ENODATA: no pool, no open file of the caller's, or the batch found no window free.
+ */
+static void window_xattr(fuse_req_t req, fsstate *fs, uint64_t epoch, uint64_t k, size_t size)
+{
+    uint64_t pid = (uint64_t)fuse_req_ctx(req)->pid, off = 0, len = 0;
+    int found = 0;
+    pthread_mutex_lock(&fs->lock); /* (no RELEASE frees a file meanwhile) */
+    for (openfile *o = fs->open_files; o && atomic_load(&fs->pool_on); o = o->next) {
+        const bfs_batch *b = __atomic_load_n(&o->b, __ATOMIC_ACQUIRE);
+        if (!o->is_next && o->pid == pid && o->epoch == epoch && o->k == k && b) {
+            found = bfs_service_batch_window(fs->svc, b, &off);
+            len = bfs_batch_size(b);
+            break;
+        }
+    }
+    pthread_mutex_unlock(&fs->lock);
+    if (!found) {
+        fuse_reply_err(req, ENODATA);
+        return;
+    }
+    char v[64];
+    int n = snprintf(v, sizeof v, "%llu %llu", (unsigned long long)off, (unsigned long long)len);
+    atomic_fetch_add(&fs->windows, 1);
+    reply_xattr(req, v, (size_t)n, size);
+}
+
 static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
     fsstate *fs = state(req);
@@ -541,9 +606,17 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
             }
         pthread_mutex_unlock(&fs->lock);
     }
+    if (kind == FSN_BATCH && !strcmp(name, "user.batchfs.window")) {
+        window_xattr(req, fs, epoch, k, size);
+        return;
+    }
     if (kind == FSN_ROOT && !strcmp(name, "user.batchfs.fingerprint"))
         n = snprintf(v, sizeof v, "%016llx", (unsigned long long)bfs_service_fingerprint(fs->svc));
-    else if (kind == FSN_BATCH && !strcmp(name, "user.batchfs.epoch"))
+    else if (kind == FSN_ROOT && !strcmp(name, "user.batchfs.pool") && atomic_load(&fs->pool_on)) {
+        uint64_t psize;
+        bfs_service_pool(fs->svc, &psize);
+        n = snprintf(v, sizeof v, "%llu", (unsigned long long)psize);
+    } else if (kind == FSN_BATCH && !strcmp(name, "user.batchfs.epoch"))
         n = snprintf(v, sizeof v, "%llu", (unsigned long long)epoch);
     else if (kind == FSN_BATCH && !strcmp(name, "user.batchfs.batch"))
         n = snprintf(v, sizeof v, "%llu", (unsigned long long)k);
@@ -561,8 +634,11 @@ static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
     uint64_t epoch = 0, k = 0;
     int kind = classify(fs, ino, &epoch, &k);
     static const char root[] = "user.batchfs.fingerprint";
+    static const char root_pool[] = "user.batchfs.fingerprint\0user.batchfs.pool";
     static const char batch[] = "user.batchfs.epoch\0user.batchfs.batch\0user.batchfs.samples";
-    if (kind == FSN_ROOT)
+    if (kind == FSN_ROOT && atomic_load(&fs->pool_on))
+        reply_xattr(req, root_pool, sizeof root_pool, size);
+    else if (kind == FSN_ROOT)
         reply_xattr(req, root, sizeof root, size);
     else if (kind == FSN_BATCH || kind == FSN_NEXT)
         reply_xattr(req, batch, sizeof batch, size);
@@ -638,7 +714,16 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
     if (fs->args->passthrough && atomic_load(&fs->pt_offered) && fsp_has_sys_admin() &&
         !(conn->want & FUSE_CAP_WRITEBACK_CACHE)) {
         atomic_store(&fs->pt_active, 1);     /* io_writev patches this INIT's reply */
-        bfs_service_batch_files(fs->svc, 1); /* (on huge pages per huge_pages=) */
+        bfs_service_batch_files(fs->svc, 1); /* (on huge pages per huge_pages=; not with a pool) */
+    }
+    uint64_t psize;
+    if (bfs_service_pool(fs->svc, &psize) >= 0) {
+        if (atomic_load(&fs->pt_active))
+            atomic_store(&fs->pool_on, 1);
+        else
+            fprintf(stderr, "batchfs: note: gpu_pool_mb= has no /.pool to offer: the pool file "
+                            "is shared only under FUSE passthrough (root, Linux >= 6.9, "
+                            "passthrough=auto); libbatchfs-gpu stages batches instead\n");
     }
     if (fs->args->pipe.huge_pages == 1) {
         if (!bfs_service_huge_files(fs->svc))

@@ -147,6 +147,7 @@ int fsp_backing_acquire(fsstate *fs, uint64_t epoch, uint64_t k, int fd)
                     /* not allowed here (no CAP_SYS_ADMIN in the initial user namespace):
                      * stop trying; batches are copied from now on */
                     atomic_store(&fs->pt_active, 0);
+                    atomic_store(&fs->pool_on, 0); /* (its /.pool would fail the same way) */
                     bfs_service_batch_files(fs->svc, 0);
                     fprintf(stderr,
                             "batchfs: FUSE passthrough refused by the kernel (%s): batch "

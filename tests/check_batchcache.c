@@ -318,6 +318,59 @@ START_TEST(pool_reuses_buffers)
 }
 END_TEST
 
+/* bfs_bc_use_pool: buffers are windows of one memfd, first fit, merged when they come
+ * back; the file shows each window's bytes at its offset; a batch that finds no room gets
+ * a buffer of its own. */
+START_TEST(pool_file_windows)
+{
+    bfs_bc_mem *m;
+    ck_assert_int_eq(bfs_bc_mem_create(&m), 0);
+    ck_assert_int_eq(bfs_bc_use_pool(m, 0), -EINVAL);
+    ck_assert_int_eq(bfs_bc_use_pool(m, 10 * 4096 - 100), 0); /* 10 pages */
+    uint64_t size = 0, off = 0;
+    int fd = bfs_bc_pool_fd(m, &size);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_uint_eq(size, 10 * 4096);
+    uint8_t *a = bfs_bc_alloc(m, 3 * 4096), *b = bfs_bc_alloc(m, 4096 + 1),
+            *c = bfs_bc_alloc(m, 3 * 4096);
+    ck_assert(a && b && c);
+    ck_assert_int_eq(bfs_bc_window(m, a, &off), 1);
+    ck_assert_uint_eq(off, 0);
+    ck_assert_int_eq(bfs_bc_window(m, b, &off), 1);
+    ck_assert_uint_eq(off, 3 * 4096);
+    ck_assert_int_eq(bfs_bc_window(m, c, &off), 1);
+    ck_assert_uint_eq(off, 5 * 4096); /* b took two pages */
+    ck_assert_uint_eq(mem_stats(m).pool_used, 8 * 4096);
+    /* the file holds what the buffers hold */
+    memset(b, 0x5a, 4096 + 1);
+    uint8_t got[4097];
+    ck_assert_int_eq(pread(fd, got, sizeof got, 3 * 4096), (ssize_t)sizeof got);
+    for (size_t i = 0; i < sizeof got; i++)
+        ck_assert_uint_eq(got[i], 0x5a);
+    /* full: a buffer of its own, not a window */
+    uint8_t *d = bfs_bc_alloc(m, 3 * 4096);
+    ck_assert_ptr_nonnull(d);
+    ck_assert_int_eq(bfs_bc_window(m, d, &off), 0);
+    ck_assert_uint_eq(mem_stats(m).pool_misses, 1);
+    /* a and c back: two holes around b; b back: one hole of all 10 pages again */
+    bfs_bc_free(m, a, 3 * 4096, 0);
+    bfs_bc_free(m, c, 3 * 4096, 0);
+    uint8_t *e = bfs_bc_alloc(m, 4 * 4096); /* fits only after c (pages 8..9 + c's 3: 5) */
+    ck_assert_int_eq(bfs_bc_window(m, e, &off), 1);
+    ck_assert_uint_eq(off, 5 * 4096);
+    bfs_bc_free(m, e, 4 * 4096, 0);
+    bfs_bc_free(m, b, 4096 + 1, 0);
+    ck_assert_uint_eq(mem_stats(m).pool_used, 0);
+    uint8_t *f = bfs_bc_alloc(m, 10 * 4096); /* the holes merged into one */
+    ck_assert_int_eq(bfs_bc_window(m, f, &off), 1);
+    ck_assert_uint_eq(off, 0);
+    bfs_bc_free(m, f, 10 * 4096, 0);
+    bfs_bc_free(m, d, 3 * 4096, 0);
+    ck_assert_int_eq(bfs_bc_window(m, got, &off), 0);
+    bfs_bc_mem_destroy(m);
+}
+END_TEST
+
 START_TEST(pool_bounds)
 {
     bfs_bc_mem *m;
@@ -459,6 +512,7 @@ static Suite *batchcache_suite(void)
     tc = tcase_create("memory");
     tcase_add_test(tc, pool_reuses_buffers);
     tcase_add_test(tc, pool_bounds);
+    tcase_add_test(tc, pool_file_windows);
     tcase_add_test(tc, batch_files_memfd);
     tcase_add_test(tc, batch_files_switch_to_huge);
     tcase_add_test(tc, batch_files_huge);

@@ -69,7 +69,7 @@ static int model_index(const char *s, uint64_t limit, uint64_t *out)
     return 1;
 }
 
-static const int root_kinds[3] = {FSN_PIPELINE, FSN_STATS, FSN_EPOCHS};
+static const int root_kinds[4] = {FSN_PIPELINE, FSN_STATS, FSN_EPOCHS, FSN_POOL};
 
 /* Entry i of dir must resolve back to itself and classify as what it is. */
 static void check_entry(const fsn_tree *t, uint64_t dir, int dir_kind, uint64_t dir_epoch,
@@ -116,7 +116,7 @@ static void check_listing(const fsn_tree *t, uint64_t dir, int dir_kind, uint64_
                           uint64_t off)
 {
     uint64_t count = fsn_dir_count(t, dir);
-    uint64_t want = dir_kind == FSN_ROOT     ? 5
+    uint64_t want = dir_kind == FSN_ROOT     ? 5 + (t->pool ? 1 : 0)
                     : dir_kind == FSN_EPOCHS ? 2 + (uint64_t)t->epochs
                                              : 2 + t->batches + (t->next ? 1 : 0);
     CHECK(count == want);
@@ -141,10 +141,11 @@ static void check_name(const fsn_tree *t, uint64_t epoch, const char *name)
     uint64_t ino = 1, v = 0;
     /* the root */
     CHECK(fsn_lookup(t, FSN_INO_ROOT, name, &ino) == 0);
-    uint64_t want = !strcmp(name, "pipeline") ? FSN_INO_PIPELINE
-                    : !strcmp(name, "stats")  ? FSN_INO_STATS
-                    : !strcmp(name, "epoch")  ? FSN_INO_EPOCHS
-                                              : 0;
+    uint64_t want = !strcmp(name, "pipeline")           ? FSN_INO_PIPELINE
+                    : !strcmp(name, "stats")            ? FSN_INO_STATS
+                    : !strcmp(name, "epoch")            ? FSN_INO_EPOCHS
+                    : t->pool && !strcmp(name, ".pool") ? FSN_INO_POOL
+                                                        : 0;
     CHECK(ino == want);
     /* /epoch: canonical decimals below epochs */
     CHECK(fsn_lookup(t, FSN_INO_EPOCHS, name, &ino) == 0);
@@ -179,6 +180,7 @@ static void check_name(const fsn_tree *t, uint64_t epoch, const char *name)
     /* files and unknown inodes are not directories */
     CHECK(fsn_lookup(t, FSN_INO_PIPELINE, name, &ino) == -ENOTDIR && ino == 0);
     CHECK(fsn_lookup(t, FSN_INO_STATS, name, &ino) == -ENOTDIR && ino == 0);
+    CHECK(fsn_lookup(t, FSN_INO_POOL, name, &ino) == -ENOTDIR && ino == 0);
     CHECK(fsn_lookup(t, 0, name, &ino) == -ENOTDIR && ino == 0);
     if (t->next)
         CHECK(fsn_lookup(t, fsn_next_ino(epoch), name, &ino) == -ENOTDIR && ino == 0);
@@ -197,6 +199,9 @@ static void check_ino(const fsn_tree *t, uint64_t ino)
     case FSN_EPOCHS:
         CHECK(ino == (uint64_t)kind); /* FSN_INO_* equal their kinds */
         break;
+    case FSN_POOL:
+        CHECK(t->pool && ino == FSN_INO_POOL && fsn_dir_count(t, ino) == 0);
+        break;
     case FSN_EPOCH:
         CHECK(epoch < t->epochs && fsn_epoch_ino(epoch) == ino);
         CHECK(fsn_epoch_ino(epoch) < FSN_NEXT_BASE);
@@ -212,7 +217,8 @@ static void check_ino(const fsn_tree *t, uint64_t ino)
     default:
         CHECK(kind == FSN_NONE);
         CHECK(fsn_dir_count(t, ino) == 0);
-        /* nothing maps here: not an epoch, not a batch */
+        /* nothing maps here: not the pool, not an epoch, not a batch */
+        CHECK(!t->pool || ino != FSN_INO_POOL);
         CHECK(ino < FSN_EPOCH_BASE || ino - FSN_EPOCH_BASE >= t->epochs);
         if (t->next)
             CHECK(ino < FSN_NEXT_BASE || ino - FSN_NEXT_BASE >= t->epochs);
@@ -251,6 +257,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         t.batches = rd(data + 4, 2) % 300;
     }
     t.next = (flags & 8) != 0;
+    t.pool = (flags & 16) != 0;
     CHECK(fsn_tree_valid(&t));
     CHECK(t.batches <= fsn_max_batches(t.epochs));
     /* the last batch inode fits 64 bits and lies above every epoch inode */
@@ -260,9 +267,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                                      fsn_batch_ino(&t, t.epochs - 1, 0)));
     CHECK(fsn_epoch_ino(t.epochs - 1) < FSN_NEXT_BASE);
     CHECK(fsn_next_ino(t.epochs - 1) < FSN_BATCH_BASE);
-    fsn_tree bad = {0, 1, 0};
+    fsn_tree bad = {0, 1, 0, 0};
     CHECK(!fsn_tree_valid(&bad));
-    bad = (fsn_tree){t.epochs, fsn_max_batches(t.epochs) + 1, t.next};
+    bad = (fsn_tree){t.epochs, fsn_max_batches(t.epochs) + 1, t.next, t.pool};
     CHECK(fsn_max_batches(t.epochs) == UINT64_MAX || !fsn_tree_valid(&bad));
 
     const uint8_t *num = data + 8;
@@ -275,6 +282,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     check_ino(&t, ino);
     check_ino(&t, ino & 0xFFFFFFFFu);
+    check_ino(&t, ino % 16);
     check_ino(&t, FSN_BATCH_BASE + (ino % (16 * (t.batches + 1))));
     check_ino(&t, fsn_epoch_ino(epoch));
     check_ino(&t, fsn_next_ino(epoch));
