@@ -360,12 +360,20 @@ uint8_t *bfs_bc_take_passed(bfs_bc *c, uint64_t size)
     bfs_bc_reader rd[BFS_BC_MAX_READERS];
     uint64_t nb = 0;
     int nrd = c->ops.readers(c->ops.arg, rd, &nb);
+    /* with a pool file (gpu_pool_mb=), windows first: a buffer of its own that a batch got
+     * when the pool was full would otherwise be handed on for ever, and every batch in it
+     * staged by the loader */
+    uint64_t psize, off;
+    int pool = bfs_bc_pool_fd(c->mem, &psize) >= 0, vwin = 0;
     bfs_bc_entry *victim = NULL;
-    for (bfs_bc_entry *b = c->entries; b; b = b->next)
-        if (!b->refs && b->state == BFS_BC_READY && b->fd < 0 && b->size == size &&
-            (!victim || b->used < victim->used) &&
-            bfs_bc_next_read(rd, nrd, nb, b->epoch, b->k) == UINT64_MAX)
-            victim = b;
+    for (bfs_bc_entry *b = c->entries; b; b = b->next) {
+        if (b->refs || b->state != BFS_BC_READY || b->fd >= 0 || b->size != size ||
+            bfs_bc_next_read(rd, nrd, nb, b->epoch, b->k) != UINT64_MAX)
+            continue;
+        int win = pool && bfs_bc_window(c->mem, b->data, &off);
+        if (!victim || win > vwin || (win == vwin && b->used < victim->used))
+            victim = b, vwin = win;
+    }
     if (!victim)
         return NULL;
     uint8_t *data = victim->data;
@@ -377,6 +385,10 @@ uint8_t *bfs_bc_take_passed(bfs_bc *c, uint64_t size)
     c->st.cached_bytes -= c->st.cached_bytes >= victim->size ? victim->size : c->st.cached_bytes;
     victim->data = NULL; /* taken: drop frees the rest */
     drop(c, victim);
+    if (pool && !vwin) { /* (its own buffer goes; the new batch looks for a window) */
+        bfs_bc_give_back(c, data, size);
+        return NULL;
+    }
     return data;
 }
 

@@ -371,6 +371,41 @@ START_TEST(pool_file_windows)
 }
 END_TEST
 
+/* With a pool file, a new batch takes a passed batch's window before an older passed
+ * batch's buffer of its own (one it got when the pool was full): else that buffer would
+ * be handed on for ever and every batch in it staged by the GPU loader. A passed batch
+ * in a buffer of its own alone is evicted and its buffer freed: the new batch looks for a
+ * window (NULL). */
+START_TEST(take_passed_prefers_windows)
+{
+    enum { SZ = 4096 };
+    bfs_bc_ops ops = {.readers = no_readers, .drop = count_drop};
+    bfs_bc *c;
+    ck_assert_int_eq(bfs_bc_create(&ops, 0, &c), 0); /* budget 0: always over it */
+    bfs_bc_mem *m = bfs_bc_memory(c);
+    ck_assert_int_eq(bfs_bc_use_pool(m, 2 * SZ), 0);
+    uint8_t *w0 = bfs_bc_alloc(m, SZ), *w1 = bfs_bc_alloc(m, SZ), *own = bfs_bc_alloc(m, SZ);
+    uint64_t off;
+    ck_assert(bfs_bc_window(m, w0, &off) && bfs_bc_window(m, w1, &off));
+    ck_assert(!bfs_bc_window(m, own, &off));
+    bfs_bc_entry a = {.k = 0, .size = SZ, .data = own, .fd = -1, .state = BFS_BC_READY, .used = 1};
+    bfs_bc_entry b = {.k = 1, .size = SZ, .data = w0, .fd = -1, .state = BFS_BC_READY, .used = 2};
+    bfs_bc_insert(c, &a);
+    bfs_bc_insert(c, &b);
+    dropped = 0;
+    ck_assert_ptr_eq(bfs_bc_take_passed(c, SZ), w0); /* the window, though a is older */
+    ck_assert_int_eq(dropped, 1);
+    int out = mem_stats(m).buffers;
+    ck_assert_ptr_null(bfs_bc_take_passed(c, SZ)); /* a alone: evicted, its buffer freed */
+    ck_assert_int_eq(dropped, 2);
+    ck_assert_int_le(mem_stats(m).buffers, out);
+    ck_assert_uint_eq(mem_stats(m).buffer_bytes_out, 2 * SZ); /* the two windows */
+    bfs_bc_free(m, w0, SZ, 0);
+    bfs_bc_free(m, w1, SZ, 0);
+    bfs_bc_destroy(c);
+}
+END_TEST
+
 START_TEST(pool_bounds)
 {
     bfs_bc_mem *m;
@@ -513,6 +548,7 @@ static Suite *batchcache_suite(void)
     tcase_add_test(tc, pool_reuses_buffers);
     tcase_add_test(tc, pool_bounds);
     tcase_add_test(tc, pool_file_windows);
+    tcase_add_test(tc, take_passed_prefers_windows);
     tcase_add_test(tc, batch_files_memfd);
     tcase_add_test(tc, batch_files_switch_to_huge);
     tcase_add_test(tc, batch_files_huge);
