@@ -46,7 +46,8 @@ extern "C" {
  * struct's layout or a function's meaning does; new bfsg_dtype values are appended
  * without a change (BFSG_I32 came with token batches, which a version-1 loader refused:
  * a program that never opens token datasets never sees it). */
-#define BFSG_API_VERSION 2 /* 2: batches of multi-field datasets (64 tensors of 8 dims) */
+#define BFSG_API_VERSION                                                                           \
+    3 /* 2: batches of multi-field datasets (64 tensors of 8 dims); 3: copy=pool */
 
 #define BFSG_MAX_TENSORS 64 /* a safetensors batch's most (engine/api.h) */
 #define BFSG_MAX_DIMS    8
@@ -135,13 +136,17 @@ const char *bfsg_error(const bfsg_loader *l);
  *                 a share of at least 2 MiB (default: half the online CPUs, at most 4):
  *                 one thread's pread ran at 4-6 GB/s on the H200 hosts measured, a tenth
  *                 of the DMA engine's rate
- *   copy          auto | staging | register (CUDA only; default auto): staging preads
- *                 into pinned buffers; register pins a read-only mapping of the file and
- *                 copies from it (batchfs mounts only: their files cannot shrink):
+ *   copy          auto | pool | staging | register (CUDA only; default auto): pool maps
+ *                 the mount's pool file (gpu_pool_mb=) and registers it once, then copies
+ *                 each batch from its window, holding the batch file open until the copy's
+ *                 event completed (no host copy, no registration per batch); staging
+ *                 preads into pinned buffers; register pins a read-only mapping of the file
+ *                 and copies from it (batchfs mounts only: their files cannot shrink):
  *                 cheaper per MB when nothing else runs, but its per-batch registration
  *                 kept copies from overlapping the consumer's kernels on an H200; auto
- *                 stages (and times both paths on the first batch, for bfsg_get_stats).
- *                 On the CPU files are read with pread
+ *                 takes pool where the mount offers one, else stages (and times both
+ *                 paths on the first batch, for bfsg_get_stats). On the CPU files are read
+ *                 with pread
  *   dtype         u8 (default: the file's) | f16 | bf16 | f32: convert u8 images
  *   normalize     imagenet | none | m0,m1,m2/s0,s1,s2 (default: imagenet for float)
  *   layout        nhwc | nchw (default: the file's)
@@ -233,9 +238,12 @@ typedef struct bfsg_stats {
     uint64_t register_ns_per_mb, staging_ns_per_mb; /* copy=auto's timings (0: not run or
                                                      * failed) */
     char device[96];                                /* "cpu" or "cuda:N NAME" */
-    char copy[16];      /* "read" on the CPU; CUDA: "staging" or "register" ("auto"
-                         * until the first batch was timed) */
-    char fallback[256]; /* device=auto on the CPU: why CUDA was not used */
+    char copy[16];        /* "read" on the CPU; CUDA: "pool", "staging" or "register"
+                           * ("auto" until the first batch was timed) */
+    char fallback[256];   /* device=auto on the CPU: why CUDA was not used */
+    uint64_t pooled;      /* batches copied from their window of the mount's registered pool
+                           * file (copy=pool): no host copy, no registration */
+    uint64_t pool_staged; /* copy=pool: batches the daemon found no window for, staged */
 } bfsg_stats;
 
 /* bfsg_get_stats - fill *s. Returns 0 or -EINVAL. */

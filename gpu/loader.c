@@ -35,6 +35,7 @@
  */
 #include "gpu/batchfs_gpu.h"
 #include "gpu/convert.h"
+#include "gpu/pool.h"
 #include "gpu/cuda_api.h"
 #include "gpu/dlpack.h"
 #include "base/err.h"
@@ -74,7 +75,7 @@
 #define NAME_CAP         64         /* bytes of a token batch's tensor name, with its NUL */
 
 enum { SLOT_FREE, SLOT_FILLING, SLOT_READY, SLOT_OUT };
-enum { COPY_READ, COPY_STAGING, COPY_REGISTER, COPY_AUTO };
+enum { COPY_READ, COPY_STAGING, COPY_REGISTER, COPY_AUTO, COPY_POOL };
 
 typedef struct core {
     atomic_int refs; /* the loader's, plus one per detached slot */
@@ -88,6 +89,7 @@ typedef struct core {
     CUfunction fn;
     CUdeviceptr lut;
     CUstream consumer; /* the loader's consumer stream (NULL: the legacy stream) */
+    bfsgi_pool pool;   /* copy=pool: the mount's pool file, registered once */
     /* slots that were retained and came back: reused for the next detach, so a caller
      * that holds each batch a little longer (DLPack) costs no allocation per batch */
     pthread_mutex_t spare_lock;
@@ -117,6 +119,7 @@ typedef struct slot {
     int ready_recorded, done_recorded;
     void *map; /* copy=register: the mapping still registered */
     size_t map_len;
+    int lease_fd; /* copy=pool: the batch file held open until its copy completed, or -1 */
 } slot;
 
 struct bfsg_loader {
@@ -168,6 +171,7 @@ static void core_cuda_close(core *c)
     bfsg_cuda *cu = &c->cu;
     CUcontext prev;
     cu->CtxPushCurrent(c->ctx);
+    bfsgi_pool_close(&c->pool, cu); /* (every slot is gone: no copy reads it) */
     if (c->copy)
         cu->StreamDestroy(c->copy);
     if (c->lut)
@@ -215,6 +219,7 @@ static slot *slot_new(core *c)
     if (!s)
         return NULL;
     s->core = c;
+    s->lease_fd = -1;
     atomic_fetch_add(&c->refs, 1);
     return s;
 }
@@ -222,6 +227,12 @@ static slot *slot_new(core *c)
 /* release what copy=register left pinned: after the copies from it finished */
 static void slot_unmap(slot *s)
 {
+    if (s->lease_fd >= 0) { /* copy=pool: the lease ends once the copies from the window did */
+        if (s->core->cuda && s->ready_recorded)
+            s->core->cu.EventSynchronize(s->ready);
+        close(s->lease_fd);
+        s->lease_fd = -1;
+    }
     if (!s->map)
         return;
     if (s->core->cuda) {
@@ -395,8 +406,10 @@ int bfsg_set(bfsg_loader *l, const char *name, const char *value)
             l->copy_req = COPY_STAGING;
         else if (!strcmp(value, "register"))
             l->copy_req = COPY_REGISTER;
+        else if (!strcmp(value, "pool"))
+            l->copy_req = COPY_POOL;
         else
-            return seterr(l, -EINVAL, "copy=%s: expected auto, staging or register", value);
+            return seterr(l, -EINVAL, "copy=%s: expected auto, pool, staging or register", value);
         return 0;
     }
     if (!strcmp(name, "dtype"))
@@ -550,6 +563,30 @@ static int choose_copy(bfsg_loader *l)
     int ro = 0;
     c->cu.DeviceGetAttribute(&ro, BFSG_CU_ATTR_READ_ONLY_REGISTER, c->dev);
     int can_register = ro && l->immutable;
+    /* the mount's pool file, registered once: no host copy and no registration per batch
+     * (auto takes it whenever the mount offers one) */
+    if (l->copy_req == COPY_POOL ||
+        (l->copy_req == COPY_AUTO && can_register && bfsgi_pool_offered(l->root))) {
+        char why[600] = "";
+        int rc = -EINVAL;
+        if (!ro)
+            snprintf(why, sizeof why,
+                     "the device does not support read-only host "
+                     "registration (attribute 113)");
+        else if (!l->immutable)
+            snprintf(why, sizeof why, "only for a batchfs mount (its /.pool)");
+        else {
+            ctx_push(c);
+            rc = bfsgi_pool_open(&c->pool, l->root, &c->cu, why, sizeof why);
+            ctx_pop(c);
+        }
+        if (!rc) {
+            l->copy = COPY_POOL;
+            return 0;
+        }
+        if (l->copy_req == COPY_POOL)
+            return seterr(l, rc, "copy=pool: %s", why);
+    }
     if (l->copy_req == COPY_REGISTER && !can_register)
         return seterr(l, -EINVAL, "copy=register: %s",
                       !ro ? "the device does not support read-only host "
@@ -957,7 +994,7 @@ static int pread_staged(bfsg_loader *l, slot *s, int fd, uint8_t *dst, size_t le
 }
 
 static int fill_cuda(bfsg_loader *l, slot *s, int fd, const file_plan *fp, int use_register,
-                     uint64_t *host_ns)
+                     const uint8_t *window, uint64_t *host_ns)
 {
     core *c = s->core;
     bfsg_cuda *cu = &c->cu;
@@ -990,7 +1027,9 @@ static int fill_cuda(bfsg_loader *l, slot *s, int fd, const file_plan *fp, int u
     }
     uint64_t t0 = bfs_mono_ns();
     const uint8_t *src; /* where file offset fp->lo is on the host */
-    if (use_register) {
+    if (window) {       /* copy=pool: the batch's window of the registered pool file */
+        src = window + fp->lo;
+    } else if (use_register) {
         size_t len = round_up((size_t)fp->size, (size_t)sysconf(_SC_PAGESIZE));
         void *m = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
         if (m == MAP_FAILED)
@@ -1131,7 +1170,10 @@ static void fill(bfsg_loader *l, slot *s, uint64_t epoch, uint64_t k)
         if (mode == COPY_AUTO) /* the first batch is staged, then timed both ways */
             mode = COPY_STAGING;
         uint64_t host_ns = 0;
-        rc = fill_cuda(l, s, fd, &fp, mode == COPY_REGISTER, &host_ns);
+        const uint8_t *window = NULL;
+        if (mode == COPY_POOL && !bfsgi_pool_window(&s->core->pool, fd, fp.size, &window))
+            mode = COPY_STAGING; /* the daemon found no window free for it */
+        rc = fill_cuda(l, s, fd, &fp, mode == COPY_REGISTER, window, &host_ns);
         if (!rc && l->copy == COPY_AUTO)
             calibrate(l, s, fd, &fp);
         b->ready_event = s->ready;
@@ -1145,10 +1187,15 @@ static void fill(bfsg_loader *l, slot *s, uint64_t epoch, uint64_t k)
         l->st.host_copies += mode == COPY_READ || mode == COPY_STAGING;
         l->st.staged += mode == COPY_STAGING;
         l->st.registered += mode == COPY_REGISTER;
+        l->st.pooled += mode == COPY_POOL;
+        l->st.pool_staged += l->copy == COPY_POOL && mode == COPY_STAGING;
         l->st.converted += l->conv.active && !fp.tokens;
         pthread_mutex_unlock(&l->lock);
     }
-    close(fd);
+    if (!rc && mode == COPY_POOL) /* the lease: open until the copy's event (slot_unmap) */
+        s->lease_fd = fd, fd = -1;
+    if (fd >= 0)
+        close(fd);
     s->rc = rc;
 }
 
@@ -1517,7 +1564,8 @@ int bfsg_get_stats(const bfsg_loader *l, bfsg_stats *s)
         static const char *names[] = {[COPY_READ] = "read",
                                       [COPY_STAGING] = "staging",
                                       [COPY_REGISTER] = "register",
-                                      [COPY_AUTO] = "auto"};
+                                      [COPY_AUTO] = "auto",
+                                      [COPY_POOL] = "pool"};
         snprintf(s->copy, sizeof s->copy, "%s", names[l->copy]);
     }
     pthread_mutex_unlock(&m->lock);

@@ -40,7 +40,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 __all__ = ["BatchfsGpuError", "Loader", "Batch", "Tensor", "API_VERSION", "library_path"]
 
-API_VERSION = 2  # BFSG_API_VERSION of the header this module binds
+API_VERSION = 3  # BFSG_API_VERSION of the header this module binds
 
 _MAX_TENSORS = 64  # BFSG_MAX_TENSORS
 _MAX_DIMS = 8  # BFSG_MAX_DIMS
@@ -94,6 +94,8 @@ class _CStats(ctypes.Structure):
         ("device", ctypes.c_char * 96),
         ("copy", ctypes.c_char * 16),
         ("fallback", ctypes.c_char * 256),
+        ("pooled", ctypes.c_uint64),
+        ("pool_staged", ctypes.c_uint64),
     ]
 
 
@@ -546,7 +548,9 @@ class Loader:
       epoch_begin   first epoch; epoch_end: one past the last (default: all listed)
       depth         batches in flight ahead of the consumer, 1..8 (default: 3 on a
                     device, 2 on the host)
-      copy          "auto" | "staging" | "register" (CUDA only)
+      copy          "auto" | "pool" | "staging" | "register" (CUDA only; pool: the
+                    mount's gpu_pool_mb= pool file, registered once; auto takes it
+                    where the mount offers one)
       dtype         "u8" | "f16" | "bf16" | "f32": convert u8 images on the device
                     (this and normalize, layout: images only; each token batch is
                     refused with EINVAL when one is set)
@@ -674,7 +678,8 @@ class Loader:
     def stats(self) -> Dict[str, Union[int, str]]:
         """What the loader did since it opened: the fields of bfsg_stats (batches,
         bytes_read, host_copies, registered, staged, converted, wait_ns,
-        register_ns_per_mb, staging_ns_per_mb, and the strings device, copy, fallback)."""
+        register_ns_per_mb, staging_ns_per_mb, pooled, pool_staged, and the strings device, copy,
+        fallback)."""
         s = _CStats()
         self._check(self._lib.bfsg_get_stats(self._handle(), ctypes.byref(s)), "bfsg_get_stats")
         out: Dict[str, Union[int, str]] = {}

@@ -18,7 +18,11 @@
  *
  * Knobs (environment): FAKE_CUDA_DEVICES=N (default 1), FAKE_CUDA_INIT_FAIL=1 (cuInit
  * returns CUDA_ERROR_NO_DEVICE), FAKE_CUDA_RO_REGISTER=0 (attribute 113 is 0),
- * FAKE_CUDA_FAIL=SYMBOL:N (the Nth call of SYMBOL returns CUDA_ERROR_OUT_OF_MEMORY).
+ * FAKE_CUDA_FAIL=SYMBOL:N (the Nth call of SYMBOL returns CUDA_ERROR_OUT_OF_MEMORY),
+ * FAKE_CUDA_DEFER=1 (copies from registered host memory run late, as a busy device's do:
+ * queued until an event recorded after them is synchronized, or a stream synchronization,
+ * kernel launch, free or unregister, so that a loader that lets the memory change before
+ * its copy's event completed gets other bytes; counted in `deferred`).
  * Counters: fake_cuda_counter("name") (dlsym it), names in the table below.
  *
  * Thread-safe like the real driver: the loader's producer thread allocates, registers and
@@ -57,7 +61,7 @@ enum {
 #define COUNTERS(X)                                                                     \
     X(dev_allocs) X(dev_live) X(host_live) X(registered_live) X(register_calls)         \
     X(streams_live) X(events_live) X(ctx_refs) X(modules_live) X(htod_pinned)           \
-    X(htod_pageable) X(htod_bytes) X(launches) X(wait_event) X(wait_unrecorded)
+    X(htod_pageable) X(htod_bytes) X(launches) X(wait_event) X(wait_unrecorded) X(deferred)
 /* clang-format on */
 static struct {
 #define X(n) unsigned long long n;
@@ -150,6 +154,37 @@ static void *dev_host(CUdeviceptr d, size_t len)
     int ok = find(h, len, 1) != NULL;
     pthread_mutex_unlock(&mu);
     return ok ? (void *)h : NULL;
+}
+
+/* FAKE_CUDA_DEFER: copies from registered memory waiting to run, in the order they were
+ * queued, guarded by mu; queued counts every copy ever queued, so that an event recorded
+ * after copy n completes copies up to n */
+#define MAX_DEFERRED 4096
+static struct {
+    void *dst;
+    const void *src;
+    size_t len;
+} deferred[MAX_DEFERRED];
+static int n_deferred;
+static unsigned long long queued; /* copies ever queued; deferred[0] is number queued - n */
+
+/* run the deferred copies queued up to (and including) number upto, in order (a device
+ * completes a stream's work in order) */
+static void flush_deferred_to(unsigned long long upto)
+{
+    pthread_mutex_lock(&mu);
+    unsigned long long first = queued - (unsigned long long)n_deferred;
+    int n = upto >= queued ? n_deferred : upto < first ? 0 : (int)(upto - first + 1);
+    for (int i = 0; i < n; i++)
+        memcpy(deferred[i].dst, deferred[i].src, deferred[i].len);
+    memmove(deferred, deferred + n, (size_t)(n_deferred - n) * sizeof deferred[0]);
+    n_deferred -= n;
+    pthread_mutex_unlock(&mu);
+}
+
+static void flush_deferred(void)
+{
+    flush_deferred_to(~0ull);
 }
 
 CUresult cuInit(unsigned flags)
@@ -284,6 +319,7 @@ CUresult cuMemFree_v2(CUdeviceptr d)
 {
     if (!have_ctx())
         return E_INVALID_CONTEXT;
+    flush_deferred(); /* (cuMemFree synchronizes with work still using the memory) */
     pthread_mutex_lock(&mu);
     range *r = d >= DEV_OFFSET ? find((uintptr_t)(d - DEV_OFFSET), 1, 1) : NULL;
     int ok = r && r->base == (uintptr_t)(d - DEV_OFFSET);
@@ -355,6 +391,7 @@ CUresult cuMemHostRegister_v2(void *p, size_t bytes, unsigned flags)
 }
 CUresult cuMemHostUnregister(void *p)
 {
+    flush_deferred(); /* (the real driver waits for the device too) */
     pthread_mutex_lock(&mu);
     range *r = find((uintptr_t)p, 1, 3);
     int ok = r && r->base == (uintptr_t)p;
@@ -370,13 +407,23 @@ CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t bytes, CU
     void *h = dev_host(dst, bytes);
     if (!h)
         return E_INVALID_VALUE;
+    const char *defer = getenv("FAKE_CUDA_DEFER");
     pthread_mutex_lock(&mu);
-    int pinned = find((uintptr_t)src, bytes, 2) || find((uintptr_t)src, bytes, 3);
+    int registered = find((uintptr_t)src, bytes, 3) != NULL;
+    int pinned = find((uintptr_t)src, bytes, 2) || registered;
     if (pinned)
         cnt.htod_pinned++;
     else
         cnt.htod_pageable++;
     cnt.htod_bytes += bytes;
+    if (registered && defer && *defer == '1' && n_deferred < MAX_DEFERRED) {
+        deferred[n_deferred].dst = h, deferred[n_deferred].src = src;
+        deferred[n_deferred++].len = bytes;
+        queued++;
+        cnt.deferred++;
+        pthread_mutex_unlock(&mu);
+        return 0;
+    }
     pthread_mutex_unlock(&mu);
     memcpy(h, src, bytes);
     return 0;
@@ -388,6 +435,8 @@ CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t bytes)
     void *h = dev_host(src, bytes);
     if (!h)
         return E_INVALID_VALUE;
+    /* (no flush: the legacy stream does not wait for non-blocking ones; the caller waits
+     * for the copy's event first) */
     memcpy(dst, h, bytes);
     return 0;
 }
@@ -396,7 +445,8 @@ struct CUstream_st {
     unsigned flags;
 };
 struct CUevent_st {
-    int recorded; /* __atomic: one thread records, another may wait on it */
+    int recorded;              /* __atomic: one thread records, another may wait on it */
+    unsigned long long before; /* guarded by mu: deferred copies queued before its record */
 };
 CUresult cuStreamCreate(CUstream *s, unsigned flags)
 {
@@ -430,7 +480,10 @@ CUresult cuStreamWaitEvent(CUstream s, CUevent e, unsigned flags)
 }
 CUresult cuStreamSynchronize(CUstream s)
 {
-    return have_ctx() ? 0 : E_INVALID_CONTEXT;
+    if (!have_ctx())
+        return E_INVALID_CONTEXT;
+    flush_deferred();
+    return 0;
 }
 CUresult cuEventCreate(CUevent *e, unsigned flags)
 {
@@ -448,12 +501,22 @@ CUresult cuEventRecord(CUevent e, CUstream s)
         return E_INVALID_CONTEXT;
     if (!e)
         return E_INVALID_VALUE;
+    pthread_mutex_lock(&mu);
+    e->before = queued;
+    pthread_mutex_unlock(&mu);
     __atomic_store_n(&e->recorded, 1, __ATOMIC_SEQ_CST);
     return 0;
 }
 CUresult cuEventSynchronize(CUevent e)
 {
-    return e ? 0 : E_INVALID_VALUE;
+    if (!e)
+        return E_INVALID_VALUE;
+    pthread_mutex_lock(&mu);
+    unsigned long long before = e->before;
+    pthread_mutex_unlock(&mu);
+    if (before) /* the copies queued before it was recorded are done when it is */
+        flush_deferred_to(before - 1);
+    return 0;
 }
 CUresult cuEventDestroy_v2(CUevent e)
 {
@@ -522,6 +585,7 @@ CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, uns
     unsigned src_nchw = *(unsigned *)params[6], dst_nchw = *(unsigned *)params[7];
     if (!plane || (elem != 1 && elem != 2 && elem != 4) || pixels % plane)
         return E_INVALID_VALUE;
+    flush_deferred(); /* (the kernel reads what the copies before it wrote) */
     const uint8_t *hs = dev_host(src, pixels * 3);
     uint8_t *hd = dev_host(dst, pixels * 3 * elem);
     const uint8_t *hl = dev_host(lut, 3 * 256 * elem);

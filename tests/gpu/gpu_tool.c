@@ -5,7 +5,10 @@
  *   gpu_tool read PATH [KEY=VALUE]...   run a loader over PATH with those parameters;
  *       per batch one line "E K NAME:DTYPE:[shape]:XXH64 ..." of the delivered bytes
  *       (read back from the device through the driver where the batch is on one), then
- *       "stats device=... copy=... batches=N host_copies=N registered=N staged=N".
+ *       "stats device=... copy=... batches=N host_copies=N registered=N staged=N ...".
+ *       lag=N (the tool's, not the loader's): each batch is retained and read back only
+ *       after N more were delivered (a consumer that keeps batches: copies still queued
+ *       on a slow device must not see their source change).
  *   gpu_tool files PATH E0 E1 [RANK WORLD]   the same lines computed from the files
  *       themselves (no loader), for epochs [E0, E1): images, labels, indices; a token
  *       batch's tensors (no "images") in data order
@@ -126,21 +129,53 @@ static bfsg_loader *make_loader(const char *path, int argc, char **argv, const c
     return l;
 }
 
+static void print_batch(bfsg_batch *b, const char *lib)
+{
+    printf("%" PRIu64 " %" PRIu64, b->epoch, b->index);
+    for (uint32_t i = 0; i < b->n_tensors; i++) {
+        const bfsg_tensor *t = &b->tensors[i];
+        uint8_t *h = to_host(b, t, lib);
+        print_tensor(t->name, dtype_name[t->dtype], t->shape, t->ndim, h, t->nbytes);
+        free(h);
+    }
+    printf("\n");
+}
+
 static int cmd_read(const char *path, int argc, char **argv)
 {
     const char *lib = NULL;
-    bfsg_loader *l = make_loader(path, argc, argv, &lib);
-    bfsg_batch *b;
-    int rc;
-    while ((rc = bfsg_next(l, &b)) == 0 && b) {
-        printf("%" PRIu64 " %" PRIu64, b->epoch, b->index);
-        for (uint32_t i = 0; i < b->n_tensors; i++) {
-            const bfsg_tensor *t = &b->tensors[i];
-            uint8_t *h = to_host(b, t, lib);
-            print_tensor(t->name, dtype_name[t->dtype], t->shape, t->ndim, h, t->nbytes);
-            free(h);
+    int lag = 0;
+    if (argc && !strncmp(argv[0], "lag=", 4)) {
+        lag = atoi(argv[0] + 4);
+        argc--, argv++;
+        if (lag < 0 || lag > 64) {
+            fprintf(stderr, "gpu_tool: lag=%d: 0..64\n", lag);
+            return 2;
         }
-        printf("\n");
+    }
+    bfsg_loader *l = make_loader(path, argc, argv, &lib);
+    bfsg_batch *b, *kept[65];
+    int rc, n = 0;
+    while ((rc = bfsg_next(l, &b)) == 0 && b) {
+        if (!lag) {
+            print_batch(b, lib);
+            continue;
+        }
+        if (bfsg_batch_retain(b)) {
+            fprintf(stderr, "gpu_tool: bfsg_batch_retain failed\n");
+            return 1;
+        }
+        kept[n++] = b;
+        if (n > lag) { /* the oldest, lag batches later */
+            print_batch(kept[0], lib);
+            bfsg_batch_release(kept[0]);
+            memmove(kept, kept + 1, (size_t)--n * sizeof *kept);
+        }
+    }
+    for (int i = 0; i < n; i++) {
+        if (!rc)
+            print_batch(kept[i], lib);
+        bfsg_batch_release(kept[i]);
     }
     if (rc) {
         fprintf(stderr, "gpu_tool: %s\n", bfsg_error(l));
@@ -151,10 +186,18 @@ static int cmd_read(const char *path, int argc, char **argv)
     bfsg_get_stats(l, &st);
     printf("stats device=%s copy=%s batches=%" PRIu64 " host_copies=%" PRIu64 " registered=%" PRIu64
            " staged=%" PRIu64 " converted=%" PRIu64 " staging_ns_per_mb=%" PRIu64
-           " register_ns_per_mb=%" PRIu64 "\n",
+           " register_ns_per_mb=%" PRIu64 " pooled=%" PRIu64 " pool_staged=%" PRIu64,
            st.device, st.copy, st.batches, st.host_copies, st.registered, st.staged, st.converted,
-           st.staging_ns_per_mb, st.register_ns_per_mb);
+           st.staging_ns_per_mb, st.register_ns_per_mb, st.pooled, st.pool_staged);
     bfsg_destroy(l);
+    /* the fake driver's counters, after the loader gave everything back */
+    unsigned long long (*counter)(const char *) = NULL;
+    if (lib && *lib)
+        *(void **)&counter = dlsym(driver(lib), "fake_cuda_counter");
+    if (counter)
+        printf(" register_calls=%llu registered_live=%llu deferred=%llu", counter("register_calls"),
+               counter("registered_live"), counter("deferred"));
+    printf("\n");
     return 0;
 }
 

@@ -7,6 +7,8 @@
 #   delivery   loader MB/s against pinned cuMemcpyHtoDAsync of the same sizes (bar >= 0.9),
 #              host copies per batch, staging vs registration ns/MB as copy=auto timed them
 #   overlap    copies overlapping a busy kernel on the consumer stream
+#   pool       a mount with gpu_pool_mb= (under passthrough): copy=pool's bytes == the
+#              files, its delivery against pinned DMA (bar >= 0.9) and its overlap
 #   convert    dtype=f16/f32 + layout=nchw on the device == the CPU reference, bit for bit
 #   tokens     token batches (pack=bucket: several shapes; pack=concat) on the device ==
 #              the files, depth 1 (one slot, grown for larger batches) and the default
@@ -17,8 +19,8 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 B=${1:-build}
 case $B in /*) ;; *) B=$PWD/$B ;; esac
-T=$(mktemp -d) M=$T/mnt
-cleanup() { fusermount3 -u "$M" 2>/dev/null; rm -rf "$T"; }
+T=$(mktemp -d) M=$T/mnt P=$T/mntp
+cleanup() { fusermount3 -u "$M" 2>/dev/null; fusermount3 -u "$P" 2>/dev/null; rm -rf "$T"; }
 trap cleanup EXIT
 bad=0
 line() { printf '%-9s %s\n' "$1" "$2"; }
@@ -73,6 +75,26 @@ done
 sed -n 's/^device: /delivery  /p; s/^delivery: /delivery  /p; s/^overlap: /overlap   /p' "$T/dev"
 # the reason copy=auto stages: its copies must overlap the consumer's kernels
 grep -q 'overlapped=yes' "$T/dev" || fail overlap "copies did not overlap kernels: $(grep '^overlap' "$T/dev")"
+
+# the pool file: registered once, each batch copied from its window (no host copy)
+mkdir "$P"
+if [ "$D" != "$M" ]; then
+    line pool "n/a: no FUSE mount here"
+elif ! "$B/batchfs" "$T/data.bfs" "$P" -o "$OPTS,gpu_pool_mb=1536" 2>"$T/pool.log"; then
+    fail pool "the mount with gpu_pool_mb= failed: $(tail -1 "$T/pool.log")"
+elif ! grep -q '"served": true' "$P/stats"; then
+    line pool "n/a: no /.pool (no FUSE passthrough here: $(grep -o 'gpu_pool_mb=[^(]*' "$T/pool.log" | head -1))"
+else
+    cat "$P"/epoch/*/batch_* >/dev/null
+    if "$TOOL" read "$P" device=cuda cuda_library="$lib" copy=pool >"$T/gotp" 2>"$T/err" &&
+        cmp -s <(grep -v ^stats "$T/gotp") "$T/want"; then
+        line pool "ok copy=pool: $(grep -c . "$T/want") batches equal the files ($(grep ^stats "$T/gotp" | grep -o 'pooled=[0-9]* pool_staged=[0-9]*'))"
+    else fail pool "copy=pool: $(cat "$T/err") device bytes differ from the files or the loader failed"; fi
+    "$TOOL" device "$P" 5 device=cuda cuda_library="$lib" copy=pool >"$T/devp" 2>&1 || fail pool "$(cat "$T/devp")"
+    sed -n 's/^delivery: /pool      delivery /p; s/^overlap: /pool      overlap /p' "$T/devp"
+    grep -q 'overlapped=yes' "$T/devp" || fail pool "copy=pool copies did not overlap kernels"
+    fusermount3 -u "$P"
+fi
 
 # convert: the device against the host, same table
 for dt in f16 f32; do

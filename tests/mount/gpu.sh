@@ -16,7 +16,18 @@
 #      uses staging;
 #   5. a token mount (pack=bucket: batch files of several sizes and shapes): the CPU path
 #      and each copy path on the fake driver (depth 1: one slot, grown) give the files'
-#      tensors, in data order.
+#      tensors, in data order;
+#   6. copy=pool over a mount with gpu_pool_mb= (under passthrough): the pool file is
+#      registered once for every batch, no host copy, and each batch is copied from its
+#      window while its file is held open (the lease). The fake driver runs the copies
+#      from registered memory late, when an event recorded after them is synchronized
+#      (FAKE_CUDA_DEFER=1); the consumer keeps 8 batches before reading each back (lag=8)
+#      and the pool is the smallest the daemon takes, so the daemon reuses windows long
+#      before those copies run: a loader that let go of a batch file before its copy's
+#      event gets other bytes (seen: 40 of 42 batches differed with the lease dropped at
+#      once); here the leases outgrow the pool and the loader stages what finds no window.
+#      auto takes the pool too; copy=pool on a mount without one is refused with the
+#      reason.
 # Run: BUILD=build bash tests/mount/gpu.sh (tests/run.sh does). About 5 s.
 . "$(dirname "$0")/lib.sh"
 require_fuse
@@ -108,4 +119,41 @@ for copy in staging register auto; do
     cmp <(grep -v ^stats "$T/got_tok_$copy") "$T/want_tok" || fail "tokens copy=$copy: device bytes differ from the files"
 done
 ok "token mount (pack=bucket, $shapes shapes): CPU, staging, register, auto at depth 1 give the files' tensors"
+# 6. the pool file: registered once, each batch from its window under its open file
+"$GEN" "$T/pimages" 4 30 60 120 3 # 120 images: 7 batches of 16 (~197 KB each)
+"$MKBATCHFS" --quiet "$T/pimages" "$T/pool.bfs"
+P=$T/mntp
+mkdir "$P"
+mount_bfs "$T/pool.bfs" "$P" -o batch=16,size=64,epochs=6,threads=1,gpu_pool_mb=1
+if [ "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["pool"]["served"])' "$P/stats")" = True ]; then
+    "$TOOL" files "$P" 0 6 >"$T/want_pool" || fail "gpu_tool files (pool)"
+    for copy in pool auto; do
+        FAKE_CUDA_DEFER=1 "$TOOL" read "$P" device=cuda cuda_library="$FAKE" copy=$copy >"$T/got_pool" 2>"$T/err" ||
+            fail "copy=$copy over a pool: $(cat "$T/err")"
+        cmp <(grep -v ^stats "$T/got_pool") "$T/want_pool" ||
+            fail "copy=$copy: device bytes differ from the files ($(diff <(grep -v ^stats "$T/got_pool") "$T/want_pool" | grep -c '^<') batches): a window changed before its copy ran"
+        s=$(grep ^stats "$T/got_pool")
+        case $s in
+        *"copy=pool batches=42 host_copies=0 registered=0 staged=0 "*"pooled=42 pool_staged=0 register_calls=1 registered_live=0 deferred="[1-9]*) ;;
+        *) fail "copy=$copy over a pool: $s" ;;
+        esac
+    done
+    w=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["pool"]["windows"])' "$P/stats")
+    [ "$w" -ge 84 ] || fail "the daemon named $w windows for 84 batches"
+    FAKE_CUDA_DEFER=1 "$TOOL" read "$P" lag=8 device=cuda cuda_library="$FAKE" copy=pool >"$T/got_lag" 2>"$T/err" ||
+        fail "copy=pool lag=8: $(cat "$T/err")"
+    cmp <(grep -v ^stats "$T/got_lag") "$T/want_pool" ||
+        fail "copy=pool with batches kept: $(diff <(grep -v ^stats "$T/got_lag") "$T/want_pool" | grep -c '^<') batches differ: a window changed before its copy ran"
+    s=$(grep ^stats "$T/got_lag")
+    pooled=$(echo "$s" | grep -o ' pooled=[0-9]*' | cut -d= -f2) staged=$(echo "$s" | grep -o ' pool_staged=[0-9]*' | cut -d= -f2)
+    [ "$pooled" -ge 5 ] && [ "$staged" -ge 1 ] && [ $((pooled + staged)) = 42 ] || fail "copy=pool lag=8: $s"
+    ok "leases held across late copies: with 8 batches kept and the smallest pool, every batch's bytes ($pooled from their windows, $staged staged: no window was free)"
+    rc=0
+    "$TOOL" read "$M" device=cuda cuda_library="$FAKE" copy=pool >/dev/null 2>"$T/err" || rc=$?
+    [ $rc = 1 ] && grep -q "copy=pool: .* offers no pool file (mount it with -o gpu_pool_mb=N" "$T/err" ||
+        fail "copy=pool without a pool: rc=$rc $(cat "$T/err")"
+    ok "copy=pool (and auto) over gpu_pool_mb=1: 42 batches, one registration, no host copy, the files' bytes with late copies; refused where the mount has no pool"
+else
+    ok "no FUSE passthrough here: no pool file to test copy=pool with"
+fi
 echo "PASS: gpu"
