@@ -315,6 +315,9 @@ uint32_t bfs_batch_substitutes(const bfs_batch *b);
  * open until the batch is freed (after the last release). */
 int bfs_batch_fd(const bfs_batch *b);
 
+/* bfs_batch_retain - one more reference on b (held: the caller has one). */
+void bfs_batch_retain(bfs_batch *b);
+
 /* bfs_batch_release - drop a reference; accepts NULL. */
 void bfs_batch_release(bfs_batch *b);
 

@@ -602,6 +602,15 @@ int bfs_batch_fd(const bfs_batch *b)
     return b->ce.fd;
 }
 
+void bfs_batch_retain(bfs_batch *b)
+{
+    bfs_exec *x = b->x;
+    xlock(x);
+    BFS_ASSERT(b->ce.refs > 0);
+    b->ce.refs++;
+    xunlock(x);
+}
+
 void bfs_batch_release(bfs_batch *b)
 {
     if (!b)

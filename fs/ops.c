@@ -483,6 +483,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     atomic_fetch_add(&fs->reads, 1);
     const uint8_t *data;
     uint64_t len;
+    bfs_batch *held = NULL; /* the batch this read holds until its reply is out */
     if (ino == FSN_INO_PIPELINE) {
         data = (const uint8_t *)fs->pipeline, len = fs->pipeline_len;
     } else if (ino == FSN_INO_STATS) {
@@ -500,12 +501,19 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
             pthread_setcancelstate(old, NULL);
             return;
         }
-        const bfs_batch *b = __atomic_load_n(&of->b, __ATOMIC_ACQUIRE);
+        bfs_batch *b = __atomic_load_n(&of->b, __ATOMIC_ACQUIRE);
         data = bfs_batch_data(b), len = bfs_batch_size(b);
+        /* a buffer (copying mode; a gpu_pool_mb= window) is reused once its batch is
+         * evicted, and the open file's reference may go (RELEASE, on another thread) while
+         * the reply below is still being written from it: this read holds the batch
+         * itself until the reply is out */
+        if (bfs_batch_fd(b) < 0)
+            bfs_batch_retain(held = b);
         pthread_setcancelstate(old, NULL);
     }
     if (off < 0 || (uint64_t)off >= len) {
         fuse_reply_buf(req, NULL, 0);
+        bfs_batch_release(held);
         return;
     }
     size_t n = fsn_read_span(len, off, size);
@@ -532,6 +540,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         return;
     }
     fuse_reply_buf(req, (const char *)data + off, n);
+    bfs_batch_release(held);
 }
 
 static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
