@@ -1,12 +1,14 @@
 /*
  * loader.c — libbatchfs-gpu's loader (batchfs_gpu.h): the batch sequence of a rank, a
  * ring of slots filled ahead by one background thread, and the copy paths (host read,
- * pinned staging, registered mapping) with the device conversion.
+ * pinned staging, registered mapping, the mount's registered pool file) with the device
+ * conversion.
  *
- * Neighbours: the engine's batch file reader (engine/api.h: bfs_st_parse_header,
- * bfs_st_batch_from_file) checks every file (strict parser, batch schema);
- * cuda.c loads the driver; convert.c builds the conversion table and converts on the
- * host; convert.ptx is the device kernel. Nothing here includes FUSE or CUDA headers.
+ * Neighbours: schema.c checks and plans each batch file (with the engine's strict parser
+ * and batch schema, engine/api.h) and makes the tensor views (loader_internal.h holds
+ * what the two share); pool.c maps and registers a mount's pool file (copy=pool); cuda.c
+ * loads the driver; convert.c builds the conversion table and converts on the host;
+ * convert.ptx is the device kernel. Nothing here includes FUSE or CUDA headers.
  *
  * Design:
  * - Position p of the sequence is (epoch_begin + p / per_rank, rank + world * (p %
@@ -33,10 +35,7 @@
  *   (metadata kind "tokens": 1..BFSG_MAX_TENSORS integer tensors, delivered as they are,
  *   in data order) share the copy paths: a file_plan lists the tensors to copy.
  */
-#include "gpu/batchfs_gpu.h"
-#include "gpu/convert.h"
-#include "gpu/pool.h"
-#include "gpu/cuda_api.h"
+#include "gpu/loader_internal.h"
 #include "gpu/dlpack.h"
 #include "base/err.h"
 #include "engine/api.h"
@@ -58,108 +57,6 @@
 #include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
-
-#define MAX_DEPTH  8
-#define DEPTH_CUDA 3 /* copies overlap the consumer's kernels and each other */
-/* host: 2, measured (tests/bench/bench_gpu.sh, 9.6 MB batches): 0.91-0.96 of a read()
- * loop's bytes/s, 1.20-1.31 with a consumer reading every byte; depth 3 rotates more
- * buffers than the cache holds (0.71-0.81 bare) */
-#define DEPTH_HOST       2
-#define MAX_READERS      16
-#define READERS_DEFAULT  4          /* staging readers: at most this, at most half the CPUs */
-#define READ_SHARE       (2u << 20) /* a staging reader's least share of a batch */
-#define DEV_ALIGN        256u       /* device tensor alignment (cuMemAlloc's own is 256) */
-#define HOST_ALIGN       4096u      /* host buffers: file offsets keep their alignment mod 4096 */
-#define ERRLEN           1024
-#define FUSE_SUPER_MAGIC 0x65735546 /* linux/magic.h */
-#define NAME_CAP         64         /* bytes of a token batch's tensor name, with its NUL */
-
-enum { SLOT_FREE, SLOT_FILLING, SLOT_READY, SLOT_OUT };
-enum { COPY_READ, COPY_STAGING, COPY_REGISTER, COPY_AUTO, COPY_POOL };
-
-typedef struct core {
-    atomic_int refs; /* the loader's, plus one per detached slot */
-    int cuda;        /* 0: host memory */
-    bfsg_cuda cu;
-    CUdevice dev;
-    int dev_id;
-    CUcontext ctx; /* the device's primary context (shared with the runtime, PyTorch) */
-    CUstream copy; /* the loader's non-blocking copy stream */
-    CUmodule mod;
-    CUfunction fn;
-    CUdeviceptr lut;
-    CUstream consumer; /* the loader's consumer stream (NULL: the legacy stream) */
-    bfsgi_pool pool;   /* copy=pool: the mount's pool file, registered once */
-    /* slots that were retained and came back: reused for the next detach, so a caller
-     * that holds each batch a little longer (DLPack) costs no allocation per batch */
-    pthread_mutex_t spare_lock;
-    struct slot *spare[MAX_DEPTH]; /* guarded by spare_lock */
-    int n_spare;                   /* guarded by spare_lock */
-    int closed;                    /* guarded by spare_lock: the loader is gone */
-} core;
-
-typedef struct slot {
-    bfsg_batch pub; /* first: a bfsg_batch * is a slot * */
-    core *core;
-    atomic_int refs;     /* the loader's hold while OUT, plus the caller's retains */
-    atomic_int detached; /* 1: out of the ring; the last release frees it */
-    int state;           /* SLOT_*, guarded by the loader's lock */
-    uint64_t pos, gen;   /* guarded by the loader's lock */
-    int rc;              /* the fill's result; err says why */
-    char err[ERRLEN];
-    char path[PATH_MAX];
-    char names[BFSG_MAX_TENSORS][NAME_CAP]; /* token batches and fields: the views' names */
-    uint8_t *host;                          /* CPU: the file's data region; CUDA: pinned staging */
-    size_t host_cap;
-    uint8_t *conv; /* CPU conversion output */
-    size_t conv_cap;
-    CUdeviceptr dptr;
-    size_t dcap;
-    CUevent ready, done;
-    int ready_recorded, done_recorded;
-    void *map; /* copy=register: the mapping still registered */
-    size_t map_len;
-    int lease_fd; /* copy=pool: the batch file held open until its copy completed, or -1 */
-} slot;
-
-struct bfsg_loader {
-    core *core;
-    char err[ERRLEN];
-    /* parameters (before bfsg_open) */
-    char device[32], cuda_library[PATH_MAX], dtype[16], normalize[128], layout[16];
-    int copy_req;
-    uint64_t epoch_begin, epoch_end, rank, world;
-    int epoch_end_set, depth; /* depth 0: DEPTH_CUDA or DEPTH_HOST */
-    int readers;              /* readers=N: threads that pread a staged batch (0: default) */
-    CUstream consumer;
-    /* after bfsg_open */
-    int open;
-    char root[PATH_MAX];
-    uint64_t n_epochs, n_batches, per_rank, total;
-    int immutable; /* a batchfs mount: files never shrink, mapping them is safe */
-    int copy;      /* COPY_*: the path in use (COPY_AUTO while calibrating) */
-    bfsgi_convert conv;
-    bfs_st_file *stf; /* the producer's parse buffer */
-    pthread_t thread;
-    int thread_started;
-    /* pipeline, guarded by lock */
-    pthread_mutex_t lock;
-    pthread_cond_t cond;
-    int stop;
-    slot *ring[MAX_DEPTH];
-    uint64_t next_pos, produce_pos, gen;
-    slot *out;
-    bfsg_stats st;
-};
-
-static size_t round_up(size_t v, size_t a)
-{
-    return (v + a - 1) / a * a;
-}
-
-/* the engine's formatter: message into the loader's or the slot's err, rc returned */
-#define seterr(l, rc, ...)    bfs_errf(rc, (l)->err, sizeof(l)->err, __VA_ARGS__)
-#define slot_errf(s, rc, ...) bfs_errf(rc, (s)->err, sizeof(s)->err, __VA_ARGS__)
 
 /* ---- core ------------------------------------------------------------------------ */
 
@@ -336,19 +233,6 @@ const char *bfsg_error(const bfsg_loader *l)
     return l ? l->err : "no loader";
 }
 
-static int parse_u64(const char *s, uint64_t *v)
-{
-    if (!s || *s < '0' || *s > '9')
-        return -EINVAL;
-    errno = 0;
-    char *end;
-    unsigned long long x = strtoull(s, &end, 10);
-    if (errno || *end)
-        return -EINVAL;
-    *v = x;
-    return 0;
-}
-
 static int copy_text(bfsg_loader *l, char *dst, size_t cap, const char *name, const char *value)
 {
     if (strlen(value) >= cap)
@@ -368,7 +252,7 @@ int bfsg_set(bfsg_loader *l, const char *name, const char *value)
     if (!strcmp(name, "device")) {
         uint64_t n;
         if (strcmp(value, "auto") && strcmp(value, "cpu") && strcmp(value, "cuda") &&
-            (strncmp(value, "cuda:", 5) || parse_u64(value + 5, &n) || n > 1024))
+            (strncmp(value, "cuda:", 5) || bfsgi_parse_u64(value + 5, &n) || n > 1024))
             return seterr(l, -EINVAL, "device=%s: expected auto, cpu, cuda or cuda:N", value);
         return copy_text(l, l->device, sizeof l->device, name, value);
     }
@@ -376,7 +260,7 @@ int bfsg_set(bfsg_loader *l, const char *name, const char *value)
         return copy_text(l, l->cuda_library, sizeof l->cuda_library, name, value);
     if (!strcmp(name, "epoch_begin") || !strcmp(name, "epoch_end") || !strcmp(name, "rank") ||
         !strcmp(name, "world") || !strcmp(name, "depth") || !strcmp(name, "readers")) {
-        if (parse_u64(value, &v))
+        if (bfsgi_parse_u64(value, &v))
             return seterr(l, -EINVAL, "%s=%s: expected a non-negative integer", name, value);
         if (!strcmp(name, "epoch_begin"))
             l->epoch_begin = v;
@@ -453,7 +337,7 @@ static int count_entries(bfsg_loader *l, const char *dir, const char *prefix, ui
         if (nm[0] == '.')
             continue;
         uint64_t v;
-        if (strncmp(nm, prefix, plen) || parse_u64(nm + plen, &v) ||
+        if (strncmp(nm, prefix, plen) || bfsgi_parse_u64(nm + plen, &v) ||
             (nm[plen] == '0' && nm[plen + 1])) {
             rc = seterr(l, -EBADMSG, "%s/%s: not a %sN entry of a batchfs mount", dir, nm, prefix);
             break;
@@ -638,7 +522,7 @@ static int part_error(slot *s, const read_part *p, uint64_t end)
     return 0;
 }
 
-static int pread_full(slot *s, int fd, void *dst, size_t len, uint64_t off)
+int bfsgi_pread_full(slot *s, int fd, void *dst, size_t len, uint64_t off)
 {
     read_part p = {fd, dst, len, off, 0, 0};
     read_part_main(&p);
@@ -667,258 +551,11 @@ static int grow(slot *s, uint8_t **buf, size_t *cap, size_t need)
     return 0;
 }
 
-static void set_view(bfsg_tensor *t, const char *name, bfsg_dtype dt, uint32_t ndim,
-                     const uint64_t *shape, void *data, uint64_t nbytes)
-{
-    t->name = name;
-    t->dtype = dt;
-    t->ndim = ndim;
-    int64_t stride = 1;
-    for (int i = (int)ndim - 1; i >= 0; i--) {
-        t->shape[i] = (int64_t)shape[i];
-        t->strides[i] = stride;
-        stride *= (int64_t)shape[i];
-    }
-    t->data = data;
-    t->nbytes = nbytes;
-}
-
-/* the dtypes a batch may hold: the image dtypes, token batches' U8, I32, I64, and
- * fields' U16, U32 */
-static bfsg_dtype to_bfsg(bfs_dtype d)
-{
-    switch (d) {
-    case BFS_DT_U16:
-        return BFSG_U16;
-    case BFS_DT_U32:
-        return BFSG_U32;
-    case BFS_DT_U8:
-        return BFSG_U8;
-    case BFS_DT_F16:
-        return BFSG_F16;
-    case BFS_DT_BF16:
-        return BFSG_BF16;
-    case BFS_DT_I64:
-        return BFSG_I64;
-    case BFS_DT_I32:
-        return BFSG_I32;
-    default:
-        return BFSG_F32;
-    }
-}
-
-/* What one batch file holds: the checked header and where each tensor lies. The
- * tensors point into the producer's parse buffer: used before the next file is parsed. */
-typedef struct file_plan {
-    int tokens;          /* a token batch: t[0, n) delivered as they are, no conversion */
-    uint32_t n;          /* tensors in t: images: 3 + the field tensors */
-    bfs_st_batch_desc d; /* images: the descriptor; tokens: epoch and batch_index only */
-    uint64_t size, lo;   /* file size; the 4096-aligned start of the region read */
-    const bfs_st_tensor *t[BFSG_MAX_TENSORS]; /* images, labels, indices, fields (header
-                                                 order); tokens: data order */
-    uint64_t out_shape[4];
-    uint64_t out_bytes; /* images bytes as delivered */
-    int out_nchw;
-} file_plan;
-
-/* metadata key of f in plain decimal (no sign, no leading zero) */
-static int meta_u64(const bfs_st_file *f, const char *key, uint64_t *v)
-{
-    const char *t = bfs_st_meta_get(f, key);
-    return !t || parse_u64(t, v) || (t[0] == '0' && t[1]) ? -1 : 0;
-}
-
-/*
- * A token batch (docs/sequences.md): metadata format batchfs/2, kind tokens, a pack, epoch
- * and batch in decimal, a 16-hex-digit fingerprint; 1..BFSG_MAX_TENSORS tensors of U8,
- * I32 or I64 with 1..BFSG_MAX_DIMS dimensions, each at a file offset aligned to its
- * element size (so host views are aligned, as the writer places them). Any tensor names
- * and shapes: the loader delivers what the file holds, in data order.
- */
-static int plan_tokens(bfsg_loader *l, slot *s, const bfs_st_file *f, const char *kind,
-                       file_plan *fp)
-{
-    const char *fmt = bfs_st_meta_get(f, "format"), *pack = bfs_st_meta_get(f, "pack");
-    const char *fpr = bfs_st_meta_get(f, "fingerprint");
-    if (strcmp(kind, "tokens"))
-        return slot_errf(s, -EBADMSG,
-                         "%s: not a batchfs batch: metadata kind \"%s\" (known: \"tokens\", or "
-                         "none for images)",
-                         s->path, kind);
-    if (!fmt || strcmp(fmt, BFS_ST_FORMAT))
-        return slot_errf(s, -EBADMSG, "%s: not a batchfs batch: metadata format \"%s\", not \"%s\"",
-                         s->path, fmt ? fmt : "(none)", BFS_ST_FORMAT);
-    if (!pack || !*pack)
-        return slot_errf(s, -EBADMSG, "%s: not a batchfs token batch: no metadata pack", s->path);
-    if (meta_u64(f, "epoch", &fp->d.epoch) || meta_u64(f, "batch", &fp->d.batch_index))
-        return slot_errf(s, -EBADMSG,
-                         "%s: not a batchfs token batch: metadata epoch and batch must be "
-                         "decimal numbers",
-                         s->path);
-    int hex = fpr && strlen(fpr) == 16;
-    for (int i = 0; hex && i < 16; i++)
-        hex = (fpr[i] >= '0' && fpr[i] <= '9') || (fpr[i] >= 'a' && fpr[i] <= 'f');
-    if (!hex)
-        return slot_errf(s, -EBADMSG,
-                         "%s: not a batchfs token batch: metadata fingerprint is not 16 "
-                         "lowercase hex digits",
-                         s->path);
-    if (f->n_tensors < 1 || f->n_tensors > BFSG_MAX_TENSORS)
-        return slot_errf(s, -EBADMSG, "%s: a token batch of %u tensors; the loader takes 1 to %d",
-                         s->path, f->n_tensors, BFSG_MAX_TENSORS);
-    fp->tokens = 1, fp->n = 0;
-    for (uint32_t i = 0; i < f->n_tensors; i++) {
-        const bfs_st_tensor *t = &f->tensors[i];
-        if (t->dtype != BFS_DT_U8 && t->dtype != BFS_DT_I32 && t->dtype != BFS_DT_I64)
-            return slot_errf(s, -EBADMSG, "%s: tensor '%s' is %s; token batches hold U8, I32, I64",
-                             s->path, t->name, bfs_dtype_name(t->dtype));
-        if (t->ndim < 1 || t->ndim > BFSG_MAX_DIMS)
-            return slot_errf(s, -EBADMSG,
-                             "%s: tensor '%s' has %u dimensions; the loader takes 1 to %d", s->path,
-                             t->name, t->ndim, BFSG_MAX_DIMS);
-        if (t->name_len >= NAME_CAP || strlen(t->name) != t->name_len)
-            return slot_errf(s, -EBADMSG,
-                             "%s: a tensor name of %zu bytes (at most %d, no NUL) in a token batch",
-                             s->path, t->name_len, NAME_CAP - 1);
-        if (t->offset % bfs_dtype_size(t->dtype))
-            return slot_errf(s, -EBADMSG,
-                             "%s: tensor '%s' starts at byte %" PRIu64 ", not a multiple of its "
-                             "element size",
-                             s->path, t->name, t->offset);
-        uint32_t j = fp->n++; /* insertion by file offset: data order */
-        for (; j > 0 && fp->t[j - 1]->offset > t->offset; j--)
-            fp->t[j] = fp->t[j - 1];
-        fp->t[j] = t;
-    }
-    if (l->dtype[0] || l->normalize[0] || l->layout[0])
-        return slot_errf(s, -EINVAL,
-                         "%s: a token batch (pack=%s): dtype=, normalize= and layout= convert "
-                         "images only; leave them unset for token datasets",
-                         s->path, pack);
-    return 0;
-}
-
-static int plan_file(bfsg_loader *l, slot *s, int fd, uint64_t epoch, uint64_t k, file_plan *fp)
-{
-    struct stat st;
-    if (fstat(fd, &st))
-        return slot_errf(s, -errno, "%s: %s", s->path, strerror(errno));
-    if (!S_ISREG(st.st_mode))
-        return slot_errf(s, -EBADMSG, "%s: not a regular file", s->path);
-    fp->size = (uint64_t)st.st_size;
-    uint8_t head[4096];
-    size_t want = fp->size < sizeof head ? (size_t)fp->size : sizeof head;
-    int rc = pread_full(s, fd, head, want, 0);
-    if (rc)
-        return rc;
-    bfs_st_file *f = l->stf;
-    rc = bfs_st_parse_header(head, want, fp->size, f);
-    if (rc == -ENOBUFS) { /* headers above 4 KiB: large extras, batches of 225..255 (mod
-                           * 256) images or token rows, whose I64 tensors end just past
-                           * a page boundary */
-        uint64_t n;       /* 8 + N from the length field: f is not filled on -ENOBUFS */
-        if (bfs_st_header_len(head, &n))
-            return slot_errf(s, -EBADMSG, "%s: not a safetensors file: bad header length", s->path);
-        n += 8;
-        uint8_t *big = malloc(n);
-        if (!big)
-            return slot_errf(s, -ENOMEM, "%s: no memory for a %" PRIu64 "-byte header", s->path, n);
-        rc = pread_full(s, fd, big, n, 0);
-        if (!rc)
-            rc = bfs_st_parse_header(big, n, fp->size, f);
-        free(big);
-        if (rc == -ENOBUFS || rc > 0)
-            rc = -EBADMSG;
-    }
-    if (rc == -EBADMSG || rc == -E2BIG)
-        return slot_errf(s, -EBADMSG, "%s: not a safetensors file: %s", s->path, f->err);
-    if (rc)
-        return s->err[0] ? rc : slot_errf(s, rc, "%s: %s", s->path, strerror(-rc));
-    fp->tokens = 0, fp->n = 3;
-    fp->lo = f->data_offset / HOST_ALIGN * HOST_ALIGN;
-    const char *kind = bfs_st_meta_get(f, "kind");
-    char why[256];
-    if (kind) {
-        if ((rc = plan_tokens(l, s, f, kind, fp)))
-            return rc;
-    } else if (bfs_st_batch_from_file(f, &fp->d, why, sizeof why)) {
-        return slot_errf(s, -EBADMSG, "%s: not a batchfs batch: %s", s->path, why);
-    }
-    if (fp->d.epoch != epoch || fp->d.batch_index != k)
-        return slot_errf(s, -EBADMSG,
-                         "%s: holds epoch %" PRIu64 " batch %" PRIu64 " (its metadata), not "
-                         "epoch %" PRIu64 " batch %" PRIu64,
-                         s->path, fp->d.epoch, fp->d.batch_index, epoch, k);
-    if (fp->tokens)
-        return 0;
-    fp->t[0] = bfs_st_find(f, "images");
-    fp->t[1] = bfs_st_find(f, "labels");
-    fp->t[2] = bfs_st_find(f, "indices");
-    for (uint32_t i = 3; i < f->n_tensors; i++) { /* a multi-field dataset's (header order) */
-        const bfs_st_tensor *t = &f->tensors[i];
-        bfs_dtype dt = t->dtype;
-        if (dt != BFS_DT_U8 && dt != BFS_DT_U16 && dt != BFS_DT_U32 && dt != BFS_DT_I32 &&
-            dt != BFS_DT_I64 && dt != BFS_DT_F32 && dt != BFS_DT_F16 && dt != BFS_DT_BF16)
-            return slot_errf(s, -EBADMSG, "%s: field tensor '%s' is %s, which the loader lacks",
-                             s->path, t->name, bfs_dtype_name(dt));
-        if (t->name_len >= NAME_CAP || strlen(t->name) != t->name_len)
-            return slot_errf(s, -EBADMSG,
-                             "%s: a field tensor name of %zu bytes (at most %d, no NUL)", s->path,
-                             t->name_len, NAME_CAP - 1);
-        if (t->offset % bfs_dtype_size(dt))
-            return slot_errf(s, -EBADMSG,
-                             "%s: field tensor '%s' starts at byte %" PRIu64 ", not a multiple "
-                             "of its element size",
-                             s->path, t->name, t->offset);
-        fp->t[fp->n++] = t; /* n_tensors <= BFS_ST_MAX_TENSORS == BFSG_MAX_TENSORS */
-    }
-    const bfsgi_convert *cv = &l->conv;
-    if (cv->active && fp->d.dtype != BFS_DT_U8)
-        return slot_errf(s, -EINVAL,
-                         "%s: images are %s; dtype=/layout= conversion needs u8 batch files "
-                         "(mount without dtype=)",
-                         s->path, bfs_dtype_name(fp->d.dtype));
-    fp->out_nchw = cv->active && cv->nchw >= 0 ? cv->nchw : fp->d.nchw;
-    uint64_t B = fp->d.batch, H = fp->d.height, W = fp->d.width;
-    uint64_t nhwc[4] = {B, H, W, 3}, nchw[4] = {B, 3, H, W};
-    memcpy(fp->out_shape, fp->out_nchw ? nchw : nhwc, sizeof nhwc);
-    fp->out_bytes = cv->active ? B * H * W * 3 * (uint64_t)cv->elem : fp->t[0]->nbytes;
-    return 0;
-}
-
-/* the views of the batch in s: tensor i of fp at at[i] */
-static void fill_views(bfsg_loader *l, slot *s, const file_plan *fp, uint8_t *const at[])
-{
-    bfsg_batch *b = &s->pub;
-    if (fp->tokens) {
-        for (uint32_t i = 0; i < fp->n; i++) {
-            const bfs_st_tensor *t = fp->t[i];
-            memcpy(s->names[i], t->name, t->name_len + 1); /* < NAME_CAP (plan_tokens) */
-            set_view(&b->tensors[i], s->names[i], to_bfsg(t->dtype), t->ndim, t->shape, at[i],
-                     t->nbytes);
-        }
-        b->n_tensors = fp->n;
-        return;
-    }
-    uint64_t one[1] = {fp->d.batch};
-    bfsg_dtype dt = l->conv.active ? (bfsg_dtype)l->conv.dtype : to_bfsg(fp->d.dtype);
-    set_view(&b->tensors[0], "images", dt, 4, fp->out_shape, at[0], fp->out_bytes);
-    set_view(&b->tensors[1], "labels", BFSG_I64, 1, one, at[1], fp->t[1]->nbytes);
-    set_view(&b->tensors[2], "indices", BFSG_I64, 1, one, at[2], fp->t[2]->nbytes);
-    for (uint32_t i = 3; i < fp->n; i++) { /* fields: as the file holds them */
-        const bfs_st_tensor *t = fp->t[i];
-        memcpy(s->names[i], t->name, t->name_len + 1); /* < NAME_CAP (plan_file) */
-        set_view(&b->tensors[i], s->names[i], to_bfsg(t->dtype), t->ndim, t->shape, at[i],
-                 t->nbytes);
-    }
-    b->n_tensors = fp->n;
-}
-
 static int fill_host(bfsg_loader *l, slot *s, int fd, const file_plan *fp)
 {
     size_t need = (size_t)(fp->size - fp->lo);
     int rc = grow(s, &s->host, &s->host_cap, need);
-    if (rc || (rc = pread_full(s, fd, s->host, need, fp->lo)))
+    if (rc || (rc = bfsgi_pread_full(s, fd, s->host, need, fp->lo)))
         return rc;
     const uint8_t *base = s->host; /* where file offset fp->lo is */
     uint8_t *at[BFSG_MAX_TENSORS];
@@ -931,30 +568,8 @@ static int fill_host(bfsg_loader *l, slot *s, int fd, const file_plan *fp)
                            fp->d.width);
         at[0] = s->conv;
     }
-    fill_views(l, s, fp, at);
+    bfsgi_fill_views(l, s, fp, at);
     return 0;
-}
-
-/* device layout of a slot: images as delivered, labels, indices, the field tensors, then
- * the u8 source of a conversion (at off[fp->n]); or a token batch's tensors in data order;
- * each DEV_ALIGN-aligned */
-static void dev_layout(const bfsg_loader *l, const file_plan *fp, size_t off[BFSG_MAX_TENSORS + 1],
-                       size_t *total)
-{
-    size_t o = 0;
-    if (fp->tokens) {
-        for (uint32_t i = 0; i < fp->n; i++)
-            off[i] = o, o = round_up(o + fp->t[i]->nbytes, DEV_ALIGN);
-        *total = o ? o : DEV_ALIGN; /* empty tensors still get a (valid) pointer */
-        return;
-    }
-    off[0] = o, o = round_up(o + fp->out_bytes, DEV_ALIGN);
-    for (uint32_t i = 1; i < fp->n; i++)
-        off[i] = o, o = round_up(o + fp->t[i]->nbytes, DEV_ALIGN);
-    off[fp->n] = o;
-    if (l->conv.active)
-        o = round_up(o + fp->t[0]->nbytes, DEV_ALIGN);
-    *total = o;
 }
 
 /*
@@ -970,7 +585,7 @@ static int pread_staged(bfsg_loader *l, slot *s, int fd, uint8_t *dst, size_t le
     if ((size_t)k > len / READ_SHARE)
         k = (int)(len / READ_SHARE);
     if (k <= 1)
-        return pread_full(s, fd, dst, len, off);
+        return bfsgi_pread_full(s, fd, dst, len, off);
     read_part part[MAX_READERS];
     pthread_t tid[MAX_READERS];
     int started[MAX_READERS] = {0};
@@ -1011,7 +626,7 @@ static int fill_cuda(bfsg_loader *l, slot *s, int fd, const file_plan *fp, int u
         (rc = slot_cuda(s, cu->EventSynchronize(s->ready), "cuEventSynchronize")))
         return rc;
     size_t off[BFSG_MAX_TENSORS + 1], total;
-    dev_layout(l, fp, off, &total);
+    bfsgi_dev_layout(l, fp, off, &total);
     if (total > s->dcap) { /* a larger batch than this slot held (pack=bucket): grow */
         /* the consumer may still read the old buffer: wait for the work queued on its
          * stream before the slot came back */
@@ -1103,7 +718,7 @@ static int fill_cuda(bfsg_loader *l, slot *s, int fd, const file_plan *fp, int u
     uint8_t *d = (uint8_t *)(uintptr_t)s->dptr, *at[BFSG_MAX_TENSORS];
     for (uint32_t i = 0; i < fp->n; i++)
         at[i] = d + off[i];
-    fill_views(l, s, fp, at);
+    bfsgi_fill_views(l, s, fp, at);
     return 0;
 }
 
@@ -1164,7 +779,7 @@ static void fill(bfsg_loader *l, slot *s, uint64_t epoch, uint64_t k)
     }
     file_plan fp;
     int mode = l->copy; /* what this batch took */
-    int rc = plan_file(l, s, fd, epoch, k, &fp);
+    int rc = bfsgi_plan_file(l, s, fd, epoch, k, &fp);
     if (!rc && s->core->cuda) {
         ctx_push(s->core);
         if (mode == COPY_AUTO) /* the first batch is staged, then timed both ways */
