@@ -77,6 +77,8 @@ static const struct {
     {"ram_mb", BFS_OPT_KNOB},
     /* beyond DESIGN.md's table: batch files on 2 MiB pages (docs/engine.md, Batch memory) */
     {"huge_pages", BFS_OPT_KNOB},
+    /* the pool file libbatchfs-gpu registers once (docs/gpu.md) */
+    {"gpu_pool_mb", BFS_OPT_KNOB},
     /* remote workers (DESIGN.md "Beyond one host"; docs/scale-out.md) */
     {"remote", BFS_OPT_KNOB},
     {"remote_ttl", BFS_OPT_KNOB},
@@ -1492,6 +1494,7 @@ START_TEST(help_text)
                                  {"cpu_budget=N", "online CPUs"},
                                  {"ram_mb=N", "half of free RAM"},
                                  {"huge_pages=", "auto"},
+                                 {"gpu_pool_mb=N", "0"},
                                  {"remote=", "none"},
                                  {"remote_ttl=S", "600"},
                                  {"remote_wait_ms=N", "10000"},
