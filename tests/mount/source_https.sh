@@ -209,7 +209,7 @@ ok "refused: $out"
 
 # the server paused past the retries: EIO, said in the log and /stats; back: the bytes
 mount_bfs "$W/d.bfs" "$T/a" -o batch=8,size=32
-mount_bfs "$HTTPS/d.bfs" "$T/b" -o "batch=8,size=32,ca=$T/ca.pem,prefetch=0,fetch_retries=1,fetch_timeout_ms=300"
+mount_bfs "$HTTPS/d.bfs" "$T/b" -o "batch=8,size=32,ca=$T/ca.pem,prefetch=0,fetch_retries=1,fetch_timeout_ms=1000"
 expect_log "^batchfs: sample [0-9]+ \(sample [0-9]+ of https://127\.0\.0\.1:$SPORT/d\.bfs\) in epoch 5 batch 2: the dataset's object store did not serve a read .*: GET https://127\.0\.0\.1:$SPORT/d\.bfs bytes [0-9]+-[0-9]+: .* after 1 retr(y|ies)$"
 source_paused "$NGINX_PID" "HTTPS server"
 

@@ -177,7 +177,7 @@ AWS_SECRET_ACCESS_KEY=$WRONG refused "access refused.*access key id AKIDBATCHFST
 # the server paused past the retries: EIO, said in the log and /stats, the daemon lives;
 # resumed: the same batch's bytes
 mount_bfs "$T/d.bfs" "$T/a" -o batch=8,size=32
-mount_bfs s3://bkt/d.bfs "$T/b" -o "batch=8,size=32,$O,prefetch=0,fetch_retries=1,fetch_timeout_ms=300"
+mount_bfs s3://bkt/d.bfs "$T/b" -o "batch=8,size=32,$O,prefetch=0,fetch_retries=1,fetch_timeout_ms=1000"
 expect_log "^batchfs: sample [0-9]+ \(sample [0-9]+ of s3://bkt/d\.bfs\) in epoch 5 batch 2: the dataset's object store did not serve a read .*: GET s3://bkt/d\.bfs bytes [0-9]+-[0-9]+: .* after 1 retr(y|ies)$"
 source_paused "$S3_PID" "S3 server"
 unmount_bfs "$T/b"
