@@ -700,8 +700,8 @@ uint32_t bfs_exec_follow(bfs_exec *x, uint64_t key, uint64_t epoch, uint64_t k, 
     }
     if (ahead)
         x->fetch_ahead = ahead;
-    uint64_t fe = 0, fk = 0;
-    int fetched = ahead && bfs_exec_rt_fetched(&x->rt, id, &fe, &fk);
+    bfs_exec_rt_mark mark;
+    int fetched = ahead && bfs_exec_rt_fetched(&x->rt, id, &mark);
     xunlock(x);
     /* the next `depth` batches of its walk (bfs_bc_walk_next: the model eviction's
      * bfs_bc_next_read counts steps of); the walk of a reader that went on from one epoch
@@ -716,32 +716,20 @@ uint32_t bfs_exec_follow(bfs_exec *x, uint64_t key, uint64_t epoch, uint64_t k, 
             bfs_exec_prefetch(x, ep, next);
         else
             win[nwin][0] = ep, win[nwin][1] = next, nwin++;
-    /* of the batches to fetch ahead, those its last read fetched already are not asked for
-     * again (each would be planned and looked up in the prefetcher: a window of 16 batches
-     * asked for anew at every read): those up to that read's last, when the window holds
-     * it (a reader that keeps its walk); all of them when it does not (a new walk, a jump,
-     * a window that shrank) */
-    int from = 0, beyond = 0;
-    for (int i = 0; fetched && i < nwin; i++)
-        if (win[i][0] == fe && win[i][1] == fk)
-            from = i + 1;
-    /* a window that shrank (its size follows the measured step, which varies): when the
-     * last read fetched past its end, further along this walk, all of it is fetched already
-     * and that read's last stays the mark (asked anew, the whole window counted again at
-     * each such read: 70 fetches for 30 batches read under ThreadSanitizer's timing) */
-    if (fetched && !from && nwin) {
-        uint64_t be = win[nwin - 1][0], bk = win[nwin - 1][1];
-        for (int d = 0;
-             d < FETCH_AHEAD_MAX && !beyond && bfs_bc_walk_next(&walk, nb, ne, &be, &bk) == 0; d++)
-            beyond = be == fe && bk == fk;
-        if (beyond)
-            from = nwin;
-    }
+    /* of the batches to fetch ahead, those an earlier read of this walk fetched already are
+     * not asked for again (each would be planned and looked up in the prefetcher: a window
+     * of 16 batches asked for anew at every read); a new walk, a jump or a read further
+     * back than the mark's asks for the whole window (bfs_exec_rt_fetch_from) */
+    int keep;
+    int from = bfs_exec_rt_fetch_from(&walk, nb, ne, epoch, k, fetched ? &mark : NULL,
+                                      (const uint64_t(*)[2])win, nwin, &keep);
     for (int i = from; i < nwin; i++)
         fetch_batch(x, win[i][0], win[i][1]);
-    if (nwin && !beyond) {
+    if (nwin && !keep) {
+        mark = (bfs_exec_rt_mark){win[nwin - 1][0], win[nwin - 1][1], epoch, k,
+                                  (uint64_t)(depth + nwin)};
         xlock(x);
-        bfs_exec_rt_set_fetched(&x->rt, id, win[nwin - 1][0], win[nwin - 1][1]);
+        bfs_exec_rt_set_fetched(&x->rt, id, &mark);
         x->st.fetched_batches += (uint64_t)(nwin - from);
         xunlock(x);
     }

@@ -244,22 +244,61 @@ int bfs_exec_rt_walks(const bfs_exec_rt *t, bfs_bc_reader *out)
     return n;
 }
 
-int bfs_exec_rt_fetched(bfs_exec_rt *t, uint32_t id, uint64_t *epoch, uint64_t *k)
+int bfs_exec_rt_fetched(bfs_exec_rt *t, uint32_t id, bfs_exec_rt_mark *m)
 {
     HELD(t);
     const reader *r = by_id(t, id);
     if (!r || !r->fetched)
         return 0;
-    *epoch = r->fetched_epoch, *k = r->fetched_k;
+    *m = r->mark;
     return 1;
 }
 
-void bfs_exec_rt_set_fetched(bfs_exec_rt *t, uint32_t id, uint64_t epoch, uint64_t k)
+void bfs_exec_rt_set_fetched(bfs_exec_rt *t, uint32_t id, const bfs_exec_rt_mark *m)
 {
     HELD(t);
     reader *r = by_id(t, id);
     if (r)
-        r->fetched = 1, r->fetched_epoch = epoch, r->fetched_k = k;
+        r->fetched = 1, r->mark = *m;
+}
+
+/* Whether the read of batch k of epoch lies on walk at or after the read the mark m was set
+ * at and before the mark itself: at most m->steps steps of the walk from that read. */
+static int read_since_mark(const bfs_bc_reader *walk, uint64_t nb, uint64_t ne, uint64_t epoch,
+                           uint64_t k, const bfs_exec_rt_mark *m)
+{
+    uint64_t e = m->at_epoch, b = m->at_k;
+    for (uint64_t d = 0; d < m->steps; d++) {
+        if (e == epoch && b == k)
+            return 1;
+        if (bfs_bc_walk_next(walk, nb, ne, &e, &b) != 0)
+            return 0;
+    }
+    return 0;
+}
+
+int bfs_exec_rt_fetch_from(const bfs_bc_reader *walk, uint64_t nb, uint64_t ne, uint64_t epoch,
+                           uint64_t k, const bfs_exec_rt_mark *m, const uint64_t (*win)[2],
+                           int nwin, int *keep)
+{
+    *keep = 0;
+    if (!m || !nwin || !read_since_mark(walk, nb, ne, epoch, k, m))
+        return 0; /* no mark, or this read is not past the one that set it: all of it */
+    /* a reader that keeps its walk: the window up to the mark is fetched */
+    for (int i = nwin - 1; i >= 0; i--)
+        if (win[i][0] == m->epoch && win[i][1] == m->k)
+            return i + 1;
+    /* a window that shrank (its size follows the measured step, which varies): the mark
+     * further along the walk than its end, all of it is fetched already and the mark stays
+     * (asked anew, the whole window counted again at each such read: 70 fetches for 30
+     * batches read under ThreadSanitizer's timing) */
+    uint64_t e = win[nwin - 1][0], b = win[nwin - 1][1];
+    for (uint64_t d = 0; d < m->steps && bfs_bc_walk_next(walk, nb, ne, &e, &b) == 0; d++)
+        if (e == m->epoch && b == m->k) {
+            *keep = 1;
+            return nwin;
+        }
+    return 0;
 }
 
 void bfs_exec_rt_set_depth(bfs_exec_rt *t, uint32_t id, int depth)

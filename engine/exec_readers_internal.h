@@ -6,15 +6,23 @@
  * cache/walk.c's: bfs_bc_walk_next, bfs_bc_lex_next).
  *
  * Locks: none of its own. The table is guarded by the executor's x->lock: every function
- * below but bfs_exec_rt_init and bfs_exec_rt_sort is called holding it, asserted through
- * `held` in debug and sanitizer builds. The news callback (bfs_exec_rt_on_news, the
- * autotuner's) runs under it.
+ * below but bfs_exec_rt_init, bfs_exec_rt_sort and bfs_exec_rt_fetch_from is called holding it,
+ * asserted through `held` in debug and sanitizer builds. The news callback (bfs_exec_rt_on_news,
+ * the autotuner's) runs under it.
  */
 #ifndef BATCHFS_ENGINE_EXEC_READERS_INTERNAL_H
 #define BATCHFS_ENGINE_EXEC_READERS_INTERNAL_H
 
 #include "cache/batchcache.h"
 #include "engine/exec.h"
+
+/* A reader's fetch-ahead mark (bfs_exec_follow): the last batch of its walk whose payloads
+ * were fetched ahead, the read it was set at, and the steps of the walk between the two. */
+typedef struct bfs_exec_rt_mark {
+    uint64_t epoch, k;       /* the window's last batch */
+    uint64_t at_epoch, at_k; /* the batch read when it was set */
+    uint64_t steps;          /* steps of the walk from that read to the window's last */
+} bfs_exec_rt_mark;
 
 typedef struct bfs_exec_rt_reader {
     uint64_t key; /* 0: free slot */
@@ -30,8 +38,8 @@ typedef struct bfs_exec_rt_reader {
     double asked;  /* when it asked for its last batch */
     double waited; /* how long it waited for that batch */
     double own_s, wait_s;
-    int fetched; /* the last batch of its walk whose payloads were fetched ahead is... */
-    uint64_t fetched_epoch, fetched_k; /* ...this one (bfs_exec_rt_fetched) */
+    int fetched;           /* it has a fetch-ahead mark... */
+    bfs_exec_rt_mark mark; /* ...this one (bfs_exec_rt_fetched) */
 } bfs_exec_rt_reader;
 
 typedef struct bfs_exec_rt {
@@ -64,11 +72,24 @@ uint32_t bfs_exec_rt_follow(bfs_exec_rt *t, uint64_t key, uint64_t epoch, uint64
                             double wait_s, bfs_exec_alive_fn alive, uint64_t nb,
                             uint64_t cache_batches, bfs_bc_reader *walk, int *depth, double *own_s);
 
-/* bfs_exec_rt_fetched - reader id's last batch whose payloads bfs_exec_follow fetched
- * ahead: 1 and *epoch, *k, or 0 (none yet, or the reader is gone);
- * bfs_exec_rt_set_fetched records it. */
-int bfs_exec_rt_fetched(bfs_exec_rt *t, uint32_t id, uint64_t *epoch, uint64_t *k);
-void bfs_exec_rt_set_fetched(bfs_exec_rt *t, uint32_t id, uint64_t epoch, uint64_t k);
+/* bfs_exec_rt_fetched - reader id's fetch-ahead mark, as bfs_exec_follow last set it: 1 and
+ * *m, or 0 (none yet, or the reader is gone); bfs_exec_rt_set_fetched records it. */
+int bfs_exec_rt_fetched(bfs_exec_rt *t, uint32_t id, bfs_exec_rt_mark *m);
+void bfs_exec_rt_set_fetched(bfs_exec_rt *t, uint32_t id, const bfs_exec_rt_mark *m);
+
+/*
+ * bfs_exec_rt_fetch_from - which of the fetch-ahead window win[0..nwin) (each {epoch, k},
+ * the batches of `walk` after a read of batch k of epoch, nb batches per epoch, ne epochs)
+ * to fetch, given the reader's mark m (NULL: none): the index of the first batch not
+ * fetched ahead yet, 0..nwin. *keep says whether the mark stays as it is (1: the window
+ * ends before it, as when a window shrinks) or moves to the window's last (0).
+ * The mark counts only for a read at or after the one it was set at, and before the mark,
+ * along the walk; a read further back (the same walk read again, a resume a few batches
+ * back) or elsewhere (a jump, a new walk) fetches the whole window. Pure; no lock.
+ */
+int bfs_exec_rt_fetch_from(const bfs_bc_reader *walk, uint64_t nb, uint64_t ne, uint64_t epoch,
+                           uint64_t k, const bfs_exec_rt_mark *m, const uint64_t (*win)[2],
+                           int nwin, int *keep);
 
 /* bfs_exec_rt_waited - bfs_exec_reader_waited. */
 void bfs_exec_rt_waited(bfs_exec_rt *t, uint32_t id, uint64_t epoch, uint64_t k, double wait_s);

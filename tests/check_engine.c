@@ -12,6 +12,7 @@
 #include "base/endian.h"
 #include "base/err.h"
 #include "engine/exec.h"
+#include "engine/exec_readers_internal.h"
 #include "engine/dataset/jpeg.h"
 #include "engine/dataset/pack.h"
 #include "engine/pipeline.h"
@@ -1562,6 +1563,63 @@ START_TEST(thread_count_changes)
 }
 END_TEST
 
+/* One read of batch k (epoch 0, stride 1, nb batches) as bfs_exec_follow fetches ahead:
+ * the window of `ahead` batches after the `depth` prefetched ones, asked for from
+ * bfs_exec_rt_fetch_from's index on, the mark moved unless kept. Returns the batches
+ * asked for. */
+static int fetch_read(bfs_exec_rt_mark *m, int *marked, uint64_t nb, uint64_t k, int depth,
+                      int ahead)
+{
+    bfs_bc_reader walk = {0, 0, 1, 0, 0};
+    uint64_t win[16][2], ep = 0, next = k;
+    int nwin = 0;
+    for (int d = 1; d <= depth + ahead && bfs_bc_walk_next(&walk, nb, 1, &ep, &next) == 0; d++)
+        if (d > depth)
+            win[nwin][0] = ep, win[nwin][1] = next, nwin++;
+    int keep;
+    int from = bfs_exec_rt_fetch_from(&walk, nb, 1, 0, k, *marked ? m : NULL,
+                                      (const uint64_t(*)[2])win, nwin, &keep);
+    ck_assert_int_ge(from, 0);
+    ck_assert_int_le(from, nwin);
+    if (nwin && !keep) {
+        *m = (bfs_exec_rt_mark){win[nwin - 1][0], win[nwin - 1][1], 0, k, (uint64_t)(depth + nwin)};
+        *marked = 1;
+    }
+    return nwin - from;
+}
+
+/* The fetch-ahead mark: a reader keeping its walk asks each batch once, a shrunk window
+ * nothing; a reader that goes back along the same walk (an epoch read again, a resume a
+ * few batches back) or jumps past the mark asks for its whole window again. */
+START_TEST(fetch_ahead_mark_follows_the_walk)
+{
+    bfs_exec_rt_mark m;
+    int marked = 0, asked = 0;
+    for (uint64_t k = 0; k < 20; k++) /* 20 batches, depth 2, ahead 4: 17 after batch 0 */
+        asked += fetch_read(&m, &marked, 20, k, 2, 4);
+    ck_assert_int_eq(asked, 17); /* 3..19, each once */
+    ck_assert_uint_eq(m.k, 19);
+    /* epoch 0 read again by the same reader: the mark (19) lies 13 steps past the first
+     * window (3..6), but behind this read's walk; every read asks its new batch */
+    ck_assert_int_eq(fetch_read(&m, &marked, 20, 0, 2, 4), 4);
+    for (uint64_t k = 1; k < 6; k++)
+        ck_assert_int_eq(fetch_read(&m, &marked, 20, k, 2, 4), 1);
+    /* a resume two batches back: 8..11 fetched as of read 5, read 3's window 6..9 */
+    ck_assert_int_eq(fetch_read(&m, &marked, 20, 3, 2, 4), 4);
+    /* a window that grew (read 4's 7..14 asks 10..14), then shrank: the mark (14) lies
+     * past read 5's 8..11 and read 6's 9..12: nothing asked, the mark kept; read 10's
+     * 13..16 asks 15, 16 */
+    ck_assert_int_eq(fetch_read(&m, &marked, 20, 4, 2, 8), 5);
+    ck_assert_int_eq(fetch_read(&m, &marked, 20, 5, 2, 4), 0);
+    ck_assert_int_eq(fetch_read(&m, &marked, 20, 6, 2, 4), 0);
+    ck_assert_uint_eq(m.k, 14);
+    ck_assert_int_eq(fetch_read(&m, &marked, 20, 10, 2, 4), 2);
+    /* a jump past the mark (16): the whole window (19) */
+    ck_assert_int_eq(fetch_read(&m, &marked, 20, 17, 1, 2), 1);
+    ck_assert_int_eq(fetch_read(&m, &marked, 20, 17, 1, 2), 0); /* the same read again */
+}
+END_TEST
+
 static Suite *engine_suite(void)
 {
     Suite *s = suite_create("engine");
@@ -1587,6 +1645,9 @@ static Suite *engine_suite(void)
     tcase_add_test(tc, readers_in_glob_order);
     tcase_add_test(tc, walk_known_before_prefetch);
     suite_add_tcase(s, tc);
+    TCase *fa = tcase_create("fetch_ahead");
+    tcase_add_test(fa, fetch_ahead_mark_follows_the_walk);
+    suite_add_tcase(s, fa);
     TCase *ex = tcase_create("exec");
     tcase_add_checked_fixture(ex, exec_setup, exec_teardown);
     tcase_set_timeout(ex, 120);
