@@ -258,9 +258,9 @@ const opt bfs_opt_table[OPT_COUNT] = {
                     INT(ram_mb, W_I64, 16, MIB_MAX, F_LATER)},
     [OPT_HUGE_PAGES] = {PUB("huge_pages", K, "0|1|auto", "auto",
                             "1: finished batch files on 2 MiB pages (under FUSE passthrough, "
-                            "which needs root): faster to read and to recycle, slower while "
-                            "the daemon first grows on VMs that return free memory to the "
-                            "host; auto: once the daemon recycles memory"),
+                            "which needs root; not with gpu_pool_mb=): faster to read and to "
+                            "recycle, slower while the daemon first grows on VMs that return "
+                            "free memory to the host; auto: once the daemon recycles memory"),
                         ENUM(huge_pages)},
     [OPT_GPU_POOL_MB] = {PUB("gpu_pool_mb", K, "N", "0",
                              "batches in one pool file of N MiB that libbatchfs-gpu maps and "

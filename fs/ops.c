@@ -729,7 +729,8 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
         bfs_service_batch_files(fs->svc, 1); /* (on huge pages per huge_pages=; not with a pool) */
     }
     uint64_t psize;
-    if (bfs_service_pool(fs->svc, &psize) >= 0) {
+    int pooled = bfs_service_pool(fs->svc, &psize) >= 0;
+    if (pooled) {
         if (atomic_load(&fs->pt_active))
             atomic_store(&fs->pool_on, 1);
         else
@@ -740,7 +741,9 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
     if (fs->args->pipe.huge_pages == 1) {
         if (!bfs_service_huge_files(fs->svc))
             fprintf(stderr, "batchfs: note: huge_pages=1 has no effect: %s\n",
-                    atomic_load(&fs->pt_active)
+                    pooled ? "with gpu_pool_mb= batches are kept in the pool file, not in batch "
+                             "files of their own"
+                    : atomic_load(&fs->pt_active)
                         ? "this kernel refused a private tmpfs with huge pages (fsopen)"
                         : "batch files are files only under FUSE passthrough (root, Linux >= "
                           "6.9, passthrough=auto)");

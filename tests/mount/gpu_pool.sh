@@ -7,7 +7,8 @@
 # the mapping equals the batch file's bytes. The lease: a batch file held open keeps its
 # window while the 44 other batches go through the pool. Refusals: a pool too small, with
 # cache_mb=; no window for a batch the caller has not open; no /.pool without the option
-# (nor without passthrough: a note in the log).
+# (nor without passthrough: a note in the log). huge_pages=1 on a pool mount: a note
+# naming gpu_pool_mb= (batches stay in the pool, not in batch files).
 . "$(dirname "$0")/lib.sh"
 require_fuse
 "$GEN" "$T/images" 4 60 40 90 3
@@ -27,7 +28,12 @@ mount_bfs "$T/d.bfs" "$T/mnt" -o "$OPTS"
 [ ! -e "$T/mnt/.pool" ] || fail "/.pool without gpu_pool_mb="
 unmount_bfs "$T/mnt"
 
-mount_bfs "$T/d.bfs" "$T/mnt" -o "$OPTS,gpu_pool_mb=2"
+expect_log '^batchfs: note: huge_pages=1 has no effect: with gpu_pool_mb= batches are kept in the pool file'
+mount_bfs "$T/d.bfs" "$T/mnt" -o "$OPTS,gpu_pool_mb=2,huge_pages=1"
+# huge_pages=1 cannot act on a pool mount (no batch files of their own): the note says so
+grep -q "huge_pages=1 has no effect: with gpu_pool_mb= batches are kept in the pool file" "$DAEMON_LOG" ||
+    fail "no note naming gpu_pool_mb= for huge_pages=1 on a pool mount: $(grep huge_pages "$DAEMON_LOG")"
+ok "huge_pages=1 on a pool mount: the note names gpu_pool_mb="
 if [ "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["passthrough"]["active"])' "$T/mnt/stats")" != True ]; then
     grep -q "gpu_pool_mb= has no /.pool to offer" "$DAEMON_LOG" || fail "no note on the pool without passthrough"
     [ ! -e "$T/mnt/.pool" ] || fail "/.pool without passthrough"
