@@ -240,7 +240,8 @@ typedef struct bfsg_stats {
     char device[96];                                /* "cpu" or "cuda:N NAME" */
     char copy[16];        /* "read" on the CPU; CUDA: "pool", "staging" or "register"
                            * ("auto" until the first batch was timed) */
-    char fallback[256];   /* device=auto on the CPU: why CUDA was not used */
+    char fallback[256];   /* device=auto on the CPU: why CUDA was not used; copy=auto on a
+                           * mount that offers a pool: why it stages instead */
     uint64_t pooled;      /* batches copied from their window of the mount's registered pool
                            * file (copy=pool): no host copy, no registration */
     uint64_t pool_staged; /* copy=pool: batches the daemon found no window for, staged */

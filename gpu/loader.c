@@ -448,9 +448,9 @@ static int choose_copy(bfsg_loader *l)
     c->cu.DeviceGetAttribute(&ro, BFSG_CU_ATTR_READ_ONLY_REGISTER, c->dev);
     int can_register = ro && l->immutable;
     /* the mount's pool file, registered once: no host copy and no registration per batch
-     * (auto takes it whenever the mount offers one) */
-    if (l->copy_req == COPY_POOL ||
-        (l->copy_req == COPY_AUTO && can_register && bfsgi_pool_offered(l->root))) {
+     * (auto takes it whenever the mount offers one and it can be registered read-only;
+     * when not, auto stages and bfsg_get_stats says why in `fallback`) */
+    if (l->copy_req == COPY_POOL || (l->copy_req == COPY_AUTO && bfsgi_pool_offered(l->root))) {
         char why[600] = "";
         int rc = -EINVAL;
         if (!ro)
@@ -470,6 +470,8 @@ static int choose_copy(bfsg_loader *l)
         }
         if (l->copy_req == COPY_POOL)
             return seterr(l, rc, "copy=pool: %s", why);
+        snprintf(l->st.fallback, sizeof l->st.fallback,
+                 "copy=auto: the mount's pool file not used: %.200s", why);
     }
     if (l->copy_req == COPY_REGISTER && !can_register)
         return seterr(l, -EINVAL, "copy=register: %s",

@@ -189,6 +189,8 @@ static int cmd_read(const char *path, int argc, char **argv)
            " register_ns_per_mb=%" PRIu64 " pooled=%" PRIu64 " pool_staged=%" PRIu64,
            st.device, st.copy, st.batches, st.host_copies, st.registered, st.staged, st.converted,
            st.staging_ns_per_mb, st.register_ns_per_mb, st.pooled, st.pool_staged);
+    if (st.fallback[0]) /* (stderr: the stats line's fields stay as they are) */
+        fprintf(stderr, "gpu_tool: fallback: %s\n", st.fallback);
     bfsg_destroy(l);
     /* the fake driver's counters, after the loader gave everything back */
     unsigned long long (*counter)(const char *) = NULL;

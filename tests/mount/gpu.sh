@@ -26,7 +26,9 @@
 #      before those copies run: a loader that let go of a batch file before its copy's
 #      event gets other bytes (seen: 40 of 42 batches differed with the lease dropped at
 #      once); here the leases outgrow the pool and the loader stages what finds no window.
-#      auto takes the pool too; copy=pool on a mount without one is refused with the
+#      auto takes the pool too, and where the pool cannot be used (no read-only host
+#      registration, FAKE_CUDA_RO_REGISTER=0; its registration failing) stages and says why
+#      in bfsg_get_stats' fallback; copy=pool on a mount without one is refused with the
 #      reason.
 # Run: BUILD=build bash tests/mount/gpu.sh (tests/run.sh does). About 5 s.
 . "$(dirname "$0")/lib.sh"
@@ -138,6 +140,22 @@ if [ "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["pool"][
         *) fail "copy=$copy over a pool: $s" ;;
         esac
     done
+    # auto where the pool cannot be used stages, and says why in bfsg_get_stats' fallback:
+    # no read-only host registration (attribute 113), or the pool's registration failed
+    "$TOOL" files "$P" 0 1 >"$T/want_pool1" || fail "gpu_tool files (pool, epoch 0)"
+    for knob in FAKE_CUDA_RO_REGISTER=0 FAKE_CUDA_FAIL=cuMemHostRegister_v2:1; do
+        env "$knob" "$TOOL" read "$P" device=cuda cuda_library="$FAKE" copy=auto epoch_end=1 >"$T/got_nopool" 2>"$T/err" ||
+            fail "copy=auto, $knob: $(cat "$T/err")"
+        cmp <(grep -v ^stats "$T/got_nopool") "$T/want_pool1" || fail "copy=auto, $knob: device bytes differ from the files"
+        case $knob in
+        *RO_REGISTER*) why="the device does not support read-only host registration (attribute 113)" ;;
+        *) why="cuMemHostRegister of $P/.pool" ;;
+        esac
+        grep -q "^stats .* pooled=0 " "$T/got_nopool" || fail "copy=auto, $knob: $(grep ^stats "$T/got_nopool")"
+        grep -qF "fallback: copy=auto: the mount's pool file not used: $why" "$T/err" ||
+            fail "copy=auto, $knob: the fallback does not say '$why': $(cat "$T/err")"
+    done
+    ok "copy=auto where the pool cannot be registered: staged, and fallback says why"
     w=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["pool"]["windows"])' "$P/stats")
     [ "$w" -ge 84 ] || fail "the daemon named $w windows for 84 batches"
     FAKE_CUDA_DEFER=1 "$TOOL" read "$P" lag=8 device=cuda cuda_library="$FAKE" copy=pool >"$T/got_lag" 2>"$T/err" ||
