@@ -569,19 +569,21 @@ static void reply_xattr(fuse_req_t req, const char *value, size_t len, size_t si
 
 /*
  * user.batchfs.window of batch (epoch, k): "OFFSET SIZE", where its bytes lie in /.pool,
- * for a caller that has the batch file open (the newest of its opens of it): the open
- * file holds the batch (taken at open: the pool is served only under passthrough), so the
- * window is not reused until that file is closed (the loader's lease, docs/gpu.md).
+ * for a caller that has the batch file (next: an epoch/N/next that served it) open (the
+ * newest of its opens of it): the open file holds the batch (taken at open: the pool is
+ * served only under passthrough; a next file's at its claim), so the window is not reused
+ * until that file is closed (the loader's lease, docs/gpu.md).
  * ENODATA: no pool, no open file of the caller's, or the batch found no window free.
  */
-static void window_xattr(fuse_req_t req, fsstate *fs, uint64_t epoch, uint64_t k, size_t size)
+static void window_xattr(fuse_req_t req, fsstate *fs, uint64_t epoch, uint64_t k, int next,
+                         size_t size)
 {
     uint64_t pid = (uint64_t)fuse_req_ctx(req)->pid, off = 0, len = 0;
     int found = 0;
     pthread_mutex_lock(&fs->lock); /* (no RELEASE frees a file meanwhile) */
     for (openfile *o = fs->open_files; o && atomic_load(&fs->pool_on); o = o->next) {
         const bfs_batch *b = __atomic_load_n(&o->b, __ATOMIC_ACQUIRE);
-        if (!o->is_next && o->pid == pid && o->epoch == epoch && o->k == k && b) {
+        if (o->is_next == next && o->pid == pid && o->epoch == epoch && o->k == k && b) {
             found = bfs_service_batch_window(fs->svc, b, &off);
             len = bfs_batch_size(b);
             break;
@@ -604,8 +606,8 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
     uint64_t epoch = 0, k = 0;
     int kind = classify(fs, ino, &epoch, &k);
     char v[64];
-    int n = -1;
-    if (kind == FSN_NEXT) {
+    int n = -1, next = kind == FSN_NEXT;
+    if (next) {
         /* the batch of the newest next file of this epoch the caller has open (the list
          * starts with the newest), as if the file were that batch_K */
         uint64_t pid = (uint64_t)fuse_req_ctx(req)->pid;
@@ -619,7 +621,7 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
         pthread_mutex_unlock(&fs->lock);
     }
     if (kind == FSN_BATCH && !strcmp(name, "user.batchfs.window")) {
-        window_xattr(req, fs, epoch, k, size);
+        window_xattr(req, fs, epoch, k, next, size);
         return;
     }
     if (kind == FSN_ROOT && !strcmp(name, "user.batchfs.fingerprint"))
@@ -648,10 +650,17 @@ static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
     static const char root[] = "user.batchfs.fingerprint";
     static const char root_pool[] = "user.batchfs.fingerprint\0user.batchfs.pool";
     static const char batch[] = "user.batchfs.epoch\0user.batchfs.batch\0user.batchfs.samples";
-    if (kind == FSN_ROOT && atomic_load(&fs->pool_on))
+    /* (the window is listed while a pool is served; its value needs the caller's open
+     * file, ENODATA without one, as getxattr says) */
+    static const char batch_pool[] = "user.batchfs.epoch\0user.batchfs.batch\0"
+                                     "user.batchfs.samples\0user.batchfs.window";
+    int pool = atomic_load(&fs->pool_on);
+    if (kind == FSN_ROOT && pool)
         reply_xattr(req, root_pool, sizeof root_pool, size);
     else if (kind == FSN_ROOT)
         reply_xattr(req, root, sizeof root, size);
+    else if ((kind == FSN_BATCH || kind == FSN_NEXT) && pool)
+        reply_xattr(req, batch_pool, sizeof batch_pool, size);
     else if (kind == FSN_BATCH || kind == FSN_NEXT)
         reply_xattr(req, batch, sizeof batch, size);
     else

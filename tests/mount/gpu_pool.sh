@@ -8,7 +8,8 @@
 # window while the 44 other batches go through the pool. Refusals: a pool too small, with
 # cache_mb=; no window for a batch the caller has not open; no /.pool without the option
 # (nor without passthrough: a note in the log). huge_pages=1 on a pool mount: a note
-# naming gpu_pool_mb= (batches stay in the pool, not in batch files).
+# naming gpu_pool_mb= (batches stay in the pool, not in batch files). With group=, an open
+# epoch/N/next names the window of the batch it served; listxattr lists the window.
 . "$(dirname "$0")/lib.sh"
 require_fuse
 "$GEN" "$T/images" 4 60 40 90 3
@@ -102,4 +103,30 @@ print(f"{checked} batches, {len(offsets)} distinct windows of a {size >> 20} MiB
       f"({batch} bytes a batch), every one equal; the held window unchanged; /stats {st}")
 PYEOF
 ok "every window of /.pool equals its batch file; an open file keeps its window"
+unmount_bfs "$T/mnt"
+
+# group=: an open epoch/N/next names the window of the batch it served, and listxattr of
+# batch and next files lists user.batchfs.window on a pool mount
+mount_bfs "$T/d.bfs" "$T/mnt" -o "$OPTS,gpu_pool_mb=2,group=pool-$$-$RANDOM"
+python3 - "$T/mnt" <<'PYEOF' || fail "user.batchfs.window of epoch/N/next"
+import mmap, os, sys
+m = sys.argv[1]
+size = int(os.getxattr(m, "user.batchfs.pool"))
+for f in ("epoch/0/batch_0", "epoch/0/next"):
+    assert "user.batchfs.window" in os.listxattr(f"{m}/{f}"), (f, os.listxattr(f"{m}/{f}"))
+pool = mmap.mmap(os.open(m + "/.pool", os.O_RDONLY), size, prot=mmap.PROT_READ)
+for _ in range(3):
+    fd = os.open(m + "/epoch/1/next", os.O_RDONLY)
+    k = int(os.getxattr(fd, "user.batchfs.batch"))
+    off, n = map(int, os.getxattr(fd, "user.batchfs.window").split())
+    data = b""
+    while chunk := os.read(fd, 1 << 20):
+        data += chunk
+    assert n == len(data) and pool[off:off + n] == data, (k, off, n, len(data))
+    with open(f"{m}/epoch/1/batch_{k}", "rb") as f:
+        assert f.read() == data, k
+    os.close(fd)
+print("  next: 3 batches, each window equal to the batch it served")
+PYEOF
+ok "group=: an open next file names its batch's window; listxattr lists user.batchfs.window"
 unmount_bfs "$T/mnt"
