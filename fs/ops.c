@@ -220,8 +220,8 @@ static void stats_text(fsstate *fs, openfile *of)
                            .pool_on = atomic_load(&fs->pool_on),
                            .windows = atomic_load(&fs->windows)};
     pthread_mutex_lock(&fs->lock);
-    for (backing *b = fs->backings; b; b = b->next)
-        f.backing_files += b->id > 0;
+    for (backing *b = fs->backings; b; b = b->next) /* batches: not /.pool's (no batch's key) */
+        f.backing_files += b->id > 0 && !(b->epoch == UINT64_MAX && b->k == UINT64_MAX);
     pthread_mutex_unlock(&fs->lock);
     bfs_service_stats(fs->svc, &f, &of->text, &of->text_len);
 }

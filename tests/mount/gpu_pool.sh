@@ -94,8 +94,11 @@ for e in range(3):
         checked += 1
 assert pool[hoff:hoff + hn] == want, "the held batch's window changed"
 os.close(held)
-st = json.load(open(m + "/stats"))["pool"]
+stats = json.load(open(m + "/stats"))
+st = stats["pool"]
 assert st["served"] and st["bytes"] == size and st["windows"] >= checked + 1, st
+# backing_files counts batches: the open /.pool is not one (and a pool's batches are copied)
+assert stats["passthrough"]["backing_files"] == 0, stats["passthrough"]
 assert st["misses"] == 0, st
 batch = len(want)
 assert checked * batch > 4 * size, (checked, batch, size)  # the pool went round
