@@ -791,6 +791,11 @@ static void fill(bfsg_loader *l, slot *s, uint64_t epoch, uint64_t k)
         if (mode == COPY_POOL && !bfsgi_pool_window(&s->core->pool, fd, fp.size, &window))
             mode = COPY_STAGING; /* the daemon found no window free for it */
         rc = fill_cuda(l, s, fd, &fp, mode == COPY_REGISTER, window, &host_ns);
+        /* a failure after copies from the window were queued: the lease (fd, closed below)
+         * holds until they ran, or the daemon may compute another batch into the window
+         * while the device still reads it (no event was recorded for slot_unmap to wait on) */
+        if (rc && window)
+            s->core->cu.StreamSynchronize(s->core->copy);
         if (!rc && l->copy == COPY_AUTO)
             calibrate(l, s, fd, &fp);
         b->ready_event = s->ready;
