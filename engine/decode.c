@@ -10,6 +10,7 @@
  */
 #include "engine/decode.h"
 #include "engine/dataset/bfs.h"
+#include "engine/huff.h"
 #include "base/err.h"
 #include "engine/dataset/image.h"
 #include "engine/dataset/jpeg.h"
@@ -50,8 +51,9 @@ struct bfs_decoder {
     size_t *seg; /* offsets of restart segments: start of i at 2i, end at 2i + 1 */
     size_t seg_cap;
     /* counters: incremented by the owning worker, read by /stats from other threads */
-    _Atomic uint64_t n_cropped, n_full, n_scaled, n_raw, n_window;
-    int stale; /* cinfo could not be made anew (no memory): make it before using it */
+    _Atomic uint64_t n_cropped, n_full, n_scaled, n_raw, n_window, n_own;
+    bfs_huff *huff; /* our entropy decoder for windows (huff.h); NULL: libjpeg-turbo's */
+    int stale;      /* cinfo could not be made anew (no memory): make it before using it */
 };
 
 static void on_error(j_common_ptr c)
@@ -84,10 +86,15 @@ int bfs_decoder_create(bfs_decoder **out)
     bfs_decoder *d = calloc(1, sizeof *d);
     if (!d)
         return -ENOMEM;
+    if (bfs_huff_wanted() && !(d->huff = bfs_huff_create())) {
+        free(d);
+        return -ENOMEM;
+    }
     d->cinfo.err = jpeg_std_error(&d->jerr.pub);
     d->jerr.pub.error_exit = on_error;
     d->jerr.pub.emit_message = on_message;
     if (setjmp(d->jerr.jb)) {
+        bfs_huff_destroy(d->huff);
         free(d);
         return -ENOMEM;
     }
@@ -113,6 +120,17 @@ static int fresh_decompressor(bfs_decoder *d)
     return 0;
 }
 
+int bfs_decoder_set_own_entropy(bfs_decoder *d, int on)
+{
+    if (on && !d->huff && !(d->huff = bfs_huff_create()))
+        return -ENOMEM;
+    if (!on) {
+        bfs_huff_destroy(d->huff);
+        d->huff = NULL;
+    }
+    return 0;
+}
+
 void bfs_decoder_destroy(bfs_decoder *d)
 {
     if (!d)
@@ -122,6 +140,7 @@ void bfs_decoder_destroy(bfs_decoder *d)
     free(d->row4);
     free(d->win);
     free(d->seg);
+    bfs_huff_destroy(d->huff);
     free(d);
 }
 
@@ -132,6 +151,7 @@ void bfs_decoder_get_stats(const bfs_decoder *d, bfs_decode_stats *st)
     st->scaled = atomic_load_explicit(&d->n_scaled, memory_order_relaxed);
     st->raw = atomic_load_explicit(&d->n_raw, memory_order_relaxed);
     st->windowed = atomic_load_explicit(&d->n_window, memory_order_relaxed);
+    st->own_entropy = atomic_load_explicit(&d->n_own, memory_order_relaxed);
 }
 
 int bfs_decoder_probe(const uint8_t *data, size_t len, bfs_image_info *info)
@@ -479,6 +499,9 @@ static int decode_pass(bfs_decoder *d, const pass *p, const bfs_image_info *info
         jpeg_abort_decompress(c);
         return -EINVAL;
     }
+    /* a window is of a file decoded whole and clean before (huff.h): our entropy decoder */
+    if (p->windowed && d->huff && bfs_huff_install(d->huff, c))
+        atomic_fetch_add_explicit(&d->n_own, 1, memory_order_relaxed);
 
     /* Region to decode: the request plus a margin, columns snapped by libjpeg. */
     JDIMENSION cx = 0, cw = c->output_width;

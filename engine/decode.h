@@ -58,11 +58,17 @@ typedef struct bfs_image_info {
 /* Decode statistics of one decoder (per-thread; summed by the engine). */
 typedef struct bfs_decode_stats {
     uint64_t cropped, full, scaled, raw; /* decodes by path */
-    uint64_t windowed; /* of the cropped: only the crop's restart segments decoded */
+    uint64_t windowed;    /* of the cropped: only the crop's restart segments decoded */
+    uint64_t own_entropy; /* of the windowed: entropy-decoded by huff.h's decoder */
 } bfs_decode_stats;
 
 /* bfs_decoder_create - a decoder for one thread. Returns 0 or -ENOMEM. */
 int bfs_decoder_create(bfs_decoder **out);
+
+/* bfs_decoder_set_own_entropy - on: windows are entropy-decoded by engine/huff.h's
+ * decoder (the default, unless BATCHFS_ENTROPY=libjpeg); off: by libjpeg-turbo's. For
+ * tests and benchmarks. Returns 0 or -ENOMEM. */
+int bfs_decoder_set_own_entropy(bfs_decoder *d, int on);
 
 /* bfs_decoder_destroy - free; accepts NULL. */
 void bfs_decoder_destroy(bfs_decoder *d);

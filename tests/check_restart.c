@@ -22,11 +22,13 @@
 #include "engine/exec.h"
 #include "engine/dataset/jpeg.h"
 #include "engine/dataset/pack.h"
+#include "engine/huff.h"
 #include "engine/pipeline.h"
 #include "tests/testutil.h"
 
 #include <check.h>
 #include <errno.h>
+#include <setjmp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -183,6 +185,211 @@ START_TEST(window_crops_equal_plain_crops)
                 free(jpg), free(rst);
             }
     ck_assert_uint_gt(windowed, 1000); /* windows were really used */
+}
+END_TEST
+
+/* engine/huff.h's entropy decoder, which decodes every window by default, against
+ * libjpeg-turbo's on the same windows: the same pixels, at every quality (100 and noise:
+ * large values, codes of up to 16 bits), sampling, interval and scale. */
+static void own_vs_libjpeg(const char *what, const uint8_t *rst, size_t rlen, uint64_t seed,
+                           uint64_t *used)
+{
+    bfs_decoder *own, *lib;
+    ck_assert_int_eq(bfs_decoder_create(&own), 0);
+    ck_assert_int_eq(bfs_decoder_create(&lib), 0);
+    ck_assert_int_eq(bfs_decoder_set_own_entropy(own, 1), 0);
+    ck_assert_int_eq(bfs_decoder_set_own_entropy(lib, 0), 0);
+    bfs_image_info info;
+    ck_assert_int_eq(bfs_decoder_probe(rst, rlen, &info), 0);
+    uint64_t rs = seed;
+    for (int s = 1; s <= 8; s *= 2) {
+        int sw = (info.width + s - 1) / s, sh = (info.height + s - 1) / s;
+        for (int t = 0; t < 25; t++) {
+            int x0 = (int)(tu_rand(&rs) % (uint64_t)sw), y0 = (int)(tu_rand(&rs) % (uint64_t)sh);
+            int x1 = x0 + 1 + (int)(tu_rand(&rs) % (uint64_t)(sw - x0));
+            int y1 = y0 + 1 + (int)(tu_rand(&rs) % (uint64_t)(sh - y0));
+            bfs_pixels a, b;
+            ck_assert_int_eq(bfs_decoder_decode(own, rst, rlen, &info, s, x0, y0, x1, y1, &a), 0);
+            ck_assert_int_eq(bfs_decoder_decode(lib, rst, rlen, &info, s, x0, y0, x1, y1, &b), 0);
+            ck_assert(a.x0 == b.x0 && a.y0 == b.y0 && a.w == b.w && a.h == b.h);
+            for (int y = 0; y < a.h; y++)
+                ck_assert_msg(memcmp(a.rgb + (size_t)y * a.stride, b.rgb + (size_t)y * b.stride,
+                                     3 * (size_t)a.w) == 0,
+                              "%s scale 1/%d region %d,%d-%d,%d: row %d differs", what, s, x0, y0,
+                              x1, y1, a.y0 + y);
+        }
+    }
+    bfs_decode_stats so, sl;
+    bfs_decoder_get_stats(own, &so);
+    bfs_decoder_get_stats(lib, &sl);
+    ck_assert_uint_eq(so.own_entropy, so.windowed); /* every window, by ours */
+    ck_assert_uint_eq(sl.own_entropy, 0);
+    ck_assert_uint_eq(sl.windowed, so.windowed);
+    *used += so.own_entropy;
+    bfs_decoder_destroy(own);
+    bfs_decoder_destroy(lib);
+}
+
+START_TEST(own_entropy_equals_libjpeg)
+{
+    static const int qualities[] = {30, 75, 95, 100};
+    static const int intervals[] = {1, 3};
+    uint64_t used = 0;
+    for (size_t ki = 0; ki < NKINDS; ki++)
+        for (size_t qi = 0; qi < sizeof qualities / sizeof qualities[0]; qi++)
+            for (size_t ii = 0; ii < sizeof intervals / sizeof intervals[0]; ii++) {
+                int w = qi & 1 ? 331 : 203, h = qi & 1 ? 250 : 141;
+                uint8_t *rgb = malloc((size_t)w * h * 3), *jpg, *rst;
+                size_t len, rlen;
+                ck_assert_ptr_nonnull(rgb);
+                tu_fill_rgb(rgb, w, h, ki * 100 + qi);
+                if (qi == 3) { /* noise over the texture: large values, long codes */
+                    uint64_t ns = ki + 1;
+                    for (size_t i = 0; i < (size_t)w * h * 3; i++)
+                        rgb[i] = (uint8_t)(rgb[i] / 2 + tu_rand(&ns) % 128);
+                }
+                ck_assert_int_eq(tu_encode_jpeg(rgb, w, h, qualities[qi], KINDS[ki].subsamp,
+                                                KINDS[ki].progressive, &jpg, &len),
+                                 0);
+                ck_assert_int_eq(bfs_jpeg_add_restarts(jpg, len, intervals[ii], &rst, &rlen), 0);
+                char what[128];
+                snprintf(what, sizeof what, "%s quality %d interval %d", KINDS[ki].name,
+                         qualities[qi], intervals[ii]);
+                own_vs_libjpeg(what, rst, rlen, ki * 1000 + qi * 10 + ii, &used);
+                free(rgb), free(jpg), free(rst);
+            }
+    ck_assert_uint_gt(used, 1000); /* our decoder was really used */
+}
+END_TEST
+
+/* The same scan with a fill byte before every restart marker (FF FF Dn), which is legal
+ * and libjpeg-turbo skips (jdmarker.c next_marker). (Before a stuffed FF 00 it is not
+ * legal: libjpeg-turbo's slow path reads FF FF 00 as FF, as ours does, its fast path
+ * does not.) */
+static uint8_t *with_fill_bytes(const uint8_t *j, size_t len, size_t *out_len)
+{
+    uint8_t *o = malloc(2 * len);
+    ck_assert_ptr_nonnull(o);
+    size_t i = 2, n = 2;
+    memcpy(o, j, 2);
+    while (i + 4 <= len && !(j[i] == 0xFF && j[i + 1] == 0xDA)) { /* markers before SOS */
+        size_t seg = 2 + ((size_t)j[i + 2] << 8 | j[i + 3]);
+        memcpy(o + n, j + i, seg);
+        i += seg, n += seg;
+    }
+    ck_assert_uint_lt(i + 4, len);
+    size_t sos = 2 + ((size_t)j[i + 2] << 8 | j[i + 3]);
+    memcpy(o + n, j + i, sos);
+    i += sos, n += sos;
+    for (; i < len; i++) {
+        if (j[i] == 0xFF && i + 1 < len && j[i + 1] >= 0xD0 && j[i + 1] <= 0xD7)
+            o[n++] = 0xFF;
+        o[n++] = j[i];
+    }
+    *out_len = n;
+    return o;
+}
+
+/* A whole-file decode through libjpeg-turbo's API, with engine/huff.h's decoder installed
+ * (own) or not. Returns the RGB pixels, NULL on an error or a warning. */
+typedef struct tjerr {
+    struct jpeg_error_mgr pub;
+    jmp_buf jb;
+    int warnings;
+} tjerr;
+
+static void tj_error(j_common_ptr c)
+{
+    longjmp(((tjerr *)(void *)c->err)->jb, 1);
+}
+
+static void tj_message(j_common_ptr c, int level)
+{
+    if (level < 0)
+        ((tjerr *)(void *)c->err)->warnings++;
+}
+
+static uint8_t *decode_whole(const uint8_t *jpg, size_t len, int own, int *installed)
+{
+    struct jpeg_decompress_struct c;
+    tjerr e;
+    bfs_huff *h = bfs_huff_create();
+    ck_assert_ptr_nonnull(h);
+    uint8_t *volatile rgb = NULL;
+    c.err = jpeg_std_error(&e.pub);
+    e.pub.error_exit = tj_error;
+    e.pub.emit_message = tj_message;
+    e.warnings = 0;
+    jpeg_create_decompress(&c);
+    if (setjmp(e.jb)) {
+        jpeg_destroy_decompress(&c);
+        bfs_huff_destroy(h);
+        free(rgb);
+        return NULL;
+    }
+    jpeg_mem_src(&c, jpg, (unsigned long)len);
+    jpeg_read_header(&c, TRUE);
+    c.out_color_space = JCS_RGB;
+    jpeg_start_decompress(&c);
+    *installed = own && bfs_huff_install(h, &c);
+    size_t stride = (size_t)c.output_width * 3;
+    rgb = malloc(stride * c.output_height);
+    ck_assert_ptr_nonnull(rgb);
+    while (c.output_scanline < c.output_height) {
+        JSAMPROW row = rgb + stride * c.output_scanline;
+        jpeg_read_scanlines(&c, &row, 1);
+    }
+    jpeg_abort_decompress(&c);
+    jpeg_destroy_decompress(&c);
+    bfs_huff_destroy(h);
+    if (e.warnings) {
+        free(rgb);
+        return NULL;
+    }
+    return rgb;
+}
+
+/* Whole files, not only windows: no restart markers, intervals of several MCUs, fill bytes
+ * (FF FF before markers and stuffed bytes, which build_window does not take), grayscale. */
+START_TEST(own_entropy_whole_files)
+{
+    static const int subsamp[] = {TJSAMP_420, TJSAMP_422, TJSAMP_444, TJSAMP_GRAY};
+    for (size_t si = 0; si < sizeof subsamp / sizeof subsamp[0]; si++)
+        for (int variant = 0; variant < 4; variant++) {
+            tu_jpeg_opts o = {.width = 203,
+                              .height = 141,
+                              .quality = 60 + 13 * variant,
+                              .subsamp = subsamp[si],
+                              .seed = si * 10 + (uint64_t)variant};
+            uint8_t *jpg, *f = NULL;
+            size_t len, flen;
+            ck_assert_int_eq(tu_make_jpeg(&o, &jpg, &len), 0);
+            if (variant >= 1 && subsamp[si] != TJSAMP_GRAY) { /* intervals 1 and 5 */
+                uint8_t *rst;
+                size_t rlen;
+                ck_assert_int_eq(bfs_jpeg_add_restarts(jpg, len, variant == 1 ? 1 : 5, &rst, &rlen),
+                                 0);
+                free(jpg);
+                jpg = rst, len = rlen;
+            }
+            if (variant == 3 && subsamp[si] != TJSAMP_GRAY) { /* and fill bytes */
+                f = with_fill_bytes(jpg, len, &flen);
+                ck_assert_uint_gt(flen, len);
+                free(jpg);
+                jpg = f, len = flen;
+            }
+            int ia = 0, ib = 0;
+            uint8_t *a = decode_whole(jpg, len, 1, &ia), *b = decode_whole(jpg, len, 0, &ib);
+            ck_assert_ptr_nonnull(b); /* clean to libjpeg-turbo */
+            ck_assert_ptr_nonnull(a);
+            ck_assert_int_eq(ia, 1);
+            size_t n = (size_t)o.width * o.height * 3;
+            ck_assert_msg(memcmp(a, b, n) == 0, "sampling %zu variant %d: pixels differ", si,
+                          variant);
+            /* cut short in the scan: libjpeg-turbo warns; ours stops with an error */
+            ck_assert_ptr_null(decode_whole(jpg, len * 2 / 3, 1, &ia));
+            free(a), free(b), free(jpg);
+        }
 }
 END_TEST
 
@@ -428,6 +635,8 @@ static Suite *restart_suite(void)
     tcase_add_test(t, add_restarts_is_lossless);
     tcase_add_test(t, add_restarts_refuses);
     tcase_add_test(t, window_crops_equal_plain_crops);
+    tcase_add_test(t, own_entropy_equals_libjpeg);
+    tcase_add_test(t, own_entropy_whole_files);
     tcase_add_test(t, bad_layout_falls_back);
     tcase_add_test(t, decoder_lends_no_tables);
     suite_add_tcase(s, t);

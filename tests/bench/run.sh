@@ -101,6 +101,9 @@ if [ ! -f "$imagenet/.complete" ]; then
     BFS_CORPUS_FLAGS="--large-every 24" bash tests/bench/corpus/make_corpus.sh "$imagenet"
 fi
 bash tests/bench/bench_peers.sh "$imagenet"
+echo
+echo "== restart windows: batchfs's entropy decoder vs libjpeg-turbo's, same crops (bench_huff) =="
+"$BUILD/bench/bench_huff" "$imagenet" 300 8
 # (before the benches that churn through gigabytes: on VMs that hand freed memory back to
 # the host, the daemon's fresh batch files then cost up to ~30% more; docs/engine.md)
 

@@ -13,8 +13,9 @@
  * the same files corrupt.
  * Files with restart markers also go through the crop decoder (engine/decode.c builds a
  * restart-segment window from the scan's markers: untrusted bytes too) at a few regions
- * and scales, and through bfs_jpeg_add_restarts (mkbatchfs --restart), whose output must
- * parse as the same image with a marker after every MCU.
+ * and scales, by engine/huff.h's entropy decoder and by libjpeg-turbo's (where that is
+ * clean, the same pixels), and through bfs_jpeg_add_restarts (mkbatchfs --restart), whose
+ * output must parse as the same image with a marker after every MCU.
  */
 #include "engine/dataset/bfs.h"
 #include "engine/decode.h"
@@ -63,8 +64,15 @@ static int decode_error(int rc)
  * narrower; sampling flags claimed croppable): errors, never a crash. */
 static void crops(const uint8_t *data, size_t size, const uint8_t *whole)
 {
-    static bfs_decoder *d;
+    static bfs_decoder *d, *lib;
     if (!d && bfs_decoder_create(&d))
+        return;
+    if (!lib && (bfs_decoder_create(&lib) || bfs_decoder_set_own_entropy(lib, 0))) {
+        bfs_decoder_destroy(lib);
+        lib = NULL;
+        return;
+    }
+    if (bfs_decoder_set_own_entropy(d, 1))
         return;
     bfs_image_info info;
     if (bfs_decoder_probe(data, size, &info))
@@ -83,13 +91,23 @@ static void crops(const uint8_t *data, size_t size, const uint8_t *whole)
                                  {0, sh / 3, sw / 3 + 1, sh},
                                  {sw / 4, 0, sw / 2 + 1, sh / 2 + 1}};
             for (int i = 0; i < 3; i++) {
-                bfs_pixels px;
+                bfs_pixels px, lp;
                 int rc = bfs_decoder_decode(d, data, size, &in, s, r[i][0], r[i][1], r[i][2],
                                             r[i][3], &px);
+                /* engine/huff.h's entropy decoder against libjpeg-turbo's: what that
+                 * decodes without a warning, this decodes to the same pixels (it may refuse
+                 * less: bytes left over in a segment, see huff.c restart) */
+                int lrc = bfs_decoder_decode(lib, data, size, &in, s, r[i][0], r[i][1], r[i][2],
+                                             r[i][3], &lp);
+                CHECK(lrc != 0 || rc == 0);
                 if (rc) {
                     CHECK(decode_error(rc));
                     continue;
                 }
+                CHECK(lrc || (px.x0 == lp.x0 && px.y0 == lp.y0 && px.w == lp.w && px.h == lp.h));
+                for (int y = 0; !lrc && y < px.h; y++)
+                    CHECK(memcmp(px.rgb + (size_t)y * px.stride, lp.rgb + (size_t)y * lp.stride,
+                                 3 * (size_t)px.w) == 0);
                 CHECK(!pass); /* a size other than the file's is never decoded */
                 CHECK(px.img_w == sw && px.img_h == sh);
                 CHECK(px.x0 <= r[i][0] && px.y0 <= r[i][1] && px.x0 + px.w >= r[i][2] &&

@@ -1,0 +1,399 @@
+/*
+ * huff.c — a baseline Huffman decoder for restart windows (see huff.h).
+ *
+ * The bit buffer holds nb bits at the top of a 64-bit word, zeros below them. A refill
+ * brings nb to 56 or more: 7 bytes at once when the 8 ahead hold no 0xFF, else byte by
+ * byte, un-stuffing FF 00; at a marker (or the end of the data) it stops and appends
+ * zero bits, counted in `fake`. Decoding a bit of those is what libjpeg-turbo warns
+ * about ("premature end of data segment"): nb < fake after an MCU stops the decode.
+ *
+ * A table of 2^LOOK entries per Huffman table, indexed by the next LOOK bits, gives the
+ * code's length, the value's size, the run of zeros before it and the bits to drop for
+ * both; LONG: the code is longer than LOOK bits (or not a code): the canonical search. The
+ * value is read and extended without a branch (whether a symbol's value bits fit in the
+ * lookahead is data the branch predictor cannot learn: an earlier version that branched
+ * on it was slower), and every AC symbol stores its value, an EOB or ZRL a 0 where nothing
+ * was stored yet.
+ * In the AC loop, k goes up to 78 on corrupt runs; ZZ maps 64..79 to 63, as
+ * libjpeg-turbo's jpeg_natural_order does, so such a block decodes as it does there.
+ */
+#include "engine/huff.h"
+
+#include <jerror.h>
+#include <jpegint.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define LOOK  10
+#define NLOOK (1 << LOOK)
+
+/* A table entry: the bits to drop (code and value: <= 31), the code's length, the
+ * value's size, the run of zeros before it, EOB (ends the block), LONG (a code longer
+ * than LOOK bits, or none: the canonical search). */
+#define E_DROP(e) ((e)&31u)
+#define E_LEN(e)  (((e) >> 5) & 31u)
+#define E_SIZE(e) (((e) >> 10) & 15u)
+#define E_RUN(e)  (((e) >> 14) & 15u)
+#define E_EOB     (1u << 18)
+#define E_LONG    (1u << 19)
+
+#if JPEG_LIB_VERSION >= 70
+#define SCALED_SIZE(comp) ((comp)->DCT_h_scaled_size)
+#else
+#define SCALED_SIZE(comp) ((comp)->DCT_scaled_size)
+#endif
+
+typedef struct htab {
+    uint32_t look[NLOOK];
+    int32_t maxcode[17]; /* largest code of each length; -1: none of that length */
+    int32_t valoff[17];  /* the symbol of code x of length l is val[valoff[l] + x] */
+    uint8_t val[256];
+    int dc;
+} htab;
+
+struct bfs_huff {
+    struct jpeg_entropy_decoder pub; /* first: c->entropy points here */
+    j_decompress_ptr c;
+    htab dc[NUM_HUFF_TBLS], ac[NUM_HUFF_TBLS];
+    const htab *dct[D_MAX_BLOCKS_IN_MCU], *act[D_MAX_BLOCKS_IN_MCU];
+    int ci[D_MAX_BLOCKS_IN_MCU];
+    uint8_t dc_needed[D_MAX_BLOCKS_IN_MCU], ac_needed[D_MAX_BLOCKS_IN_MCU];
+    int blocks;
+    int last_dc[MAX_COMPS_IN_SCAN];
+    const uint8_t *pos, *end;
+    uint64_t acc;
+    int nb, fake, hit;
+    unsigned restarts_to_go;
+    int next_rst;
+    JCOEF scratch[64]; /* ACs nobody needs go here */
+};
+
+/* zigzag to natural order, 16 more entries for runs past the end (see above) */
+static const uint8_t ZZ[80] = {0,  1,  8,  16, 9,  2,  3,  10, 17, 24, 32, 25, 18, 11, 4,  5,
+                               12, 19, 26, 33, 40, 48, 41, 34, 27, 20, 13, 6,  7,  14, 21, 28,
+                               35, 42, 49, 56, 57, 50, 43, 36, 29, 22, 15, 23, 30, 37, 44, 51,
+                               58, 59, 52, 45, 38, 31, 39, 46, 53, 60, 61, 54, 47, 55, 62, 63,
+                               63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63, 63};
+
+int bfs_huff_wanted(void)
+{
+    /* read once; decoders are made on several threads at once: an atomic (a race would
+     * only store the same value, but ThreadSanitizer would rightly say so) */
+    static _Atomic int wanted = -1;
+    int w = atomic_load_explicit(&wanted, memory_order_relaxed);
+    if (w < 0) {
+        const char *v = getenv("BATCHFS_ENTROPY");
+        w = !(v && strcmp(v, "libjpeg") == 0);
+        atomic_store_explicit(&wanted, w, memory_order_relaxed);
+    }
+    return w;
+}
+
+bfs_huff *bfs_huff_create(void)
+{
+    return calloc(1, sizeof(bfs_huff));
+}
+
+void bfs_huff_destroy(bfs_huff *h)
+{
+    free(h);
+}
+
+/* Stop the decode with libjpeg's error (decode.c's error_exit longjmps). */
+static void fail(j_decompress_ptr c, int code, int p0, int p1)
+{
+    c->err->msg_code = code;
+    c->err->msg_parm.i[0] = p0;
+    c->err->msg_parm.i[1] = p1;
+    (*c->err->error_exit)((j_common_ptr)c);
+    abort(); /* (error_exit does not return) */
+}
+
+/* The entry of symbol sym, a code of l bits. DC: sym is the size (<= 15: checked by
+ * libjpeg). AC: run << 4 | size; size 0 is EOB, or ZRL (16 zeros) with run 15; an EOB's
+ * run is dropped (libjpeg-turbo ends the block on any of them). */
+static uint32_t entry(int dc, int sym, int l)
+{
+    unsigned s = (unsigned)sym & 15, r = dc ? 0 : (unsigned)sym >> 4, eob = 0;
+    if (!dc && s == 0 && r != 15)
+        eob = E_EOB, r = 0;
+    return ((unsigned)l + s) | (unsigned)l << 5 | s << 10 | r << 14 | eob;
+}
+
+/* Tables for t from libjpeg's JHUFF_TBL src, which jpeg_make_d_derived_tbl checked when
+ * the scan started (counts, no code too long for its length, DC sizes <= 15). */
+static void build(htab *t, const JHUFF_TBL *src, int dc)
+{
+    for (int i = 0; i < NLOOK; i++)
+        t->look[i] = E_LONG;
+    memcpy(t->val, src->huffval, sizeof t->val);
+    t->dc = dc;
+    int32_t code = 0;
+    int k = 0;
+    t->maxcode[0] = -1;
+    t->valoff[0] = 0;
+    for (int l = 1; l <= 16; l++) {
+        int n = src->bits[l];
+        t->valoff[l] = k - code;
+        t->maxcode[l] = n ? code + n - 1 : -1;
+        for (int i = 0; i < n; i++, k++, code++) {
+            if (l > LOOK)
+                continue;
+            uint32_t e = entry(dc, src->huffval[k], l);
+            int shift = LOOK - l, base = (int)code << shift;
+            for (int j = 0; j < 1 << shift; j++)
+                t->look[base + j] = e;
+        }
+        code <<= 1;
+    }
+}
+
+/* The entry of a code longer than LOOK bits at the top of acc. */
+static uint32_t long_entry(j_decompress_ptr c, const htab *t, uint64_t acc)
+{
+    for (int l = LOOK + 1; l <= 16; l++) {
+        int32_t code = (int32_t)(acc >> (64 - l));
+        if (code <= t->maxcode[l]) {
+            int32_t i = t->valoff[l] + code;
+            if (i < 0 || i > 255)
+                break;
+            return entry(t->dc, t->val[i], l);
+        }
+    }
+    fail(c, JWRN_HUFF_BAD_CODE, 0, 0);
+    return 0;
+}
+
+/* The byte-wise refill (see the top). */
+static void refill_slow(bfs_huff *h)
+{
+    while (h->nb <= 56) {
+        if (!h->hit) {
+            if (h->pos >= h->end) /* no marker before the end: libjpeg-turbo warns */
+                fail(h->c, JWRN_JPEG_EOF, 0, 0);
+            unsigned b = *h->pos;
+            if (b == 0xFF) {
+                const uint8_t *q = h->pos + 1;
+                while (q < h->end && *q == 0xFF) /* fill bytes */
+                    q++;
+                if (q < h->end && *q == 0) {
+                    h->pos = q + 1; /* FF 00: a data byte FF */
+                } else {
+                    h->hit = 1; /* a marker: the segment's data ends here */
+                    continue;
+                }
+            } else {
+                h->pos++;
+            }
+            h->acc |= (uint64_t)b << (56 - h->nb);
+            h->nb += 8;
+            continue;
+        }
+        h->nb += 8;
+        h->fake += 8;
+    }
+}
+
+/* At an MCU that starts a restart interval: the bits left of the last segment dropped,
+ * then on to the next marker, which must be the expected RSTn. Bytes left over before it
+ * are skipped without a word: libjpeg-turbo warns of them only when its bit reader has not
+ * reached the marker yet (jdmarker.c next_marker), and otherwise counts them for a warning
+ * it may never give (when no later marker is searched for), so a file it decodes whole
+ * without a warning can hold such bytes; refusing them here would call a clean file
+ * corrupt. (Windows are only built of clean files: huff.h.) */
+static void restart(bfs_huff *h, j_decompress_ptr c)
+{
+    const uint8_t *q = h->pos;
+    for (;;) {
+        while (q < h->end && *q != 0xFF)
+            q++;
+        while (q < h->end && *q == 0xFF) /* fill bytes */
+            q++;
+        if (q >= h->end)
+            fail(c, JWRN_JPEG_EOF, 0, 0);
+        if (*q != 0) /* (FF 00 is data) */
+            break;
+        q++;
+    }
+    if (*q != 0xD0 + h->next_rst)
+        fail(c, JWRN_MUST_RESYNC, *q, h->next_rst);
+    h->pos = q + 1;
+    h->next_rst = (h->next_rst + 1) & 7;
+    c->marker->next_restart_num = h->next_rst;
+    h->acc = 0;
+    h->nb = h->fake = h->hit = 0;
+    memset(h->last_dc, 0, sizeof h->last_dc);
+    h->restarts_to_go = c->restart_interval;
+}
+
+static inline uint64_t load_be64(const uint8_t *p)
+{
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return __builtin_bswap64(v);
+}
+
+/* any byte of w 0xFF */
+static inline int has_ff(uint64_t w)
+{
+    uint64_t x = ~w;
+    return ((x - 0x0101010101010101ull) & ~x & 0x8080808080808080ull) != 0;
+}
+
+/* At least 32 bits in the buffer: enough for any code and its value bits (16 + 15). */
+#define REFILL()                                                                                   \
+    do {                                                                                           \
+        if (nb >= 32)                                                                              \
+            break;                                                                                 \
+        if (end - pos >= 8) {                                                                      \
+            uint64_t w_ = load_be64(pos);                                                          \
+            if (!has_ff(w_)) {                                                                     \
+                int n_ = (63 - nb) >> 3; /* whole bytes that fit: 4..7 */                          \
+                acc |= (w_ & ~(~0ull >> (8 * n_))) >> nb;                                          \
+                pos += n_;                                                                         \
+                nb += 8 * n_;                                                                      \
+                break;                                                                             \
+            }                                                                                      \
+        }                                                                                          \
+        h->acc = acc, h->nb = nb, h->pos = pos;                                                    \
+        refill_slow(h);                                                                            \
+        acc = h->acc, nb = h->nb, pos = h->pos;                                                    \
+    } while (0)
+
+#define DROP(n) (acc <<= (n), nb -= (n))
+
+/* The coefficient of entry e from acc (before dropping e's bits): the size bits after the
+ * code, extended (F.2.2.1); 0 for size 0. Branch-free: which path a symbol takes is data
+ * the branch predictor cannot learn. */
+static inline int value(uint64_t acc, uint32_t e)
+{
+    unsigned s = E_SIZE(e);
+    uint32_t v = (uint32_t)((acc << E_LEN(e)) >> 1 >> (63 - s));
+    /* below half the size's range: negative, v - (2^s - 1) */
+    int neg = s && v < (1u << s >> 1);
+    return (int)v - (neg ? (int)((1u << s) - 1) : 0);
+}
+
+static inline __attribute__((always_inline)) boolean decode(j_decompress_ptr c, JBLOCKROW *MCU_data)
+{
+    bfs_huff *h = (bfs_huff *)(void *)c->entropy;
+    if (c->restart_interval) {
+        if (h->restarts_to_go == 0)
+            restart(h, c);
+        h->restarts_to_go--;
+    }
+    uint64_t acc = h->acc;
+    int nb = h->nb;
+    const uint8_t *pos = h->pos, *end = h->end;
+    for (int b = 0; b < h->blocks; b++) {
+        JCOEF *blk = MCU_data ? MCU_data[b][0] : NULL;
+        const htab *t = h->dct[b];
+        REFILL();
+        uint32_t e = t->look[acc >> (64 - LOOK)];
+        if (__builtin_expect((e & E_LONG) != 0, 0))
+            e = long_entry(c, t, acc);
+        int diff = value(acc, e);
+        DROP(E_DROP(e));
+        if (h->dc_needed[b]) { /* wraps as libjpeg-turbo's int does, without the UB */
+            int ci = h->ci[b];
+            int v = (int)((unsigned)h->last_dc[ci] + (unsigned)diff);
+            h->last_dc[ci] = v;
+            if (blk)
+                blk[0] = (JCOEF)v;
+        }
+        JCOEF *out = h->ac_needed[b] && blk ? blk : h->scratch;
+        t = h->act[b];
+        /* an EOB or ZRL stores a 0 where nothing was stored (k only grows): harmless */
+        for (int k = 1; k < 64; k++) {
+            REFILL();
+            e = t->look[acc >> (64 - LOOK)];
+            if (__builtin_expect((e & E_LONG) != 0, 0))
+                e = long_entry(c, t, acc);
+            int v = value(acc, e);
+            DROP(E_DROP(e));
+            k += (int)E_RUN(e);
+            out[ZZ[k]] = (JCOEF)v;
+            if (e & E_EOB)
+                break;
+        }
+    }
+    h->acc = acc, h->nb = nb, h->pos = pos;
+    if (nb < h->fake) /* bits past the segment's data were decoded */
+        fail(c, JWRN_HIT_MARKER, 0, 0);
+    c->src->next_input_byte = pos;
+    c->src->bytes_in_buffer = (size_t)(end - pos);
+    return TRUE;
+}
+
+static boolean decode_mcu(j_decompress_ptr c, JBLOCKROW *MCU_data)
+{
+    return decode(c, MCU_data);
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+/* The same with BMI2's shifts (shlx, shrx: one cycle, no flags), on the chain from one
+ * code to the next, where the CPU has them. */
+__attribute__((target("bmi2"))) static boolean decode_mcu_bmi2(j_decompress_ptr c,
+                                                               JBLOCKROW *MCU_data)
+{
+    return decode(c, MCU_data);
+}
+#endif
+
+/* A second scan would call this: never, as install took only single-scan files. */
+static void start_pass(j_decompress_ptr c)
+{
+    fail(c, JERR_NOT_COMPILED, 0, 0);
+}
+
+int bfs_huff_install(bfs_huff *h, struct jpeg_decompress_struct *c)
+{
+    if (!h || c->progressive_mode || c->arith_code || c->data_precision != 8 || c->Ss != 0 ||
+        c->Se != DCTSIZE2 - 1 || c->Ah != 0 || c->Al != 0 || c->buffered_image ||
+        c->inputctl->has_multiple_scans || c->input_iMCU_row != 0 || c->unread_marker != 0 ||
+        c->blocks_in_MCU > D_MAX_BLOCKS_IN_MCU || c->comps_in_scan < 1 ||
+        c->comps_in_scan > MAX_COMPS_IN_SCAN || !c->src || !c->src->next_input_byte)
+        return 0;
+    unsigned built = 0;
+    for (int ci = 0; ci < c->comps_in_scan; ci++) {
+        const jpeg_component_info *comp = c->cur_comp_info[ci];
+        int dn = comp->dc_tbl_no, an = comp->ac_tbl_no;
+        if (dn < 0 || dn >= NUM_HUFF_TBLS || an < 0 || an >= NUM_HUFF_TBLS ||
+            !c->dc_huff_tbl_ptrs[dn] || !c->ac_huff_tbl_ptrs[an])
+            return 0;
+        if (!(built & 1u << dn))
+            build(&h->dc[dn], c->dc_huff_tbl_ptrs[dn], 1);
+        if (!(built & 16u << an))
+            build(&h->ac[an], c->ac_huff_tbl_ptrs[an], 0);
+        built |= 1u << dn | 16u << an;
+    }
+    for (int b = 0; b < c->blocks_in_MCU; b++) {
+        int ci = c->MCU_membership[b];
+        const jpeg_component_info *comp = c->cur_comp_info[ci];
+        h->ci[b] = ci;
+        h->dct[b] = &h->dc[comp->dc_tbl_no];
+        h->act[b] = &h->ac[comp->ac_tbl_no];
+        h->dc_needed[b] = comp->component_needed != 0;
+        h->ac_needed[b] = comp->component_needed && SCALED_SIZE(comp) > 1;
+    }
+    h->blocks = c->blocks_in_MCU;
+    h->c = c;
+    h->pos = c->src->next_input_byte;
+    h->end = h->pos + c->src->bytes_in_buffer;
+    h->acc = 0;
+    h->nb = h->fake = h->hit = 0;
+    memset(h->last_dc, 0, sizeof h->last_dc);
+    h->restarts_to_go = c->restart_interval;
+    h->next_rst = c->marker->next_restart_num;
+    h->pub.start_pass = start_pass;
+    h->pub.decode_mcu = decode_mcu;
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (__builtin_cpu_supports("bmi2"))
+        h->pub.decode_mcu = decode_mcu_bmi2;
+#endif
+    h->pub.insufficient_data = FALSE;
+    c->entropy = &h->pub;
+    return 1;
+}

@@ -1,0 +1,50 @@
+/*
+ * huff.h — a baseline Huffman decoder of our own, swapped into libjpeg-turbo's
+ * entropy-decoder slot for restart windows (decode.c, build_window).
+ *
+ * Why: on photos the entropy decoding is half of a worker's time, and libjpeg-turbo
+ * decodes any file with restart markers on its slow path (jdhuff.c decode_mcu_slow: an
+ * 8-bit lookahead, then one code length at a time, the bit buffer refilled byte by byte).
+ * This one looks 10 bits ahead, reads a value without a branch, takes 7 bytes at a time
+ * into its bit buffer where none is 0xFF, and uses BMI2's shifts where the CPU has them.
+ * Measured: decodes of RandomResizedCrop windows 1.09-1.10x libjpeg-turbo's
+ * (tests/bench/bench_huff.c; the entropy decoding alone ~1.2x). IDCT, upsampling and
+ * colour conversion stay libjpeg-turbo's: the coefficients are the same, so the pixels
+ * are.
+ *
+ * Where it differs from libjpeg-turbo's decoder: only on data libjpeg-turbo warns about
+ * (and a warning makes the sample bad: decode.c). A bad Huffman code, a segment that ends
+ * before its MCUs, a restart marker out of order or missing, data without a marker at its
+ * end: this one stops the decode with a libjpeg error (the same BFS_E_JPEG_DATA to the
+ * caller). Bytes left over in a segment before its marker it skips, as libjpeg-turbo
+ * mostly does (huff.c, restart). Windows are built only of files decoded whole and clean
+ * once (mkbatchfs, or bfs_decoder_decode_checked), and windows always have restart
+ * markers, where libjpeg-turbo only takes its slow path, whose reading of the data this
+ * one follows (its fast path reads an illegal FF FF 00 differently).
+ *
+ * BATCHFS_ENTROPY=libjpeg in the environment keeps libjpeg-turbo's own decoder (an
+ * escape hatch, and the reference of tests/check_restart.c and `make bench`).
+ */
+#ifndef BATCHFS_ENGINE_HUFF_H
+#define BATCHFS_ENGINE_HUFF_H
+
+#include <stdio.h> /* (jpeglib.h needs FILE) */
+
+#include <jpeglib.h>
+
+typedef struct bfs_huff bfs_huff;
+
+/* bfs_huff_create - a decoder's state (~20 KiB: the lookup tables); NULL without memory. */
+bfs_huff *bfs_huff_create(void);
+void bfs_huff_destroy(bfs_huff *h);
+
+/* bfs_huff_install - after jpeg_start_decompress of c, before its first row: take over
+ * the entropy decoding of c's scan when it is one baseline Huffman scan of 8-bit samples
+ * (else leave libjpeg-turbo's and return 0). Returns 1 when installed. h serves that one
+ * decompression: c->entropy points into it until the next jpeg_start_decompress. */
+int bfs_huff_install(bfs_huff *h, struct jpeg_decompress_struct *c);
+
+/* bfs_huff_wanted - 0 when BATCHFS_ENTROPY=libjpeg is set (read once). */
+int bfs_huff_wanted(void);
+
+#endif
