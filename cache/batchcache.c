@@ -64,15 +64,29 @@ const void *bfs_bc_victim(const bfs_bc_choice *c, uint64_t budget, uint64_t file
 
 #define PASSED_FIRST ((uint64_t)256 << 20) /* the adaptive passed-batch bound's start */
 #define GHOSTS       1024u /* batches evicted as passed, remembered (a direct-mapped table) */
+#define BUCKETS                                                                                    \
+    4096u /* the index by (epoch, k): a power of two; a few entries a bucket                       \
+           * at 10,000 batches held (bfs_bc_find was 4% of a token daemon's                        \
+           * CPU as a walk of the list, two per batch read) */
+/* Evicting for the passed bound goes on down to an eighth below it (hysteresis), so that
+ * the entries' bytes stay below the bound for a while and the evictions that follow need
+ * no pass over the entries (quiet_files): with a bound of 256 MiB, 512 KiB token batches
+ * made three passes over ~520 entries per batch read, ~10% of the daemon's CPU. */
+#define PASSED_SLACK 8
+#define SWEEP        64 /* passed victims one pass may choose (in the order of their age) */
 
 struct bfs_bc {
     bfs_bc_ops ops;
-    bfs_bc_entry *entries; /* every entry, any state, newest first */
-    bfs_bc_mem *mem;       /* batch buffers, batch files, the reaper */
-    uint64_t budget;       /* for finished unreferenced entries */
-    uint64_t passed_max;   /* of which at most this no active reader will read */
-    int passed_fixed;      /* no doubling on regrets (bfs_bc_set_passed_max) */
-    int huge_later;        /* huge-page batch files from the first passed eviction on */
+    bfs_bc_entry *entries;           /* every entry, any state, newest first */
+    bfs_bc_entry *index[BUCKETS];    /* the entries again, by bucket_of(epoch, k) (->hnext) */
+    uint64_t list_bytes, list_count; /* of all the entries, any state */
+    uint64_t unsettled;              /* entries not READY at the last pass of bfs_bc_evict */
+    uint64_t inserted;               /* entries inserted since */
+    bfs_bc_mem *mem;                 /* batch buffers, batch files, the reaper */
+    uint64_t budget;                 /* for finished unreferenced entries */
+    uint64_t passed_max;             /* of which at most this no active reader will read */
+    int passed_fixed;                /* no doubling on regrets (bfs_bc_set_passed_max) */
+    int huge_later;                  /* huge-page batch files from the first passed eviction on */
     struct {
         uint64_t epoch1, k; /* epoch + 1 (0: empty), batch */
     } ghosts[GHOSTS];       /* recently evicted as passed, for regrets */
@@ -126,10 +140,15 @@ bfs_bc_entry *bfs_bc_entries(bfs_bc *c)
     return c->entries;
 }
 
+static uint32_t bucket_of(uint64_t epoch, uint64_t k)
+{
+    return (uint32_t)(bfs_mix64(epoch * 0x9E3779B97F4A7C15ull ^ k) & (BUCKETS - 1));
+}
+
 bfs_bc_entry *bfs_bc_find(bfs_bc *c, uint64_t epoch, uint64_t k)
 {
     HELD(c);
-    for (bfs_bc_entry *e = c->entries; e; e = e->next)
+    for (bfs_bc_entry *e = c->index[bucket_of(epoch, k)]; e; e = e->hnext)
         if (e->epoch == epoch && e->k == k)
             return e;
     return NULL;
@@ -138,11 +157,21 @@ bfs_bc_entry *bfs_bc_find(bfs_bc *c, uint64_t epoch, uint64_t k)
 void bfs_bc_unlink(bfs_bc *c, bfs_bc_entry *e)
 {
     HELD(c);
-    for (bfs_bc_entry **p = &c->entries; *p; p = &(*p)->next)
-        if (*p == e) {
-            *p = e->next;
-            return;
-        }
+    bfs_bc_entry **p = &c->index[bucket_of(e->epoch, e->k)];
+    while (*p && *p != e)
+        p = &(*p)->hnext;
+    if (!*p)
+        return; /* (not in the cache) */
+    *p = e->hnext;
+    c->list_bytes -= e->size;
+    c->list_count--;
+    if (e->prev)
+        e->prev->next = e->next;
+    else
+        c->entries = e->next;
+    if (e->next)
+        e->next->prev = e->prev;
+    e->next = e->prev = e->hnext = NULL;
 }
 
 uint64_t bfs_bc_room(const bfs_bc *c)
@@ -194,7 +223,16 @@ void bfs_bc_insert(bfs_bc *c, bfs_bc_entry *e)
 {
     HELD(c);
     e->next = c->entries;
+    e->prev = NULL;
+    if (e->next)
+        e->next->prev = e;
     c->entries = e;
+    uint32_t b = bucket_of(e->epoch, e->k); /* (the newest first here too: the one found) */
+    e->hnext = c->index[b];
+    c->index[b] = e;
+    c->list_bytes += e->size;
+    c->list_count++;
+    c->inserted++;
     uint32_t i = ghost_slot(e->epoch, e->k); /* a regret when it was evicted as passed */
     if (c->ghosts[i].epoch1 != e->epoch + 1 || c->ghosts[i].k != e->k)
         return;
@@ -211,6 +249,73 @@ static void drop(bfs_bc *c, bfs_bc_entry *e)
     c->ops.drop(c->ops.arg, e);
 }
 
+/* Whether no eviction can be needed now, known without a pass over the entries: each sum
+ * a pass compares with its bound is at most what the cache counts as entries come and go.
+ * What is held, and of it what no reader will read, is at most the bytes of all the entries
+ * (list_bytes). Each entry holds at most one batch file, but for one not finished (an
+ * entry fetched whose file is sealed, or found in the store: two for a moment), and a
+ * finished (READY) entry stays finished: so the files are at most the entries, plus those
+ * unfinished at the last pass and those inserted since, plus files_making. The failed
+ * entries are at most the latter two as well (a finished entry never fails). Returns the
+ * files held at most, or UINT64_MAX when a pass is needed. */
+static uint64_t quiet_files(const bfs_bc *c, uint64_t need)
+{
+    uint64_t unsettled = c->unsettled + c->inserted;
+    uint64_t files = c->list_count + unsettled + c->files_making;
+    if (c->list_bytes > c->budget || c->list_bytes > c->passed_max ||
+        unsettled > BFS_BC_MAX_FAILED ||
+        (c->file_budget != UINT64_MAX && files + need > c->file_budget))
+        return UINT64_MAX;
+    return files;
+}
+
+/* By entry age (used), the oldest first: the order the passed bound evicts in. */
+static int by_used(const void *a, const void *b)
+{
+    const bfs_bc_entry *x = *(bfs_bc_entry *const *)a, *y = *(bfs_bc_entry *const *)b;
+    return x->used < y->used ? -1 : x->used > y->used;
+}
+
+/* Keep in heap (a max-heap by used of at most SWEEP entries, *n now) the SWEEP least
+ * recently used of the entries offered. */
+static void sweep_offer(bfs_bc_entry **heap, int *n, bfs_bc_entry *e)
+{
+    int i;
+    if (*n < SWEEP) {
+        for (i = (*n)++; i > 0 && heap[(i - 1) / 2]->used < e->used; i = (i - 1) / 2)
+            heap[i] = heap[(i - 1) / 2];
+        heap[i] = e;
+        return;
+    }
+    if (e->used >= heap[0]->used)
+        return;
+    for (i = 0;;) { /* the root (the most recent kept) goes: sift e down from there */
+        int l = 2 * i + 1, m = l + 1 < *n && heap[l + 1]->used > heap[l]->used ? l + 1 : l;
+        if (l >= *n || heap[m]->used <= e->used)
+            break;
+        heap[i] = heap[m];
+        i = m;
+    }
+    heap[i] = e;
+}
+
+/* Victim v is out of the list: counted (passed: no active reader will read it), its
+ * memory given back and the owner's rest dropped. */
+static void evicted(bfs_bc *c, bfs_bc_entry *v, int passed)
+{
+    if (v->state == BFS_BC_READY) {
+        c->st.evictions++;
+        if (passed) {
+            c->st.evicted_passed++;
+            passed_evicted(c, v->epoch, v->k);
+        } else
+            c->st.evicted_ahead++;
+        BFS_ASSERT(c->st.cached_bytes >= v->size); /* (held: the sum offered) */
+        c->st.cached_bytes -= v->size;
+    }
+    drop(c, v);
+}
+
 /*
  * Evict finished, unreferenced entries until within budget, as the policy above says:
  * first what no active reader will read (LRU first), then what the nearest reader will
@@ -222,10 +327,14 @@ static void drop(bfs_bc *c, bfs_bc_entry *e)
  * recycled huge pages), as much as half of computing that batch (see docs/engine.md,
  * "Batch memory", for the measurements: a sequential reader fell from 2,500 to 1,400
  * images/s after 1.4 GB without this bound). A re-read of a batch evicted this way is
- * computed again, identically (a regret, which raises passed_max: see above). Batch files
+ * computed again, identically (a regret, which raises passed_max: see above). Once that
+ * bound chooses a victim, the oldest passed batches go until an eighth below it
+ * (PASSED_SLACK), in one more pass. Batch files
  * are bounded by file_budget as well (one descriptor each: a daemon of small batches at
  * the usual limit of 1,024 descriptors ran out after ~1,000 batches, and every open of its
- * sources failed), with room left for `need` more; returns the batch files held then.
+ * sources failed), with room left for `need` more; returns the batch files held then (at
+ * most: counted as quiet_files does when it shows that nothing needs to go, without a
+ * pass, and so without updating the counts of bytes and files held).
  * Failed entries keep only their error (failures are deterministic: a retry would fail
  * again), at most BFS_BC_MAX_FAILED of them; the owner drops those that failed for lack
  * of a resource, which are not.
@@ -233,12 +342,20 @@ static void drop(bfs_bc *c, bfs_bc_entry *e)
 uint64_t bfs_bc_evict(bfs_bc *c, uint64_t need)
 {
     HELD(c);
+    uint64_t quiet = quiet_files(c, need);
+    if (quiet != UINT64_MAX)
+        return quiet;
     bfs_bc_reader rd[BFS_BC_MAX_READERS];
     uint64_t nb = 0;
     int nrd = c->ops.readers(c->ops.arg, rd, &nb);
+    /* the passed bound, lowered by a slack once it chose a victim (see PASSED_SLACK) */
+    uint64_t passed_max = c->passed_max;
     for (;;) {
         unsigned failed = 0;
+        uint64_t unsettled = 0;
         bfs_bc_entry *old_failed = NULL;
+        bfs_bc_entry *sweep[SWEEP];
+        int nsweep = 0, sweeping = passed_max < c->passed_max;
         bfs_bc_choice ch;
         bfs_bc_begin(&ch);
         c->st.evict_passes++;
@@ -248,6 +365,7 @@ uint64_t bfs_bc_evict(bfs_bc *c, uint64_t need)
              * unlocked): counted as held in batch-file mode */
             kept_files += (b->state == BFS_BC_FETCHING && c->files_on) +
                           (b->fd >= 0 && (b->refs || b->state != BFS_BC_READY));
+            unsettled += b->state != BFS_BC_READY;
             if (b->refs)
                 continue;
             if (b->state == BFS_BC_FAILED) {
@@ -255,46 +373,65 @@ uint64_t bfs_bc_evict(bfs_bc *c, uint64_t need)
                 if (!old_failed || b->used < old_failed->used)
                     old_failed = b;
             }
-            if (b->state == BFS_BC_READY)
-                bfs_bc_offer(&ch, b, b->size, b->used,
-                             bfs_bc_next_read(rd, nrd, nb, b->epoch, b->k), b->fd >= 0);
+            if (b->state != BFS_BC_READY)
+                continue;
+            uint64_t next = bfs_bc_next_read(rd, nrd, nb, b->epoch, b->k);
+            bfs_bc_offer(&ch, b, b->size, b->used, next, b->fd >= 0);
+            if (sweeping && next == UINT64_MAX)
+                sweep_offer(sweep, &nsweep, b);
         }
         c->st.cached_bytes = ch.held;
         c->st.files = ch.files + kept_files;
         c->files_fresh = 0; /* (counted now: as files_making, or held) */
+        c->unsettled = unsettled, c->inserted = 0;
         uint64_t files_max =
             c->file_budget > kept_files + need ? c->file_budget - kept_files - need : 0;
         int passed = 0;
         bfs_bc_entry *victim =
             failed > BFS_BC_MAX_FAILED
                 ? old_failed
-                : (bfs_bc_entry *)bfs_bc_victim(&ch, c->budget, files_max, c->passed_max, &passed);
+                : (bfs_bc_entry *)bfs_bc_victim(&ch, c->budget, files_max, passed_max, &passed);
         if (!victim)
             return c->st.files;
-        bfs_bc_unlink(c, victim);
-        int ready = victim->state == BFS_BC_READY;
-        if (ready) {
-            c->st.evictions++;
-            if (passed) {
-                c->st.evicted_passed++;
-                passed_evicted(c, victim->epoch, victim->k);
-            } else
-                c->st.evicted_ahead++;
-            BFS_ASSERT(c->st.cached_bytes >= victim->size); /* (held: the sum offered) */
-            c->st.cached_bytes -= victim->size;
-            /* what the next pass would offer: this pass's sums less the victim's (nothing
-             * else changed: the readers were asked once, every entry is under the lock) */
-            ch.held -= victim->size;
-            ch.files -= victim->fd >= 0;
-            ch.passed -= passed ? victim->size : 0;
+        int by_passed = failed <= BFS_BC_MAX_FAILED && ch.held <= c->budget &&
+                        ch.files <= files_max; /* (the passed bound chose it) */
+        if (by_passed && nsweep) {
+            /* the least recently used passed batches, in that order, as passes one per
+             * victim would choose them (nothing changes in between: the readers were
+             * asked once, every entry is under the lock) */
+            qsort(sweep, (size_t)nsweep, sizeof *sweep, by_used);
+            for (int i = 0; i < nsweep && ch.passed > passed_max; i++) {
+                bfs_bc_unlink(c, sweep[i]);
+                ch.held -= sweep[i]->size;
+                ch.files -= sweep[i]->fd >= 0;
+                ch.passed -= sweep[i]->size;
+                evicted(c, sweep[i], 1);
+            }
+        } else {
+            bfs_bc_unlink(c, victim);
+            int ready = victim->state == BFS_BC_READY;
+            uint64_t size = victim->size; /* (victim is dropped below) */
+            c->unsettled -= !ready;
+            if (ready) {
+                /* what the next pass would offer: this pass's sums less the victim's */
+                ch.held -= victim->size;
+                ch.files -= victim->fd >= 0;
+                ch.passed -= passed ? victim->size : 0;
+            }
+            evicted(c, victim, passed);
+            if (!ready)
+                continue;
+            if (by_passed && passed_max == c->passed_max && passed_max / PASSED_SLACK >= size) {
+                passed_max -= passed_max / PASSED_SLACK;
+                continue; /* (a pass that collects the sweep) */
+            }
         }
-        drop(c, victim);
         /* a READY victim that brought every sum within its bound ends the loop without
          * another pass over the entries, which would choose nothing: one pass per victim
          * and none after the last (a cache of 500 small batches made two passes for each
          * finished one, 5% of a token daemon's CPU) */
-        if (ready && failed <= BFS_BC_MAX_FAILED && ch.held <= c->budget && ch.files <= files_max &&
-            ch.passed <= c->passed_max) {
+        if (failed <= BFS_BC_MAX_FAILED && ch.held <= c->budget && ch.files <= files_max &&
+            ch.passed <= passed_max) {
             c->st.files = ch.files + kept_files;
             return c->st.files;
         }
@@ -424,10 +561,23 @@ int bfs_bc_files(const bfs_bc *c)
     return c->files_on;
 }
 
+uint64_t bfs_bc_budget(const bfs_bc *c)
+{
+    HELD(c);
+    return c->budget;
+}
+
 void bfs_bc_get_stats(const bfs_bc *c, bfs_bc_stats *st)
 {
     HELD(c);
     *st = c->st;
+    /* held now, counted as bfs_bc_evict's passes count (which quiet_files may skip) */
+    st->cached_bytes = 0, st->files = c->files_making;
+    for (const bfs_bc_entry *b = c->entries; b; b = b->next) {
+        int offered = !b->refs && b->state == BFS_BC_READY;
+        st->cached_bytes += offered ? b->size : 0;
+        st->files += (b->state == BFS_BC_FETCHING && c->files_on) + (b->fd >= 0);
+    }
     st->budget = c->budget;
     st->passed_max = c->passed_max;
     st->file_budget = c->file_budget;

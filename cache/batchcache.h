@@ -231,7 +231,9 @@ enum { BFS_BC_MAKING, BFS_BC_FETCHING, BFS_BC_READY, BFS_BC_FAILED };
 #define BFS_BC_MAX_FAILED  1024 /* failed batches remembered (their error only) */
 
 typedef struct bfs_bc_entry {
-    struct bfs_bc_entry *next; /* the cache's list, newest first */
+    struct bfs_bc_entry *next;  /* the cache's list, newest first */
+    struct bfs_bc_entry *prev;  /* (the cache's: the list backwards, for an unlink in O(1)) */
+    struct bfs_bc_entry *hnext; /* (the cache's: its bucket of the index by (epoch, k)) */
     uint64_t epoch, k, size;
     uint8_t *data; /* a buffer of the cache's memory (fd < 0), a read-only mapping of fd, or
                     * NULL (failed, or taken) */
@@ -254,8 +256,8 @@ typedef struct bfs_bc_ops {
 } bfs_bc_ops;
 
 typedef struct bfs_bc_stats {
-    uint64_t cached_bytes;   /* finished batches held (as of the last eviction) */
-    uint64_t files;          /* batch files held (as of the last eviction) */
+    uint64_t cached_bytes;   /* finished unreferenced batches held now */
+    uint64_t files;          /* batch files held now (and being made) */
     uint64_t files_refused;  /* batches kept without a file: no room in the file budget */
     uint64_t evictions;      /* finished batches evicted */
     uint64_t evicted_passed; /* of which no active reader would read */
@@ -278,16 +280,17 @@ void bfs_bc_destroy(bfs_bc *c);
 bfs_bc_mem *bfs_bc_memory(bfs_bc *c);
 
 /* The entries: bfs_bc_entries - the newest (follow ->next), or NULL; bfs_bc_find - the
- * entry of (epoch, k), or NULL; bfs_bc_insert - a new entry, at the head (a regret when
+ * entry of (epoch, k), or NULL (an index by (epoch, k): no pass over the entries);
+ * bfs_bc_insert - a new entry, at the head (a regret when
  * (epoch, k) was evicted as passed: see bfs_bc_set_passed_max); bfs_bc_unlink - out of the
- * list (the caller frees it). */
+ * list and the index (the caller frees it; e must be in the cache). */
 bfs_bc_entry *bfs_bc_entries(bfs_bc *c);
 bfs_bc_entry *bfs_bc_find(bfs_bc *c, uint64_t epoch, uint64_t k);
 void bfs_bc_insert(bfs_bc *c, bfs_bc_entry *e);
 void bfs_bc_unlink(bfs_bc *c, bfs_bc_entry *e);
 
 /* bfs_bc_room - what the budget has left for pooled buffers: the budget less the finished
- * batches held (as of the last eviction). */
+ * batches held (as of the last pass of bfs_bc_evict over the entries). */
 uint64_t bfs_bc_room(const bfs_bc *c);
 
 /* bfs_bc_give_back - a buffer of the cache's memory (NULL ok) goes back to its pool or
@@ -322,7 +325,10 @@ void bfs_bc_set_passed_max(bfs_bc *c, uint64_t bytes, int grow);
 void bfs_bc_set_files(bfs_bc *c, int on, uint64_t file_budget, int huge_later);
 int bfs_bc_files(const bfs_bc *c);
 
+/* bfs_bc_get_stats - the counters, and what is held now (a walk of the entries);
+ * bfs_bc_budget - the byte budget alone (no walk). */
 void bfs_bc_get_stats(const bfs_bc *c, bfs_bc_stats *st);
+uint64_t bfs_bc_budget(const bfs_bc *c);
 
 /* bfs_bc_check - debug and sanitizer builds: the buffers the entries hold, byte for byte,
  * are those the memory counts as given out (at the owner's destroy). */

@@ -685,13 +685,12 @@ uint32_t bfs_exec_follow(bfs_exec *x, uint64_t key, uint64_t epoch, uint64_t k, 
     xlock(x);
     uint64_t nb = bfs_engine_batches(x->e), ne = bfs_engine_opts(x->e)->epochs;
     uint64_t size = bfs_engine_max_batch_bytes(x->e);
-    bfs_bc_stats cs;
-    bfs_bc_get_stats(x->bc, &cs);
+    uint64_t budget = bfs_bc_budget(x->bc); /* (not its stats: a walk of the entries) */
     bfs_bc_reader walk;
     int depth;
     double own_s;
     uint32_t id = bfs_exec_rt_follow(&x->rt, key, epoch, k, now, wait_s, alive, nb,
-                                     size ? cs.budget / size : 0, &walk, &depth, &own_s);
+                                     size ? budget / size : 0, &walk, &depth, &own_s);
     int ahead = 0;
     double latency = depth > 0 && !x->remote ? bfs_engine_fetch_latency(x->e) : 0;
     if (latency > 0) {
