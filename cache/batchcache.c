@@ -488,6 +488,10 @@ void bfs_bc_file_made(bfs_bc *c, int rc)
 uint8_t *bfs_bc_take_passed(bfs_bc *c, uint64_t size)
 {
     HELD(c);
+    bfs_bc_mem_stats ms; /* the buffers given out: those of the entries and any on their way */
+    bfs_bc_mem_get_stats(c->mem, &ms);
+    if (ms.buffer_bytes_out + size <= c->budget)
+        return NULL;   /* (room without a walk of the entries: in batch-file mode, always) */
     uint64_t held = 0; /* in buffers: finished, and in the making */
     for (bfs_bc_entry *b = c->entries; b; b = b->next)
         if (b->fd < 0 && b->data)

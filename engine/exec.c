@@ -332,9 +332,9 @@ static bfs_batch *acquire(bfs_exec *x, uint64_t epoch, uint64_t k, int demand, i
                 x->st.hits++;
             else
                 x->st.joins++;
+            /* a higher priority for a RUNNING job, taken at the workers' next claims (pick):
+             * no wake-up, as a worker waits only while no job has a slot left to claim */
             j->demand = 1;
-            if (j->state == JOB_RUNNING)
-                pthread_cond_broadcast(&x->work); /* priority changed */
         }
         return j;
     }

@@ -55,6 +55,7 @@ struct bfs_batch { /* a job; "batch" is the name callers see */
     int detached;         /* out of the job table (a failure to retry), freed at its last unref */
     uint64_t remote_turn; /* the source's round that last handled it (bfs_exec_src_choose;
                            * guarded by lock) */
+    bfs_batch *run_prev, *run_next; /* x->running's list while RUNNING (guarded by lock) */
 };
 
 struct bfs_exec {
@@ -80,6 +81,8 @@ struct bfs_exec {
     bfs_exec_stats st;       /* counters (guarded by lock) */
     bfs_exec_remote *remote; /* remote workers, or NULL (bfs_exec_set_remote; guarded by lock) */
     uint64_t src_round;      /* rounds of the remote side (src_choose; guarded by lock) */
+    bfs_batch *running;      /* the RUNNING jobs (bfs_job_set_state), what workers pick from:
+                              * not a walk of the job table per claim (guarded by lock) */
 };
 
 /* The executor's lock. Functions marked "Locked." say LOCKED(x) first: in sanitizer and
