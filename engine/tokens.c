@@ -132,12 +132,39 @@ uint32_t bfs_tokens_batch_len(const bfs_tokens *t, uint64_t epoch, uint64_t k)
     return shape(t, epoch, k, &w, NULL, NULL);
 }
 
+/* The layout of a batch of rows x width (bfs_st_tok_layout: its epoch and index do not
+ * change it): one made by bfs_tokens_create when it is one of theirs, else made now. */
+static int layout_of(const bfs_tokens *t, uint32_t rows, uint32_t width, bfs_st_tok_place *l)
+{
+    for (uint32_t i = 0; i < t->nlays; i++)
+        if (t->lays[i].rows == rows && t->lays[i].width == width) {
+            *l = t->lays[i].place;
+            return 0;
+        }
+    bfs_st_tok_desc d;
+    describe(t, rows, width, 0, 0, &d);
+    return bfs_st_tok_layout(&d, l);
+}
+
+/* Made once, before any other thread sees t: the full batches' layouts (layout_of). */
+static void layouts_make(bfs_tokens *t)
+{
+    uint32_t nb = t->o.pack == BFS_PACK_BUCKET ? t->o.nbuckets : 1;
+    for (uint32_t b = 0; b < nb && t->nlays < BFS_MAX_BUCKETS; b++) {
+        uint32_t rows = t->o.pack == BFS_PACK_BUCKET ? t->rows[b] : t->o.batch;
+        uint32_t width = t->o.pack == BFS_PACK_BUCKET ? t->o.buckets[b] : t->o.seq_len;
+        bfs_st_tok_place l;
+        if (!rows || layout_of(t, rows, width, &l))
+            continue;
+        t->lays[t->nlays].rows = rows, t->lays[t->nlays].width = width;
+        t->lays[t->nlays++].place = l;
+    }
+}
+
 static uint64_t bytes_of(const bfs_tokens *t, uint32_t rows, uint32_t width)
 {
-    bfs_st_tok_desc d;
     bfs_st_tok_place l;
-    describe(t, rows, width, 0, 0, &d);
-    return rows && !bfs_st_tok_layout(&d, &l) ? l.file_size : 0;
+    return rows && !layout_of(t, rows, width, &l) ? l.file_size : 0;
 }
 
 double bfs_tokens_mean_rows(const bfs_tokens *t)
@@ -398,6 +425,7 @@ int bfs_tokens_create(bfs_source *src, const bfs_pipeline_opts *o, uint64_t fing
             goto fail;
         }
     }
+    layouts_make(t);
     *out = t;
     return 0;
 fail:
@@ -515,7 +543,7 @@ int bfs_tokens_batch_begin(bfs_tokens *t, uint64_t epoch, uint64_t k, uint8_t *d
     bfs_st_tok_desc d;
     bfs_st_tok_place l;
     describe(t, rows, width, epoch, k, &d);
-    int rc = bfs_st_tok_layout(&d, &l);
+    int rc = layout_of(t, rows, width, &l);
     if (!rc)
         rc = bfs_st_tok_write_header(&d, dst, l.header_size);
     if (rc)
@@ -695,9 +723,7 @@ int bfs_tokens_row(bfs_tokens *t, bfs_tokens_scratch *s, uint64_t epoch, uint64_
      * (a bucket batch's shape costs a keyed permutation, its layout a header dry run) */
     if (!s->lay_rows || s->lay_epoch != epoch || s->lay_k != k) {
         s->lay_rows = shape(t, epoch, k, &s->lay_width, NULL, NULL);
-        bfs_st_tok_desc d;
-        describe(t, s->lay_rows, s->lay_width, epoch, k, &d);
-        if (!s->lay_rows || bfs_st_tok_layout(&d, &s->lay)) {
+        if (!s->lay_rows || layout_of(t, s->lay_rows, s->lay_width, &s->lay)) {
             s->lay_rows = 0;
             return -ERANGE;
         }
