@@ -97,6 +97,7 @@ int bfs_exec_create(bfs_engine *e, int threads, uint64_t cache_bytes, bfs_exec *
     x->e = e;
     pthread_mutex_init(&x->lock, NULL);
     pthread_cond_init(&x->work, NULL);
+    pthread_cond_init(&x->parked, NULL);
     pthread_cond_init(&x->ready, NULL);
     bfs_exec_rt_init(&x->rt, bfs_job_held, x);
     bfs_bc_ops ops = bfs_job_cache_ops(x);
@@ -141,6 +142,7 @@ void bfs_exec_destroy(bfs_exec *x)
     xlock(x);
     x->stop = x->shutdown = 1;
     pthread_cond_broadcast(&x->work);
+    pthread_cond_broadcast(&x->parked);
     pthread_cond_broadcast(&x->ready);
     xunlock(x);
     for (int i = 0; i < x->nthreads; i++)
@@ -162,6 +164,7 @@ void bfs_exec_destroy(bfs_exec *x)
     free(x->workers);
     pthread_mutex_destroy(&x->lock);
     pthread_cond_destroy(&x->work);
+    pthread_cond_destroy(&x->parked);
     pthread_cond_destroy(&x->ready);
     free(x);
 }
@@ -787,6 +790,7 @@ int bfs_exec_set_threads(bfs_exec *x, int n)
     x->active = n < 1 ? 1 : n > x->nthreads ? x->nthreads : n;
     n = x->active;
     pthread_cond_broadcast(&x->work);
+    pthread_cond_broadcast(&x->parked);
     xunlock(x);
     return n;
 }

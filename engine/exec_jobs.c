@@ -283,7 +283,7 @@ void *bfs_job_worker_main(void *arg)
     for (;;) {
         bfs_batch *j = NULL; /* (set by pick before use: gcc cannot tell) */
         while (!x->stop && (a_id >= x->active || !(j = pick(x))))
-            xwait(x, &x->work);
+            xwait(x, a_id >= x->active ? &x->parked : &x->work);
         if (x->stop)
             break;
         /* a claim of one slot (an image), or of several when slots are cheap (rows of

@@ -64,10 +64,14 @@ struct bfs_exec {
 #ifdef BFS_DEBUG_CHECKS
     _Atomic unsigned long lock_owner; /* pthread_self() of the holder, 0: free */
 #endif
-    pthread_cond_t work;  /* workers: a slot may be claimable */
-    pthread_cond_t ready; /* waiters: a job finished */
-    bfs_bc *bc;           /* the batch cache: the job table (its entries), the budgets, the batches'
-                           * memory (cache/batchcache.h; guarded by lock but bfs_bc_memory's) */
+    pthread_cond_t work;   /* active workers: a slot may be claimable */
+    pthread_cond_t parked; /* workers beyond `active`: it grew, or stop (not woken for work:
+                            * at threads=1, set by the autotuner for token mounts, the
+                            * second worker was woken for every batch, to find it may not
+                            * compute) */
+    pthread_cond_t ready;  /* waiters: a job finished */
+    bfs_bc *bc; /* the batch cache: the job table (its entries), the budgets, the batches'
+                 * memory (cache/batchcache.h; guarded by lock but bfs_bc_memory's) */
     uint64_t seq, tick;
     int stop, shutdown;
     bfs_store *store; /* host-wide store, or NULL (set before use, then read-only) */
