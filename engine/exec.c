@@ -770,6 +770,14 @@ void bfs_exec_set_prefetch(bfs_exec *x, int depth)
     xunlock(x);
 }
 
+int bfs_exec_prefetch_depth(bfs_exec *x)
+{
+    xlock(x);
+    int depth = bfs_exec_rt_prefetch(&x->rt);
+    xunlock(x);
+    return depth;
+}
+
 void bfs_exec_set_reader_depth(bfs_exec *x, uint32_t id, int depth)
 {
     xlock(x);

@@ -302,8 +302,11 @@ void bfs_exec_consumed(bfs_exec *x, uint64_t epoch, uint64_t k);
 /* bfs_exec_shutdown - wake every waiter with -ESHUTDOWN and refuse new work (unmount). */
 void bfs_exec_shutdown(bfs_exec *x);
 
-/* bfs_exec_get_stats - counters now. */
+/* bfs_exec_get_stats - counters now (what the cache holds: a walk of its entries).
+ * bfs_exec_prefetch_depth - the default depth alone (st.prefetch): no walk, for callers
+ * per batch. */
 void bfs_exec_get_stats(bfs_exec *x, bfs_exec_stats *st);
+int bfs_exec_prefetch_depth(bfs_exec *x);
 
 /* The batch handles (bfs_batch_data, _size, _substitutes, _fd, _release) are public:
  * engine/api.h. */

@@ -539,11 +539,8 @@ int bfs_group_reset(const char *source, const bfs_pipeline_opts *o, uint64_t *fi
 
 int bfs_service_next_claim(bfs_service *s, uint64_t epoch, bfs_group_claim *c)
 {
-    bfs_exec_stats st;
-    bfs_exec_get_stats(s->x, &st);
-    int depth = st.prefetch < 0                       ? 0
-                : st.prefetch > BFS_SERVICE_AHEAD_MAX ? BFS_SERVICE_AHEAD_MAX
-                                                      : st.prefetch;
+    int pf = bfs_exec_prefetch_depth(s->x); /* (per batch: not the stats, a walk) */
+    int depth = pf < 0 ? 0 : pf > BFS_SERVICE_AHEAD_MAX ? BFS_SERVICE_AHEAD_MAX : pf;
     pthread_mutex_lock(&s->ahead_lock);
     ahead **pa = &s->aheads;
     while (*pa && (*pa)->epoch != epoch)
