@@ -16,11 +16,14 @@
  * (and a warning makes the sample bad: decode.c). A bad Huffman code, a segment that ends
  * before its MCUs, a restart marker out of order or missing, data without a marker at its
  * end: this one stops the decode with a libjpeg error (the same BFS_E_JPEG_DATA to the
- * caller). Bytes left over in a segment before its marker it skips, as libjpeg-turbo
- * mostly does (huff.c, restart). Windows are built only of files decoded whole and clean
- * once (mkbatchfs, or bfs_decoder_decode_checked), and windows always have restart
- * markers, where libjpeg-turbo only takes its slow path, whose reading of the data this
- * one follows (its fast path reads an illegal FF FF 00 differently).
+ * caller). Bytes left over in a segment before its marker it skips (huff.c, restart):
+ * libjpeg-turbo warns of them when its bit reader has not reached the marker (about four
+ * bytes or more), so a crop of such a corrupt file is bad to libjpeg-turbo and decoded by
+ * this one, with the same coefficients. That is the one difference in verdict; a file
+ * decoded whole and clean once (mkbatchfs, bfs_decoder_decode_checked) has no such bytes
+ * anywhere libjpeg-turbo would have warned. Windows always have restart markers, where
+ * libjpeg-turbo only takes its slow path, whose reading of the data this one follows (its
+ * fast path reads an illegal FF FF 00 differently).
  *
  * BATCHFS_ENTROPY=libjpeg in the environment keeps libjpeg-turbo's own decoder (an
  * escape hatch, and the reference of tests/check_restart.c and `make bench`).
@@ -34,7 +37,7 @@
 
 typedef struct bfs_huff bfs_huff;
 
-/* bfs_huff_create - a decoder's state (~20 KiB: the lookup tables); NULL without memory. */
+/* bfs_huff_create - a decoder's state (~36 KiB: the lookup tables); NULL without memory. */
 bfs_huff *bfs_huff_create(void);
 void bfs_huff_destroy(bfs_huff *h);
 
