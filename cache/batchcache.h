@@ -289,8 +289,8 @@ bfs_bc_entry *bfs_bc_find(bfs_bc *c, uint64_t epoch, uint64_t k);
 void bfs_bc_insert(bfs_bc *c, bfs_bc_entry *e);
 void bfs_bc_unlink(bfs_bc *c, bfs_bc_entry *e);
 
-/* bfs_bc_room - what the budget has left for pooled buffers: the budget less the finished
- * batches held (as of the last pass of bfs_bc_evict over the entries). */
+/* bfs_bc_room - what the budget has left for pooled buffers: the budget less the bytes of
+ * the entries (finished, in the making, or held by readers), counted as they come and go. */
 uint64_t bfs_bc_room(const bfs_bc *c);
 
 /* bfs_bc_give_back - a buffer of the cache's memory (NULL ok) goes back to its pool or

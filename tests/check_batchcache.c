@@ -346,6 +346,49 @@ START_TEST(evict_passed_hysteresis)
 }
 END_TEST
 
+/* The room for pooled buffers counts the entries as they come, not as of the last pass:
+ * entries that finish while nothing needs to go make no pass (quiet_files), and with the
+ * pass's count the pool kept buffers beyond the budget (room: the whole budget, stale). */
+START_TEST(room_counts_entries_between_passes)
+{
+    enum { N = 7, SZ = 4096, BUDGET = 10 * SZ };
+    bfs_bc_ops ops = {.readers = no_readers, .drop = count_drop};
+    bfs_bc *c;
+    ck_assert_int_eq(bfs_bc_create(&ops, BUDGET, &c), 0);
+    bfs_bc_set_passed_max(c, BUDGET, 0);
+    bfs_bc_mem *m = bfs_bc_memory(c);
+    bfs_bc_stats st;
+    bfs_bc_get_stats(c, &st);
+    uint64_t passes = st.evict_passes;
+    static bfs_bc_entry e[N];
+    for (int i = 0; i < N; i++) {
+        e[i] = (bfs_bc_entry){
+            .k = (uint64_t)i, .size = SZ, .fd = -1, .state = BFS_BC_READY, .used = (uint64_t)i + 1};
+        bfs_bc_insert(c, &e[i]);
+        bfs_bc_evict(c, 0);
+        ck_assert_uint_eq(bfs_bc_room(c), BUDGET - (uint64_t)(i + 1) * SZ);
+    }
+    bfs_bc_get_stats(c, &st);
+    ck_assert_uint_eq(st.evict_passes, passes); /* (within every bound: no pass) */
+    /* five buffers out at once (peak 5), then back: two are kept always, more only within
+     * the room (3 * SZ left: a third fits, a fourth does not; with the stale room all five
+     * were kept) */
+    uint8_t *b[5];
+    for (int i = 0; i < 5; i++)
+        ck_assert_ptr_nonnull(b[i] = bfs_bc_alloc(m, SZ));
+    for (int i = 0; i < 5; i++)
+        bfs_bc_give_back(c, b[i], SZ);
+    bfs_bc_mem_stats ms;
+    bfs_bc_mem_get_stats(m, &ms);
+    ck_assert_int_eq(ms.buffers, 3);
+    /* the entries go: room again, and the pool may keep what comes back */
+    for (int i = 0; i < N; i++)
+        bfs_bc_unlink(c, &e[i]);
+    ck_assert_uint_eq(bfs_bc_room(c), BUDGET);
+    bfs_bc_destroy(c);
+}
+END_TEST
+
 /* Entries are found by (epoch, k) (the newest of equals first), and an unlink anywhere
  * keeps the list in order and the rest found. */
 START_TEST(find_and_unlink)
@@ -632,6 +675,7 @@ static Suite *batchcache_suite(void)
     tcase_add_test(tc, evict_one_pass_per_victim);
     tcase_add_test(tc, evict_passed_hysteresis);
     tcase_add_test(tc, find_and_unlink);
+    tcase_add_test(tc, room_counts_entries_between_passes);
     tcase_add_test(tc, lex_order_of_names);
     tcase_add_test(tc, walk_next_inverts_next_read);
     tcase_add_test(tc, victim_rules);
