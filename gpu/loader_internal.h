@@ -1,7 +1,7 @@
 /*
- * loader_internal.h — libbatchfs-gpu's loader as its two files share it: loader.c (the
- * batch sequence, the ring of slots and its thread, the copy paths) and schema.c (what a
- * batch file holds: its checked plan, the tensor views, the device layout). The
+ * loader_internal.h — libbatchfs-gpu's loader as its three files share it: loader.c (the
+ * batch sequence, the ring of slots and its thread), copy.c (the copy paths) and schema.c
+ * (what a batch file holds: its checked plan, the tensor views, the device layout). The
  * structures (core, slot, the loader), the limits and the helpers they call across.
  * Internal to gpu/.
  */
@@ -119,6 +119,19 @@ static inline size_t round_up(size_t v, size_t a)
     return (v + a - 1) / a * a;
 }
 
+/* cuda calls from a thread that may have another context current (the caller's) */
+static inline void ctx_push(core *c)
+{
+    if (c->cuda)
+        c->cu.CtxPushCurrent(c->ctx);
+}
+static inline void ctx_pop(core *c)
+{
+    CUcontext prev;
+    if (c->cuda)
+        c->cu.CtxPopCurrent(&prev);
+}
+
 /* the engine's formatter: message into the loader's or the slot's err, rc returned */
 #define seterr(l, rc, ...)    bfs_errf(rc, (l)->err, sizeof(l)->err, __VA_ARGS__)
 #define slot_errf(s, rc, ...) bfs_errf(rc, (s)->err, sizeof(s)->err, __VA_ARGS__)
@@ -140,8 +153,30 @@ typedef struct file_plan {
 /* bfsgi_parse_u64 - s in plain decimal (digits only). 0 with *v, or -EINVAL. */
 int bfsgi_parse_u64(const char *s, uint64_t *v);
 
-/* bfsgi_pread_full - len bytes at off of fd into dst, or an error in s->err (loader.c). */
+/* bfsgi_pread_full - len bytes at off of fd into dst, or an error in s->err (copy.c). */
 int bfsgi_pread_full(slot *s, int fd, void *dst, size_t len, uint64_t off);
+
+/* bfsgi_choose_copy - the copy path for the loader's device (l->copy), at bfsg_open; for
+ * copy=auto over a pool it cannot use, why in l->st.fallback. 0, or an error in l->err
+ * (copy.c). */
+int bfsgi_choose_copy(bfsg_loader *l);
+
+/* bfsgi_fill_host - slot s from batch file fd, planned as fp, on the host (copy.c). */
+int bfsgi_fill_host(bfsg_loader *l, slot *s, int fd, const file_plan *fp);
+
+/* bfsgi_fill_cuda - slot s from batch file fd to the device: from `window` (copy=pool),
+ * a registered mapping (use_register) or pinned staging; the host time taken in
+ * *host_ns. The caller's context current. 0, or an error in s->err (copy.c). */
+int bfsgi_fill_cuda(bfsg_loader *l, slot *s, int fd, const file_plan *fp, int use_register,
+                    const uint8_t *window, uint64_t *host_ns);
+
+/* bfsgi_calibrate - copy=auto after the first batch: both paths timed, staging kept
+ * (copy.c). */
+void bfsgi_calibrate(bfsg_loader *l, slot *s, int fd, const file_plan *fp);
+
+/* bfsgi_slot_unmap - what a slot's last copy held: the pool lease closed and a registered
+ * mapping unregistered and unmapped, after that copy finished (copy.c). */
+void bfsgi_slot_unmap(slot *s);
 
 /* bfsgi_plan_file - check batch file fd (of slot s, which names its path) as batch k of
  * epoch and plan its tensors into *fp: 0, or -EBADMSG, -EINVAL, -ENOMEM or the read's
