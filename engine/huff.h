@@ -6,13 +6,15 @@
  * decodes any file with restart markers on its slow path (jdhuff.c decode_mcu_slow: an
  * 8-bit lookahead, then one code length at a time, the bit buffer refilled byte by byte).
  * This one looks 10 bits ahead into a table that holds most symbols' coefficients
- * themselves, takes 7 bytes at a time into its bit buffer where none is 0xFF, and uses
- * BMI2's shifts where the CPU has them. Measured: decodes of RandomResizedCrop windows
- * 1.30-1.34x libjpeg-turbo's (`build/bench/bench_huff /var/tmp/batchfs-corpus-l24 300 8`,
- * 8 runs; 1.09-1.11x before the coefficients were in the table); the entropy decoding
- * alone ~1.5x (perf samples of that bench, 150 files, in huff.c against jdhuff.c's, less
- * those of the restart markers' insertion; ~1.15x before). IDCT, upsampling and colour
- * conversion stay libjpeg-turbo's: the coefficients are the same, so the pixels are.
+ * themselves, and 11 bits into one that holds two AC symbols where both fit, takes 7 bytes
+ * at a time into its bit buffer where none is 0xFF, and uses BMI2's shifts where the CPU
+ * has them. Measured: decodes of RandomResizedCrop windows 1.40-1.46x libjpeg-turbo's
+ * (`build/bench/bench_huff /var/tmp/batchfs-corpus-l24 300 8`, 5 runs alternated; 1.32x
+ * one symbol a lookup, 1.09-1.11x before the coefficients were in the table); with one
+ * symbol a lookup the entropy decoding alone was ~1.5x (perf samples of that bench, 150
+ * files, in huff.c against jdhuff.c's, less those of the restart markers' insertion). IDCT,
+ * upsampling and colour conversion stay libjpeg-turbo's: the coefficients are the same, so the
+ * pixels are.
  *
  * Where it differs from libjpeg-turbo's decoder: only on data libjpeg-turbo warns about
  * (and a warning makes the sample bad: decode.c). A bad Huffman code, a segment that ends
@@ -39,7 +41,7 @@
 
 typedef struct bfs_huff bfs_huff;
 
-/* bfs_huff_create - a decoder's state (~36 KiB: the lookup tables); NULL without memory. */
+/* bfs_huff_create - a decoder's state (~102 KiB: the lookup tables); NULL without memory. */
 bfs_huff *bfs_huff_create(void);
 void bfs_huff_destroy(bfs_huff *h);
 
