@@ -11,6 +11,9 @@
  *    no window;
  *  - a restart layout that is not what the header promises (a marker out of sequence, a
  *    scan cut short) falls back to the plain path: the same result as without windows;
+ *  - our entropy decoder (engine/huff.h) decodes what libjpeg-turbo decodes to the same
+ *    pixels: windows, whole files, and coefficients written to make blocks end where its
+ *    two-symbols-a-lookup loop must stop;
  *  - a reused decoder lends no Huffman or quantization tables from one file to the next;
  *  - end to end: an ImageFolder packed with and without --restart gives batches whose
  *    tensors are byte-identical, over two epochs of train and eval.
@@ -393,6 +396,107 @@ START_TEST(own_entropy_whole_files)
 }
 END_TEST
 
+/* A grayscale baseline JPEG whose quantized coefficients are exactly coef (zigzag order,
+ * 64 per 8x8 block, row by row): quality 100 (every divisor 1), Huffman tables optimized
+ * for these coefficients (optimize) or the standard ones, a restart marker after every
+ * MCU (restarts) or none. */
+static uint8_t *jpeg_of_coefficients(int bw, int bh, const int16_t *coef, int optimize,
+                                     int restarts, size_t *len)
+{
+    static const uint8_t zz[64] = {0,  1,  8,  16, 9,  2,  3,  10, 17, 24, 32, 25, 18, 11, 4,  5,
+                                   12, 19, 26, 33, 40, 48, 41, 34, 27, 20, 13, 6,  7,  14, 21, 28,
+                                   35, 42, 49, 56, 57, 50, 43, 36, 29, 22, 15, 23, 30, 37, 44, 51,
+                                   58, 59, 52, 45, 38, 31, 39, 46, 53, 60, 61, 54, 47, 55, 62, 63};
+    struct jpeg_compress_struct c;
+    struct jpeg_error_mgr err;
+    unsigned char *out = NULL;
+    unsigned long outlen = 0;
+    c.err = jpeg_std_error(&err);
+    jpeg_create_compress(&c);
+    jpeg_mem_dest(&c, &out, &outlen);
+    c.image_width = (JDIMENSION)bw * 8, c.image_height = (JDIMENSION)bh * 8;
+    c.input_components = 1, c.in_color_space = JCS_GRAYSCALE;
+    jpeg_set_defaults(&c);
+    jpeg_set_quality(&c, 100, TRUE);
+    c.optimize_coding = optimize ? TRUE : FALSE;
+    c.restart_interval = restarts ? 1 : 0;
+    jvirt_barray_ptr arr[1];
+    arr[0] = (*c.mem->request_virt_barray)((j_common_ptr)&c, JPOOL_IMAGE, TRUE, (JDIMENSION)bw,
+                                           (JDIMENSION)bh, 1);
+    jpeg_write_coefficients(&c, arr);
+    for (int by = 0; by < bh; by++) {
+        JBLOCKARRAY row =
+            (*c.mem->access_virt_barray)((j_common_ptr)&c, arr[0], (JDIMENSION)by, 1, TRUE);
+        for (int bx = 0; bx < bw; bx++)
+            for (int k = 0; k < 64; k++)
+                row[0][bx][zz[k]] = coef[((size_t)by * bw + bx) * 64 + k];
+    }
+    jpeg_finish_compress(&c);
+    jpeg_destroy_compress(&c);
+    *len = outlen;
+    return out;
+}
+
+/* Blocks that end where the two-symbols-a-lookup loop must stop (huff.c decode): the last
+ * coefficient at zigzag 63 after runs that start at every k from 40 to 63 (so a symbol
+ * lands on 63 from k 48 on, where a pair's second symbol is the next block's), runs of 16
+ * and more (ZRL), blocks ending early (EOB), dense blocks of small values (pairs) and
+ * large ones (values past the lookahead), with optimized and standard tables, whole and
+ * with a restart marker after every MCU: ours decodes them to libjpeg-turbo's pixels. */
+START_TEST(own_entropy_block_ends)
+{
+    enum { BW = 40, BH = 24 };
+    int16_t *coef = calloc((size_t)BW * BH * 64, sizeof *coef);
+    ck_assert_ptr_nonnull(coef);
+    uint64_t rs = 7;
+    for (int b = 0; b < BW * BH; b++) {
+        int16_t *q = coef + (size_t)b * 64;
+        /* modes by b % 8: 0 small values, the last run from anywhere after 40; 1-3 the
+         * same with the last run from 48 (1, 2) or 48..51 (3), where a symbol of run 12..15
+         * lands on 63: frequent enough for a short code, so that the bits after it (the
+         * next block's DC, small) often make a whole second symbol that is not this
+         * block's; 4 only the run's start and 63; 5 large values, sparse (values past the
+         * lookahead, long codes); 6 dense small values, then an EOB; 7 one run from the
+         * start (ZRLs) to 63 */
+        int mode = b % 8;
+        int from = mode == 1 || mode == 2 ? 48 : mode == 3 ? 48 + (b / 8) % 4 : 40 + (b / 8) % 24;
+        q[0] = (int16_t)(mode == 5 ? (int)(tu_rand(&rs) % 201) - 100 : (int)(tu_rand(&rs) % 3) - 1);
+        int last = mode == 6 ? 1 + (int)(tu_rand(&rs) % 40) : 63;
+        for (int k = 1; k < 64; k++) {
+            int v = 0;
+            if (mode <= 3)
+                v = k == from - 1                  ? 1
+                    : k < from && tu_rand(&rs) % 3 ? (int)(tu_rand(&rs) % 7) - 3
+                                                   : 0;
+            else if (mode == 4)
+                v = k == from - 1;
+            else if (mode == 5)
+                v = tu_rand(&rs) % 4 == 0 ? (int)(tu_rand(&rs) % 2001) - 1000 : 0;
+            else if (mode == 6)
+                v = k <= last ? (int)(tu_rand(&rs) % 5) - 2 : 0;
+            if (k == 63 && last == 63)
+                v = mode == 5 ? 700 : mode <= 3 ? 1 : (tu_rand(&rs) % 2 ? 1 : -2);
+            q[k] = (int16_t)v;
+        }
+    }
+    for (int optimize = 0; optimize < 2; optimize++)
+        for (int r = 0; r < 2; r++) {
+            size_t n;
+            uint8_t *f = jpeg_of_coefficients(BW, BH, coef, optimize, r, &n);
+            ck_assert_ptr_nonnull(f);
+            int ia = 0, ib = 0;
+            uint8_t *a = decode_whole(f, n, 1, &ia), *bb = decode_whole(f, n, 0, &ib);
+            ck_assert_ptr_nonnull(bb);
+            ck_assert_ptr_nonnull(a);
+            ck_assert_int_eq(ia, 1);
+            ck_assert_msg(memcmp(a, bb, (size_t)BW * BH * 64 * 3) == 0,
+                          "optimize %d, restarts %d: pixels differ", optimize, r);
+            free(a), free(bb), free(f);
+        }
+    free(coef);
+}
+END_TEST
+
 START_TEST(bad_layout_falls_back)
 {
     uint8_t *jpg, *rst;
@@ -637,6 +741,7 @@ static Suite *restart_suite(void)
     tcase_add_test(t, window_crops_equal_plain_crops);
     tcase_add_test(t, own_entropy_equals_libjpeg);
     tcase_add_test(t, own_entropy_whole_files);
+    tcase_add_test(t, own_entropy_block_ends);
     tcase_add_test(t, bad_layout_falls_back);
     tcase_add_test(t, decoder_lends_no_tables);
     suite_add_tcase(s, t);
