@@ -178,11 +178,9 @@ uint64_t bfs_bc_room(const bfs_bc *c)
 {
     HELD(c);
     /* the entries' bytes, kept as they come and go: the finished batches counted by the
-     * last pass (cached_bytes) alone went stale once passes were skipped while nothing
-     * needs to go (quiet_files), and a pool grew past the budget by the batches finished
-     * since; cached_bytes can be the larger only for a moment (an entry unlinked since) */
-    uint64_t held = c->list_bytes > c->st.cached_bytes ? c->list_bytes : c->st.cached_bytes;
-    return held < c->budget ? c->budget - held : 0;
+     * last pass (cached_bytes) went stale once passes were skipped while nothing needs to
+     * go (quiet_files), and a pool grew past the budget by the batches finished since */
+    return c->list_bytes < c->budget ? c->budget - c->list_bytes : 0;
 }
 
 void bfs_bc_give_back(bfs_bc *c, uint8_t *buf, uint64_t size)

@@ -381,7 +381,7 @@ START_TEST(room_counts_entries_between_passes)
     bfs_bc_mem_stats ms;
     bfs_bc_mem_get_stats(m, &ms);
     ck_assert_int_eq(ms.buffers, 3);
-    /* the entries go: room again, and the pool may keep what comes back */
+    /* the entries go: the whole budget is room again */
     for (int i = 0; i < N; i++)
         bfs_bc_unlink(c, &e[i]);
     ck_assert_uint_eq(bfs_bc_room(c), BUDGET);
