@@ -91,11 +91,11 @@ _Static_assert(LOOK <= 14 && LOOK2 <= 14, "a table's coefficients fit E_VALUE's 
 typedef struct htab {
     uint32_t look[NLOOK];
     uint64_t *pair; /* AC: NLOOK2 entries (in bfs_huff); DC: NULL */
-    int built;      /* bits and huffval below are those the tables were built of */
-    uint8_t bits[17], huffval[256];
+    int built;      /* bits and val below are those the tables were built of */
+    uint8_t bits[17];
     int32_t maxcode[17]; /* largest code of each length; -1: none of that length */
     int32_t valoff[17];  /* the symbol of code x of length l is val[valoff[l] + x] */
-    uint8_t val[256];
+    uint8_t val[256];    /* the table's symbols (huffval) */
     int dc;
 } htab;
 
@@ -184,23 +184,30 @@ static uint32_t entry(int dc, int sym, int l, uint32_t after, int n)
     return e | (uint32_t)extend(after >> (n - (int)s), s) << 18;
 }
 
-/* The AC pair table of src: first one entry per symbol with LOOK2 bits of lookahead (as
- * build's), then each index's second symbol read from the bits after the first's. */
-static void build_pair(uint64_t *pair, const JHUFF_TBL *src)
+/* tab (2^look entries) for src: each code of at most look bits, with each value of the
+ * look - l bits after it, gets its entry (entry()); the rest E_LONG. */
+static void fill_table(uint32_t *tab, int look, const JHUFF_TBL *src, int dc)
 {
-    uint32_t one[NLOOK2]; /* (8 KiB) */
-    for (int i = 0; i < NLOOK2; i++)
-        one[i] = E_LONG;
+    for (int i = 0; i < 1 << look; i++)
+        tab[i] = E_LONG;
     int32_t code = 0;
     int k = 0;
-    for (int l = 1; l <= LOOK2; l++) {
+    for (int l = 1; l <= look; l++) {
         for (int i = 0; i < src->bits[l]; i++, k++, code++) {
-            int shift = LOOK2 - l, base = (int)code << shift;
+            int shift = look - l, base = (int)code << shift;
             for (int j = 0; j < 1 << shift; j++)
-                one[base + j] = entry(0, src->huffval[k], l, (uint32_t)j, shift);
+                tab[base + j] = entry(dc, src->huffval[k], l, (uint32_t)j, shift);
         }
         code <<= 1;
     }
+}
+
+/* The AC pair table of src: first one entry per symbol with LOOK2 bits of lookahead, then
+ * each index's second symbol read from the bits after the first's. */
+static void build_pair(uint64_t *pair, const JHUFF_TBL *src)
+{
+    uint32_t one[NLOOK2]; /* (8 KiB) */
+    fill_table(one, LOOK2, src, 0);
     for (int i = 0; i < NLOOK2; i++) {
         uint32_t e = one[i];
         uint64_t p = e | (uint64_t)E_DROP(e) << 40 | (uint64_t)(uint16_t)E_VALUE(e) << 48;
@@ -222,12 +229,9 @@ static void build_pair(uint64_t *pair, const JHUFF_TBL *src)
 static void build(htab *t, const JHUFF_TBL *src, int dc)
 {
     if (t->built && t->dc == dc && memcmp(t->bits, src->bits, sizeof t->bits) == 0 &&
-        memcmp(t->huffval, src->huffval, sizeof t->huffval) == 0)
+        memcmp(t->val, src->huffval, sizeof t->val) == 0)
         return;
-    for (int i = 0; i < NLOOK; i++)
-        t->look[i] = E_LONG;
-    memcpy(t->val, src->huffval, sizeof t->val);
-    t->dc = dc;
+    fill_table(t->look, LOOK, src, dc);
     int32_t code = 0;
     int k = 0;
     t->maxcode[0] = -1;
@@ -236,19 +240,14 @@ static void build(htab *t, const JHUFF_TBL *src, int dc)
         int n = src->bits[l];
         t->valoff[l] = k - code;
         t->maxcode[l] = n ? code + n - 1 : -1;
-        for (int i = 0; i < n; i++, k++, code++) {
-            if (l > LOOK)
-                continue;
-            int shift = LOOK - l, base = (int)code << shift;
-            for (int j = 0; j < 1 << shift; j++)
-                t->look[base + j] = entry(dc, src->huffval[k], l, (uint32_t)j, shift);
-        }
+        k += n, code += n;
         code <<= 1;
     }
     if (!dc)
         build_pair(t->pair, src);
     memcpy(t->bits, src->bits, sizeof t->bits);
-    memcpy(t->huffval, src->huffval, sizeof t->huffval);
+    memcpy(t->val, src->huffval, sizeof t->val);
+    t->dc = dc;
     t->built = 1;
 }
 
@@ -378,6 +377,17 @@ static inline int slow_value(j_decompress_ptr c, const htab *t, uint64_t acc, ui
     return extend((uint32_t)((acc << E_LEN(*e)) >> (64 - s)), s);
 }
 
+/* The coefficient of the code at the top of acc by the look table (the slow path where
+ * its entry says so); *e its entry (for its drop and run). For the DC and where a pair
+ * entry is E_SLOW. */
+static inline int single(j_decompress_ptr c, const htab *t, uint64_t acc, uint32_t *e)
+{
+    *e = t->look[acc >> (64 - LOOK)];
+    if (__builtin_expect((*e & E_SLOW) != 0, 0))
+        return slow_value(c, t, acc, e);
+    return E_VALUE(*e);
+}
+
 static inline __attribute__((always_inline)) boolean decode(j_decompress_ptr c, JBLOCKROW *MCU_data)
 {
     bfs_huff *h = (bfs_huff *)(void *)c->entropy;
@@ -393,10 +403,8 @@ static inline __attribute__((always_inline)) boolean decode(j_decompress_ptr c, 
         JCOEF *blk = MCU_data ? MCU_data[b][0] : NULL;
         const htab *t = h->dct[b];
         REFILL();
-        uint32_t e = t->look[acc >> (64 - LOOK)];
-        int diff = E_VALUE(e);
-        if (__builtin_expect((e & E_SLOW) != 0, 0))
-            diff = slow_value(c, t, acc, &e);
+        uint32_t e;
+        int diff = single(c, t, acc, &e);
         DROP(E_DROP(e));
         if (h->dc_needed[b]) { /* wraps as libjpeg-turbo's int does, without the UB */
             int ci = h->ci[b];
@@ -417,11 +425,8 @@ static inline __attribute__((always_inline)) boolean decode(j_decompress_ptr c, 
             int v = E_VALUE(e), v2 = P_VALUE2(p);
             unsigned adv = P_ADV(p);
             if (__builtin_expect((e & E_SLOW) != 0, 0)) {
-                e = t->look[acc >> (64 - LOOK)];
-                v = E_VALUE(e);
-                if (e & E_SLOW)
-                    v = slow_value(c, t, acc, &e);
-                v2 = v, adv = 0;
+                v = v2 = single(c, t, acc, &e);
+                adv = 0;
             }
             DROP(E_DROP(e));
             k += (int)E_RUN(e);
@@ -437,11 +442,8 @@ static inline __attribute__((always_inline)) boolean decode(j_decompress_ptr c, 
             int v = E_VALUE(e), v2 = P_VALUE2(p);
             unsigned adv = P_ADV(p), drop = E_DROP(e), drop1 = P_DROP1(p);
             if (__builtin_expect((e & E_SLOW) != 0, 0)) {
-                e = t->look[acc >> (64 - LOOK)];
-                v = E_VALUE(e);
-                if (e & E_SLOW)
-                    v = slow_value(c, t, acc, &e);
-                v2 = v, adv = 0, drop = drop1 = E_DROP(e);
+                v = v2 = single(c, t, acc, &e);
+                adv = 0, drop = drop1 = E_DROP(e);
             }
             k += (int)E_RUN(e);
             if (k >= 63) /* the block ends at the first: the second is the next block's */
