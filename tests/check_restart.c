@@ -37,6 +37,8 @@
 #include <string.h>
 #include <turbojpeg.h>
 
+#include <jpegint.h> /* jpeg_natural_order */
+
 typedef struct kind {
     const char *name;
     int subsamp, progressive;
@@ -403,10 +405,6 @@ END_TEST
 static uint8_t *jpeg_of_coefficients(int bw, int bh, const int16_t *coef, int optimize,
                                      int restarts, size_t *len)
 {
-    static const uint8_t zz[64] = {0,  1,  8,  16, 9,  2,  3,  10, 17, 24, 32, 25, 18, 11, 4,  5,
-                                   12, 19, 26, 33, 40, 48, 41, 34, 27, 20, 13, 6,  7,  14, 21, 28,
-                                   35, 42, 49, 56, 57, 50, 43, 36, 29, 22, 15, 23, 30, 37, 44, 51,
-                                   58, 59, 52, 45, 38, 31, 39, 46, 53, 60, 61, 54, 47, 55, 62, 63};
     struct jpeg_compress_struct c;
     struct jpeg_error_mgr err;
     unsigned char *out = NULL;
@@ -429,7 +427,7 @@ static uint8_t *jpeg_of_coefficients(int bw, int bh, const int16_t *coef, int op
             (*c.mem->access_virt_barray)((j_common_ptr)&c, arr[0], (JDIMENSION)by, 1, TRUE);
         for (int bx = 0; bx < bw; bx++)
             for (int k = 0; k < 64; k++)
-                row[0][bx][zz[k]] = coef[((size_t)by * bw + bx) * 64 + k];
+                row[0][bx][jpeg_natural_order[k]] = coef[((size_t)by * bw + bx) * 64 + k];
     }
     jpeg_finish_compress(&c);
     jpeg_destroy_compress(&c);
