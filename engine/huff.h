@@ -2,7 +2,7 @@
  * huff.h — a baseline Huffman decoder of our own, swapped into libjpeg-turbo's
  * entropy-decoder slot for restart windows (decode.c, build_window).
  *
- * Why: on photos the entropy decoding is half of a worker's time, and libjpeg-turbo
+ * Why: on photos the entropy decoding was half of a worker's time, and libjpeg-turbo
  * decodes any file with restart markers on its slow path (jdhuff.c decode_mcu_slow: an
  * 8-bit lookahead, then one code length at a time, the bit buffer refilled byte by byte).
  * This one looks 10 bits ahead into a table that holds most symbols' coefficients
@@ -41,7 +41,7 @@
 
 typedef struct bfs_huff bfs_huff;
 
-/* bfs_huff_create - a decoder's state (~102 KiB: the lookup tables); NULL without memory. */
+/* bfs_huff_create - a decoder's state (~100 KiB: the lookup tables); NULL without memory. */
 bfs_huff *bfs_huff_create(void);
 void bfs_huff_destroy(bfs_huff *h);
 
