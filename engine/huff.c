@@ -184,43 +184,101 @@ static uint32_t entry(int dc, int sym, int l, uint32_t after, int n)
     return e | (uint32_t)extend(after >> (n - (int)s), s) << 18;
 }
 
-/* tab (2^look entries) for src: each code of at most look bits, with each value of the
- * look - l bits after it, gets its entry (entry()); the rest E_LONG. */
-static void fill_table(uint32_t *tab, int look, const JHUFF_TBL *src, int dc)
+/* tab[0..n) = e, four at a time, then the rest: GCC's -O2 vectorizes no loop of unknown
+ * count, but it does make four adjacent stores of one value vector stores. */
+static void fill32(uint32_t *tab, int n, uint32_t e)
 {
-    for (int i = 0; i < 1 << look; i++)
-        tab[i] = E_LONG;
-    int32_t code = 0;
-    int k = 0;
-    for (int l = 1; l <= look; l++) {
-        for (int i = 0; i < src->bits[l]; i++, k++, code++) {
-            int shift = look - l, base = (int)code << shift;
-            for (int j = 0; j < 1 << shift; j++)
-                tab[base + j] = entry(dc, src->huffval[k], l, (uint32_t)j, shift);
-        }
-        code <<= 1;
-    }
+    int i = 0;
+    for (; i + 4 <= n; i += 4)
+        tab[i] = e, tab[i + 1] = e, tab[i + 2] = e, tab[i + 3] = e;
+    for (; i < n; i++)
+        tab[i] = e;
 }
 
-/* The AC pair table of src: first one entry per symbol with LOOK2 bits of lookahead, then
- * each index's second symbol read from the bits after the first's. */
-static void build_pair(uint64_t *pair, const JHUFF_TBL *src)
+static void fill64(uint64_t *tab, int n, uint64_t e)
 {
-    uint32_t one[NLOOK2]; /* (8 KiB) */
-    fill_table(one, LOOK2, src, 0);
-    for (int i = 0; i < NLOOK2; i++) {
-        uint32_t e = one[i];
-        uint64_t p = e | (uint64_t)E_DROP(e) << 40 | (uint64_t)(uint16_t)E_VALUE(e) << 48;
-        if (!(e & E_SLOW) && E_RUN(e) != RUN_EOB) { /* an EOB ends the block */
-            unsigned d = E_DROP(e);
-            uint32_t e2 = one[((unsigned)i << d) & (NLOOK2 - 1)];
-            /* the second's code and value within the bits left (their entry depends on
-             * those only) */
-            if (!(e2 & E_SLOW) && d + E_DROP(e2) <= LOOK2)
-                p = (e & ~255u) | (d + E_DROP(e2)) | (uint64_t)(E_RUN(e2) + 1) << 32 |
-                    (uint64_t)d << 40 | (uint64_t)(uint16_t)E_VALUE(e2) << 48;
+    int i = 0;
+    for (; i + 4 <= n; i += 4)
+        tab[i] = e, tab[i + 1] = e, tab[i + 2] = e, tab[i + 3] = e;
+    for (; i < n; i++)
+        tab[i] = e;
+}
+
+/* tab (2^look entries) for src: each code of at most look bits, with each value of the
+ * look - l bits after it, gets its entry (entry()); the rest E_LONG. Built in runs: the
+ * entry of a code of size s depends only on the top s of the bits after it (none where s
+ * is 0, or where s > look - l: E_PART), so each value's entry is made once and stored over
+ * the 2^(look - l - s) indices that share it; and the codes, canonical, take the table
+ * from index 0 on without a gap, so E_LONG goes only after the last of them. (Each photo
+ * brings its own optimized tables, so they are built for nearly every one: one entry()
+ * per index, the builds were 2.7-3.1% of the samples of `batchfs --bench`, threads=1;
+ * in runs, 1.4-1.6%. Same entries: tests/check_huff.c.) */
+static void fill_table(uint32_t *tab, int look, const JHUFF_TBL *src, int dc)
+{
+    int32_t code = 0;
+    int k = 0, end = 0; /* end: the entries filled so far */
+    for (int l = 1; l <= look; l++) {
+        int shift = look - l;
+        for (int i = 0; i < src->bits[l]; i++, k++, code++) {
+            int sym = src->huffval[k], s = sym & 15;
+            uint32_t *t = tab + ((int)code << shift);
+            if (s == 0 || s > shift) { /* one entry for the whole code */
+                fill32(t, 1 << shift, entry(dc, sym, l, 0, shift));
+            } else {
+                int run = 1 << (shift - s); /* the bits after the value's */
+                for (uint32_t v = 0; v < 1u << s; v++, t += run)
+                    fill32(t, run, entry(dc, sym, l, v << (shift - s), shift));
+            }
         }
-        pair[i] = p;
+        end = (int)code << shift;
+        code <<= 1;
+    }
+    fill32(tab + end, (1 << look) - end, E_LONG);
+}
+
+/* The AC pair table of one, src's entries with LOOK2 bits of lookahead (fill_table): each
+ * index's first symbol, and its second read from the bits after the first's. One first
+ * entry holds over a run of 2^(LOOK2 - drop) indices (its code and value, then the bits
+ * of the second: those the run's indices differ in), 2^(LOOK2 - l) for an E_PART, and
+ * E_LONG from the first such index to the end (fill_table); an E_SLOW or EOB first takes
+ * no second, and its pair entry is the same over the whole run. The seconds of a run
+ * depend on its width w only: they are read from one once per w, for all the firsts of
+ * that drop (every value of a code, and codes of other lengths and sizes). */
+static void build_pair(uint64_t *pair, const uint32_t *one)
+{
+    /* the seconds of the runs of w bits at second + 2^w (w < LOOK2), where have >> w & 1:
+     * the high 32 bits of the pair entry and the drop of both (so never 0), or 0 where
+     * none fits */
+    uint64_t second[NLOOK2]; /* (16 KiB) */
+    unsigned have = 0;
+    for (int i = 0; i < NLOOK2;) {
+        uint32_t e = one[i];
+        unsigned d = E_DROP(e);
+        uint64_t p = e | (uint64_t)d << 40 | (uint64_t)(uint16_t)E_VALUE(e) << 48;
+        int run = e & E_LONG ? NLOOK2 - i : 1 << (LOOK2 - (e & E_PART ? E_LEN(e) : d));
+        if ((e & E_SLOW) || E_RUN(e) == RUN_EOB) { /* an EOB ends the block */
+            fill64(pair + i, run, p);
+            i += run;
+            continue;
+        }
+        int w = LOOK2 - (int)d; /* run = 2^w; d >= 1 */
+        uint64_t *sec = second + run;
+        if (!(have >> w & 1)) {
+            for (int r = 0; r < run; r++) { /* index i + r's second is at r << d */
+                uint32_t e2 = one[r << d];
+                /* the second's code and value within the bits left (their entry depends
+                 * on those only) */
+                int fits = !(e2 & E_SLOW) && d + E_DROP(e2) <= LOOK2;
+                sec[r] = fits ? (d + E_DROP(e2)) | (uint64_t)(E_RUN(e2) + 1) << 32 |
+                                    (uint64_t)(uint16_t)E_VALUE(e2) << 48
+                              : 0;
+            }
+            have |= 1u << w;
+        }
+        uint64_t two = (e & ~255u) | (uint64_t)d << 40;
+        for (int r = 0; r < run; r++)
+            pair[i + r] = sec[r] ? two | sec[r] : p;
+        i += run;
     }
 }
 
@@ -243,8 +301,11 @@ static void build(htab *t, const JHUFF_TBL *src, int dc)
         k += n, code += n;
         code <<= 1;
     }
-    if (!dc)
-        build_pair(t->pair, src);
+    if (!dc) {
+        uint32_t one[NLOOK2]; /* (8 KiB) */
+        fill_table(one, LOOK2, src, 0);
+        build_pair(t->pair, one);
+    }
     memcpy(t->bits, src->bits, sizeof t->bits);
     memcpy(t->val, src->huffval, sizeof t->val);
     t->dc = dc;
