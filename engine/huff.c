@@ -22,12 +22,19 @@
  *
  * The AC symbols go two at a time where they can: a second table (pair), LOOK2 bits ahead,
  * holds in one 64-bit entry a symbol and, where a whole second one (code and value) fits
- * in the bits after it, that one too, with the drop of both. The loop is bound by the
- * latency from one load to the next (the index shifted out of acc, the load, acc shifted
- * by the drop: ~7 cycles), which a pair now spends on two coefficients: 59% of the
- * lookups up to k 47 were pairs on that corpus (LOOK2 11, 100 files). bench_huff measured
- * 1.40-1.46x against 1.32x for one symbol a lookup (5 runs each, alternated); LOOK2 12, for
- * tables twice the size, 1.38-1.42x against LOOK2 11's 1.40-1.43x (2 runs each).
+ * in the bits after it, that one too, with the drop of both. The lookups form a chain (the
+ * index shifted out of acc, the load, acc shifted by the drop), which a pair spends on two
+ * coefficients: 59% of the lookups up to k 47 were pairs on that corpus (LOOK2 11, 100
+ * files). bench_huff measured 1.40-1.46x against 1.32x for one symbol a lookup (5 runs
+ * each, alternated); LOOK2 12, for tables twice the size, 1.38-1.42x against LOOK2 11's
+ * 1.40-1.43x (2 runs each); LOOK2 10 no better (1.35-1.42x against 1.35-1.46x, 3 runs
+ * each). The chain is not all that bounds it: a lookup takes ~7.8 ns on this VM
+ * (bench_huff, ~65,000 lookups a crop), a loop of that chain alone 3.4 ns a step, and two
+ * MCUs decoded at once, their chains side by side (each segment of restart interval 1 is
+ * independent), were no faster: the second reader's registers spilled (cachegrind: +10%
+ * instructions, +59% loads). Nor was a refill on a fixed schedule (every other lookup, no
+ * test): what bounds the loop needs hardware counters to find, which this VM has none of
+ * (docs/engine.md, "Toward 2x").
  * A second symbol belongs to the block only while the first is not its last coefficient:
  * an EOB never takes one, and up to k 47 no first symbol (run <= 15) reaches 63, so that
  * loop takes pairs without a test; from k 48 on, a first that lands on 63 or past drops
