@@ -13,7 +13,8 @@
  *    scan cut short) falls back to the plain path: the same result as without windows;
  *  - our entropy decoder (engine/huff.h) decodes what libjpeg-turbo decodes to the same
  *    pixels: windows, whole files, and coefficients written to make blocks end where its
- *    two-symbols-a-lookup loop must stop;
+ *    two-symbols-a-lookup loop must stop; a segment cut short, which libjpeg-turbo warns
+ *    of, stops it;
  *  - a reused decoder lends no Huffman or quantization tables from one file to the next;
  *  - end to end: an ImageFolder packed with and without --restart gives batches whose
  *    tensors are byte-identical, over two epochs of train and eval.
@@ -398,6 +399,52 @@ START_TEST(own_entropy_whole_files)
 }
 END_TEST
 
+/* A restart segment whose data ends before its MCU does: libjpeg-turbo warns ("premature
+ * end of data segment") and decodes zero bits on; ours stops with an error (the bits past
+ * the marker are counted: huff.c, refill_slow). Zero bits decode as the shortest codes, so
+ * only that count tells: without it the MCU decodes, wrong and silent. Segments cut to 0,
+ * 1 and 3 bytes, early and late in the scan, restart interval 1 (every window's) and 4. */
+START_TEST(own_entropy_short_segment)
+{
+    static const int intervals[] = {1, 4};
+    int cases = 0;
+    for (size_t ii = 0; ii < sizeof intervals / sizeof intervals[0]; ii++)
+        for (int which = 3; which <= 20; which += 17)
+            for (int keep = 0; keep <= 3; keep += 1 + (keep == 1)) {
+                tu_jpeg_opts o = {.width = 203,
+                                  .height = 141,
+                                  .quality = 90,
+                                  .subsamp = TJSAMP_420,
+                                  .seed = 77 + ii};
+                uint8_t *jpg, *rst;
+                size_t len, rlen;
+                ck_assert_int_eq(tu_make_jpeg(&o, &jpg, &len), 0);
+                ck_assert_int_eq(bfs_jpeg_add_restarts(jpg, len, intervals[ii], &rst, &rlen), 0);
+                free(jpg);
+                /* segment `which` (after the which-th restart marker) cut to keep bytes */
+                size_t at[64];
+                int n = 0;
+                for (size_t i = 0; i + 1 < rlen && n < 64; i++)
+                    if (rst[i] == 0xFF && rst[i + 1] >= 0xD0 && rst[i + 1] <= 0xD7)
+                        at[n++] = i;
+                ck_assert_int_gt(n, which + 1);
+                size_t from = at[which - 1] + 2 + (size_t)keep, to = at[which];
+                ck_assert_uint_gt(to, from + 4); /* a real cut: the MCU needs more bits */
+                memmove(rst + from, rst + to, rlen - to);
+                rlen -= to - from;
+                int ia = 0, ib = 0;
+                uint8_t *b = decode_whole(rst, rlen, 0, &ib), *a = decode_whole(rst, rlen, 1, &ia);
+                ck_assert_msg(b == NULL, "interval %d segment %d: libjpeg-turbo did not warn",
+                              intervals[ii], which);
+                ck_assert_msg(a == NULL, "interval %d segment %d cut to %d bytes: ours decoded it",
+                              intervals[ii], which, keep);
+                free(rst);
+                cases++;
+            }
+    ck_assert_int_eq(cases, 12);
+}
+END_TEST
+
 /* A grayscale baseline JPEG whose quantized coefficients are exactly coef (zigzag order,
  * 64 per 8x8 block, row by row): quality 100 (every divisor 1), Huffman tables optimized
  * for these coefficients (optimize) or the standard ones, a restart marker after every
@@ -739,6 +786,7 @@ static Suite *restart_suite(void)
     tcase_add_test(t, window_crops_equal_plain_crops);
     tcase_add_test(t, own_entropy_equals_libjpeg);
     tcase_add_test(t, own_entropy_whole_files);
+    tcase_add_test(t, own_entropy_short_segment);
     tcase_add_test(t, own_entropy_block_ends);
     tcase_add_test(t, bad_layout_falls_back);
     tcase_add_test(t, decoder_lends_no_tables);
