@@ -335,33 +335,63 @@ static uint32_t long_entry(j_decompress_ptr c, const htab *t, uint64_t acc)
     return 0;
 }
 
-/* The byte-wise refill (see the top). */
+static inline uint64_t load_be64(const uint8_t *p)
+{
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return __builtin_bswap64(v);
+}
+
+/* The bytes of w (big-endian) before its first 0xFF: 0..8. (Exact, unlike has_ff below,
+ * whose borrow may flag a byte after an FF: the high bit of each byte of ~w that is 0.) */
+static inline int before_ff(uint64_t w)
+{
+    const uint64_t lo7 = 0x7F7F7F7F7F7F7F7Full;
+    uint64_t v = ~w, z = ~(((v & lo7) + lo7) | v | lo7);
+    return z ? __builtin_clzll(z) >> 3 : 8;
+}
+
+/* The refill where the fast one cannot (see the top): the bytes before an FF at once, an
+ * FF byte by byte (FF 00, fill bytes, a marker), and zero bits past a marker. */
 static void refill_slow(bfs_huff *h)
 {
     while (h->nb <= 56) {
-        if (!h->hit) {
-            if (h->pos >= h->end) /* no marker before the end: libjpeg-turbo warns */
-                fail(h->c, JWRN_JPEG_EOF, 0, 0);
-            unsigned b = *h->pos;
-            if (b == 0xFF) {
-                const uint8_t *q = h->pos + 1;
-                while (q < h->end && *q == 0xFF) /* fill bytes */
-                    q++;
-                if (q < h->end && *q == 0) {
-                    h->pos = q + 1; /* FF 00: a data byte FF */
-                } else {
-                    h->hit = 1; /* a marker: the segment's data ends here */
-                    continue;
-                }
-            } else {
-                h->pos++;
-            }
-            h->acc |= (uint64_t)b << (56 - h->nb);
-            h->nb += 8;
-            continue;
+        if (h->hit) { /* 8 zero bits at a time up to more than 56, counted */
+            int add = (64 - h->nb) & ~7;
+            h->nb += add;
+            h->fake += add;
+            return;
         }
+        if (h->end - h->pos >= 8) {
+            uint64_t w = load_be64(h->pos);
+            int n = (63 - h->nb) >> 3, j = before_ff(w); /* n: whole bytes that fit, 0..7 */
+            if (n > j)
+                n = j;
+            if (n > 0) {
+                h->acc |= (w & ~(~0ull >> (8 * n))) >> h->nb;
+                h->pos += n;
+                h->nb += 8 * n;
+                continue;
+            }
+        }
+        if (h->pos >= h->end) /* no marker before the end: libjpeg-turbo warns */
+            fail(h->c, JWRN_JPEG_EOF, 0, 0);
+        unsigned b = *h->pos;
+        if (b == 0xFF) {
+            const uint8_t *q = h->pos + 1;
+            while (q < h->end && *q == 0xFF) /* fill bytes */
+                q++;
+            if (q < h->end && *q == 0) {
+                h->pos = q + 1; /* FF 00: a data byte FF */
+            } else {
+                h->hit = 1; /* a marker: the segment's data ends here */
+                continue;
+            }
+        } else {
+            h->pos++;
+        }
+        h->acc |= (uint64_t)b << (56 - h->nb);
         h->nb += 8;
-        h->fake += 8;
     }
 }
 
@@ -395,13 +425,6 @@ static void restart(bfs_huff *h, j_decompress_ptr c)
     h->nb = h->fake = h->hit = 0;
     memset(h->last_dc, 0, sizeof h->last_dc);
     h->restarts_to_go = c->restart_interval;
-}
-
-static inline uint64_t load_be64(const uint8_t *p)
-{
-    uint64_t v;
-    memcpy(&v, p, 8);
-    return __builtin_bswap64(v);
 }
 
 /* any byte of w 0xFF */
