@@ -2,9 +2,10 @@
  * engine.c — one sample from payload to its slot in the batch (see engine.h).
  *
  * Per sample: read (a pointer into the mapped .bfs, or a file read for folders), plan
- * the geometry at full resolution, pick the IDCT scale, ask resize_source_extent which
- * pixels the output window reads, decode only those, resample them straight into the
- * batch through the fused writer. Time per stage is accumulated per worker.
+ * the geometry at full resolution, pick the IDCT scale, ask resize_plan_extent which
+ * pixels the output window reads (it keeps the resize coefficients in the worker's
+ * scratch), decode only those, resample them straight into the batch through the fused
+ * writer. Time per stage is accumulated per worker.
  * With sample_cache_mb > 0 the decode step first asks the decoded-sample cache
  * (samplecache.h) for the whole image at that scale; the resize reads the same pixels.
  */
@@ -588,7 +589,8 @@ static int render(bfs_engine *e, bfs_engine_worker *w, uint64_t epoch, uint64_t 
         ox = oy = 0;
     }
     int x0, y0, x1, y1;
-    if (resize_source_extent(sp, &x0, &y0, &x1, &y1))
+    /* the coefficients found on the way stay in w->rs for resize_rgb8 below (same sp) */
+    if (resize_plan_extent(sp, &w->rs, &x0, &y0, &x1, &y1))
         return BFS_E_SAMPLE_RANGE;
     bfs_pixels px;
     /* cached or not, the pixels inside the region are the same (samplecache.h); a cached

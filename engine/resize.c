@@ -1,15 +1,17 @@
 /*
  * resize.c — Pillow-exact antialiased RGB resampling (triangle filter, "BILINEAR").
  *
- * Neighbours: engine/augment.c calls resize_rgb8 once per sample with the pixels the
- * decoder produced and a store callback that writes into the batch buffer; the decoder
- * asks resize_source_extent which pixels to decode; mkbatchfs --max-side shrinks images
- * with it. It calls only libc. Tested by tests/check_resize.c and, bit for bit against
- * Pillow, by tests/cli/resize_pillow.sh through tests/resize_tool_main.c.
+ * Neighbours: engine/engine.c asks resize_plan_extent which pixels to decode, then calls
+ * resize_rgb8 once per sample with the pixels the decoder produced and a store callback
+ * that writes into the batch buffer; mkbatchfs --max-side shrinks images with it. It calls only
+ * libc. Tested by tests/check_resize.c and, bit for bit against Pillow, by
+ * tests/cli/resize_pillow.sh through tests/resize_tool_main.c.
  *
  * How: per axis, the coefficients of the window's output indices are computed once per
  * call exactly as Pillow's precompute_coeffs + normalize_coeffs_8bpc do (box edges as
- * C floats, weights in double, normalised, rounded to 22-bit fixed point). Taps whose
+ * C floats, weights in double, normalised, rounded to 22-bit fixed point); once per
+ * image when resize_plan_extent computed them for the source extent (they stay in the
+ * scratch, tagged with their spec, for the resize_rgb8 that follows). Taps whose
  * fixed-point coefficient is 0 are then trimmed from both ends of each output's tap
  * list: they add nothing to any sum, so results do not change, but the source extent
  * becomes exactly the pixels that matter and an unchanged axis reads one pixel per
@@ -284,14 +286,19 @@ static void axis_plan_build(axis_plan *p, const pil_axis *a, int win0)
             p->first[i] = l;
 }
 
+static void spec_axes(const resize_spec *spec, pil_axis *ax, pil_axis *ay)
+{
+    pil_axis_init(ax, spec->in_w, spec->box[0], spec->box[2], spec->out_w);
+    pil_axis_init(ay, spec->in_h, spec->box[1], spec->box[3], spec->out_h);
+}
+
 int resize_source_extent(const resize_spec *spec, int *x0, int *y0, int *x1, int *y1)
 {
     int rc = resize_check_spec(spec);
     if (rc)
         return rc;
     pil_axis ax, ay;
-    pil_axis_init(&ax, spec->in_w, spec->box[0], spec->box[2], spec->out_w);
-    pil_axis_init(&ay, spec->in_h, spec->box[1], spec->box[3], spec->out_h);
+    spec_axes(spec, &ax, &ay);
     axis_extent(&ax, spec->win_x, spec->win_w, x0, x1);
     axis_extent(&ay, spec->win_y, spec->win_h, y0, y1);
     return 0;
@@ -337,20 +344,10 @@ void resize_scratch_free(resize_scratch *scratch)
     free(scratch->mem);
     scratch->mem = NULL;
     scratch->cap = 0;
+    scratch->planned = 0;
 }
 
-/* ---- driver ---------------------------------------------------------------------------- */
-
-static int check_src(const resize_src *src, const axis_plan *px, const axis_plan *py)
-{
-    if (!src->pixels || src->w < 0 || src->h < 0 || src->stride < 3 * (size_t)src->w)
-        return -EINVAL;
-    if (px->hi > px->lo && (px->lo < src->x0 || px->hi > (long long)src->x0 + src->w))
-        return -EINVAL;
-    if (py->hi > py->lo && (py->lo < src->y0 || py->hi > (long long)src->y0 + src->h))
-        return -EINVAL;
-    return 0;
-}
+/* ---- plans in the scratch -------------------------------------------------------------- */
 
 /* Bytes of a plan's arrays in the scratch. */
 static size_t plan_bytes(int n, int kstride)
@@ -368,6 +365,106 @@ static void plan_place(axis_plan *p, char *base, int n, int kstride)
     p->count = (int32_t *)base;
     base += align_up((size_t)n * sizeof(int32_t));
     p->k = (int32_t *)base;
+}
+
+/*
+ * Region A of the scratch: this head, then the horizontal and the vertical plan's arrays.
+ * resize_plan_extent fills the head and sets scratch->planned; resize_rgb8 clears
+ * scratch->planned before anything else, as it changes the horizontal plan in place, and
+ * reuses the plans only if the spec is the one they were computed for. The plans are a
+ * function of the spec alone (the source and the kernel path come later), so an equal
+ * spec gives equal plans.
+ */
+typedef struct plan_head {
+    resize_spec spec; /* what the plans were computed for */
+    axis_plan px, py; /* their scalars (the array pointers are placed again) */
+} plan_head;
+
+/* Places the plans' arrays in region A at mem (unless NULL); returns its size. */
+static size_t plans_place(char *mem, axis_plan *px, int nx, int ksx, axis_plan *py, int ny, int ksy)
+{
+    size_t bytes_head = align_up(sizeof(plan_head)), bytes_x = plan_bytes(nx, ksx);
+    if (mem) {
+        plan_place(px, mem + bytes_head, nx, ksx);
+        plan_place(py, mem + bytes_head + bytes_x, ny, ksy);
+    }
+    return bytes_head + bytes_x + plan_bytes(ny, ksy);
+}
+
+/* Equal specs: same plans. The box is compared bit for bit. */
+static bool spec_equal(const resize_spec *a, const resize_spec *b)
+{
+    return a->in_w == b->in_w && a->in_h == b->in_h && a->out_w == b->out_w &&
+           a->out_h == b->out_h && a->win_x == b->win_x && a->win_y == b->win_y &&
+           a->win_w == b->win_w && a->win_h == b->win_h &&
+           memcmp(a->box, b->box, sizeof a->box) == 0;
+}
+
+/*
+ * Both plans of a valid spec at the start of the scratch (region A, *bytes_a bytes). With
+ * reuse, they are those resize_plan_extent left for this spec; otherwise they are
+ * computed. Returns 0 or -ENOMEM.
+ */
+static int plans_get(const resize_spec *spec, resize_scratch *s, bool reuse, axis_plan *px,
+                     axis_plan *py, size_t *bytes_a)
+{
+    pil_axis ax, ay;
+    spec_axes(spec, &ax, &ay);
+    int ksx = pil_axis_ksize(&ax), ksy = pil_axis_ksize(&ay);
+    *bytes_a = plans_place(NULL, px, spec->win_w, ksx, py, spec->win_h, ksy);
+    int rc = scratch_reserve(s, *bytes_a, reuse ? *bytes_a : 0);
+    if (rc)
+        return rc;
+    if (reuse) {
+        const plan_head *head = s->mem;
+        *px = head->px;
+        *py = head->py;
+    }
+    plans_place(s->mem, px, spec->win_w, ksx, py, spec->win_h, ksy);
+    if (!reuse) {
+        axis_plan_build(px, &ax, spec->win_x);
+        axis_plan_build(py, &ay, spec->win_y);
+    }
+    return 0;
+}
+
+int resize_plan_extent(const resize_spec *spec, resize_scratch *scratch, int *x0, int *y0, int *x1,
+                       int *y1)
+{
+    int rc = resize_check_spec(spec);
+    if (rc)
+        return rc;
+    if (!scratch)
+        return -EINVAL;
+    scratch->planned = 0;
+    axis_plan px, py;
+    size_t bytes_a;
+    if (plans_get(spec, scratch, false, &px, &py, &bytes_a))
+        return resize_source_extent(spec, x0, y0, x1, y1); /* no memory: keep nothing */
+    plan_head *head = scratch->mem;
+    head->spec = *spec;
+    head->px = px;
+    head->py = py;
+    scratch->planned = 1;
+    /* the plans' extents are axis_extent's: the same taps, the same min and max */
+    *x0 = px.lo;
+    *x1 = px.hi;
+    *y0 = py.lo;
+    *y1 = py.hi;
+    return 0;
+}
+
+/* ---- driver ---------------------------------------------------------------------------- */
+
+static int check_src(const resize_src *src, const axis_plan *px, const axis_plan *py)
+{
+    if (!src->pixels || src->w < 0 || src->h < 0 || src->stride < 3 * (size_t)src->w)
+        return -EINVAL;
+    if (px->hi > px->lo && (px->lo < src->x0 || px->hi > (long long)src->x0 + src->w))
+        return -EINVAL;
+    if (py->hi > py->lo && (py->lo < src->y0 || py->hi > (long long)src->y0 + src->h))
+        return -EINVAL;
+    return 0;
 }
 
 /*
@@ -498,22 +595,15 @@ int resize_rgb8(const resize_spec *spec, const resize_src *src, resize_store_cb 
     if (!src || !store || !scratch)
         return -EINVAL;
 
-    pil_axis ax, ay;
-    pil_axis_init(&ax, spec->in_w, spec->box[0], spec->box[2], spec->out_w);
-    pil_axis_init(&ay, spec->in_h, spec->box[1], spec->box[3], spec->out_h);
-    int ksx = pil_axis_ksize(&ax), ksy = pil_axis_ksize(&ay);
-
-    /* region A of the scratch: the two plans */
-    size_t bytes_x = plan_bytes(spec->win_w, ksx), bytes_y = plan_bytes(spec->win_h, ksy);
-    size_t bytes_a = bytes_x + bytes_y;
-    rc = scratch_reserve(scratch, bytes_a, 0);
+    /* region A of the scratch: the two plans, those resize_plan_extent just computed
+     * for this spec if it did; they are changed in place below, so never reused again */
+    bool reuse = scratch->planned && spec_equal(&((const plan_head *)scratch->mem)->spec, spec);
+    scratch->planned = 0;
+    axis_plan px, py;
+    size_t bytes_a;
+    rc = plans_get(spec, scratch, reuse, &px, &py, &bytes_a);
     if (rc)
         return rc;
-    axis_plan px, py;
-    plan_place(&px, scratch->mem, spec->win_w, ksx);
-    plan_place(&py, (char *)scratch->mem + bytes_x, spec->win_h, ksy);
-    axis_plan_build(&px, &ax, spec->win_x);
-    axis_plan_build(&py, &ay, spec->win_y);
     rc = check_src(src, &px, &py);
     if (rc)
         return rc;
@@ -566,8 +656,7 @@ int resize_rgb8(const resize_spec *spec, const resize_src *src, resize_store_cb 
         return rc;
     char *mem = scratch->mem;
     /* the reserve may have moved the plans */
-    plan_place(&px, mem, spec->win_w, ksx);
-    plan_place(&py, mem + bytes_x, spec->win_h, ksy);
+    plans_place(mem, &px, px.n, px.kstride, &py, py.n, py.kstride);
     uint8_t *mid = (uint8_t *)mem + off_mid, *outrow = (uint8_t *)mem + off_row;
     uint8_t *mid2 = mid + bytes_mid / 2, *outrow2 = outrow + istride; /* second rows */
 

@@ -21,7 +21,8 @@
  * A window of the output can be produced alone (win_*): the pixels are those of the full
  * resize, so "resize then centre-crop" costs only the window. The source buffer needs to
  * cover only the input extent that window reads (resize_source_extent), which lets a
- * crop-aware JPEG decoder decode just that region.
+ * crop-aware JPEG decoder decode just that region; resize_plan_extent finds it with the
+ * coefficients the resize itself needs, and keeps them in the scratch for it.
  *
  * Thread safety: none needed; all state is in the caller's resize_spec and scratch.
  */
@@ -62,6 +63,7 @@ typedef void (*resize_store_cb)(void *ctx, int row, const uint8_t *rgb, int widt
 typedef struct resize_scratch {
     void *mem;
     size_t cap;
+    int planned; /* private: mem holds coefficients resize_plan_extent kept */
 } resize_scratch;
 
 /*
@@ -74,6 +76,17 @@ typedef struct resize_scratch {
 int resize_source_extent(const resize_spec *spec, int *x0, int *y0, int *x1, int *y1);
 
 /*
+ * resize_plan_extent - resize_source_extent, keeping in scratch the coefficients computed
+ * for it (both axes, window outputs), so that the next resize_rgb8 on this scratch, if its
+ * spec is equal (every field; the box bit for bit), uses them instead of computing them
+ * again. Results are the same either way; any other call, and any later one, computes
+ * its own. If scratch cannot grow, the extent is still stored and nothing is kept.
+ * Returns 0, or -EINVAL for an invalid spec (see resize_check_spec) or a NULL scratch.
+ */
+int resize_plan_extent(const resize_spec *spec, resize_scratch *scratch, int *x0, int *y0, int *x1,
+                       int *y1);
+
+/*
  * resize_check_spec - validate a spec: sizes in 1..RESIZE_MAX_SIDE, box inside the image
  * with x0 < x1 and y0 < y1 (fractional allowed, NaN rejected), window inside the output.
  * Returns 0 or -EINVAL.
@@ -82,7 +95,8 @@ int resize_check_spec(const resize_spec *spec);
 
 /*
  * resize_rgb8 - resample src according to spec, calling store for each window row.
- * src must cover resize_source_extent(spec). scratch grows as needed.
+ * src must cover resize_source_extent(spec). scratch grows as needed; coefficients a
+ * resize_plan_extent of the same spec left in it are used (once).
  * Returns 0; -EINVAL for an invalid spec or a src that does not cover the extent;
  * -ENOMEM if scratch cannot grow (nothing was stored then).
  */

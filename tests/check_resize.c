@@ -6,7 +6,8 @@
  * on every window of random specs, on both kernel paths, with the source buffer cut to
  * exactly the extent it asks for. Bit-exactness against Pillow itself is checked by
  * tests/cli/resize_pillow.sh. Also: identity, constant images, invalid specs, scratch
- * reuse and the -ENOMEM path (through resize_test_limit_scratch).
+ * reuse, the -ENOMEM path (through resize_test_limit_scratch), and the coefficients
+ * resize_plan_extent keeps for resize_rgb8 (used only for the spec they were made for).
  */
 #include "engine/resize.h"
 #include "engine/resize_internal.h"
@@ -653,6 +654,146 @@ START_TEST(enomem_stores_nothing)
 }
 END_TEST
 
+/* spec with field f (0..11, see below) changed, still valid for an image of at least
+ * (in_w + 20) x (in_h + 20); may stay equal when the field has no room to move. */
+static resize_spec spec_changed(resize_spec sp, int f)
+{
+    double bw = sp.box[2] - sp.box[0], bh = sp.box[3] - sp.box[1];
+    switch (f) {
+    case 0:
+        sp.in_w += rnd(1, 20);
+        break; /* taps clamp to the image */
+    case 1:
+        sp.in_h += rnd(1, 20);
+        break;
+    case 2:
+        sp.box[0] += bw / 4;
+        break;
+    case 3:
+        sp.box[1] += bh / 4;
+        break;
+    case 4:
+        sp.box[2] -= bw / 4;
+        break;
+    case 5:
+        sp.box[3] -= bh / 4;
+        break;
+    case 6:
+        sp.out_w += rnd(1, 5);
+        break; /* the window still fits */
+    case 7:
+        sp.out_h += rnd(1, 5);
+        break;
+    case 8:
+        if (sp.win_x > 0)
+            sp.win_x--;
+        else if (sp.win_x + sp.win_w < sp.out_w)
+            sp.win_x++;
+        break;
+    case 9:
+        if (sp.win_y > 0)
+            sp.win_y--;
+        else if (sp.win_y + sp.win_h < sp.out_h)
+            sp.win_y++;
+        break;
+    case 10:
+        sp.win_w += sp.win_w > 1 ? -1 : sp.win_x + sp.win_w < sp.out_w;
+        break;
+    default:
+        sp.win_h += sp.win_h > 1 ? -1 : sp.win_y + sp.win_h < sp.out_h;
+        break;
+    }
+    ck_assert_int_eq(resize_check_spec(&sp), 0);
+    return sp;
+}
+
+/* resize sp of src with scr must equal a fresh scratch's resize */
+static void expect_fresh(const resize_spec *sp, const resize_src *src, resize_scratch *scr,
+                         const char *what)
+{
+    uint8_t *want = run_ok(sp, src, NULL), *got = run_ok(sp, src, scr);
+    char msg[160];
+    snprintf(msg, sizeof msg, "%s (window %d,%d %dx%d of %dx%d)", what, sp->win_x, sp->win_y,
+             sp->win_w, sp->win_h, sp->out_w, sp->out_h);
+    resize_spec w = *sp; /* got and want hold the window only */
+    w.win_x = w.win_y = 0, w.out_w = w.win_w, w.out_h = w.win_h;
+    assert_window_eq(got, want, &w, msg);
+    free(want);
+    free(got);
+}
+
+/* resize_plan_extent gives resize_source_extent's extent, and the coefficients it keeps
+ * in the scratch serve only the next resize_rgb8 of an equal spec: a spec differing in
+ * any one field, a second resize, or a plan replaced by another all resize as a fresh
+ * scratch does. */
+START_TEST(planned_coefficients_serve_only_their_spec)
+{
+    int paths[2] = {RESIZE_PATH_PORTABLE, RESIZE_PATH_AVX2};
+    int npaths = have_avx2() ? 2 : 1;
+    resize_scratch scr = {0};
+    for (int i = 0; i < 480; i++) {
+        int w = rnd(1, 90), h = rnd(1, 90);
+        if (i % 20 == 0) /* both pass orders */
+            h = rnd(100, 300);
+        else if (i % 20 == 10)
+            w = rnd(100, 300);
+        int iw = w + 20, ih = h + 20; /* room for specs with a larger image */
+        uint8_t *img = noise(iw, ih);
+        resize_src all = whole(img, iw, ih);
+        resize_spec a = random_spec(w, h), b = spec_changed(a, i % 12);
+        int x0, y0, x1, y1, e[4];
+        ck_assert_int_eq(resize_source_extent(&a, &e[0], &e[1], &e[2], &e[3]), 0);
+        size_t cstride;
+        uint8_t *c = crop(img, iw, e[0], e[1], e[2], e[3], &cstride);
+        resize_src cut = {.pixels = c,
+                          .stride = cstride,
+                          .x0 = e[0],
+                          .y0 = e[1],
+                          .w = e[2] - e[0],
+                          .h = e[3] - e[1]};
+        for (int p = 0; p < npaths; p++) {
+            ck_assert_int_eq(resize_force_path((resize_path)paths[p]), 0);
+            ck_assert_int_eq(resize_plan_extent(&a, &scr, &x0, &y0, &x1, &y1), 0);
+            ck_assert(x0 == e[0] && y0 == e[1] && x1 == e[2] && y1 == e[3]);
+            expect_fresh(&b, &all, &scr, "planned a, resized b");
+
+            ck_assert_int_eq(resize_plan_extent(&a, &scr, &x0, &y0, &x1, &y1), 0);
+            expect_fresh(&a, &cut, &scr, "planned a, resized a");
+            expect_fresh(&a, &cut, &scr, "planned a, resized a twice");
+
+            ck_assert_int_eq(resize_plan_extent(&a, &scr, &x0, &y0, &x1, &y1), 0);
+            ck_assert_int_eq(resize_plan_extent(&b, &scr, &x0, &y0, &x1, &y1), 0);
+            expect_fresh(&a, &all, &scr, "planned a then b, resized a");
+        }
+        free(c);
+        free(img);
+    }
+    resize_force_path(RESIZE_PATH_AUTO);
+
+    /* a scratch that cannot grow still gives the extent, and keeps nothing (not even
+     * the plan of an earlier spec) */
+    int w = 64, h = 48, x0, y0, x1, y1, e[4];
+    uint8_t *img = textured(w, h, 8);
+    resize_src src = whole(img, w, h);
+    resize_spec sp = whole_spec(w, h, 3.5, 2, 60, 47.25, 20, 30);
+    resize_spec big = whole_spec(w, h, 0, 0, w, h, 5000, 4000);
+    ck_assert_int_eq(resize_source_extent(&big, &e[0], &e[1], &e[2], &e[3]), 0);
+    resize_scratch_free(&scr);
+    ck_assert_int_eq(resize_plan_extent(&sp, &scr, &x0, &y0, &x1, &y1), 0);
+    ck_assert_int_eq(scr.planned, 1);
+    resize_test_limit_scratch(scr.cap); /* big's plans do not fit */
+    ck_assert_int_eq(resize_plan_extent(&big, &scr, &x0, &y0, &x1, &y1), 0);
+    ck_assert(x0 == e[0] && y0 == e[1] && x1 == e[2] && y1 == e[3]);
+    ck_assert_int_eq(scr.planned, 0);
+    resize_test_limit_scratch(0);
+    expect_fresh(&sp, &src, &scr, "planned without memory");
+    ck_assert_int_eq(resize_plan_extent(NULL, &scr, &x0, &y0, &x1, &y1), -EINVAL);
+    ck_assert_int_eq(resize_plan_extent(&sp, NULL, &x0, &y0, &x1, &y1), -EINVAL);
+    resize_scratch_free(&scr);
+    free(img);
+}
+END_TEST
+
 static Suite *resize_suite(void)
 {
     Suite *s = suite_create("resize");
@@ -668,6 +809,7 @@ static Suite *resize_suite(void)
     tcase_add_test(tc, avx2_equals_portable);
     tcase_add_test(tc, scratch_reuse_across_sizes);
     tcase_add_test(tc, enomem_stores_nothing);
+    tcase_add_test(tc, planned_coefficients_serve_only_their_spec);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -22,9 +22,11 @@
  *  - any success covers the whole image at scale 1 (x0 = y0 = 0, w x h = width x
  *    height, stride 3 * width), every byte readable; raw samples get scale 1 from
  *    bfs_decoder_max_scale, and other scales or regions outside the image are -EINVAL;
- *  - the engine's render path: bfs_augment_geometry, resize_source_extent, decode of
- *    that region, the crop render() hands to resize_rgb8; the resized window equals the
- *    resize of the whole decoded image (the crop hands over the right pixels).
+ *  - the engine's render path: bfs_augment_geometry, resize_plan_extent (the extent of
+ *    resize_source_extent), decode of that region, the crop render() hands to
+ *    resize_rgb8 (with the coefficients the plan kept); the resized window equals the
+ *    resize of the whole decoded image, computed without a plan (the crop hands over the
+ *    right pixels, and the kept coefficients are the right ones).
  */
 #include "engine/augment.h"
 #include "engine/dataset/bfs.h"
@@ -117,8 +119,10 @@ static void render_like_engine(const uint8_t *blk, size_t len, const bfs_image_i
     CHECK(bfs_decoder_max_scale(in, sp->box[2] - sp->box[0], sp->box[3] - sp->box[1], sp->out_w,
                                 sp->out_h) == 1);
     int ox = g.origin_x, oy = g.origin_y;
-    int x0, y0, x1, y1;
-    CHECK(resize_source_extent(sp, &x0, &y0, &x1, &y1) == 0);
+    int x0, y0, x1, y1, e[4];
+    CHECK(resize_source_extent(sp, &e[0], &e[1], &e[2], &e[3]) == 0);
+    CHECK(resize_plan_extent(sp, &rs, &x0, &y0, &x1, &y1) == 0); /* as render() does */
+    CHECK(x0 == e[0] && y0 == e[1] && x1 == e[2] && y1 == e[3]);
     CHECK(x0 >= 0 && y0 >= 0 && x0 < x1 && y0 < y1 && x1 + ox <= in->width &&
           y1 + oy <= in->height);
     bfs_pixels px;
