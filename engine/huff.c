@@ -342,8 +342,9 @@ static inline uint64_t load_be64(const uint8_t *p)
     return __builtin_bswap64(v);
 }
 
-/* The bytes of w (big-endian) before its first 0xFF: 0..8. (Exact, unlike has_ff below,
- * whose borrow may flag a byte after an FF: the high bit of each byte of ~w that is 0.) */
+/* The bytes of w (big-endian) before its first 0xFF: 0..8. Exact: z has the high bit of
+ * each byte of ~w that is 0, and no carry crosses a byte (has_ff below may also flag an FE
+ * just before an FF, where the FF's borrow reaches it). */
 static inline int before_ff(uint64_t w)
 {
     const uint64_t lo7 = 0x7F7F7F7F7F7F7F7Full;
