@@ -17,22 +17,8 @@
 
 /* ---- the reference: huff.c's builder before the runs -------------------------------- */
 
-static int ref_extend(uint32_t v, unsigned s)
-{
-    int neg = s && v < (1u << s >> 1);
-    return (int)v - (neg ? (int)((1u << s) - 1) : 0);
-}
-
-static uint32_t ref_entry(int dc, int sym, int l, uint32_t after, int n)
-{
-    unsigned s = (unsigned)sym & 15, r = dc ? 0 : (unsigned)sym >> 4;
-    if (!dc && s == 0 && r != 15)
-        r = RUN_EOB;
-    uint32_t e = ((unsigned)l + s) | r << 8;
-    if ((int)s > n)
-        return e | E_PART | (unsigned)l << 18 | s << 23;
-    return e | (uint32_t)ref_extend(after >> (n - (int)s), s) << 18;
-}
+/* (entry(), a symbol's entry, is huff.c's own: the runs changed which indices get it, not
+ * what it is; that it decodes what libjpeg-turbo decodes is check_restart's) */
 
 static void ref_fill_table(uint32_t *tab, int look, const JHUFF_TBL *src, int dc)
 {
@@ -44,7 +30,7 @@ static void ref_fill_table(uint32_t *tab, int look, const JHUFF_TBL *src, int dc
         for (int i = 0; i < src->bits[l]; i++, k++, code++) {
             int shift = look - l, base = (int)code << shift;
             for (int j = 0; j < 1 << shift; j++)
-                tab[base + j] = ref_entry(dc, src->huffval[k], l, (uint32_t)j, shift);
+                tab[base + j] = entry(dc, src->huffval[k], l, (uint32_t)j, shift);
         }
         code <<= 1;
     }
