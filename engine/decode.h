@@ -4,7 +4,7 @@
  * engine/dataset/image.h, always decoded whole at scale 1 (their pixels and what happens
  * to alpha and 16-bit samples: image.h), so every crop and resize after it is as for JPEG.
  *
- * Neighbours: engine.c asks for the pixels a resize window reads (resize_source_extent)
+ * Neighbours: engine.c asks for the pixels a resize window reads (resize_plan_extent)
  * and hands the result to resize_rgb8. See ../shared/REFERENCES.md "libjpeg-turbo 2.1.5
  * partial decoding" for the measurements behind the choices:
  *  - only the rows and iMCU columns of the region are decoded: jpeg_crop_scanline
