@@ -48,6 +48,7 @@
 #include <errno.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -70,6 +71,18 @@ static bool cpu_has_avx2(void)
 #endif
 }
 
+/* (libgcc's check includes the kernel saving the 512-bit state: XCR0's opmask and ZMM
+ * bits) */
+static bool cpu_has_avx512(void)
+{
+#if RESIZE_HAVE_AVX2
+    return cpu_has_avx2() && __builtin_cpu_supports("avx512f") &&
+           __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vnni");
+#else
+    return false;
+#endif
+}
+
 int resize_force_path(resize_path path)
 {
     switch (path) {
@@ -80,6 +93,10 @@ int resize_force_path(resize_path path)
         if (!cpu_has_avx2())
             return -ENOTSUP;
         break;
+    case RESIZE_PATH_AVX512:
+        if (!cpu_has_avx512())
+            return -ENOTSUP;
+        break;
     default:
         return -EINVAL;
     }
@@ -87,12 +104,51 @@ int resize_force_path(resize_path path)
     return 0;
 }
 
+int resize_parse_path(const char *v)
+{
+    static const char *const names[] = {"auto", "portable", "avx2", "avx512"};
+    for (int p = 0; p < (int)(sizeof names / sizeof *names); p++)
+        if (v && strcmp(v, names[p]) == 0)
+            return p;
+    return -1;
+}
+
+/* The most BATCHFS_RESIZE allows (read once; resizes run on several threads at once,
+ * hence the atomic): AUTO where it is unset. An unknown value is said once on stderr
+ * and ignored. */
+static resize_path env_cap(void)
+{
+    static _Atomic int cap = -1;
+    int c = atomic_load_explicit(&cap, memory_order_relaxed);
+    if (c < 0) {
+        const char *v = getenv("BATCHFS_RESIZE");
+        c = v ? resize_parse_path(v) : RESIZE_PATH_AUTO;
+        if (c < 0) {
+            fprintf(stderr,
+                    "batchfs: BATCHFS_RESIZE=%s is not auto, portable, avx2 or avx512: "
+                    "ignored\n",
+                    v);
+            c = RESIZE_PATH_AUTO;
+        }
+        int unset = -1;
+        if (!atomic_compare_exchange_strong(&cap, &unset, c))
+            c = unset; /* another thread read it first: the same value */
+    }
+    return (resize_path)c;
+}
+
 resize_path resize_active_path(void)
 {
     int f = atomic_load_explicit(&forced_path, memory_order_relaxed);
     if (f != RESIZE_PATH_AUTO)
         return (resize_path)f;
-    return cpu_has_avx2() ? RESIZE_PATH_AVX2 : RESIZE_PATH_PORTABLE;
+    resize_path cap = env_cap();
+    bool any = cap == RESIZE_PATH_AUTO;
+    if ((any || cap == RESIZE_PATH_AVX512) && cpu_has_avx512())
+        return RESIZE_PATH_AVX512;
+    if ((any || cap >= RESIZE_PATH_AVX2) && cpu_has_avx2())
+        return RESIZE_PATH_AVX2;
+    return RESIZE_PATH_PORTABLE;
 }
 
 void resize_test_limit_scratch(size_t max_bytes)
@@ -613,10 +669,12 @@ int resize_rgb8(const resize_spec *spec, const resize_src *src, resize_store_cb 
     hrow2_fn hrow2 = resize_kernels_portable.hrow2;
     vrow_fn vrow = resize_kernels_portable.vrow;
 #if RESIZE_HAVE_AVX2
-    if (path == RESIZE_PATH_AVX2) {
-        hrow = resize_kernels_avx2.hrow;
-        hrow2 = resize_kernels_avx2.hrow2;
-        vrow = resize_kernels_avx2.vrow;
+    if (path == RESIZE_PATH_AVX2 || path == RESIZE_PATH_AVX512) {
+        const resize_kernels *kn =
+            path == RESIZE_PATH_AVX512 ? &resize_kernels_avx512 : &resize_kernels_avx2;
+        hrow = kn->hrow;
+        hrow2 = kn->hrow2;
+        vrow = kn->vrow;
     }
 #endif
 
@@ -638,7 +696,7 @@ int resize_rgb8(const resize_spec *spec, const resize_src *src, resize_store_cb 
     avx_layout lay = {0};
     if (need_h) {
         uniform_taps(&px, (int)(hrow_bytes / 3));
-        if (path == RESIZE_PATH_AVX2)
+        if (path != RESIZE_PATH_PORTABLE) /* the AVX2 and AVX-512 kernels' table */
             avx_layout_plan(&lay, &px, vfirst ? cols_bytes + mid_pad : hrow_bytes);
     }
 

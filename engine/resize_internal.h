@@ -15,6 +15,7 @@ typedef enum resize_path {
     RESIZE_PATH_AUTO = 0,     /* the fastest the CPU supports (the default) */
     RESIZE_PATH_PORTABLE = 1, /* plain C, auto-vectorised for the build's baseline ISA */
     RESIZE_PATH_AVX2 = 2,     /* x86-64 AVX2 kernels, chosen at run time */
+    RESIZE_PATH_AVX512 = 3,   /* x86-64 AVX-512 (F, BW, VNNI) kernels, chosen at run time */
 } resize_path;
 
 /*
@@ -24,8 +25,13 @@ typedef enum resize_path {
  */
 int resize_force_path(resize_path path);
 
-/* resize_active_path - the path (never AUTO) resize_rgb8 uses with the current setting. */
+/* resize_active_path - the path (never AUTO) resize_rgb8 uses with the current setting:
+ * a forced one, else the fastest the CPU has up to what BATCHFS_RESIZE (auto, portable,
+ * avx2, avx512; read once) allows. */
 resize_path resize_active_path(void);
+
+/* resize_parse_path - the path BATCHFS_RESIZE's value v names, or -1. */
+int resize_parse_path(const char *v);
 
 /*
  * resize_test_limit_scratch - refuse to grow any scratch beyond max_bytes (0: no

@@ -1,7 +1,7 @@
 /*
  * resize_kernels.c — the row kernels of resize.c's passes (resize_kernels_internal.h):
  * the horizontal pass of one row or two, and the vertical pass of one row, portable (plain
- * C that gcc -O2 vectorises) and AVX2 (chosen at run time). resize.c plans the taps and
+ * C that gcc -O2 vectorises), AVX2 and AVX-512 (chosen at run time). resize.c plans the taps and
  * calls them through the tables at the end; every kernel gives the same bytes (resize.c's
  * invariants: exact int32 sums, reads inside the row or its zero-padded tail).
  */
@@ -360,9 +360,167 @@ __attribute__((target("avx2"))) static void vrow_avx2(const uint8_t *in, size_t 
     if (i < nbytes)
         vrow_generic(in + i, stride, count, k, out + i, nbytes - i);
 }
+
+/*
+ * AVX-512 (F + BW + VNNI) kernels: the AVX2 kernels' arithmetic in 512-bit registers, so
+ * the same int32 sums and the same bytes. VNNI's vpdpwssd is pmaddwd and the add into the
+ * accumulator in one instruction, with the same wrapping sum (the products here are far
+ * from overflowing). The two-row horizontal pass holds both rows' output pairs in one
+ * register (row 0's A|B in the low half, row 1's in the high half) and reads each table
+ * entry once, broadcast to both halves: the same table as AVX2 (avx_layout), half the
+ * shuffles, a quarter of the multiply-add instructions. The vertical pass makes 64 outputs
+ * a step. The one-row horizontal pass, used for at most one row of a window, stays AVX2.
+ * Measured on a 474x316 photo, box (50, 40, 400, 300) to 224x224 (`resize_tool -p PATH
+ * -n 1000`, medians, alternated): AVX2 115.7-118.6 us, 512-bit pmaddwd and adds 103.3-
+ * 107.2, with vpdpwssd 89.6-92.9. The shuffles and inserts share one port; the
+ * multiply-adds are what there was to cut.
+ */
+#define T512 "avx2,avx512f,avx512bw,avx512vnni"
+
+static inline __attribute__((always_inline, target(T512))) void
+avx512_pair2(const uint8_t *r0, const uint8_t *r1, int32_t oa, int32_t ob, const avx_table_entry *e,
+             int chunks, __m256i *s0, __m256i *s1)
+{
+    const __m512i sh01 = _mm512_broadcast_i32x4(
+        _mm_setr_epi8(0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1));
+    const __m512i sh23 = _mm512_broadcast_i32x4(
+        _mm_setr_epi8(6, -1, 9, -1, 7, -1, 10, -1, 8, -1, 11, -1, -1, -1, -1, -1));
+    __m512i h = _mm512_setzero_si512(), l = _mm512_set1_epi32(ROUND_HALF);
+    for (int c = 0; c < chunks; c += 2, oa += 12, ob += 12, e += 2) {
+        __m512i v = _mm512_castsi128_si512(_mm_loadu_si128((const void *)(r0 + oa)));
+        v = _mm512_inserti32x4(v, _mm_loadu_si128((const void *)(r0 + ob)), 1);
+        v = _mm512_inserti32x4(v, _mm_loadu_si128((const void *)(r1 + oa)), 2);
+        v = _mm512_inserti32x4(v, _mm_loadu_si128((const void *)(r1 + ob)), 3);
+        __m512i x = _mm512_shuffle_epi8(v, sh01);
+        h = _mm512_dpwssd_epi32(h, x,
+                                _mm512_broadcast_i64x4(_mm256_load_si256((const void *)e->hi)));
+        l = _mm512_dpwssd_epi32(l, x,
+                                _mm512_broadcast_i64x4(_mm256_load_si256((const void *)e->lo)));
+        if (c + 1 < chunks) {
+            x = _mm512_shuffle_epi8(v, sh23);
+            h = _mm512_dpwssd_epi32(
+                h, x, _mm512_broadcast_i64x4(_mm256_load_si256((const void *)e[1].hi)));
+            l = _mm512_dpwssd_epi32(
+                l, x, _mm512_broadcast_i64x4(_mm256_load_si256((const void *)e[1].lo)));
+        }
+    }
+    __m512i s =
+        _mm512_srai_epi32(_mm512_add_epi32(_mm512_slli_epi32(h, AVX_HALF_BITS), l), PRECISION_BITS);
+    *s0 = _mm512_castsi512_si256(s);
+    *s1 = _mm512_extracti64x4_epi64(s, 1);
+}
+
+static inline __attribute__((always_inline, target(T512))) void
+avx512_group2(const uint8_t *r0, const uint8_t *r1, uint8_t *o0, uint8_t *o1, const hpass *h, int x,
+              int chunks)
+{
+    const int32_t *boff = h->boff + x;
+    const avx_table_entry *e = h->tab + (size_t)(x / 2) * chunks;
+    __m256i a0, a1, b0, b1, c0, c1, d0, d1;
+    avx512_pair2(r0, r1, boff[0], boff[1], e, chunks, &a0, &a1);
+    avx512_pair2(r0, r1, boff[2], boff[3], e + chunks, chunks, &b0, &b1);
+    avx512_pair2(r0, r1, boff[4], boff[5], e + 2 * chunks, chunks, &c0, &c1);
+    avx512_pair2(r0, r1, boff[6], boff[7], e + 3 * chunks, chunks, &d0, &d1);
+    avx2_store8(o0 + 3 * (size_t)x, a0, b0, c0, d0);
+    avx2_store8(o1 + 3 * (size_t)x, a1, b1, c1, d1);
+}
+
+static inline __attribute__((always_inline, target(T512))) void
+hrow2_avx512_chunks(const uint8_t *in0, const uint8_t *in1, uint8_t *out0, uint8_t *out1,
+                    const hpass *h, int chunks)
+{
+    int g = 0;
+    for (; g < h->safe_groups; g++)
+        avx512_group2(in0, in1, out0, out1, h, 8 * g, chunks);
+    if (g < h->groups) {
+        memcpy(h->tail, in0 + h->tail_from, h->tail_len);
+        memcpy(h->tail2, in1 + h->tail_from, h->tail_len);
+        for (; g < h->groups; g++)
+            avx512_group2(h->tail, h->tail2, out0, out1, h, 8 * g, chunks);
+    }
+}
+
+__attribute__((target(T512))) static void hrow2_avx512(const uint8_t *in0, const uint8_t *in1,
+                                                       uint8_t *out0, uint8_t *out1, const hpass *h)
+{
+    switch (h->chunks) {
+    case 1:
+        hrow2_avx512_chunks(in0, in1, out0, out1, h, 1);
+        break;
+    case 2:
+        hrow2_avx512_chunks(in0, in1, out0, out1, h, 2);
+        break;
+    default:
+        hrow2_avx512_chunks(in0, in1, out0, out1, h, h->chunks);
+        break;
+    }
+}
+
+/* vrow_avx2's steps, 64 outputs at once; the last < 64 outputs go to vrow_avx2. The
+ * unpacks and packs work within 128-bit lanes, as in AVX2, so the lanes' order is
+ * restored the same way. */
+__attribute__((target(T512))) static void vrow_avx512(const uint8_t *in, size_t stride, int count,
+                                                      const int32_t *k, uint8_t *out, int nbytes)
+{
+    if (count > 2 * VPAIRS_MAX + 1 || nbytes < 64) {
+        vrow_avx2(in, stride, count, k, out, nbytes);
+        return;
+    }
+    const __m512i zero = _mm512_setzero_si512();
+    int32_t kh[VPAIRS_MAX], kl[VPAIRS_MAX];
+    int npairs = count / 2;
+    for (int p = 0; p < npairs; p++) {
+        int32_t k0 = k[2 * p], k1 = k[2 * p + 1];
+        kh[p] =
+            (int32_t)(((uint32_t)(k1 >> AVX_HALF_BITS) << 16) | (uint16_t)(k0 >> AVX_HALF_BITS));
+        kl[p] = (int32_t)(((uint32_t)(k1 & 0x7ff) << 16) | (uint32_t)(k0 & 0x7ff));
+    }
+    __m512i klast = _mm512_set1_epi32(count & 1 ? k[count - 1] : 0);
+    const uint8_t *last = in + (size_t)(count - 1) * stride;
+    int i = 0;
+    for (; i + 64 <= nbytes; i += 64) {
+        __m512i h0 = zero, h1 = zero, h2 = zero, h3 = zero;
+        __m512i l0 = _mm512_set1_epi32(ROUND_HALF), l1 = l0, l2 = l0, l3 = l0;
+        const uint8_t *row = in + i;
+        for (int p = 0; p < npairs; p++, row += 2 * stride) {
+            __m512i a = _mm512_loadu_si512((const void *)row);
+            __m512i b = _mm512_loadu_si512((const void *)(row + stride));
+            __m512i ablo = _mm512_unpacklo_epi8(a, b), abhi = _mm512_unpackhi_epi8(a, b);
+            __m512i x0 = _mm512_unpacklo_epi8(ablo, zero), x1 = _mm512_unpackhi_epi8(ablo, zero);
+            __m512i x2 = _mm512_unpacklo_epi8(abhi, zero), x3 = _mm512_unpackhi_epi8(abhi, zero);
+            __m512i khp = _mm512_set1_epi32(kh[p]), klp = _mm512_set1_epi32(kl[p]);
+            h0 = _mm512_dpwssd_epi32(h0, x0, khp);
+            h1 = _mm512_dpwssd_epi32(h1, x1, khp);
+            h2 = _mm512_dpwssd_epi32(h2, x2, khp);
+            h3 = _mm512_dpwssd_epi32(h3, x3, khp);
+            l0 = _mm512_dpwssd_epi32(l0, x0, klp);
+            l1 = _mm512_dpwssd_epi32(l1, x1, klp);
+            l2 = _mm512_dpwssd_epi32(l2, x2, klp);
+            l3 = _mm512_dpwssd_epi32(l3, x3, klp);
+        }
+        if (count & 1) {
+            __m512i a = _mm512_loadu_si512((const void *)(last + i));
+            __m512i alo = _mm512_unpacklo_epi8(a, zero), ahi = _mm512_unpackhi_epi8(a, zero);
+            l0 = _mm512_add_epi32(l0, _mm512_mullo_epi32(_mm512_unpacklo_epi16(alo, zero), klast));
+            l1 = _mm512_add_epi32(l1, _mm512_mullo_epi32(_mm512_unpackhi_epi16(alo, zero), klast));
+            l2 = _mm512_add_epi32(l2, _mm512_mullo_epi32(_mm512_unpacklo_epi16(ahi, zero), klast));
+            l3 = _mm512_add_epi32(l3, _mm512_mullo_epi32(_mm512_unpackhi_epi16(ahi, zero), klast));
+        }
+#define VCOMBINE(hv, lv)                                                                           \
+    _mm512_srai_epi32(_mm512_add_epi32(_mm512_slli_epi32(hv, AVX_HALF_BITS), lv), PRECISION_BITS)
+        __m512i p01 = _mm512_packs_epi32(VCOMBINE(h0, l0), VCOMBINE(h1, l1));
+        __m512i p23 = _mm512_packs_epi32(VCOMBINE(h2, l2), VCOMBINE(h3, l3));
+#undef VCOMBINE
+        _mm512_storeu_si512((void *)(out + i), _mm512_packus_epi16(p01, p23));
+    }
+    if (i < nbytes)
+        vrow_avx2(in + i, stride, count, k, out + i, nbytes - i);
+}
+#undef T512
 #endif
 
 const resize_kernels resize_kernels_portable = {hrow_portable, hrow2_portable, vrow_portable};
 #if RESIZE_HAVE_AVX2
 const resize_kernels resize_kernels_avx2 = {hrow_avx2, hrow2_avx2, vrow_avx2};
+const resize_kernels resize_kernels_avx512 = {hrow_avx2, hrow2_avx512, vrow_avx512};
 #endif

@@ -19,6 +19,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 /* ---- reference: Pillow's ImagingResample, BILINEAR, 8-bit RGB, written plainly ---- */
 
@@ -293,13 +295,33 @@ static resize_spec random_spec(int w, int h)
     return sp;
 }
 
-static int have_avx2(void)
+static const char *const path_name[] = {"auto", "portable", "avx2", "avx512"};
+
+static int have_path(resize_path path)
 {
-    int ok = resize_force_path(RESIZE_PATH_AVX2) == 0;
+    int ok = resize_force_path(path) == 0;
     resize_force_path(RESIZE_PATH_AUTO);
     if (!ok)
-        fprintf(stderr, "check_resize: no AVX2 on this CPU, only the portable path is tested\n");
+        fprintf(stderr, "check_resize: no %s on this CPU, that path is not tested\n",
+                path_name[path]);
     return ok;
+}
+
+static int have_avx2(void)
+{
+    return have_path(RESIZE_PATH_AVX2);
+}
+
+/* The kernel paths this CPU has, portable first; returns how many. */
+static int kernel_paths(resize_path paths[3])
+{
+    int n = 0;
+    paths[n++] = RESIZE_PATH_PORTABLE;
+    if (have_avx2())
+        paths[n++] = RESIZE_PATH_AVX2;
+    if (have_path(RESIZE_PATH_AVX512))
+        paths[n++] = RESIZE_PATH_AVX512;
+    return n;
 }
 
 static void assert_window_eq(const uint8_t *got, const uint8_t *full, const resize_spec *sp,
@@ -388,8 +410,8 @@ END_TEST
  * to exactly resize_source_extent, on every kernel path. */
 START_TEST(matches_reference_windows_and_extents)
 {
-    int paths[2] = {RESIZE_PATH_PORTABLE, RESIZE_PATH_AVX2};
-    int npaths = have_avx2() ? 2 : 1;
+    resize_path paths[3];
+    int npaths = kernel_paths(paths);
     resize_scratch scr = {0};
     for (int i = 0; i < 300; i++) {
         int w = rnd(1, 90), h = rnd(1, 90);
@@ -416,8 +438,8 @@ START_TEST(matches_reference_windows_and_extents)
         resize_src src = {
             .pixels = c, .stride = cstride, .x0 = x0, .y0 = y0, .w = x1 - x0, .h = y1 - y0};
         for (int p = 0; p < npaths; p++) {
-            ck_assert_int_eq(resize_force_path((resize_path)paths[p]), 0);
-            expect_window(&sp, &src, &scr, full, p ? "avx2" : "portable");
+            ck_assert_int_eq(resize_force_path(paths[p]), 0);
+            expect_window(&sp, &src, &scr, full, path_name[paths[p]]);
         }
         free(c);
         free(full);
@@ -573,10 +595,12 @@ START_TEST(invalid_specs_rejected)
 }
 END_TEST
 
-START_TEST(avx2_equals_portable)
+/* Each SIMD path (AVX2, AVX-512) gives the portable path's bytes on noise, up to 700 px
+ * wide: every tap count and every tail of the 8-output groups and 32-/64-byte steps. */
+START_TEST(simd_equals_portable)
 {
-    if (!have_avx2())
-        return;
+    resize_path paths[3];
+    int npaths = kernel_paths(paths);
     resize_scratch scr = {0};
     for (int i = 0; i < 120; i++) {
         int w = rnd(1, 700), h = rnd(1, 500);
@@ -588,17 +612,69 @@ START_TEST(avx2_equals_portable)
         resize_src src = whole(img, w, h);
         ck_assert_int_eq(resize_force_path(RESIZE_PATH_PORTABLE), 0);
         uint8_t *a = run_ok(&sp, &src, &scr);
-        ck_assert_int_eq(resize_force_path(RESIZE_PATH_AVX2), 0);
-        ck_assert_int_eq(resize_active_path(), RESIZE_PATH_AVX2);
-        uint8_t *b = run_ok(&sp, &src, &scr);
-        sp.win_x = sp.win_y = 0, sp.out_w = sp.win_w, sp.out_h = sp.win_h;
-        assert_window_eq(b, a, &sp, "avx2 vs portable");
+        resize_spec win = sp;
+        win.win_x = win.win_y = 0, win.out_w = win.win_w, win.out_h = win.win_h;
+        for (int p = 1; p < npaths; p++) {
+            ck_assert_int_eq(resize_force_path(paths[p]), 0);
+            ck_assert_int_eq(resize_active_path(), paths[p]);
+            uint8_t *b = run_ok(&sp, &src, &scr);
+            assert_window_eq(b, a, &win, path_name[paths[p]]);
+            free(b);
+        }
         free(a);
-        free(b);
         free(img);
     }
     resize_force_path(RESIZE_PATH_AUTO);
     resize_scratch_free(&scr);
+}
+END_TEST
+
+/* The path resize_rgb8 takes with BATCHFS_RESIZE=v set before its first resize (in a
+ * child: the variable is read once per process); what it printed on stderr goes to err. */
+static resize_path path_with_env(const char *v, char *err, size_t errlen)
+{
+    char tmpl[] = "/tmp/check_resize_err.XXXXXX";
+    int fd = mkstemp(tmpl);
+    ck_assert_int_ge(fd, 0);
+    unlink(tmpl);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        dup2(fd, 2);
+        setenv("BATCHFS_RESIZE", v, 1);
+        _exit((int)resize_active_path());
+    }
+    int st = 0;
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    ck_assert(WIFEXITED(st));
+    ssize_t n = pread(fd, err, errlen - 1, 0);
+    err[n > 0 ? n : 0] = '\0';
+    close(fd);
+    return (resize_path)WEXITSTATUS(st);
+}
+
+/* BATCHFS_RESIZE caps the path the CPU would get; an unknown value is said and ignored. */
+START_TEST(env_caps_the_path)
+{
+    ck_assert_int_eq(resize_parse_path("portable"), RESIZE_PATH_PORTABLE);
+    ck_assert_int_eq(resize_parse_path("avx2"), RESIZE_PATH_AVX2);
+    ck_assert_int_eq(resize_parse_path("avx512"), RESIZE_PATH_AVX512);
+    ck_assert_int_eq(resize_parse_path("auto"), RESIZE_PATH_AUTO);
+    ck_assert_int_eq(resize_parse_path("AVX2"), -1);
+    ck_assert_int_eq(resize_parse_path(""), -1);
+    ck_assert_int_eq(resize_parse_path(NULL), -1);
+    resize_path paths[3];
+    resize_path best = paths[kernel_paths(paths) - 1];
+    char err[512];
+    ck_assert_int_eq(path_with_env("portable", err, sizeof err), RESIZE_PATH_PORTABLE);
+    ck_assert_str_eq(err, "");
+    ck_assert_int_eq(path_with_env("avx2", err, sizeof err),
+                     have_avx2() ? RESIZE_PATH_AVX2 : RESIZE_PATH_PORTABLE);
+    ck_assert_int_eq(path_with_env("avx512", err, sizeof err), best);
+    ck_assert_int_eq(path_with_env("auto", err, sizeof err), best);
+    ck_assert_int_eq(path_with_env("sse9", err, sizeof err), best);
+    ck_assert_msg(strstr(err, "BATCHFS_RESIZE=sse9 is not auto, portable, avx2 or avx512"),
+                  "stderr: %s", err);
 }
 END_TEST
 
@@ -728,8 +804,8 @@ static void expect_fresh(const resize_spec *sp, const resize_src *src, resize_sc
  * scratch does. */
 START_TEST(planned_coefficients_serve_only_their_spec)
 {
-    int paths[2] = {RESIZE_PATH_PORTABLE, RESIZE_PATH_AVX2};
-    int npaths = have_avx2() ? 2 : 1;
+    resize_path paths[3];
+    int npaths = kernel_paths(paths);
     resize_scratch scr = {0};
     for (int i = 0; i < 480; i++) {
         int w = rnd(1, 90), h = rnd(1, 90);
@@ -752,7 +828,7 @@ START_TEST(planned_coefficients_serve_only_their_spec)
                           .w = e[2] - e[0],
                           .h = e[3] - e[1]};
         for (int p = 0; p < npaths; p++) {
-            ck_assert_int_eq(resize_force_path((resize_path)paths[p]), 0);
+            ck_assert_int_eq(resize_force_path(paths[p]), 0);
             ck_assert_int_eq(resize_plan_extent(&a, &scr, &x0, &y0, &x1, &y1), 0);
             ck_assert(x0 == e[0] && y0 == e[1] && x1 == e[2] && y1 == e[3]);
             expect_fresh(&b, &all, &scr, "planned a, resized b");
@@ -806,7 +882,8 @@ static Suite *resize_suite(void)
     tcase_add_test(tc, window_equals_part_of_full_output);
     tcase_add_test(tc, extent_is_exact);
     tcase_add_test(tc, invalid_specs_rejected);
-    tcase_add_test(tc, avx2_equals_portable);
+    tcase_add_test(tc, simd_equals_portable);
+    tcase_add_test(tc, env_caps_the_path);
     tcase_add_test(tc, scratch_reuse_across_sizes);
     tcase_add_test(tc, enomem_stores_nothing);
     tcase_add_test(tc, planned_coefficients_serve_only_their_spec);

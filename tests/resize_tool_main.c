@@ -6,7 +6,7 @@
  *   resize_tool [options] IN.ppm OUT.ppm OUT_W OUT_H [X0 Y0 X1 Y1]
  *     -w X,Y,W,H   produce only this window of the OUT_W x OUT_H result
  *     -e           hand resize_rgb8 only the source extent (a cropped copy)
- *     -p PATH      kernel path: auto (default), portable, avx2
+ *     -p PATH      kernel path: auto (default), portable, avx2, avx512
  *     -n N         run N more times, print min and median thread CPU time per image
  *
  * Exit status: 0 done, 1 bad usage or file, 2 resize error.
@@ -102,9 +102,11 @@ static void store_row_cb(void *ctx, int row, const uint8_t *rgb, int width)
     memcpy(out->rgb + (size_t)row * out->w * 3, rgb, (size_t)width * 3);
 }
 
+static const char *const path_names[] = {"auto", "portable", "avx2", "avx512"};
+
 static void usage(void)
 {
-    fprintf(stderr, "usage: resize_tool [-w X,Y,W,H] [-e] [-p auto|portable|avx2] [-n N] "
+    fprintf(stderr, "usage: resize_tool [-w X,Y,W,H] [-e] [-p auto|portable|avx2|avx512] [-n N] "
                     "IN.ppm OUT.ppm OUT_W OUT_H [X0 Y0 X1 Y1]\n");
 }
 
@@ -143,6 +145,7 @@ int main(int argc, char **argv)
             const char *p = argv[++a];
             path = !strcmp(p, "portable") ? RESIZE_PATH_PORTABLE
                    : !strcmp(p, "avx2")   ? RESIZE_PATH_AVX2
+                   : !strcmp(p, "avx512") ? RESIZE_PATH_AVX512
                                           : RESIZE_PATH_AUTO;
             if (path == RESIZE_PATH_AUTO && strcmp(p, "auto")) {
                 usage();
@@ -228,9 +231,8 @@ int main(int argc, char **argv)
             fprintf(stderr,
                     "resize_tool: %s path: %.1f us/image min, %.1f median (%ld runs, %dx%d -> "
                     "%dx%d of %dx%d)\n",
-                    resize_active_path() == RESIZE_PATH_AVX2 ? "avx2" : "portable", t[0] * 1e6,
-                    t[repeat / 2] * 1e6, repeat, in.w, in.h, spec.win_w, spec.win_h, spec.out_w,
-                    spec.out_h);
+                    path_names[resize_active_path()], t[0] * 1e6, t[repeat / 2] * 1e6, repeat, in.w,
+                    in.h, spec.win_w, spec.win_h, spec.out_w, spec.out_h);
         }
         free(t);
     }

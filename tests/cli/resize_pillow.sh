@@ -8,7 +8,7 @@
 # output size (Pillow's crop path), same size (its copy path), 1x1 outputs, thin images,
 # windows of the output (-w, compared with a crop of Pillow's full result) and a source
 # buffer holding only the extent the window reads (-e). Every case runs on the portable
-# kernels and, where the CPU has it, on AVX2. Prints max abs diff and MAE per failure.
+# kernels and, where the CPU has them, on AVX2 and AVX-512. Prints max abs diff and MAE per failure.
 # The reference is Pillow >= 13, whose pass order engine/resize follows; with an older
 # Pillow the shapes it resized in the other order are skipped (and said so).
 # Run from the repository root (tests/run.sh does); BUILD names the build directory.
@@ -92,9 +92,12 @@ def vertical_first(w, h, ow, oh):
     return h - oh > 0 and h - oh > 2 * (w - ow)
 
 
-avx2_ok = subprocess.run([tool, "-p", "avx2", "x", "y", "1", "1"],
-                         capture_output=True, text=True).stderr.find("not available") < 0
-paths = ["portable", "avx2"] if avx2_ok else ["portable"]
+def path_ok(p):
+    return subprocess.run([tool, "-p", p, "x", "y", "1", "1"],
+                          capture_output=True, text=True).stderr.find("not available") < 0
+
+
+paths = ["portable"] + [p for p in ("avx2", "avx512") if path_ok(p)]
 print("kernel paths:", ", ".join(paths))
 
 images = {}
