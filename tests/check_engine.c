@@ -411,6 +411,35 @@ START_TEST(flip_mirrors)
 }
 END_TEST
 
+/* A flipped u8 NHWC row is the row mirrored, at every width (the vector path's 21-pixel
+ * steps and the scalar rest), and nothing outside the row is written or read. */
+START_TEST(store_row_flips_every_width)
+{
+    bfs_pipeline_opts o;
+    bfs_pipeline_defaults(&o);
+    ck_assert_int_eq(bfs_pipeline_finish(&o, NULL, 0), 0);
+    bfs_out_format f;
+    bfs_out_format_init(&f, &o);
+    ck_assert_int_eq(f.dtype, BFS_OUT_U8);
+    for (int w = 1; w <= 200; w++) {
+        /* the source row alone in its buffer, the output between guard bytes */
+        uint8_t *rgb = malloc(3 * (size_t)w), *out = malloc(3 * (size_t)w + 128);
+        for (int k = 0; k < 3 * w; k++)
+            rgb[k] = (uint8_t)(k * 37 + w);
+        memset(out, 0xa5, 3 * (size_t)w + 128);
+        bfs_out_slot slot = {&f, out + 64, 1, w, 2};
+        bfs_out_store_row(&slot, 0, rgb, w);
+        for (int x = 0; x < w; x++)
+            ck_assert_msg(memcmp(out + 64 + 3 * x, rgb + 3 * (w - 1 - x), 3) == 0,
+                          "width %d pixel %d", w, x);
+        for (int k = 0; k < 64; k++)
+            ck_assert(out[k] == 0xa5 && out[64 + 3 * w + k] == 0xa5);
+        free(rgb);
+        free(out);
+    }
+}
+END_TEST
+
 static void corrupt_one(const char *dir, int cls, int i, size_t keep)
 {
     char p[4300];
@@ -1691,6 +1720,7 @@ static Suite *engine_suite(void)
     tcase_add_test(tc, scaled_decode_close_to_full);
     tcase_add_test(tc, dtypes_and_layouts);
     tcase_add_test(tc, flip_mirrors);
+    tcase_add_test(tc, store_row_flips_every_width);
     tcase_add_test(tc, bad_samples);
     tcase_add_test(tc, bad_in_every_epoch);
     tcase_add_test(tc, token_rows_truncated_between_rows);
