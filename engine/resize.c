@@ -77,7 +77,8 @@ static bool cpu_has_avx512(void)
 {
 #if RESIZE_HAVE_AVX2
     return cpu_has_avx2() && __builtin_cpu_supports("avx512f") &&
-           __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vnni");
+           __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+           __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vbmi");
 #else
     return false;
 #endif

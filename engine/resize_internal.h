@@ -15,7 +15,7 @@ typedef enum resize_path {
     RESIZE_PATH_AUTO = 0,     /* the fastest the CPU supports (the default) */
     RESIZE_PATH_PORTABLE = 1, /* plain C, auto-vectorised for the build's baseline ISA */
     RESIZE_PATH_AVX2 = 2,     /* x86-64 AVX2 kernels, chosen at run time */
-    RESIZE_PATH_AVX512 = 3,   /* x86-64 AVX-512 (F, BW, VNNI) kernels, chosen at run time */
+    RESIZE_PATH_AVX512 = 3, /* x86-64 AVX-512 (F, BW, VL, VNNI, VBMI) kernels, chosen at run time */
 } resize_path;
 
 /*

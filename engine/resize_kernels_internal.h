@@ -71,8 +71,8 @@ extern const resize_kernels resize_kernels_portable;
 #if RESIZE_HAVE_AVX2
 /* AVX2: only where the CPU has it (resize.c checks). */
 extern const resize_kernels resize_kernels_avx2;
-/* AVX-512 F + BW + VNNI (resize_kernels.c: the AVX2 arithmetic and table, wider): only where the
- * CPU and the kernel's saved state have it (resize.c checks). */
+/* AVX-512 F, BW, VL, VNNI, VBMI (resize_kernels.c: the AVX2 arithmetic and table, wider): only
+ * where the CPU and the kernel's saved state have it (resize.c checks). */
 extern const resize_kernels resize_kernels_avx512;
 #endif
 
