@@ -1,10 +1,12 @@
 """tests/bench/peers.py KIND ROOT BATCH WORKERS [DAEMON_PID] — one input pipeline at steady
 state, as bench_peers.sh runs it: RandomResizedCrop to 224x224 (scale 0.08..1, ratio
 3/4..4/3) and a random horizontal flip of every JPEG, uint8, batches of BATCH, WORKERS
-workers or threads; one warm-up epoch, then 3 timed epochs of all full batches. Prints one
-JSON object: the median images/s of the timed epochs, each epoch's, their spread
-((max - min) / median), and CPU seconds per image over them (every process of the
-pipeline: this one, its workers, and for batchfs the daemon).
+workers or threads; one warm-up epoch (or more: BFS_PEERS_WARMUP_BATCHES, see
+WARMUP_BATCHES), then 3 timed epochs of all full batches. Prints one JSON object: the
+median images/s of the timed epochs, each epoch's, their spread ((max - min) / median),
+CPU seconds per image over them (every process of the pipeline: this one, its workers,
+and for batchfs the daemon), the warm-up's epochs, and the first epoch's images/s and
+images per CPU second.
 
 KIND:
   dali         NVIDIA DALI without a GPU (device_id=None): fn.readers.file with a full
@@ -23,8 +25,8 @@ KIND:
                transforms.RandomResizedCrop + RandomHorizontalFlip + PILToTensor in a
                DataLoader as above; ROOT is the ImageFolder
   batchfs      a batchfs mount: ROOT is the mount point, DAEMON_PID its daemon; epochs
-               0..3 read batch by batch in 1 MiB reads into one reused buffer (epoch 0
-               the warm-up)
+               0, 1, ... read batch by batch in 1 MiB reads into one reused buffer (the
+               first ones the warm-up; epoch 0 is the first epoch of a fresh mount)
   batchfs-mmap the same, each batch mmap'ed instead (zero-copy, as torch.frombuffer
                over a mapping), one byte of each page read
 """
@@ -58,19 +60,39 @@ def proc_cpu(pid):
     return total
 
 
-def run_epochs(one_epoch, pids):
-    """one_epoch() -> images; returns (median images/s of epochs 1..3, CPU s per image, the
-    three epochs' images/s)."""
-    one_epoch()  # warm-up: workers started, files in the page cache
-    rates, images = [], 0
-    cpu0 = sum(proc_cpu(p) for p in pids)
-    for _ in range(3):
-        t0 = time.perf_counter()
+# Warm-up: whole epochs until at least BFS_PEERS_WARMUP_BATCHES batches were read (default
+# 1: one epoch). A longer warm-up was tried for batchfs's memory to settle (its passed-batch
+# bound fills in the first epoch of the bench's 7-batch corpus, and batch files move to
+# huge pages after it: docs/engine.md, "Batch memory"): 32 batches (5 epochs), in 2 runs,
+# measured no steadier nor faster than one epoch in a run between them (2026-11-30), so
+# one epoch it stays. The first
+# epoch, a fresh mount's for batchfs, is reported on its own (first_epoch_*).
+WARMUP_BATCHES = max(1, int(os.environ.get("BFS_PEERS_WARMUP_BATCHES", "1")))
+
+
+def run_epochs(one_epoch, pids, batch):
+    """one_epoch() -> images; returns a dict: images_per_s (the median of 3 timed epochs
+    after the warm-up), cpu_s_per_image (over them), rates (theirs), first (images/s and
+    CPU s per image of the first epoch) and warmup_epochs."""
+    def timed():
+        c0, t0 = sum(proc_cpu(p) for p in pids), time.perf_counter()
         n = one_epoch()
-        rates.append(n / (time.perf_counter() - t0))
+        return n, time.perf_counter() - t0, sum(proc_cpu(p) for p in pids) - c0
+
+    n, dt, cpu = timed()  # workers start, files come into the page cache
+    first = (n / dt, cpu / n)
+    warm, epochs = n, 1
+    while warm < WARMUP_BATCHES * batch:
+        warm += timed()[0]
+        epochs += 1
+    rates, images, cpu = [], 0, 0.0
+    for _ in range(3):
+        n, dt, c = timed()
+        rates.append(n / dt)
         images += n
-    cpu = sum(proc_cpu(p) for p in pids) - cpu0
-    return sorted(rates)[1], cpu / images, rates
+        cpu += c
+    return {"images_per_s": sorted(rates)[1], "cpu_s_per_image": cpu / images, "rates": rates,
+            "first": first, "warmup_epochs": epochs}
 
 
 def files_of(root):
@@ -100,7 +122,7 @@ def run_loader(ds, batch, workers, dtype="uint8"):
             n += x.shape[0]
         return n
 
-    return run_epochs(epoch, [os.getpid()])
+    return run_epochs(epoch, [os.getpid()], batch)
 
 
 def dali(root, batch, workers):
@@ -129,7 +151,7 @@ def dali(root, batch, workers):
             assert out[0].as_tensor().shape()[1:] == [224, 224, 3]
         return per_epoch * batch
 
-    return run_epochs(epoch, [os.getpid()])
+    return run_epochs(epoch, [os.getpid()], batch)
 
 
 def jpeg_dataset(files, tf):
@@ -207,27 +229,31 @@ def batchfs(mnt, daemon, zero_copy):
         e[0] += 1
         return nb * per
 
-    return run_epochs(epoch, [os.getpid(), daemon])
+    return run_epochs(epoch, [os.getpid(), daemon], per)
 
 
 def main():
     kind, root, batch, workers = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
     if kind == "dali":
-        ips, cpu, rates = dali(root, batch, workers)
+        r = dali(root, batch, workers)
     elif kind == "torchvision":
-        ips, cpu, rates = torchvision_(root, batch, workers)
+        r = torchvision_(root, batch, workers)
     elif kind == "torchvision-recipe":
-        ips, cpu, rates = torchvision_recipe(root, batch, workers)
+        r = torchvision_recipe(root, batch, workers)
     elif kind == "pil":
-        ips, cpu, rates = pil(root, batch, workers)
+        r = pil(root, batch, workers)
     elif kind in ("batchfs", "batchfs-mmap"):
-        ips, cpu, rates = batchfs(root, int(sys.argv[5]), kind == "batchfs-mmap")
+        r = batchfs(root, int(sys.argv[5]), kind == "batchfs-mmap")
     else:
         sys.exit(f"peers.py: unknown kind {kind}")
+    ips, cpu, rates = r["images_per_s"], r["cpu_s_per_image"], r["rates"]
     print(json.dumps({"kind": kind, "images_per_s": round(ips, 1),
                       "cpu_s_per_image": cpu, "images_per_cpu_s": round(1 / cpu, 1),
-                      "epochs_images_per_s": [round(r) for r in rates],
-                      "spread": round((max(rates) - min(rates)) / ips, 3)}))
+                      "epochs_images_per_s": [round(x) for x in rates],
+                      "spread": round((max(rates) - min(rates)) / ips, 3),
+                      "warmup_epochs": r["warmup_epochs"],
+                      "first_epoch_images_per_s": round(r["first"][0], 1),
+                      "first_epoch_images_per_cpu_s": round(1 / r["first"][1], 1)}))
 
 
 if __name__ == "__main__":
