@@ -143,11 +143,9 @@ int main(int argc, char **argv)
             repeat = strtol(argv[++a], NULL, 10);
         } else if (!strcmp(o, "-p") && a + 1 < argc) {
             const char *p = argv[++a];
-            path = !strcmp(p, "portable") ? RESIZE_PATH_PORTABLE
-                   : !strcmp(p, "avx2")   ? RESIZE_PATH_AVX2
-                   : !strcmp(p, "avx512") ? RESIZE_PATH_AVX512
-                                          : RESIZE_PATH_AUTO;
-            if (path == RESIZE_PATH_AUTO && strcmp(p, "auto")) {
+            int named = resize_parse_path(p);
+            path = named < 0 ? RESIZE_PATH_AUTO : (resize_path)named;
+            if (named < 0) {
                 usage();
                 return 1;
             }
