@@ -6,7 +6,6 @@
 
 #include <errno.h>
 #include <math.h>
-#include <stdatomic.h>
 #include <string.h>
 
 /* torchvision RandomResizedCrop.get_params; Python round() is half-to-even = rint(). */
@@ -575,16 +574,11 @@ flip_u8_vbmi(uint8_t *o, const uint8_t *rgb, int last, int n)
     return x;
 }
 
+/* (libgcc reads the CPU once, before main; each call is a load of its answer) */
 static int have_vbmi(void)
 {
-    static _Atomic int have = -1; /* (workers ask at once: an atomic, as huff.c's) */
-    int h = atomic_load_explicit(&have, memory_order_relaxed);
-    if (h < 0) {
-        h = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-            __builtin_cpu_supports("avx512vbmi");
-        atomic_store_explicit(&have, h, memory_order_relaxed);
-    }
-    return h;
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vbmi");
 }
 #else
 #define FLIP_VBMI 0

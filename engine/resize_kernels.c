@@ -1,9 +1,9 @@
 /*
  * resize_kernels.c — the row kernels of resize.c's passes (resize_kernels_internal.h):
  * the horizontal pass of one row or two, and the vertical pass of one row, portable (plain
- * C that gcc -O2 vectorises), AVX2 and AVX-512 (chosen at run time). resize.c plans the taps and
- * calls them through the tables at the end; every kernel gives the same bytes (resize.c's
- * invariants: exact int32 sums, reads inside the row or its zero-padded tail).
+ * C that gcc -O2 vectorises), AVX2 and AVX-512 (chosen at run time). resize.c plans the
+ * taps and calls them through the tables at the end; every kernel gives the same bytes
+ * (resize.c's invariants: exact int32 sums, reads inside the row or its zero-padded tail).
  */
 #include "engine/resize_kernels_internal.h"
 
@@ -301,6 +301,15 @@ __attribute__((target("avx2"))) static void hrow_avx2(const uint8_t *in, uint8_t
  * horizontal kernel (exact). An odd last row is multiplied in full with pmulld.
  */
 #define VPAIRS_MAX 32
+
+/* Taps k0, k1 of a row pair as the int16 pairs [k0 k1] pmaddwd / vpdpwssd multiply by:
+ * the high 11-bit halves (*hi) and the low ones (*lo), as one int32 each to broadcast. */
+static inline void vpair_halves(int32_t k0, int32_t k1, int32_t *hi, int32_t *lo)
+{
+    const int32_t m = (1 << AVX_HALF_BITS) - 1;
+    *hi = (int32_t)(((uint32_t)(k1 >> AVX_HALF_BITS) << 16) | (uint16_t)(k0 >> AVX_HALF_BITS));
+    *lo = (int32_t)(((uint32_t)(k1 & m) << 16) | (uint32_t)(k0 & m));
+}
 __attribute__((target("avx2"))) static void vrow_avx2(const uint8_t *in, size_t stride, int count,
                                                       const int32_t *k, uint8_t *out, int nbytes)
 {
@@ -312,11 +321,10 @@ __attribute__((target("avx2"))) static void vrow_avx2(const uint8_t *in, size_t 
     __m256i kh[VPAIRS_MAX], kl[VPAIRS_MAX];
     int npairs = count / 2;
     for (int p = 0; p < npairs; p++) {
-        int32_t k0 = k[2 * p], k1 = k[2 * p + 1];
-        kh[p] = _mm256_set1_epi32(
-            (int32_t)(((uint32_t)(k1 >> AVX_HALF_BITS) << 16) | (uint16_t)(k0 >> AVX_HALF_BITS)));
-        kl[p] =
-            _mm256_set1_epi32((int32_t)(((uint32_t)(k1 & 0x7ff) << 16) | (uint32_t)(k0 & 0x7ff)));
+        int32_t hi, lo;
+        vpair_halves(k[2 * p], k[2 * p + 1], &hi, &lo);
+        kh[p] = _mm256_set1_epi32(hi);
+        kl[p] = _mm256_set1_epi32(lo);
     }
     __m256i klast = _mm256_set1_epi32(count & 1 ? k[count - 1] : 0);
     const uint8_t *last = in + (size_t)(count - 1) * stride;
@@ -479,12 +487,8 @@ __attribute__((target(T512))) static void vrow_avx512(const uint8_t *in, size_t 
     const __m512i zero = _mm512_setzero_si512();
     int32_t kh[VPAIRS_MAX], kl[VPAIRS_MAX];
     int npairs = count / 2;
-    for (int p = 0; p < npairs; p++) {
-        int32_t k0 = k[2 * p], k1 = k[2 * p + 1];
-        kh[p] =
-            (int32_t)(((uint32_t)(k1 >> AVX_HALF_BITS) << 16) | (uint16_t)(k0 >> AVX_HALF_BITS));
-        kl[p] = (int32_t)(((uint32_t)(k1 & 0x7ff) << 16) | (uint32_t)(k0 & 0x7ff));
-    }
+    for (int p = 0; p < npairs; p++)
+        vpair_halves(k[2 * p], k[2 * p + 1], &kh[p], &kl[p]);
     __m512i klast = _mm512_set1_epi32(count & 1 ? k[count - 1] : 0);
     const uint8_t *last = in + (size_t)(count - 1) * stride;
     int i = 0;
