@@ -15,6 +15,7 @@
 
 #include <check.h>
 #include <dirent.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <lz4.h>
 #include <pthread.h>
@@ -643,6 +644,55 @@ static uint8_t xor_byte(int fd, uint64_t at)
     ck_assert_int_eq(pwrite(fd, &c, 1, (off_t)at), 1);
     return c;
 }
+
+/* libxxhash's one-shot XXH64, counted for pread_verifies_once: this definition is what the
+ * library's calls bind to, and it calls the real one */
+static _Atomic long xxh64_calls;
+static void *_Atomic xxh64_real;
+uint64_t XXH64(const void *p, size_t n, uint64_t seed);
+uint64_t XXH64(const void *p, size_t n, uint64_t seed)
+{
+    void *f = xxh64_real;
+    if (!f)
+        xxh64_real = f = dlsym(RTLD_NEXT, "XXH64");
+    xxh64_calls++;
+    return ((uint64_t(*)(const void *, size_t, uint64_t))f)(p, n, seed);
+}
+
+/* Payloads read with pread are verified once too: a sample that passed is not hashed
+ * again (the file's identity, checked after every read, is what guards it then); one
+ * that failed is hashed and fails at every read. */
+START_TEST(pread_verifies_once)
+{
+    pack_folder(40, 40, 120, 5);
+    bfs_reader *r;
+    bfs_sample s0, s1;
+    uint8_t buf[1 << 16];
+    ck_assert_int_eq(bfs_open(out, &r, NULL, 0), 0);
+    const bfs_info *in = bfs_get_info(r);
+    ck_assert_int_eq(bfs_get_sample(r, 1, &s1), 0);
+    int fd = open(out, O_RDWR);
+    ck_assert_int_ge(fd, 0);
+    xor_byte(fd, in->heap_offset + s1.offset + 1);
+    close(fd);
+    bfs_close(r);
+    ck_assert_int_eq(bfs_open(out, &r, NULL, 0), 0);
+    long h0 = xxh64_calls;
+    ck_assert_int_eq(bfs_read_sample(r, 0, BFS_VERIFY_SAMPLE, &s0, buf, sizeof buf), 0);
+    ck_assert_int_eq(xxh64_calls, h0 + 1);
+    uint8_t first[1 << 16];
+    memcpy(first, buf, s0.length);
+    for (int k = 0; k < 3; k++) {
+        memset(buf, 0, sizeof buf);
+        ck_assert_int_eq(bfs_read_sample(r, 0, BFS_VERIFY_SAMPLE, &s0, buf, sizeof buf), 0);
+        ck_assert_mem_eq(buf, first, s0.length);
+        ck_assert_int_eq(bfs_read_sample(r, 1, BFS_VERIFY_SAMPLE, &s1, buf, sizeof buf),
+                         BFS_E_SAMPLE_CHECKSUM);
+    }
+    ck_assert_int_eq(xxh64_calls, h0 + 4); /* sample 0 once, sample 1 at each read */
+    bfs_close(r);
+}
+END_TEST
 
 /* Payloads read through a mapping (bfs_map_payloads): the bytes pread gives; a file
  * truncated in place faults inside the guard, which turns it into BFS_E_CHANGED (the
@@ -1629,6 +1679,7 @@ static Suite *format_suite(void)
     tcase_add_test(tc, open_errors);
     tcase_add_test(tc, changed_underneath);
     tcase_add_test(tc, mapped_payloads);
+    tcase_add_test(tc, pread_verifies_once);
     tcase_add_test(tc, guard_handler_run_with_signals_blocked);
     tcase_add_test(tc, writer_contract);
     tcase_add_test(tc, pack_skips_and_strict);
