@@ -11,6 +11,7 @@
 #include "engine/decode.h"
 #include "engine/dataset/bfs.h"
 #include "engine/huff.h"
+#include "engine/ycc.h"
 #include "base/err.h"
 #include "engine/dataset/image.h"
 #include "engine/dataset/jpeg.h"
@@ -502,6 +503,7 @@ static int decode_pass(bfs_decoder *d, const pass *p, const bfs_image_info *info
     /* a window is of a file decoded whole and clean before (huff.h): our entropy decoder */
     if (p->windowed && d->huff && bfs_huff_install(d->huff, c))
         atomic_fetch_add_explicit(&d->n_own, 1, memory_order_relaxed);
+    bfs_ycc_install(c); /* YCbCr to RGB with AVX-512 where the CPU has it (ycc.h) */
 
     /* Region to decode: the request plus a margin, columns snapped by libjpeg. */
     JDIMENSION cx = 0, cw = c->output_width;

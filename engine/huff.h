@@ -12,9 +12,9 @@
  * (`build/bench/bench_huff /var/tmp/batchfs-corpus-l24 300 8`, 5 runs alternated; 1.32x
  * one symbol a lookup, 1.09-1.11x before the coefficients were in the table); with one
  * symbol a lookup the entropy decoding alone was ~1.5x (perf samples of that bench, 150
- * files, in huff.c against jdhuff.c's, less those of the restart markers' insertion). IDCT,
- * upsampling and colour conversion stay libjpeg-turbo's: the coefficients are the same, so the
- * pixels are.
+ * files, in huff.c against jdhuff.c's, less those of the restart markers' insertion). IDCT
+ * and upsampling stay libjpeg-turbo's (colour conversion is ycc.h's where the CPU has
+ * AVX-512): the coefficients are the same, so the pixels are.
  *
  * Where it differs from libjpeg-turbo's decoder: only on data libjpeg-turbo warns about
  * (and a warning makes the sample bad: decode.c). A bad Huffman code, a segment that ends

@@ -27,6 +27,7 @@
 #include "engine/dataset/jpeg.h"
 #include "engine/dataset/pack.h"
 #include "engine/huff.h"
+#include "engine/ycc.h"
 #include "engine/pipeline.h"
 #include "tests/testutil.h"
 
@@ -36,7 +37,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <turbojpeg.h>
+#include <unistd.h>
 
 #include <jpegint.h> /* jpeg_natural_order */
 
@@ -776,6 +779,101 @@ START_TEST(packed_with_restart_same_tensors)
 }
 END_TEST
 
+/* Our YCbCr to RGB (ycc.h) against the one libjpeg-turbo installs, on every (Y, Cb, Cr):
+ * 4096 rows of 4096, converted by each with the decoder's output width set to 4096; then
+ * each width 1..200 of random samples, with guard bytes after the row (the tail's masked
+ * stores write nothing past 3 * width). */
+#define YW 4096
+START_TEST(ycc_equals_libjpeg_on_every_colour)
+{
+    uint8_t *jpg;
+    size_t len;
+    make(&KINDS[0], 64, 48, 5, &jpg, &len);
+    struct jpeg_decompress_struct c;
+    struct jpeg_error_mgr jerr;
+    c.err = jpeg_std_error(&jerr);
+    jpeg_create_decompress(&c);
+    jpeg_mem_src(&c, jpg, (unsigned long)len);
+    ck_assert_int_eq(jpeg_read_header(&c, TRUE), JPEG_HEADER_OK);
+    c.out_color_space = JCS_RGB;
+    c.do_fancy_upsampling = TRUE;
+    jpeg_start_decompress(&c);
+    void (*ref)(j_decompress_ptr, JSAMPIMAGE, JDIMENSION, JSAMPARRAY, int) =
+        c.cconvert->color_convert;
+    if (!bfs_ycc_install(&c)) {
+        ck_assert_int_eq(bfs_ycc_available(), 0);
+        fprintf(stderr, "ycc: no AVX-512 VBMI here: libjpeg-turbo's conversion kept\n");
+        jpeg_destroy_decompress(&c);
+        free(jpg);
+        return;
+    }
+    void (*ours)(j_decompress_ptr, JSAMPIMAGE, JDIMENSION, JSAMPARRAY, int) =
+        c.cconvert->color_convert;
+    ck_assert_ptr_ne(ours, ref);
+    JDIMENSION saved = c.output_width;
+    size_t pad = 256, obytes = 3 * YW + pad;
+    JSAMPLE *plane[3], *o1 = malloc(obytes), *o2 = malloc(obytes);
+    JSAMPROW row[3];
+    JSAMPARRAY arr[3] = {&row[0], &row[1], &row[2]};
+    for (int ci = 0; ci < 3; ci++)
+        row[ci] = plane[ci] = malloc(YW + pad);
+    c.output_width = YW;
+    for (uint32_t r = 0; r < YW; r++) {
+        for (uint32_t x = 0; x < YW; x++) {
+            uint32_t i = r * YW + x;
+            plane[0][x] = (JSAMPLE)i, plane[1][x] = (JSAMPLE)(i >> 8),
+            plane[2][x] = (JSAMPLE)(i >> 16);
+        }
+        ref(&c, arr, 0, &o1, 1);
+        ours(&c, arr, 0, &o2, 1);
+        if (memcmp(o1, o2, 3 * YW) != 0) {
+            size_t b = 0;
+            while (o1[b] == o2[b])
+                b++;
+            uint32_t i = r * YW + (uint32_t)b / 3;
+            ck_abort_msg("Y %u Cb %u Cr %u: channel %zu is %u, libjpeg-turbo's %u", i & 255,
+                         (i >> 8) & 255, i >> 16, b % 3, o2[b], o1[b]);
+        }
+    }
+    uint32_t seed = 7;
+    for (JDIMENSION w = 1; w <= 200; w++) {
+        for (int ci = 0; ci < 3; ci++)
+            for (JDIMENSION x = 0; x < w + 64; x++)
+                plane[ci][x] = (JSAMPLE)((seed = seed * 1103515245u + 12345u) >> 16);
+        memset(o1, 0xA5, obytes);
+        memset(o2, 0xA5, obytes);
+        c.output_width = w;
+        ref(&c, arr, 0, &o1, 1);
+        ours(&c, arr, 0, &o2, 1);
+        ck_assert_mem_eq(o2, o1, 3 * w);
+        for (size_t b = 3 * w; b < obytes; b++)
+            ck_assert_msg(o2[b] == 0xA5, "width %u: byte %zu past the row written", w, b);
+    }
+    c.output_width = saved;
+    for (int ci = 0; ci < 3; ci++)
+        free(plane[ci]);
+    free(o1);
+    free(o2);
+    jpeg_destroy_decompress(&c);
+    free(jpg);
+}
+END_TEST
+
+/* BATCHFS_YCC=libjpeg keeps libjpeg-turbo's (read once: in a child) */
+START_TEST(ycc_env_keeps_libjpeg)
+{
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        setenv("BATCHFS_YCC", "libjpeg", 1);
+        _exit(bfs_ycc_available() == 0 ? 0 : 1);
+    }
+    int st;
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+END_TEST
+
 static Suite *restart_suite(void)
 {
     Suite *s = suite_create("restart");
@@ -790,6 +888,8 @@ static Suite *restart_suite(void)
     tcase_add_test(t, own_entropy_block_ends);
     tcase_add_test(t, bad_layout_falls_back);
     tcase_add_test(t, decoder_lends_no_tables);
+    tcase_add_test(t, ycc_equals_libjpeg_on_every_colour);
+    tcase_add_test(t, ycc_env_keeps_libjpeg);
     suite_add_tcase(s, t);
     TCase *e = tcase_create("engine");
     tcase_set_timeout(e, 120);
