@@ -12,10 +12,10 @@
  * (FIX(1.402) x_cr + 1/2) >> 16 for R, (FIX(1.772) x_cb + 1/2) >> 16 for B and
  * (-FIX(0.34414) x_cb - FIX(0.71414) x_cr + 1/2) >> 16 for G (x = sample - 128, 16
  * fraction bits, arithmetic shifts), then clamps to 0..255; its SIMD kernels give the same
- * bytes. Here each product is split into a multiple of 2^16 (exact: it shifts out whole)
- * and a 16-bit constant for vpmaddwd, so every sum is the C code's, in 32 bits.
- * tests/check_restart.c compares this with the kernel libjpeg-turbo installs, on all
- * 2^24 (Y, Cb, Cr).
+ * bytes. Here R's and B's terms are each one vpmulhrsw by a constant found by search that
+ * gives the C code's term for each of the 256 values; G's is the C code's sum, made by
+ * vpmaddwd in 32 bits (ycc.c). tests/check_restart.c compares this with the kernel
+ * libjpeg-turbo installs, on all 2^24 (Y, Cb, Cr).
  *
  * BATCHFS_YCC=libjpeg in the environment keeps libjpeg-turbo's (read once; an escape
  * hatch, for A/B runs; `auto`, the default, is ours where the CPU has it; any other value
