@@ -94,15 +94,7 @@ convert64(const uint8_t *yp, const uint8_t *cbp, const uint8_t *crp, uint8_t *ou
     /* clamped to 0..255 as the C code's range_limit does */
     __m512i r = _mm512_packus_epi16(r0, r1), g = _mm512_packus_epi16(g0, g1),
             b = _mm512_packus_epi16(b0, b1);
-    if (n == 64) {
-        for (int k = 0; k < 3; k++) {
-            __m512i v = _mm512_permutex2var_epi8(r, perm[2 * k], g);
-            v = _mm512_mask_permutexvar_epi8(v, b_mask[k], perm[2 * k + 1], b);
-            _mm512_storeu_si512(out + 64 * k, v);
-        }
-        return;
-    }
-    int left = 3 * n;
+    int left = 3 * n; /* (a full mask where n is 64: no slower than a plain store) */
     for (int k = 0; k < 3 && left > 0; k++, left -= 64) {
         __m512i v = _mm512_permutex2var_epi8(r, perm[2 * k], g);
         v = _mm512_mask_permutexvar_epi8(v, b_mask[k], perm[2 * k + 1], b);
@@ -172,7 +164,7 @@ int bfs_ycc_install(struct jpeg_decompress_struct *c)
 #if defined(__x86_64__) && defined(__GNUC__)
     if (!c->cconvert || c->jpeg_color_space != JCS_YCbCr || c->out_color_space != JCS_RGB ||
         c->num_components != 3 || c->out_color_components != 3 || c->quantize_colors ||
-        c->output_components != 3 || BITS_IN_JSAMPLE != 8 || !bfs_ycc_available())
+        BITS_IN_JSAMPLE != 8 || !bfs_ycc_available())
         return 0;
     c->cconvert->color_convert = ycc_rgb_avx512;
     return 1;
